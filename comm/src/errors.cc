@@ -1,0 +1,1 @@
+#include "hpu/comm/errors.h"

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs everything hpu-train needs to build, test and train, with apt-get.
+# Idempotent and silent when all is installed. Run as root (or with sudo).
+#   scripts/install-deps.sh          build + test + data set
+#   scripts/install-deps.sh --bench  also the benchmark yardsticks (PyTorch, OpenBLAS, Open MPI)
+set -euo pipefail
+
+packages=(
+  g++ cmake ninja-build ccache pkg-config
+  libyaml-cpp-dev libcli11-dev libeigen3-dev libspdlog-dev libfmt-dev
+  libzmq3-dev cppzmq-dev libsodium-dev zlib1g-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  dataset-fashion-mnist
+)
+if [[ "${1:-}" == "--bench" ]]; then
+  packages+=(python3-torch libopenblas0-openmp openmpi-bin libopenmpi-dev)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+[[ ${#missing[@]} -eq 0 ]] && exit 0
+
+sudo=""
+if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
+echo "installing: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
