@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "hpu/core/config/scalars.h"
+#include "hpu/core/errors.h"
 
 namespace hpu::core::config {
 namespace {
@@ -60,6 +61,11 @@ std::vector<std::string> Params::getStringList(std::string_view name) const {
   std::vector<std::string> out;
   for (const Node& n : node(name).items()) out.push_back(n.str());
   return out;
+}
+
+void Params::fail(std::string_view name, const std::string& message) const {
+  std::string where = node(name).loc().str();
+  throw ConfigError((where.empty() ? "" : where + ": ") + pathOf(name) + ": " + message);
 }
 
 std::string Params::pathOf(std::string_view name) const { return joinPath(path_, name); }

@@ -30,6 +30,9 @@ class Params {
   std::vector<std::string> getStringList(std::string_view name) const;
   // The raw node of a parameter (unions, dicts, nested components).
   const Node& node(std::string_view name) const;
+  // Throws ConfigError "file:line:col: model.init_args.NAME: message" for a
+  // constraint the schema cannot express (checked by the component).
+  [[noreturn]] void fail(std::string_view name, const std::string& message) const;
   // "model.init_args.lr", for messages.
   std::string pathOf(std::string_view name) const;
   const std::string& path() const { return path_; }
