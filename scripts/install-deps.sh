@@ -8,7 +8,7 @@ set -euo pipefail
 packages=(
   g++ cmake ninja-build ccache pkg-config
   libyaml-cpp-dev libcli11-dev libeigen3-dev libspdlog-dev libfmt-dev
-  libzmq3-dev cppzmq-dev libsodium-dev zlib1g-dev
+  libzmq3-dev cppzmq-dev libsodium-dev zlib1g-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist
 )

@@ -1,24 +1,197 @@
 #include "hpu/core/run.h"
 
-#include <random>
+#include <spdlog/fmt/fmt.h>
+#include <spdlog/spdlog.h>
 
+#include <filesystem>
+#include <random>
+#include <thread>
+
+#include "hpu/core/checkpoint/checkpoint.h"
+#include "hpu/core/config/normalize.h"
 #include "hpu/core/config/params.h"
+#include "hpu/core/config/registry.h"
+#include "hpu/core/config/yaml_io.h"
 #include "hpu/core/errors.h"
+#include "hpu/core/trainer/trainer.h"
+#include "hpu/device/platform.h"
 
 namespace hpu::core {
+
+// Defined beside their implementations.
+std::unique_ptr<Callback> makeProgressBar();
+std::unique_ptr<Callback> makeSaveConfigCallback(config::Node config, bool overwrite);
+
+namespace {
+
+using config::ComponentKind;
+using config::Node;
+
+// Builds a component of `kind` from a canonical node or a bare class name.
+template <class Base>
+std::unique_ptr<Base> build(const Node& node, const std::string& path) {
+  return config::ComponentFactory<Base>::instance().create(node, path);
+}
+
+template <class Base>
+std::unique_ptr<Base> buildDefault(const std::string& class_name, ComponentKind kind, const std::string& path) {
+  std::vector<std::string> problems;
+  const Node canonical = config::normalize(Node::scalar(class_name), config::Type::component({kind}), path, problems);
+  return build<Base>(canonical, path);
+}
+
+// Component nodes of a "component or list of components" value.
+std::vector<const Node*> componentsOf(const Node& n) {
+  std::vector<const Node*> out;
+  if (n.isSequence())
+    for (const Node& i : n.items()) out.push_back(&i);
+  else if (n.isMap())
+    out.push_back(&n);
+  return out;
+}
+
+std::string classOf(const Node& component) { return component.find("class_path")->str(); }
+
+device::Env envOf(const std::map<std::string, std::string>& m) {
+  device::Env env;
+  for (const auto& [k, v] : m) env.set(k, v);
+  return env;
+}
+
+int devicesRequested(const Node& devices, const device::Platform& platform) {
+  if (devices.isSequence()) return static_cast<int>(devices.items().size());
+  if (devices.str() == "auto") return platform.autoDeviceCount();
+  const auto n = config::asInt(devices);
+  return n == -1 ? platform.autoDeviceCount() : static_cast<int>(n);
+}
+
+std::unique_ptr<Strategy> makeStrategy(const TrainerOptions& o, int devices) {
+  const Node& s = o.strategy;
+  const int world = devices * static_cast<int>(o.num_nodes);
+  if (s.isMap()) return build<Strategy>(s, "trainer.strategy");
+  const std::string name = s.str();
+  if (name == "auto" || name == "hpu_single") {
+    if (world == 1) return makeSingleDeviceStrategy(0);
+    if (name == "hpu_single")
+      throw UsageError(fmt::format("trainer.strategy=hpu_single runs one device, but trainer.devices x num_nodes = {}; "
+                                   "use hpu_parallel (or auto)",
+                                   world));
+  }
+  throw UsageError(fmt::format("trainer.strategy={} ({} processes) is not available in this build yet; use "
+                               "trainer.devices=1 with strategy auto or hpu_single",
+                               name == "auto" ? "hpu_parallel" : name, world));
+}
+
+std::uint64_t seedOf(const Node& cfg) {
+  const Node& s = *cfg.find("seed_everything");
+  if (s.str() == "false" || s.str() == "true") return std::random_device{}();
+  return static_cast<std::uint64_t>(config::asInt(s));
+}
+
+void writePredictions(const std::vector<std::vector<float>>& rows, const std::string& dir) {
+  std::string out = "index,prediction";
+  const std::size_t width = rows.empty() ? 0 : rows.front().size();
+  for (std::size_t j = 0; j < width; ++j) out += fmt::format(",output_{}", j);
+  out += "\n";
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const auto& r = rows[i];
+    const auto best = std::max_element(r.begin(), r.end()) - r.begin();
+    out += fmt::format("{},{}", i, best);
+    for (float v : r) out += fmt::format(",{}", v);
+    out += "\n";
+  }
+  const std::string path = (std::filesystem::path(dir) / "predictions.csv").string();
+  checkpoint::writeFileAtomically(path, out);
+  std::printf("wrote %zu predictions to %s\n", rows.size(), path.c_str());
+}
+
+}  // namespace
 
 void resolveSeed(config::Node& cfg) {
   config::Node* seed = cfg.find("seed_everything");
   if (seed == nullptr || !seed->isScalar() || seed->str() != "true") return;
   std::random_device rd;
-  const std::uint32_t value = rd();
-  *seed = config::Node::scalar(std::to_string(value), seed->loc());
+  *seed = config::Node::scalar(std::to_string(rd()), seed->loc());
 }
 
 int run(const RunRequest& request) {
-  throw Error("the " + request.subcommand + " pipeline is not assembled in this build");
+  const Node& cfg = request.config;
+  TrainerParts parts;
+  parts.options = TrainerOptions::parse(*cfg.find("trainer"));
+  TrainerOptions& o = parts.options;
+  parts.seed = seedOf(cfg);
+  parts.config = cfg;
+
+  if (o.precision != "32" && o.precision != "32-true")
+    throw UsageError("trainer.precision=" + o.precision + " is not available in this build yet; use 32-true");
+  if (o.accelerator.isScalar() && o.accelerator.str() == "cpu")
+    throw UsageError("trainer.accelerator=cpu: hpu-train runs on the emulated HPU; use accelerator: hpu or auto");
+
+  device::Platform platform = device::Platform::fromEnv(envOf(request.env));
+  const int devices = devicesRequested(o.devices, platform);
+  parts.strategy = makeStrategy(o, devices);
+  RunEnvironment run_env{request.env, request.argv, devices, static_cast<int>(o.num_nodes), config::emitYaml(cfg)};
+  parts.strategy->setup(run_env, platform);
+  Strategy& strategy = *parts.strategy;
+
+  for (const Node* p : componentsOf(o.plugins)) {
+    const std::string path = "trainer.plugins";
+    if (classOf(*p) == "HPUCheckpointIO") parts.checkpoint_io = build<checkpoint::CheckpointIO>(*p, path);
+  }
+
+  auto model = build<LightningModule>(*cfg.find("model"), "model");
+  auto data = build<data::DataModule>(*cfg.find("data"), "data");
+  if (const Node& n = *cfg.find("optimizer"); !n.isNull()) parts.optimizer = build<optim::Optimizer>(n, "optimizer");
+  if (const Node& n = *cfg.find("lr_scheduler"); !n.isNull()) {
+    if (!parts.optimizer)
+      throw UsageError("lr_scheduler needs an optimizer from the config too (optimizer: {class_path: Adam, ...})");
+    parts.scheduler = build<optim::LRScheduler>(n, "lr_scheduler");
+  }
+
+  // Loggers: true means the default CSVLogger; fast_dev_run disables them.
+  if (o.fast_dev_run == 0) {
+    if (o.logger.isScalar() && o.logger.str() == "true")
+      parts.loggers.push_back(buildDefault<Logger>("CSVLogger", ComponentKind::kLogger, "trainer.logger"));
+    for (const Node* l : componentsOf(o.logger)) parts.loggers.push_back(build<Logger>(*l, "trainer.logger"));
+  }
+  for (auto& l : parts.loggers) l->setup(o.default_root_dir, strategy);
+
+  bool has_checkpoint = false, has_progress = false;
+  for (const Node* c : componentsOf(o.callbacks)) {
+    has_checkpoint = has_checkpoint || classOf(*c) == "ModelCheckpoint";
+    has_progress = has_progress || classOf(*c) == "TQDMProgressBar";
+    parts.callbacks.push_back(build<Callback>(*c, "trainer.callbacks"));
+  }
+  if (request.subcommand == "fit" && !parts.loggers.empty())
+    parts.callbacks.push_back(makeSaveConfigCallback(cfg, request.save_config_overwrite));
+  if (o.enable_checkpointing && !has_checkpoint && request.subcommand == "fit")
+    parts.callbacks.push_back(buildDefault<Callback>("ModelCheckpoint", ComponentKind::kCallback, "trainer.callbacks"));
+  if (o.enable_progress_bar && !has_progress) parts.callbacks.push_back(makeProgressBar());
+
+  const Node& ckpt = *cfg.find("ckpt_path");
+  const std::string ckpt_path = ckpt.isNull() ? "" : ckpt.str();
+  Trainer trainer(std::move(parts));
+  const std::string& sub = request.subcommand;
+  if (sub == "fit") {
+    trainer.fit(*model, *data, ckpt_path);
+  } else if (sub == "validate") {
+    trainer.validate(*model, *data, ckpt_path);
+  } else if (sub == "test") {
+    trainer.test(*model, *data, ckpt_path);
+  } else {
+    auto rows = trainer.predict(*model, *data, ckpt_path);
+    if (trainer.isGlobalZero()) writePredictions(rows, trainer.logDir());
+  }
+  if (trainer.isGlobalZero()) {
+    const std::string summary = trainer.device().graph().summary();
+    if (!summary.empty()) std::printf("%s", summary.c_str());
+    std::fflush(stdout);
+  }
+  return trainer.strategy().teardown(false);
 }
 
-std::string describeDevices(const std::map<std::string, std::string>&) { return ""; }
+std::string describeDevices(const std::map<std::string, std::string>& env) {
+  return device::formatDeviceTable(device::Platform::fromEnv(envOf(env)));
+}
 
 }  // namespace hpu::core

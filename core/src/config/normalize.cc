@@ -206,8 +206,10 @@ class Normalizer {
       const std::string child = joinPath(path, p.name);
       const Node* given = v.isMap() ? v.find(p.name) : nullptr;
       if (given == nullptr && p.defaultValue().isNull() && !p.type.acceptsNull()) {
-        fail(v, child, "missing required key; choose a " + p.type.name() + " class" +
-                           registered(p.type.kinds()));
+        fail(v, child,
+             p.type.tag() == Tag::kComponent
+                 ? "missing required key; choose a " + p.type.name() + " class" + registered(p.type.kinds())
+                 : "missing required key (" + p.type.name() + ")");
         continue;
       }
       if (given == nullptr) {

@@ -21,6 +21,7 @@ std::string_view kindName(ComponentKind kind) {
     case ComponentKind::kPrecisionPlugin: return "PrecisionPlugin";
     case ComponentKind::kCheckpointIO: return "CheckpointIO";
     case ComponentKind::kClusterEnvironment: return "ClusterEnvironment";
+    case ComponentKind::kLayer: return "Layer";
   }
   return "?";
 }

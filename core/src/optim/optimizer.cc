@@ -54,7 +54,7 @@ class SGD final : public Optimizer {
     return {};
   }
   void update(const ParamSlice& s, float* const* state, std::int64_t step) override {
-    const float lr = static_cast<float>(lr());
+    const float rate = static_cast<float>(lr());
     const float wd = static_cast<float>(o_.weight_decay);
     const float mom = static_cast<float>(o_.momentum);
     const float damp = 1.0f - static_cast<float>(o_.dampening);
@@ -65,7 +65,7 @@ class SGD final : public Optimizer {
 #pragma omp parallel for simd if (n > (1 << 16))
       for (std::int64_t i = 0; i < n; ++i) {
         const float d = wd != 0.0f ? g[i] + wd * p[i] : g[i];
-        p[i] -= lr * d;
+        p[i] -= rate * d;
       }
       return;
     }
@@ -77,7 +77,7 @@ class SGD final : public Optimizer {
       float d = wd != 0.0f ? g[i] + wd * p[i] : g[i];
       buf[i] = first ? d : mom * buf[i] + damp * d;
       d = nesterov ? d + mom * buf[i] : buf[i];
-      p[i] -= lr * d;
+      p[i] -= rate * d;
     }
   }
 

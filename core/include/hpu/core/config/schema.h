@@ -27,6 +27,7 @@ enum class ComponentKind {
   kPrecisionPlugin,
   kCheckpointIO,
   kClusterEnvironment,
+  kLayer,  // a layer of the YAML-defined Sequential model
 };
 // "Model", "DataModule", ..., "PrecisionPlugin".
 std::string_view kindName(ComponentKind kind);

@@ -18,7 +18,8 @@ namespace hpu::core::nn {
 // generator its parameters are initialised from.
 struct InitContext {
   device::Device& device;
-  Generator& rng;
+  Generator& rng;          // parameter initialisation
+  Generator& dropout_rng;  // masks of Dropout layers (checkpointed by the Trainer)
   DType param_dtype = DType::kFloat32;
 };
 

@@ -1,0 +1,34 @@
+// LightningDataModule: where the data of each stage comes from and how it is
+// batched. setup() loads (and validates) the files; the Trainer then builds
+// one DataLoader per split, adding the distributed sampler settings.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "hpu/core/data/dataloader.h"
+#include "hpu/core/data/dataset.h"
+
+namespace hpu::core::data {
+
+enum class Split { kTrain, kVal, kTest, kPredict };
+std::string_view splitName(Split s);  // "train", "val", "test", "predict"
+
+enum class Stage { kFit, kValidate, kTest, kPredict };
+
+class DataModule {
+ public:
+  virtual ~DataModule() = default;
+  // Loads what `stage` needs. Throws DataError for missing/corrupt data.
+  virtual void setup(Stage stage) = 0;
+  // The data set of a split, or nullptr if this data module has none.
+  virtual std::shared_ptr<const Dataset> dataset(Split split) const = 0;
+  // Batching for a split: batch size, workers, shuffling (train only by
+  // default), drop_last. The sampler's replica fields are the Trainer's.
+  virtual LoaderOptions loaderOptions(Split split) const = 0;
+  // Number of classes of labelled data sets (0: not a classification set).
+  virtual std::int64_t numClasses() const { return 0; }
+};
+
+}  // namespace hpu::core::data

@@ -1,0 +1,78 @@
+// A Strategy owns where training runs and how ranks cooperate: launching
+// local workers, the process group, this process's device, the initial
+// parameter broadcast, gradient synchronisation, the sampler split and the
+// reduction of metrics. The Trainer calls it at fixed points of its loop.
+// Not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "hpu/core/data/sampler.h"
+#include "hpu/core/nn/flat_parameters.h"
+#include "hpu/core/optim/optimizer.h"
+#include "hpu/device/platform.h"
+
+namespace hpu::core {
+
+// What a strategy needs to know about the process and the job.
+struct RunEnvironment {
+  std::map<std::string, std::string> env;
+  std::vector<std::string> argv;  // to spawn local workers
+  int devices_per_node = 1;
+  int num_nodes = 1;
+  std::string config_fingerprint;  // resolved config, compared at rendezvous
+};
+
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+  virtual std::string name() const = 0;
+
+  // Brings up the job (workers, rendezvous) and chooses this process's
+  // device on `platform`.
+  virtual void setup(const RunEnvironment& run, device::Platform& platform) = 0;
+  virtual device::Device& device() = 0;
+
+  virtual int worldSize() const { return 1; }
+  virtual int globalRank() const { return 0; }
+  virtual int localRank() const { return 0; }
+  virtual int localWorldSize() const { return 1; }
+  bool isGlobalZero() const { return globalRank() == 0; }
+
+  // Bucket size for FlatParameters.
+  virtual std::int64_t bucketCapBytes() const { return 25ll << 20; }
+  // Called once the parameters are flat: DDP broadcasts rank 0's values
+  // and installs its gradient hooks.
+  virtual void setupParameters(nn::FlatParameters&) {}
+  // The slices this rank's optimizer updates (all buckets unless sharded).
+  virtual std::vector<optim::ParamSlice> optimizerSlices(nn::FlatParameters& params);
+  // Around backward: gradient synchronisation (DDP all-reduces buckets as
+  // they complete and waits for them in afterBackward). `sync` is false on
+  // gradient-accumulation steps that do not end with an optimizer step.
+  virtual void beforeBackward(nn::FlatParameters&, bool sync) {}
+  virtual void afterBackward(nn::FlatParameters&) {}
+  // After optimizer.step(): sharded strategies gather updated parameters.
+  virtual void afterOptimizerStep(nn::FlatParameters&) {}
+
+  // The distributed part of a data loader's sampler.
+  virtual data::SamplerOptions samplerFor(data::SamplerOptions base) const { return base; }
+  // Sums `values` across ranks in place.
+  virtual void allReduceSum(std::span<double> values) {}
+  virtual void barrier(const std::string& name) {}
+  // Rank `root`'s text on every rank.
+  virtual std::string broadcast(const std::string& text, int root) { return text; }
+
+  // Ends the job: waits for (or stops) local workers. Returns the exit code
+  // of the job as seen from this process (0 if all went well).
+  virtual int teardown(bool failed) { return failed ? 1 : 0; }
+};
+
+// One process, one device (hpu_single).
+std::unique_ptr<Strategy> makeSingleDeviceStrategy(int device_index);
+
+}  // namespace hpu::core

@@ -1,0 +1,157 @@
+// Trainer checkpoints: what a checkpoint holds and how a run resumes from it.
+//
+// Tensors: "model.<name>" for parameters and buffers (their dtype),
+// "optimizer.<state>.<slice>" for optimizer state. Metadata:
+//   hpu_train.format = "1", epoch, global_step, batches_done (of `epoch`),
+//   optimizer (name, lr, step), scheduler (JSON state), precision (JSON),
+//   callbacks (JSON object keyed by stateKey()), rng (dropout stream),
+//   config (the resolved YAML), precision_name.
+#include <spdlog/fmt/fmt.h>
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "hpu/core/config/yaml_io.h"
+#include "hpu/core/errors.h"
+#include "hpu/core/trainer/trainer.h"
+#include "metric_collector.h"
+
+namespace hpu::core {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+checkpoint::TensorEntry entryOf(const std::string& name, const Tensor& t) {
+  checkpoint::TensorEntry e;
+  e.name = name;
+  e.dtype = t.dtype() == DType::kInt64 ? DType::kInt64 : t.dtype();
+  e.shape.assign(t.shape().dims().begin(), t.shape().dims().end());
+  if (t.dtype() == DType::kInt64)
+    e.ints.assign(t.labels(), t.labels() + t.numel());
+  else
+    e.values = t.toHost();
+  return e;
+}
+
+// Copies a stored tensor into `t`, checking shape.
+void loadInto(const checkpoint::Checkpoint& ckpt, const std::string& name, Tensor t, const std::string& path) {
+  const checkpoint::TensorEntry* e = ckpt.find(name);
+  if (e == nullptr) throw CheckpointError(fmt::format("{} has no tensor '{}': was it saved from this model?", path, name));
+  const Shape stored(std::span<const std::int64_t>(e->shape));
+  if (!(stored == t.shape()))
+    throw CheckpointError(fmt::format("{}: '{}' has shape {} in the checkpoint but {} in the model", path, name,
+                                      stored.str(), t.shape().str()));
+  if (t.dtype() == DType::kInt64)
+    std::copy(e->ints.begin(), e->ints.end(), t.labels());
+  else
+    std::copy(e->values.begin(), e->values.end(), t.data());
+}
+
+}  // namespace
+
+void Trainer::saveCheckpoint(const std::string& path, bool weights_only) {
+  checkpoint::Checkpoint ckpt;
+  for (const auto& p : model_->namedParameters()) ckpt.tensors.push_back(entryOf("model." + p.name, p.tensor));
+  for (const auto& b : model_->namedBuffers()) ckpt.tensors.push_back(entryOf("model." + b.name, b.tensor));
+  auto& m = ckpt.metadata;
+  m["hpu_train.format"] = "1";
+  m["epoch"] = std::to_string(current_epoch_);
+  m["global_step"] = std::to_string(global_step_);
+  m["batches_done"] = std::to_string(epoch_completed_ ? -1 : batch_in_epoch_);
+  m["precision"] = precision_->precision();
+  m["config"] = config::emitYaml(config_);
+  if (!weights_only && optimizer_) {
+    for (const auto& s : optimizer_->stateTensors()) ckpt.tensors.push_back(entryOf("optimizer." + s.name, s.tensor));
+    m["optimizer"] = json{{"name", optimizer_->name()}, {"lr", optimizer_->lr()}, {"step", optimizer_->stepCount()}}.dump();
+    if (scheduler_) m["scheduler"] = json{{"name", scheduler_->name()}, {"state", scheduler_->state()}}.dump();
+    m["precision_state"] = precision_->stateJson();
+    json cbs = json::object();
+    for (const auto& c : callbacks_)
+      if (auto st = c->stateJson(); !st.empty()) cbs[c->stateKey()] = st;
+    m["callbacks"] = cbs.dump();
+    const auto st = dropout_rng_.state();
+    m["rng"] = json(std::vector<std::uint64_t>{st.s[0], st.s[1], st.s[2], st.s[3]}).dump();
+  }
+  if (isGlobalZero()) checkpoint_io_->save(ckpt, path);
+  strategy_->barrier("save_checkpoint");
+}
+
+std::string Trainer::resolveCheckpointPath(const std::string& ckpt_path) const {
+  if (ckpt_path != "last" && ckpt_path != "best") return ckpt_path;
+  if (ckpt_path == "best") {
+    for (const auto& c : callbacks_)
+      if (auto state = c->stateJson(); !state.empty()) {
+        const json j = json::parse(state, nullptr, false);
+        if (j.is_object() && j.contains("best_model_path") && !j["best_model_path"].get<std::string>().empty())
+          return j["best_model_path"].get<std::string>();
+      }
+  }
+  // The newest last.ckpt: this run's checkpoint directory, else the newest
+  // version of the logger's earlier runs.
+  std::vector<fs::path> candidates{fs::path(logDir()) / "checkpoints" / "last.ckpt"};
+  const fs::path runs = fs::path(logDir()).parent_path();
+  std::error_code ec;
+  int best_version = -1;
+  fs::path newest;
+  static const std::regex kVersion("version_([0-9]+)");
+  for (const auto& entry : fs::directory_iterator(runs, ec)) {
+    std::smatch mt;
+    const std::string name = entry.path().filename().string();
+    if (!std::regex_match(name, mt, kVersion)) continue;
+    const int v = std::stoi(mt[1]);
+    if (v > best_version && fs::exists(entry.path() / "checkpoints" / "last.ckpt")) {
+      best_version = v;
+      newest = entry.path() / "checkpoints" / "last.ckpt";
+    }
+  }
+  if (!newest.empty()) candidates.push_back(newest);
+  for (const auto& c : candidates)
+    if (fs::exists(c)) {
+      if (ckpt_path == "best")
+        spdlog::warn("ckpt_path=best: no best checkpoint is known in this process; using {}", c.string());
+      return c.string();
+    }
+  throw UsageError(fmt::format("ckpt_path={}: no last.ckpt under {} (ModelCheckpoint writes one with save_last: "
+                               "true); pass a checkpoint path instead",
+                               ckpt_path, runs.string()));
+}
+
+void Trainer::restore(const std::string& path, bool full) {
+  const checkpoint::Checkpoint ckpt = checkpoint_io_->load(path);
+  for (const auto& p : model_->namedParameters()) loadInto(ckpt, "model." + p.name, p.tensor, path);
+  for (const auto& b : model_->namedBuffers()) loadInto(ckpt, "model." + b.name, b.tensor, path);
+  global_step_ = std::stoll(ckpt.meta("global_step"));
+  current_epoch_ = std::stoll(ckpt.meta("epoch"));
+  if (!full) return;
+  if (!ckpt.metadata.count("optimizer"))
+    throw CheckpointError(path + " holds weights only (save_weights_only); it cannot resume training");
+  const json opt = json::parse(ckpt.meta("optimizer"));
+  if (opt["name"].get<std::string>() != optimizer_->name())
+    throw CheckpointError(fmt::format("{} was trained with {}, this run uses {}", path,
+                                      opt["name"].get<std::string>(), optimizer_->name()));
+  for (const auto& s : optimizer_->stateTensors()) loadInto(ckpt, "optimizer." + s.name, s.tensor, path);
+  optimizer_->setLr(opt["lr"].get<double>());
+  optimizer_->setStepCount(opt["step"].get<std::int64_t>());
+  if (scheduler_ && ckpt.metadata.count("scheduler"))
+    scheduler_->loadState(json::parse(ckpt.meta("scheduler"))["state"].get<std::vector<double>>());
+  precision_->loadStateJson(ckpt.metadata.count("precision_state") ? ckpt.meta("precision_state") : "");
+  const json cbs = json::parse(ckpt.meta("callbacks"));
+  for (auto& c : callbacks_)
+    if (cbs.contains(c->stateKey())) c->loadStateJson(cbs[c->stateKey()].get<std::string>());
+  const auto rng = json::parse(ckpt.meta("rng")).get<std::vector<std::uint64_t>>();
+  dropout_rng_.setState({{rng.at(0), rng.at(1), rng.at(2), rng.at(3)}});
+  const std::int64_t done = std::stoll(ckpt.meta("batches_done"));
+  if (done < 0) {
+    ++current_epoch_;  // saved at the end of its epoch
+    skip_batches_ = 0;
+  } else {
+    skip_batches_ = done;
+  }
+  spdlog::info("resumed from {} at epoch {}, global step {}", path, current_epoch_, global_step_);
+}
+
+}  // namespace hpu::core
