@@ -143,7 +143,7 @@ std::vector<int> visibleModuleIds(const EmulatorSettings& s) {
                                  ? parseIdList(kVisibleDevicesVariable, *s.visibleDevices, s.devicesPerNode,
                                                "device")
                                  : parseIdList(kVisibleDevicesVariable, "all", s.devicesPerNode, "device");
-  if (!s.visibleModules) return devices;
+  if (!s.visibleModules || trim(*s.visibleModules) == "all") return devices;
   std::vector<int> modules = parseIdList(kVisibleModulesVariable, *s.visibleModules, s.devicesPerNode, "module");
   for (int m : modules)
     if (std::find(devices.begin(), devices.end(), m) == devices.end())

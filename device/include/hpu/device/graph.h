@@ -8,7 +8,9 @@
 // (op, shapes, dtypes) is a recipe compiled on first use and hit after.
 //
 // A compilation of a graph that has the same ops as one compiled before but
-// different operand shapes or dtypes is a recompilation (dynamic shapes); its
+// different operand shapes or dtypes is a recompilation (dynamic shapes; in
+// eager mode only after the first step, which compiles every layer's recipes,
+// so an op that recurs with other shapes there is another layer); its
 // cause names the ops whose operands changed against the most similar
 // previously compiled graph, e.g. "linear (op 1 of 12) operand 0: [64,784] ->
 // [32,784]". summary() reports the counts and causes at the end of a run and,
@@ -45,8 +47,8 @@ std::string_view executionModeName(ExecutionMode mode);  // "lazy", "eager"
 class OpName {
  public:
   consteval OpName(const char* name) : name_(name), hash_(hashName(name_)) {}
-  std::string_view name() const { return name_; }
-  std::uint64_t hash() const { return hash_; }
+  constexpr std::string_view name() const { return name_; }
+  constexpr std::uint64_t hash() const { return hash_; }
 
  private:
   static consteval std::uint64_t hashName(std::string_view s) {
@@ -131,7 +133,7 @@ struct GraphOptions {
   std::string target = "gaudi2";
   // Optional, shared by the devices of a process: persists compiled recipes
   // across processes (PT_HPU_RECIPE_CACHE_CONFIG).
-  std::shared_ptr<RecipeDiskCache> diskCache;
+  std::shared_ptr<RecipeDiskCache> diskCache = nullptr;
 };
 
 class GraphRuntime {
