@@ -4,10 +4,10 @@
 
 #include <algorithm>
 #include <array>
-#include <cctype>
 
 #include "hpu/device/check.h"
 #include "hpu/device/errors.h"
+#include "hpu/device/text.h"
 
 namespace hpu::device {
 namespace {
@@ -77,9 +77,7 @@ constexpr std::array<DeviceSpec, 3> kSpecs{{
 std::string_view generationName(Generation g) { return specFor(g).name; }
 
 std::optional<Generation> parseGeneration(std::string_view name) {
-  std::string lower(name);
-  std::transform(lower.begin(), lower.end(), lower.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const std::string lower = detail::toLower(name);
   if (lower == "gaudi1") return Generation::kGaudi;
   for (const DeviceSpec& s : kSpecs)
     if (s.name == lower) return s.generation;

@@ -35,12 +35,12 @@ TEST(Platform, OwnsOneDevicePerVisibleModule) {
 }
 
 TEST(Platform, SettingsReachEveryDevice) {
-  const Platform platform = Platform::fromEnv(Env{{"HPU_EMULATOR_GENERATION", "gaudi"},
+  Platform platform = Platform::fromEnv(Env{{"HPU_EMULATOR_GENERATION", "gaudi"},
                                                   {"HPU_EMULATOR_MEMORY_LIMIT", "1MiB"},
                                                   {"PT_HPU_LAZY_MODE", "0"},
                                                   {"HABANA_VISIBLE_MODULES", "6,7"}});
   for (int i = 0; i < platform.autoDeviceCount(); ++i) {
-    Device& d = platform.device(i);
+    const Device& d = platform.device(i);
     EXPECT_EQ(d.spec().generation, Generation::kGaudi);
     EXPECT_EQ(d.allocator().limit(), 1u << 20);
     EXPECT_EQ(d.graph().mode(), ExecutionMode::kEager);
@@ -78,7 +78,7 @@ TEST(Platform, DeviceIndexOutOfRangeIsABug) {
 }
 
 TEST(DeviceTable, ListsExactlyTheVisibleDevicesLikeHlSmi) {
-  const Platform platform = Platform::fromEnv(Env{{"HABANA_VISIBLE_DEVICES", "0,3"}});
+  Platform platform = Platform::fromEnv(Env{{"HABANA_VISIBLE_DEVICES", "0,3"}});
   Buffer held = platform.device(1).allocator().allocate(DType::kBFloat16, 512 * 1024);
   const std::vector<std::string> out = lines(formatDeviceTable(platform));
   ASSERT_EQ(out.size(), 5u);
