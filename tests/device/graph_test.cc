@@ -1,12 +1,16 @@
 #include "hpu/device/graph.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "hpu/device/errors.h"
@@ -198,6 +202,39 @@ TEST_F(RecipeDiskCacheTest, ASecondProcessFindsTheRecipesOfTheFirst) {
   GraphRuntime eager("hpu:0", {ExecutionMode::kEager, "gaudi2", open()});
   mlpStep(eager, 64);
   EXPECT_EQ(eager.stats().compilations, 4u);  // and per mode
+}
+
+// Waits for a child process for at most `limit`; kills it past the deadline.
+// Returns its exit code, or -1 if it was killed or did not exit normally.
+int waitForChild(pid_t child, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  int status = 0;
+  while (::waitpid(child, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(child, SIGKILL);
+      ::waitpid(child, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST_F(RecipeDiskCacheTest, AnotherProcessFindsTheRecipes) {
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // the first run: compiles both graphs and persists them
+    GraphRuntime g("hpu:0", {ExecutionMode::kLazy, "gaudi2", open()});
+    mlpStep(g, 64);
+    mlpStep(g, 32);
+    ::_exit(g.stats().compilations == 2 ? 0 : 1);
+  }
+  ASSERT_EQ(waitForChild(child, std::chrono::seconds(30)), 0);
+  GraphRuntime g("hpu:0", {ExecutionMode::kLazy, "gaudi2", open()});
+  mlpStep(g, 64);
+  mlpStep(g, 32);
+  EXPECT_EQ(g.stats().compilations, 0u);
+  EXPECT_EQ(g.stats().diskCacheHits, 2u);
 }
 
 TEST_F(RecipeDiskCacheTest, DeleteOnInitStartsEmpty) {
