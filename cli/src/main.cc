@@ -1,9 +1,3 @@
-#include <cstdio>
-#include <string>
+#include "hpu/cli/app.h"
 
-#include "hpu/cli/version.h"
-
-int main() {
-  std::printf("hpu-train %s\n", std::string(hpu::cli::version()).c_str());
-  return 0;
-}
+int main(int argc, char** argv) { return hpu::cli::runCli(argc, argv); }

@@ -1,0 +1,216 @@
+#include "hpu/cli/app.h"
+
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <iostream>
+
+#include "hpu/cli/help.h"
+#include "hpu/cli/overrides.h"
+#include "hpu/cli/version.h"
+#include "hpu/comm/errors.h"
+#include "hpu/core/config/print.h"
+#include "hpu/core/config/root.h"
+#include "hpu/core/config/scalars.h"
+#include "hpu/core/errors.h"
+#include "hpu/core/run.h"
+
+extern char** environ;
+
+namespace hpu::cli {
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitFailure = 1;
+constexpr int kExitUsage = 2;
+
+const char* const kTrainerCommands[][2] = {
+    {"fit", "Run the full optimization routine (train + validate)."},
+    {"validate", "Run one evaluation epoch over the validation set."},
+    {"test", "Run one evaluation epoch over the test set."},
+    {"predict", "Run inference over the predict set."},
+};
+
+// Options a trainer subcommand takes besides its dotted config keys.
+struct TrainerArgs {
+  std::vector<std::string> configs;
+  CLI::Option* print_config = nullptr;
+  std::string print_config_flags;
+  bool save_config_overwrite = false;
+};
+
+void addTrainerOptions(CLI::App& app, TrainerArgs& args) {
+  app.add_option("-c,--config", args.configs,
+                 "YAML config file; repeatable, merged left to right, flags override them")
+      ->allow_extra_args(false)
+      ->type_name("FILE");
+  args.print_config =
+      app.add_option("--print_config", args.print_config_flags,
+                     "Print the resolved config as YAML and exit. Flags: skip_default,skip_null,comments")
+          ->expected(0, 1)
+          ->type_name("[=FLAGS]");
+  app.add_flag("--save_config_overwrite", args.save_config_overwrite,
+               "Overwrite an existing <log_dir>/config.yaml at the start of fit");
+}
+
+core::config::PrintOptions parsePrintFlags(const std::string& flags) {
+  core::config::PrintOptions o;
+  std::string rest = flags;
+  const std::vector<std::string> known{"skip_default", "skip_null", "comments"};
+  while (!rest.empty()) {
+    const auto comma = rest.find(',');
+    const std::string f = rest.substr(0, comma);
+    rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
+    if (f == "skip_default")
+      o.skip_default = true;
+    else if (f == "skip_null")
+      o.skip_null = true;
+    else if (f == "comments")
+      o.comments = true;
+    else if (!f.empty())
+      throw core::UsageError("--print_config: unknown flag '" + f + "'" +
+                             core::config::didYouMean(f, known) +
+                             " (flags: skip_default, skip_null, comments)");
+  }
+  return o;
+}
+
+std::map<std::string, std::string> processEnv() {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; e && *e; ++e) {
+    std::string kv(*e);
+    const auto eq = kv.find('=');
+    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return env;
+}
+
+// Rejects top-level flags given after the subcommand, saying where they go.
+void rejectMisplaced(const std::vector<std::string>& extras, const std::string& sub) {
+  for (const std::string& e : extras) {
+    if (e == "--version")
+      throw core::UsageError("--version belongs before the subcommand: hpu-train --version");
+    if (e == "-v" || e == "--verbose")
+      throw core::UsageError(e + " belongs before the subcommand: hpu-train " + e + " " + sub + " ...");
+  }
+}
+
+int runTrainerCommand(const std::string& sub, const TrainerArgs& top, const TrainerArgs& args,
+                      std::vector<std::string> extras, int argc, char** argv) {
+  rejectMisplaced(extras, sub);
+  core::config::ConfigSources sources;
+  sources.subcommand = sub;
+  sources.files = top.configs;
+  sources.files.insert(sources.files.end(), args.configs.begin(), args.configs.end());
+  sources.overrides = parseOverrides(extras);
+  sources.env = processEnv();
+  core::RunRequest request;
+  request.subcommand = sub;
+  request.config = core::config::composeConfig(sources, core::config::rootType());
+  core::resolveSeed(request.config);
+  const CLI::Option* print = args.print_config->count() ? args.print_config : top.print_config;
+  if (print->count()) {
+    const std::string& flags = print == args.print_config ? args.print_config_flags : top.print_config_flags;
+    std::cout << core::config::printConfig(request.config, core::config::rootType(), parsePrintFlags(flags));
+    return kExitOk;
+  }
+  request.save_config_overwrite = args.save_config_overwrite || top.save_config_overwrite;
+  request.argv.assign(argv, argv + argc);
+  request.env = std::move(sources.env);
+  return core::run(request);
+}
+
+void setLogLevel(bool verbose) {
+  spdlog::level::level_enum level = spdlog::level::info;
+  if (const char* env = std::getenv("HPU_LOG_LEVEL")) {
+    const auto parsed = spdlog::level::from_str(env);
+    if (parsed == spdlog::level::off && std::string(env) != "off")
+      throw core::UsageError(std::string("HPU_LOG_LEVEL: unknown level '") + env +
+                             "' (trace, debug, info, warn, error, critical, off)");
+    level = parsed;
+  }
+  if (verbose) level = spdlog::level::debug;
+  spdlog::set_level(level);
+}
+
+int dispatch(int argc, char** argv) {
+  CLI::App app{"hpu-train: LightningCLI-style training on an emulated Habana Gaudi (HPU) runtime",
+               "hpu-train"};
+  app.set_version_flag("--version", "hpu-train " + std::string(version()));
+  app.allow_extras();
+  app.require_subcommand(0, 1);
+  bool verbose = false;
+  app.add_flag("-v,--verbose", verbose, "Debug logging (or HPU_LOG_LEVEL=trace|debug|info|warn|error)");
+  TrainerArgs top;  // trainer options given before the subcommand
+  addTrainerOptions(app, top);
+
+  std::map<std::string, TrainerArgs> trainer_args;
+  std::map<std::string, CLI::App*> trainer_apps;
+  for (const auto& [name, doc] : kTrainerCommands) {
+    CLI::App* sub = app.add_subcommand(name, doc);
+    sub->allow_extras();
+    addTrainerOptions(*sub, trainer_args[name]);
+    sub->footer([] { return configKeysHelp(); });
+    trainer_apps[name] = sub;
+  }
+  CLI::App* devices = app.add_subcommand("devices", "List the emulated HPU devices (like hl-smi).");
+  devices->allow_extras();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    throw core::UsageError(e.what());
+  }
+  setLogLevel(verbose);
+
+  const std::vector<std::string> before = app.remaining();
+  for (const auto& [name, sub] : trainer_apps) {
+    if (!sub->parsed()) continue;
+    std::vector<std::string> extras = before;
+    const auto after = sub->remaining();
+    extras.insert(extras.end(), after.begin(), after.end());
+    return runTrainerCommand(name, top, trainer_args[name], std::move(extras), argc, argv);
+  }
+  if (devices->parsed()) {
+    std::vector<std::string> misplaced = before;
+    const auto after = devices->remaining();
+    misplaced.insert(misplaced.end(), after.begin(), after.end());
+    if (!misplaced.empty() || !top.configs.empty())
+      throw core::UsageError((misplaced.empty() ? "--config" : misplaced.front()) +
+                             " belongs to the fit, validate, test and predict subcommands, not 'devices'");
+    std::cout << core::describeDevices(processEnv());
+    return kExitOk;
+  }
+  if (!before.empty() || !top.configs.empty())
+    throw core::UsageError("missing subcommand before the options: hpu-train fit|validate|test|predict " +
+                           (before.empty() ? std::string("--config FILE") : before.front()));
+  std::cout << app.help();
+  return kExitUsage;
+}
+
+}  // namespace
+
+int runCli(int argc, char** argv) {
+  try {
+    return dispatch(argc, argv);
+  } catch (const core::ConfigError& e) {
+    for (const std::string& p : e.problems()) std::fprintf(stderr, "error: %s\n", p.c_str());
+    return kExitUsage;
+  } catch (const core::UsageError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return kExitUsage;
+  } catch (const comm::EnvError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return kExitUsage;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return kExitFailure;
+  }
+}
+
+}  // namespace hpu::cli

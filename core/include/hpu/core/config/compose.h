@@ -1,0 +1,53 @@
+// Composing a config from its sources, in LightningCLI's precedence:
+//   defaults < config files (in order) < environment defaults < command line
+// Merging and overrides know the schema: a component keeps its init_args when
+// a later source names the same class and drops them when it names another;
+// "model.lr" reaches model.init_args.lr; "trainer.callbacks+=X" appends and
+// "trainer.callbacks.patience" then sets a key of the last callback.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "hpu/core/config/node.h"
+#include "hpu/core/config/schema.h"
+
+namespace hpu::core::config {
+
+// One dotted assignment: "trainer.max_epochs" = 5, or with `append` a list
+// append (+=). `value` carries its source location for messages.
+struct Override {
+  std::string path;
+  Node value;
+  bool append = false;
+};
+
+// Deep-merges `overlay` into `base` (both raw, unvalidated trees of `type`).
+void mergeInto(Node& base, const Node& overlay, const Type& type);
+
+// Applies `o` to `root`; problems that can only be seen here (appending to a
+// non-list, a key for a list that has no item yet) are appended to `problems`.
+void applyOverride(Node& root, const Type& type, const Override& o,
+                   std::vector<std::string>& problems);
+
+// Environment defaults: when `env` has JSONARGPARSE_DEFAULT_ENV or
+// HPU_DEFAULT_ENV set to true, every PL_<SUBCOMMAND>__<KEY>__<KEY>=value
+// becomes an override of <key>.<key> (keys lower-cased). Unknown keys are
+// left for validation, which names the variable.
+std::vector<Override> envOverrides(const std::map<std::string, std::string>& env,
+                                   const std::string& subcommand,
+                                   std::vector<std::string>& problems);
+
+struct ConfigSources {
+  std::vector<std::string> files;   // --config, in command-line order
+  std::vector<Override> overrides;  // dotted flags, in command-line order
+  std::map<std::string, std::string> env;
+  std::string subcommand;
+};
+
+// Loads, merges, overrides and validates; throws ConfigError listing every
+// problem. The result is canonical (see normalize.h).
+Node composeConfig(const ConfigSources& sources, const Type& root);
+
+}  // namespace hpu::core::config

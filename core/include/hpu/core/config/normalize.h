@@ -1,0 +1,26 @@
+// Validation: checks a merged config tree against a type and returns it in
+// canonical form — every default filled in, components as
+// {class_path: CanonicalName, init_args: {...}}, scalars in canonical
+// spelling, strings marked as strings. Canonical trees print with
+// --print_config and load back to an equal tree.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "hpu/core/config/node.h"
+#include "hpu/core/config/schema.h"
+
+namespace hpu::core::config {
+
+// Appends every problem as "file:line:col: key.path: message" (location
+// omitted when unknown) and returns the canonical tree, which is meaningful
+// only when no problem was added.
+Node normalize(const Node& value, const Type& type, const std::string& path,
+               std::vector<std::string>& problems);
+
+// The canonical class name a component node (string or {class_path: ...})
+// names, or "" if it names none of `kinds`. Accepts aliases.
+std::string componentName(const Node& value, const std::vector<ComponentKind>& kinds);
+
+}  // namespace hpu::core::config

@@ -1,0 +1,62 @@
+// A module's parameters and gradients packed into flat, contiguous buckets
+// on its device: every parameter (and its gradient) becomes a view into its
+// bucket. Optimizers, gradient all-reduce, ZeRO sharding and checkpoints then
+// work on whole buckets or slices of them, never on scattered tensors.
+//
+// Buckets hold parameters in reverse registration order, at most
+// `bucket_cap_bytes` each (a larger parameter gets a bucket of its own): the
+// gradients of the last layers are complete first in backward, so their
+// bucket can be all-reduced while backward goes on (as DDP does).
+// Not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "hpu/core/nn/module.h"
+
+namespace hpu::core::nn {
+
+struct ParamBucket {
+  std::shared_ptr<device::Buffer> values;
+  std::shared_ptr<device::Buffer> grads;
+  std::vector<NamedTensor> members;     // views into `values`
+  std::vector<std::int64_t> offsets;    // element offset of each member
+  std::int64_t numel = 0;
+
+  std::span<float> valueSpan() { return values->as<float>().first(static_cast<std::size_t>(numel)); }
+  std::span<float> gradSpan() { return grads->as<float>().first(static_cast<std::size_t>(numel)); }
+};
+
+class FlatParameters {
+ public:
+  // Moves `module`'s parameters into buckets (values copied, then every
+  // parameter handle rebound to its bucket view).
+  FlatParameters(const Module& module, device::Device& device, std::int64_t bucket_cap_bytes);
+
+  std::vector<ParamBucket>& buckets() { return buckets_; }
+  const std::vector<ParamBucket>& buckets() const { return buckets_; }
+  std::int64_t numel() const { return numel_; }
+
+  // optimizer.zero_grad(): the next backward overwrites every gradient.
+  void invalidateGrads();
+  // Gives parameters that received no gradient this step a zero gradient,
+  // so whole buckets can be reduced and stepped.
+  void zeroMissingGrads();
+  // Calls `ready(bucket index)` during backward as soon as every parameter
+  // of a bucket has its final gradient (nullptr: no notification).
+  void setBucketReadyCallback(std::function<void(std::size_t)> ready);
+  // Re-arms the per-step readiness counters (call before each forward).
+  void beginStep();
+
+ private:
+  std::vector<ParamBucket> buckets_;
+  std::vector<int> pending_params_;  // per bucket, parameters without final gradient
+  std::function<void(std::size_t)> ready_;
+  std::int64_t numel_ = 0;
+};
+
+}  // namespace hpu::core::nn

@@ -1,0 +1,79 @@
+// Learning-rate schedulers with torch.optim.lr_scheduler's (and DeepSpeed's
+// WarmupDecayLR's) exact semantics. A scheduler sets the learning rate of
+// the optimizer it is attached to; the Trainer calls step() at the end of
+// each epoch (interval kEpoch) or optimizer step (kStep).
+// Not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hpu/core/optim/optimizer.h"
+
+namespace hpu::core::optim {
+
+class LRScheduler {
+ public:
+  enum class Interval { kEpoch, kStep };
+  virtual ~LRScheduler() = default;
+  virtual std::string name() const = 0;
+  virtual Interval interval() const { return Interval::kEpoch; }
+  // The metric step() needs, "" for none (ReduceLROnPlateau: its monitor).
+  virtual std::string monitor() const { return ""; }
+
+  // Records the optimizer's lr as the base lr and sets the initial lr (as a
+  // torch scheduler's constructor does).
+  void attach(Optimizer& optimizer);
+  // Advances one interval. `metric` is the monitored value when monitor() is set.
+  void step(std::optional<double> metric = std::nullopt);
+  std::int64_t lastEpoch() const { return last_epoch_; }
+
+  // Checkpoint state: the counters (and, for ReduceLROnPlateau, its tracking).
+  virtual std::vector<double> state() const { return {static_cast<double>(last_epoch_)}; }
+  virtual void loadState(const std::vector<double>& s) { last_epoch_ = static_cast<std::int64_t>(s.at(0)); }
+
+ protected:
+  // The lr for `last_epoch_` given the current lr (chainable forms need it).
+  virtual double computeLr(double current) = 0;
+  virtual void observe(std::optional<double>) {}
+  double baseLr() const { return base_lr_; }
+  std::int64_t last_epoch_ = -1;
+  Optimizer* optimizer_ = nullptr;
+
+ private:
+  double base_lr_ = 0.0;
+};
+
+std::unique_ptr<LRScheduler> makeStepLR(std::int64_t step_size, double gamma);
+std::unique_ptr<LRScheduler> makeMultiStepLR(std::vector<std::int64_t> milestones, double gamma);
+std::unique_ptr<LRScheduler> makeCosineAnnealingLR(std::int64_t t_max, double eta_min);
+
+struct WarmupDecayOptions {
+  double warmup_min_lr = 0.0;
+  double warmup_max_lr = 0.001;
+  std::int64_t warmup_num_steps = 1000;
+  std::int64_t total_num_steps = 10000;
+  bool log_warmup = true;  // DeepSpeed's warmup_type: "log" (default) or "linear"
+};
+// DeepSpeed's WarmupDecayLR: warm up from min to max lr, then decay linearly
+// to 0 at total_num_steps. Steps every optimizer step; it sets its own lr
+// (the optimizer's lr is ignored, as in DeepSpeed).
+std::unique_ptr<LRScheduler> makeWarmupDecayLR(const WarmupDecayOptions& o);
+
+struct PlateauOptions {
+  std::string monitor;
+  bool mode_max = false;
+  double factor = 0.1;
+  std::int64_t patience = 10;
+  double threshold = 1e-4;
+  bool threshold_rel = true;
+  std::int64_t cooldown = 0;
+  double min_lr = 0.0;
+  double eps = 1e-8;
+};
+std::unique_ptr<LRScheduler> makeReduceLROnPlateau(const PlateauOptions& o);
+
+}  // namespace hpu::core::optim

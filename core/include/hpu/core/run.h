@@ -1,0 +1,31 @@
+// Entry points the CLI calls once a config is resolved.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "hpu/core/config/node.h"
+
+namespace hpu::core {
+
+struct RunRequest {
+  std::string subcommand;  // fit, validate, test, predict
+  config::Node config;     // canonical (see config/normalize.h), seed resolved
+  bool save_config_overwrite = false;
+  std::vector<std::string> argv;  // the command line, for spawning local workers
+  std::map<std::string, std::string> env;
+};
+
+// seed_everything: true becomes a concrete random seed, so that the printed
+// and saved config reproduces the run.
+void resolveSeed(config::Node& config);
+
+// Builds the pipeline from the registry and runs the subcommand. Returns the
+// exit code; throws core::Error (or a device/comm error) on failure.
+int run(const RunRequest& request);
+
+// The `hpu-train devices` table for this environment.
+std::string describeDevices(const std::map<std::string, std::string>& env);
+
+}  // namespace hpu::core

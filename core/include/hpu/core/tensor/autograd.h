@@ -1,0 +1,69 @@
+// Reverse-mode autograd on a tape. While a TapeScope is active on a thread,
+// every op whose inputs require gradients appends a backward function to the
+// tape; Tape::backward() runs them in reverse order. Outside a TapeScope
+// (evaluation, inference) nothing is recorded and no activation is kept.
+//
+// A backward function reads its output's gradient and adds into its inputs'
+// gradients (gradTarget() tells it whether to overwrite or accumulate).
+// Thread-safety: a tape belongs to one thread; the current tape is
+// thread-local.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "hpu/core/tensor/tensor.h"
+
+namespace hpu::core::autograd {
+
+class Tape {
+ public:
+  using Backward = std::function<void()>;
+
+  void record(Backward fn) { entries_.push_back(std::move(fn)); }
+  // Seeds d(root)/d(root) = `seed` (a loss scale for mixed precision), runs
+  // every recorded function in reverse and clears the tape (releasing the
+  // activations it kept). REQUIRES: root is a scalar that requires grad.
+  void backward(const Tensor& root, float seed = 1.0f);
+  void clear() { entries_.clear(); }
+  std::size_t size() const { return entries_.size(); }
+
+ private:
+  std::vector<Backward> entries_;
+};
+
+// The tape ops record into on this thread, or nullptr (no recording).
+Tape* currentTape();
+
+// Makes `tape` (or nullptr: no recording) current for its lifetime.
+class TapeScope {
+ public:
+  explicit TapeScope(Tape* tape);
+  ~TapeScope();
+  TapeScope(const TapeScope&) = delete;
+  TapeScope& operator=(const TapeScope&) = delete;
+
+ private:
+  Tape* previous_;
+};
+
+// True when an op on these inputs must record its backward.
+bool needsGrad(std::initializer_list<const Tensor*> inputs);
+
+// Where a backward function writes the gradient of `t`: the buffer (created
+// uninitialised on first use) and whether to accumulate into it (false the
+// first time in a step: overwrite). Marks the gradient valid.
+struct GradTarget {
+  float* data;
+  bool accumulate;
+};
+GradTarget gradTarget(const Tensor& t);
+
+// Gradient-readiness bookkeeping for leaves with an on_grad_ready hook:
+// ops call noteUse() for each input when they record, backward functions call
+// gradWritten() after writing an input's gradient; the hook fires when the
+// last recorded use has been back-propagated.
+void noteUse(const Tensor& t);
+void gradWritten(const Tensor& t);
+
+}  // namespace hpu::core::autograd

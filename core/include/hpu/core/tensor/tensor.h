@@ -1,0 +1,116 @@
+// Tensors on an emulated HPU: a shared handle to a contiguous block of a
+// device buffer (several tensors may view one buffer: parameters are views
+// into their bucket), with a shape, a logical dtype and, for autograd, a
+// gradient.
+//
+// Floating tensors hold float32 values rounded to their logical dtype (see
+// device/dtype.h); integer tensors (class labels) hold int64. Copies of a
+// Tensor share the same data. Not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "hpu/core/tensor/shape.h"
+#include "hpu/device/buffer.h"
+#include "hpu/device/device.h"
+#include "hpu/device/dtype.h"
+
+namespace hpu::core {
+
+using device::DType;
+
+namespace detail {
+struct TensorImpl {
+  std::shared_ptr<device::Buffer> storage;
+  std::int64_t offset = 0;  // in elements
+  Shape shape;
+  DType dtype = DType::kFloat32;
+  bool requires_grad = false;
+  // The gradient (same shape; float32 unless the tensor is lower precision).
+  std::shared_ptr<TensorImpl> grad;
+  // Whether `grad` holds this step's values; if not, the next backward
+  // contribution overwrites it instead of adding (no zero-fill needed).
+  bool grad_valid = false;
+  // Leaves only: uses recorded on the tape whose backward has not run yet,
+  // and what to call when the last one has (DDP's bucket readiness).
+  int pending_uses = 0;
+  std::function<void()> on_grad_ready;
+};
+}  // namespace detail
+
+class Tensor {
+ public:
+  Tensor() = default;  // undefined
+
+  // Uninitialised / zero-filled / copied-in device tensors.
+  static Tensor empty(device::Device& dev, const Shape& shape, DType dtype = DType::kFloat32);
+  static Tensor zeros(device::Device& dev, const Shape& shape, DType dtype = DType::kFloat32);
+  static Tensor full(device::Device& dev, const Shape& shape, float value, DType dtype = DType::kFloat32);
+  // Copies `values` (rounded to `dtype`). REQUIRES: values.size() == shape.numel().
+  static Tensor fromHost(device::Device& dev, const Shape& shape, std::span<const float> values,
+                         DType dtype = DType::kFloat32);
+  static Tensor fromHost(device::Device& dev, const Shape& shape, std::span<const std::int64_t> values);
+  // A view of `count` elements of `buffer` at `offset`, shaped `shape`.
+  static Tensor view(std::shared_ptr<device::Buffer> buffer, std::int64_t offset, const Shape& shape,
+                     DType dtype);
+
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& shape() const { return impl_->shape; }
+  int ndim() const { return impl_->shape.ndim(); }
+  std::int64_t size(int dim) const { return impl_->shape[dim]; }
+  std::int64_t numel() const { return impl_->shape.numel(); }
+  DType dtype() const { return impl_->dtype; }
+  device::Device& device() const { return impl_->storage->device(); }
+
+  // Element access. REQUIRES: a floating dtype (data) / int64 (labels).
+  float* data();
+  const float* data() const;
+  std::int64_t* labels();
+  const std::int64_t* labels() const;
+  std::span<float> values() { return {data(), static_cast<std::size_t>(numel())}; }
+  std::span<const float> values() const { return {data(), static_cast<std::size_t>(numel())}; }
+
+  // The only element's value. REQUIRES: numel() == 1.
+  float item() const;
+  std::vector<float> toHost() const;
+
+  // The same data with another shape (same numel); shares gradient-free
+  // storage: for autograd-aware reshapes use ops::reshape.
+  Tensor reshaped(const Shape& shape) const;
+  // The same data, not tracked by autograd.
+  Tensor detach() const;
+
+  // Autograd.
+  bool requiresGrad() const { return impl_ && impl_->requires_grad; }
+  void setRequiresGrad(bool r) { impl_->requires_grad = r; }
+  // The gradient, if backward produced one this step (undefined otherwise).
+  Tensor grad() const;
+  // Installs `g` as the gradient storage (used to point parameter gradients
+  // into their bucket). `valid` says whether it already holds values.
+  void setGrad(const Tensor& g, bool valid);
+  // Marks the gradient as not holding values (next backward overwrites it).
+  void invalidateGrad() const;
+  bool gradValid() const { return impl_ && impl_->grad_valid; }
+
+  // Identity: two handles of the same tensor.
+  bool sameAs(const Tensor& o) const { return impl_ == o.impl_; }
+  const std::shared_ptr<detail::TensorImpl>& impl() const { return impl_; }
+  explicit Tensor(std::shared_ptr<detail::TensorImpl> impl) : impl_(std::move(impl)) {}
+  // Rebinds this tensor (and every handle sharing it) to other storage.
+  void rebind(std::shared_ptr<device::Buffer> buffer, std::int64_t offset) const;
+  std::int64_t storageOffset() const { return impl_->offset; }
+  const std::shared_ptr<device::Buffer>& storage() const { return impl_->storage; }
+
+ private:
+  std::shared_ptr<detail::TensorImpl> impl_;
+};
+
+// The operand record of a tensor for the device's lazy-mode graph.
+device::OperandInfo operandInfo(const Tensor& t);
+
+}  // namespace hpu::core

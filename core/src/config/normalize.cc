@@ -1,0 +1,295 @@
+#include "hpu/core/config/normalize.h"
+
+#include <cmath>
+
+#include "hpu/core/config/registry.h"
+#include "hpu/core/config/scalars.h"
+
+namespace hpu::core::config {
+namespace {
+
+using Tag = Type::Tag;
+
+std::string describe(const Node& n) {
+  switch (n.kind()) {
+    case Node::Kind::kNull: return "null";
+    case Node::Kind::kScalar: return "'" + n.str() + "'";
+    case Node::Kind::kSequence: return "a list";
+    case Node::Kind::kMap: return "a mapping";
+  }
+  return "?";
+}
+
+class Normalizer {
+ public:
+  explicit Normalizer(std::vector<std::string>& problems) : problems_(problems) {}
+
+  Node run(const Node& v, const Type& t, const std::string& path) {
+    switch (t.tag()) {
+      case Tag::kNull:
+        if (!v.isNull()) fail(v, path, "expected null, got " + describe(v));
+        return Node::null(v.loc());
+      case Tag::kBool: return boolean(v, path);
+      case Tag::kInt: return integer(v, t, path);
+      case Tag::kFloat: return real(v, t, path);
+      case Tag::kString: return string(v, t, path);
+      case Tag::kDict:
+        if (!v.isMap()) fail(v, path, "expected a mapping, got " + describe(v));
+        return v;
+      case Tag::kList: return list(v, t, path);
+      case Tag::kComponent: return component(v, t.kinds(), path);
+      case Tag::kStruct: return structure(v, *t.schema(), path);
+      case Tag::kUnion: return anyOf(v, t, path);
+    }
+    return v;
+  }
+
+ private:
+  void fail(const Node& at, const std::string& path, const std::string& message) {
+    std::string prefix = at.loc().str();
+    if (!prefix.empty()) prefix += ": ";
+    problems_.push_back(prefix + (path.empty() ? "" : path + ": ") + message);
+  }
+
+  Node boolean(const Node& v, const std::string& path) {
+    auto b = v.isScalar() && !v.quoted() ? parseBool(v.str()) : std::nullopt;
+    if (!b) {
+      fail(v, path, "expected bool (true/false/yes/no), got " + describe(v));
+      return v;
+    }
+    return Node::scalar(*b ? "true" : "false", v.loc());
+  }
+
+  bool inRange(const Node& v, const Type& t, double x, const std::string& path) {
+    auto bad = [&](const Type::Bound& b, const char* op, const char* op_ex) {
+      fail(v, path,
+           v.str() + " is out of range; must be " + (b.exclusive ? op_ex : op) + " " +
+               formatNumber(b.value));
+    };
+    if (t.lower() && (x < t.lower()->value || (t.lower()->exclusive && x == t.lower()->value))) {
+      bad(*t.lower(), ">=", ">");
+      return false;
+    }
+    if (t.upper() && (x > t.upper()->value || (t.upper()->exclusive && x == t.upper()->value))) {
+      bad(*t.upper(), "<=", "<");
+      return false;
+    }
+    return true;
+  }
+
+  static std::string formatNumber(double x) {
+    if (x == std::floor(x) && std::fabs(x) < 1e15) return std::to_string(static_cast<long long>(x));
+    return formatFloat(x);
+  }
+
+  Node integer(const Node& v, const Type& t, const std::string& path) {
+    auto i = v.isScalar() && !v.quoted() ? parseInt(v.str()) : std::nullopt;
+    if (!i) {
+      fail(v, path, "expected int, got " + describe(v));
+      return v;
+    }
+    inRange(v, t, static_cast<double>(*i), path);
+    return Node::scalar(std::to_string(*i), v.loc());
+  }
+
+  Node real(const Node& v, const Type& t, const std::string& path) {
+    auto f = v.isScalar() && !v.quoted() ? parseFloat(v.str()) : std::nullopt;
+    if (!f) {
+      fail(v, path, "expected float, got " + describe(v));
+      return v;
+    }
+    if (!std::isfinite(*f)) {
+      fail(v, path, "expected a finite float, got " + describe(v));
+      return v;
+    }
+    inRange(v, t, *f, path);
+    return Node::scalar(formatFloat(*f), v.loc());
+  }
+
+  Node string(const Node& v, const Type& t, const std::string& path) {
+    if (!v.isScalar()) {
+      fail(v, path, "expected " + t.name() + ", got " + describe(v));
+      return v;
+    }
+    if (!t.choices().empty()) {
+      bool ok = false;
+      for (const auto& c : t.choices()) ok = ok || c == v.str();
+      if (!ok) {
+        std::string list;
+        for (const auto& c : t.choices()) list += (list.empty() ? "" : ", ") + c;
+        fail(v, path,
+             "'" + v.str() + "' is not one of " + list + didYouMean(v.str(), t.choices()));
+        return v;
+      }
+    }
+    return Node::scalar(v.str(), v.loc(), /*quoted=*/true);
+  }
+
+  Node list(const Node& v, const Type& t, const std::string& path) {
+    if (!v.isSequence()) {
+      fail(v, path, "expected " + t.name() + ", got " + describe(v));
+      return v;
+    }
+    Node out = Node::sequence(v.loc());
+    for (std::size_t i = 0; i < v.items().size(); ++i)
+      out.push(run(v.items()[i], t.args()[0], joinPath(path, "[" + std::to_string(i) + "]")));
+    return out;
+  }
+
+  Node component(const Node& v, const std::vector<ComponentKind>& kinds, const std::string& path) {
+    const SchemaRegistry& reg = SchemaRegistry::instance();
+    std::string kind_names;
+    for (ComponentKind k : kinds) kind_names += (kind_names.empty() ? "" : " or ") + std::string(kindName(k));
+    const Node* name_node = nullptr;
+    Node init = Node::map(v.loc());
+    if (v.isScalar()) {
+      name_node = &v;
+    } else if (v.isMap()) {
+      name_node = v.find("class_path");
+      for (const auto& [key, value] : v.entries()) {
+        if (key == "class_path") continue;
+        if (key == "init_args") {
+          if (value.isNull()) continue;
+          if (!value.isMap()) {
+            fail(value, joinPath(path, "init_args"), "expected a mapping, got " + describe(value));
+            return v;
+          }
+          for (const auto& [k2, v2] : value.entries()) init.set(k2, v2);
+        } else {
+          init.set(key, value);  // shorthand: model.lr == model.init_args.lr
+        }
+      }
+      if (name_node == nullptr) {
+        fail(v, path, "missing class_path; expected a " + kind_names + " class" + registered(kinds));
+        return v;
+      }
+    } else {
+      fail(v, path, "expected a " + kind_names + " class name or {class_path, init_args}, got " +
+                        describe(v));
+      return v;
+    }
+    const ComponentSchema* schema = name_node->isScalar() ? reg.resolve(kinds, name_node->str()) : nullptr;
+    if (schema == nullptr) {
+      const std::string name = name_node->isScalar() ? name_node->str() : describe(*name_node);
+      fail(*name_node, path.empty() ? "class_path" : path,
+           "unknown " + kind_names + " class '" + name + "'" +
+               didYouMean(name, reg.names(kinds)) + registered(kinds));
+      return v;
+    }
+    Node out = Node::map(v.loc());
+    out.set("class_path", Node::scalar(schema->name, name_node->loc(), true));
+    out.set("init_args", structure(init, schema->init_args, joinPath(path, "init_args")));
+    return out;
+  }
+
+  static std::string registered(const std::vector<ComponentKind>& kinds) {
+    std::string list;
+    for (ComponentKind k : kinds)
+      for (const ComponentSchema* s : SchemaRegistry::instance().list(k))
+        list += (list.empty() ? "" : ", ") + s->name;
+    return list.empty() ? "" : " (registered: " + list + ")";
+  }
+
+  Node structure(const Node& v, const StructSchema& schema, const std::string& path) {
+    if (!v.isMap() && !v.isNull()) {
+      fail(v, path, "expected a mapping, got " + describe(v));
+      return v;
+    }
+    if (v.isMap()) {
+      for (const auto& [key, value] : v.entries())
+        if (schema.find(key) == nullptr)
+          fail(value.loc().known() ? value : v, joinPath(path, key),
+               "unknown key" + didYouMean(key, schema.paramNames()));
+    }
+    Node out = Node::map(v.loc());
+    for (const ParamSpec& p : schema.params) {
+      const std::string child = joinPath(path, p.name);
+      const Node* given = v.isMap() ? v.find(p.name) : nullptr;
+      if (given == nullptr && p.defaultValue().isNull() && !p.type.acceptsNull()) {
+        fail(v, child, "missing required key; choose a " + p.type.name() + " class" +
+                           registered(p.type.kinds()));
+        continue;
+      }
+      if (given == nullptr) {
+        out.set(p.name, run(p.defaultValue(), p.type, child));
+        continue;
+      }
+      Node value = run(*given, p.type, child);
+      if (p.only_default && !(value == run(p.defaultValue(), p.type, child)))
+        fail(*given, child,
+             "only the default (" + p.default_yaml +
+                 ") is supported; this key is accepted for LightningCLI compatibility");
+      out.set(p.name, std::move(value));
+    }
+    return out;
+  }
+
+  // Which alternative a value's shape selects, so that errors come from the
+  // alternative the user meant.
+  static bool shapeFits(const Node& v, const Type& t) {
+    switch (t.tag()) {
+      case Tag::kNull: return v.isNull();
+      case Tag::kBool:
+      case Tag::kInt:
+      case Tag::kFloat:
+      case Tag::kString: return v.isScalar();
+      case Tag::kDict:
+      case Tag::kStruct: return v.isMap();
+      case Tag::kList: return v.isSequence();
+      case Tag::kComponent: return v.isScalar() || (v.isMap() && v.find("class_path"));
+      case Tag::kUnion:
+        for (const Type& a : t.args())
+          if (shapeFits(v, a)) return true;
+        return false;
+    }
+    return false;
+  }
+
+  Node anyOf(const Node& v, const Type& t, const std::string& path) {
+    std::vector<const Type*> fitting;
+    for (const Type& a : t.args())
+      if (shapeFits(v, a)) fitting.push_back(&a);
+    for (const Type* a : fitting) {
+      std::vector<std::string> trial;
+      Node out = Normalizer(trial).run(v, *a, path);
+      if (trial.empty()) return out;
+      if (fitting.size() == 1) {  // the only plausible reading: its errors are the useful ones
+        problems_.insert(problems_.end(), trial.begin(), trial.end());
+        return v;
+      }
+    }
+    std::vector<std::string> names;
+    for (const Type* a : fitting) collectNames(*a, names);
+    fail(v, path, "expected " + t.name() + ", got " + describe(v) +
+                      (v.isScalar() ? didYouMean(v.str(), names) : ""));
+    return v;
+  }
+
+  static void collectNames(const Type& t, std::vector<std::string>& names) {
+    if (t.tag() == Tag::kString) names.insert(names.end(), t.choices().begin(), t.choices().end());
+    if (t.tag() == Tag::kComponent) {
+      auto more = SchemaRegistry::instance().names(t.kinds());
+      names.insert(names.end(), more.begin(), more.end());
+    }
+    if (t.tag() == Tag::kUnion)
+      for (const Type& a : t.args()) collectNames(a, names);
+  }
+
+  std::vector<std::string>& problems_;
+};
+
+}  // namespace
+
+Node normalize(const Node& value, const Type& type, const std::string& path,
+               std::vector<std::string>& problems) {
+  return Normalizer(problems).run(value, type, path);
+}
+
+std::string componentName(const Node& value, const std::vector<ComponentKind>& kinds) {
+  const Node* name = value.isScalar() ? &value : (value.isMap() ? value.find("class_path") : nullptr);
+  if (name == nullptr || !name->isScalar()) return "";
+  const ComponentSchema* s = SchemaRegistry::instance().resolve(kinds, name->str());
+  return s ? s->name : "";
+}
+
+}  // namespace hpu::core::config

@@ -1,0 +1,97 @@
+#include "hpu/core/config/scalars.h"
+
+#include <spdlog/fmt/fmt.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+namespace hpu::core::config {
+namespace {
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::size_t editDistance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      const bool same = std::tolower(static_cast<unsigned char>(a[i - 1])) ==
+                        std::tolower(static_cast<unsigned char>(b[j - 1]));
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (same ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+}  // namespace
+
+std::optional<bool> parseBool(std::string_view s) {
+  const std::string l = lower(s);
+  if (l == "true" || l == "yes" || l == "on") return true;
+  if (l == "false" || l == "no" || l == "off") return false;
+  return std::nullopt;
+}
+
+std::optional<std::int64_t> parseInt(std::string_view s) {
+  if (!s.empty() && s.front() == '+') s.remove_prefix(1);
+  std::int64_t v = 0;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || ptr != s.data() + s.size() || s.empty()) return std::nullopt;
+  return v;
+}
+
+std::optional<double> parseFloat(std::string_view s) {
+  const std::string l = lower(s);
+  if (l == ".inf" || l == "+.inf" || l == "inf" || l == "+inf" || l == "infinity")
+    return std::numeric_limits<double>::infinity();
+  if (l == "-.inf" || l == "-inf" || l == "-infinity") return -std::numeric_limits<double>::infinity();
+  if (l == ".nan" || l == "nan") return std::numeric_limits<double>::quiet_NaN();
+  if (l.empty()) return std::nullopt;
+  // strtod accepts hex floats and leading spaces; YAML does not.
+  if (std::isspace(static_cast<unsigned char>(l.front())) || l.find('x') != std::string::npos)
+    return std::nullopt;
+  char* end = nullptr;
+  const double v = std::strtod(l.c_str(), &end);
+  if (end != l.c_str() + l.size()) return std::nullopt;
+  return v;
+}
+
+std::string formatFloat(double v) {
+  std::string s = fmt::format("{}", v);
+  // Keep a float-looking spelling so the emitted YAML reads back as a float.
+  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+  return s;
+}
+
+std::optional<std::string> closestMatch(std::string_view word,
+                                        const std::vector<std::string>& candidates) {
+  std::optional<std::string> best;
+  std::size_t best_d = std::numeric_limits<std::size_t>::max();
+  for (const auto& c : candidates) {
+    const std::size_t d = editDistance(word, c);
+    if (d < best_d) {
+      best_d = d;
+      best = c;
+    }
+  }
+  const std::size_t limit = std::max<std::size_t>(2, word.size() / 3);
+  if (!best || best_d > limit || *best == word) return std::nullopt;
+  return best;
+}
+
+std::string didYouMean(std::string_view word, const std::vector<std::string>& candidates) {
+  auto m = closestMatch(word, candidates);
+  return m ? "; did you mean '" + *m + "'?" : "";
+}
+
+}  // namespace hpu::core::config

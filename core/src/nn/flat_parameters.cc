@@ -1,0 +1,86 @@
+#include "hpu/core/nn/flat_parameters.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "hpu/device/check.h"
+
+namespace hpu::core::nn {
+
+FlatParameters::FlatParameters(const Module& module, device::Device& device, std::int64_t bucket_cap_bytes) {
+  std::vector<NamedTensor> params = module.namedParameters();
+  std::reverse(params.begin(), params.end());
+  const std::int64_t cap = std::max<std::int64_t>(1, bucket_cap_bytes / static_cast<std::int64_t>(sizeof(float)));
+  std::vector<std::vector<NamedTensor>> groups;
+  std::int64_t in_group = 0;
+  for (const NamedTensor& p : params) {
+    HPU_CHECK(p.tensor.dtype() == DType::kFloat32 || p.tensor.dtype() == DType::kBFloat16,
+              "parameter {} of dtype {}", p.name, device::dtypeName(p.tensor.dtype()));
+    if (groups.empty() || in_group + p.tensor.numel() > cap) {
+      groups.emplace_back();
+      in_group = 0;
+    }
+    groups.back().push_back(p);
+    in_group += p.tensor.numel();
+  }
+  for (auto& group : groups) {
+    ParamBucket b;
+    for (const NamedTensor& p : group) b.numel += p.tensor.numel();
+    const DType dtype = group.front().tensor.dtype();
+    b.values = std::make_shared<device::Buffer>(device.allocator().allocate(dtype, static_cast<std::size_t>(b.numel)));
+    b.grads = std::make_shared<device::Buffer>(device.allocator().allocate(dtype, static_cast<std::size_t>(b.numel)));
+    std::int64_t offset = 0;
+    for (const NamedTensor& p : group) {
+      HPU_CHECK(p.tensor.dtype() == dtype, "mixed parameter dtypes in one bucket");
+      std::memcpy(b.values->as<float>().data() + offset, p.tensor.data(),
+                  static_cast<std::size_t>(p.tensor.numel()) * sizeof(float));
+      p.tensor.rebind(b.values, offset);
+      Tensor(p.tensor).setGrad(Tensor::view(b.grads, offset, p.tensor.shape(), dtype), false);
+      b.members.push_back(p);
+      b.offsets.push_back(offset);
+      offset += p.tensor.numel();
+    }
+    numel_ += b.numel;
+    buckets_.push_back(std::move(b));
+  }
+  pending_params_.assign(buckets_.size(), 0);
+}
+
+void FlatParameters::invalidateGrads() {
+  for (auto& b : buckets_)
+    for (auto& m : b.members) m.tensor.invalidateGrad();
+}
+
+void FlatParameters::zeroMissingGrads() {
+  for (auto& b : buckets_)
+    for (std::size_t i = 0; i < b.members.size(); ++i) {
+      const Tensor& t = b.members[i].tensor;
+      if (t.gradValid()) continue;
+      std::memset(b.grads->as<float>().data() + b.offsets[i], 0,
+                  static_cast<std::size_t>(t.numel()) * sizeof(float));
+      t.impl()->grad_valid = true;
+    }
+}
+
+void FlatParameters::setBucketReadyCallback(std::function<void(std::size_t)> ready) {
+  ready_ = std::move(ready);
+  for (std::size_t bi = 0; bi < buckets_.size(); ++bi)
+    for (auto& m : buckets_[bi].members) {
+      if (!ready_) {
+        m.tensor.impl()->on_grad_ready = nullptr;
+        continue;
+      }
+      m.tensor.impl()->on_grad_ready = [this, bi] {
+        if (--pending_params_[bi] == 0) ready_(bi);
+      };
+    }
+}
+
+void FlatParameters::beginStep() {
+  for (std::size_t bi = 0; bi < buckets_.size(); ++bi) {
+    pending_params_[bi] = static_cast<int>(buckets_[bi].members.size());
+    for (auto& m : buckets_[bi].members) m.tensor.impl()->pending_uses = 0;
+  }
+}
+
+}  // namespace hpu::core::nn

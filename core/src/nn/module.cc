@@ -1,0 +1,62 @@
+#include "hpu/core/nn/module.h"
+
+#include <stdexcept>
+
+namespace hpu::core::nn {
+
+Tensor Module::forward(const Tensor&) {
+  throw std::logic_error(typeName() + " has no single-input forward()");
+}
+
+Tensor Module::operator()(const Tensor& x) {
+  Tensor y = forward(x);
+  last_output_shape_ = y.shape();
+  return y;
+}
+
+Tensor Module::registerParameter(std::string name, Tensor t) {
+  t.setRequiresGrad(true);
+  params_.push_back({std::move(name), t});
+  return t;
+}
+
+Tensor Module::registerBuffer(std::string name, Tensor t) {
+  buffers_.push_back({std::move(name), t});
+  return t;
+}
+
+void Module::collect(const std::string& prefix, bool params, std::vector<NamedTensor>& out) const {
+  for (const auto& p : params ? params_ : buffers_) out.push_back({prefix + p.name, p.tensor});
+  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", params, out);
+}
+
+std::vector<NamedTensor> Module::namedParameters() const {
+  std::vector<NamedTensor> out;
+  collect("", true, out);
+  return out;
+}
+
+std::vector<NamedTensor> Module::namedBuffers() const {
+  std::vector<NamedTensor> out;
+  collect("", false, out);
+  return out;
+}
+
+std::vector<Tensor> Module::parameters() const {
+  std::vector<Tensor> out;
+  for (auto& p : namedParameters()) out.push_back(p.tensor);
+  return out;
+}
+
+std::int64_t Module::numParameters() const {
+  std::int64_t n = 0;
+  for (auto& p : namedParameters()) n += p.tensor.numel();
+  return n;
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [name, child] : children_) child->train(on);
+}
+
+}  // namespace hpu::core::nn

@@ -1,0 +1,176 @@
+#include "hpu/core/optim/lr_scheduler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numbers>
+
+namespace hpu::core::optim {
+
+void LRScheduler::attach(Optimizer& optimizer) {
+  optimizer_ = &optimizer;
+  base_lr_ = optimizer.initialLr();
+  last_epoch_ = -1;
+  step();  // torch schedulers step once on construction: lr for epoch 0
+}
+
+void LRScheduler::step(std::optional<double> metric) {
+  observe(metric);
+  ++last_epoch_;
+  optimizer_->setLr(computeLr(optimizer_->lr()));
+}
+
+namespace {
+
+class StepLR final : public LRScheduler {
+ public:
+  StepLR(std::int64_t step_size, double gamma) : step_size_(step_size), gamma_(gamma) {}
+  std::string name() const override { return "StepLR"; }
+
+ protected:
+  double computeLr(double current) override {
+    if (last_epoch_ == 0 || last_epoch_ % step_size_ != 0) return current;
+    return current * gamma_;
+  }
+
+ private:
+  std::int64_t step_size_;
+  double gamma_;
+};
+
+class MultiStepLR final : public LRScheduler {
+ public:
+  MultiStepLR(std::vector<std::int64_t> milestones, double gamma) : milestones_(std::move(milestones)), gamma_(gamma) {}
+  std::string name() const override { return "MultiStepLR"; }
+
+ protected:
+  double computeLr(double current) override {
+    const auto hits = std::count(milestones_.begin(), milestones_.end(), last_epoch_);
+    return hits == 0 ? current : current * std::pow(gamma_, static_cast<double>(hits));
+  }
+
+ private:
+  std::vector<std::int64_t> milestones_;
+  double gamma_;
+};
+
+// torch's recursive (chainable) form, which it uses when stepped every epoch.
+class CosineAnnealingLR final : public LRScheduler {
+ public:
+  CosineAnnealingLR(std::int64_t t_max, double eta_min) : t_max_(t_max), eta_min_(eta_min) {}
+  std::string name() const override { return "CosineAnnealingLR"; }
+
+ protected:
+  double computeLr(double current) override {
+    const double pi = std::numbers::pi;
+    const auto e = static_cast<double>(last_epoch_);
+    const auto t = static_cast<double>(t_max_);
+    if (last_epoch_ == 0) return baseLr();
+    if ((last_epoch_ - 1 - t_max_) % (2 * t_max_) == 0)
+      return current + (baseLr() - eta_min_) * (1 - std::cos(pi / t)) / 2;
+    return (1 + std::cos(pi * e / t)) / (1 + std::cos(pi * (e - 1) / t)) * (current - eta_min_) + eta_min_;
+  }
+
+ private:
+  std::int64_t t_max_;
+  double eta_min_;
+};
+
+class WarmupDecayLR final : public LRScheduler {
+ public:
+  explicit WarmupDecayLR(const WarmupDecayOptions& o) : o_(o) {}
+  std::string name() const override { return "WarmupDecayLR"; }
+  Interval interval() const override { return Interval::kStep; }
+
+ protected:
+  double computeLr(double) override {
+    const auto it = static_cast<double>(last_epoch_);
+    const std::int64_t warmup = std::max<std::int64_t>(2, o_.warmup_num_steps);  // as DeepSpeed clamps it
+    double gamma;
+    if (last_epoch_ < warmup)
+      gamma = o_.log_warmup ? (1.0 / std::log(static_cast<double>(warmup))) * std::log(it + 1)
+                            : it / static_cast<double>(warmup);
+    else
+      gamma = std::max(0.0, static_cast<double>(o_.total_num_steps - last_epoch_) /
+                                std::max(1.0, static_cast<double>(o_.total_num_steps - warmup)));
+    return o_.warmup_min_lr + (o_.warmup_max_lr - o_.warmup_min_lr) * gamma;
+  }
+
+ private:
+  WarmupDecayOptions o_;
+};
+
+class ReduceLROnPlateau final : public LRScheduler {
+ public:
+  explicit ReduceLROnPlateau(const PlateauOptions& o)
+      : o_(o), best_(o.mode_max ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity()) {}
+  std::string name() const override { return "ReduceLROnPlateau"; }
+  std::string monitor() const override { return o_.monitor; }
+  std::vector<double> state() const override {
+    return {static_cast<double>(last_epoch_), best_, static_cast<double>(bad_epochs_),
+            static_cast<double>(cooldown_counter_)};
+  }
+  void loadState(const std::vector<double>& s) override {
+    last_epoch_ = static_cast<std::int64_t>(s.at(0));
+    best_ = s.at(1);
+    bad_epochs_ = static_cast<std::int64_t>(s.at(2));
+    cooldown_counter_ = static_cast<std::int64_t>(s.at(3));
+  }
+
+ protected:
+  void observe(std::optional<double> metric) override { pending_ = metric; }
+  double computeLr(double current) override {
+    if (!pending_) return current;  // the constructor's step and steps without a metric
+    const double m = *pending_;
+    pending_.reset();
+    if (better(m)) {
+      best_ = m;
+      bad_epochs_ = 0;
+    } else {
+      ++bad_epochs_;
+    }
+    if (cooldown_counter_ > 0) {
+      --cooldown_counter_;
+      bad_epochs_ = 0;
+    }
+    if (bad_epochs_ > o_.patience) {
+      const double next = std::max(current * o_.factor, o_.min_lr);
+      cooldown_counter_ = o_.cooldown;
+      bad_epochs_ = 0;
+      if (current - next > o_.eps) return next;
+    }
+    return current;
+  }
+
+ private:
+  bool better(double a) const {
+    if (o_.threshold_rel)
+      return o_.mode_max ? a > best_ * (1 + o_.threshold) : a < best_ * (1 - o_.threshold);
+    return o_.mode_max ? a > best_ + o_.threshold : a < best_ - o_.threshold;
+  }
+  PlateauOptions o_;
+  double best_;
+  std::int64_t bad_epochs_ = 0;
+  std::int64_t cooldown_counter_ = 0;
+  std::optional<double> pending_;
+};
+
+}  // namespace
+
+std::unique_ptr<LRScheduler> makeStepLR(std::int64_t step_size, double gamma) {
+  return std::make_unique<StepLR>(step_size, gamma);
+}
+std::unique_ptr<LRScheduler> makeMultiStepLR(std::vector<std::int64_t> milestones, double gamma) {
+  return std::make_unique<MultiStepLR>(std::move(milestones), gamma);
+}
+std::unique_ptr<LRScheduler> makeCosineAnnealingLR(std::int64_t t_max, double eta_min) {
+  return std::make_unique<CosineAnnealingLR>(t_max, eta_min);
+}
+std::unique_ptr<LRScheduler> makeWarmupDecayLR(const WarmupDecayOptions& o) {
+  return std::make_unique<WarmupDecayLR>(o);
+}
+std::unique_ptr<LRScheduler> makeReduceLROnPlateau(const PlateauOptions& o) {
+  return std::make_unique<ReduceLROnPlateau>(o);
+}
+
+}  // namespace hpu::core::optim

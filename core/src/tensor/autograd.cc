@@ -1,0 +1,53 @@
+#include "hpu/core/tensor/autograd.h"
+
+#include "hpu/device/check.h"
+
+namespace hpu::core::autograd {
+namespace {
+thread_local Tape* tls_tape = nullptr;
+}  // namespace
+
+Tape* currentTape() { return tls_tape; }
+
+TapeScope::TapeScope(Tape* tape) : previous_(tls_tape) { tls_tape = tape; }
+TapeScope::~TapeScope() { tls_tape = previous_; }
+
+bool needsGrad(std::initializer_list<const Tensor*> inputs) {
+  if (tls_tape == nullptr) return false;
+  for (const Tensor* t : inputs)
+    if (t != nullptr && t->defined() && t->requiresGrad()) return true;
+  return false;
+}
+
+GradTarget gradTarget(const Tensor& t) {
+  auto& impl = *t.impl();
+  if (!impl.grad) {
+    impl.grad = Tensor::empty(t.device(), t.shape(), device::isFloating(t.dtype()) ? t.dtype() : DType::kFloat32)
+                    .impl();
+    impl.grad_valid = false;
+  }
+  const bool accumulate = impl.grad_valid;
+  impl.grad_valid = true;
+  return {Tensor(impl.grad).data(), accumulate};
+}
+
+void noteUse(const Tensor& t) {
+  if (t.defined() && t.impl()->on_grad_ready) ++t.impl()->pending_uses;
+}
+
+void gradWritten(const Tensor& t) {
+  auto& impl = *t.impl();
+  if (impl.on_grad_ready && --impl.pending_uses == 0) impl.on_grad_ready();
+}
+
+void Tape::backward(const Tensor& root, float seed) {
+  HPU_CHECK(root.numel() == 1 && root.requiresGrad(), "backward() of a tensor of shape {} (requires_grad={})",
+            root.shape().str(), root.requiresGrad());
+  GradTarget g = gradTarget(root);
+  g.data[0] = g.accumulate ? g.data[0] + seed : seed;
+  TapeScope no_record(nullptr);  // backward functions never record
+  for (auto it = entries_.rbegin(); it != entries_.rend(); ++it) (*it)();
+  entries_.clear();
+}
+
+}  // namespace hpu::core::autograd
