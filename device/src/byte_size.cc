@@ -3,29 +3,16 @@
 #include <fmt/core.h>
 
 #include <array>
-#include <cctype>
 #include <charconv>
 #include <limits>
 #include <utility>
 
+#include "hpu/device/text.h"
+
 namespace hpu::device {
-namespace {
 
-bool equalsIgnoreCase(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i])))
-      return false;
-  return true;
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
-
-}  // namespace
+using detail::toLower;
+using detail::trim;
 
 std::optional<std::uint64_t> parseByteSize(std::string_view text) {
   static constexpr std::array<std::pair<std::string_view, std::uint64_t>, 9> kUnits{{
@@ -39,12 +26,12 @@ std::optional<std::uint64_t> parseByteSize(std::string_view text) {
   const char* end = text.data() + text.size();
   auto [next, ec] = std::from_chars(text.data(), end, number);
   if (ec != std::errc() || next == text.data()) return std::nullopt;
-  std::string_view unit = trim(std::string_view(next, static_cast<std::size_t>(end - next)));
+  const std::string unit = toLower(trim(std::string_view(next, static_cast<std::size_t>(end - next))));
   std::uint64_t multiplier = 1;
   if (!unit.empty()) {
     bool known = false;
     for (const auto& [name, factor] : kUnits) {
-      if (equalsIgnoreCase(unit, name)) {
+      if (unit == toLower(name)) {
         multiplier = factor;
         known = true;
         break;

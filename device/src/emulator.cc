@@ -3,20 +3,16 @@
 #include <fmt/core.h>
 
 #include <algorithm>
-#include <cctype>
 #include <charconv>
 
 #include "hpu/device/byte_size.h"
 #include "hpu/device/errors.h"
+#include "hpu/device/text.h"
 
 namespace hpu::device {
 namespace {
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
+using detail::trim;
 
 std::optional<long long> parseInteger(std::string_view text) {
   text = trim(text);
@@ -56,11 +52,7 @@ std::vector<int> parseIdList(std::string_view variable, const std::string& value
                                             "such as 0,3",
                                             what));
   std::vector<int> ids;
-  std::size_t start = 0;
-  while (true) {
-    const std::size_t comma = text.find(',', start);
-    const std::string_view item =
-        text.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+  for (std::string_view item : detail::split(text, ',')) {
     const auto id = parseInteger(item);
     if (!id)
       throw configError(variable, fmt::format("'{}' in '{}' is not a {} id; use 'all' or a comma list "
@@ -73,8 +65,6 @@ std::vector<int> parseIdList(std::string_view variable, const std::string& value
     if (std::find(ids.begin(), ids.end(), static_cast<int>(*id)) != ids.end())
       throw configError(variable, fmt::format("lists {} id {} twice in '{}'", what, *id, value));
     ids.push_back(static_cast<int>(*id));
-    if (comma == std::string_view::npos) break;
-    start = comma + 1;
   }
   std::sort(ids.begin(), ids.end());
   return ids;
@@ -143,7 +133,7 @@ std::vector<int> visibleModuleIds(const EmulatorSettings& s) {
                                  ? parseIdList(kVisibleDevicesVariable, *s.visibleDevices, s.devicesPerNode,
                                                "device")
                                  : parseIdList(kVisibleDevicesVariable, "all", s.devicesPerNode, "device");
-  if (!s.visibleModules) return devices;
+  if (!s.visibleModules || trim(*s.visibleModules) == "all") return devices;
   std::vector<int> modules = parseIdList(kVisibleModulesVariable, *s.visibleModules, s.devicesPerNode, "module");
   for (int m : modules)
     if (std::find(devices.begin(), devices.end(), m) == devices.end())

@@ -215,7 +215,10 @@ void GraphRuntime::lookUp(const detail::GraphRecord& graph) {
   }
   ++stats_.compilations;
   std::optional<RecompileCause> cause = cache_.insert(graph, step);
-  if (!cause) return;
+  // In eager mode the first step compiles the model's recipes: an op seen
+  // with other shapes there is another layer, not a dynamic shape.
+  const bool warmingUp = options_.mode == ExecutionMode::kEager && stats_.steps == 0;
+  if (!cause || warmingUp) return;
   ++stats_.recompilations;
   leadingDimRecompiled_ = leadingDimRecompiled_ || cause->leadingDimOnly;
   if (causes_.size() < kMaxRecordedCauses) causes_.push_back(std::move(*cause));

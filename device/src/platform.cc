@@ -32,9 +32,13 @@ void Platform::requireDevices(int requested) const {
       requested, autoDeviceCount());
 }
 
-Device& Platform::device(int index) const {
+const Device& Platform::device(int index) const {
   HPU_CHECK(index >= 0 && index < autoDeviceCount(), "device {} of {} visible", index, autoDeviceCount());
   return *devices_[static_cast<std::size_t>(index)];
+}
+
+Device& Platform::device(int index) {
+  return const_cast<Device&>(static_cast<const Platform&>(*this).device(index));
 }
 
 }  // namespace hpu::device

@@ -6,32 +6,20 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <cctype>
 #include <charconv>
 #include <fstream>
 #include <iterator>
 #include <vector>
 
 #include "hpu/device/errors.h"
+#include "hpu/device/hash.h"
+#include "hpu/device/text.h"
 
 namespace hpu::device {
 namespace {
 
 constexpr std::string_view kVariable = "PT_HPU_RECIPE_CACHE_CONFIG";
 constexpr std::string_view kExtension = ".recipe";
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
-
-std::uint64_t fnv1a(std::string_view s) {
-  std::uint64_t h = 0xcbf29ce484222325ull;
-  for (char c : s) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
-  return h;
-}
 
 }  // namespace
 
@@ -42,19 +30,12 @@ RecipeCacheConfig parseRecipeCacheConfig(std::string_view value) {
                                            "/tmp/hpu_recipes,false,1024",
                                            value, why));
   };
-  std::vector<std::string_view> fields;
-  std::size_t start = 0;
-  while (true) {
-    const std::size_t comma = value.find(',', start);
-    fields.push_back(value.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start));
-    if (comma == std::string_view::npos) break;
-    start = comma + 1;
-  }
+  const std::vector<std::string_view> fields = detail::split(value, ',');
   if (fields.size() != 3) throw bad(fmt::format("has {} fields, not 3", fields.size()));
   RecipeCacheConfig config;
   if (fields[0].empty()) throw bad("has an empty path");
   config.directory = std::filesystem::path(std::string(fields[0]));
-  const std::string flag = lower(fields[1]);
+  const std::string flag = detail::toLower(fields[1]);
   if (flag == "true" || flag == "1")
     config.deleteOnInit = true;
   else if (flag == "false" || flag == "0")
@@ -89,7 +70,7 @@ RecipeDiskCache::RecipeDiskCache(RecipeCacheConfig config) : config_(std::move(c
 }
 
 std::filesystem::path RecipeDiskCache::pathFor(std::string_view recipe) const {
-  return config_.directory / fmt::format("{:016x}{}", fnv1a(recipe), kExtension);
+  return config_.directory / fmt::format("{:016x}{}", detail::fnv1a(recipe), kExtension);
 }
 
 bool RecipeDiskCache::contains(std::string_view recipe) const {

@@ -4,10 +4,10 @@
 
 #include <algorithm>
 #include <array>
-#include <cctype>
 
 #include "hpu/device/check.h"
 #include "hpu/device/errors.h"
+#include "hpu/device/text.h"
 
 namespace hpu::device {
 namespace {
@@ -47,7 +47,7 @@ constexpr std::array<MatrixPeak, 3> kGaudi3Peaks{{
 // [PTSM]
 constexpr std::array<DType, 6> kGaudiDTypes{
     DType::kFloat32, DType::kBFloat16, DType::kInt64, DType::kInt32, DType::kUInt8, DType::kBool};
-constexpr std::array<DType, 9> kGaudi2DTypes{
+constexpr std::array<DType, 9> kGaudi2PlusDTypes{
     DType::kFloat32, DType::kBFloat16, DType::kFloat16, DType::kFloat8E4M3, DType::kFloat8E5M2,
     DType::kInt64,   DType::kInt32,    DType::kUInt8,   DType::kBool};
 
@@ -63,13 +63,13 @@ constexpr std::array<DeviceSpec, 3> kSpecs{{
      2.46,       // [HC24]
      kGaudi2Peaks,
      24, 100,  // [G2WP]
-     kGaudi2DTypes},
+     kGaudi2PlusDTypes},
     {Generation::kGaudi3, "gaudi3", "Intel Gaudi 3",
      128 * kGiB,  // [HC24]
      3.67,        // [HC24]
      kGaudi3Peaks,
      24, 200,  // [G3WP]
-     kGaudi2DTypes},
+     kGaudi2PlusDTypes},
 }};
 
 }  // namespace
@@ -77,9 +77,7 @@ constexpr std::array<DeviceSpec, 3> kSpecs{{
 std::string_view generationName(Generation g) { return specFor(g).name; }
 
 std::optional<Generation> parseGeneration(std::string_view name) {
-  std::string lower(name);
-  std::transform(lower.begin(), lower.end(), lower.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const std::string lower = detail::toLower(name);
   if (lower == "gaudi1") return Generation::kGaudi;
   for (const DeviceSpec& s : kSpecs)
     if (s.name == lower) return s.generation;

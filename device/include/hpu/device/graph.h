@@ -8,14 +8,18 @@
 // (op, shapes, dtypes) is a recipe compiled on first use and hit after.
 //
 // A compilation of a graph that has the same ops as one compiled before but
-// different operand shapes or dtypes is a recompilation (dynamic shapes); its
+// different operand shapes or dtypes is a recompilation (dynamic shapes; in
+// eager mode only after the first step, which compiles every layer's recipes,
+// so an op that recurs with other shapes there is another layer); its
 // cause names the ops whose operands changed against the most similar
 // previously compiled graph, e.g. "linear (op 1 of 12) operand 0: [64,784] ->
 // [32,784]". summary() reports the counts and causes at the end of a run and,
 // when only leading (batch) dimensions changed, suggests drop_last or padding.
 //
 // recordOp() costs an incremental hash and a few appends to reused vectors:
-// no allocation in steady state, no string building.
+// no allocation in steady state, no string building. In lazy mode the step's
+// record grows until markStep(): the loop calls it once per training step and
+// per evaluation batch, as Lightning calls htcore.mark_step().
 //
 // Thread-safety: none. One thread (the one running the training loop on this
 // device) records ops, marks steps and reads the results.
@@ -32,6 +36,7 @@
 #include <vector>
 
 #include "hpu/device/dtype.h"
+#include "hpu/device/hash.h"
 
 namespace hpu::device {
 
@@ -44,16 +49,11 @@ std::string_view executionModeName(ExecutionMode mode);  // "lazy", "eager"
 // record keeps a pointer, never a copy, and the name's hash is a constant.
 class OpName {
  public:
-  consteval OpName(const char* name) : name_(name), hash_(hashName(name_)) {}
-  std::string_view name() const { return name_; }
-  std::uint64_t hash() const { return hash_; }
+  consteval OpName(const char* name) : name_(name), hash_(detail::fnv1a(name_)) {}
+  constexpr std::string_view name() const { return name_; }
+  constexpr std::uint64_t hash() const { return hash_; }
 
  private:
-  static consteval std::uint64_t hashName(std::string_view s) {
-    std::uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a
-    for (char c : s) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
-    return h;
-  }
   std::string_view name_;
   std::uint64_t hash_;
 };
@@ -131,7 +131,7 @@ struct GraphOptions {
   std::string target = "gaudi2";
   // Optional, shared by the devices of a process: persists compiled recipes
   // across processes (PT_HPU_RECIPE_CACHE_CONFIG).
-  std::shared_ptr<RecipeDiskCache> diskCache;
+  std::shared_ptr<RecipeDiskCache> diskCache = nullptr;
 };
 
 class GraphRuntime {

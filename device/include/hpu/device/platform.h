@@ -30,7 +30,8 @@ class Platform {
   // visible. REQUIRES: requested >= 1.
   void requireDevices(int requested) const;
   // REQUIRES: 0 <= index < autoDeviceCount().
-  Device& device(int index) const;
+  Device& device(int index);
+  const Device& device(int index) const;
 
  private:
   EmulatorSettings settings_;
