@@ -14,6 +14,7 @@
 #include "hpu/core/config/yaml_io.h"
 #include "hpu/core/errors.h"
 #include "hpu/core/trainer/trainer.h"
+#include "hpu/device/device_table.h"
 #include "hpu/device/platform.h"
 
 namespace hpu::core {

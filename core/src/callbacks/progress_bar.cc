@@ -70,8 +70,7 @@ class TQDMProgressBar final : public Callback {
       std::fprintf(stdout, "\r%s\x1b[K%s", line.c_str(), end ? "\n" : "");
     } else {
       const std::int64_t every = std::max<std::int64_t>(1, total / 10);
-      if (!end && (done - last_printed_ < every)) return;
-      if (end && last_printed_ == done) return;
+      if (!end && (done == total || done - last_printed_ < every)) return;  // the epoch's end prints the last line
       last_printed_ = done;
       std::fprintf(stdout, "%s\n", line.c_str());
     }

@@ -375,7 +375,7 @@ std::vector<ParamSpec> csvParams() {
       {"predict_file", Type::optional(Type::string()), "null", "CSV to predict on (default: test_file); labels optional."},
       {"label_column", Type::string(), "label", "Header name of the integer class column (without header: the last)."},
       {"header", Type::boolean(), "true", "The first line names the columns."},
-      {"delimiter", Type::string(), ",", "Field separator."},
+      {"delimiter", Type::string(), "','", "Field separator."},
       {"val_split", Type::real().min(0.0).max(1.0, true), "0.1", "Fraction of train held out when val_file is unset."},
       {"standardize", Type::boolean(), "true", "Scale features to zero mean, unit variance (training statistics)."},
   };

@@ -109,7 +109,7 @@ HPU_REGISTER_COMPONENT(
           {"name", config::Type::string(), "lightning_logs", "Experiment name: the folder under save_dir."},
           {"version", config::Type::optional(config::Type::anyOf({config::Type::integer().min(0), config::Type::string()})),
            "null", "Version: an int (version_N), a folder name, or null for the next free version_N."},
-          {"prefix", config::Type::string(), "", "Prefix of every metric key."},
+          {"prefix", config::Type::string(), "''", "Prefix of every metric key."},
           {"flush_logs_every_n_steps", config::Type::integer().min(1), "100", "Rewrite metrics.csv every N logged rows."}}},
         "Writes metrics.csv and hparams.yaml under <save_dir>/<name>/version_<N>."},
     [](const config::Params& p) { return std::make_unique<CSVLogger>(p); });
