@@ -61,9 +61,8 @@ Tensor unary(device::OpName name, const Tensor& x, Fwd fwd, Bwd bwd_from_xy) {
   recordOp<1>(name, {&x});
   Tensor y = like(x, x.shape());
   const std::int64_t n = x.numel();
-  const float* xp = x.data();
-  float* yp = y.data();
-#pragma omp parallel for simd if (n > (1 << 16))
+  const float* __restrict xp = x.data();
+  float* __restrict yp = y.data();
   for (std::int64_t i = 0; i < n; ++i) yp[i] = fwd(xp[i]);
   if (autograd::needsGrad({&x})) {
     track(y, {&x});
@@ -71,13 +70,14 @@ Tensor unary(device::OpName name, const Tensor& x, Fwd fwd, Bwd bwd_from_xy) {
       Tensor gy = y.grad();
       if (!gy.defined() || !x.requiresGrad()) return;
       GradTarget g = gradTarget(x);
-      const float* dy = gy.data();
-      const float* xp = x.data();
-      const float* yp = y.data();
-#pragma omp parallel for simd if (n > (1 << 16))
-      for (std::int64_t i = 0; i < n; ++i) {
-        const float d = dy[i] * bwd_from_xy(xp[i], yp[i]);
-        g.data[i] = g.accumulate ? g.data[i] + d : d;
+      const float* __restrict dy = gy.data();
+      const float* __restrict xp = x.data();
+      const float* __restrict yp = y.data();
+      float* __restrict gx = g.data;
+      if (g.accumulate) {
+        for (std::int64_t i = 0; i < n; ++i) gx[i] += dy[i] * bwd_from_xy(xp[i], yp[i]);
+      } else {
+        for (std::int64_t i = 0; i < n; ++i) gx[i] = dy[i] * bwd_from_xy(xp[i], yp[i]);
       }
       gradWritten(x);
     });
@@ -453,11 +453,21 @@ Tensor dropout(const Tensor& x, float p, bool training, Generator& rng) {
   const std::int64_t n = x.numel();
   auto mask = std::make_shared<std::vector<float>>(static_cast<std::size_t>(n));
   const float keep_scale = 1.0f / (1.0f - p);
-  for (float& m : *mask) m = rng.uniform() < p ? 0.0f : keep_scale;
+  // Two 32-bit draws per generator step: element i is dropped when its draw
+  // falls below p * 2^32.
+  const auto threshold = static_cast<std::uint64_t>(static_cast<double>(p) * 4294967296.0);
+  float* mp = mask->data();
+  std::int64_t i = 0;
+  for (; i + 1 < n; i += 2) {
+    const std::uint64_t r = rng.next();
+    mp[i] = (r & 0xffffffffu) < threshold ? 0.0f : keep_scale;
+    mp[i + 1] = (r >> 32) < threshold ? 0.0f : keep_scale;
+  }
+  if (i < n) mp[i] = (rng.next() & 0xffffffffu) < threshold ? 0.0f : keep_scale;
   Tensor y = like(x, x.shape());
-  const float* xp = x.data();
-  float* yp = y.data();
-  for (std::int64_t i = 0; i < n; ++i) yp[i] = xp[i] * (*mask)[static_cast<std::size_t>(i)];
+  const float* __restrict xp = x.data();
+  float* __restrict yp = y.data();
+  for (std::int64_t j = 0; j < n; ++j) yp[j] = xp[j] * mp[j];
   if (autograd::needsGrad({&x})) {
     track(y, {&x});
     autograd::currentTape()->record([x, y, n, mask] {
