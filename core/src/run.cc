@@ -13,6 +13,7 @@
 #include "hpu/core/config/registry.h"
 #include "hpu/core/config/yaml_io.h"
 #include "hpu/core/errors.h"
+#include "hpu/core/tensor/autocast.h"
 #include "hpu/core/trainer/trainer.h"
 #include "hpu/device/device_table.h"
 #include "hpu/device/platform.h"
@@ -20,6 +21,9 @@
 namespace hpu::core {
 
 // Defined beside their implementations.
+std::unique_ptr<PrecisionPlugin> makePrecisionFromPlugin(const config::Node& component, const std::string& path,
+                                                         const std::string& default_stats_dir, bool deepspeed_strategy,
+                                                         const std::string& quant_config);
 std::unique_ptr<Callback> makeProgressBar();
 std::unique_ptr<Callback> makeSaveConfigCallback(config::Node config, bool overwrite);
 
@@ -83,6 +87,11 @@ std::unique_ptr<Strategy> makeStrategy(const TrainerOptions& o, int devices) {
                                name == "auto" ? "hpu_parallel" : name, world));
 }
 
+bool isDeepSpeed(const Node& strategy) {
+  const std::string name = strategy.isMap() ? strategy.find("class_path")->str() : strategy.str();
+  return name.find("deepspeed") != std::string::npos || name.find("DeepSpeed") != std::string::npos;
+}
+
 std::uint64_t seedOf(const Node& cfg) {
   const Node& s = *cfg.find("seed_everything");
   if (s.str() == "false" || s.str() == "true") return std::random_device{}();
@@ -123,8 +132,7 @@ int run(const RunRequest& request) {
   parts.seed = seedOf(cfg);
   parts.config = cfg;
 
-  if (o.precision != "32" && o.precision != "32-true")
-    throw UsageError("trainer.precision=" + o.precision + " is not available in this build yet; use 32-true");
+  autocast::installPolicy(autocast::Policy::fromEnv(request.env));
   if (o.accelerator.isScalar() && o.accelerator.str() == "cpu")
     throw UsageError("trainer.accelerator=cpu: hpu-train runs on the emulated HPU; use accelerator: hpu or auto");
 
@@ -135,9 +143,26 @@ int run(const RunRequest& request) {
   parts.strategy->setup(run_env, platform);
   Strategy& strategy = *parts.strategy;
 
+  const std::string quant_config = request.env.count("QUANT_CONFIG") ? request.env.at("QUANT_CONFIG") : "";
   for (const Node* p : componentsOf(o.plugins)) {
     const std::string path = "trainer.plugins";
-    if (classOf(*p) == "HPUCheckpointIO") parts.checkpoint_io = build<checkpoint::CheckpointIO>(*p, path);
+    const std::string cls = classOf(*p);
+    if (cls == "HPUCheckpointIO") {
+      parts.checkpoint_io = build<checkpoint::CheckpointIO>(*p, path);
+    } else if (cls == "HPUPrecisionPlugin" || cls == "HPUDeepSpeedPrecisionPlugin") {
+      if (parts.precision) throw UsageError("trainer.plugins names more than one precision plugin; keep one");
+      const std::string given = p->find("init_args")->find("precision")->str();
+      if (o.precision != "32-true" && o.precision != given)
+        throw UsageError(fmt::format("trainer.precision={} and a {} with precision {} are both given; choose one", o.precision,
+                                     cls, given));
+      parts.precision = makePrecisionFromPlugin(*p, path, o.default_root_dir, isDeepSpeed(o.strategy), quant_config);
+    }
+  }
+  if (!parts.precision) {
+    Fp8Options fp8;
+    fp8.default_stats_dir = o.default_root_dir;
+    fp8.quant_config = quant_config;
+    parts.precision = makePrecisionPlugin(o.precision, fp8);
   }
 
   auto model = build<LightningModule>(*cfg.find("model"), "model");
@@ -184,8 +209,11 @@ int run(const RunRequest& request) {
     if (trainer.isGlobalZero()) writePredictions(rows, trainer.logDir());
   }
   if (trainer.isGlobalZero()) {
-    const std::string summary = trainer.device().graph().summary();
-    if (!summary.empty()) std::printf("%s", summary.c_str());
+    for (std::string part : {trainer.device().graph().summary(), trainer.precision().summary()}) {
+      if (part.empty()) continue;
+      if (part.back() != '\n') part += '\n';
+      std::fputs(part.c_str(), stdout);
+    }
     std::fflush(stdout);
   }
   return trainer.strategy().teardown(false);

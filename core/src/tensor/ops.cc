@@ -8,7 +8,9 @@
 #include <numbers>
 
 #include "hpu/core/errors.h"
+#include "hpu/core/tensor/autocast.h"
 #include "hpu/core/tensor/autograd.h"
+#include "hpu/device/numerics.h"
 #include "hpu/device/check.h"
 
 namespace hpu::core::ops {
@@ -23,7 +25,9 @@ using ConstMatMap = Eigen::Map<const RowMajor>;
 using VecMap = Eigen::Map<Eigen::VectorXf>;
 using ConstVecMap = Eigen::Map<const Eigen::VectorXf>;
 
-// Records an op in the device's lazy graph.
+thread_local std::vector<OpTraceEntry>* tls_trace = nullptr;
+
+// Records an op in the device's lazy graph (and the op trace, if one is on).
 template <std::size_t N>
 void recordOp(device::OpName name, const std::array<const Tensor*, N>& operands) {
   std::array<device::OperandInfo, N> infos;
@@ -31,9 +35,42 @@ void recordOp(device::OpName name, const std::array<const Tensor*, N>& operands)
   for (const Tensor* t : operands)
     if (t != nullptr && t->defined()) infos[n++] = operandInfo(*t);
   operands[0]->device().graph().recordOp(name, std::span<const device::OperandInfo>(infos.data(), n));
+  if (tls_trace != nullptr) tls_trace->push_back({std::string(name.name()), operands[0]->dtype()});
 }
 
-Tensor like(const Tensor& t, const Shape& shape) { return Tensor::empty(t.device(), shape); }
+// A new tensor on t's device with t's (floating) dtype.
+Tensor like(const Tensor& t, const Shape& shape) {
+  return Tensor::empty(t.device(), shape, device::isFloating(t.dtype()) ? t.dtype() : DType::kFloat32);
+}
+
+// The widest floating dtype of the inputs (fp32 if two half types mix).
+DType widest(std::initializer_list<const Tensor*> inputs) {
+  DType best = DType::kFloat8E4M3;
+  bool any = false;
+  for (const Tensor* t : inputs) {
+    if (t == nullptr || !t->defined() || !device::isFloating(t->dtype())) continue;
+    const DType d = t->dtype();
+    if (!any) {
+      best = d;
+      any = true;
+    } else if (d != best) {
+      const auto size = device::logicalSize(d), best_size = device::logicalSize(best);
+      best = size > best_size ? d : size < best_size ? best : DType::kFloat32;
+    }
+  }
+  return any ? best : DType::kFloat32;
+}
+
+// The dtype an op runs in under the current autocast state.
+DType opDtype(std::string_view op, std::initializer_list<const Tensor*> inputs) {
+  return autocast::computeDtype(op, widest(inputs));
+}
+
+// Rounds an op's output to its dtype (kernels compute in fp32).
+Tensor finish(Tensor y) {
+  if (y.dtype() != DType::kFloat32 && device::isFloating(y.dtype())) device::roundInPlace(y.values(), y.dtype());
+  return y;
+}
 
 // Output of an op that records a backward: marks it and counts input uses.
 void track(Tensor& out, std::initializer_list<const Tensor*> inputs) {
@@ -56,8 +93,26 @@ void requireShape(bool ok, const char* op, const std::string& what) {
   if (!ok) throw Error(fmt::format("{}: {}", op, what));
 }
 
+// A differentiable cast: a copy rounded to `dt` (x itself if it already is).
+Tensor castTo(const Tensor& x, DType dt) {
+  if (!x.defined() || x.dtype() == dt || !device::isFloating(x.dtype())) return x;
+  recordOp<1>("cast", {&x});
+  Tensor y = Tensor::empty(x.device(), x.shape(), dt);
+  std::copy(x.data(), x.data() + x.numel(), y.data());
+  device::roundInPlace(y.values(), dt);
+  if (autograd::needsGrad({&x})) {
+    track(y, {&x});
+    autograd::currentTape()->record([x, y] {
+      Tensor gy = y.grad();
+      if (gy.defined()) accumulateGrad(x, gy.data(), x.numel());
+    });
+  }
+  return y;
+}
+
 template <class Fwd, class Bwd>
-Tensor unary(device::OpName name, const Tensor& x, Fwd fwd, Bwd bwd_from_xy) {
+Tensor unary(device::OpName name, const Tensor& x_in, Fwd fwd, Bwd bwd_from_xy) {
+  const Tensor x = castTo(x_in, opDtype(name.name(), {&x_in}));
   recordOp<1>(name, {&x});
   Tensor y = like(x, x.shape());
   const std::int64_t n = x.numel();
@@ -82,14 +137,21 @@ Tensor unary(device::OpName name, const Tensor& x, Fwd fwd, Bwd bwd_from_xy) {
       gradWritten(x);
     });
   }
-  return y;
+  return finish(y);
 }
 
 }  // namespace
 
+OpTraceScope::OpTraceScope(std::vector<OpTraceEntry>& sink) : previous_(tls_trace) { tls_trace = &sink; }
+OpTraceScope::~OpTraceScope() { tls_trace = previous_; }
+
 // ------------------------------------------------------------------ linear
 
-Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
+Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
+  const DType dt = opDtype("linear", {&x_in, &w_in, &b_in});
+  const Tensor x = castTo(x_in, dt);
+  const Tensor w = castTo(w_in, dt);
+  const Tensor b = castTo(b_in, dt);
   requireShape(x.ndim() >= 1 && w.ndim() == 2 && x.size(-1) == w.size(1), "linear",
                fmt::format("input {} does not match weight {}", x.shape().str(), w.shape().str()));
   recordOp<3>("linear", {&x, &w, &b});
@@ -135,10 +197,13 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
       }
     });
   }
-  return y;
+  return finish(y);
 }
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  const DType dt = opDtype("matmul", {&a_in, &b_in});
+  const Tensor a = castTo(a_in, dt);
+  const Tensor b = castTo(b_in, dt);
   requireShape(a.ndim() == 2 && b.ndim() == 2 && a.size(1) == b.size(0), "matmul",
                fmt::format("shapes {} and {} do not chain", a.shape().str(), b.shape().str()));
   recordOp<2>("matmul", {&a, &b});
@@ -171,7 +236,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
       }
     });
   }
-  return y;
+  return finish(y);
 }
 
 // ------------------------------------------------------------------ conv2d
@@ -224,7 +289,11 @@ void col2imAdd(const ConvGeom& g, const float* col, float* x) {
 }
 }  // namespace
 
-Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dOptions& o) {
+Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, const Conv2dOptions& o) {
+  const DType dt = opDtype("conv2d", {&x_in, &w_in, &b_in});
+  const Tensor x = castTo(x_in, dt);
+  const Tensor w = castTo(w_in, dt);
+  const Tensor b = castTo(b_in, dt);
   requireShape(x.ndim() == 4 && w.ndim() == 4 && x.size(1) == w.size(1), "conv2d",
                fmt::format("input {} does not match weight {}", x.shape().str(), w.shape().str()));
   ConvGeom g{x.size(0), x.size(1), x.size(2), x.size(3), w.size(0), w.size(2), w.size(3), o.stride, o.padding, 0, 0};
@@ -299,7 +368,7 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dOpt
       }
     });
   }
-  return y;
+  return finish(y);
 }
 
 // ------------------------------------------------------------------ pooling
@@ -319,7 +388,9 @@ PoolGeom poolGeom(const Tensor& x, const Pool2dOptions& o, const char* op) {
 }
 }  // namespace
 
-Tensor maxPool2d(const Tensor& x, const Pool2dOptions& o) {
+Tensor maxPool2d(const Tensor& x_in, const Pool2dOptions& o) {
+  const DType dt = opDtype("max_pool2d", {&x_in});
+  const Tensor x = castTo(x_in, dt);
   const PoolGeom g = poolGeom(x, o, "max_pool2d");
   recordOp<1>("max_pool2d", {&x});
   Tensor y = like(x, {x.size(0), x.size(1), g.oh, g.ow});
@@ -364,10 +435,12 @@ Tensor maxPool2d(const Tensor& x, const Pool2dOptions& o) {
       gradWritten(x);
     });
   }
-  return y;
+  return finish(y);
 }
 
-Tensor avgPool2d(const Tensor& x, const Pool2dOptions& o) {
+Tensor avgPool2d(const Tensor& x_in, const Pool2dOptions& o) {
+  const DType dt = opDtype("avg_pool2d", {&x_in});
+  const Tensor x = castTo(x_in, dt);
   const PoolGeom g = poolGeom(x, o, "avg_pool2d");
   recordOp<1>("avg_pool2d", {&x});
   Tensor y = like(x, {x.size(0), x.size(1), g.oh, g.ow});
@@ -408,7 +481,7 @@ Tensor avgPool2d(const Tensor& x, const Pool2dOptions& o) {
       gradWritten(x);
     });
   }
-  return y;
+  return finish(y);
 }
 
 // ------------------------------------------------------------------ activations
@@ -447,8 +520,10 @@ Tensor sigmoid(const Tensor& x) {
       "sigmoid", x, [](float v) { return 1.0f / (1.0f + std::exp(-v)); }, [](float, float y) { return y * (1.0f - y); });
 }
 
-Tensor dropout(const Tensor& x, float p, bool training, Generator& rng) {
-  if (!training || p == 0.0f) return x;
+Tensor dropout(const Tensor& x_in, float p, bool training, Generator& rng) {
+  const DType dt = opDtype("dropout", {&x_in});
+  const Tensor x = castTo(x_in, dt);
+  if (!training || p == 0.0f) return x_in;
   recordOp<1>("dropout", {&x});
   const std::int64_t n = x.numel();
   auto mask = std::make_shared<std::vector<float>>(static_cast<std::size_t>(n));
@@ -482,7 +557,7 @@ Tensor dropout(const Tensor& x, float p, bool training, Generator& rng) {
       gradWritten(x);
     });
   }
-  return y;
+  return finish(y);
 }
 
 // ------------------------------------------------------------------ shapes
@@ -497,7 +572,7 @@ Tensor reshape(const Tensor& x, const Shape& shape) {
       if (gy.defined()) accumulateGrad(x, gy.data(), x.numel());
     });
   }
-  return y;
+  return finish(y);
 }
 
 Tensor flatten(const Tensor& x, int start_dim) {
@@ -509,7 +584,11 @@ Tensor flatten(const Tensor& x, int start_dim) {
 
 // ------------------------------------------------------------------ normalisation
 
-Tensor layerNorm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps) {
+Tensor layerNorm(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in, float eps) {
+  const DType dt = opDtype("layer_norm", {&x_in, &weight_in, &bias_in});
+  const Tensor x = castTo(x_in, dt);
+  const Tensor weight = castTo(weight_in, dt);
+  const Tensor bias = castTo(bias_in, dt);
   const std::int64_t d = x.size(-1), rows = x.numel() / d;
   recordOp<3>("layer_norm", {&x, &weight, &bias});
   Tensor y = like(x, x.shape());
@@ -570,11 +649,15 @@ Tensor layerNorm(const Tensor& x, const Tensor& weight, const Tensor& bias, floa
       if (bias.defined() && bias.requiresGrad()) accumulateGrad(bias, db.data(), d);
     });
   }
-  return y;
+  return finish(y);
 }
 
-Tensor batchNorm2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& running_mean,
+Tensor batchNorm2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in, Tensor& running_mean,
                    Tensor& running_var, bool training, float momentum, float eps) {
+  const DType dt = opDtype("batch_norm", {&x_in, &weight_in, &bias_in});
+  const Tensor x = castTo(x_in, dt);
+  const Tensor weight = castTo(weight_in, dt);
+  const Tensor bias = castTo(bias_in, dt);
   requireShape(x.ndim() == 4, "batch_norm2d", "expects [N, C, H, W], got " + x.shape().str());
   const std::int64_t n = x.size(0), c = x.size(1), hw = x.size(2) * x.size(3);
   recordOp<3>("batch_norm", {&x, &weight, &bias});
@@ -652,10 +735,12 @@ Tensor batchNorm2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Te
       if (bias.defined() && bias.requiresGrad()) accumulateGrad(bias, db.data(), c);
     });
   }
-  return y;
+  return finish(y);
 }
 
-Tensor embedding(const Tensor& indices, const Tensor& weight) {
+Tensor embedding(const Tensor& indices, const Tensor& weight_in) {
+  const DType dt = opDtype("embedding", {&weight_in});
+  const Tensor weight = castTo(weight_in, dt);
   requireShape(indices.dtype() == DType::kInt64 && weight.ndim() == 2, "embedding",
                "expects int64 indices and a [num, dim] weight");
   recordOp<2>("embedding", {&indices, &weight});
@@ -683,12 +768,14 @@ Tensor embedding(const Tensor& indices, const Tensor& weight) {
       gradWritten(weight);
     });
   }
-  return y;
+  return finish(y);
 }
 
 // ------------------------------------------------------------------ losses
 
-Tensor crossEntropy(const Tensor& logits, const Tensor& labels, float label_smoothing) {
+Tensor crossEntropy(const Tensor& logits_in, const Tensor& labels, float label_smoothing) {
+  const DType dt = opDtype("cross_entropy", {&logits_in});
+  const Tensor logits = castTo(logits_in, dt);
   requireShape(logits.ndim() == 2 && labels.dtype() == DType::kInt64 && labels.numel() == logits.size(0), "cross_entropy",
                fmt::format("expects logits [N, C] and int64 labels [N], got {} and {}", logits.shape().str(),
                            labels.shape().str()));
@@ -737,7 +824,10 @@ Tensor crossEntropy(const Tensor& logits, const Tensor& labels, float label_smoo
   return loss;
 }
 
-Tensor mseLoss(const Tensor& prediction, const Tensor& target) {
+Tensor mseLoss(const Tensor& prediction_in, const Tensor& target_in) {
+  const DType dt = opDtype("mse_loss", {&prediction_in, &target_in});
+  const Tensor prediction = castTo(prediction_in, dt);
+  const Tensor target = castTo(target_in, dt);
   requireShape(prediction.shape() == target.shape(), "mse_loss",
                fmt::format("shapes {} and {} differ", prediction.shape().str(), target.shape().str()));
   recordOp<2>("mse_loss", {&prediction, &target});
@@ -774,7 +864,9 @@ Tensor mseLoss(const Tensor& prediction, const Tensor& target) {
 namespace {
 // a (op) b elementwise, same shapes; da = dy * da_coef(a, b), db = dy * db_coef(a, b).
 template <class F, class DA, class DB>
-Tensor binary(device::OpName name, const Tensor& a, const Tensor& b, F f, DA da, DB db) {
+Tensor binary(device::OpName name, const Tensor& a_in, const Tensor& b_in, F f, DA da, DB db) {
+  const DType dt = opDtype(name.name(), {&a_in, &b_in});
+  const Tensor a = castTo(a_in, dt), b = castTo(b_in, dt);
   requireShape(a.shape() == b.shape(), "elementwise",
                fmt::format("shapes {} and {} differ (no broadcasting)", a.shape().str(), b.shape().str()));
   recordOp<2>(name, {&a, &b});
@@ -799,7 +891,7 @@ Tensor binary(device::OpName name, const Tensor& a, const Tensor& b, F f, DA da,
       }
     });
   }
-  return y;
+  return finish(y);
 }
 }  // namespace
 
@@ -826,7 +918,9 @@ Tensor scale(const Tensor& a, float s) {
       "scale", a, [s](float v) { return v * s; }, [s](float, float) { return s; });
 }
 
-Tensor sum(const Tensor& a) {
+Tensor sum(const Tensor& a_in) {
+  const DType dt = opDtype("sum", {&a_in});
+  const Tensor a = castTo(a_in, dt);
   recordOp<1>("sum", {&a});
   double total = 0;
   for (float v : a.values()) total += v;
@@ -842,12 +936,14 @@ Tensor sum(const Tensor& a) {
       gradWritten(a);
     });
   }
-  return y;
+  return finish(y);
 }
 
 Tensor mean(const Tensor& a) { return scale(sum(a), 1.0f / static_cast<float>(a.numel())); }
 
-Tensor softmax(const Tensor& logits) {
+Tensor softmax(const Tensor& logits_in) {
+  const DType dt = opDtype("softmax", {&logits_in});
+  const Tensor logits = castTo(logits_in, dt);
   const std::int64_t c = logits.size(-1), rows = logits.numel() / c;
   recordOp<1>("softmax", {&logits});
   Tensor y = like(logits, logits.shape());
@@ -878,7 +974,7 @@ Tensor softmax(const Tensor& logits) {
       gradWritten(logits);
     });
   }
-  return y;
+  return finish(y);
 }
 
 std::int64_t countCorrect(const Tensor& logits, const Tensor& labels) {
