@@ -1,20 +1,18 @@
 #include "fp8.h"
 
-#include <Eigen/Core>
 #include <spdlog/fmt/fmt.h>
 
 #include <nlohmann/json.hpp>
 
 #include "hpu/core/errors.h"
 #include "hpu/core/tensor/autograd.h"
+#include "hpu/device/kernels/gemm.h"
 #include "hpu/device/numerics.h"
 
 namespace hpu::core::fp8 {
 namespace {
 
-using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using MatMap = Eigen::Map<RowMajor>;
-using ConstMatMap = Eigen::Map<const RowMajor>;
+namespace k = device::kernels;
 
 // The values an fp8 tensor of `t` holds, dequantized: round(t * s) / s.
 std::vector<float> fakeQuantize(const float* data, std::int64_t n, DType format, float scale) {
@@ -31,9 +29,8 @@ Tensor fp8Gemm(const Tensor& x, const std::vector<float>& xq, const std::vector<
   Shape ys = x.shape();
   ys[-1] = out;
   Tensor y = Tensor::empty(x.device(), ys, DType::kBFloat16);
-  MatMap Y(y.data(), n, out);
-  Y.noalias() = ConstMatMap(xq.data(), n, in) * ConstMatMap(wq.data(), out, in).transpose();
-  if (b.defined()) Y.rowwise() += Eigen::Map<const Eigen::RowVectorXf>(b.data(), out);
+  k::gemm(false, true, n, out, in, xq.data(), wq.data(), 0.0f, y.data());
+  if (b.defined()) k::addRowBias(y.data(), b.data(), n, out);
   device::roundInPlace(y.values(), DType::kBFloat16);
   return y;
 }
@@ -75,33 +72,19 @@ class TrainingLinear final : public nn::Module {
       const std::int64_t in = weight_.size(1), out = weight_.size(0), n = x.numel() / in;
       const std::vector<float> gq = fakeQuantize(gy.data(), gy.numel(), bwd, g_.scale);
       g_.update(device::absMax(gy.values()), static_cast<std::size_t>(o_.amax_history_len), bwd, o_.margin);
-      ConstMatMap dY(gq.data(), n, out);
       if (weight_.requiresGrad()) {
         autograd::GradTarget g = autograd::gradTarget(weight_);
-        MatMap dW(g.data, out, in);
-        if (g.accumulate)
-          dW.noalias() += dY.transpose() * ConstMatMap(xq->data(), n, in);
-        else
-          dW.noalias() = dY.transpose() * ConstMatMap(xq->data(), n, in);
+        k::gemm(true, false, out, in, n, gq.data(), xq->data(), g.accumulate ? 1.0f : 0.0f, g.data);
         autograd::gradWritten(weight_);
       }
       if (bias_.defined() && bias_.requiresGrad()) {
         autograd::GradTarget g = autograd::gradTarget(bias_);
-        Eigen::Map<Eigen::RowVectorXf> db(g.data, out);
-        const Eigen::RowVectorXf sum = ConstMatMap(gy.data(), n, out).colwise().sum();
-        if (g.accumulate)
-          db += sum;
-        else
-          db = sum;
+        k::columnSums(gy.data(), n, out, g.data, g.accumulate);
         autograd::gradWritten(bias_);
       }
       if (x.requiresGrad()) {
         autograd::GradTarget g = autograd::gradTarget(x);
-        MatMap dX(g.data, n, in);
-        if (g.accumulate)
-          dX.noalias() += dY * ConstMatMap(wq->data(), out, in);
-        else
-          dX.noalias() = dY * ConstMatMap(wq->data(), out, in);
+        k::gemm(false, false, n, in, out, gq.data(), wq->data(), g.accumulate ? 1.0f : 0.0f, g.data);
         autograd::gradWritten(x);
       }
     });
