@@ -11,12 +11,14 @@
 #include "hpu/core/config/normalize.h"
 #include "hpu/core/config/params.h"
 #include "hpu/core/config/registry.h"
+#include "hpu/core/config/scalars.h"
 #include "hpu/core/config/yaml_io.h"
 #include "hpu/core/errors.h"
 #include "hpu/core/tensor/autocast.h"
 #include "hpu/core/trainer/trainer.h"
 #include "hpu/device/device_table.h"
 #include "hpu/device/platform.h"
+#include "hpu/device/threading.h"
 
 namespace hpu::core {
 
@@ -87,6 +89,16 @@ std::unique_ptr<Strategy> makeStrategy(const TrainerOptions& o, int devices) {
                                name == "auto" ? "hpu_parallel" : name, world));
 }
 
+// HPU_INTRA_OP_THREADS, else cores / processes on this node.
+int intraOpThreads(const std::map<std::string, std::string>& env, int local_processes) {
+  auto it = env.find("HPU_INTRA_OP_THREADS");
+  if (it == env.end() || it->second.empty()) return device::defaultIntraOpThreads(local_processes);
+  const auto n = config::parseInt(it->second);
+  if (!n || *n < 1 || *n > 1024)
+    throw UsageError("HPU_INTRA_OP_THREADS=" + it->second + ": expected a thread count from 1 to 1024");
+  return static_cast<int>(*n);
+}
+
 bool isDeepSpeed(const Node& strategy) {
   const std::string name = strategy.isMap() ? strategy.find("class_path")->str() : strategy.str();
   return name.find("deepspeed") != std::string::npos || name.find("DeepSpeed") != std::string::npos;
@@ -138,6 +150,7 @@ int run(const RunRequest& request) {
 
   device::Platform platform = device::Platform::fromEnv(envOf(request.env));
   const int devices = devicesRequested(o.devices, platform);
+  device::setIntraOpThreads(intraOpThreads(request.env, devices));
   parts.strategy = makeStrategy(o, devices);
   RunEnvironment run_env{request.env, request.argv, devices, static_cast<int>(o.num_nodes), config::emitYaml(cfg)};
   parts.strategy->setup(run_env, platform);
