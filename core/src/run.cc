@@ -203,6 +203,8 @@ int run(const RunRequest& request) {
   }
   if (request.subcommand == "fit" && !parts.loggers.empty())
     parts.callbacks.push_back(makeSaveConfigCallback(cfg, request.save_config_overwrite));
+  if (!o.enable_checkpointing && has_checkpoint && o.fast_dev_run == 0)
+    throw UsageError("trainer.enable_checkpointing is false but trainer.callbacks has a ModelCheckpoint; remove one of them");
   if (o.enable_checkpointing && !has_checkpoint && request.subcommand == "fit")
     parts.callbacks.push_back(buildDefault<Callback>("ModelCheckpoint", ComponentKind::kCallback, "trainer.callbacks"));
   if (o.enable_progress_bar && !has_progress) parts.callbacks.push_back(makeProgressBar());

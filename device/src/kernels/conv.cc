@@ -21,12 +21,24 @@ struct Geom {
 
 Geom geomOf(const Conv2dShape& g) { return {g.c, g.h, g.w, g.r, g.s, g.stride, g.pad, g.outH(), g.outW()}; }
 
+// The output columns [lo, hi) whose input column ox*stride + j - pad lies in
+// [0, w): the rest read zero padding.
+inline void validColumns(const Geom& g, std::int64_t j, std::int64_t& lo, std::int64_t& hi) {
+  const std::int64_t off = j - g.pad;
+  lo = off >= 0 ? 0 : (-off + g.stride - 1) / g.stride;
+  hi = g.w - off <= 0 ? 0 : std::min(g.ow, (g.w - off + g.stride - 1) / g.stride);
+  lo = std::min(lo, hi);
+}
+
 // col[(c*r+i)*s+j][oy*ow+ox] = x[c][oy*stride+i-pad][ox*stride+j-pad] (0 outside).
 void im2col(const Geom& g, const float* x, float* col) {
   for (std::int64_t c = 0; c < g.c; ++c)
     for (std::int64_t i = 0; i < g.r; ++i)
       for (std::int64_t j = 0; j < g.s; ++j) {
         float* row = col + ((c * g.r + i) * g.s + j) * g.p();
+        std::int64_t lo, hi;
+        validColumns(g, j, lo, hi);
+        const std::int64_t off = j - g.pad;
         for (std::int64_t oy = 0; oy < g.oh; ++oy) {
           const std::int64_t iy = oy * g.stride + i - g.pad;
           float* dst = row + oy * g.ow;
@@ -34,11 +46,13 @@ void im2col(const Geom& g, const float* x, float* col) {
             std::fill(dst, dst + g.ow, 0.0f);
             continue;
           }
-          const float* src = x + (c * g.h + iy) * g.w;
-          for (std::int64_t ox = 0; ox < g.ow; ++ox) {
-            const std::int64_t ix = ox * g.stride + j - g.pad;
-            dst[ox] = ix >= 0 && ix < g.w ? src[ix] : 0.0f;
-          }
+          const float* src = x + (c * g.h + iy) * g.w + off;
+          std::fill(dst, dst + lo, 0.0f);
+          if (g.stride == 1)
+            std::copy(src + lo, src + hi, dst + lo);
+          else
+            for (std::int64_t ox = lo; ox < hi; ++ox) dst[ox] = src[ox * g.stride];
+          std::fill(dst + hi, dst + g.ow, 0.0f);
         }
       }
 }
@@ -48,15 +62,18 @@ void col2imAdd(const Geom& g, const float* col, float* x) {
     for (std::int64_t i = 0; i < g.r; ++i)
       for (std::int64_t j = 0; j < g.s; ++j) {
         const float* row = col + ((c * g.r + i) * g.s + j) * g.p();
+        std::int64_t lo, hi;
+        validColumns(g, j, lo, hi);
+        const std::int64_t off = j - g.pad;
         for (std::int64_t oy = 0; oy < g.oh; ++oy) {
           const std::int64_t iy = oy * g.stride + i - g.pad;
           if (iy < 0 || iy >= g.h) continue;
-          float* dst = x + (c * g.h + iy) * g.w;
-          const float* src = row + oy * g.ow;
-          for (std::int64_t ox = 0; ox < g.ow; ++ox) {
-            const std::int64_t ix = ox * g.stride + j - g.pad;
-            if (ix >= 0 && ix < g.w) dst[ix] += src[ox];
-          }
+          float* __restrict dst = x + (c * g.h + iy) * g.w + off;
+          const float* __restrict src = row + oy * g.ow;
+          if (g.stride == 1)
+            for (std::int64_t ox = lo; ox < hi; ++ox) dst[ox] += src[ox];
+          else
+            for (std::int64_t ox = lo; ox < hi; ++ox) dst[ox * g.stride] += src[ox];
         }
       }
 }

@@ -15,7 +15,7 @@ struct Pool2dShape {
 };
 
 // y = max over each window; argmax gets the winning input index within its
-// plane (for backward). NaN wins, as in torch.
+// plane (for backward). The first maximum wins; a NaN beats any number.
 void maxPool2dForward(const Pool2dShape& g, const float* x, float* y, std::int32_t* argmax);
 // dx (+)= dy routed to each window's argmax.
 void maxPool2dBackward(const Pool2dShape& g, const float* dy, const std::int32_t* argmax, float* dx, bool accumulate);
