@@ -31,11 +31,13 @@ inline void validColumns(const Geom& g, std::int64_t j, std::int64_t& lo, std::i
 }
 
 // col[(c*r+i)*s+j][oy*ow+ox] = x[c][oy*stride+i-pad][ox*stride+j-pad] (0 outside).
-void im2col(const Geom& g, const float* x, float* col) {
+// `ld` is the row stride of col (p() for one image; more when images sit
+// side by side in one matrix).
+void im2col(const Geom& g, const float* x, float* col, std::int64_t ld) {
   for (std::int64_t c = 0; c < g.c; ++c)
     for (std::int64_t i = 0; i < g.r; ++i)
       for (std::int64_t j = 0; j < g.s; ++j) {
-        float* row = col + ((c * g.r + i) * g.s + j) * g.p();
+        float* row = col + ((c * g.r + i) * g.s + j) * ld;
         std::int64_t lo, hi;
         validColumns(g, j, lo, hi);
         const std::int64_t off = j - g.pad;
@@ -57,11 +59,11 @@ void im2col(const Geom& g, const float* x, float* col) {
       }
 }
 
-void col2imAdd(const Geom& g, const float* col, float* x) {
+void col2imAdd(const Geom& g, const float* col, std::int64_t ld, float* x) {
   for (std::int64_t c = 0; c < g.c; ++c)
     for (std::int64_t i = 0; i < g.r; ++i)
       for (std::int64_t j = 0; j < g.s; ++j) {
-        const float* row = col + ((c * g.r + i) * g.s + j) * g.p();
+        const float* row = col + ((c * g.r + i) * g.s + j) * ld;
         std::int64_t lo, hi;
         validColumns(g, j, lo, hi);
         const std::int64_t off = j - g.pad;
@@ -78,72 +80,105 @@ void col2imAdd(const Geom& g, const float* col, float* x) {
       }
 }
 
-// Runs the batch's images on the OpenMP threads with Eigen single-threaded
-// inside (many small GEMMs parallelise better across images than within).
+// Images per GEMM: enough that each product is a good size, few enough that
+// a chunk's column matrix stays in the core's cache (kChunkFloats).
+constexpr std::int64_t kChunkFloats = 1 << 18;
+
+// Scratch matrices reused across calls on this thread (no allocation or page
+// faults per step); grown on demand.
+float* workspace(int which, std::int64_t floats) {
+  thread_local std::vector<float> buffers[3];
+  auto& b = buffers[which];
+  if (static_cast<std::int64_t>(b.size()) < floats) b.resize(static_cast<std::size_t>(floats));
+  return b.data();
+}
+
+struct Chunks {
+  std::int64_t size, count;
+};
+Chunks chunksOf(const Geom& g, std::int64_t n) {
+  const std::int64_t size = std::clamp<std::int64_t>(kChunkFloats / std::max<std::int64_t>(1, g.crs() * g.p()), 1, n);
+  return {size, (n + size - 1) / size};
+}
+
+// Runs body(chunk) for every chunk on the OpenMP threads, Eigen
+// single-threaded inside (independent mid-sized products parallelise better
+// than each product alone).
 template <class Body>
-void perImage(std::int64_t n, Body body) {
-  const int outer_eigen = Eigen::nbThreads();
+void forChunks(const Chunks& chunks, Body body) {
+  const int outer = Eigen::nbThreads();
   Eigen::setNbThreads(1);
-#pragma omp parallel
-  body(omp_get_thread_num(), omp_get_num_threads());
-  Eigen::setNbThreads(outer_eigen);
-  (void)n;
+#pragma omp parallel for schedule(static)
+  for (std::int64_t c = 0; c < chunks.count; ++c) body(c, omp_get_thread_num());
+  Eigen::setNbThreads(outer);
 }
 
 }  // namespace
 
 void conv2dForward(const Conv2dShape& shape, const float* x, const float* w, const float* b, float* y) {
   const Geom g = geomOf(shape);
-  const std::int64_t in_stride = g.c * g.h * g.w, out_stride = shape.k * g.p();
-  perImage(shape.n, [&](int, int) {
-    std::vector<float> col(static_cast<std::size_t>(g.crs() * g.p()));
-#pragma omp for schedule(static)
-    for (std::int64_t n = 0; n < shape.n; ++n) {
-      im2col(g, x + n * in_stride, col.data());
-      Map Y(y + n * out_stride, shape.k, g.p());
-      Y.noalias() = ConstMap(w, shape.k, g.crs()) * ConstMap(col.data(), g.crs(), g.p());
-      if (b != nullptr) Y.colwise() += Eigen::Map<const Eigen::VectorXf>(b, shape.k);
-    }
+  const std::int64_t in_stride = g.c * g.h * g.w, p = g.p(), k = shape.k;
+  const Chunks chunks = chunksOf(g, shape.n);
+  forChunks(chunks, [&](std::int64_t c, int) {
+    const std::int64_t n0 = c * chunks.size, nc = std::min(chunks.size, shape.n - n0), ld = nc * p;
+    float* col = workspace(0, g.crs() * ld);
+    float* out = workspace(1, k * ld);
+    for (std::int64_t i = 0; i < nc; ++i) im2col(g, x + (n0 + i) * in_stride, col + i * p, ld);
+    Map(out, k, ld).noalias() = ConstMap(w, k, g.crs()) * ConstMap(col, g.crs(), ld);
+    // [k, image, p] -> [image, k, p], adding the bias.
+    for (std::int64_t i = 0; i < nc; ++i)
+      for (std::int64_t kk = 0; kk < k; ++kk) {
+        const float* src = out + kk * ld + i * p;
+        float* dst = y + ((n0 + i) * k + kk) * p;
+        const float bias = b != nullptr ? b[kk] : 0.0f;
+        for (std::int64_t q = 0; q < p; ++q) dst[q] = src[q] + bias;
+      }
   });
 }
 
 void conv2dBackward(const Conv2dShape& shape, const float* x, const float* w, const float* dy, float* dx,
                     bool accumulate_dx, float* dw, bool accumulate_dw, float* db, bool accumulate_db) {
   const Geom g = geomOf(shape);
-  const std::int64_t in_stride = g.c * g.h * g.w, out_stride = shape.k * g.p();
+  const std::int64_t in_stride = g.c * g.h * g.w, p = g.p(), k = shape.k;
+  const Chunks chunks = chunksOf(g, shape.n);
   if (db != nullptr) {
-    std::vector<float> sums(static_cast<std::size_t>(shape.k), 0.0f);
+    std::vector<double> sums(static_cast<std::size_t>(k), 0.0);
     for (std::int64_t n = 0; n < shape.n; ++n)
-      for (std::int64_t k = 0; k < shape.k; ++k)
-        sums[static_cast<std::size_t>(k)] += Eigen::Map<const Eigen::VectorXf>(dy + n * out_stride + k * g.p(), g.p()).sum();
-    for (std::int64_t k = 0; k < shape.k; ++k) db[k] = (accumulate_db ? db[k] : 0.0f) + sums[static_cast<std::size_t>(k)];
+      for (std::int64_t kk = 0; kk < k; ++kk) {
+        const float* row = dy + (n * k + kk) * p;
+        double s = 0;
+        for (std::int64_t q = 0; q < p; ++q) s += row[q];
+        sums[static_cast<std::size_t>(kk)] += s;
+      }
+    for (std::int64_t kk = 0; kk < k; ++kk)
+      db[kk] = (accumulate_db ? db[kk] : 0.0f) + static_cast<float>(sums[static_cast<std::size_t>(kk)]);
   }
   if (dx != nullptr && !accumulate_dx) std::fill(dx, dx + shape.n * in_stride, 0.0f);
-  // Each thread sums its images' weight gradients; the partial sums are then
-  // added in thread order, so the result depends only on the thread count.
-  std::vector<RowMajor> partial;
-  perImage(shape.n, [&](int t, int threads) {
-#pragma omp single
-    partial.assign(static_cast<std::size_t>(dw != nullptr ? threads : 0), RowMajor::Zero(shape.k, g.crs()));
-    std::vector<float> col(static_cast<std::size_t>(dw != nullptr ? g.crs() * g.p() : 0));
-    std::vector<float> dcol(static_cast<std::size_t>(dx != nullptr ? g.crs() * g.p() : 0));
-#pragma omp for schedule(static)
-    for (std::int64_t n = 0; n < shape.n; ++n) {
-      const ConstMap dY(dy + n * out_stride, shape.k, g.p());
-      if (dw != nullptr) {
-        im2col(g, x + n * in_stride, col.data());
-        partial[static_cast<std::size_t>(t)].noalias() += dY * ConstMap(col.data(), g.crs(), g.p()).transpose();
-      }
-      if (dx != nullptr) {
-        Map(dcol.data(), g.crs(), g.p()).noalias() = ConstMap(w, shape.k, g.crs()).transpose() * dY;
-        col2imAdd(g, dcol.data(), dx + n * in_stride);
-      }
+  // Weight gradients: one partial sum per chunk, added in chunk order, so the
+  // result does not depend on the thread count.
+  std::vector<float> partial(static_cast<std::size_t>(dw != nullptr ? chunks.count * k * g.crs() : 0));
+  forChunks(chunks, [&](std::int64_t c, int) {
+    const std::int64_t n0 = c * chunks.size, nc = std::min(chunks.size, shape.n - n0), ld = nc * p;
+    float* dyk = workspace(0, k * ld);
+    float* col = workspace(1, g.crs() * ld);
+    // [image, k, p] -> [k, image, p]: the chunk's columns side by side.
+    for (std::int64_t i = 0; i < nc; ++i)
+      for (std::int64_t kk = 0; kk < k; ++kk)
+        std::copy(dy + ((n0 + i) * k + kk) * p, dy + ((n0 + i) * k + kk + 1) * p, dyk + kk * ld + i * p);
+    const ConstMap dY(dyk, k, ld);
+    if (dw != nullptr) {
+      for (std::int64_t i = 0; i < nc; ++i) im2col(g, x + (n0 + i) * in_stride, col + i * p, ld);
+      Map(partial.data() + c * k * g.crs(), k, g.crs()).noalias() = dY * ConstMap(col, g.crs(), ld).transpose();
+    }
+    if (dx != nullptr) {
+      Map(col, g.crs(), ld).noalias() = ConstMap(w, k, g.crs()).transpose() * dY;
+      for (std::int64_t i = 0; i < nc; ++i) col2imAdd(g, col + i * p, ld, dx + (n0 + i) * in_stride);
     }
   });
   if (dw != nullptr) {
-    Map DW(dw, shape.k, g.crs());
+    Map DW(dw, k, g.crs());
     if (!accumulate_dw) DW.setZero();
-    for (const RowMajor& p : partial) DW += p;
+    for (std::int64_t c = 0; c < chunks.count; ++c) DW += ConstMap(partial.data() + c * k * g.crs(), k, g.crs());
   }
 }
 

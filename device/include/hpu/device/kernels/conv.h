@@ -1,6 +1,7 @@
 // 2-D convolution (NCHW input, [K, C, R, S] weights, groups 1, dilation 1),
-// by im2col + GEMM with the images of a batch spread over the intra-op
-// threads. Deterministic for a given thread count.
+// by im2col + GEMM: the columns of several images side by side make each
+// product large, and the products use the intra-op threads. Deterministic
+// for a given thread count.
 #pragma once
 
 #include <cstdint>
