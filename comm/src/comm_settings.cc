@@ -49,7 +49,7 @@ CommSettings commSettingsFromEnv(const EnvMap& env) {
     settings.peerTimeout = parseDuration("HPU_PEER_TIMEOUT", *v, milliseconds(250));
   }
   if (auto v = lookup(env, "HPU_COLLECTIVE_TIMEOUT")) {
-    settings.collectiveTimeout = parseDuration("HPU_COLLECTIVE_TIMEOUT", *v, milliseconds(1));
+    settings.group.timeout = parseDuration("HPU_COLLECTIVE_TIMEOUT", *v, milliseconds(1));
   }
   return settings;
 }

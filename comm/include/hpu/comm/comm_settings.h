@@ -14,13 +14,14 @@
 #include <chrono>
 
 #include "hpu/comm/env.h"
+#include "hpu/comm/process_group.h"
 
 namespace hpu::comm {
 
 struct CommSettings {
   std::chrono::milliseconds rendezvousTimeout{300'000};
   std::chrono::milliseconds peerTimeout{5'000};
-  std::chrono::milliseconds collectiveTimeout{600'000};
+  ProcessGroupOptions group;  // group.timeout is HPU_COLLECTIVE_TIMEOUT
 
   // Heartbeats go out five times per peer timeout (at least every 50 ms).
   std::chrono::milliseconds heartbeatInterval() const;
