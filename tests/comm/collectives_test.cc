@@ -4,12 +4,16 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
 #include <random>
+#include <thread>
 
 #include <spdlog/fmt/fmt.h>
 
 #include "hpu/comm/errors.h"
 #include "hpu/comm/in_memory.h"
+#include "hpu/comm/store.h"
 #include "rank_threads.h"
 #include "reference.h"
 
@@ -318,6 +322,60 @@ TEST(CollectiveFailures, SequenceNumbersExposeAnExtraCollective) {
     pg.allreduce(data, ReduceOp::kSum);
   });
   EXPECT_THAT(messageOf<CommError>(errors[0]), HasSubstr("does not match rank 1's barrier #0 'only_rank_one'"));
+}
+
+TEST(Numerics, Bf16SumsRoundToNearestEvenInEveryStep) {
+  using test_support::floatToBf16;
+  using test_support::bf16ToFloat;
+  auto groups = makeInMemoryProcessGroups(2);
+  // 1 + 2^-8 is halfway between bf16 1.0 (even) and 1.0078125 (odd): rounds down.
+  // 1.0078125 + 2^-8 is halfway between 1.0078125 (odd) and 1.015625 (even): rounds up.
+  std::vector<std::vector<std::uint16_t>> data{
+      {floatToBf16(1.0f), floatToBf16(1.0078125f), floatToBf16(-3.0f)},
+      {floatToBf16(0.00390625f), floatToBf16(0.00390625f), floatToBf16(std::numeric_limits<float>::quiet_NaN())}};
+  rethrowFirst(runRanks(groups, [&](ProcessGroup& pg) {
+    pg.allreduce(BufferView::bfloat16(data[static_cast<std::size_t>(pg.rank())]), AllreduceOptions{.op = ReduceOp::kSum});
+  }));
+  for (const auto& rank : data) {
+    EXPECT_EQ(bf16ToFloat(rank[0]), 1.0f);
+    EXPECT_EQ(bf16ToFloat(rank[1]), 1.015625f);
+    EXPECT_TRUE(std::isnan(bf16ToFloat(rank[2])));
+  }
+}
+
+TEST(Numerics, MinAndMaxPropagateNaN) {
+  auto groups = makeInMemoryProcessGroups(3);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<std::vector<float>> mins{{1.0f, nan}, {nan, 2.0f}, {0.5f, 3.0f}};
+  std::vector<std::vector<float>> maxs = mins;
+  rethrowFirst(runRanks(groups, [&](ProcessGroup& pg) {
+    pg.allreduce(mins[static_cast<std::size_t>(pg.rank())], ReduceOp::kMin);
+    pg.allreduce(maxs[static_cast<std::size_t>(pg.rank())], ReduceOp::kMax);
+  }));
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_TRUE(std::isnan(mins[static_cast<std::size_t>(r)][0]));
+    EXPECT_TRUE(std::isnan(mins[static_cast<std::size_t>(r)][1]));
+    EXPECT_TRUE(std::isnan(maxs[static_cast<std::size_t>(r)][0]));
+  }
+}
+
+TEST(InMemoryStore, SetGetAddWaitAndTimeouts) {
+  auto store = makeInMemoryStore();
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  std::thread setter([&] {
+    std::this_thread::sleep_for(50ms);
+    store->set("ready", "yes", deadline);
+  });
+  EXPECT_EQ(store->get("ready", deadline), "yes");
+  setter.join();
+  EXPECT_EQ(store->add("n", 5, deadline), 5);
+  EXPECT_EQ(store->add("n", -2, deadline), 3);
+  const std::vector<std::string> keys{"ready", "n"};
+  store->wait(keys, deadline);
+  EXPECT_THROW(store->get("absent", std::chrono::steady_clock::now() + 50ms), CommTimeoutError);
+  store->set("text", "abc", deadline);
+  EXPECT_THROW(store->add("text", 1, deadline), CommError);
+  EXPECT_THROW(store->set("", "x", deadline), CommError);
 }
 
 TEST(SingleRank, CollectivesAreLocalAndAvgIsIdentity) {

@@ -297,6 +297,55 @@ TEST(Rendezvous, NoTokenOnANonLoopbackAddressIsAnEnvError) {
   }
 }
 
+TEST(Rendezvous, StoreTimeoutsAndBadValuesAreReported) {
+  const Job job{2};
+  auto errors = joinAll(job, noAdjustment, [](ProcessGroup& pg) {
+    const auto now = std::chrono::steady_clock::now();
+    if (pg.rank() == 1) {
+      try {
+        pg.store().get("never-set", now + 300ms);
+        ADD_FAILURE() << "get of a missing key returned";
+      } catch (const CommTimeoutError& e) {
+        EXPECT_EQ(std::string(e.what()), "store get 'never-set' timed out: no rank set it before the deadline");
+      }
+      pg.store().set("text", "not a number", now + 5s);
+      try {
+        pg.store().add("text", 1, now + 5s);
+        ADD_FAILURE() << "add on text returned";
+      } catch (const CommError& e) {
+        EXPECT_EQ(std::string(e.what()), "store add 'text': the current value is not an integer");
+      }
+    }
+    pg.barrier("checked");
+  });
+  test_support::rethrowFirst(errors);
+}
+
+TEST(Rendezvous, AbortingRankFailsTheOthersAtOnce) {
+  const Job job{3};
+  std::vector<std::string> messages(3);
+  auto errors = joinAll(job, noAdjustment, [&](ProcessGroup& pg) {
+    std::vector<float> data(1000, 1.0f);
+    pg.allreduce(data, ReduceOp::kSum);
+    if (pg.rank() == 2) {
+      pg.abort("loss is NaN");
+      return;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      pg.barrier("never_completes", CollectiveOptions{.timeout = 30s});
+      ADD_FAILURE() << "barrier completed without rank 2";
+    } catch (const PeerLostError& e) {
+      EXPECT_EQ(e.rank(), 2);
+      messages[static_cast<std::size_t>(pg.rank())] = e.what();
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  });
+  test_support::rethrowFirst(errors);
+  EXPECT_THAT(messages[0], HasSubstr("rank 0: barrier #1 'never_completes' failed: rank 2 aborted: loss is NaN"));
+  EXPECT_THAT(messages[1], HasSubstr("rank 2 aborted: loss is NaN"));
+}
+
 TEST(Rendezvous, SingleProcessNeedsNoSockets) {
   JoinOptions options;  // world size 1, no port
   auto group = joinProcessGroup(options);

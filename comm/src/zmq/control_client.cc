@@ -186,6 +186,12 @@ void ControlClient::serve() {
     }
     checkServerSilence(after);
   }
+  {
+    // Nobody is left to deliver to: do not hold the context's termination.
+    std::lock_guard lock(mutex_);
+    const auto failure = health_->firstFailure();
+    if (storeClosed_ || (failure && failure->rank == 0)) socket_.set(zmq::sockopt::linger, 0);
+  }
   monitor_.close();
   socket_.close();
 }

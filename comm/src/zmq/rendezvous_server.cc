@@ -48,9 +48,16 @@ class RendezvousServer::Session {
       logFailedHandshakes();
       periodic(Clock::now());
     }
+    bool anyoneLeft = false;
     for (std::size_t r = 0; r < members_.size(); ++r) {
-      if (members_[r].admitted && !members_[r].down) send(members_[r].routingId, Shutdown{});
+      if (members_[r].admitted && !members_[r].down) {
+        send(members_[r].routingId, Shutdown{});
+        anyoneLeft = true;
+      }
     }
+    // Messages queued for ranks that are gone would hold the context's
+    // termination for the whole linger period.
+    if (!anyoneLeft) socket_.set(zmq::sockopt::linger, 0);
     socket_.close();
     owner_.monitor_.close();
   }
@@ -337,8 +344,11 @@ class RendezvousServer::Session {
     }
   }
 
+  // Running: once every other rank left or is down. Failed: at the deadline,
+  // so that ranks arriving late still learn why. Gathering: at once.
   bool readyToLeave(Clock::time_point now) const {
-    if (now.time_since_epoch().count() >= owner_.finishDeadline_.load() || phase_ != Phase::kRunning) return true;
+    if (now.time_since_epoch().count() >= owner_.finishDeadline_.load() || phase_ == Phase::kGathering) return true;
+    if (phase_ == Phase::kFailed) return false;
     for (int r = 1; r < config_.worldSize; ++r) {
       if (!members_[static_cast<std::size_t>(r)].down) return false;
     }

@@ -62,7 +62,8 @@ class RendezvousServer {
   RendezvousServer& operator=(const RendezvousServer&) = delete;
 
   // Stops serving once every other rank has left or is down, or at `deadline`
-  // (so ranks still using the store after rank 0 finished are served).
+  // (so ranks still using the store after rank 0 finished are served). After
+  // a failed rendezvous it serves until `deadline`, telling latecomers why.
   void finish(Clock::time_point deadline);
 
  private:

@@ -68,8 +68,13 @@ ZmqTransport::ZmqTransport(std::shared_ptr<ZmqSession> session, int rank, int si
 }
 
 ZmqTransport::~ZmqTransport() {
+  // After a failure the peers are not reading: drop what is queued instead
+  // of lingering on it.
+  const bool failed = session_->health()->firstFailure().has_value();
   for (auto& socket : outbound_) {
-    if (socket) socket->close();
+    if (!socket) continue;
+    if (failed) socket->set(zmq::sockopt::linger, 0);
+    socket->close();
   }
   inbound_.close();
 }
