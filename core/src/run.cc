@@ -72,21 +72,27 @@ int devicesRequested(const Node& devices, const device::Platform& platform) {
   return n == -1 ? platform.autoDeviceCount() : static_cast<int>(n);
 }
 
+// The cluster environment a trainer.plugins entry forces ("" to detect).
+std::string clusterEnvironmentOf(const TrainerOptions& o) {
+  for (const Node* p : componentsOf(o.plugins)) {
+    const std::string cls = classOf(*p);
+    if (cls.find("Environment") != std::string::npos) return cls;
+  }
+  return "";
+}
+
 std::unique_ptr<Strategy> makeStrategy(const TrainerOptions& o, int devices) {
   const Node& s = o.strategy;
   const int world = devices * static_cast<int>(o.num_nodes);
   if (s.isMap()) return build<Strategy>(s, "trainer.strategy");
   const std::string name = s.str();
-  if (name == "auto" || name == "hpu_single") {
-    if (world == 1) return makeSingleDeviceStrategy(0);
-    if (name == "hpu_single")
-      throw UsageError(fmt::format("trainer.strategy=hpu_single runs one device, but trainer.devices x num_nodes = {}; "
-                                   "use hpu_parallel (or auto)",
-                                   world));
-  }
-  throw UsageError(fmt::format("trainer.strategy={} ({} processes) is not available in this build yet; use "
-                               "trainer.devices=1 with strategy auto or hpu_single",
-                               name == "auto" ? "hpu_parallel" : name, world));
+  if (name == "hpu_single" && world > 1)
+    throw UsageError(fmt::format("trainer.strategy=hpu_single runs one device, but trainer.devices x num_nodes = {}; "
+                                 "use hpu_parallel (or auto)",
+                                 world));
+  if (name == "hpu_single" || (name == "auto" && world == 1)) return makeSingleDeviceStrategy(0);
+  if (name == "auto" || name == "hpu_parallel") return makeParallelStrategy(25ll << 20, clusterEnvironmentOf(o));
+  throw UsageError(fmt::format("trainer.strategy={} is not available in this build yet; use hpu_parallel", name));
 }
 
 // HPU_INTRA_OP_THREADS, else cores / processes on this node.
@@ -129,9 +135,14 @@ void writePredictions(const std::vector<std::vector<float>>& rows, const std::st
 
 }  // namespace
 
-void resolveSeed(config::Node& cfg) {
+void resolveSeed(config::Node& cfg, const std::map<std::string, std::string>& env) {
   config::Node* seed = cfg.find("seed_everything");
   if (seed == nullptr || !seed->isScalar() || seed->str() != "true") return;
+  // A launcher's workers inherit the seed rank 0 drew (Lightning's variable).
+  if (auto it = env.find("PL_GLOBAL_SEED"); it != env.end() && config::parseInt(it->second)) {
+    *seed = config::Node::scalar(it->second, seed->loc());
+    return;
+  }
   std::random_device rd;
   *seed = config::Node::scalar(std::to_string(rd()), seed->loc());
 }
@@ -152,7 +163,10 @@ int run(const RunRequest& request) {
   const int devices = devicesRequested(o.devices, platform);
   device::setIntraOpThreads(intraOpThreads(request.env, devices));
   parts.strategy = makeStrategy(o, devices);
-  RunEnvironment run_env{request.env, request.argv, devices, static_cast<int>(o.num_nodes), config::emitYaml(cfg)};
+  RunEnvironment run_env{request.env, request.argv, devices, static_cast<int>(o.num_nodes), request.version,
+                         config::flatten(cfg)};
+  // Local workers re-read the command line: they must draw the same seed.
+  run_env.env["PL_GLOBAL_SEED"] = std::to_string(parts.seed);
   parts.strategy->setup(run_env, platform);
   Strategy& strategy = *parts.strategy;
 
@@ -213,15 +227,25 @@ int run(const RunRequest& request) {
   const std::string ckpt_path = ckpt.isNull() ? "" : ckpt.str();
   Trainer trainer(std::move(parts));
   const std::string& sub = request.subcommand;
-  if (sub == "fit") {
-    trainer.fit(*model, *data, ckpt_path);
-  } else if (sub == "validate") {
-    trainer.validate(*model, *data, ckpt_path);
-  } else if (sub == "test") {
-    trainer.test(*model, *data, ckpt_path);
-  } else {
-    auto rows = trainer.predict(*model, *data, ckpt_path);
-    if (trainer.isGlobalZero()) writePredictions(rows, trainer.logDir());
+  try {
+    if (sub == "fit") {
+      trainer.fit(*model, *data, ckpt_path);
+    } else if (sub == "validate") {
+      trainer.validate(*model, *data, ckpt_path);
+    } else if (sub == "test") {
+      trainer.test(*model, *data, ckpt_path);
+    } else {
+      auto rows = trainer.predict(*model, *data, ckpt_path);
+      if (trainer.isGlobalZero()) writePredictions(rows, trainer.logDir());
+    }
+  } catch (const std::exception& e) {
+    // A local worker's failure is the job's: exit with its code.
+    const int code = trainer.strategy().teardown(/*failed=*/true);
+    if (code != 1) {
+      spdlog::error("{}", e.what());
+      return code;
+    }
+    throw;
   }
   if (trainer.isGlobalZero()) {
     for (std::string part : {trainer.device().graph().summary(), trainer.precision().summary()}) {

@@ -68,7 +68,7 @@ void Trainer::setupModel(LightningModule& model, data::DataModule& data, data::S
   model.configureModel(ctx, input);
   precision_->convertModule(model);
   params_ = std::make_unique<nn::FlatParameters>(model, strategy_->device(), strategy_->bucketCapBytes());
-  strategy_->setupParameters(*params_);
+  strategy_->setupParameters(*params_, model.namedBuffers());
   model.attachTrainer(metrics_.get(), profiler_.get());
   model_ready_ = true;
   if (options_.enable_model_summary && isGlobalZero() && stage == data::Stage::kFit) printModelSummary();
