@@ -94,8 +94,9 @@ class ParallelStrategy final : public Strategy {
   }
 
   void afterBackward(nn::FlatParameters& params) override {
-    // Buckets whose parameters got no gradient this step (zero-filled by the
-    // Trainer) were never reported ready: reduce them now, in bucket order.
+    // Buckets with a parameter that got no gradient this step were never
+    // reported ready: zero those gradients and reduce them now, in order.
+    params.zeroMissingGrads();
     for (std::size_t i = 0; i < params.buckets().size(); ++i)
       if (!launched_[i]) launch(params, i);
     for (auto& w : pending_) w.wait(comm::Work::Clock::time_point::max());
