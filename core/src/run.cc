@@ -92,7 +92,20 @@ std::unique_ptr<Strategy> makeStrategy(const TrainerOptions& o, int devices) {
                                  world));
   if (name == "hpu_single" || (name == "auto" && world == 1)) return makeSingleDeviceStrategy(0);
   if (name == "auto" || name == "hpu_parallel") return makeParallelStrategy(25ll << 20, clusterEnvironmentOf(o));
-  throw UsageError(fmt::format("trainer.strategy={} is not available in this build yet; use hpu_parallel", name));
+  // hpu_deepspeed[_stage_N[_offload]]: HPUDeepSpeedStrategy with those init_args.
+  const bool offload = name.ends_with("_offload");
+  const std::string stage = name == "hpu_deepspeed" ? "2" : std::string(1, name[std::string("hpu_deepspeed_stage_").size()]);
+  Node component = Node::map();
+  component.set("class_path", Node::scalar("HPUDeepSpeedStrategy"));
+  Node args = Node::map();
+  args.set("stage", Node::scalar(stage));
+  args.set("offload_optimizer", Node::scalar(offload ? "true" : "false"));
+  args.set("offload_parameters", Node::scalar(offload && stage == "3" ? "true" : "false"));
+  component.set("init_args", args);
+  std::vector<std::string> problems;
+  const Node canonical = config::normalize(component, config::Type::component({ComponentKind::kStrategy}),
+                                           "trainer.strategy", problems);
+  return build<Strategy>(canonical, "trainer.strategy");
 }
 
 // HPU_INTRA_OP_THREADS, else cores / processes on this node.
@@ -108,6 +121,38 @@ int intraOpThreads(const std::map<std::string, std::string>& env, int local_proc
 bool isDeepSpeed(const Node& strategy) {
   const std::string name = strategy.isMap() ? strategy.find("class_path")->str() : strategy.str();
   return name.find("deepspeed") != std::string::npos || name.find("DeepSpeed") != std::string::npos;
+}
+
+// The precision plugin: one named in trainer.plugins, else the strategy's
+// own config (DeepSpeed's bf16/fp16), else trainer.precision. Two different
+// choices are an error.
+std::unique_ptr<PrecisionPlugin> choosePrecision(const TrainerOptions& o, const Strategy& strategy,
+                                                 const std::map<std::string, std::string>& env) {
+  const std::string quant_config = env.count("QUANT_CONFIG") ? env.at("QUANT_CONFIG") : "";
+  std::unique_ptr<PrecisionPlugin> chosen;
+  std::string from = "trainer.precision=" + o.precision;
+  for (const Node* p : componentsOf(o.plugins)) {
+    const std::string cls = classOf(*p);
+    if (cls != "HPUPrecisionPlugin" && cls != "HPUDeepSpeedPrecisionPlugin") continue;
+    if (chosen) throw UsageError("trainer.plugins names more than one precision plugin; keep one");
+    const std::string given = p->find("init_args")->find("precision")->str();
+    if (o.precision != "32-true" && o.precision != given)
+      throw UsageError(fmt::format("trainer.precision={} and a {} with precision {} are both given; choose one",
+                                   o.precision, cls, given));
+    chosen = makePrecisionFromPlugin(*p, "trainer.plugins", o.default_root_dir, isDeepSpeed(o.strategy), quant_config);
+    from = cls + "(precision=" + given + ")";
+  }
+  if (const std::string ds = strategy.configuredPrecision(); !ds.empty()) {
+    const std::string current = chosen ? chosen->precision() : o.precision;
+    if (current != "32-true" && makePrecisionPlugin(ds)->precision() != makePrecisionPlugin(current)->precision())
+      throw UsageError(fmt::format("the DeepSpeed config enables {} but {} is given; choose one", ds, from));
+    if (!chosen) return makePrecisionPlugin(ds);
+  }
+  if (chosen) return chosen;
+  Fp8Options fp8;
+  fp8.default_stats_dir = o.default_root_dir;
+  fp8.quant_config = quant_config;
+  return makePrecisionPlugin(o.precision, fp8);
 }
 
 std::uint64_t seedOf(const Node& cfg) {
@@ -170,30 +215,12 @@ int run(const RunRequest& request) {
   parts.strategy->setup(run_env, platform);
   Strategy& strategy = *parts.strategy;
 
-  const std::string quant_config = request.env.count("QUANT_CONFIG") ? request.env.at("QUANT_CONFIG") : "";
-  for (const Node* p : componentsOf(o.plugins)) {
-    const std::string path = "trainer.plugins";
-    const std::string cls = classOf(*p);
-    if (cls == "HPUCheckpointIO") {
-      parts.checkpoint_io = build<checkpoint::CheckpointIO>(*p, path);
-    } else if (cls == "HPUPrecisionPlugin" || cls == "HPUDeepSpeedPrecisionPlugin") {
-      if (parts.precision) throw UsageError("trainer.plugins names more than one precision plugin; keep one");
-      const std::string given = p->find("init_args")->find("precision")->str();
-      if (o.precision != "32-true" && o.precision != given)
-        throw UsageError(fmt::format("trainer.precision={} and a {} with precision {} are both given; choose one", o.precision,
-                                     cls, given));
-      parts.precision = makePrecisionFromPlugin(*p, path, o.default_root_dir, isDeepSpeed(o.strategy), quant_config);
-    }
-  }
-  if (!parts.precision) {
-    Fp8Options fp8;
-    fp8.default_stats_dir = o.default_root_dir;
-    fp8.quant_config = quant_config;
-    parts.precision = makePrecisionPlugin(o.precision, fp8);
-  }
-
   auto model = build<LightningModule>(*cfg.find("model"), "model");
   auto data = build<data::DataModule>(*cfg.find("data"), "data");
+  strategy.configureTraining(o, data->loaderOptions(data::Split::kTrain).batch_size);
+  parts.precision = choosePrecision(o, strategy, request.env);
+  for (const Node* p : componentsOf(o.plugins))
+    if (classOf(*p) == "HPUCheckpointIO") parts.checkpoint_io = build<checkpoint::CheckpointIO>(*p, "trainer.plugins");
   if (const Node& n = *cfg.find("optimizer"); !n.isNull()) parts.optimizer = build<optim::Optimizer>(n, "optimizer");
   if (const Node& n = *cfg.find("lr_scheduler"); !n.isNull()) {
     if (!parts.optimizer)

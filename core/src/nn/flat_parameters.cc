@@ -29,6 +29,7 @@ FlatParameters::FlatParameters(const Module& module, device::Device& device, std
     ParamBucket b;
     for (const NamedTensor& p : group) b.numel += p.tensor.numel();
     const DType dtype = group.front().tensor.dtype();
+    b.dtype = dtype;
     b.values = std::make_shared<device::Buffer>(device.allocator().allocate(dtype, static_cast<std::size_t>(b.numel)));
     std::int64_t offset = 0;
     for (const NamedTensor& p : group) {
@@ -55,7 +56,7 @@ FlatParameters::FlatParameters(const Module& module, device::Device& device, std
 
 void FlatParameters::allocateGrads(std::size_t i) {
   ParamBucket& b = buckets_[i];
-  const DType dtype = b.values->dtype();
+  const DType dtype = b.dtype;
   b.grads = std::make_shared<device::Buffer>(device_.allocator().allocate(dtype, static_cast<std::size_t>(b.numel)));
   for (std::size_t j = 0; j < b.members.size(); ++j) {
     Tensor t = b.members[j].tensor;
@@ -71,6 +72,19 @@ void FlatParameters::releaseGrads(std::size_t i) {
     m.tensor.impl()->grad_valid = false;
   }
   b.grads.reset();
+}
+
+void FlatParameters::releaseValues(std::size_t i) {
+  ParamBucket& b = buckets_[i];
+  for (auto& m : b.members) m.tensor.rebind(nullptr, 0);
+  b.values.reset();
+}
+
+void FlatParameters::allocateValues(std::size_t i) {
+  ParamBucket& b = buckets_[i];
+  if (b.values) return;
+  b.values = std::make_shared<device::Buffer>(device_.allocator().allocate(b.dtype, static_cast<std::size_t>(b.numel)));
+  for (std::size_t j = 0; j < b.members.size(); ++j) b.members[j].tensor.rebind(b.values, b.offsets[j]);
 }
 
 void FlatParameters::invalidateGrads() {

@@ -5,7 +5,7 @@ namespace hpu::core {
 std::vector<optim::ParamSlice> Strategy::optimizerSlices(nn::FlatParameters& params) {
   std::vector<optim::ParamSlice> slices;
   for (auto& b : params.buckets())
-    slices.push_back({b.valueSpan().data(), b.gradSpan().data(), b.numel, b.values->dtype()});
+    slices.push_back({b.valueSpan().data(), b.gradSpan().data(), b.numel, b.dtype});
   return slices;
 }
 

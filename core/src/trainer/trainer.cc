@@ -67,20 +67,31 @@ void Trainer::setupModel(LightningModule& model, data::DataModule& data, data::S
   nn::InitContext ctx{strategy_->device(), init_rng_, dropout_rng_, precision_->paramDtype()};
   model.configureModel(ctx, input);
   precision_->convertModule(model);
-  params_ = std::make_unique<nn::FlatParameters>(model, strategy_->device(), strategy_->bucketCapBytes());
+  params_ = std::make_unique<nn::FlatParameters>(model, strategy_->device(), strategy_->bucketCapBytes(),
+                                                 strategy_->persistentGradients());
   strategy_->setupParameters(*params_, model.namedBuffers());
   model.attachTrainer(metrics_.get(), profiler_.get());
   model_ready_ = true;
   if (options_.enable_model_summary && isGlobalZero() && stage == data::Stage::kFit) printModelSummary();
 }
 
+// The config's optimizer (LightningCLI's optimizer:) wins over the model's
+// configureOptimizers, which wins over the strategy's own config (a
+// DeepSpeed config's optimizer / scheduler), as the seeds say.
 void Trainer::configureOptimizers() {
   if (!optimizer_) {
-    OptimizerConfig oc = model_->configureOptimizers();
-    optimizer_ = std::move(oc.optimizer);
-    if (!scheduler_) scheduler_ = std::move(oc.scheduler);
+    try {
+      OptimizerConfig oc = model_->configureOptimizers();
+      optimizer_ = std::move(oc.optimizer);
+      if (!scheduler_) scheduler_ = std::move(oc.scheduler);
+    } catch (const UsageError&) {
+      optimizer_ = strategy_->configuredOptimizer();
+      if (!optimizer_) throw;
+    }
   }
-  optimizer_->attach(strategy_->optimizerSlices(*params_), strategy_->device());
+  if (!scheduler_) scheduler_ = strategy_->configuredScheduler();
+  strategy_->checkOptimizer(*optimizer_);
+  optimizer_->attach(strategy_->optimizerSlices(*params_), strategy_->device(), strategy_->offloadOptimizerState());
   if (scheduler_) scheduler_->attach(*optimizer_);
 }
 
@@ -237,6 +248,7 @@ void Trainer::trainEpoch() {
 bool Trainer::trainStep(const Batch& batch, std::int64_t batch_idx, bool optimizer_turn) {
   metrics_->setHook(MetricCollector::Hook::kTraining, batch.size());
   if (batch_idx % options_.accumulate_grad_batches == 0) params_->invalidateGrads();
+  GatheredParameters gathered(*strategy_, *params_);
   params_->beginStep();
   strategy_->beforeBackward(*params_, optimizer_turn);
   Tensor loss;
@@ -306,6 +318,7 @@ std::map<std::string, double> Trainer::evaluationLoop(data::Split split, std::in
   num_eval_batches_ = n;
   model_->eval();
   autograd::TapeScope no_grad(nullptr);
+  GatheredParameters gathered(*strategy_, *params_);
   callbacks([&](Callback& c) { val ? c.onValidationStart(*this) : c.onTestStart(*this); });
   loader->startEpoch(0);
   for (std::int64_t batch_idx = 0; batch_idx < n; ++batch_idx) {
@@ -378,6 +391,7 @@ std::vector<std::vector<float>> Trainer::predict(LightningModule& model, data::D
   num_eval_batches_ = n;
   model.eval();
   autograd::TapeScope no_grad(nullptr);
+  GatheredParameters gathered(*strategy_, *params_);
   callbacks([&](Callback& c) { c.onPredictStart(*this); });
   loader->startEpoch(0);
   std::vector<std::vector<float>> rows;

@@ -26,6 +26,7 @@ struct ParamBucket {
   std::vector<NamedTensor> members;     // views into `values`
   std::vector<std::int64_t> offsets;    // element offset of each member
   std::int64_t numel = 0;
+  DType dtype = DType::kFloat32;
 
   std::span<float> valueSpan() { return values->as<float>().first(static_cast<std::size_t>(numel)); }
   std::span<float> gradSpan() { return grads->as<float>().first(static_cast<std::size_t>(numel)); }
@@ -58,6 +59,11 @@ class FlatParameters {
   // next backward allocates it again.
   void releaseGrads(std::size_t i);
   bool gradsAllocated(std::size_t i) const { return buckets_[i].grads != nullptr; }
+  // Frees / re-allocates bucket `i`'s parameter values (ZeRO-3 between
+  // steps). While released, its parameters must not be used.
+  void releaseValues(std::size_t i);
+  void allocateValues(std::size_t i);
+  bool valuesAllocated(std::size_t i) const { return buckets_[i].values != nullptr; }
 
  private:
   void allocateGrads(std::size_t i);

@@ -15,7 +15,9 @@
 
 #include "hpu/core/data/sampler.h"
 #include "hpu/core/nn/flat_parameters.h"
+#include "hpu/core/optim/lr_scheduler.h"
 #include "hpu/core/optim/optimizer.h"
+#include "hpu/core/trainer/trainer_options.h"
 #include "hpu/device/platform.h"
 
 namespace hpu::core {
@@ -56,6 +58,28 @@ class Strategy {
 
   // Bucket size for FlatParameters.
   virtual std::int64_t bucketCapBytes() const { return 25ll << 20; }
+  // False when gradient buckets live only during backward (ZeRO-2/3 keep
+  // gradient shards).
+  virtual bool persistentGradients() const { return true; }
+  // Whether the optimizer state lives in host memory (ZeRO-Offload).
+  virtual bool offloadOptimizerState() const { return false; }
+  // Full parameter values for a forward/backward, an evaluation or a
+  // checkpoint (ZeRO-3 gathers its shards), and their release after.
+  virtual void gatherParameters(nn::FlatParameters&) {}
+  virtual void releaseParameters(nn::FlatParameters&) {}
+  // After full parameter values were loaded (checkpoint restore): sharding
+  // strategies take their shards from them.
+  virtual void parametersLoaded(nn::FlatParameters&) {}
+  // The batch and accumulation rules of the strategy (DeepSpeed's): may
+  // change accumulate_grad_batches and clipping; throws ConfigError.
+  virtual void configureTraining(TrainerOptions&, std::int64_t dataloader_batch) {}
+  // What the strategy's own config asks for (a DeepSpeed config's bf16/fp16,
+  // optimizer and scheduler), used when nothing else chose: "" / nullptr.
+  virtual std::string configuredPrecision() const { return ""; }
+  virtual std::unique_ptr<optim::Optimizer> configuredOptimizer() const { return nullptr; }
+  virtual std::unique_ptr<optim::LRScheduler> configuredScheduler() const { return nullptr; }
+  // Refuses optimizers the strategy cannot shard (DeepSpeed's rule).
+  virtual void checkOptimizer(const optim::Optimizer&) const {}
   // Called once the parameters are flat: DDP broadcasts rank 0's values
   // (and buffers, such as batch-norm statistics).
   virtual void setupParameters(nn::FlatParameters&, const std::vector<nn::NamedTensor>& buffers) {}
@@ -85,6 +109,22 @@ class Strategy {
   // Ends the job: waits for (or stops) local workers. Returns the exit code
   // of the job as seen from this process (0 if all went well).
   virtual int teardown(bool failed) { return failed ? 1 : 0; }
+};
+
+// Full parameter values for the lifetime of the scope (ZeRO-3 gathers its
+// shards at the start and releases the full values at the end).
+class GatheredParameters {
+ public:
+  GatheredParameters(Strategy& strategy, nn::FlatParameters& params) : strategy_(strategy), params_(params) {
+    strategy_.gatherParameters(params_);
+  }
+  ~GatheredParameters() { strategy_.releaseParameters(params_); }
+  GatheredParameters(const GatheredParameters&) = delete;
+  GatheredParameters& operator=(const GatheredParameters&) = delete;
+
+ private:
+  Strategy& strategy_;
+  nn::FlatParameters& params_;
 };
 
 // One process, one device (hpu_single).
