@@ -47,6 +47,21 @@ TEST_F(ClassPathAliasesTest, AliasesOnTheCommandLine) {
   EXPECT_EQ(cfg["optimizer"]["init_args"]["lr"].Scalar(), "0.02");
 }
 
+TEST_F(ClassPathAliasesTest, ParallelStrategyAndPluginAliases) {
+  YAML::Node t = YAML::Load(
+      printConfig({"-c", boringConfig(), "--trainer.strategy=lightning_habana.pytorch.strategies.HPUParallelStrategy",
+                   "--trainer.plugins+=lightning_habana.pytorch.plugins.precision.HPUPrecisionPlugin",
+                   "--trainer.plugins.precision=bf16-mixed",
+                   "--trainer.plugins+=lightning_habana.pytorch.plugins.io_plugins.HPUCheckpointIO",
+                   "--trainer.plugins+=lightning.pytorch.plugins.environments.SLURMEnvironment"}))["trainer"];
+  EXPECT_EQ(t["strategy"]["class_path"].Scalar(), "HPUParallelStrategy");
+  ASSERT_EQ(t["plugins"].size(), 3u);
+  EXPECT_EQ(t["plugins"][0]["class_path"].Scalar(), "HPUPrecisionPlugin");
+  EXPECT_EQ(t["plugins"][0]["init_args"]["precision"].Scalar(), "bf16-mixed");
+  EXPECT_EQ(t["plugins"][1]["class_path"].Scalar(), "HPUCheckpointIO");
+  EXPECT_EQ(t["plugins"][2]["class_path"].Scalar(), "SLURMEnvironment");
+}
+
 TEST_F(ClassPathAliasesTest, AnAliasIsTheSameClassAsItsCanonicalName) {
   // Naming the class again in its other spelling keeps its init_args.
   YAML::Node cfg = YAML::Load(printConfig({"-c", aliasConfig(), "--optimizer=AdamW", "--model=BoringModel"}));
