@@ -15,6 +15,7 @@
 #include "hpu/core/config/scalars.h"
 #include "hpu/core/errors.h"
 #include "hpu/core/run.h"
+#include "hpu/device/errors.h"
 
 extern char** environ;
 
@@ -182,36 +183,49 @@ int dispatch(int argc, char** argv) {
     std::vector<std::string> misplaced = before;
     const auto after = devices->remaining();
     misplaced.insert(misplaced.end(), after.begin(), after.end());
-    if (!misplaced.empty() || !top.configs.empty())
-      throw core::UsageError((misplaced.empty() ? "--config" : misplaced.front()) +
+    if (!top.configs.empty()) misplaced.push_back("--config");
+    if (top.print_config->count()) misplaced.push_back("--print_config");
+    if (top.save_config_overwrite) misplaced.push_back("--save_config_overwrite");
+    if (!misplaced.empty())
+      throw core::UsageError(misplaced.front() +
                              " belongs to the fit, validate, test and predict subcommands, not 'devices'");
     std::cout << core::describeDevices(processEnv());
     return kExitOk;
   }
+  if (!before.empty() && before.front().rfind('-', 0) != 0) {
+    std::vector<std::string> names{"devices"};
+    for (const auto& [name, doc] : kTrainerCommands) names.emplace_back(name);
+    throw core::UsageError("unknown subcommand '" + before.front() + "'" +
+                           core::config::didYouMean(before.front(), names) +
+                           " (subcommands: fit, validate, test, predict, devices)");
+  }
   if (!before.empty() || !top.configs.empty())
     throw core::UsageError("missing subcommand before the options: hpu-train fit|validate|test|predict " +
                            (before.empty() ? std::string("--config FILE") : before.front()));
-  std::cout << app.help();
-  return kExitUsage;
+  throw core::UsageError(
+      "missing subcommand: hpu-train fit|validate|test|predict|devices [OPTIONS] (hpu-train --help lists them)");
 }
 
 }  // namespace
 
 int runCli(int argc, char** argv) {
+  const auto report = [](const std::exception& e, int code) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return code;
+  };
   try {
     return dispatch(argc, argv);
   } catch (const core::ConfigError& e) {
     for (const std::string& p : e.problems()) std::fprintf(stderr, "error: %s\n", p.c_str());
     return kExitUsage;
   } catch (const core::UsageError& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return kExitUsage;
+    return report(e, kExitUsage);
   } catch (const comm::EnvError& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return kExitUsage;
+    return report(e, kExitUsage);
+  } catch (const device::EmulatorConfigError& e) {  // a bad HABANA_*/HPU_EMULATOR_* variable
+    return report(e, kExitUsage);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return kExitFailure;
+    return report(e, kExitFailure);
   }
 }
 

@@ -158,6 +158,8 @@ struct Walker {
                     o.path.substr(0, o.path.rfind('.')) + "+=<ClassName>");
       return walk(node.items().back(), elem, i);  // keys of a list apply to its last item
     }
+    if (e && e->tag() == Tag::kComponent && key == "class_path" && last && !o.append && o.value.isScalar())
+      return mergeInto(node, o.value, *e);  // as "--model X": another class drops the init_args
     if (e && e->tag() == Tag::kComponent && key != "class_path") {
       toFullForm(node);
       const StructSchema* s = componentSchema(node, *e);
@@ -223,10 +225,17 @@ std::vector<Override> envOverrides(const std::map<std::string, std::string>& env
                                    std::vector<std::string>& problems) {
   auto enabled = [&](const char* name) {
     auto it = env.find(name);
-    return it != env.end() && parseBool(it->second).value_or(false);
+    if (it == env.end()) return false;
+    const auto on = parseBool(it->second);
+    if (!on)
+      problems.push_back("environment " + std::string(name) + ": expected true or false, got '" + it->second +
+                         "'");
+    return on.value_or(false);
   };
   std::vector<Override> out;
-  if (!enabled("JSONARGPARSE_DEFAULT_ENV") && !enabled("HPU_DEFAULT_ENV")) return out;
+  const bool json_switch = enabled("JSONARGPARSE_DEFAULT_ENV");
+  const bool hpu_switch = enabled("HPU_DEFAULT_ENV");
+  if (!json_switch && !hpu_switch) return out;
   std::string prefix = "PL_";
   for (char c : subcommand) prefix += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   prefix += "__";

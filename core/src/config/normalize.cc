@@ -260,11 +260,35 @@ class Normalizer {
         return v;
       }
     }
+    // An alternative that reads the spelling but refuses the value (out of
+    // range, not finite) says more than "expected A | B".
+    for (const Type* a : fitting) {
+      if (reads(v, *a)) {
+        Normalizer(problems_).run(v, *a, path);
+        return v;
+      }
+    }
     std::vector<std::string> names;
     for (const Type* a : fitting) collectNames(*a, names);
     fail(v, path, "expected " + t.name() + ", got " + describe(v) +
                       (v.isScalar() ? didYouMean(v.str(), names) : ""));
     return v;
+  }
+
+  // Whether a plain scalar is spelled as a value of `t` (a number for int
+  // and float, a bool word for bool), whatever its range.
+  static bool reads(const Node& v, const Type& t) {
+    if (!v.isScalar() || v.quoted()) return false;
+    switch (t.tag()) {
+      case Tag::kBool: return parseBool(v.str()).has_value();
+      case Tag::kInt: return parseInt(v.str()).has_value();
+      case Tag::kFloat: return parseFloat(v.str()).has_value();
+      case Tag::kUnion:
+        for (const Type& a : t.args())
+          if (reads(v, a)) return true;
+        return false;
+      default: return false;
+    }
   }
 
   static void collectNames(const Type& t, std::vector<std::string>& names) {

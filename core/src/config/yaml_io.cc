@@ -1,5 +1,6 @@
 #include "hpu/core/config/yaml_io.h"
 
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/exceptions.h>
 #include <yaml-cpp/mark.h>
@@ -7,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -267,6 +269,14 @@ Node parse(std::istream& in, const std::string& origin, const LoadLimits& limits
     if (parser.HandleNextDocument(builder) && parser.HandleNextDocument(builder))
       builder.problems().push_back(origin +
                                    ": several YAML documents ('---'); put one config per file");
+  } catch (const YAML::DeepRecursion& e) {
+    // yaml-cpp gives up far below the stack limit with the message "bad file";
+    // the depth cap has already said what is wrong, unless it is set higher.
+    if (builder.problems().empty()) {
+      const SourceLoc at{origin_ptr, e.mark.line + 1, e.mark.column + 1};
+      builder.problems().push_back(at.str() + ": nesting too deep for the YAML parser");
+    }
+    throw ConfigError(std::move(builder.problems()));
   } catch (const YAML::ParserException& e) {
     const SourceLoc at{origin_ptr, e.mark.line + 1, e.mark.column + 1};
     throw ConfigError(at.str() + ": invalid YAML: " + e.msg);
@@ -282,15 +292,29 @@ bool isNullScalar(std::string_view s) {
 }
 
 Node loadYamlFile(const std::string& path, const LoadLimits& limits) {
+  const auto tooBig = [&](const std::string& size) {
+    return ConfigError(path + ": config file is " + size + " bytes; the limit is " + std::to_string(limits.max_bytes));
+  };
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (std::filesystem::is_directory(status))
+    throw ConfigError("cannot read config file '" + path + "': it is a directory");
+  if (std::filesystem::is_regular_file(status)) {
+    const auto size = std::filesystem::file_size(path, ec);
+    if (!ec && size > limits.max_bytes) throw tooBig(std::to_string(size));
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ConfigError("cannot read config file '" + path + "': " + std::strerror(errno));
-  in.seekg(0, std::ios::end);
-  const auto size = static_cast<std::size_t>(in.tellg());
-  if (size > limits.max_bytes)
-    throw ConfigError(path + ": config file is " + std::to_string(size) + " bytes; the limit is " +
-                      std::to_string(limits.max_bytes));
-  in.seekg(0);
-  return parse(in, path, limits);
+  // Read up to one byte past the limit rather than asking for a size: a pipe
+  // (--config <(...)) has none.
+  std::string text;
+  char chunk[1 << 16];
+  while (text.size() <= limits.max_bytes && in.read(chunk, sizeof chunk).gcount() > 0)
+    text.append(chunk, static_cast<std::size_t>(in.gcount()));
+  if (in.bad()) throw ConfigError("cannot read config file '" + path + "': " + std::strerror(errno));
+  if (text.size() > limits.max_bytes) throw tooBig("over " + std::to_string(limits.max_bytes));
+  std::istringstream stream(std::move(text));
+  return parse(stream, path, limits);
 }
 
 Node loadYamlString(std::string_view text, const std::string& origin, const LoadLimits& limits) {

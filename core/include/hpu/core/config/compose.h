@@ -34,7 +34,8 @@ void applyOverride(Node& root, const Type& type, const Override& o,
 // Environment defaults: when `env` has JSONARGPARSE_DEFAULT_ENV or
 // HPU_DEFAULT_ENV set to true, every PL_<SUBCOMMAND>__<KEY>__<KEY>=value
 // becomes an override of <key>.<key> (keys lower-cased). Unknown keys are
-// left for validation, which names the variable.
+// left for validation, which names the variable. A switch set to anything
+// but a bool word (true/false/yes/no/on/off) is a problem, not silently off.
 std::vector<Override> envOverrides(const std::map<std::string, std::string>& env,
                                    const std::string& subcommand,
                                    std::vector<std::string>& problems);

@@ -1,0 +1,127 @@
+// What a user reads: --help at the top and per subcommand (every config key
+// with its type and default), --version, and the `devices` listing.
+#include <iostream>
+#include <regex>
+#include <sstream>
+
+#include "hpu_train_runner.h"
+
+namespace hpu::cli::testing {
+namespace {
+
+using HelpTest = HpuTrainTest;
+
+std::vector<std::string> linesOf(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream s(text);
+  for (std::string line; std::getline(s, line);) out.push_back(line);
+  return out;
+}
+
+// The line of `--KEY` with its type and default, and the doc line under it;
+// both empty if absent. With `component`, searches from that class's heading
+// ("  MLPClassifier" or "  AdamW  (also: ...)").
+std::pair<std::string, std::string> keyHelp(const std::string& help, const std::string& key,
+                                            const std::string& component = "") {
+  const auto lines = linesOf(help);
+  std::size_t i = 0;
+  if (!component.empty())
+    while (i < lines.size() && lines[i] != "  " + component && lines[i].rfind("  " + component + "  (", 0) != 0) ++i;
+  const std::regex key_line("^ +--" + std::regex_replace(key, std::regex(R"([.\[\]])"), R"(\$&)") + " +.*$");
+  for (; i + 1 < lines.size(); ++i)
+    if (std::regex_match(lines[i], key_line)) return {lines[i], lines[i + 1]};
+  return {};
+}
+
+// "  --trainer.max_epochs      Optional[int] = null" -> "Optional[int] = null"
+std::string typeAndDefault(const std::string& key_line) {
+  std::smatch m;
+  return std::regex_match(key_line, m, std::regex(R"(^ +--\S+ +(.*)$)")) ? m[1].str() : "";
+}
+
+std::string trim(const std::string& s) {
+  const auto b = s.find_first_not_of(' ');
+  return b == std::string::npos ? "" : s.substr(b);
+}
+
+TEST_F(HelpTest, TopLevelHelpListsSubcommandsAndOptions) {
+  const RunResult r = run({"--help"});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  for (const char* sub : {"fit", "validate", "test", "predict", "devices"})
+    EXPECT_TRUE(std::regex_search(r.out, std::regex(std::string("\n  ") + sub + " +\\S"))) << sub << "\n" << r.out;
+  for (const char* opt :
+       {"--version", "-c,--config FILE", "--print_config [=FLAGS]", "--save_config_overwrite", "-v,--verbose"})
+    EXPECT_NE(r.out.find(opt), std::string::npos) << opt;
+}
+
+TEST_F(HelpTest, FitHelpListsEveryGroupWithTypeAndDefault) {
+  const RunResult r = run({"fit", "--help"});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  std::cout << "[ info ] hpu-train fit --help took " << r.wall.count() * 1e3 << " ms (wall, including process start)\n";
+  const std::string& h = r.out;
+  EXPECT_EQ(typeAndDefault(keyHelp(h, "trainer.max_epochs").first), "Optional[int] = null");
+  EXPECT_EQ(trim(keyHelp(h, "trainer.max_epochs").second),
+            "Stop after this many epochs (null: 1000 unless max_steps is set; -1: no limit).");
+  EXPECT_EQ(typeAndDefault(keyHelp(h, "trainer.devices").first), "int | {auto} | list[int] = auto");
+  EXPECT_EQ(typeAndDefault(keyHelp(h, "trainer.accumulate_grad_batches").first), "int = 1");
+  EXPECT_EQ(typeAndDefault(keyHelp(h, "trainer.callbacks").first), "Optional[list[Callback] | Callback] = null");
+  EXPECT_EQ(typeAndDefault(keyHelp(h, "seed_everything").first), "bool | int = true");
+  EXPECT_EQ(typeAndDefault(keyHelp(h, "model").first), "Model = null");
+  // Component keys appear under their class, with that class's defaults.
+  EXPECT_EQ(typeAndDefault(keyHelp(h, "model.lr", "BoringModel").first), "float = 0.1");
+  EXPECT_EQ(typeAndDefault(keyHelp(h, "model.lr", "MLPClassifier").first), "float = 0.001");
+  EXPECT_EQ(typeAndDefault(keyHelp(h, "model.hidden", "MLPClassifier").first), "list[int] = [256, 128]");
+  EXPECT_EQ(trim(keyHelp(h, "model.hidden", "MLPClassifier").second), "Widths of the hidden layers.");
+  EXPECT_EQ(typeAndDefault(keyHelp(h, "data.batch_size", "FashionMNISTDataModule").first), "int = 64");
+  EXPECT_EQ(typeAndDefault(keyHelp(h, "data.batch_size", "RandomDataModule").first), "int = 2");
+  EXPECT_EQ(typeAndDefault(keyHelp(h, "optimizer.weight_decay", "AdamW").first), "float = 0.01");
+  EXPECT_EQ(typeAndDefault(keyHelp(h, "optimizer.weight_decay", "Adam").first), "float = 0.0");
+  EXPECT_EQ(typeAndDefault(keyHelp(h, "lr_scheduler.step_size", "StepLR").first), "int = 1");
+  EXPECT_EQ(typeAndDefault(keyHelp(h, "trainer.callbacks.patience").first), "int = 3");
+}
+
+TEST_F(HelpTest, EverySubcommandHasTheSameKeyHelp) {
+  const std::string fit = run({"fit", "--help"}).out;
+  const std::string keys = fit.substr(fit.find("Config keys:"));
+  for (const char* sub : {"validate", "test", "predict"}) {
+    const RunResult r = run({sub, "--help"});
+    ASSERT_EQ(r.exit_code, 0) << r.describe();
+    EXPECT_NE(r.out.find("Usage: hpu-train " + std::string(sub) + " [OPTIONS]"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(keys), std::string::npos) << sub;
+  }
+}
+
+TEST_F(HelpTest, Version) {
+  const RunResult r = run({"--version"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_TRUE(std::regex_match(r.out, std::regex("hpu-train [0-9]+\\.[0-9]+\\.[0-9]+\n"))) << r.out;
+}
+
+TEST_F(HelpTest, DevicesHonoursHabanaVisibleDevices) {
+  RunResult r = run({"devices"});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_EQ(std::regex_search(r.out, std::regex("(^|\n)hpu:7 ")), true) << r.out;
+  env()["HABANA_VISIBLE_DEVICES"] = "0,3";
+  r = run({"devices"});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  std::vector<std::string> rows;
+  for (const std::string& line : linesOf(r.out))
+    if (line.rfind("hpu:", 0) == 0) rows.push_back(line);
+  ASSERT_EQ(rows.size(), 2u) << r.out;
+  // Renumbered from 0, keeping the physical module.
+  EXPECT_TRUE(std::regex_match(rows[0], std::regex("hpu:0 +0 +gaudi2 .*"))) << rows[0];
+  EXPECT_TRUE(std::regex_match(rows[1], std::regex("hpu:1 +3 +gaudi2 .*"))) << rows[1];
+  EXPECT_NE(r.out.find("HABANA_VISIBLE_DEVICES=0,3"), std::string::npos) << r.out;
+}
+
+TEST_F(HelpTest, DevicesRefusesAnIdThatDoesNotExist) {
+  env()["HABANA_VISIBLE_DEVICES"] = "0,9";
+  const RunResult r = run({"devices"});
+  EXPECT_EQ(r.exit_code, 2) << r.describe();
+  EXPECT_EQ(r.err,
+            "error: HABANA_VISIBLE_DEVICES: device id 9 is out of range: the node has 8 devices "
+            "(HPU_EMULATOR_DEVICES=8), ids 0-7\n");
+}
+
+}  // namespace
+}  // namespace hpu::cli::testing
