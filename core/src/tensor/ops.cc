@@ -227,10 +227,14 @@ void col2imAdd(const ConvGeom& g, const float* col, float* x) {
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dOptions& o) {
   requireShape(x.ndim() == 4 && w.ndim() == 4 && x.size(1) == w.size(1), "conv2d",
                fmt::format("input {} does not match weight {}", x.shape().str(), w.shape().str()));
+  requireShape(o.stride >= 1 && o.padding >= 0, "conv2d",
+               fmt::format("stride {} and padding {}: expected stride >= 1, padding >= 0", o.stride, o.padding));
   ConvGeom g{x.size(0), x.size(1), x.size(2), x.size(3), w.size(0), w.size(2), w.size(3), o.stride, o.padding, 0, 0};
+  // Checked before dividing: C++ division truncates toward zero, so a kernel
+  // up to stride-1 larger than the padded input would yield one output row.
+  requireShape(g.h + 2 * g.pad >= g.r && g.w + 2 * g.pad >= g.s, "conv2d", "kernel larger than the padded input");
   g.oh = (g.h + 2 * g.pad - g.r) / g.stride + 1;
   g.ow = (g.w + 2 * g.pad - g.s) / g.stride + 1;
-  requireShape(g.oh > 0 && g.ow > 0, "conv2d", "kernel larger than the padded input");
   recordOp<3>("conv2d", {&x, &w, &b});
   Tensor y = like(x, {g.n, g.k, g.oh, g.ow});
   Eigen::setNbThreads(1);
@@ -311,10 +315,16 @@ struct PoolGeom {
 
 PoolGeom poolGeom(const Tensor& x, const Pool2dOptions& o, const char* op) {
   requireShape(x.ndim() == 4, op, "expects [N, C, H, W], got " + x.shape().str());
+  // As torch: a window must overlap the input (a max-pool window of padding
+  // only would have no arg-max).
+  requireShape(o.kernel >= 1 && o.stride >= 0 && o.padding >= 0 && o.padding <= o.kernel / 2, op,
+               fmt::format("kernel {}, stride {}, padding {}: expected kernel >= 1, stride >= 0 and padding at most "
+                           "half the kernel",
+                           o.kernel, o.stride, o.padding));
   PoolGeom g{x.size(0) * x.size(1), x.size(2), x.size(3), o.kernel, o.stride ? o.stride : o.kernel, o.padding, 0, 0};
+  requireShape(g.h + 2 * g.pad >= g.k && g.w + 2 * g.pad >= g.k, op, "window larger than the padded input");
   g.oh = (g.h + 2 * g.pad - g.k) / g.stride + 1;
   g.ow = (g.w + 2 * g.pad - g.k) / g.stride + 1;
-  requireShape(g.oh > 0 && g.ow > 0, op, "window larger than the padded input");
   return g;
 }
 }  // namespace
