@@ -530,7 +530,8 @@ Tensor layerNorm(const Tensor& x, const Tensor& weight, const Tensor& bias, floa
     (*stats)[static_cast<std::size_t>(2 * r + 1)] = rstd;
     for (std::int64_t i = 0; i < d; ++i) {
       float v = (xr[i] - m) * rstd;
-      if (weight.defined()) v = v * weight.data()[i] + bias.data()[i];
+      if (weight.defined()) v *= weight.data()[i];
+      if (bias.defined()) v += bias.data()[i];
       yp[r * d + i] = v;
     }
   }
