@@ -224,10 +224,10 @@ TEST(OpsForward, ReshapeAndFlattenKeepTheData) {
   EXPECT_EQ(errorOf([&] { ops::reshape(x, {5, 5}); }), "reshape: [2, 3, 2, 2] to [5, 5]");
 }
 
-TEST(OpsForward, LayerNormMatchesNaiveWithAndWithoutAffine) {
+TEST(OpsForward, LayerNormMatchesNaiveWithAndWithoutAffineParts) {
   Generator g(8);
   const Tensor x = randomTensor({3, 6}, g), w = randomTensor({6}, g), b = randomTensor({6}, g);
-  std::vector<double> plain, affine;
+  std::vector<double> plain, affine, scaled, shifted;
   for (int r = 0; r < 3; ++r) {
     double m = 0, v = 0;
     for (int i = 0; i < 6; ++i) m += at(x, r * 6 + i) / 6;
@@ -236,10 +236,14 @@ TEST(OpsForward, LayerNormMatchesNaiveWithAndWithoutAffine) {
       const double n = (at(x, r * 6 + i) - m) / std::sqrt(v + 1e-5);
       plain.push_back(n);
       affine.push_back(n * at(w, i) + at(b, i));
+      scaled.push_back(n * at(w, i));
+      shifted.push_back(n + at(b, i));
     }
   }
   expectValues(ops::layerNorm(x, Tensor(), Tensor()), plain);
   expectValues(ops::layerNorm(x, w, b), affine);
+  expectValues(ops::layerNorm(x, w, Tensor()), scaled);
+  expectValues(ops::layerNorm(x, Tensor(), b), shifted);
 }
 
 TEST(OpsForward, BatchNorm2dTrainingNormalisesPerChannelAndUpdatesRunningStatsAsTorch) {
