@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -61,10 +62,11 @@ class TempDir {
 
   const std::filesystem::path& path() const { return path_; }
   std::string file(const std::string& name) const { return (path_ / name).string(); }
-  // Names of the entries in the directory, sorted.
-  std::vector<std::string> entries() const {
+  // Names of the entries in this directory / in `dir`, sorted.
+  std::vector<std::string> entries() const { return entriesOf(path_); }
+  static std::vector<std::string> entriesOf(const std::filesystem::path& dir) {
     std::vector<std::string> out;
-    for (const auto& e : std::filesystem::directory_iterator(path_)) out.push_back(e.path().filename().string());
+    for (const auto& e : std::filesystem::directory_iterator(dir)) out.push_back(e.path().filename().string());
     std::sort(out.begin(), out.end());
     return out;
   }
