@@ -108,7 +108,7 @@ int runTrainerCommand(const std::string& sub, const TrainerArgs& top, const Trai
   core::RunRequest request;
   request.subcommand = sub;
   request.config = core::config::composeConfig(sources, core::config::rootType());
-  core::resolveSeed(request.config);
+  core::resolveSeed(request.config, sources.env);
   const CLI::Option* print = args.print_config->count() ? args.print_config : top.print_config;
   if (print->count()) {
     const std::string& flags = print == args.print_config ? args.print_config_flags : top.print_config_flags;
@@ -117,6 +117,7 @@ int runTrainerCommand(const std::string& sub, const TrainerArgs& top, const Trai
   }
   request.save_config_overwrite = args.save_config_overwrite || top.save_config_overwrite;
   request.argv.assign(argv, argv + argc);
+  request.version = std::string(version());
   request.env = std::move(sources.env);
   return core::run(request);
 }
@@ -132,6 +133,7 @@ void setLogLevel(bool verbose) {
   }
   if (verbose) level = spdlog::level::debug;
   spdlog::set_level(level);
+  spdlog::set_pattern("%^%l%$: %v");
 }
 
 int dispatch(int argc, char** argv) {

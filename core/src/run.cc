@@ -11,15 +11,21 @@
 #include "hpu/core/config/normalize.h"
 #include "hpu/core/config/params.h"
 #include "hpu/core/config/registry.h"
+#include "hpu/core/config/scalars.h"
 #include "hpu/core/config/yaml_io.h"
 #include "hpu/core/errors.h"
+#include "hpu/core/tensor/autocast.h"
 #include "hpu/core/trainer/trainer.h"
 #include "hpu/device/device_table.h"
 #include "hpu/device/platform.h"
+#include "hpu/device/threading.h"
 
 namespace hpu::core {
 
 // Defined beside their implementations.
+std::unique_ptr<PrecisionPlugin> makePrecisionFromPlugin(const config::Node& component, const std::string& path,
+                                                         const std::string& default_stats_dir, bool deepspeed_strategy,
+                                                         const std::string& quant_config);
 std::unique_ptr<Callback> makeProgressBar();
 std::unique_ptr<Callback> makeSaveConfigCallback(config::Node config, bool overwrite);
 
@@ -66,21 +72,42 @@ int devicesRequested(const Node& devices, const device::Platform& platform) {
   return n == -1 ? platform.autoDeviceCount() : static_cast<int>(n);
 }
 
+// The cluster environment a trainer.plugins entry forces ("" to detect).
+std::string clusterEnvironmentOf(const TrainerOptions& o) {
+  for (const Node* p : componentsOf(o.plugins)) {
+    const std::string cls = classOf(*p);
+    if (cls.find("Environment") != std::string::npos) return cls;
+  }
+  return "";
+}
+
 std::unique_ptr<Strategy> makeStrategy(const TrainerOptions& o, int devices) {
   const Node& s = o.strategy;
   const int world = devices * static_cast<int>(o.num_nodes);
   if (s.isMap()) return build<Strategy>(s, "trainer.strategy");
   const std::string name = s.str();
-  if (name == "auto" || name == "hpu_single") {
-    if (world == 1) return makeSingleDeviceStrategy(0);
-    if (name == "hpu_single")
-      throw UsageError(fmt::format("trainer.strategy=hpu_single runs one device, but trainer.devices x num_nodes = {}; "
-                                   "use hpu_parallel (or auto)",
-                                   world));
-  }
-  throw UsageError(fmt::format("trainer.strategy={} ({} processes) is not available in this build yet; use "
-                               "trainer.devices=1 with strategy auto or hpu_single",
-                               name == "auto" ? "hpu_parallel" : name, world));
+  if (name == "hpu_single" && world > 1)
+    throw UsageError(fmt::format("trainer.strategy=hpu_single runs one device, but trainer.devices x num_nodes = {}; "
+                                 "use hpu_parallel (or auto)",
+                                 world));
+  if (name == "hpu_single" || (name == "auto" && world == 1)) return makeSingleDeviceStrategy(0);
+  if (name == "auto" || name == "hpu_parallel") return makeParallelStrategy(25ll << 20, clusterEnvironmentOf(o));
+  throw UsageError(fmt::format("trainer.strategy={} is not available in this build yet; use hpu_parallel", name));
+}
+
+// HPU_INTRA_OP_THREADS, else cores / processes on this node.
+int intraOpThreads(const std::map<std::string, std::string>& env, int local_processes) {
+  auto it = env.find("HPU_INTRA_OP_THREADS");
+  if (it == env.end() || it->second.empty()) return device::defaultIntraOpThreads(local_processes);
+  const auto n = config::parseInt(it->second);
+  if (!n || *n < 1 || *n > 1024)
+    throw UsageError("HPU_INTRA_OP_THREADS=" + it->second + ": expected a thread count from 1 to 1024");
+  return static_cast<int>(*n);
+}
+
+bool isDeepSpeed(const Node& strategy) {
+  const std::string name = strategy.isMap() ? strategy.find("class_path")->str() : strategy.str();
+  return name.find("deepspeed") != std::string::npos || name.find("DeepSpeed") != std::string::npos;
 }
 
 std::uint64_t seedOf(const Node& cfg) {
@@ -108,9 +135,14 @@ void writePredictions(const std::vector<std::vector<float>>& rows, const std::st
 
 }  // namespace
 
-void resolveSeed(config::Node& cfg) {
+void resolveSeed(config::Node& cfg, const std::map<std::string, std::string>& env) {
   config::Node* seed = cfg.find("seed_everything");
   if (seed == nullptr || !seed->isScalar() || seed->str() != "true") return;
+  // A launcher's workers inherit the seed rank 0 drew (Lightning's variable).
+  if (auto it = env.find("PL_GLOBAL_SEED"); it != env.end() && config::parseInt(it->second)) {
+    *seed = config::Node::scalar(it->second, seed->loc());
+    return;
+  }
   std::random_device rd;
   *seed = config::Node::scalar(std::to_string(rd()), seed->loc());
 }
@@ -123,21 +155,41 @@ int run(const RunRequest& request) {
   parts.seed = seedOf(cfg);
   parts.config = cfg;
 
-  if (o.precision != "32" && o.precision != "32-true")
-    throw UsageError("trainer.precision=" + o.precision + " is not available in this build yet; use 32-true");
+  autocast::installPolicy(autocast::Policy::fromEnv(request.env));
   if (o.accelerator.isScalar() && o.accelerator.str() == "cpu")
     throw UsageError("trainer.accelerator=cpu: hpu-train runs on the emulated HPU; use accelerator: hpu or auto");
 
   device::Platform platform = device::Platform::fromEnv(envOf(request.env));
   const int devices = devicesRequested(o.devices, platform);
+  device::setIntraOpThreads(intraOpThreads(request.env, devices));
   parts.strategy = makeStrategy(o, devices);
-  RunEnvironment run_env{request.env, request.argv, devices, static_cast<int>(o.num_nodes), config::emitYaml(cfg)};
+  RunEnvironment run_env{request.env, request.argv, devices, static_cast<int>(o.num_nodes), request.version,
+                         config::flatten(cfg)};
+  // Local workers re-read the command line: they must draw the same seed.
+  run_env.env["PL_GLOBAL_SEED"] = std::to_string(parts.seed);
   parts.strategy->setup(run_env, platform);
   Strategy& strategy = *parts.strategy;
 
+  const std::string quant_config = request.env.count("QUANT_CONFIG") ? request.env.at("QUANT_CONFIG") : "";
   for (const Node* p : componentsOf(o.plugins)) {
     const std::string path = "trainer.plugins";
-    if (classOf(*p) == "HPUCheckpointIO") parts.checkpoint_io = build<checkpoint::CheckpointIO>(*p, path);
+    const std::string cls = classOf(*p);
+    if (cls == "HPUCheckpointIO") {
+      parts.checkpoint_io = build<checkpoint::CheckpointIO>(*p, path);
+    } else if (cls == "HPUPrecisionPlugin" || cls == "HPUDeepSpeedPrecisionPlugin") {
+      if (parts.precision) throw UsageError("trainer.plugins names more than one precision plugin; keep one");
+      const std::string given = p->find("init_args")->find("precision")->str();
+      if (o.precision != "32-true" && o.precision != given)
+        throw UsageError(fmt::format("trainer.precision={} and a {} with precision {} are both given; choose one", o.precision,
+                                     cls, given));
+      parts.precision = makePrecisionFromPlugin(*p, path, o.default_root_dir, isDeepSpeed(o.strategy), quant_config);
+    }
+  }
+  if (!parts.precision) {
+    Fp8Options fp8;
+    fp8.default_stats_dir = o.default_root_dir;
+    fp8.quant_config = quant_config;
+    parts.precision = makePrecisionPlugin(o.precision, fp8);
   }
 
   auto model = build<LightningModule>(*cfg.find("model"), "model");
@@ -165,6 +217,8 @@ int run(const RunRequest& request) {
   }
   if (request.subcommand == "fit" && !parts.loggers.empty())
     parts.callbacks.push_back(makeSaveConfigCallback(cfg, request.save_config_overwrite));
+  if (!o.enable_checkpointing && has_checkpoint && o.fast_dev_run == 0)
+    throw UsageError("trainer.enable_checkpointing is false but trainer.callbacks has a ModelCheckpoint; remove one of them");
   if (o.enable_checkpointing && !has_checkpoint && request.subcommand == "fit")
     parts.callbacks.push_back(buildDefault<Callback>("ModelCheckpoint", ComponentKind::kCallback, "trainer.callbacks"));
   if (o.enable_progress_bar && !has_progress) parts.callbacks.push_back(makeProgressBar());
@@ -173,19 +227,32 @@ int run(const RunRequest& request) {
   const std::string ckpt_path = ckpt.isNull() ? "" : ckpt.str();
   Trainer trainer(std::move(parts));
   const std::string& sub = request.subcommand;
-  if (sub == "fit") {
-    trainer.fit(*model, *data, ckpt_path);
-  } else if (sub == "validate") {
-    trainer.validate(*model, *data, ckpt_path);
-  } else if (sub == "test") {
-    trainer.test(*model, *data, ckpt_path);
-  } else {
-    auto rows = trainer.predict(*model, *data, ckpt_path);
-    if (trainer.isGlobalZero()) writePredictions(rows, trainer.logDir());
+  try {
+    if (sub == "fit") {
+      trainer.fit(*model, *data, ckpt_path);
+    } else if (sub == "validate") {
+      trainer.validate(*model, *data, ckpt_path);
+    } else if (sub == "test") {
+      trainer.test(*model, *data, ckpt_path);
+    } else {
+      auto rows = trainer.predict(*model, *data, ckpt_path);
+      if (trainer.isGlobalZero()) writePredictions(rows, trainer.logDir());
+    }
+  } catch (const std::exception& e) {
+    // A local worker's failure is the job's: exit with its code.
+    const int code = trainer.strategy().teardown(/*failed=*/true);
+    if (code != 1) {
+      spdlog::error("{}", e.what());
+      return code;
+    }
+    throw;
   }
   if (trainer.isGlobalZero()) {
-    const std::string summary = trainer.device().graph().summary();
-    if (!summary.empty()) std::printf("%s", summary.c_str());
+    for (std::string part : {trainer.device().graph().summary(), trainer.precision().summary()}) {
+      if (part.empty()) continue;
+      if (part.back() != '\n') part += '\n';
+      std::fputs(part.c_str(), stdout);
+    }
     std::fflush(stdout);
   }
   return trainer.strategy().teardown(false);

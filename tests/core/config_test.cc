@@ -151,12 +151,15 @@ TEST(Validate, WrongTypeRangeNanAndUnknownKey) {
 TEST(Validate, UnknownClassSuggestsAndRequiredKeyIsNamed) {
   auto p = problemsOf([] { compose("model: TestNett"); });
   ASSERT_EQ(p.size(), 1u);
+  // The built-in models are registered too, in the same list.
   EXPECT_EQ(p[0],
             "t.yaml:1:8: model: unknown Model class 'TestNett'; did you mean 'TestNet'? "
-            "(registered: OtherNet, TestNet)");
+            "(registered: BoringModel, ConvNetClassifier, MLPClassifier, OtherNet, Sequential, TestNet)");
   p = problemsOf([] { compose("epochs: 1"); });
   ASSERT_EQ(p.size(), 1u);
-  EXPECT_EQ(p[0], "t.yaml:1:1: model: missing required key; choose a Model class (registered: OtherNet, TestNet)");
+  EXPECT_EQ(p[0],
+            "t.yaml:1:1: model: missing required key; choose a Model class (registered: BoringModel, "
+            "ConvNetClassifier, MLPClassifier, OtherNet, Sequential, TestNet)");
 }
 
 TEST(Validate, CompatibilityKeysAcceptOnlyTheirDefault) {

@@ -138,9 +138,13 @@ class ModelCheckpoint final : public Callback {
       if (it == trainer.callbackMetrics().end()) {
         std::string names;
         for (const auto& [k, v] : trainer.callbackMetrics()) names += (names.empty() ? "`" : ", `") + k + "`";
-        throw UsageError(fmt::format("ModelCheckpoint(monitor='{}') could not find the monitored key in the returned "
-                                     "metrics: {}. HINT: Did you call log('{}', value) in the LightningModule?",
-                                     monitor_, names.empty() ? "none" : names, monitor_));
+        const std::string m = fmt::format("ModelCheckpoint(monitor='{}') could not find the monitored key in the returned "
+                                          "metrics: {}. HINT: Did you call log('{}', value) in the LightningModule?",
+                                          monitor_, names.empty() ? "none" : names, monitor_);
+        // As Lightning: an error once validation has run, a warning before.
+        if (trainer.numEvalBatches() > 0) throw UsageError(m);
+        if (trainer.isGlobalZero()) spdlog::warn("{}; not saving", m);
+        return;
       }
       score = it->second;
     }

@@ -77,6 +77,39 @@ bool Node::operator==(const Node& o) const {
   return false;
 }
 
+namespace {
+void flattenInto(const Node& n, const std::string& path, std::vector<std::pair<std::string, std::string>>& out) {
+  switch (n.kind()) {
+    case Node::Kind::kNull: out.emplace_back(path, "null"); return;
+    case Node::Kind::kScalar: out.emplace_back(path, n.str()); return;
+    case Node::Kind::kMap:
+      if (n.entries().empty()) out.emplace_back(path, "{}");
+      for (const auto& [k, v] : n.entries()) flattenInto(v, joinPath(path, k), out);
+      return;
+    case Node::Kind::kSequence: {
+      bool scalars = true;
+      for (const Node& i : n.items()) scalars = scalars && !i.isMap() && !i.isSequence();
+      if (scalars) {
+        std::string text = "[";
+        for (std::size_t i = 0; i < n.items().size(); ++i)
+          text += (i ? ", " : "") + (n.items()[i].isNull() ? std::string("null") : n.items()[i].str());
+        out.emplace_back(path, text + "]");
+        return;
+      }
+      for (std::size_t i = 0; i < n.items().size(); ++i)
+        flattenInto(n.items()[i], joinPath(path, "[" + std::to_string(i) + "]"), out);
+      return;
+    }
+  }
+}
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> flatten(const Node& root) {
+  std::vector<std::pair<std::string, std::string>> out;
+  flattenInto(root, "", out);
+  return out;
+}
+
 std::string joinPath(std::string_view parent, std::string_view key) {
   if (parent.empty()) return std::string(key);
   if (!key.empty() && key.front() == '[') return std::string(parent) + std::string(key);

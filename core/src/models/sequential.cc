@@ -15,6 +15,7 @@
 #include "classifier.h"
 #include "hpu/core/config/registry.h"
 #include "hpu/core/errors.h"
+#include "hpu/core/tensor/autocast.h"
 
 namespace hpu::core::models {
 
@@ -228,6 +229,67 @@ HPU_REGISTER_COMPONENT(LayerSpec,
                               {"affine", Type::boolean(), "true", "Learn a scale and a shift."}},
                              "Batch normalisation over [N, C, H, W] per channel."),
                        [](const Params& p) { return std::make_unique<BatchNorm2dSpec>(p); });
+
+// Runs its layers inside an autocast region (torch.autocast's rules: the
+// region sets enabled and dtype, and the outer state returns after it).
+class AutocastBlock final : public nn::Sequential {
+ public:
+  AutocastBlock(bool enabled, DType dtype) : enabled_(enabled), dtype_(dtype) {}
+  std::string typeName() const override { return "Autocast"; }
+  std::string describe() const override {
+    return enabled_ ? fmt::format("enabled, {}", device::dtypeName(dtype_)) : std::string("disabled");
+  }
+  Tensor forward(const Tensor& x) override {
+    autocast::Scope scope(enabled_, dtype_);
+    return nn::Sequential::forward(x);
+  }
+
+ private:
+  bool enabled_;
+  DType dtype_;
+};
+
+class AutocastSpec final : public LayerSpec {
+ public:
+  explicit AutocastSpec(const Params& p)
+      : enabled_(p.getBool("enabled")), dtype_(p.getString("dtype") == "float16" ? DType::kFloat16 : DType::kBFloat16) {
+    const config::Node& layers = p.node("layers");
+    if (layers.items().empty()) p.fail("layers", "lists no layers");
+    for (std::size_t i = 0; i < layers.items().size(); ++i)
+      inner_.push_back(config::ComponentFactory<LayerSpec>::instance().create(
+          layers.items()[i], p.pathOf("layers") + "[" + std::to_string(i) + "]"));
+  }
+  std::shared_ptr<nn::Module> build(nn::InitContext& ctx, const Shape& in, Shape& out,
+                                    const std::string& where) const override {
+    auto block = std::make_shared<AutocastBlock>(enabled_, dtype_);
+    Shape shape = in;
+    for (std::size_t i = 0; i < inner_.size(); ++i) {
+      Shape next;
+      block->append(inner_[i]->build(ctx, shape, next, where + ".init_args.layers[" + std::to_string(i) + "]"));
+      shape = next;
+    }
+    out = shape;
+    return block;
+  }
+
+ private:
+  bool enabled_;
+  DType dtype_;
+  std::vector<std::unique_ptr<LayerSpec>> inner_;
+};
+
+HPU_REGISTER_COMPONENT(
+    LayerSpec,
+    ComponentSchema{ComponentKind::kLayer,
+                    "Autocast",
+                    {"torch.autocast"},
+                    {"Autocast",
+                     "",
+                     {{"enabled", Type::boolean(), "true", "Autocast on (with dtype) or off inside the block."},
+                      {"dtype", Type::string({"bfloat16", "float16"}), "bfloat16", "Lower-precision dtype of the region."},
+                      {"layers", Type::list(Type::component({ComponentKind::kLayer})), "[]", "The layers of the region."}}},
+                    "A region of layers with its own autocast setting (torch.autocast semantics)."},
+    [](const Params& p) { return std::make_unique<AutocastSpec>(p); });
 
 class SequentialModel final : public Classifier {
  public:

@@ -1,5 +1,8 @@
 #include "hpu/core/optim/optimizer.h"
 
+#include <omp.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -42,6 +45,51 @@ std::vector<nn::NamedTensor> Optimizer::stateTensors() const {
 
 namespace {
 
+// Runs body(begin, end) over [0, n): in chunks on the OpenMP threads when n
+// is large, inline otherwise. Bodies take restrict-qualified pointers so the
+// compiler vectorises them (an OpenMP-outlined loop loses that knowledge).
+template <class Body>
+void forChunks(std::int64_t n, Body body) {
+  constexpr std::int64_t kParallelAbove = 1 << 18;
+  if (n <= kParallelAbove) {
+    body(std::int64_t{0}, n);
+    return;
+  }
+#pragma omp parallel
+  {
+    const std::int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
+    const std::int64_t chunk = (n + threads - 1) / threads;
+    const std::int64_t begin = std::min(n, t * chunk), end = std::min(n, begin + chunk);
+    body(begin, end);
+  }
+}
+
+void adamKernel(float* __restrict p, const float* __restrict g, float* __restrict m, float* __restrict v,
+                std::int64_t begin, std::int64_t end, float l2, float b1, float b2, float one_minus_b1,
+                float one_minus_b2, float bc2_sqrt, float eps, float step_size) {
+  for (std::int64_t i = begin; i < end; ++i) {
+    const float grad = g[i] + l2 * p[i];
+    m[i] = m[i] * b1 + one_minus_b1 * grad;
+    v[i] = v[i] * b2 + one_minus_b2 * grad * grad;
+    const float denom = std::sqrt(v[i]) / bc2_sqrt + eps;
+    p[i] += -step_size * (m[i] / denom);
+  }
+}
+
+void sgdKernel(float* __restrict p, const float* __restrict g, float* __restrict buf, std::int64_t begin,
+               std::int64_t end, float rate, float wd, float mom, float damp, bool first, bool nesterov) {
+  if (buf == nullptr) {
+    for (std::int64_t i = begin; i < end; ++i) p[i] -= rate * (g[i] + wd * p[i]);
+    return;
+  }
+  for (std::int64_t i = begin; i < end; ++i) {
+    float d = g[i] + wd * p[i];
+    buf[i] = first ? d : mom * buf[i] + damp * d;
+    d = nesterov ? d + mom * buf[i] : buf[i];
+    p[i] -= rate * d;
+  }
+}
+
 // torch.optim.SGD (single-tensor path): float32 math, scalars from doubles.
 class SGD final : public Optimizer {
  public:
@@ -58,27 +106,11 @@ class SGD final : public Optimizer {
     const float wd = static_cast<float>(o_.weight_decay);
     const float mom = static_cast<float>(o_.momentum);
     const float damp = 1.0f - static_cast<float>(o_.dampening);
-    float* p = s.values;
-    const float* g = s.grads;
-    const std::int64_t n = s.numel;
-    if (o_.momentum == 0.0) {
-#pragma omp parallel for simd if (n > (1 << 16))
-      for (std::int64_t i = 0; i < n; ++i) {
-        const float d = wd != 0.0f ? g[i] + wd * p[i] : g[i];
-        p[i] -= rate * d;
-      }
-      return;
-    }
-    float* buf = state[0];
-    const bool first = step == 1;
-    const bool nesterov = o_.nesterov;
-#pragma omp parallel for simd if (n > (1 << 16))
-    for (std::int64_t i = 0; i < n; ++i) {
-      float d = wd != 0.0f ? g[i] + wd * p[i] : g[i];
-      buf[i] = first ? d : mom * buf[i] + damp * d;
-      d = nesterov ? d + mom * buf[i] : buf[i];
-      p[i] -= rate * d;
-    }
+    float* buf = o_.momentum == 0.0 ? nullptr : state[0];
+    const bool first = step == 1, nesterov = o_.nesterov;
+    forChunks(s.numel, [&](std::int64_t begin, std::int64_t end) {
+      sgdKernel(s.values, s.grads, buf, begin, end, rate, wd, mom, damp, first, nesterov);
+    });
   }
 
  private:
@@ -105,23 +137,18 @@ class Adam final : public Optimizer {
     const float wd = static_cast<float>(o_.weight_decay);
     const float decay = static_cast<float>(1.0 - lr() * o_.weight_decay);
     const bool decoupled = o_.decoupled_weight_decay;
-    float* p = s.values;
-    const float* g = s.grads;
-    float* m = state[0];
-    float* v = state[1];
     const std::int64_t n = s.numel;
-#pragma omp parallel for simd if (n > (1 << 16))
-    for (std::int64_t i = 0; i < n; ++i) {
-      float grad = g[i];
-      if (decoupled)
-        p[i] *= decay;
-      else if (wd != 0.0f)
-        grad += wd * p[i];
-      m[i] = m[i] * b1 + one_minus_b1 * grad;
-      v[i] = v[i] * b2 + one_minus_b2 * grad * grad;
-      const float denom = std::sqrt(v[i]) / bc2_sqrt + eps;
-      p[i] += -step_size * (m[i] / denom);
+    if (decoupled) {
+      forChunks(n, [&](std::int64_t begin, std::int64_t end) {
+        float* __restrict p = s.values;
+        for (std::int64_t i = begin; i < end; ++i) p[i] *= decay;
+      });
     }
+    const float l2 = decoupled ? 0.0f : wd;
+    forChunks(n, [&](std::int64_t begin, std::int64_t end) {
+      adamKernel(s.values, s.grads, state[0], state[1], begin, end, l2, b1, b2, one_minus_b1, one_minus_b2, bc2_sqrt,
+                 eps, step_size);
+    });
   }
 
  private:

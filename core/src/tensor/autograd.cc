@@ -1,6 +1,7 @@
 #include "hpu/core/tensor/autograd.h"
 
 #include "hpu/device/check.h"
+#include "hpu/device/numerics.h"
 
 namespace hpu::core::autograd {
 namespace {
@@ -37,6 +38,7 @@ void noteUse(const Tensor& t) {
 
 void gradWritten(const Tensor& t) {
   auto& impl = *t.impl();
+  if (impl.grad && impl.grad->dtype != DType::kFloat32) device::roundInPlace(Tensor(impl.grad).values(), impl.grad->dtype);
   if (impl.on_grad_ready && --impl.pending_uses == 0) impl.on_grad_ready();
 }
 

@@ -33,7 +33,7 @@ Trainer::Trainer(TrainerParts parts)
       init_rng_(parts.seed, RandomStream::kInit),
       dropout_rng_(parts.seed, RandomStream::kDropout, static_cast<std::uint64_t>(strategy_->globalRank())) {
   if (!profiler_) profiler_ = std::make_unique<PassThroughProfiler>();
-  if (!precision_) precision_ = makeFullPrecision();
+  if (!precision_) precision_ = makePrecisionPlugin("32-true");
   if (!checkpoint_io_) checkpoint_io_ = checkpoint::makeHPUCheckpointIO();
 }
 
@@ -63,10 +63,12 @@ void Trainer::setupModel(LightningModule& model, data::DataModule& data, data::S
     if (!sample) sample = data.dataset(s);
   if (!sample) throw UsageError("the data module provides no data set for this stage");
   ModelInput input{Shape(std::span<const std::int64_t>(sample->sampleShape())), data.numClasses()};
+  precision_->checkDevice(strategy_->device());
   nn::InitContext ctx{strategy_->device(), init_rng_, dropout_rng_, precision_->paramDtype()};
   model.configureModel(ctx, input);
+  precision_->convertModule(model);
   params_ = std::make_unique<nn::FlatParameters>(model, strategy_->device(), strategy_->bucketCapBytes());
-  strategy_->setupParameters(*params_);
+  strategy_->setupParameters(*params_, model.namedBuffers());
   model.attachTrainer(metrics_.get(), profiler_.get());
   model_ready_ = true;
   if (options_.enable_model_summary && isGlobalZero() && stage == data::Stage::kFit) printModelSummary();
@@ -106,6 +108,7 @@ Batch Trainer::toDevice(const data::HostBatch& hb) {
     dev.graph().recordOp("h2d", {operandInfo(b.x), operandInfo(b.y)});
   else
     dev.graph().recordOp("h2d", {operandInfo(b.x)});
+  precision_->convertInput(b);
   return b;
 }
 
@@ -135,6 +138,7 @@ void Trainer::fit(LightningModule& model, data::DataModule& data, const std::str
   }
   fitLoop();
   callbacks([&](Callback& c) { c.onFitEnd(*this); });
+  precision_->onRunEnd(isGlobalZero());
   for (auto& l : loggers_) l->save();
 }
 
@@ -341,6 +345,7 @@ std::map<std::string, double> Trainer::validate(LightningModule& model, data::Da
   callbacks([&](Callback& c) { c.setup(*this, data::Stage::kValidate); });
   auto out = evaluationLoop(data::Split::kVal, options_.limit_val.of(std::numeric_limits<std::int64_t>::max() / 2),
                             false);
+  precision_->onRunEnd(isGlobalZero());
   for (auto& l : loggers_) l->save();
   if (isGlobalZero()) printResults(out, "Validate");
   return out;
@@ -354,6 +359,7 @@ std::map<std::string, double> Trainer::test(LightningModule& model, data::DataMo
   auto loader = makeLoader(data, data::Split::kTest);
   if (!loader) throw UsageError("the data module has no test set");
   auto out = evaluationLoop(data::Split::kTest, options_.limit_test.of(loader->numBatches()), false);
+  precision_->onRunEnd(isGlobalZero());
   for (auto& l : loggers_) l->save();
   if (isGlobalZero()) printResults(out, "Test");
   return out;
@@ -391,6 +397,7 @@ std::vector<std::vector<float>> Trainer::predict(LightningModule& model, data::D
     callbacks([&](Callback& c) { c.onPredictBatchEnd(*this, batch_idx); });
   }
   callbacks([&](Callback& c) { c.onPredictEnd(*this); });
+  precision_->onRunEnd(isGlobalZero());
   return rows;
 }
 

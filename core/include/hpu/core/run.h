@@ -15,11 +15,13 @@ struct RunRequest {
   bool save_config_overwrite = false;
   std::vector<std::string> argv;  // the command line, for spawning local workers
   std::map<std::string, std::string> env;
+  std::string version;  // the program version (compared across ranks)
 };
 
 // seed_everything: true becomes a concrete random seed, so that the printed
-// and saved config reproduces the run.
-void resolveSeed(config::Node& config);
+// and saved config reproduces the run (PL_GLOBAL_SEED, set for a launcher's
+// workers, supplies it).
+void resolveSeed(config::Node& config, const std::map<std::string, std::string>& env);
 
 // Builds the pipeline from the registry and runs the subcommand. Returns the
 // exit code; throws core::Error (or a device/comm error) on failure.

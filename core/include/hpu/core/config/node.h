@@ -77,6 +77,10 @@ class Node {
   SourceLoc loc_;
 };
 
+// Every scalar of the tree as (key path, text), in document order; lists of
+// scalars are one entry ("[1, 2]"). Ranks compare these at rendezvous.
+std::vector<std::pair<std::string, std::string>> flatten(const Node& root);
+
 // Joins a key path for messages: ("trainer", "max_epochs") -> "trainer.max_epochs";
 // list indices are written as "[3]".
 std::string joinPath(std::string_view parent, std::string_view key);

@@ -54,6 +54,8 @@ class Module {
   std::vector<Tensor> parameters() const;
   std::int64_t numParameters() const;
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const { return children_; }
+  // For module rewrites (e.g. fp8 layer replacement) before training starts.
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>>& mutableChildren() { return children_; }
 
   // Training / evaluation mode (dropout, batch norm), recursive.
   void train(bool on = true);

@@ -8,6 +8,8 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "hpu/core/random.h"
 #include "hpu/core/tensor/tensor.h"
@@ -70,6 +72,23 @@ Tensor scale(const Tensor& a, float s);
 Tensor sum(const Tensor& a);
 Tensor mean(const Tensor& a);
 Tensor softmax(const Tensor& logits);  // over the last dimension
+
+// Records (op, dtype it ran in) for every op on this thread while alive:
+// makes autocast decisions observable (tests, debugging).
+struct OpTraceEntry {
+  std::string op;
+  DType dtype;
+};
+class OpTraceScope {
+ public:
+  explicit OpTraceScope(std::vector<OpTraceEntry>& sink);
+  ~OpTraceScope();
+  OpTraceScope(const OpTraceScope&) = delete;
+  OpTraceScope& operator=(const OpTraceScope&) = delete;
+
+ private:
+  std::vector<OpTraceEntry>* previous_;
+};
 
 // Not differentiable: number of rows whose arg-max equals the label.
 std::int64_t countCorrect(const Tensor& logits, const Tensor& labels);

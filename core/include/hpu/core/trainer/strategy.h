@@ -25,7 +25,9 @@ struct RunEnvironment {
   std::vector<std::string> argv;  // to spawn local workers
   int devices_per_node = 1;
   int num_nodes = 1;
-  std::string config_fingerprint;  // resolved config, compared at rendezvous
+  std::string version;  // the program version, compared at rendezvous
+  // The resolved config as (key path, value), compared at rendezvous.
+  std::vector<std::pair<std::string, std::string>> config_entries;
 };
 
 class Strategy {
@@ -47,8 +49,8 @@ class Strategy {
   // Bucket size for FlatParameters.
   virtual std::int64_t bucketCapBytes() const { return 25ll << 20; }
   // Called once the parameters are flat: DDP broadcasts rank 0's values
-  // and installs its gradient hooks.
-  virtual void setupParameters(nn::FlatParameters&) {}
+  // (and buffers, such as batch-norm statistics).
+  virtual void setupParameters(nn::FlatParameters&, const std::vector<nn::NamedTensor>& buffers) {}
   // The slices this rank's optimizer updates (all buckets unless sharded).
   virtual std::vector<optim::ParamSlice> optimizerSlices(nn::FlatParameters& params);
   // Around backward: gradient synchronisation (DDP all-reduces buckets as
@@ -74,5 +76,8 @@ class Strategy {
 
 // One process, one device (hpu_single).
 std::unique_ptr<Strategy> makeSingleDeviceStrategy(int device_index);
+// Data parallel over processes and nodes (hpu_parallel). An empty
+// `cluster_environment` detects it from the environment variables.
+std::unique_ptr<Strategy> makeParallelStrategy(std::int64_t bucket_cap_bytes, const std::string& cluster_environment);
 
 }  // namespace hpu::core

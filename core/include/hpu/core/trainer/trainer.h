@@ -75,6 +75,7 @@ class Trainer {
   const std::vector<std::unique_ptr<Logger>>& loggers() const { return loggers_; }
   Profiler& profiler() { return *profiler_; }
   checkpoint::CheckpointIO& checkpointIO() { return *checkpoint_io_; }
+  PrecisionPlugin& precision() { return *precision_; }
   // The latest value of every logged metric (monitors read these).
   const std::map<std::string, double>& callbackMetrics() const { return callback_metrics_; }
   const std::map<std::string, double>& progressBarMetrics() const { return progress_metrics_; }

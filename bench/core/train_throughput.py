@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""Training throughput of hpu-train vs PyTorch on Fashion-MNIST, side by side.
+
+For each case (MLP batch 64 / 256, CNN batch 64) the rounds alternate
+hpu-train and PyTorch (A B A B ...) and report the median samples/s of each
+with its min..max, and the ratio of the medians.
+
+hpu-train's steady-state rate comes from two runs of the real CLI with
+different step counts (the difference cancels start-up and data loading).
+PyTorch trains the same model on the same IDX data held in memory, with the
+same per-epoch shuffled batches, Adam, and the same thread count.
+
+Usage: bench/core/train_throughput.py [--rounds 5] [--threads 2] [--bin build/hpu-train]
+"""
+import argparse
+import gzip
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+DATA = "/usr/share/datasets/fashion-mnist"
+
+
+def load_idx(name):
+    with gzip.open(os.path.join(DATA, name), "rb") as f:
+        raw = f.read()
+    ndim = raw[3]
+    dims = [int.from_bytes(raw[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim)]
+    return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
+
+
+def torch_model(kind):
+    if kind == "mlp":
+        return nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Dropout(0.2), nn.Linear(256, 128),
+                             nn.ReLU(), nn.Dropout(0.2), nn.Linear(128, 10))
+    return nn.Sequential(nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(32, 64, 3, padding=1),
+                         nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(64 * 7 * 7, 128), nn.ReLU(),
+                         nn.Dropout(0.25), nn.Linear(128, 10))
+
+
+def torch_rate(kind, batch, steps, images, labels):
+    model = torch_model(kind)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x_all = torch.from_numpy(((images.astype(np.float32) / 255.0) - 0.2860) / 0.3530).unsqueeze(1)
+    y_all = torch.from_numpy(labels.astype(np.int64))
+    g = torch.Generator().manual_seed(0)
+    perm = torch.randperm(len(y_all), generator=g)
+
+    def step(i):
+        idx = perm[(i * batch) % (len(perm) - batch):][:batch]
+        opt.zero_grad(set_to_none=True)
+        loss = nn.functional.cross_entropy(model(x_all[idx]), y_all[idx])
+        loss.backward()
+        opt.step()
+
+    for i in range(10):
+        step(i)
+    t = time.perf_counter()
+    for i in range(steps):
+        step(i)
+    return steps * batch / (time.perf_counter() - t)
+
+
+def hpu_run(binary, kind, batch, steps, workdir, threads):
+    config = "configs/fashion_mnist_mlp.yaml" if kind == "mlp" else "configs/fashion_mnist_cnn.yaml"
+    args = [binary, "fit", "--config", config, "--trainer.max_epochs=1", f"--trainer.limit_train_batches={steps}",
+            "--trainer.limit_val_batches=0", "--trainer.num_sanity_val_steps=0", "--trainer.logger=false",
+            "--trainer.callbacks=null",
+            "--trainer.enable_checkpointing=false", "--trainer.enable_progress_bar=false",
+            "--trainer.enable_model_summary=false", f"--data.batch_size={batch}", "--data.num_workers=0"]
+    env = dict(os.environ, HPU_INTRA_OP_THREADS=str(threads))
+    t = time.perf_counter()
+    subprocess.run(args, check=True, cwd=workdir, env=env, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - t
+
+
+def hpu_rate(binary, kind, batch, steps, workdir, threads):
+    short = max(steps // 6, 5)
+    t_long = hpu_run(binary, kind, batch, steps, workdir, threads)
+    t_short = hpu_run(binary, kind, batch, short, workdir, threads)
+    return (steps - short) * batch / max(t_long - t_short, 1e-9)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--bin", default="build/hpu-train")
+    ap.add_argument("--json", help="also write the results here")
+    a = ap.parse_args()
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    binary = os.path.abspath(os.path.join(repo, a.bin)) if not os.path.isabs(a.bin) else a.bin
+    torch.set_num_threads(a.threads)
+    images, labels = load_idx("train-images-idx3-ubyte.gz"), load_idx("train-labels-idx1-ubyte.gz")
+    cases = [("mlp", 64, 600), ("mlp", 256, 300), ("cnn", 64, 120)]
+    results = []
+    with tempfile.TemporaryDirectory() as work:
+        for cfg in ("configs",):
+            os.symlink(os.path.join(repo, cfg), os.path.join(work, cfg))
+        print(f"threads={a.threads} rounds={a.rounds} torch={torch.__version__} "
+              f"blas={torch.__config__.show().count('BLAS')}", flush=True)
+        for kind, batch, steps in cases:
+            ours, theirs = [], []
+            for _ in range(a.rounds):  # A B A B ...
+                ours.append(hpu_rate(binary, kind, batch, steps, work, a.threads))
+                theirs.append(torch_rate(kind, batch, steps, images, labels))
+            mo, mt = statistics.median(ours), statistics.median(theirs)
+            results.append({"model": kind, "batch": batch, "hpu_train": ours, "torch": theirs, "ratio": mo / mt})
+            print(f"{kind:3} batch {batch:3}: hpu-train {mo:8.0f} samples/s [{min(ours):.0f}..{max(ours):.0f}]  "
+                  f"torch {mt:8.0f} [{min(theirs):.0f}..{max(theirs):.0f}]  ratio {mo / mt:.2f}x", flush=True)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""Kernel benchmarks side by side.
+
+GEMM: hpu-train's gemm vs a bare Eigen product on the same shapes (Google
+Benchmark with random interleaving of the two, medians over repetitions).
+Conv: the Fashion-MNIST CNN's convolutions, forward + backward at batch 64,
+hpu-train's kernels vs torch.nn.functional.conv2d (oneDNN) with the same
+thread count, alternating rounds A B A B.
+
+Usage: bench/device/kernels_vs.py [--threads 2] [--rounds 7] [--bin build/bench_kernels]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import time
+
+import torch
+
+
+def run_bench(binary, flt, reps, threads):
+    out = subprocess.run([binary, f"--benchmark_filter={flt}", f"--benchmark_repetitions={reps}",
+                          "--benchmark_enable_random_interleaving=true", "--benchmark_format=json",
+                          "--benchmark_min_time=0.2"],
+                         check=True, capture_output=True, text=True,
+                         env=dict(os.environ, HPU_INTRA_OP_THREADS=str(threads))).stdout
+    times = {}
+    for b in json.loads(out)["benchmarks"]:
+        if b.get("run_type") != "iteration":
+            continue
+        times.setdefault(b["run_name"], []).append(b["real_time"] * (1e-3 if b["time_unit"] == "ns" else 1.0))
+    return times  # microseconds
+
+
+def torch_conv_us(layer, iters=20):
+    cin, cout, hw = (1, 32, 28) if layer == 1 else (32, 64, 14)
+    x = torch.randn(64, cin, hw, hw, requires_grad=layer != 1)
+    w = torch.randn(cout, cin, 3, 3, requires_grad=True)
+    b = torch.randn(cout, requires_grad=True)
+    dy = torch.randn(64, cout, hw, hw)
+    for _ in range(3):
+        torch.nn.functional.conv2d(x, w, b, padding=1).backward(dy)
+    t = time.perf_counter()
+    for _ in range(iters):
+        torch.nn.functional.conv2d(x, w, b, padding=1).backward(dy)
+    return (time.perf_counter() - t) / iters * 1e6
+
+
+def spread(v):
+    return f"{statistics.median(v):9.1f} [{min(v):.1f}..{max(v):.1f}]"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--bin", default="build/bench_kernels")
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    print(f"threads={a.threads}, torch {torch.__version__}, mkldnn={torch.backends.mkldnn.is_available()}")
+
+    gemm = run_bench(a.bin, "Gemm", a.rounds, a.threads)
+    print("\nGEMM (us per product; ratio = Eigen time / ours, >= 0.70 required)")
+    for name in sorted(n for n in gemm if n.startswith("BM_GemmOurs")):
+        eigen = name.replace("Ours", "Eigen")
+        ours, ref = statistics.median(gemm[name]), statistics.median(gemm[eigen])
+        shape = name.split("/", 1)[1]
+        print(f"  {shape:22} ours {spread(gemm[name])}  eigen {spread(gemm[eigen])}  ratio {ref / ours:.2f}")
+
+    print("\nConv forward+backward, CNN shapes at batch 64 (us; ratio = ours / torch, <= 1.2 required)")
+    for layer in (1, 2):
+        ours, theirs = [], []
+        for _ in range(a.rounds):  # A B A B ...
+            ours.extend(run_bench(a.bin, f"BM_ConvForwardBackward/{layer}/", 1, a.threads).popitem()[1])
+            theirs.append(torch_conv_us(layer))
+        print(f"  conv{layer}: ours {spread(ours)}  torch {spread(theirs)}  ratio {statistics.median(ours) / statistics.median(theirs):.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,35 @@
+// Timeouts of the communication layer, read from the environment:
+//
+//   HPU_RENDEZVOUS_TIMEOUT  default 300s  how long rank 0 waits for every rank to
+//                                         join, and other ranks for rank 0's answer
+//   HPU_PEER_TIMEOUT        default 5s    a rank silent this long (killed, frozen,
+//                                         unreachable) is declared lost; every other
+//                                         rank fails within HPU_PEER_TIMEOUT x 1.2 + 0.1s
+//   HPU_COLLECTIVE_TIMEOUT  default 600s  a collective that cannot finish although
+//                                         every rank is alive (a rank skipped it)
+//
+// Values: "300", "300s", "5m", "1500ms", "2.5s". Thread-safety: plain values.
+#pragma once
+
+#include <chrono>
+
+#include "hpu/comm/env.h"
+#include "hpu/comm/process_group.h"
+
+namespace hpu::comm {
+
+struct CommSettings {
+  std::chrono::milliseconds rendezvousTimeout{300'000};
+  std::chrono::milliseconds peerTimeout{5'000};
+  ProcessGroupOptions group;  // group.timeout is HPU_COLLECTIVE_TIMEOUT
+
+  // Heartbeats go out five times per peer timeout (at least every 50 ms).
+  std::chrono::milliseconds heartbeatInterval() const;
+};
+
+// Defaults overridden by the HPU_* variables above. Throws EnvError naming
+// the variable when a value is not a positive duration (HPU_PEER_TIMEOUT
+// must be at least 250ms).
+CommSettings commSettingsFromEnv(const EnvMap& env);
+
+}  // namespace hpu::comm

@@ -1,0 +1,166 @@
+// A process group: the ranks of one job and the collectives they run together.
+//
+// Algorithms (every result is bit-identical on every rank: each element is
+// reduced in one fixed order, then copied):
+//  - allreduce: recursive doubling below ProcessGroupOptions::ringThresholdBytes
+//    (log2 n exchanges; a non-power-of-two world folds its extra ranks in and
+//    out), above it a ring of reduce-scatter + allgather streamed in chunks,
+//    so receiving, reducing and forwarding overlap;
+//  - reduceScatter / allgather: the two halves of that ring;
+//  - broadcast: binomial tree for small buffers, chunked chain for large;
+//  - barrier: every rank reports to rank 0, which releases them all.
+// Every message carries kind, op, dtype, count, root and the group's
+// sequence number; a rank that receives a message of a different collective
+// throws CollectiveMismatchError naming both sides instead of reading garbage.
+//
+// Failure: the first error poisons the group (every later call rethrows it)
+// and is announced to the other ranks, which fail with PeerLostError naming
+// this rank. Every blocking call has a deadline (CollectiveOptions::timeout,
+// default HPU_COLLECTIVE_TIMEOUT).
+//
+// Asynchronous collectives (allreduceAsync) run in submission order on the
+// group's comm thread; synchronous calls are ordered after every pending
+// asynchronous one, and run on the caller's thread when nothing is pending.
+//
+// Thread-safety: all methods may be called from any thread, but the ranks
+// must issue collectives in the same order, so a job normally calls them from
+// one thread (plus the comm thread behind allreduceAsync).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include "hpu/comm/buffer_view.h"
+#include "hpu/comm/store.h"
+#include "hpu/comm/transport.h"
+#include "hpu/comm/work.h"
+
+namespace hpu::comm {
+
+namespace detail {
+enum class CollectiveKind : std::uint8_t;
+}
+
+enum class Algorithm : std::uint8_t {
+  kAuto,               // ring at or above ringThresholdBytes, else recursive doubling
+  kRing,
+  kRecursiveDoubling,
+};
+
+struct ProcessGroupOptions {
+  std::chrono::milliseconds timeout{600'000};  // default per-call deadline (HPU_COLLECTIVE_TIMEOUT)
+  std::size_t ringThresholdBytes = 64 * 1024;  // allreduce/broadcast switch to their bandwidth algorithm here
+  // Ring and chain pipelines stream chunks of this size (at least 64 bytes;
+  // a step never uses more than 1024 chunks, so huge buffers get larger ones).
+  std::size_t chunkBytes = 256 * 1024;
+};
+
+struct CollectiveOptions {
+  std::chrono::milliseconds timeout{0};  // 0: the group's ProcessGroupOptions::timeout
+};
+
+struct AllreduceOptions {
+  ReduceOp op = ReduceOp::kSum;
+  Algorithm algorithm = Algorithm::kAuto;
+  std::chrono::milliseconds timeout{0};  // 0: the group's default
+};
+
+class ProcessGroup {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // `store` is shared by the ranks of the job (rank 0's over ZeroMQ).
+  ProcessGroup(std::unique_ptr<Transport> transport, std::shared_ptr<Store> store, ProcessGroupOptions options);
+  // Waits for queued asynchronous work (each bounded by its timeout), then
+  // stops the comm thread and leaves the job.
+  ~ProcessGroup();
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  Store& store() { return *store_; }
+
+  // In place: every rank ends with op over all ranks' `data`.
+  // REQUIRES: data.dtype is float32 or bfloat16.
+  void allreduce(BufferView data, const AllreduceOptions& options = {});
+  void allreduce(std::span<float> data, ReduceOp op) { allreduce(BufferView(data), AllreduceOptions{.op = op}); }
+
+  // Every rank ends with `root`'s data. REQUIRES: 0 <= root < size().
+  void broadcast(BufferView data, int root, const CollectiveOptions& options = {});
+
+  // Returns once every rank reached the barrier of the same `name`.
+  void barrier(std::string_view name, const CollectiveOptions& options = {});
+
+  // output (output.count elements) = concatenation over ranks of `input`,
+  // where rank r contributes the block shardRange(output.count, size(), r).
+  // REQUIRES: input.count == shard size of this rank, same dtype.
+  void allgather(ConstBufferView input, BufferView output, const CollectiveOptions& options = {});
+
+  // output = this rank's block shardRange(input.count, size(), rank()) of
+  // op over all ranks' `input`.
+  // REQUIRES: output.count == that block's size, same dtype, float32 or bfloat16.
+  void reduceScatter(ConstBufferView input, BufferView output, ReduceOp op, const CollectiveOptions& options = {});
+
+  // Queues an allreduce on the comm thread and returns at once; DDP overlaps
+  // its bucket allreduces with the backward pass this way.
+  // REQUIRES: the buffer stays valid and untouched until wait() returns.
+  Work allreduceAsync(BufferView data, const AllreduceOptions& options = {});
+  Work allreduceAsync(std::span<float> data, ReduceOp op) {
+    return allreduceAsync(BufferView(data), AllreduceOptions{.op = op});
+  }
+
+  // Fails this group and tells every other rank (they raise PeerLostError
+  // naming this rank with `reason`). Call it when this rank stops for an error
+  // of its own, so the others stop at once instead of at their timeouts.
+  void abort(std::string_view reason);
+
+  // The balanced partition used by allgather and reduceScatter: rank r owns
+  // `size` elements starting at `offset` (the first total % worldSize ranks
+  // get one extra).
+  struct Range {
+    std::size_t offset;
+    std::size_t size;
+  };
+  static Range shardRange(std::size_t total, int worldSize, int rank);
+
+ private:
+  struct Operation;
+  // An operation with its descriptor's kind, dtype and count; timeout 0 means the group's default.
+  std::shared_ptr<Operation> makeOperation(detail::CollectiveKind kind, DType dtype, std::uint64_t count,
+                                           std::chrono::milliseconds timeout) const;
+  std::shared_ptr<Operation> makeAllreduce(BufferView data, const AllreduceOptions& options);
+  void run(std::shared_ptr<Operation> op, bool wait);
+  // Runs `op` holding the transport; `lock` is released meanwhile.
+  void execute(std::unique_lock<std::mutex>& lock, Operation& op);
+  void poison(std::exception_ptr error);
+  void commThreadMain();
+
+  std::unique_ptr<Transport> transport_;
+  std::shared_ptr<Store> store_;
+  ProcessGroupOptions options_;
+  const int rank_;
+  const int size_;
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<std::shared_ptr<Operation>> queue_;
+  bool running_ = false;  // an operation holds the transport
+  std::chrono::milliseconds runningTimeout_{0};
+  bool stopping_ = false;
+  std::uint64_t nextSequence_ = 0;
+  std::exception_ptr failure_;  // the first error; poisons the group
+  std::thread commThread_;
+};
+
+}  // namespace hpu::comm

@@ -1,0 +1,55 @@
+// The seam between collective algorithms and the wire: ordered,
+// point-to-point messages between the ranks of one job. ZeroMQ implements it
+// across processes (ipc:// within a node, tcp:// across nodes), memory
+// implements it for ranks-as-threads.
+//
+// Messages from one peer arrive in the order that peer sent them. A
+// transport also watches the job's health: send and recv throw PeerLostError
+// as soon as any rank is known to be gone (collectives need every rank), and
+// CommTimeoutError when their deadline passes.
+//
+// Thread-safety: one thread at a time may call send/recv (the process group
+// serialises its collectives); abort() and setActivity() may be called from
+// any thread.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <string_view>
+
+namespace hpu::comm {
+
+// One received message; owns its bytes.
+class Message {
+ public:
+  virtual ~Message() = default;
+  virtual std::span<const std::byte> bytes() const = 0;
+};
+
+class Transport {
+ public:
+  using Clock = std::chrono::steady_clock;
+  using Deadline = Clock::time_point;
+
+  virtual ~Transport() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // Queues `header` followed by `payload` as one message to `peer` and
+  // returns; the bytes are copied. Blocks only for flow control.
+  // REQUIRES: 0 <= peer < size(), peer != rank().
+  virtual void send(int peer, std::span<const std::byte> header, std::span<const std::byte> payload,
+                    Deadline deadline) = 0;
+  // The next message from `peer` (header and payload, as sent).
+  // REQUIRES: 0 <= peer < size(), peer != rank().
+  virtual std::unique_ptr<Message> recv(int peer, Deadline deadline) = 0;
+  // Tells every other rank that this one fails with `reason`; they fail
+  // their operations with PeerLostError naming this rank. Does not block.
+  virtual void abort(std::string_view reason) = 0;
+  // What this rank is doing ("allreduce #57 (sum, float32, 1024 elements)"),
+  // reported with its heartbeats so a peer-lost error can say where it was.
+  virtual void setActivity(std::string_view activity) = 0;
+};
+
+}  // namespace hpu::comm

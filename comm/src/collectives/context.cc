@@ -1,0 +1,103 @@
+#include "context.h"
+
+#include <cstring>
+
+#include <spdlog/fmt/fmt.h>
+
+#include "../check.h"
+#include "../duration_text.h"
+#include "hpu/comm/errors.h"
+
+namespace hpu::comm::detail {
+
+CollectiveContext::CollectiveContext(Transport& transport, const CollectiveDescriptor& descriptor,
+                                     Transport::Deadline deadline, std::chrono::milliseconds timeout,
+                                     std::size_t chunkBytes)
+    : transport_(transport),
+      descriptor_(descriptor),
+      deadline_(deadline),
+      timeout_(timeout),
+      chunkBytes_(chunkBytes),
+      rank_(transport.rank()),
+      size_(transport.size()),
+      sendSteps_(static_cast<std::size_t>(size_), 0),
+      recvSteps_(static_cast<std::size_t>(size_), 0),
+      prefix_(kHeaderBytes + descriptor.name.size()) {
+  std::memcpy(prefix_.data() + kHeaderBytes, descriptor.name.data(), descriptor.name.size());
+}
+
+void CollectiveContext::send(int peer, std::span<const std::byte> payload) {
+  const Header header = encodeHeader(descriptor_, sendSteps_[static_cast<std::size_t>(peer)]++);
+  std::copy(header.begin(), header.end(), prefix_.begin());
+  try {
+    transport_.send(peer, prefix_, payload, deadline_);
+  } catch (const CommError&) {
+    rethrowWithContext(peer);
+  }
+}
+
+Received CollectiveContext::recvBy(int peer, std::size_t expectedBytes, Transport::Deadline deadline) {
+  Received received;
+  try {
+    received.message = transport_.recv(peer, deadline);
+  } catch (const CommError&) {
+    rethrowWithContext(peer);
+  }
+  const auto bytes = received.message->bytes();
+  const auto header = decodeHeader(bytes);
+  if (!header) {
+    throw CommError(fmt::format("rank {}: {}: malformed message of {} bytes from rank {}", rank_,
+                                describe(descriptor_), bytes.size(), peer));
+  }
+  CollectiveDescriptor theirs = header->descriptor;
+  const auto rest = bytes.subspan(kHeaderBytes);
+  if (header->nameBytes <= rest.size()) {
+    theirs.name.assign(reinterpret_cast<const char*>(rest.data()), header->nameBytes);
+  }
+  if (theirs != descriptor_) {
+    throw CollectiveMismatchError(fmt::format(
+        "rank {}: {} does not match rank {}'s {}; every rank must call the same collectives in the same order with "
+        "the same sizes, ops and roots",
+        rank_, describe(descriptor_), peer, describe(theirs)));
+  }
+  const std::uint32_t expectedStep = recvSteps_[static_cast<std::size_t>(peer)]++;
+  HPU_COMM_CHECK(header->step == expectedStep, "collective messages between two ranks arrived out of step");
+  received.payload = rest.subspan(header->nameBytes);
+  if (received.payload.size() != expectedBytes) {
+    throw CommError(fmt::format("rank {}: {}: message {} from rank {} carries {} bytes, expected {}", rank_,
+                                describe(descriptor_), header->step, peer, received.payload.size(), expectedBytes));
+  }
+  return received;
+}
+
+std::size_t CollectiveContext::chunksFor(std::size_t elements) const {
+  const std::size_t bytes = elements * elementSize();
+  std::size_t chunks = (bytes + chunkBytes_ - 1) / chunkBytes_;
+  chunks = std::clamp<std::size_t>(chunks, 1, kMaxChunksPerStep);
+  if ((bytes + chunks - 1) / chunks > kMaxMessagePayload) {
+    throw CommError(fmt::format("rank {}: {}: a block of {} bytes is too large to stream ({} chunks of at most {} "
+                                "bytes); split the buffer",
+                                rank_, describe(descriptor_), bytes, kMaxChunksPerStep, kMaxMessagePayload));
+  }
+  return chunks;
+}
+
+Range CollectiveContext::chunkOf(Range block, std::size_t chunks, std::size_t index) {
+  const Range sub = ProcessGroup::shardRange(block.size, static_cast<int>(chunks), static_cast<int>(index));
+  return {block.offset + sub.offset, sub.size};
+}
+
+void CollectiveContext::rethrowWithContext(int peer) const {
+  try {
+    throw;
+  } catch (const PeerLostError& e) {
+    throw PeerLostError(e.rank(), fmt::format("rank {}: {} failed: {}", rank_, describe(descriptor_), e.what()));
+  } catch (const CommTimeoutError&) {
+    throw CommTimeoutError(fmt::format(
+        "rank {}: {} timed out after {} waiting for rank {}; a rank skipped this collective or is still busy "
+        "elsewhere (raise the timeout with HPU_COLLECTIVE_TIMEOUT)",
+        rank_, describe(descriptor_), durationText(timeout_), peer));
+  }
+}
+
+}  // namespace hpu::comm::detail

@@ -1,0 +1,74 @@
+// One running collective as its algorithm sees it: the transport, the
+// descriptor every message is stamped with, the deadline, and the chunking
+// plan. recv() validates every incoming header against this rank's own
+// descriptor and turns transport errors into messages that name the rank,
+// the collective and the peer.
+// Thread-safety: used by the one thread running the collective.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "descriptor.h"
+#include "hpu/comm/process_group.h"
+#include "hpu/comm/transport.h"
+
+namespace hpu::comm::detail {
+
+// A step never has more chunks than this; bigger buffers get bigger chunks.
+inline constexpr std::size_t kMaxChunksPerStep = 1024;
+// Largest payload of one message; the receive sockets cap messages just above it.
+inline constexpr std::size_t kMaxMessagePayload = 64u << 20;
+
+using Range = ProcessGroup::Range;
+
+struct Received {
+  std::unique_ptr<Message> message;
+  std::span<const std::byte> payload;
+};
+
+class CollectiveContext {
+ public:
+  CollectiveContext(Transport& transport, const CollectiveDescriptor& descriptor, Transport::Deadline deadline,
+                    std::chrono::milliseconds timeout, std::size_t chunkBytes);
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const CollectiveDescriptor& descriptor() const { return descriptor_; }
+  std::size_t elementSize() const { return comm::elementSize(descriptor_.dtype); }
+
+  void send(int peer, std::span<const std::byte> payload);
+  // The next message from `peer`. Throws CollectiveMismatchError when it
+  // belongs to a different collective, CommError when its payload is not
+  // `expectedBytes` long.
+  Received recv(int peer, std::size_t expectedBytes) { return recvBy(peer, expectedBytes, deadline_); }
+  // Like recv, with another deadline (Clock::now(): only a message that has
+  // already arrived).
+  Received recvBy(int peer, std::size_t expectedBytes, Transport::Deadline deadline);
+  Transport::Deadline deadline() const { return deadline_; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+
+  // How many chunks a block of `elements` elements is streamed in.
+  std::size_t chunksFor(std::size_t elements) const;
+  // Chunk `index` of `chunks` of `block` (element ranges in the whole buffer).
+  static Range chunkOf(Range block, std::size_t chunks, std::size_t index);
+
+  // Rethrows a transport error with this collective's context.
+  [[noreturn]] void rethrowWithContext(int peer) const;
+
+ private:
+  Transport& transport_;
+  const CollectiveDescriptor& descriptor_;
+  Transport::Deadline deadline_;
+  std::chrono::milliseconds timeout_;
+  std::size_t chunkBytes_;
+  int rank_;
+  int size_;
+  std::vector<std::uint32_t> sendSteps_;
+  std::vector<std::uint32_t> recvSteps_;
+  std::vector<std::byte> prefix_;  // header, then the barrier name
+};
+
+}  // namespace hpu::comm::detail

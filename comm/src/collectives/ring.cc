@@ -1,0 +1,112 @@
+// The ring pipeline shared by allreduce, reduce-scatter and allgather.
+//
+// The buffer is split into n balanced blocks and every block into the same
+// number of chunks (sized from the largest block). At step t rank r receives
+// block (r - t - shift) mod n from rank r-1, chunk by chunk; each chunk is
+// consumed (reduced or copied) and, unless t is the last step, forwarded at
+// once to rank r+1 as part of step t+1 (the block received at step t is the
+// one sent at step t+1). Step 0 sends block (r - shift + 1) mod n.
+// Every message is sent as soon as its data exists, so links stay busy
+// while the chunks behind them are reduced; at most one step's chunks are in
+// flight per link (kMaxChunksPerStep, below the sockets' high-water mark).
+#include <cstring>
+#include <functional>
+#include <vector>
+
+#include "algorithms.h"
+#include "reduce_kernels.h"
+
+namespace hpu::comm::detail {
+namespace {
+
+using Bytes = std::span<const std::byte>;
+// Consumes chunk `chunk` received at step `step`; returns the bytes to forward.
+using ConsumeChunk = std::function<Bytes(int step, Range chunk, Bytes payload)>;
+using InitialChunk = std::function<Bytes(Range chunk)>;
+
+int wrap(int value, int n) { return ((value % n) + n) % n; }
+
+void runRing(CollectiveContext& ctx, std::size_t count, int shift, int steps, const InitialChunk& initial,
+             const ConsumeChunk& consume) {
+  const int n = ctx.size();
+  const int r = ctx.rank();
+  const int prev = wrap(r - 1, n);
+  const int next = wrap(r + 1, n);
+  const std::size_t es = ctx.elementSize();
+  const std::size_t chunks = ctx.chunksFor(ProcessGroup::shardRange(count, n, 0).size);
+  auto block = [&](int b) { return ProcessGroup::shardRange(count, n, b); };
+
+  const Range first = block(wrap(r - shift + 1, n));
+  for (std::size_t c = 0; c < chunks; ++c) ctx.send(next, initial(CollectiveContext::chunkOf(first, chunks, c)));
+  for (int t = 0; t < steps; ++t) {
+    const Range incoming = block(wrap(r - t - shift, n));
+    for (std::size_t c = 0; c < chunks; ++c) {
+      const Range chunk = CollectiveContext::chunkOf(incoming, chunks, c);
+      Received received = ctx.recv(prev, chunk.size * es);
+      const Bytes forward = consume(t, chunk, received.payload);
+      if (t + 1 < steps) ctx.send(next, forward);
+    }
+  }
+}
+
+}  // namespace
+
+void allreduceRing(CollectiveContext& ctx, BufferView data) {
+  const int n = ctx.size();
+  if (n == 1) return;
+  const auto& d = ctx.descriptor();
+  const std::size_t es = ctx.elementSize();
+  auto bytesOf = [&](Range chunk) { return Bytes(data.data + chunk.offset * es, chunk.size * es); };
+  runRing(ctx, data.count, 2, 2 * (n - 1), bytesOf, [&](int step, Range chunk, Bytes payload) {
+    std::byte* dst = data.data + chunk.offset * es;
+    if (step < n - 1) {
+      combine(d.dtype, d.op, payload.data(), dst, dst, chunk.size);
+      if (step == n - 2 && d.op == ReduceOp::kAvg) divide(d.dtype, dst, chunk.size, n);
+    } else if (!payload.empty()) {
+      std::memcpy(dst, payload.data(), payload.size());
+    }
+    return bytesOf(chunk);
+  });
+}
+
+void reduceScatterRing(CollectiveContext& ctx, ConstBufferView input, BufferView output) {
+  const int n = ctx.size();
+  const int r = ctx.rank();
+  const auto& d = ctx.descriptor();
+  const std::size_t es = ctx.elementSize();
+  const Range mine = ProcessGroup::shardRange(input.count, n, r);
+  if (n == 1) {
+    if (mine.size != 0) std::memcpy(output.data, input.data, mine.size * es);
+    return;
+  }
+  auto inputBytes = [&](Range chunk) { return Bytes(input.data + chunk.offset * es, chunk.size * es); };
+  const std::size_t chunks = ctx.chunksFor(ProcessGroup::shardRange(input.count, n, 0).size);
+  std::vector<std::byte> scratch(ProcessGroup::shardRange(ProcessGroup::shardRange(input.count, n, 0).size,
+                                                          static_cast<int>(chunks), 0).size * es);
+  runRing(ctx, input.count, 2, n - 1, inputBytes, [&](int step, Range chunk, Bytes payload) -> Bytes {
+    const std::byte* local = input.data + chunk.offset * es;
+    if (step < n - 2) {
+      combine(d.dtype, d.op, payload.data(), local, scratch.data(), chunk.size);
+      return Bytes(scratch.data(), chunk.size * es);
+    }
+    std::byte* dst = output.data + (chunk.offset - mine.offset) * es;
+    combine(d.dtype, d.op, payload.data(), local, dst, chunk.size);
+    if (d.op == ReduceOp::kAvg) divide(d.dtype, dst, chunk.size, n);
+    return {};
+  });
+}
+
+void allgatherRing(CollectiveContext& ctx, ConstBufferView input, BufferView output) {
+  const int n = ctx.size();
+  const std::size_t es = ctx.elementSize();
+  const Range mine = ProcessGroup::shardRange(output.count, n, ctx.rank());
+  if (mine.size != 0) std::memcpy(output.data + mine.offset * es, input.data, mine.size * es);
+  if (n == 1) return;
+  auto bytesOf = [&](Range chunk) { return Bytes(output.data + chunk.offset * es, chunk.size * es); };
+  runRing(ctx, output.count, 1, n - 1, bytesOf, [&](int, Range chunk, Bytes payload) {
+    if (!payload.empty()) std::memcpy(output.data + chunk.offset * es, payload.data(), payload.size());
+    return bytesOf(chunk);
+  });
+}
+
+}  // namespace hpu::comm::detail

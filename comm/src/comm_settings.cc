@@ -1,0 +1,57 @@
+#include "hpu/comm/comm_settings.h"
+
+#include <cmath>
+#include <cstdlib>
+
+#include <spdlog/fmt/fmt.h>
+
+#include "hpu/comm/errors.h"
+
+namespace hpu::comm {
+namespace {
+
+using std::chrono::milliseconds;
+
+milliseconds parseDuration(std::string_view name, const std::string& text, milliseconds minimum) {
+  char* end = nullptr;
+  const double number = std::strtod(text.c_str(), &end);
+  std::string_view unit(end);
+  double scale = 0;
+  if (unit.empty() || unit == "s") {
+    scale = 1000;
+  } else if (unit == "ms") {
+    scale = 1;
+  } else if (unit == "m" || unit == "min") {
+    scale = 60'000;
+  }
+  const double ms = number * scale;
+  if (end == text.c_str() || scale == 0 || !std::isfinite(ms) || ms > 1e12) {
+    throw EnvError(fmt::format("{}='{}' is not a duration; use e.g. 300s, 5m or 1500ms", name, text));
+  }
+  if (ms < static_cast<double>(minimum.count()) || ms <= 0) {
+    throw EnvError(fmt::format("{}='{}' is too short; use at least {}ms", name, text, std::max<long>(minimum.count(), 1)));
+  }
+  return milliseconds(static_cast<long long>(std::llround(ms)));
+}
+
+}  // namespace
+
+std::chrono::milliseconds CommSettings::heartbeatInterval() const {
+  return std::max(milliseconds(50), peerTimeout / 5);
+}
+
+CommSettings commSettingsFromEnv(const EnvMap& env) {
+  CommSettings settings;
+  if (auto v = lookup(env, "HPU_RENDEZVOUS_TIMEOUT")) {
+    settings.rendezvousTimeout = parseDuration("HPU_RENDEZVOUS_TIMEOUT", *v, milliseconds(1));
+  }
+  if (auto v = lookup(env, "HPU_PEER_TIMEOUT")) {
+    settings.peerTimeout = parseDuration("HPU_PEER_TIMEOUT", *v, milliseconds(250));
+  }
+  if (auto v = lookup(env, "HPU_COLLECTIVE_TIMEOUT")) {
+    settings.group.timeout = parseDuration("HPU_COLLECTIVE_TIMEOUT", *v, milliseconds(1));
+  }
+  return settings;
+}
+
+}  // namespace hpu::comm

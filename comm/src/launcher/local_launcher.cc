@@ -1,0 +1,280 @@
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstring>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include <spdlog/fmt/fmt.h>
+#include <spdlog/spdlog.h>
+
+#include "../check.h"
+#include "../duration_text.h"
+#include "../rank_list.h"
+#include "../zmq/net.h"
+#include "hpu/comm/errors.h"
+#include "hpu/comm/job_token.h"
+#include "hpu/comm/launcher.h"
+#include "signal_forwarding.h"
+#include "spawn.h"
+
+namespace hpu::comm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+constexpr milliseconds kReapInterval{20};
+
+// A port the kernel considers free on `address` right now.
+int pickFreePort(const std::string& address) {
+  const detail::ResolvedAddress resolved = detail::resolveHost(address, "MASTER_ADDR");
+  const int fd = ::socket(resolved.ipv6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_storage storage{};
+  socklen_t length = 0;
+  if (resolved.ipv6) {
+    auto* in6 = reinterpret_cast<sockaddr_in6*>(&storage);
+    in6->sin6_family = AF_INET6;
+    inet_pton(AF_INET6, resolved.ip.c_str(), &in6->sin6_addr);
+    length = sizeof(sockaddr_in6);
+  } else {
+    auto* in4 = reinterpret_cast<sockaddr_in*>(&storage);
+    in4->sin_family = AF_INET;
+    inet_pton(AF_INET, resolved.ip.c_str(), &in4->sin_addr);
+    length = sizeof(sockaddr_in);
+  }
+  const bool ok = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&storage), length) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&storage), &length) == 0;
+  const int error = errno;
+  if (fd >= 0) ::close(fd);
+  if (!ok) throw LaunchError(fmt::format("cannot find a free port on {}: {}", address, std::strerror(error)));
+  return ntohs(resolved.ipv6 ? reinterpret_cast<sockaddr_in6*>(&storage)->sin6_port
+                             : reinterpret_cast<sockaddr_in*>(&storage)->sin_port);
+}
+
+int exitCodeOf(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+std::string describeExit(int localRank, pid_t pid, int status) {
+  if (WIFSIGNALED(status)) {
+    return fmt::format("local rank {} (pid {}) was killed by signal {} ({})", localRank, pid, WTERMSIG(status),
+                       ::strsignal(WTERMSIG(status)));
+  }
+  return fmt::format("local rank {} (pid {}) exited with code {}", localRank, pid, exitCodeOf(status));
+}
+
+class SubprocessLauncher final : public LocalLauncher {
+ public:
+  explicit SubprocessLauncher(const LaunchOptions& options) : options_(options) {
+    const ClusterInfo& c = options.cluster;
+    HPU_COMM_CHECK(c.localRank == 0 && !c.createsProcessesExternally && c.localWorldSize >= 2,
+                   "launchLocalWorkers runs on local rank 0 of a node whose processes it creates");
+    sharedEnv_ = options.env;
+    sharedEnv_["MASTER_ADDR"] = c.masterAddr;
+    sharedEnv_["MASTER_PORT"] = std::to_string(c.masterPort != 0 ? c.masterPort : pickFreePort(c.masterAddr));
+    sharedEnv_["NODE_RANK"] = std::to_string(c.nodeRank);
+    sharedEnv_["WORLD_SIZE"] = std::to_string(c.worldSize);
+    if (c.numNodes == 1 && JobToken::fromEnv(options.env).empty()) {
+      sharedEnv_["HPU_JOB_TOKEN"] = JobToken::generate().secretForChildEnvironment();
+    }
+    std::promise<void> started;
+    auto startedFuture = started.get_future();
+    supervisor_ = std::thread([this, &started] { supervise(started); });
+    try {
+      startedFuture.get();
+    } catch (...) {
+      supervisor_.join();
+      throw;
+    }
+  }
+
+  ~SubprocessLauncher() override {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+      beginTermination(SIGTERM);
+    }
+    changed_.notify_all();
+    supervisor_.join();
+  }
+
+  const EnvMap& sharedEnv() const override { return sharedEnv_; }
+
+  std::vector<pid_t> workerPids() const override {
+    std::lock_guard lock(mutex_);
+    std::vector<pid_t> pids;
+    for (const auto& w : workers_) pids.push_back(w.pid);
+    return pids;
+  }
+
+  std::optional<WorkerFailure> firstFailure() const override {
+    std::lock_guard lock(mutex_);
+    return failure_;
+  }
+
+  int waitWorkers(Clock::time_point deadline) override {
+    std::unique_lock lock(mutex_);
+    ownerWaiting_ = true;
+    changed_.notify_all();
+    if (!changed_.wait_until(lock, deadline, [&] { return allExited(); })) {
+      std::vector<int> running;
+      for (const auto& w : workers_) {
+        if (!w.exited) running.push_back(w.localRank);
+      }
+      throw CommTimeoutError(fmt::format("local ranks {} are still running at the deadline",
+                                         detail::formatRankList(running)));
+    }
+    return failure_ ? failure_->exitCode : 0;
+  }
+
+ private:
+  struct Worker {
+    int localRank;
+    pid_t pid;
+    bool exited = false;
+  };
+
+  void supervise(std::promise<void>& started) {
+    // Workers are forked here so that PR_SET_PDEATHSIG ties them to this
+    // thread, which lives exactly as long as they may.
+    try {
+      spawnAll();
+    } catch (...) {
+      {
+        std::lock_guard lock(mutex_);
+        beginTermination(SIGKILL);
+      }
+      reapUntilAllExited();
+      started.set_exception(std::current_exception());
+      return;
+    }
+    started.set_value();
+    std::unique_lock lock(mutex_);
+    std::optional<Clock::time_point> exitDeadline;
+    for (;;) {
+      lock.unlock();
+      reap();
+      lock.lock();
+      const auto now = Clock::now();
+      if (const int signal = forwarding_.pendingSignal(); signal != 0 && !terminating_) {
+        beginTermination(0);  // the workers already got the signal itself
+      }
+      if (terminating_ && now >= killDeadline_) signalRunning(SIGKILL);
+      if (allExited()) {
+        if (const int signal = forwarding_.pendingSignal(); signal != 0) forwarding_.dieOf(signal);
+        if (stopping_) return;
+        if (failure_ && !failureHandled_) {
+          failureHandled_ = true;
+          exitDeadline = now + options_.exitGrace;
+          lock.unlock();
+          if (options_.onWorkerFailure) options_.onWorkerFailure(*failure_);
+          lock.lock();
+        }
+        if (exitDeadline && !ownerWaiting_ && Clock::now() >= *exitDeadline) {
+          spdlog::error("rank {}: {}; rank 0 did not stop within {}; exiting with code {}", options_.cluster.globalRank,
+                        failure_->description, detail::durationText(options_.exitGrace), failure_->exitCode);
+          std::_Exit(failure_->exitCode);
+        }
+        if (!exitDeadline) return;  // every worker finished cleanly
+      }
+      changed_.wait_for(lock, kReapInterval);
+    }
+  }
+
+  void spawnAll() {
+    const std::vector<std::string> argv = options_.argv.empty() ? detail::currentArgv() : options_.argv;
+    for (int localRank = 1; localRank < options_.cluster.localWorldSize; ++localRank) {
+      EnvMap env = sharedEnv_;
+      env["LOCAL_RANK"] = std::to_string(localRank);
+      detail::SpawnRequest request{options_.executable, argv, {}};
+      for (const auto& [name, value] : env) request.env.push_back(name + "=" + value);
+      const pid_t pid = detail::spawnWorker(request);
+      std::lock_guard lock(mutex_);
+      workers_.push_back({localRank, pid});
+      forwarding_.add(pid);
+    }
+  }
+
+  // Collects exited workers; the first non-zero exit is the failure.
+  void reap() {
+    std::lock_guard lock(mutex_);
+    for (auto& w : workers_) {
+      if (w.exited) continue;
+      int status = 0;
+      const pid_t done = ::waitpid(w.pid, &status, WNOHANG);
+      if (done != w.pid) continue;
+      w.exited = true;
+      forwarding_.remove(w.pid);
+      const int code = exitCodeOf(status);
+      if (code == 0 || failure_ || stopping_ || forwarding_.pendingSignal() != 0) continue;
+      failure_ = WorkerFailure{w.localRank, w.pid, code, describeExit(w.localRank, w.pid, status)};
+      spdlog::error("rank {}: {}; stopping the other local ranks", options_.cluster.globalRank, failure_->description);
+      beginTermination(SIGTERM);
+    }
+    changed_.notify_all();
+  }
+
+  void reapUntilAllExited() {
+    for (;;) {
+      reap();
+      {
+        std::lock_guard lock(mutex_);
+        if (allExited()) return;
+        if (Clock::now() >= killDeadline_) signalRunning(SIGKILL);
+      }
+      std::this_thread::sleep_for(kReapInterval);
+    }
+  }
+
+  // REQUIRES: mutex_ held. Sends `signal` (0: none) now and SIGKILL after the grace.
+  void beginTermination(int signal) {
+    if (!terminating_) {
+      terminating_ = true;
+      killDeadline_ = Clock::now() + (signal == SIGKILL ? milliseconds(0) : options_.terminationGrace);
+    }
+    if (signal != 0) signalRunning(signal);
+  }
+
+  void signalRunning(int signal) {
+    for (const auto& w : workers_) {
+      if (!w.exited) ::kill(w.pid, signal);
+    }
+  }
+
+  bool allExited() const {
+    for (const auto& w : workers_) {
+      if (!w.exited) return false;
+    }
+    return true;
+  }
+
+  const LaunchOptions options_;
+  EnvMap sharedEnv_;
+  detail::SignalForwarding forwarding_;
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<Worker> workers_;
+  std::optional<WorkerFailure> failure_;
+  bool failureHandled_ = false;
+  bool terminating_ = false;
+  bool stopping_ = false;
+  bool ownerWaiting_ = false;
+  Clock::time_point killDeadline_;
+  std::thread supervisor_;
+};
+
+}  // namespace
+
+std::unique_ptr<LocalLauncher> launchLocalWorkers(const LaunchOptions& options) {
+  return std::make_unique<SubprocessLauncher>(options);
+}
+
+}  // namespace hpu::comm

@@ -1,0 +1,227 @@
+#include "hpu/comm/process_group.h"
+
+#include <spdlog/fmt/fmt.h>
+
+#include "check.h"
+#include "collectives/algorithms.h"
+#include "collectives/descriptor.h"
+#include "hpu/comm/errors.h"
+#include "work_state.h"
+
+namespace hpu::comm {
+
+using detail::CollectiveContext;
+using detail::CollectiveDescriptor;
+using detail::CollectiveKind;
+
+struct ProcessGroup::Operation {
+  CollectiveDescriptor descriptor;
+  std::chrono::milliseconds timeout;
+  std::function<void(CollectiveContext&)> body;
+  std::shared_ptr<detail::WorkState> work;
+};
+
+namespace {
+
+bool reducible(DType dtype) { return dtype == DType::kFloat32 || dtype == DType::kBFloat16; }
+
+}  // namespace
+
+std::shared_ptr<ProcessGroup::Operation> ProcessGroup::makeOperation(CollectiveKind kind, DType dtype,
+                                                                     std::uint64_t count,
+                                                                     std::chrono::milliseconds timeout) const {
+  auto op = std::make_shared<Operation>();
+  op->descriptor.kind = kind;
+  op->descriptor.dtype = dtype;
+  op->descriptor.count = count;
+  op->timeout = timeout.count() > 0 ? timeout : options_.timeout;
+  return op;
+}
+
+namespace {
+
+}  // namespace
+
+ProcessGroup::ProcessGroup(std::unique_ptr<Transport> transport, std::shared_ptr<Store> store,
+                           ProcessGroupOptions options)
+    : transport_(std::move(transport)),
+      store_(std::move(store)),
+      options_(options),
+      rank_(transport_->rank()),
+      size_(transport_->size()) {
+  HPU_COMM_CHECK(options_.chunkBytes >= 64, "ProcessGroupOptions::chunkBytes must be at least 64");
+  HPU_COMM_CHECK(options_.timeout.count() > 0, "ProcessGroupOptions::timeout must be positive");
+  commThread_ = std::thread([this] { commThreadMain(); });
+}
+
+ProcessGroup::~ProcessGroup() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  commThread_.join();
+}
+
+ProcessGroup::Range ProcessGroup::shardRange(std::size_t total, int worldSize, int rank) {
+  const auto n = static_cast<std::size_t>(worldSize);
+  const auto r = static_cast<std::size_t>(rank);
+  const std::size_t base = total / n;
+  const std::size_t extra = total % n;
+  return {r * base + std::min(r, extra), base + (r < extra ? 1 : 0)};
+}
+
+void ProcessGroup::allreduce(BufferView data, const AllreduceOptions& options) {
+  run(makeAllreduce(data, options), /*wait=*/true);
+}
+
+Work ProcessGroup::allreduceAsync(BufferView data, const AllreduceOptions& options) {
+  auto op = makeAllreduce(data, options);
+  run(op, /*wait=*/false);
+  return Work(op->work);
+}
+
+std::shared_ptr<ProcessGroup::Operation> ProcessGroup::makeAllreduce(BufferView data,
+                                                                     const AllreduceOptions& options) {
+  HPU_COMM_CHECK(reducible(data.dtype), "allreduce needs a float32 or bfloat16 buffer");
+  auto op = makeOperation(CollectiveKind::kAllreduce, data.dtype, data.count, options.timeout);
+  op->descriptor.op = options.op;
+  op->descriptor.algorithm = options.algorithm;
+  if (options.algorithm == Algorithm::kAuto) {
+    op->descriptor.algorithm =
+        data.bytes() >= options_.ringThresholdBytes ? Algorithm::kRing : Algorithm::kRecursiveDoubling;
+  }
+  const bool ring = op->descriptor.algorithm == Algorithm::kRing;
+  op->body = [data, ring](CollectiveContext& ctx) {
+    if (ring) {
+      detail::allreduceRing(ctx, data);
+    } else {
+      detail::allreduceRecursiveDoubling(ctx, data);
+    }
+  };
+  return op;
+}
+
+void ProcessGroup::broadcast(BufferView data, int root, const CollectiveOptions& options) {
+  HPU_COMM_CHECK(root >= 0 && root < size_, "broadcast root must be a rank of the group");
+  auto op = makeOperation(CollectiveKind::kBroadcast, data.dtype, data.count, options.timeout);
+  op->descriptor.root = root;
+  const bool chain = data.bytes() >= options_.ringThresholdBytes;
+  op->body = [data, chain](CollectiveContext& ctx) {
+    if (chain) {
+      detail::broadcastChain(ctx, data);
+    } else {
+      detail::broadcastTree(ctx, data);
+    }
+  };
+  run(op, /*wait=*/true);
+}
+
+void ProcessGroup::barrier(std::string_view name, const CollectiveOptions& options) {
+  auto op = makeOperation(CollectiveKind::kBarrier, DType::kByte, 0, options.timeout);
+  op->descriptor.name = std::string(name);
+  op->body = [](CollectiveContext& ctx) { detail::barrierViaRankZero(ctx); };
+  run(op, /*wait=*/true);
+}
+
+void ProcessGroup::allgather(ConstBufferView input, BufferView output, const CollectiveOptions& options) {
+  HPU_COMM_CHECK(input.dtype == output.dtype, "allgather input and output must have the same dtype");
+  HPU_COMM_CHECK(input.count == shardRange(output.count, size_, rank_).size,
+                 "allgather input must hold exactly this rank's shard of the output");
+  auto op = makeOperation(CollectiveKind::kAllgather, output.dtype, output.count, options.timeout);
+  op->body = [input, output](CollectiveContext& ctx) { detail::allgatherRing(ctx, input, output); };
+  run(op, /*wait=*/true);
+}
+
+void ProcessGroup::reduceScatter(ConstBufferView input, BufferView output, ReduceOp reduceOp,
+                                 const CollectiveOptions& options) {
+  HPU_COMM_CHECK(reducible(input.dtype), "reduceScatter needs a float32 or bfloat16 buffer");
+  HPU_COMM_CHECK(input.dtype == output.dtype, "reduceScatter input and output must have the same dtype");
+  HPU_COMM_CHECK(output.count == shardRange(input.count, size_, rank_).size,
+                 "reduceScatter output must hold exactly this rank's shard of the input");
+  auto op = makeOperation(CollectiveKind::kReduceScatter, input.dtype, input.count, options.timeout);
+  op->descriptor.op = reduceOp;
+  op->body = [input, output](CollectiveContext& ctx) { detail::reduceScatterRing(ctx, input, output); };
+  run(op, /*wait=*/true);
+}
+
+void ProcessGroup::abort(std::string_view reason) {
+  {
+    std::lock_guard lock(mutex_);
+    if (!failure_) {
+      failure_ = std::make_exception_ptr(CommError(fmt::format("rank {}: the process group was aborted: {}", rank_, reason)));
+    }
+  }
+  changed_.notify_all();
+  transport_->abort(reason);
+}
+
+void ProcessGroup::run(std::shared_ptr<Operation> op, bool wait) {
+  std::unique_lock lock(mutex_);
+  if (!wait) {
+    op->descriptor.sequence = nextSequence_++;
+    op->work = std::make_shared<detail::WorkState>(detail::describe(op->descriptor));
+    queue_.push_back(std::move(op));
+    changed_.notify_all();
+    return;
+  }
+  // A synchronous call runs after every pending asynchronous one; each of
+  // those is bounded by its own timeout, so this wait is too.
+  auto pending = runningTimeout_;
+  for (const auto& queued : queue_) pending += queued->timeout;
+  const auto drained = Clock::now() + pending + std::chrono::seconds(1);
+  if (!changed_.wait_until(lock, drained, [&] { return (!running_ && queue_.empty()) || failure_; })) {
+    HPU_COMM_CHECK(false, "queued collectives overran their own deadlines");
+  }
+  op->descriptor.sequence = nextSequence_++;
+  op->work = std::make_shared<detail::WorkState>(detail::describe(op->descriptor));
+  if (failure_) std::rethrow_exception(failure_);
+  execute(lock, *op);
+  lock.unlock();
+  if (auto error = op->work->error()) std::rethrow_exception(error);
+}
+
+void ProcessGroup::execute(std::unique_lock<std::mutex>& lock, Operation& op) {
+  running_ = true;
+  runningTimeout_ = op.timeout;
+  std::exception_ptr error = failure_;
+  lock.unlock();
+  if (!error) {
+    try {
+      transport_->setActivity(detail::describe(op.descriptor));
+      CollectiveContext ctx(*transport_, op.descriptor, Clock::now() + op.timeout, op.timeout, options_.chunkBytes);
+      op.body(ctx);
+      transport_->setActivity("");
+    } catch (const PeerLostError&) {
+      error = std::current_exception();
+      poison(error);  // the lost rank is known to everyone already
+    } catch (const std::exception& e) {
+      error = std::current_exception();
+      poison(error);
+      transport_->abort(e.what());
+    }
+  }
+  op.work->complete(error);
+  lock.lock();
+  running_ = false;
+  runningTimeout_ = {};
+  changed_.notify_all();
+}
+
+void ProcessGroup::poison(std::exception_ptr error) {
+  std::lock_guard lock(mutex_);
+  if (!failure_) failure_ = std::move(error);
+}
+
+void ProcessGroup::commThreadMain() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    changed_.wait(lock, [&] { return (!queue_.empty() && !running_) || (stopping_ && queue_.empty()); });
+    if (queue_.empty()) return;
+    auto op = std::move(queue_.front());
+    queue_.pop_front();
+    execute(lock, *op);
+  }
+}
+
+}  // namespace hpu::comm

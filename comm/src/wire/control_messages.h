@@ -1,0 +1,118 @@
+// The rendezvous / control protocol between every rank's ControlClient and
+// rank 0's RendezvousServer (one DEALER -> ROUTER connection per rank).
+//
+// Envelope: u32 magic 'HPUR' | u8 protocol version (1) | u8 type | body.
+// Hello and Welcome end with an HMAC-SHA256 of everything before it, keyed
+// with JobKeys::helloMac, so rank 0 admits only token holders and ranks
+// accept a peer table only from a rank 0 that holds the token too.
+//
+//   client -> server: Hello, Heartbeat(activity), StoreRequest, Abort(reason), Goodbye
+//   server -> client: Admitted(joined, world), Welcome(peer table), Reject(offender, reason),
+//                     Heartbeat, StoreReply, PeerDown(rank, kind, reason), Shutdown
+// Thread-safety: pure functions.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "hpu/comm/config_fingerprint.h"
+#include "hpu/comm/job_token.h"
+
+namespace hpu::comm::detail {
+
+struct Endpoints {
+  std::string tcp;  // tcp://10.0.0.2:41234
+  std::string ipc;  // ipc://@hpu-...
+};
+
+struct Hello {
+  std::uint32_t rank = 0;
+  std::uint32_t worldSize = 0;
+  std::uint32_t nodeRank = 0;
+  std::uint32_t localRank = 0;
+  std::uint32_t pid = 0;
+  std::string version;
+  std::array<std::uint8_t, 32> configDigest{};
+  ConfigFingerprint config;
+  std::string hostname;
+  std::string hostId;  // hostname + kernel boot id: equal ids share ipc://
+  Endpoints endpoints;
+  bool authentic = false;  // set by decode: the MAC matched this job's token
+};
+
+struct PeerInfo {
+  std::uint32_t nodeRank = 0;
+  std::string hostname;
+  std::string hostId;
+  Endpoints endpoints;
+};
+
+struct Admitted {
+  std::uint32_t joined = 0;
+  std::uint32_t worldSize = 0;
+};
+
+struct Welcome {
+  std::vector<PeerInfo> peers;  // indexed by rank
+  bool authentic = false;
+};
+
+struct Reject {
+  std::int32_t offender = -1;  // the rank at fault, or -1 (timeout, job-wide)
+  std::string reason;
+};
+
+struct Heartbeat {
+  std::string activity;  // client -> server: what the rank is doing
+};
+
+struct StoreRequest {
+  enum class Op : std::uint8_t { kSet, kGet, kAdd, kWait };
+  Op op = Op::kSet;
+  std::uint64_t id = 0;
+  std::vector<std::string> keys;  // one key, except for kWait
+  std::string value;              // kSet
+  std::int64_t delta = 0;         // kAdd
+  std::uint64_t timeoutMs = 0;    // kGet / kWait
+};
+
+struct StoreReply {
+  enum class Status : std::uint8_t { kOk, kTimeout, kError };
+  std::uint64_t id = 0;
+  Status status = Status::kOk;
+  std::string value;  // kOk: the value (get) or decimal result (add); kError: the message
+};
+
+enum class PeerDownKind : std::uint8_t { kLost, kAborted, kLeft };
+
+struct PeerDown {
+  std::uint32_t rank = 0;
+  PeerDownKind kind = PeerDownKind::kLost;
+  std::string reason;
+};
+
+struct Abort {
+  std::string reason;
+};
+
+struct Goodbye {};
+struct Shutdown {};
+
+using ControlMessage = std::variant<Hello, Admitted, Welcome, Reject, Heartbeat, StoreRequest, StoreReply, PeerDown,
+                                    Abort, Goodbye, Shutdown>;
+
+// Caps on what a peer may send; the sockets cap whole messages at kMaxControlMessage.
+inline constexpr std::size_t kMaxControlMessage = 4u << 20;
+inline constexpr std::size_t kMaxConfigEntries = 100'000;
+inline constexpr std::size_t kMaxPeers = 1 << 16;
+
+std::string encode(const ControlMessage& message, const JobToken::Key& macKey);
+// Throws MalformedMessage. Hello / Welcome come back with `authentic` set
+// to whether their MAC matches `macKey`.
+ControlMessage decode(std::span<const std::byte> bytes, const JobToken::Key& macKey);
+
+}  // namespace hpu::comm::detail

@@ -1,0 +1,28 @@
+// 2-D convolution (NCHW input, [K, C, R, S] weights, groups 1, dilation 1),
+// by im2col + GEMM: the columns of several images side by side make each
+// product large, and the products use the intra-op threads. Deterministic
+// for a given thread count.
+#pragma once
+
+#include <cstdint>
+
+namespace hpu::device::kernels {
+
+struct Conv2dShape {
+  std::int64_t n, c, h, w;  // input
+  std::int64_t k, r, s;     // output channels, kernel height and width
+  std::int64_t stride = 1, pad = 0;
+
+  std::int64_t outH() const { return (h + 2 * pad - r) / stride + 1; }
+  std::int64_t outW() const { return (w + 2 * pad - s) / stride + 1; }
+};
+
+// y [n, k, outH, outW] = conv(x, w) + b (b may be null).
+void conv2dForward(const Conv2dShape& g, const float* x, const float* w, const float* b, float* y);
+
+// Gradients from dy [n, k, outH, outW]. Each of dx, dw, db may be null (not
+// wanted); accumulate_* selects += over = for the ones given.
+void conv2dBackward(const Conv2dShape& g, const float* x, const float* w, const float* dy, float* dx,
+                    bool accumulate_dx, float* dw, bool accumulate_dw, float* db, bool accumulate_db);
+
+}  // namespace hpu::device::kernels

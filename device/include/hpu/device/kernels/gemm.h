@@ -1,0 +1,20 @@
+// Matrix products on row-major float32 matrices (fp32 accumulation).
+// Thread-safety: reentrant; uses up to intraOpThreads() threads.
+#pragma once
+
+#include <cstdint>
+
+namespace hpu::device::kernels {
+
+// C[m, n] = op(A)[m, k] * op(B)[k, n] + beta * C, where op(A) is A [m, k] or,
+// with trans_a, the transpose of A [k, m] (likewise B). Contiguous rows.
+// beta is 0 (overwrite; C may hold garbage) or 1 (accumulate).
+void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, const float* a,
+          const float* b, float beta, float* c);
+
+// y[r, :] += bias for every row r of y [rows, cols].
+void addRowBias(float* y, const float* bias, std::int64_t rows, std::int64_t cols);
+// out[c] (+)= sum over rows of x[r, c]; accumulate selects += over =.
+void columnSums(const float* x, std::int64_t rows, std::int64_t cols, float* out, bool accumulate);
+
+}  // namespace hpu::device::kernels

@@ -1,0 +1,30 @@
+// Layer normalisation over the last dimension and 2-D batch normalisation
+// over (N, H, W) per channel, with the statistics backward needs.
+#pragma once
+
+#include <cstdint>
+
+namespace hpu::device::kernels {
+
+// y = (x - mean) * rstd * w + b per row of x [rows, d]; w, b may be null.
+// mean_rstd gets (mean, rstd) per row.
+void layerNormForward(const float* x, std::int64_t rows, std::int64_t d, const float* w, const float* b, float eps,
+                      float* y, float* mean_rstd);
+// dx (+)= input gradient; dw, db (+)= parameter gradients (each may be null).
+void layerNormBackward(const float* x, const float* dy, std::int64_t rows, std::int64_t d, const float* w,
+                       const float* mean_rstd, float* dx, bool accumulate_dx, float* dw, float* db,
+                       bool accumulate_params);
+
+struct BatchNormShape {
+  std::int64_t n, c, hw;
+};
+// Training: batch statistics normalise (biased variance) and update the
+// running ones (momentum, unbiased variance, as torch). Evaluation: running
+// statistics normalise. w, b may be null. mean_rstd gets (mean, rstd) per channel.
+void batchNorm2dForward(const BatchNormShape& g, const float* x, const float* w, const float* b, float* running_mean,
+                        float* running_var, bool training, float momentum, float eps, float* y, float* mean_rstd);
+void batchNorm2dBackward(const BatchNormShape& g, const float* x, const float* dy, const float* w,
+                         const float* mean_rstd, bool training, float* dx, bool accumulate_dx, float* dw, float* db,
+                         bool accumulate_params);
+
+}  // namespace hpu::device::kernels

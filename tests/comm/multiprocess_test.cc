@@ -1,0 +1,206 @@
+// Ranks as processes on 127.0.0.1 (build/comm_test_rank): rendezvous and
+// every collective for world sizes 1..8, emulated multi-node launches,
+// rejections, and ranks killed (SIGKILL) or frozen (SIGSTOP) mid-allreduce.
+// Every wait has a deadline; every process started is killed on the way out.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <memory>
+
+#include <spdlog/fmt/fmt.h>
+
+#include "free_port.h"
+#include "hpu/comm/env.h"
+#include "subprocess.h"
+
+namespace hpu::comm {
+namespace {
+
+using namespace std::chrono_literals;
+using ::testing::HasSubstr;
+using test_support::Subprocess;
+using Clock = std::chrono::steady_clock;
+
+const std::string kRankBinary = std::string(HPU_BINARY_DIR) + "/comm_test_rank";
+
+std::string outputPath(const std::string& name) {
+  static std::atomic<int> counter{0};
+  return fmt::format("{}/comm_{}_{}_{}.log", ::testing::TempDir(), ::getpid(), name, counter++);
+}
+
+// A job of processes: `nodes` x `devices` ranks, each started with the
+// explicit per-node environment of the lightning-habana docs.
+struct ProcessJob {
+  int nodes;
+  int devices;
+  int port = test_support::freeLoopbackPort();
+  std::vector<std::unique_ptr<Subprocess>> ranks;
+
+  EnvMap envFor(int node, int local) const {
+    return EnvMap{{"MASTER_ADDR", "127.0.0.1"},
+                  {"MASTER_PORT", std::to_string(port)},
+                  {"NODE_RANK", std::to_string(node)},
+                  {"LOCAL_RANK", std::to_string(local)},
+                  {"WORLD_SIZE", std::to_string(nodes * devices)},
+                  {"HPU_JOB_TOKEN", "multiprocess-test-token-0123"},
+                  {"HPU_PEER_TIMEOUT", "2s"},
+                  {"HPU_RENDEZVOUS_TIMEOUT", "60s"},
+                  {"HPU_COLLECTIVE_TIMEOUT", "60s"}};
+  }
+
+  Subprocess& start(const std::string& scenario, const EnvMap& env, int nodesArg = -1) {
+    ranks.push_back(std::make_unique<Subprocess>(
+        kRankBinary, std::vector<std::string>{scenario, std::to_string(devices), std::to_string(nodesArg < 0 ? nodes : nodesArg)},
+        env, outputPath(scenario)));
+    return *ranks.back();
+  }
+
+  void startAll(const std::string& scenario) {
+    for (int node = 0; node < nodes; ++node) {
+      for (int local = 0; local < devices; ++local) start(scenario, envFor(node, local));
+    }
+  }
+
+  // Every rank's exit code, failing the test for ranks still running at the deadline.
+  std::vector<int> waitAll(Clock::time_point deadline) {
+    std::vector<int> codes;
+    for (std::size_t r = 0; r < ranks.size(); ++r) {
+      auto code = ranks[r]->wait(deadline);
+      EXPECT_TRUE(code.has_value()) << "rank " << r << " still runs at the deadline:\n" << ranks[r]->output();
+      codes.push_back(code.value_or(-1));
+    }
+    return codes;
+  }
+};
+
+class ProcessWorldSizes : public ::testing::TestWithParam<int> {};
+
+TEST_P(ProcessWorldSizes, EveryCollectiveMatchesTheReference) {
+  ProcessJob job{1, GetParam()};
+  job.startAll("collectives");
+  const auto codes = job.waitAll(Clock::now() + 240s);
+  for (std::size_t r = 0; r < codes.size(); ++r) {
+    EXPECT_EQ(codes[r], 0) << job.ranks[r]->output();
+    EXPECT_THAT(job.ranks[r]->output(), HasSubstr(fmt::format("rank {}: collectives ok", r)));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Processes, ProcessWorldSizes, ::testing::Range(1, 9),
+                         [](const auto& info) { return "world" + std::to_string(info.param); });
+
+TEST(MultiProcess, TwoNodesOfTwoDevicesMixTcpAndIpc) {
+  ProcessJob job{2, 2};
+  job.startAll("collectives");
+  const auto codes = job.waitAll(Clock::now() + 240s);
+  for (std::size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << job.ranks[r]->output();
+}
+
+TEST(MultiProcess, DuplicateNodeRankIsRejectedOnEveryRank) {
+  ProcessJob job{3, 1};
+  job.start("collectives", job.envFor(0, 0));
+  job.start("collectives", job.envFor(1, 0));
+  job.start("collectives", job.envFor(1, 0));  // should have been NODE_RANK=2
+  const auto codes = job.waitAll(Clock::now() + 90s);
+  for (std::size_t r = 0; r < codes.size(); ++r) {
+    EXPECT_EQ(codes[r], 4) << job.ranks[r]->output();
+    EXPECT_THAT(job.ranks[r]->output(), HasSubstr("rank 1 joined twice"));
+  }
+}
+
+TEST(MultiProcess, WorldSizeThatDisagreesWithTheTopologyIsAnEnvError) {
+  ProcessJob job{2, 1};
+  EnvMap env = job.envFor(1, 0);
+  env["WORLD_SIZE"] = "3";
+  Subprocess& rank = job.start("collectives", env);
+  EXPECT_EQ(rank.wait(Clock::now() + 30s), 2);
+  EXPECT_THAT(rank.output(), HasSubstr("EnvError: WORLD_SIZE=3 disagrees with trainer.num_nodes=2 x "
+                                       "trainer.devices=1 = 2 processes"));
+}
+
+TEST(MultiProcess, WorldSizeThatDisagreesWithRankZeroIsRejected) {
+  ProcessJob job{2, 1};
+  job.start("collectives", job.envFor(0, 0));
+  EnvMap env = job.envFor(1, 0);
+  env["WORLD_SIZE"] = "3";
+  job.start("collectives", env, 3);  // consistent locally: 3 nodes x 1 device
+  const auto codes = job.waitAll(Clock::now() + 90s);
+  EXPECT_EQ(codes[1], 4);
+  EXPECT_THAT(job.ranks[1]->output(), HasSubstr("rank 1: world size 3 differs from rank 0's 2"));
+  EXPECT_EQ(codes[0], 4);
+  EXPECT_THAT(job.ranks[0]->output(), HasSubstr("rank 1: world size 3 differs from rank 0's 2"));
+}
+
+TEST(MultiProcess, ConfigMismatchIsReported) {
+  ProcessJob job{2, 1};
+  job.start("collectives", job.envFor(0, 0));
+  EnvMap env = job.envFor(1, 0);
+  env["HPU_TEST_PRECISION"] = "bf16-mixed";
+  job.start("collectives", env);
+  const auto codes = job.waitAll(Clock::now() + 90s);
+  for (std::size_t r = 0; r < 2; ++r) {
+    EXPECT_EQ(codes[r], 4);
+    EXPECT_THAT(job.ranks[r]->output(),
+                HasSubstr("rank 1: config differs from rank 0 at trainer.precision: bf16-mixed vs 32-true"));
+  }
+}
+
+TEST(MultiProcess, RankThatNeverArrivesIsNamedAfterTheTimeout) {
+  ProcessJob job{3, 1};
+  for (int node : {0, 1}) {
+    EnvMap env = job.envFor(node, 0);
+    env["HPU_RENDEZVOUS_TIMEOUT"] = "2s";
+    job.start("collectives", env);
+  }
+  const auto codes = job.waitAll(Clock::now() + 60s);
+  EXPECT_EQ(codes[0], 4);
+  EXPECT_THAT(job.ranks[0]->output(), HasSubstr("2/3 ranks joined, missing: 2"));
+  EXPECT_EQ(codes[1], 4);
+  EXPECT_THAT(job.ranks[1]->output(), HasSubstr("missing: 2"));
+}
+
+TEST(MultiProcess, MismatchedAllreduceSizesFailWithBothSidesNamed) {
+  ProcessJob job{1, 3};
+  job.startAll("mismatch");
+  const auto codes = job.waitAll(Clock::now() + 90s);
+  // The ranks that receive rank 1's message see the mismatch; the others
+  // learn that a rank aborted.
+  bool named = false;
+  for (std::size_t r = 0; r < codes.size(); ++r) {
+    EXPECT_TRUE(codes[r] == 5 || codes[r] == 3) << job.ranks[r]->output();
+    named = named || job.ranks[r]->output().find("(sum, float32, 11 elements, recursive doubling)") != std::string::npos;
+  }
+  EXPECT_TRUE(named);
+  EXPECT_EQ(codes[1], 5) << job.ranks[1]->output();
+  EXPECT_THAT(job.ranks[1]->output(), HasSubstr("rank 1: allreduce #0 (sum, float32, 11 elements, recursive doubling) "
+                                                "does not match rank "));
+}
+
+// Starts 3 ranks looping over allreduces, hits `victim` with `signal` once
+// all loop, and checks that the others fail naming it, within a loose bound.
+void expectPeerLost(int victim, int signal) {
+  ProcessJob job{1, 3};
+  job.startAll("allreduce-loop");
+  for (auto& rank : job.ranks) ASSERT_TRUE(rank->waitForOutput("looping", Clock::now() + 60s)) << rank->output();
+  const auto hit = Clock::now();
+  job.ranks[static_cast<std::size_t>(victim)]->signal(signal);
+  for (int r = 0; r < 3; ++r) {
+    if (r == victim) continue;
+    auto& rank = *job.ranks[static_cast<std::size_t>(r)];
+    const auto code = rank.wait(hit + 20s);
+    ASSERT_TRUE(code.has_value()) << "rank " << r << " did not fail within 20s:\n" << rank.output();
+    EXPECT_EQ(*code, 3) << rank.output();
+    EXPECT_THAT(rank.output(), HasSubstr(fmt::format("PeerLostError rank={}: rank {}: allreduce #", victim, r)));
+    EXPECT_THAT(rank.output(), HasSubstr(fmt::format("rank {} lost", victim)));
+  }
+  EXPECT_LT(Clock::now() - hit, 20s);
+}
+
+TEST(MultiProcess, KilledRankFailsTheOthersWithPeerLostError) { expectPeerLost(2, SIGKILL); }
+
+TEST(MultiProcess, FrozenRankFailsTheOthersWithPeerLostError) { expectPeerLost(1, SIGSTOP); }
+
+TEST(MultiProcess, KilledRankZeroFailsTheOthersWithPeerLostError) { expectPeerLost(0, SIGKILL); }
+
+}  // namespace
+}  // namespace hpu::comm

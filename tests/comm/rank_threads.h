@@ -1,0 +1,66 @@
+// Runs one function per rank on its own thread and collects what each threw.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <exception>
+#include <string>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "hpu/comm/process_group.h"
+
+namespace hpu::comm::test_support {
+
+// Calls body(group) for every group on its own thread; returns each rank's
+// exception (nullptr when it returned). Every collective in `body` has a
+// deadline, so the joins are bounded.
+inline std::vector<std::exception_ptr> runRanks(std::vector<std::unique_ptr<ProcessGroup>>& groups,
+                                                const std::function<void(ProcessGroup&)>& body) {
+  std::vector<std::exception_ptr> errors(groups.size());
+  std::vector<std::thread> threads;
+  for (std::size_t r = 0; r < groups.size(); ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        body(*groups[r]);
+      } catch (...) {
+        errors[r] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return errors;
+}
+
+// Rethrows the first rank's exception, if any.
+inline void rethrowFirst(const std::vector<std::exception_ptr>& errors) {
+  for (const auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+}
+
+}  // namespace hpu::comm::test_support
+
+namespace hpu::comm::test_support {
+
+// The message of `error`, which must hold an E; otherwise records a test
+// failure naming what it held instead and returns "".
+template <class E>
+std::string messageOf(const std::exception_ptr& error) {
+  if (!error) {
+    ADD_FAILURE() << "expected an exception, got none";
+    return "";
+  }
+  try {
+    std::rethrow_exception(error);
+  } catch (const E& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "expected another exception type, got: " << e.what();
+  }
+  return "";
+}
+
+}  // namespace hpu::comm::test_support

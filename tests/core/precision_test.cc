@@ -1,0 +1,228 @@
+// Precision: the autocast policy per op, LOWER_LIST/FP32_LIST overrides,
+// nesting of autocast regions, dynamic loss scaling, fp8 delayed scaling,
+// and the generation checks.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "hpu/core/errors.h"
+#include "hpu/core/nn/layers.h"
+#include "hpu/core/precision.h"
+#include "hpu/core/tensor/autocast.h"
+#include "hpu/core/tensor/autograd.h"
+#include "hpu/core/tensor/ops.h"
+#include "hpu/device/errors.h"
+#include "hpu/device/numerics.h"
+#include "hpu/device/platform.h"
+#include "../../core/src/precision/fp8.h"
+
+namespace hpu::core {
+namespace {
+
+using device::DType;
+
+class PrecisionTest : public ::testing::Test {
+ protected:
+  device::Platform platform_ = device::Platform::fromEnv(device::Env{{"HPU_EMULATOR_DEVICES", "1"}});
+  device::Device& dev_ = platform_.device(0);
+  Generator rng_{7};
+
+  Tensor random(const Shape& s, DType dt = DType::kFloat32) {
+    std::vector<float> v(static_cast<std::size_t>(s.numel()));
+    for (float& x : v) x = rng_.normal();
+    return Tensor::fromHost(dev_, s, v, dt);
+  }
+  void TearDown() override { autocast::installPolicy(autocast::Policy::defaults()); }
+};
+
+std::vector<ops::OpTraceEntry> traceMlpStep(device::Device& dev, Tensor x, Tensor w1, Tensor w2, Tensor labels) {
+  std::vector<ops::OpTraceEntry> trace;
+  ops::OpTraceScope scope(trace);
+  Tensor h = ops::relu(ops::linear(x, w1, Tensor()));
+  Tensor logits = ops::linear(h, w2, Tensor());
+  ops::crossEntropy(logits, labels);
+  return trace;
+}
+
+DType dtypeOf(const std::vector<ops::OpTraceEntry>& trace, const std::string& op, int nth = 0) {
+  for (const auto& e : trace)
+    if (e.op == op && nth-- == 0) return e.dtype;
+  ADD_FAILURE() << "op " << op << " not traced";
+  return DType::kFloat64;
+}
+
+TEST_F(PrecisionTest, Bf16AutocastRunsMatmulsLowAndLossesInFp32) {
+  Tensor x = random({4, 8}), w1 = random({6, 8}), w2 = random({3, 6});
+  Tensor labels = Tensor::fromHost(dev_, {4}, std::vector<std::int64_t>{0, 1, 2, 0});
+  auto fp32 = traceMlpStep(dev_, x, w1, w2, labels);
+  EXPECT_EQ(dtypeOf(fp32, "linear"), DType::kFloat32);
+  autocast::Scope on(true, DType::kBFloat16);
+  auto trace = traceMlpStep(dev_, x, w1, w2, labels);
+  EXPECT_EQ(dtypeOf(trace, "linear", 0), DType::kBFloat16);
+  EXPECT_EQ(dtypeOf(trace, "relu"), DType::kBFloat16);  // follows its bf16 input
+  EXPECT_EQ(dtypeOf(trace, "linear", 1), DType::kBFloat16);
+  EXPECT_EQ(dtypeOf(trace, "cross_entropy"), DType::kFloat32);
+}
+
+TEST_F(PrecisionTest, Bf16OutputsAreRoundedAndAccountedAtTwoBytes) {
+  Tensor x = random({16, 32}), w = random({32, 32});
+  autocast::Scope on(true, DType::kBFloat16);
+  dev_.allocator().resetPeakStats();
+  const auto before = dev_.allocator().stats().inUse;
+  Tensor y = ops::linear(x, w, Tensor());
+  EXPECT_EQ(y.dtype(), DType::kBFloat16);
+  for (float v : y.values()) EXPECT_EQ(v, device::roundTo(v, DType::kBFloat16));
+  // Outside training nothing keeps the bf16 copies of x and w: only y
+  // (16x32 at 2 bytes) stays; during the op all three were live.
+  const auto stats = dev_.allocator().stats();
+  EXPECT_EQ(stats.inUse - before, 2u * 16 * 32);
+  EXPECT_EQ(stats.maxInUse - before, 2u * (16 * 32 + 16 * 32 + 32 * 32));
+}
+
+TEST_F(PrecisionTest, NestedRegionsFollowTorchAutocast) {
+  Tensor x = random({2, 4}), w = random({4, 4});
+  autocast::Scope outer(true, DType::kBFloat16);
+  EXPECT_EQ(ops::linear(x, w, Tensor()).dtype(), DType::kBFloat16);
+  {
+    autocast::Scope off(false);
+    EXPECT_EQ(ops::linear(x, w, Tensor()).dtype(), DType::kFloat32);
+    {
+      autocast::Scope fp16(true, DType::kFloat16);
+      EXPECT_EQ(ops::linear(x, w, Tensor()).dtype(), DType::kFloat16);
+    }
+    EXPECT_EQ(ops::linear(x, w, Tensor()).dtype(), DType::kFloat32);
+  }
+  EXPECT_EQ(ops::linear(x, w, Tensor()).dtype(), DType::kBFloat16);
+}
+
+class OpListFiles : public PrecisionTest {
+ protected:
+  std::filesystem::path dir_ = std::filesystem::temp_directory_path() / ("hpu_oplists_" + std::to_string(::getpid()));
+  void SetUp() override { std::filesystem::create_directories(dir_); }
+  void TearDown() override {
+    std::filesystem::remove_all(dir_);
+    PrecisionTest::TearDown();
+  }
+  std::string write(const std::string& name, const std::string& text) {
+    const auto p = dir_ / name;
+    std::ofstream(p) << text;
+    return p.string();
+  }
+};
+
+TEST_F(OpListFiles, ListsReplaceTheBuiltInOnes) {
+  // linear moves to FP32, cross_entropy to the lower list.
+  const std::string lower = write("lower.txt", "# ops in bf16\nmatmul\ncross_entropy\n");
+  const std::string fp32 = write("fp32.txt", "linear\n");
+  autocast::installPolicy(autocast::Policy::fromEnv({{"LOWER_LIST", lower}, {"FP32_LIST", fp32}}));
+  Tensor x = random({4, 8}), w1 = random({6, 8}), w2 = random({3, 6});
+  Tensor labels = Tensor::fromHost(dev_, {4}, std::vector<std::int64_t>{0, 1, 2, 0});
+  autocast::Scope on(true, DType::kBFloat16);
+  auto trace = traceMlpStep(dev_, x, w1, w2, labels);
+  EXPECT_EQ(dtypeOf(trace, "linear"), DType::kFloat32);
+  EXPECT_EQ(dtypeOf(trace, "cross_entropy"), DType::kBFloat16);
+}
+
+TEST_F(OpListFiles, UnknownOpNameIsRefusedWithTheList) {
+  const std::string lower = write("lower.txt", "linear\nconvolution\n");
+  try {
+    autocast::Policy::fromEnv({{"LOWER_LIST", lower}});
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(lower + ":2: LOWER_LIST names 'convolution', which is not an op; ops are: linear, matmul, conv2d"),
+              std::string::npos)
+        << msg;
+  }
+}
+
+TEST_F(PrecisionTest, LossScalerSkipsNonFiniteStepsAndBacksOff) {
+  auto model = std::make_shared<nn::Sequential>();
+  nn::InitContext ctx{dev_, rng_, rng_};
+  model->append(std::make_shared<nn::Linear>(ctx, 3, 2));
+  nn::FlatParameters params(*model, dev_, 1 << 20);
+  auto plugin = makePrecisionPlugin("16-mixed");
+  EXPECT_EQ(plugin->lossScale(), 65536.0f);
+  auto fill = [&](float v) {
+    for (auto& b : params.buckets())
+      for (float& g : b.gradSpan()) g = v;
+  };
+  fill(65536.0f * 0.5f);
+  EXPECT_TRUE(plugin->prepareStep(params));
+  EXPECT_FLOAT_EQ(params.buckets()[0].gradSpan()[0], 0.5f);  // unscaled
+  fill(INFINITY);
+  EXPECT_FALSE(plugin->prepareStep(params));
+  EXPECT_EQ(plugin->lossScale(), 32768.0f);
+  EXPECT_NE(plugin->summary().find("1 of 2 steps skipped"), std::string::npos) << plugin->summary();
+  // The state survives a checkpoint round trip.
+  auto restored = makePrecisionPlugin("16-mixed");
+  restored->loadStateJson(plugin->stateJson());
+  EXPECT_EQ(restored->lossScale(), 32768.0f);
+}
+
+TEST(Fp8DelayedScaling, ScaleComesFromTheAmaxWindow) {
+  fp8::DelayedScale s;
+  EXPECT_EQ(s.scale, 1.0f);
+  s.update(4.0f, 2, DType::kFloat8E4M3, 0);
+  EXPECT_FLOAT_EQ(s.scale, 448.0f / 4.0f);
+  s.update(2.0f, 2, DType::kFloat8E4M3, 0);  // window {4, 2}: max 4
+  EXPECT_FLOAT_EQ(s.scale, 448.0f / 4.0f);
+  s.update(1.0f, 2, DType::kFloat8E4M3, 1);  // window {2, 1}: max 2, margin 1
+  EXPECT_FLOAT_EQ(s.scale, 448.0f / 2.0f / 2.0f);
+  s.update(0.0f, 1, DType::kFloat8E5M2, 0);  // amax 0 keeps the previous scale
+  EXPECT_FLOAT_EQ(s.scale, 448.0f / 2.0f / 2.0f);
+}
+
+TEST_F(PrecisionTest, Fp8LinearMatchesFakeQuantizedGemm) {
+  auto model = std::make_shared<nn::Sequential>();
+  nn::InitContext ctx{dev_, rng_, rng_};
+  auto linear = std::make_shared<nn::Linear>(ctx, 8, 4, false);
+  model->append(linear);
+  Fp8Options o;
+  ASSERT_EQ(fp8::convertForTraining(*model, o), 1);
+  EXPECT_EQ(model->children()[0].second->typeName(), "Fp8Linear");
+  EXPECT_EQ(model->namedParameters()[0].name, "0.weight");  // names survive the conversion
+  Tensor x = random({3, 8});
+  Tensor y = (*model)(x);
+  EXPECT_EQ(y.dtype(), DType::kBFloat16);
+  // First step: scales are 1, so values are rounded straight to E4M3.
+  std::vector<float> xq = x.toHost(), wq = linear->weight.toHost();
+  device::roundInPlace(xq, DType::kFloat8E4M3);
+  device::roundInPlace(wq, DType::kFloat8E4M3);
+  for (int r = 0; r < 3; ++r)
+    for (int c = 0; c < 4; ++c) {
+      float acc = 0;
+      for (int k = 0; k < 8; ++k) acc += xq[r * 8 + k] * wq[c * 8 + k];
+      EXPECT_EQ(y.data()[r * 4 + c], device::roundTo(acc, DType::kBFloat16)) << r << "," << c;
+    }
+}
+
+TEST(PrecisionGeneration, Fp8AndFp16NeedGaudi2) {
+  device::Platform gaudi = device::Platform::fromEnv(device::Env{{"HPU_EMULATOR_GENERATION", "gaudi"}, {"HPU_EMULATOR_DEVICES", "1"}});
+  try {
+    makePrecisionPlugin("fp8")->checkDevice(gaudi.device(0));
+    FAIL() << "expected UnsupportedDTypeError";
+  } catch (const device::UnsupportedDTypeError& e) {
+    EXPECT_STREQ(e.what(), "hpu:0: FP8 not supported on Gaudi, Gaudi2 or higher required");
+  }
+  EXPECT_THROW(makePrecisionPlugin("16-mixed")->checkDevice(gaudi.device(0)), device::UnsupportedDTypeError);
+  EXPECT_NO_THROW(makePrecisionPlugin("bf16-mixed")->checkDevice(gaudi.device(0)));
+  device::Platform gaudi2 = device::Platform::fromEnv(device::Env{{"HPU_EMULATOR_DEVICES", "1"}});
+  EXPECT_NO_THROW(makePrecisionPlugin("fp8")->checkDevice(gaudi2.device(0)));
+}
+
+TEST(PrecisionNames, UnknownPrecisionListsTheValidOnes) {
+  try {
+    makePrecisionPlugin("bf17-mixed");
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(),
+                 "trainer.precision: 'bf17-mixed' is not one of 32, 32-true, bf16, bf16-mixed, bf16-true, 16, 16-mixed, fp8");
+  }
+}
+
+}  // namespace
+}  // namespace hpu::core

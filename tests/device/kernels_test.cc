@@ -1,0 +1,257 @@
+// The compute kernels against plain reference implementations written out
+// here loop by loop, on odd sizes, with stride/padding variants, and their
+// determinism for a fixed thread count.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "hpu/device/kernels/activation.h"
+#include "hpu/device/kernels/conv.h"
+#include "hpu/device/kernels/gemm.h"
+#include "hpu/device/kernels/loss.h"
+#include "hpu/device/kernels/norm.h"
+#include "hpu/device/kernels/pool.h"
+#include "hpu/device/threading.h"
+
+namespace hpu::device::kernels {
+namespace {
+
+std::vector<float> randomVector(std::size_t n, unsigned seed) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> d;
+  std::vector<float> v(n);
+  for (float& x : v) x = d(g);
+  return v;
+}
+
+void expectNear(const std::vector<float>& got, const std::vector<double>& want, double tol) {
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], tol * (1.0 + std::fabs(want[i]))) << "at " << i;
+}
+
+struct GemmCase {
+  bool ta, tb;
+  std::int64_t m, n, k;
+};
+
+class GemmTest : public ::testing::TestWithParam<GemmCase> {};
+
+TEST_P(GemmTest, MatchesReferenceForEveryTransposeAndBeta) {
+  const auto [ta, tb, m, n, k] = GetParam();
+  const auto a = randomVector(static_cast<std::size_t>(m * k), 1), b = randomVector(static_cast<std::size_t>(k * n), 2);
+  const auto c0 = randomVector(static_cast<std::size_t>(m * n), 3);
+  for (float beta : {0.0f, 1.0f}) {
+    std::vector<double> want(static_cast<std::size_t>(m * n));
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < n; ++j) {
+        double s = beta * c0[static_cast<std::size_t>(i * n + j)];
+        for (std::int64_t p = 0; p < k; ++p) {
+          const double av = ta ? a[static_cast<std::size_t>(p * m + i)] : a[static_cast<std::size_t>(i * k + p)];
+          const double bv = tb ? b[static_cast<std::size_t>(j * k + p)] : b[static_cast<std::size_t>(p * n + j)];
+          s += av * bv;
+        }
+        want[static_cast<std::size_t>(i * n + j)] = s;
+      }
+    std::vector<float> c = c0;
+    gemm(ta, tb, m, n, k, a.data(), b.data(), beta, c.data());
+    expectNear(c, want, 1e-4);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, GemmTest,
+                         ::testing::Values(GemmCase{false, false, 1, 1, 1}, GemmCase{false, true, 7, 5, 3},
+                                           GemmCase{true, false, 33, 17, 9}, GemmCase{true, true, 4, 64, 65},
+                                           GemmCase{false, true, 64, 256, 784}));
+
+TEST(GemmHelpers, RowBiasAndColumnSums) {
+  std::vector<float> y{1, 2, 3, 4, 5, 6}, b{10, 20, 30}, s(3, 1.0f);
+  addRowBias(y.data(), b.data(), 2, 3);
+  EXPECT_EQ(y, (std::vector<float>{11, 22, 33, 14, 25, 36}));
+  columnSums(y.data(), 2, 3, s.data(), /*accumulate=*/true);
+  EXPECT_EQ(s, (std::vector<float>{26, 48, 70}));
+  columnSums(y.data(), 2, 3, s.data(), /*accumulate=*/false);
+  EXPECT_EQ(s, (std::vector<float>{25, 47, 69}));
+}
+
+struct ConvCase {
+  std::int64_t n, c, h, w, k, r, stride, pad;
+};
+
+class ConvTest : public ::testing::TestWithParam<ConvCase> {};
+
+TEST_P(ConvTest, ForwardAndBackwardMatchDirectLoops) {
+  const ConvCase p = GetParam();
+  const Conv2dShape g{p.n, p.c, p.h, p.w, p.k, p.r, p.r, p.stride, p.pad};
+  const std::int64_t oh = g.outH(), ow = g.outW();
+  const auto x = randomVector(static_cast<std::size_t>(p.n * p.c * p.h * p.w), 4);
+  const auto w = randomVector(static_cast<std::size_t>(p.k * p.c * p.r * p.r), 5);
+  const auto b = randomVector(static_cast<std::size_t>(p.k), 6);
+  const auto dy = randomVector(static_cast<std::size_t>(p.n * p.k * oh * ow), 7);
+  auto X = [&](std::int64_t n, std::int64_t c, std::int64_t i, std::int64_t j) -> double {
+    if (i < 0 || i >= p.h || j < 0 || j >= p.w) return 0.0;
+    return x[static_cast<std::size_t>(((n * p.c + c) * p.h + i) * p.w + j)];
+  };
+  auto W = [&](std::int64_t k, std::int64_t c, std::int64_t i, std::int64_t j) {
+    return static_cast<double>(w[static_cast<std::size_t>(((k * p.c + c) * p.r + i) * p.r + j)]);
+  };
+  std::vector<double> y_ref(dy.size()), dx_ref(x.size(), 0.0), dw_ref(w.size(), 0.0), db_ref(b.size(), 0.0);
+  for (std::int64_t n = 0; n < p.n; ++n)
+    for (std::int64_t k = 0; k < p.k; ++k)
+      for (std::int64_t oy = 0; oy < oh; ++oy)
+        for (std::int64_t ox = 0; ox < ow; ++ox) {
+          const std::size_t o = static_cast<std::size_t>(((n * p.k + k) * oh + oy) * ow + ox);
+          double s = b[static_cast<std::size_t>(k)];
+          for (std::int64_t c = 0; c < p.c; ++c)
+            for (std::int64_t i = 0; i < p.r; ++i)
+              for (std::int64_t j = 0; j < p.r; ++j) {
+                const std::int64_t iy = oy * p.stride + i - p.pad, ix = ox * p.stride + j - p.pad;
+                s += X(n, c, iy, ix) * W(k, c, i, j);
+                if (iy >= 0 && iy < p.h && ix >= 0 && ix < p.w) {
+                  dx_ref[static_cast<std::size_t>(((n * p.c + c) * p.h + iy) * p.w + ix)] += dy[o] * W(k, c, i, j);
+                  dw_ref[static_cast<std::size_t>(((k * p.c + c) * p.r + i) * p.r + j)] += dy[o] * X(n, c, iy, ix);
+                }
+              }
+          y_ref[o] = s;
+          db_ref[static_cast<std::size_t>(k)] += dy[o];
+        }
+  std::vector<float> y(dy.size()), dx(x.size()), dw(w.size()), db(b.size());
+  conv2dForward(g, x.data(), w.data(), b.data(), y.data());
+  expectNear(y, y_ref, 1e-4);
+  conv2dBackward(g, x.data(), w.data(), dy.data(), dx.data(), false, dw.data(), false, db.data(), false);
+  expectNear(dx, dx_ref, 1e-4);
+  expectNear(dw, dw_ref, 1e-4);
+  expectNear(db, db_ref, 1e-4);
+  // Accumulation adds to what is there.
+  conv2dBackward(g, x.data(), w.data(), dy.data(), dx.data(), true, dw.data(), true, db.data(), true);
+  for (auto& v : dx_ref) v *= 2;
+  expectNear(dx, dx_ref, 1e-4);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, ConvTest,
+                         ::testing::Values(ConvCase{1, 1, 5, 5, 1, 3, 1, 0}, ConvCase{2, 3, 7, 6, 4, 3, 1, 1},
+                                           ConvCase{3, 2, 9, 9, 5, 3, 2, 1}, ConvCase{2, 1, 28, 28, 8, 5, 1, 2},
+                                           ConvCase{1, 4, 4, 4, 2, 1, 1, 0}));
+
+TEST(ConvDeterminism, SameThreadCountSameBits) {
+  const Conv2dShape g{8, 16, 14, 14, 32, 3, 3, 1, 1};
+  const auto x = randomVector(static_cast<std::size_t>(8 * 16 * 14 * 14), 8);
+  const auto w = randomVector(static_cast<std::size_t>(32 * 16 * 9), 9);
+  const auto dy = randomVector(static_cast<std::size_t>(8 * 32 * 14 * 14), 10);
+  std::vector<float> dw1(w.size()), dw2(w.size());
+  conv2dBackward(g, x.data(), w.data(), dy.data(), nullptr, false, dw1.data(), false, nullptr, false);
+  conv2dBackward(g, x.data(), w.data(), dy.data(), nullptr, false, dw2.data(), false, nullptr, false);
+  EXPECT_EQ(dw1, dw2);
+}
+
+TEST(Pool, MaxAndAveragePoolingMatchLoops) {
+  const Pool2dShape g{3, 7, 6, 3, 2, 1};
+  const auto x = randomVector(static_cast<std::size_t>(3 * 7 * 6), 11);
+  const std::int64_t oh = g.outH(), ow = g.outW();
+  std::vector<float> y(static_cast<std::size_t>(3 * oh * ow)), avg(y.size());
+  std::vector<std::int32_t> arg(y.size());
+  maxPool2dForward(g, x.data(), y.data(), arg.data());
+  avgPool2dForward(g, x.data(), avg.data());
+  for (std::int64_t p = 0; p < 3; ++p)
+    for (std::int64_t oy = 0; oy < oh; ++oy)
+      for (std::int64_t ox = 0; ox < ow; ++ox) {
+        float best = -INFINITY;
+        double s = 0;
+        for (std::int64_t i = 0; i < 3; ++i)
+          for (std::int64_t j = 0; j < 3; ++j) {
+            const std::int64_t iy = oy * 2 + i - 1, ix = ox * 2 + j - 1;
+            if (iy < 0 || iy >= 7 || ix < 0 || ix >= 6) continue;
+            best = std::max(best, x[static_cast<std::size_t>((p * 7 + iy) * 6 + ix)]);
+            s += x[static_cast<std::size_t>((p * 7 + iy) * 6 + ix)];
+          }
+        const std::size_t o = static_cast<std::size_t>((p * oh + oy) * ow + ox);
+        EXPECT_EQ(y[o], best);
+        EXPECT_EQ(x[static_cast<std::size_t>(p * 42 + arg[o])], best);
+        EXPECT_NEAR(avg[o], s / 9.0, 1e-5);
+      }
+  std::vector<float> dy(y.size(), 1.0f), dx(x.size());
+  maxPool2dBackward(g, dy.data(), arg.data(), dx.data(), false);
+  double total = 0;
+  for (float v : dx) total += v;
+  EXPECT_EQ(total, static_cast<double>(y.size()));  // every window routes its 1 to one input
+}
+
+TEST(Activations, ForwardValuesAndDerivatives) {
+  const std::vector<float> x{-2.0f, -0.5f, 0.0f, 0.7f, 3.0f};
+  const std::vector<float> dy(x.size(), 1.0f);
+  struct Case {
+    Activation a;
+    double (*f)(double);
+  };
+  const Case cases[] = {
+      {Activation::kReLU, [](double v) { return v > 0 ? v : 0.0; }},
+      {Activation::kGELU, [](double v) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); }},
+      {Activation::kGELUTanh,
+       [](double v) { return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))); }},
+      {Activation::kTanh, [](double v) { return std::tanh(v); }},
+      {Activation::kSigmoid, [](double v) { return 1 / (1 + std::exp(-v)); }},
+  };
+  for (const Case& c : cases) {
+    std::vector<float> y(x.size()), dx(x.size());
+    activationForward(c.a, x.data(), y.data(), static_cast<std::int64_t>(x.size()));
+    activationBackward(c.a, x.data(), y.data(), dy.data(), dx.data(), static_cast<std::int64_t>(x.size()), false);
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      EXPECT_NEAR(y[i], c.f(x[i]), 1e-6) << static_cast<int>(c.a) << " at " << x[i];
+      if (c.a == Activation::kReLU && x[i] == 0.0f) continue;  // not differentiable there
+      const double h = 1e-4, fd = (c.f(x[i] + h) - c.f(x[i] - h)) / (2 * h);
+      EXPECT_NEAR(dx[i], fd, 1e-4) << static_cast<int>(c.a) << " at " << x[i];
+    }
+  }
+}
+
+TEST(Loss, CrossEntropyWithLabelSmoothingMatchesDefinition) {
+  const std::vector<float> logits{1.0f, 2.0f, 0.5f, -1.0f, 0.0f, 3.0f};
+  const std::vector<std::int64_t> labels{1, 2};
+  std::vector<float> probs(6), d(6);
+  const float s = 0.1f;
+  const double loss = softmaxCrossEntropyForward(logits.data(), labels.data(), 2, 3, s, probs.data());
+  double want = 0;
+  for (int r = 0; r < 2; ++r) {
+    double z = 0;
+    for (int j = 0; j < 3; ++j) z += std::exp(static_cast<double>(logits[r * 3 + j]));
+    double smooth = 0;
+    for (int j = 0; j < 3; ++j) smooth -= std::log(std::exp(static_cast<double>(logits[r * 3 + j])) / z);
+    const double nll = -std::log(std::exp(static_cast<double>(logits[r * 3 + labels[r]])) / z);
+    want += (1 - s) * nll + s * smooth / 3;
+  }
+  EXPECT_NEAR(loss, want / 2, 1e-6);
+  softmaxCrossEntropyBackward(probs.data(), labels.data(), 2, 3, s, 0.5f, d.data(), false);
+  for (int r = 0; r < 2; ++r)
+    for (int j = 0; j < 3; ++j) {
+      const double target = (j == labels[r] ? 1 - s : 0.0) + s / 3;
+      EXPECT_NEAR(d[r * 3 + j], (probs[r * 3 + j] - target) * 0.5, 1e-6);
+    }
+  EXPECT_EQ(countArgmaxMatches(logits.data(), labels.data(), 2, 3), 2);
+}
+
+TEST(Norm, LayerNormNormalisesRows) {
+  const auto x = randomVector(3 * 10, 12);
+  std::vector<float> y(x.size()), stats(6);
+  layerNormForward(x.data(), 3, 10, nullptr, nullptr, 1e-5f, y.data(), stats.data());
+  for (int r = 0; r < 3; ++r) {
+    double m = 0, v = 0;
+    for (int i = 0; i < 10; ++i) m += y[r * 10 + i];
+    for (int i = 0; i < 10; ++i) v += (y[r * 10 + i] - m / 10) * (y[r * 10 + i] - m / 10);
+    EXPECT_NEAR(m / 10, 0.0, 1e-6);
+    EXPECT_NEAR(v / 10, 1.0, 1e-3);
+  }
+}
+
+TEST(Threading, DefaultSplitsCoresAcrossLocalProcesses) {
+  EXPECT_GE(defaultIntraOpThreads(1), 1);
+  EXPECT_EQ(defaultIntraOpThreads(1000), 1);
+  const int before = intraOpThreads();
+  setIntraOpThreads(1);
+  EXPECT_EQ(intraOpThreads(), 1);
+  setIntraOpThreads(before);
+}
+
+}  // namespace
+}  // namespace hpu::device::kernels
