@@ -150,11 +150,13 @@ TEST_F(PrecisionTest, LossScalerSkipsNonFiniteStepsAndBacksOff) {
     for (auto& b : params.buckets())
       for (float& g : b.gradSpan()) g = v;
   };
+  GradientView grads;
+  for (auto& b : params.buckets()) grads.spans.push_back(b.gradSpan());
   fill(65536.0f * 0.5f);
-  EXPECT_TRUE(plugin->prepareStep(params));
+  EXPECT_TRUE(plugin->prepareStep(grads));
   EXPECT_FLOAT_EQ(params.buckets()[0].gradSpan()[0], 0.5f);  // unscaled
   fill(INFINITY);
-  EXPECT_FALSE(plugin->prepareStep(params));
+  EXPECT_FALSE(plugin->prepareStep(grads));
   EXPECT_EQ(plugin->lossScale(), 32768.0f);
   EXPECT_NE(plugin->summary().find("1 of 2 steps skipped"), std::string::npos) << plugin->summary();
   // The state survives a checkpoint round trip.

@@ -7,7 +7,9 @@
 
 namespace hpu::core::nn {
 
-FlatParameters::FlatParameters(const Module& module, device::Device& device, std::int64_t bucket_cap_bytes) {
+FlatParameters::FlatParameters(const Module& module, device::Device& device, std::int64_t bucket_cap_bytes,
+                               bool persistent_grads)
+    : device_(device), persistent_grads_(persistent_grads) {
   std::vector<NamedTensor> params = module.namedParameters();
   std::reverse(params.begin(), params.end());
   const std::int64_t cap = std::max<std::int64_t>(1, bucket_cap_bytes / static_cast<std::int64_t>(sizeof(float)));
@@ -28,14 +30,12 @@ FlatParameters::FlatParameters(const Module& module, device::Device& device, std
     for (const NamedTensor& p : group) b.numel += p.tensor.numel();
     const DType dtype = group.front().tensor.dtype();
     b.values = std::make_shared<device::Buffer>(device.allocator().allocate(dtype, static_cast<std::size_t>(b.numel)));
-    b.grads = std::make_shared<device::Buffer>(device.allocator().allocate(dtype, static_cast<std::size_t>(b.numel)));
     std::int64_t offset = 0;
     for (const NamedTensor& p : group) {
       HPU_CHECK(p.tensor.dtype() == dtype, "mixed parameter dtypes in one bucket");
       std::memcpy(b.values->as<float>().data() + offset, p.tensor.data(),
                   static_cast<std::size_t>(p.tensor.numel()) * sizeof(float));
       p.tensor.rebind(b.values, offset);
-      Tensor(p.tensor).setGrad(Tensor::view(b.grads, offset, p.tensor.shape(), dtype), false);
       b.members.push_back(p);
       b.offsets.push_back(offset);
       offset += p.tensor.numel();
@@ -44,6 +44,33 @@ FlatParameters::FlatParameters(const Module& module, device::Device& device, std
     buckets_.push_back(std::move(b));
   }
   pending_params_.assign(buckets_.size(), 0);
+  for (std::size_t i = 0; i < buckets_.size(); ++i) {
+    if (persistent_grads_) {
+      allocateGrads(i);
+      continue;
+    }
+    for (auto& m : buckets_[i].members) m.tensor.impl()->on_grad_needed = [this, i] { allocateGrads(i); };
+  }
+}
+
+void FlatParameters::allocateGrads(std::size_t i) {
+  ParamBucket& b = buckets_[i];
+  const DType dtype = b.values->dtype();
+  b.grads = std::make_shared<device::Buffer>(device_.allocator().allocate(dtype, static_cast<std::size_t>(b.numel)));
+  for (std::size_t j = 0; j < b.members.size(); ++j) {
+    Tensor t = b.members[j].tensor;
+    t.setGrad(Tensor::view(b.grads, b.offsets[j], t.shape(), dtype), false);
+  }
+}
+
+void FlatParameters::releaseGrads(std::size_t i) {
+  HPU_CHECK(!persistent_grads_, "releaseGrads on persistent gradients");
+  ParamBucket& b = buckets_[i];
+  for (auto& m : b.members) {
+    m.tensor.impl()->grad.reset();
+    m.tensor.impl()->grad_valid = false;
+  }
+  b.grads.reset();
 }
 
 void FlatParameters::invalidateGrads() {
@@ -52,6 +79,8 @@ void FlatParameters::invalidateGrads() {
 }
 
 void FlatParameters::zeroMissingGrads() {
+  for (std::size_t bi = 0; bi < buckets_.size(); ++bi)
+    if (!buckets_[bi].grads) allocateGrads(bi);
   for (auto& b : buckets_)
     for (std::size_t i = 0; i < b.members.size(); ++i) {
       const Tensor& t = b.members[i].tensor;

@@ -10,14 +10,19 @@
 
 namespace hpu::core::optim {
 
-void Optimizer::attach(std::vector<ParamSlice> slices, device::Device& device) {
+void Optimizer::attach(std::vector<ParamSlice> slices, device::Device& device, bool offload) {
   slices_ = std::move(slices);
   attached_empty_ = slices_.empty();
   state_.clear();
   const std::size_t per_slice = stateNames().size();
   for (const ParamSlice& s : slices_) {
-    std::vector<Tensor> buffers;
-    for (std::size_t i = 0; i < per_slice; ++i) buffers.push_back(Tensor::zeros(device, {s.numel}));
+    std::vector<StateBuffer> buffers(per_slice);
+    for (StateBuffer& b : buffers) {
+      if (offload)
+        b.host.assign(static_cast<std::size_t>(s.numel), 0.0f);
+      else
+        b.device = Tensor::zeros(device, {s.numel});
+    }
     state_.push_back(std::move(buffers));
   }
 }
@@ -27,19 +32,19 @@ void Optimizer::step() {
   std::vector<float*> ptrs;
   for (std::size_t i = 0; i < slices_.size(); ++i) {
     ptrs.clear();
-    for (Tensor& t : state_[i]) ptrs.push_back(t.data());
+    for (StateBuffer& b : state_[i]) ptrs.push_back(b.data());
     update(slices_[i], ptrs.data(), step_);
     if (slices_[i].dtype != DType::kFloat32)
       device::roundInPlace({slices_[i].values, static_cast<std::size_t>(slices_[i].numel)}, slices_[i].dtype);
   }
 }
 
-std::vector<nn::NamedTensor> Optimizer::stateTensors() const {
-  std::vector<nn::NamedTensor> out;
+std::vector<Optimizer::NamedState> Optimizer::stateBuffers() {
+  std::vector<NamedState> out;
   const auto names = stateNames();
   for (std::size_t i = 0; i < state_.size(); ++i)
     for (std::size_t j = 0; j < names.size(); ++j)
-      out.push_back({names[j] + "." + std::to_string(i), state_[i][j]});
+      out.push_back({names[j] + "." + std::to_string(i), {state_[i][j].data(), state_[i][j].size()}});
   return out;
 }
 

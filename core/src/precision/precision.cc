@@ -43,16 +43,17 @@ class MixedPrecision : public PrecisionPlugin {
   std::shared_ptr<void> forwardContext() override { return std::make_shared<autocast::Scope>(true, dtype_); }
   float lossScale() const override { return dtype_ == DType::kFloat16 ? scale_ : 1.0f; }
 
-  bool prepareStep(nn::FlatParameters& params) override {
+  bool prepareStep(const GradientView& grads) override {
     if (dtype_ != DType::kFloat16) return true;
     ++steps_;
     const float inv = 1.0f / scale_;
-    bool finite = true;
-    for (auto& b : params.buckets())
-      for (float& g : b.gradSpan()) {
+    double non_finite = 0;
+    for (std::span<float> span : grads.spans)
+      for (float& g : span) {
         g *= inv;
-        finite = finite && std::isfinite(g);
+        non_finite += std::isfinite(g) ? 0.0 : 1.0;
       }
+    const bool finite = grads.total(non_finite) == 0.0;
     if (!finite) {
       ++skipped_;
       scale_ *= kBackoff;

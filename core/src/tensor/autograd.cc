@@ -22,6 +22,7 @@ bool needsGrad(std::initializer_list<const Tensor*> inputs) {
 
 GradTarget gradTarget(const Tensor& t) {
   auto& impl = *t.impl();
+  if (!impl.grad && impl.on_grad_needed) impl.on_grad_needed();
   if (!impl.grad) {
     impl.grad = Tensor::empty(t.device(), t.shape(), device::isFloating(t.dtype()) ? t.dtype() : DType::kFloat32)
                     .impl();

@@ -9,6 +9,12 @@ std::vector<optim::ParamSlice> Strategy::optimizerSlices(nn::FlatParameters& par
   return slices;
 }
 
+GradientView Strategy::gradients(nn::FlatParameters& params) {
+  GradientView v;
+  for (auto& b : params.buckets()) v.spans.push_back(b.gradSpan());
+  return v;
+}
+
 namespace {
 
 class SingleDeviceStrategy final : public Strategy {

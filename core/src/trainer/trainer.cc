@@ -257,10 +257,10 @@ bool Trainer::trainStep(const Batch& batch, std::int64_t batch_idx, bool optimiz
   }
   progress_metrics_["loss"] = loss.item();
   if (!optimizer_turn) return false;
-  params_->zeroMissingGrads();
   strategy_->afterBackward(*params_);
-  if (!precision_->prepareStep(*params_)) return false;
-  clipGradients();
+  const GradientView grads = strategy_->gradients(*params_);
+  if (!precision_->prepareStep(grads)) return false;
+  clipGradients(grads);
   {
     auto s = profiler_->profile("optimizer_step");
     optimizer_->step();
@@ -270,23 +270,25 @@ bool Trainer::trainStep(const Batch& batch, std::int64_t batch_idx, bool optimiz
   return true;
 }
 
-void Trainer::clipGradients() {
+// torch.nn.utils.clip_grad_norm_ / clip_grad_value_ over the gradients the
+// optimizer uses (the global norm spans every rank's shards).
+void Trainer::clipGradients(const GradientView& grads) {
   if (!options_.gradient_clip_val) return;
   const auto limit = static_cast<float>(*options_.gradient_clip_val);
   if (options_.clip_by_value) {
-    for (auto& b : params_->buckets())
-      for (float& g : b.gradSpan()) g = std::clamp(g, -limit, limit);
+    for (std::span<float> span : grads.spans)
+      for (float& g : span) g = std::clamp(g, -limit, limit);
     return;
   }
   double sq = 0;
-  for (auto& b : params_->buckets())
-    for (float g : b.gradSpan()) sq += static_cast<double>(g) * g;
-  const double norm = std::sqrt(sq);
+  for (std::span<float> span : grads.spans)
+    for (float g : span) sq += static_cast<double>(g) * g;
+  const double norm = std::sqrt(grads.total(sq));
   const double coef = static_cast<double>(limit) / (norm + 1e-6);
   if (coef >= 1.0) return;
   const auto c = static_cast<float>(coef);
-  for (auto& b : params_->buckets())
-    for (float& g : b.gradSpan()) g *= c;
+  for (std::span<float> span : grads.spans)
+    for (float& g : span) g *= c;
 }
 
 // ---------------------------------------------------------------- evaluation

@@ -65,7 +65,13 @@ void Trainer::saveCheckpoint(const std::string& path, bool weights_only) {
   m["precision"] = precision_->precision();
   m["config"] = config::emitYaml(config_);
   if (!weights_only && optimizer_) {
-    for (const auto& s : optimizer_->stateTensors()) ckpt.tensors.push_back(entryOf("optimizer." + s.name, s.tensor));
+    for (const auto& s : optimizer_->stateBuffers()) {
+      checkpoint::TensorEntry e;
+      e.name = "optimizer." + s.name;
+      e.shape = {static_cast<std::int64_t>(s.values.size())};
+      e.values.assign(s.values.begin(), s.values.end());
+      ckpt.tensors.push_back(std::move(e));
+    }
     m["optimizer"] = json{{"name", optimizer_->name()}, {"lr", optimizer_->lr()}, {"step", optimizer_->stepCount()}}.dump();
     if (scheduler_) m["scheduler"] = json{{"name", scheduler_->name()}, {"state", scheduler_->state()}}.dump();
     m["precision_state"] = precision_->stateJson();
@@ -133,7 +139,14 @@ void Trainer::restore(const std::string& path, bool full) {
   if (opt["name"].get<std::string>() != optimizer_->name())
     throw CheckpointError(fmt::format("{} was trained with {}, this run uses {}", path,
                                       opt["name"].get<std::string>(), optimizer_->name()));
-  for (const auto& s : optimizer_->stateTensors()) loadInto(ckpt, "optimizer." + s.name, s.tensor, path);
+  for (const auto& s : optimizer_->stateBuffers()) {
+    const checkpoint::TensorEntry* e = ckpt.find("optimizer." + s.name);
+    if (e == nullptr || e->values.size() != s.values.size())
+      throw CheckpointError(fmt::format("{}: optimizer state '{}' is missing or has another size; the checkpoint comes "
+                                        "from a different model, optimizer or strategy",
+                                        path, s.name));
+    std::copy(e->values.begin(), e->values.end(), s.values.begin());
+  }
   optimizer_->setLr(opt["lr"].get<double>());
   optimizer_->setStepCount(opt["step"].get<std::int64_t>());
   if (scheduler_ && ckpt.metadata.count("scheduler"))

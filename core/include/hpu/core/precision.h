@@ -16,6 +16,7 @@
 
 #include "hpu/core/lightning_module.h"
 #include "hpu/core/nn/flat_parameters.h"
+#include "hpu/core/trainer/strategy.h"
 
 namespace hpu::core {
 
@@ -37,8 +38,9 @@ class PrecisionPlugin {
   // Factor the loss gradient is seeded with (dynamic loss scaling).
   virtual float lossScale() const { return 1.0f; }
   // After backward and gradient synchronisation: unscales gradients and
-  // returns false when the step must be skipped (non-finite gradients).
-  virtual bool prepareStep(nn::FlatParameters&) { return true; }
+  // returns false when the step must be skipped (non-finite gradients on
+  // any rank).
+  virtual bool prepareStep(const GradientView&) { return true; }
   // End of a fit/validate/test/predict run (fp8 measurement writes its statistics).
   virtual void onRunEnd(bool is_global_zero) {}
   // A line for the end-of-run report ("" for none).

@@ -34,8 +34,11 @@ struct ParamBucket {
 class FlatParameters {
  public:
   // Moves `module`'s parameters into buckets (values copied, then every
-  // parameter handle rebound to its bucket view).
-  FlatParameters(const Module& module, device::Device& device, std::int64_t bucket_cap_bytes);
+  // parameter handle rebound to its bucket view). With `persistent_grads`
+  // false, a bucket's gradient buffer is allocated when backward first needs
+  // it and lives until releaseGrads(bucket) (ZeRO-2 keeps only shards).
+  FlatParameters(const Module& module, device::Device& device, std::int64_t bucket_cap_bytes,
+                 bool persistent_grads = true);
 
   std::vector<ParamBucket>& buckets() { return buckets_; }
   const std::vector<ParamBucket>& buckets() const { return buckets_; }
@@ -51,8 +54,16 @@ class FlatParameters {
   void setBucketReadyCallback(std::function<void(std::size_t)> ready);
   // Re-arms the per-step readiness counters (call before each forward).
   void beginStep();
+  // Frees bucket `i`'s gradient buffer (non-persistent gradients only); the
+  // next backward allocates it again.
+  void releaseGrads(std::size_t i);
+  bool gradsAllocated(std::size_t i) const { return buckets_[i].grads != nullptr; }
 
  private:
+  void allocateGrads(std::size_t i);
+
+  device::Device& device_;
+  bool persistent_grads_;
   std::vector<ParamBucket> buckets_;
   std::vector<int> pending_params_;  // per bucket, parameters without final gradient
   std::function<void(std::size_t)> ready_;

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -31,8 +32,9 @@ class Optimizer {
   virtual ~Optimizer() = default;
   virtual std::string name() const = 0;
 
-  // Binds the slices to update and allocates their state on `device`.
-  void attach(std::vector<ParamSlice> slices, device::Device& device);
+  // Binds the slices to update and allocates their state on `device`, or in
+  // host memory with `offload` (ZeRO-Offload: the device holds none of it).
+  void attach(std::vector<ParamSlice> slices, device::Device& device, bool offload = false);
   bool attached() const { return !slices_.empty() || attached_empty_; }
   // One update of every slice from its gradient.
   void step();
@@ -44,7 +46,11 @@ class Optimizer {
   void setStepCount(std::int64_t s) { step_ = s; }
 
   // State buffers by name ("exp_avg.0": slice 0), for checkpoints.
-  std::vector<nn::NamedTensor> stateTensors() const;
+  struct NamedState {
+    std::string name;
+    std::span<float> values;
+  };
+  std::vector<NamedState> stateBuffers();
 
  protected:
   // Names of the state buffers each slice needs ({"momentum_buffer"}, ...).
@@ -57,8 +63,15 @@ class Optimizer {
   double lr_;
   double initial_lr_;
   std::int64_t step_ = 0;
+  // One state buffer: on the device, or (offloaded) in host memory.
+  struct StateBuffer {
+    Tensor device;
+    std::vector<float> host;
+    float* data() { return device.defined() ? device.data() : host.data(); }
+    std::size_t size() const { return device.defined() ? static_cast<std::size_t>(device.numel()) : host.size(); }
+  };
   std::vector<ParamSlice> slices_;
-  std::vector<std::vector<Tensor>> state_;  // [slice][state buffer]
+  std::vector<std::vector<StateBuffer>> state_;  // [slice][state buffer]
   bool attached_empty_ = false;
 };
 

@@ -40,6 +40,9 @@ struct TensorImpl {
   // and what to call when the last one has (DDP's bucket readiness).
   int pending_uses = 0;
   std::function<void()> on_grad_ready;
+  // Leaves whose gradient storage is allocated on demand (ZeRO-2 buckets):
+  // called when backward first needs `grad` and it is not there.
+  std::function<void()> on_grad_needed;
 };
 }  // namespace detail
 

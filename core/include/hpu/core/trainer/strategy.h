@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -18,6 +19,13 @@
 #include "hpu/device/platform.h"
 
 namespace hpu::core {
+
+// Gradients as the optimizer sees them on this rank, and how to total a
+// number over all ranks' parts (the identity when every rank holds all).
+struct GradientView {
+  std::vector<std::span<float>> spans;
+  std::function<double(double)> total = [](double v) { return v; };
+};
 
 // What a strategy needs to know about the process and the job.
 struct RunEnvironment {
@@ -57,7 +65,12 @@ class Strategy {
   // they complete and waits for them in afterBackward). `sync` is false on
   // gradient-accumulation steps that do not end with an optimizer step.
   virtual void beforeBackward(nn::FlatParameters&, bool sync) {}
-  virtual void afterBackward(nn::FlatParameters&) {}
+  // After backward of an optimizer step: parameters that got no gradient get
+  // zeros, then gradients are synchronised.
+  virtual void afterBackward(nn::FlatParameters& params) { params.zeroMissingGrads(); }
+  // The gradients this rank's optimizer steps with (all buckets, or this
+  // rank's shards), for clipping and loss-scale checks.
+  virtual GradientView gradients(nn::FlatParameters& params);
   // After optimizer.step(): sharded strategies gather updated parameters.
   virtual void afterOptimizerStep(nn::FlatParameters&) {}
 

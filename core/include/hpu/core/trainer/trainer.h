@@ -104,7 +104,7 @@ class Trainer {
   void fitLoop();
   void trainEpoch();
   bool trainStep(const Batch& batch, std::int64_t batch_idx, bool optimizer_turn);
-  void clipGradients();
+  void clipGradients(const GradientView& grads);
   std::map<std::string, double> evaluationLoop(data::Split split, std::int64_t max_batches, bool sanity);
   bool timeUp() const;
   void printModelSummary();
