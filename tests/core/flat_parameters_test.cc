@@ -170,6 +170,42 @@ TEST(FlatParameters, ZeroMissingGradsZeroesOnlyParametersWithoutAGradient) {
   }
 }
 
+// ZeRO-2: gradient buckets exist only between the backward that needs them
+// and releaseGrads().
+TEST(FlatParameters, OnDemandGradientBucketsAreAllocatedByBackwardAndReleased) {
+  // The bucket values replace the parameters' own storage: flattening costs
+  // only the gradient buckets, and on-demand ones nothing up front.
+  auto persistent = fourParameters();
+  std::uint64_t before = testDevice().allocator().stats().inUse;
+  FlatParameters eager(*persistent, testDevice(), 7 * sizeof(float));
+  EXPECT_EQ(testDevice().allocator().stats().inUse - before, 14u * 4);
+  auto m = fourParameters();
+  before = testDevice().allocator().stats().inUse;
+  FlatParameters flat(*m, testDevice(), 7 * sizeof(float), false);
+  EXPECT_EQ(testDevice().allocator().stats().inUse, before);
+  EXPECT_FALSE(flat.gradsAllocated(0));
+  EXPECT_FALSE(flat.gradsAllocated(1));
+
+  backwardWithWeights(*m, {"child.c"});  // touches bucket 0 only
+  EXPECT_TRUE(flat.gradsAllocated(0));
+  EXPECT_FALSE(flat.gradsAllocated(1));
+  EXPECT_EQ(flat.buckets()[0].gradSpan()[2], 7.0f);
+  EXPECT_EQ(m->namedParameters()[2].tensor.grad().storage(), flat.buckets()[0].grads);
+
+  const std::uint64_t with_grads = testDevice().allocator().stats().inUse;
+  flat.releaseGrads(0);
+  EXPECT_FALSE(flat.gradsAllocated(0));
+  EXPECT_EQ(with_grads - testDevice().allocator().stats().inUse, 7u * 4);
+  EXPECT_FALSE(m->namedParameters()[2].tensor.grad().defined());
+
+  backwardWithWeights(*m, {"child.c"}, 2.0f);
+  EXPECT_EQ(flat.buckets()[0].gradSpan()[2], 14.0f) << "a fresh buffer is overwritten, never added to";
+  flat.zeroMissingGrads();
+  EXPECT_TRUE(flat.gradsAllocated(1));
+  EXPECT_EQ(std::vector<float>(flat.buckets()[1].gradSpan().begin(), flat.buckets()[1].gradSpan().end()),
+            std::vector<float>(7, 0.0f));
+}
+
 // y = linear(tanh(linear(x, w1, b1)), w2, b2), with buckets {b2, w2}, {b1},
 // {w1} (cap 10 floats).
 class TwoLayers : public ::testing::Test {
