@@ -140,8 +140,12 @@ Checkpoint decodeSafetensors(const std::string& bytes, const std::string& origin
       ckpt.metadata[k] = v.get<std::string>();
     }
   }
+  // Required, not optional: were a file without it accepted, one altered
+  // byte in the key's name would switch the check off.
   auto crc = ckpt.metadata.find(kCrcKey);
-  if (crc != ckpt.metadata.end()) {
+  if (crc == ckpt.metadata.end())
+    throw bad(fmt::format("no {} checksum in its metadata (not written by hpu-train, or altered)", kCrcKey));
+  {
     std::string copy = bytes;
     const std::string field = std::string("\"") + kCrcKey + "\":\"" + crc->second + "\"";
     const std::size_t at = copy.find(field);

@@ -66,16 +66,20 @@ void DataLoader::workerLoop(int worker) {
 
 std::optional<HostBatch> DataLoader::next() {
   if (cursor_ >= num_batches_) return std::nullopt;
-  if (workers_.empty()) return assemble(cursor_++);
+  if (workers_.empty()) {
+    HostBatch batch = assemble(cursor_);  // a failed batch stays current, as with workers
+    ++cursor_;
+    return batch;
+  }
   std::unique_lock lock(mu_);
   const bool arrived = ready_cv_.wait_for(lock, options_.worker_timeout, [&] {
     return error_ != nullptr || ready_.count(cursor_) != 0;
   });
   if (error_) std::rethrow_exception(error_);
   if (!arrived)
-    throw Error(fmt::format("data loader worker did not deliver batch {} within {} s; lower "
+    throw Error(fmt::format("data loader worker did not deliver batch {} within {:g} s; lower "
                             "data.init_args.num_workers or check the data set",
-                            cursor_, options_.worker_timeout.count() / 1000));
+                            cursor_, std::chrono::duration<double>(options_.worker_timeout).count()));
   auto node = ready_.extract(cursor_);
   ++cursor_;
   lock.unlock();

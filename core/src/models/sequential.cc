@@ -57,7 +57,11 @@ class LinearSpec final : public LayerSpec {
   bool bias_;
 };
 
-std::int64_t pooled(std::int64_t size, std::int64_t k, std::int64_t s, std::int64_t p) { return (size + 2 * p - k) / s + 1; }
+// Output size of a window sweep; 0 when the kernel exceeds the padded input
+// (checked first: integer division truncates toward zero).
+std::int64_t pooled(std::int64_t size, std::int64_t k, std::int64_t s, std::int64_t p) {
+  return size + 2 * p < k ? 0 : (size + 2 * p - k) / s + 1;
+}
 
 class Conv2dSpec final : public LayerSpec {
  public:

@@ -243,8 +243,12 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, const 
           fmt::format("input {} does not match weight {}", x_in.shape().str(), w_in.shape().str()));
   const DType dt = opDtype("conv2d", {&x_in, &w_in, &b_in});
   const Tensor x = castTo(x_in, dt), w = castTo(w_in, dt), b = castTo(b_in, dt);
+  require(o.stride >= 1 && o.padding >= 0, "conv2d",
+          fmt::format("stride {} and padding {}: expected stride >= 1, padding >= 0", o.stride, o.padding));
   const k::Conv2dShape g{x.size(0), x.size(1), x.size(2), x.size(3), w.size(0), w.size(2), w.size(3), o.stride, o.padding};
-  require(g.outH() > 0 && g.outW() > 0, "conv2d", "kernel larger than the padded input");
+  // Not outH() > 0: integer division truncates toward zero, so a kernel up
+  // to stride-1 larger than the padded input would yield one output row.
+  require(g.h + 2 * g.pad >= g.r && g.w + 2 * g.pad >= g.s, "conv2d", "kernel larger than the padded input");
   recordOp("conv2d", {&x, &w, &b});
   Tensor y = like(x, {g.n, g.k, g.outH(), g.outW()});
   k::conv2dForward(g, x.data(), w.data(), b.defined() ? b.data() : nullptr, y.data());
@@ -268,8 +272,15 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, const 
 namespace {
 k::Pool2dShape poolShape(const Tensor& x, const Pool2dOptions& o, const char* op) {
   require(x.ndim() == 4, op, "expects [N, C, H, W], got " + x.shape().str());
+  // As torch: a window must overlap the input (a max-pool window of padding
+  // only would have no arg-max).
+  require(o.kernel >= 1 && o.stride >= 0 && o.padding >= 0 && o.padding <= o.kernel / 2, op,
+          fmt::format("kernel {}, stride {}, padding {}: expected kernel >= 1, stride >= 0 and padding at most half "
+                      "the kernel",
+                      o.kernel, o.stride, o.padding));
   const k::Pool2dShape g{x.size(0) * x.size(1), x.size(2), x.size(3), o.kernel, o.stride ? o.stride : o.kernel, o.padding};
-  require(g.outH() > 0 && g.outW() > 0, op, "window larger than the padded input");
+  // Checked before outH(): integer division truncates toward zero.
+  require(g.h + 2 * g.pad >= g.kernel && g.w + 2 * g.pad >= g.kernel, op, "window larger than the padded input");
   return g;
 }
 }  // namespace

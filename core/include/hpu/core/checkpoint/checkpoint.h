@@ -8,7 +8,7 @@
 // scheduler state, RNG states, callback states, the resolved config) is in
 // the metadata and in "optimizer.*" tensors. "hpu_train.crc32" in the
 // metadata is the CRC-32 of the whole file with that value's 8 hex digits
-// set to "00000000": a truncated or altered file is refused.
+// set to "00000000": a file without it, truncated or altered is refused.
 #pragma once
 
 #include <cstdint>

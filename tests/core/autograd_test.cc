@@ -1,0 +1,157 @@
+// The tape: what is recorded and when, gradient accumulation across uses and
+// across backward passes, and the gradient-readiness hook of leaves.
+#include <gtest/gtest.h>
+
+#include "hpu/core/tensor/autograd.h"
+#include "hpu/core/tensor/ops.h"
+#include "test_support.h"
+
+namespace hpu::core {
+namespace {
+
+using autograd::Tape;
+using autograd::TapeScope;
+using testing::randomTensor;
+using testing::tensorOf;
+
+Tensor leaf(std::vector<float> v) {
+  Tensor t = tensorOf({static_cast<std::int64_t>(v.size())}, v);
+  t.setRequiresGrad(true);
+  return t;
+}
+
+TEST(Tape, NothingIsRecordedOutsideATapeScope) {
+  ASSERT_EQ(autograd::currentTape(), nullptr);
+  Tensor x = leaf({1.0f, -2.0f, 3.0f});
+  const Tensor y = ops::sum(ops::mul(ops::tanh(x), x));
+  EXPECT_FALSE(y.requiresGrad());
+  EXPECT_FALSE(ops::relu(x).requiresGrad());
+  EXPECT_FALSE(x.grad().defined());
+}
+
+TEST(Tape, RecordsOneEntryPerOpOnTensorsThatRequireGrad) {
+  Tensor x = leaf({1.0f, -2.0f, 3.0f});
+  const Tensor constant = tensorOf({3}, {1.0f, 1.0f, 1.0f});
+  Tape tape;
+  TapeScope scope(&tape);
+  EXPECT_EQ(autograd::currentTape(), &tape);
+  const Tensor h = ops::tanh(x);
+  EXPECT_EQ(tape.size(), 1u);
+  EXPECT_TRUE(h.requiresGrad());
+  const Tensor c = ops::add(constant, constant);  // no input requires grad
+  EXPECT_EQ(tape.size(), 1u);
+  EXPECT_FALSE(c.requiresGrad());
+  ops::sum(ops::mul(h, c));
+  EXPECT_EQ(tape.size(), 3u);
+}
+
+TEST(Tape, ANullScopeSuspendsRecordingAndTheOuterTapeComesBack) {
+  Tensor x = leaf({0.5f, 1.5f});
+  Tape tape;
+  TapeScope outer(&tape);
+  {
+    TapeScope none(nullptr);
+    EXPECT_EQ(autograd::currentTape(), nullptr);
+    EXPECT_FALSE(ops::sigmoid(x).requiresGrad());
+    {
+      Tape inner;
+      TapeScope nested(&inner);
+      ops::sigmoid(x);
+      EXPECT_EQ(inner.size(), 1u);
+    }
+    EXPECT_EQ(autograd::currentTape(), nullptr);
+  }
+  EXPECT_EQ(autograd::currentTape(), &tape);
+  EXPECT_EQ(tape.size(), 0u);
+}
+
+TEST(Tape, BackwardClearsTheTapeAndSeedsTheRoot) {
+  Tensor x = leaf({1.0f, 2.0f, 3.0f});
+  Tape tape;
+  {
+    TapeScope scope(&tape);
+    const Tensor loss = ops::sum(x);
+    ASSERT_EQ(tape.size(), 1u);
+    tape.backward(loss, 4.0f);  // a loss scale
+  }
+  EXPECT_EQ(tape.size(), 0u);
+  EXPECT_EQ(x.grad().toHost(), (std::vector<float>{4.0f, 4.0f, 4.0f}));
+}
+
+TEST(Tape, ATensorUsedTwiceGetsTheSumOfBothGradients) {
+  Tensor x = leaf({1.0f, -2.0f, 0.5f});
+  Tape tape;
+  {
+    TapeScope scope(&tape);
+    // d/dx sum(x + x) = 2; d/dx sum(x * x) = 2x.
+    tape.backward(ops::sum(ops::add(ops::add(x, x), ops::mul(x, x))));
+  }
+  EXPECT_EQ(x.grad().toHost(), (std::vector<float>{4.0f, -2.0f, 3.0f}));
+}
+
+TEST(Tape, LeafGradientsAccumulateAcrossBackwardsUntilInvalidated) {
+  Tensor x = leaf({1.0f, 2.0f});
+  const Tensor w = tensorOf({2}, {3.0f, -1.0f});
+  auto step = [&] {
+    Tape tape;
+    TapeScope scope(&tape);
+    tape.backward(ops::sum(ops::mul(x, w)));
+  };
+  step();
+  EXPECT_EQ(x.grad().toHost(), (std::vector<float>{3.0f, -1.0f}));
+  step();  // as torch: .grad accumulates until zero_grad
+  EXPECT_EQ(x.grad().toHost(), (std::vector<float>{6.0f, -2.0f}));
+  x.invalidateGrad();
+  EXPECT_FALSE(x.grad().defined());
+  EXPECT_FALSE(x.gradValid());
+  step();  // overwrites: no zero-fill needed
+  EXPECT_EQ(x.grad().toHost(), (std::vector<float>{3.0f, -1.0f}));
+}
+
+TEST(Tape, OpsWhoseOutputDoesNotReachTheLossContributeNothing) {
+  Tensor x = leaf({1.0f, 2.0f});
+  Tensor unused = leaf({5.0f, 6.0f});
+  Tape tape;
+  {
+    TapeScope scope(&tape);
+    ops::tanh(unused);  // recorded, but its output has no gradient
+    tape.backward(ops::sum(x));
+  }
+  EXPECT_EQ(x.grad().toHost(), (std::vector<float>{1.0f, 1.0f}));
+  EXPECT_FALSE(unused.grad().defined());
+}
+
+TEST(Tape, DetachedTensorsReceiveNoGradient) {
+  Tensor x = leaf({1.0f, 2.0f});
+  Tape tape;
+  {
+    TapeScope scope(&tape);
+    const Tensor d = x.detach();
+    EXPECT_FALSE(d.requiresGrad());
+    tape.backward(ops::sum(ops::mul(x, d)));  // d/dx through the first operand only
+  }
+  EXPECT_EQ(x.grad().toHost(), (std::vector<float>{1.0f, 2.0f}));
+}
+
+TEST(Tape, GradReadyHookFiresAfterTheLastRecordedUse) {
+  Tensor x = leaf({1.0f, 2.0f});
+  int fired = 0;
+  std::vector<float> grad_when_fired;
+  x.impl()->on_grad_ready = [&] {
+    ++fired;
+    grad_when_fired = x.grad().toHost();
+  };
+  Tape tape;
+  {
+    TapeScope scope(&tape);
+    const Tensor a = ops::scale(x, 2.0f), b = ops::scale(x, 3.0f);
+    EXPECT_EQ(x.impl()->pending_uses, 2);
+    tape.backward(ops::sum(ops::add(a, b)));
+  }
+  EXPECT_EQ(fired, 1);
+  EXPECT_EQ(grad_when_fired, (std::vector<float>{5.0f, 5.0f})) << "fired only once both uses were back-propagated";
+  EXPECT_EQ(x.impl()->pending_uses, 0);
+}
+
+}  // namespace
+}  // namespace hpu::core

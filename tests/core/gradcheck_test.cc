@@ -1,0 +1,327 @@
+// The backward of every op in ops.h against central finite differences of
+// its forward.
+//
+// For an op f and a fixed random weight w of f's output shape, the objective
+// J(x) = sum(w * f(x)) is differentiated two ways: by the tape (backward of
+// ops::sum(ops::mul(f(x), w))) and numerically, element by element, as
+// (J(x + h) - J(x - h)) / (x+h - (x-h)) with J summed in double from the
+// float32 forward. With h = 1e-2 and O(1) inputs the numeric derivative is
+// good to about 1e-4 (float32 rounding of J divided by 2h, plus O(h^2)
+// truncation), so the check requires |analytic - numeric| <= 2e-3 + 1e-2 *
+// |numeric| unless a case states otherwise. Inputs of non-smooth ops (relu,
+// max pooling) are kept farther than h from their kinks.
+#include <gtest/gtest.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest-spi.h>
+
+#include <cmath>
+#include <functional>
+#include <numeric>
+
+#include "hpu/core/tensor/autograd.h"
+#include "hpu/core/tensor/ops.h"
+#include "test_support.h"
+
+namespace hpu::core {
+namespace {
+
+using autograd::Tape;
+using autograd::TapeScope;
+using testing::labelsOf;
+using testing::randomTensor;
+using testing::tensorOf;
+using testing::testDevice;
+
+using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
+
+struct Tolerance {
+  double atol = 2e-3;
+  double rtol = 1e-2;
+};
+constexpr double kStep = 1e-2;
+
+// Compares the tape's gradient of J = sum(w * f(inputs)) with respect to
+// every input against central differences; reports up to 5 mismatching
+// elements per input.
+void checkGradients(const Fn& f, std::vector<Tensor> inputs, Tolerance tol = {}) {
+  const Tensor probe = f(inputs);
+  Generator g(1234);
+  std::vector<float> w(static_cast<std::size_t>(probe.numel()));
+  for (float& v : w) v = g.normal();
+  const Tensor weight = Tensor::fromHost(testDevice(), probe.shape(), w);
+
+  for (Tensor& x : inputs) {
+    x.setRequiresGrad(true);
+    x.invalidateGrad();
+  }
+  Tape tape;
+  {
+    TapeScope scope(&tape);
+    Tensor objective = ops::sum(ops::mul(f(inputs), weight));
+    tape.backward(objective);
+  }
+  EXPECT_EQ(tape.size(), 0u) << "backward() leaves the tape empty";
+
+  auto objective = [&] {
+    const Tensor y = f(inputs);
+    double j = 0;
+    for (std::int64_t i = 0; i < y.numel(); ++i) j += static_cast<double>(w[static_cast<std::size_t>(i)]) * y.data()[i];
+    return j;
+  };
+  for (std::size_t k = 0; k < inputs.size(); ++k) {
+    Tensor& x = inputs[k];
+    const Tensor grad = x.grad();
+    ASSERT_TRUE(grad.defined()) << "input " << k << " received no gradient";
+    ASSERT_EQ(grad.shape(), x.shape()) << "input " << k;
+    const std::vector<float> analytic = grad.toHost();
+    int failures = 0;
+    for (std::int64_t i = 0; i < x.numel(); ++i) {
+      float& xi = x.data()[i];
+      const float original = xi;
+      xi = static_cast<float>(original + kStep);
+      const double x_plus = xi, j_plus = objective();
+      xi = static_cast<float>(original - kStep);
+      const double x_minus = xi, j_minus = objective();
+      xi = original;
+      const double numeric = (j_plus - j_minus) / (x_plus - x_minus);
+      const double a = analytic[static_cast<std::size_t>(i)];
+      if (std::abs(a - numeric) > tol.atol + tol.rtol * std::abs(numeric) && ++failures <= 5)
+        ADD_FAILURE() << "input " << k << " " << x.shape().str() << " element " << i << ": analytic " << a
+                      << ", numeric " << numeric;
+    }
+    EXPECT_EQ(failures, 0) << "input " << k << ": " << failures << " of " << x.numel() << " elements differ";
+  }
+}
+
+// Normal samples pushed at least `margin` away from zero (relu's kink).
+Tensor awayFromZero(const Shape& s, Generator& g, float margin) {
+  Tensor t = randomTensor(s, g);
+  for (float& v : t.values()) v = v >= 0 ? v + margin : v - margin;
+  return t;
+}
+
+// A random arrangement of the values 0.05 * (i - n/2): every two differ by
+// more than 2h, so max pooling's arg-max is stable under the perturbation.
+Tensor distinctValues(const Shape& s, Generator& g) {
+  const std::vector<std::int64_t> perm = randomPermutation(s.numel(), g);
+  std::vector<float> v(static_cast<std::size_t>(s.numel()));
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = 0.05f * static_cast<float>(perm[i] - s.numel() / 2);
+  return tensorOf(s, v);
+}
+
+TEST(GradcheckSelf, DetectsAWrongGradient) {
+  // mul(x, x.detach()) has derivative 2x numerically but only x through the
+  // tape: the check must report every element.
+  Generator g(1);
+  ::testing::TestPartResultArray failures;
+  {
+    ::testing::ScopedFakeTestPartResultReporter reporter(::testing::ScopedFakeTestPartResultReporter::INTERCEPT_ONLY_CURRENT_THREAD,
+                                                         &failures);
+    checkGradients([](const std::vector<Tensor>& in) { return ops::mul(in[0], in[0].detach()); },
+                   {randomTensor({5}, g)});
+  }
+  ASSERT_EQ(failures.size(), 6);
+  EXPECT_THAT(failures.GetTestPartResult(0).message(), ::testing::HasSubstr("element 0: analytic"));
+  EXPECT_THAT(failures.GetTestPartResult(5).message(), ::testing::HasSubstr("5 of 5 elements differ"));
+}
+
+TEST(Gradcheck, Linear) {
+  Generator g(2);
+  checkGradients([](const auto& in) { return ops::linear(in[0], in[1], in[2]); },
+                 {randomTensor({3, 5}, g), randomTensor({4, 5}, g), randomTensor({4}, g)});
+  // Leading dimensions [2, 3] and no bias.
+  checkGradients([](const auto& in) { return ops::linear(in[0], in[1], Tensor()); },
+                 {randomTensor({2, 3, 5}, g), randomTensor({4, 5}, g)});
+}
+
+TEST(Gradcheck, Matmul) {
+  Generator g(3);
+  checkGradients([](const auto& in) { return ops::matmul(in[0], in[1]); },
+                 {randomTensor({3, 4}, g), randomTensor({4, 2}, g)});
+}
+
+TEST(Gradcheck, Conv2dStrideOnePaddingZero) {
+  Generator g(4);
+  checkGradients([](const auto& in) { return ops::conv2d(in[0], in[1], in[2]); },
+                 {randomTensor({2, 3, 6, 5}, g), randomTensor({4, 3, 3, 3}, g), randomTensor({4}, g)});
+}
+
+TEST(Gradcheck, Conv2dStrideTwoPaddingOneNonSquareKernel) {
+  Generator g(5);
+  checkGradients([](const auto& in) { return ops::conv2d(in[0], in[1], in[2], {.stride = 2, .padding = 1}); },
+                 {randomTensor({2, 2, 7, 6}, g), randomTensor({3, 2, 3, 2}, g), randomTensor({3}, g)});
+}
+
+TEST(Gradcheck, Conv2dStrideThreePaddingTwoNoBias) {
+  Generator g(6);
+  checkGradients([](const auto& in) { return ops::conv2d(in[0], in[1], Tensor(), {.stride = 3, .padding = 2}); },
+                 {randomTensor({1, 2, 5, 7}, g), randomTensor({2, 2, 2, 2}, g)});
+}
+
+TEST(Gradcheck, Conv2dOneByOne) {
+  Generator g(7);
+  checkGradients([](const auto& in) { return ops::conv2d(in[0], in[1], in[2]); },
+                 {randomTensor({3, 4, 3, 3}, g), randomTensor({2, 4, 1, 1}, g), randomTensor({2}, g)});
+}
+
+TEST(Gradcheck, MaxPool2d) {
+  Generator g(8);
+  checkGradients([](const auto& in) { return ops::maxPool2d(in[0], {.kernel = 2}); },
+                 {distinctValues({2, 3, 6, 6}, g)});
+  // Overlapping windows with padding on an odd-sized input.
+  checkGradients([](const auto& in) { return ops::maxPool2d(in[0], {.kernel = 3, .stride = 2, .padding = 1}); },
+                 {distinctValues({1, 2, 7, 5}, g)});
+}
+
+TEST(Gradcheck, AvgPool2d) {
+  Generator g(9);
+  checkGradients([](const auto& in) { return ops::avgPool2d(in[0], {.kernel = 2}); }, {randomTensor({2, 3, 6, 4}, g)});
+  checkGradients([](const auto& in) { return ops::avgPool2d(in[0], {.kernel = 3, .stride = 2, .padding = 1}); },
+                 {randomTensor({1, 2, 7, 5}, g)});
+  checkGradients([](const auto& in) { return ops::avgPool2d(in[0], {.kernel = 3, .stride = 1}); },
+                 {randomTensor({1, 1, 5, 5}, g)});
+}
+
+TEST(Gradcheck, Activations) {
+  Generator g(10);
+  checkGradients([](const auto& in) { return ops::relu(in[0]); }, {awayFromZero({4, 7}, g, 0.05f)});
+  checkGradients([](const auto& in) { return ops::gelu(in[0], false); }, {randomTensor({4, 7}, g, 2.0f)});
+  checkGradients([](const auto& in) { return ops::gelu(in[0], true); }, {randomTensor({4, 7}, g, 2.0f)});
+  checkGradients([](const auto& in) { return ops::tanh(in[0]); }, {randomTensor({4, 7}, g, 1.5f)});
+  checkGradients([](const auto& in) { return ops::sigmoid(in[0]); }, {randomTensor({4, 7}, g, 2.0f)});
+}
+
+TEST(Gradcheck, DropoutWithAFixedMask) {
+  Generator g(11);
+  // A fresh generator per forward: every evaluation draws the same mask.
+  checkGradients(
+      [](const auto& in) {
+        Generator rng(77, RandomStream::kDropout);
+        return ops::dropout(in[0], 0.4f, true, rng);
+      },
+      {randomTensor({5, 6}, g)});
+}
+
+TEST(Gradcheck, ReshapeAndFlatten) {
+  Generator g(12);
+  checkGradients([](const auto& in) { return ops::reshape(in[0], {6, 2}); }, {randomTensor({3, 4}, g)});
+  checkGradients([](const auto& in) { return ops::flatten(in[0]); }, {randomTensor({2, 3, 2, 2}, g)});
+  checkGradients([](const auto& in) { return ops::flatten(in[0], 2); }, {randomTensor({2, 3, 2, 2}, g)});
+  // Reshape between two ops, so the reshaped tensor's gradient is consumed.
+  checkGradients([](const auto& in) { return ops::tanh(ops::reshape(ops::sigmoid(in[0]), {4, 3})); },
+                 {randomTensor({3, 4}, g)});
+}
+
+TEST(Gradcheck, LayerNorm) {
+  Generator g(13);
+  checkGradients([](const auto& in) { return ops::layerNorm(in[0], in[1], in[2]); },
+                 {randomTensor({3, 6}, g), randomTensor({6}, g), randomTensor({6}, g)});
+  checkGradients([](const auto& in) { return ops::layerNorm(in[0], Tensor(), Tensor()); },
+                 {randomTensor({2, 3, 5}, g)});
+  // Scale only (as F.layer_norm with bias None).
+  checkGradients([](const auto& in) { return ops::layerNorm(in[0], in[1], Tensor()); },
+                 {randomTensor({3, 4}, g), randomTensor({4}, g)});
+}
+
+TEST(Gradcheck, LayerNormShiftOnly) {
+  GTEST_SKIP() << "device/src/kernels/norm.cc layerNormForward ignores b when w is null; enable with the kernel fix";
+  Generator g(13);
+  checkGradients([](const auto& in) { return ops::layerNorm(in[0], Tensor(), in[1]); },
+                 {randomTensor({3, 4}, g), randomTensor({4}, g)});
+}
+
+TEST(Gradcheck, BatchNorm2dTraining) {
+  Generator g(14);
+  Tensor running_mean = Tensor::zeros(testDevice(), {2});
+  Tensor running_var = Tensor::full(testDevice(), {2}, 1.0f);
+  checkGradients(
+      [&](const auto& in) { return ops::batchNorm2d(in[0], in[1], in[2], running_mean, running_var, true); },
+      {randomTensor({3, 2, 3, 2}, g), randomTensor({2}, g), randomTensor({2}, g)});
+  // Without affine parameters.
+  checkGradients(
+      [&](const auto& in) { return ops::batchNorm2d(in[0], Tensor(), Tensor(), running_mean, running_var, true); },
+      {randomTensor({4, 3, 2, 2}, g)});
+}
+
+TEST(Gradcheck, BatchNorm2dEval) {
+  Generator g(15);
+  Tensor running_mean = tensorOf({2}, {0.3f, -0.2f});
+  Tensor running_var = tensorOf({2}, {1.5f, 0.7f});
+  checkGradients(
+      [&](const auto& in) { return ops::batchNorm2d(in[0], in[1], in[2], running_mean, running_var, false); },
+      {randomTensor({2, 2, 3, 3}, g), randomTensor({2}, g), randomTensor({2}, g)});
+}
+
+TEST(Gradcheck, EmbeddingWithRepeatedIndices) {
+  Generator g(16);
+  const Tensor indices = Tensor::fromHost(testDevice(), {2, 3}, std::vector<std::int64_t>{4, 0, 4, 2, 4, 1});
+  checkGradients([&](const auto& in) { return ops::embedding(indices, in[0]); }, {randomTensor({5, 3}, g)});
+}
+
+TEST(Gradcheck, CrossEntropy) {
+  Generator g(17);
+  const Tensor labels = labelsOf({0, 3, 4, 3});
+  checkGradients([&](const auto& in) { return ops::crossEntropy(in[0], labels); }, {randomTensor({4, 5}, g, 2.0f)});
+  checkGradients([&](const auto& in) { return ops::crossEntropy(in[0], labels, 0.2f); },
+                 {randomTensor({4, 5}, g, 2.0f)});
+}
+
+TEST(Gradcheck, MseLoss) {
+  Generator g(18);
+  checkGradients([](const auto& in) { return ops::mseLoss(in[0], in[1]); },
+                 {randomTensor({3, 4}, g), randomTensor({3, 4}, g)});
+}
+
+TEST(Gradcheck, Elementwise) {
+  Generator g(19);
+  checkGradients([](const auto& in) { return ops::add(in[0], in[1]); }, {randomTensor({7}, g), randomTensor({7}, g)});
+  checkGradients([](const auto& in) { return ops::sub(in[0], in[1]); }, {randomTensor({7}, g), randomTensor({7}, g)});
+  checkGradients([](const auto& in) { return ops::mul(in[0], in[1]); },
+                 {randomTensor({2, 3}, g), randomTensor({2, 3}, g)});
+  checkGradients([](const auto& in) { return ops::scale(in[0], -2.5f); }, {randomTensor({2, 3}, g)});
+}
+
+TEST(Gradcheck, Reductions) {
+  Generator g(20);
+  checkGradients([](const auto& in) { return ops::sum(in[0]); }, {randomTensor({3, 4}, g)});
+  checkGradients([](const auto& in) { return ops::mean(in[0]); }, {randomTensor({3, 4}, g)});
+}
+
+TEST(Gradcheck, Softmax) {
+  Generator g(21);
+  checkGradients([](const auto& in) { return ops::softmax(in[0]); }, {randomTensor({3, 5}, g, 2.0f)});
+  checkGradients([](const auto& in) { return ops::softmax(in[0]); }, {randomTensor({2, 2, 3}, g, 2.0f)});
+}
+
+TEST(Gradcheck, TensorsUsedTwiceGetTheSumOfBothGradients) {
+  Generator g(22);
+  // x feeds two branches, and the same tensor is both operands of mul.
+  checkGradients([](const auto& in) { return ops::add(ops::mul(in[0], in[0]), ops::tanh(in[0])); },
+                 {randomTensor({6}, g)});
+  // An intermediate consumed by two ops, and a weight used by two layers.
+  checkGradients(
+      [](const auto& in) {
+        const Tensor h = ops::gelu(ops::linear(in[0], in[1], Tensor()));
+        return ops::add(ops::linear(h, in[2], Tensor()), ops::linear(ops::sigmoid(h), in[2], Tensor()));
+      },
+      {randomTensor({3, 4}, g), randomTensor({5, 4}, g), randomTensor({2, 5}, g)});
+}
+
+TEST(Gradcheck, SmallNetworkEndToEnd) {
+  Generator g(23);
+  const Tensor labels = labelsOf({1, 0, 2});
+  Tensor rm = Tensor::zeros(testDevice(), {2}), rv = Tensor::full(testDevice(), {2}, 1.0f);
+  checkGradients(
+      [&](const auto& in) {
+        Tensor h = ops::conv2d(in[0], in[1], in[2], {.stride = 1, .padding = 1});
+        h = ops::batchNorm2d(h, Tensor(), Tensor(), rm, rv, true);
+        h = ops::avgPool2d(ops::tanh(h), {.kernel = 2});
+        h = ops::layerNorm(ops::flatten(h), Tensor(), Tensor());
+        return ops::crossEntropy(ops::linear(h, in[3], in[4]), labels, 0.1f);
+      },
+      {randomTensor({3, 1, 4, 4}, g), randomTensor({2, 1, 3, 3}, g), randomTensor({2}, g), randomTensor({3, 8}, g),
+       randomTensor({3}, g)});
+}
+
+}  // namespace
+}  // namespace hpu::core
