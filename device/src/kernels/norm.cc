@@ -21,7 +21,7 @@ void layerNormForward(const float* x, std::int64_t rows, std::int64_t d, const f
     mean_rstd[2 * r + 1] = rstd;
     for (std::int64_t i = 0; i < d; ++i) {
       const float v = (xr[i] - m) * rstd;
-      y[r * d + i] = w != nullptr ? v * w[i] + (b != nullptr ? b[i] : 0.0f) : v;
+      y[r * d + i] = (w != nullptr ? v * w[i] : v) + (b != nullptr ? b[i] : 0.0f);
     }
   }
 }

@@ -59,7 +59,7 @@ struct WarmupDecayOptions {
   bool log_warmup = true;  // DeepSpeed's warmup_type: "log" (default) or "linear"
 };
 // DeepSpeed's WarmupDecayLR: warm up from min to max lr, then decay linearly
-// to 0 at total_num_steps. Steps every optimizer step; it sets its own lr
+// back to warmup_min_lr at total_num_steps. Steps every optimizer step; it sets its own lr
 // (the optimizer's lr is ignored, as in DeepSpeed).
 std::unique_ptr<LRScheduler> makeWarmupDecayLR(const WarmupDecayOptions& o);
 
