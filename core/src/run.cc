@@ -65,6 +65,18 @@ device::Env envOf(const std::map<std::string, std::string>& m) {
   return env;
 }
 
+std::vector<int> deviceIndices(const Node& devices) {
+  std::vector<int> out;
+  if (devices.isSequence())
+    for (const Node& d : devices.items()) {
+      const int i = static_cast<int>(config::asInt(d));
+      if (std::find(out.begin(), out.end(), i) != out.end())
+        throw UsageError(fmt::format("trainer.devices lists hpu:{} twice", i));
+      out.push_back(i);
+    }
+  return out;
+}
+
 int devicesRequested(const Node& devices, const device::Platform& platform) {
   if (devices.isSequence()) return static_cast<int>(devices.items().size());
   if (devices.str() == "auto") return platform.autoDeviceCount();
@@ -208,8 +220,8 @@ int run(const RunRequest& request) {
   const int devices = devicesRequested(o.devices, platform);
   device::setIntraOpThreads(intraOpThreads(request.env, devices));
   parts.strategy = makeStrategy(o, devices);
-  RunEnvironment run_env{request.env, request.argv, devices, static_cast<int>(o.num_nodes), request.version,
-                         config::flatten(cfg)};
+  RunEnvironment run_env{request.env,     request.argv,         devices, static_cast<int>(o.num_nodes),
+                         deviceIndices(o.devices), request.version, config::flatten(cfg)};
   // Local workers re-read the command line: they must draw the same seed.
   run_env.env["PL_GLOBAL_SEED"] = std::to_string(parts.seed);
   parts.strategy->setup(run_env, platform);

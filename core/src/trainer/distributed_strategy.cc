@@ -38,7 +38,7 @@ void DistributedStrategy::setup(const RunEnvironment& run, device::Platform& pla
     cluster_ = resolve(env, topology);
   }
   platform.requireDevices(cluster_.localWorldSize);
-  device_ = &platform.device(cluster_.localRank);
+  device_ = &deviceFor(platform, run, cluster_.localRank);
   comm::JoinOptions jo;
   jo.cluster = cluster_;
   jo.settings = comm::commSettingsFromEnv(env);

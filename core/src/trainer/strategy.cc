@@ -15,15 +15,21 @@ GradientView Strategy::gradients(nn::FlatParameters& params) {
   return v;
 }
 
+device::Device& deviceFor(device::Platform& platform, const RunEnvironment& run, int local_rank) {
+  const int index = run.device_indices.empty() ? local_rank : run.device_indices.at(static_cast<std::size_t>(local_rank));
+  platform.requireDevices(index + 1);
+  return platform.device(index);
+}
+
 namespace {
 
 class SingleDeviceStrategy final : public Strategy {
  public:
   explicit SingleDeviceStrategy(int index) : index_(index) {}
   std::string name() const override { return "SingleHPUStrategy"; }
-  void setup(const RunEnvironment&, device::Platform& platform) override {
-    platform.requireDevices(index_ + 1);
-    device_ = &platform.device(index_);
+  // trainer.devices=[i] chooses device i; else the strategy's own index.
+  void setup(const RunEnvironment& run, device::Platform& platform) override {
+    device_ = run.device_indices.empty() ? &deviceFor(platform, run, index_) : &deviceFor(platform, run, 0);
   }
   device::Device& device() override { return *device_; }
 

@@ -35,6 +35,9 @@ struct RunEnvironment {
   std::vector<std::string> argv;  // to spawn local workers
   int devices_per_node = 1;
   int num_nodes = 1;
+  // trainer.devices given as a list: local rank r uses visible device
+  // device_indices[r]; empty: local rank r uses device r.
+  std::vector<int> device_indices;
   std::string version;  // the program version, compared at rendezvous
   // The resolved config as (key path, value), compared at rendezvous.
   std::vector<std::pair<std::string, std::string>> config_entries;
@@ -126,6 +129,9 @@ class GatheredParameters {
   Strategy& strategy_;
   nn::FlatParameters& params_;
 };
+
+// The visible device local rank `local_rank` trains on (checked to exist).
+device::Device& deviceFor(device::Platform& platform, const RunEnvironment& run, int local_rank);
 
 // One process, one device (hpu_single).
 std::unique_ptr<Strategy> makeSingleDeviceStrategy(int device_index);
