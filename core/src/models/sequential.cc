@@ -230,6 +230,28 @@ HPU_REGISTER_COMPONENT(LayerSpec,
                              "Batch normalisation over [N, C, H, W] per channel."),
                        [](const Params& p) { return std::make_unique<BatchNorm2dSpec>(p); });
 
+// A block of layers built one after another (shared by Autocast and Checkpoint).
+void buildInto(nn::Sequential& block, const std::vector<std::unique_ptr<LayerSpec>>& specs, nn::InitContext& ctx,
+               const Shape& in, Shape& out, const std::string& where) {
+  Shape shape = in;
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    Shape next;
+    block.append(specs[i]->build(ctx, shape, next, where + ".init_args.layers[" + std::to_string(i) + "]"));
+    shape = next;
+  }
+  out = shape;
+}
+
+std::vector<std::unique_ptr<LayerSpec>> innerLayers(const Params& p) {
+  const config::Node& layers = p.node("layers");
+  if (layers.items().empty()) p.fail("layers", "lists no layers");
+  std::vector<std::unique_ptr<LayerSpec>> specs;
+  for (std::size_t i = 0; i < layers.items().size(); ++i)
+    specs.push_back(config::ComponentFactory<LayerSpec>::instance().create(
+        layers.items()[i], p.pathOf("layers") + "[" + std::to_string(i) + "]"));
+  return specs;
+}
+
 // Runs its layers inside an autocast region (torch.autocast's rules: the
 // region sets enabled and dtype, and the outer state returns after it).
 class AutocastBlock final : public nn::Sequential {
@@ -252,23 +274,13 @@ class AutocastBlock final : public nn::Sequential {
 class AutocastSpec final : public LayerSpec {
  public:
   explicit AutocastSpec(const Params& p)
-      : enabled_(p.getBool("enabled")), dtype_(p.getString("dtype") == "float16" ? DType::kFloat16 : DType::kBFloat16) {
-    const config::Node& layers = p.node("layers");
-    if (layers.items().empty()) p.fail("layers", "lists no layers");
-    for (std::size_t i = 0; i < layers.items().size(); ++i)
-      inner_.push_back(config::ComponentFactory<LayerSpec>::instance().create(
-          layers.items()[i], p.pathOf("layers") + "[" + std::to_string(i) + "]"));
-  }
+      : enabled_(p.getBool("enabled")),
+        dtype_(p.getString("dtype") == "float16" ? DType::kFloat16 : DType::kBFloat16),
+        inner_(innerLayers(p)) {}
   std::shared_ptr<nn::Module> build(nn::InitContext& ctx, const Shape& in, Shape& out,
                                     const std::string& where) const override {
     auto block = std::make_shared<AutocastBlock>(enabled_, dtype_);
-    Shape shape = in;
-    for (std::size_t i = 0; i < inner_.size(); ++i) {
-      Shape next;
-      block->append(inner_[i]->build(ctx, shape, next, where + ".init_args.layers[" + std::to_string(i) + "]"));
-      shape = next;
-    }
-    out = shape;
+    buildInto(*block, inner_, ctx, in, out, where);
     return block;
   }
 
@@ -290,6 +302,48 @@ HPU_REGISTER_COMPONENT(
                       {"layers", Type::list(Type::component({ComponentKind::kLayer})), "[]", "The layers of the region."}}},
                     "A region of layers with its own autocast setting (torch.autocast semantics)."},
     [](const Params& p) { return std::make_unique<AutocastSpec>(p); });
+
+// Activation checkpointing of its layers: their activations are not kept
+// but recomputed in backward (DeepSpeed's checkpoint()).
+class CheckpointBlock final : public nn::Sequential {
+ public:
+  CheckpointBlock(Generator& rng, bool on_host) : rng_(&rng), on_host_(on_host) {}
+  std::string typeName() const override { return "Checkpoint"; }
+  std::string describe() const override { return on_host_ ? "inputs kept in host memory" : ""; }
+  Tensor forward(const Tensor& x) override {
+    return ops::checkpoint([this](const Tensor& in) { return nn::Sequential::forward(in); }, x, rng_, on_host_);
+  }
+
+ private:
+  Generator* rng_;
+  bool on_host_;
+};
+
+class CheckpointSpec final : public LayerSpec {
+ public:
+  explicit CheckpointSpec(const Params& p) : inner_(innerLayers(p)) {}
+  std::shared_ptr<nn::Module> build(nn::InitContext& ctx, const Shape& in, Shape& out,
+                                    const std::string& where) const override {
+    auto block = std::make_shared<CheckpointBlock>(ctx.dropout_rng, ctx.checkpoint_on_host);
+    buildInto(*block, inner_, ctx, in, out, where);
+    return block;
+  }
+
+ private:
+  std::vector<std::unique_ptr<LayerSpec>> inner_;
+};
+
+HPU_REGISTER_COMPONENT(
+    LayerSpec,
+    ComponentSchema{ComponentKind::kLayer,
+                    "Checkpoint",
+                    {"deepspeed.checkpointing.checkpoint", "torch.utils.checkpoint.checkpoint"},
+                    {"Checkpoint",
+                     "",
+                     {{"layers", Type::list(Type::component({ComponentKind::kLayer})), "[]",
+                       "The layers whose activations are recomputed in backward instead of kept."}}},
+                    "Activation checkpointing: trades recomputation for activation memory."},
+    [](const Params& p) { return std::make_unique<CheckpointSpec>(p); });
 
 class SequentialModel final : public Classifier {
  public:

@@ -53,4 +53,16 @@ void Tape::backward(const Tensor& root, float seed) {
   entries_.clear();
 }
 
+void Tape::backward(const Tensor& root, const Tensor& grad) {
+  HPU_CHECK(root.shape() == grad.shape(), "gradient {} for a tensor {}", grad.shape().str(), root.shape().str());
+  if (root.requiresGrad()) {
+    GradTarget g = gradTarget(root);
+    const float* src = grad.data();
+    for (std::int64_t i = 0; i < root.numel(); ++i) g.data[i] = g.accumulate ? g.data[i] + src[i] : src[i];
+  }
+  TapeScope no_record(nullptr);
+  for (auto it = entries_.rbegin(); it != entries_.rend(); ++it) (*it)();
+  entries_.clear();
+}
+
 }  // namespace hpu::core::autograd

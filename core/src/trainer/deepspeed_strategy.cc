@@ -97,6 +97,7 @@ class DeepSpeedStrategy final : public DistributedStrategy {
   }
   bool persistentGradients() const override { return settings_.stage < 2; }
   bool offloadOptimizerState() const override { return settings_.offload_optimizer; }
+  bool activationCheckpointsOnHost() const override { return settings_.cpu_checkpointing; }
 
   void setupParameters(nn::FlatParameters& params, const std::vector<nn::NamedTensor>& buffers) override {
     broadcastParameters(params, buffers);

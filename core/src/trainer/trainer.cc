@@ -64,7 +64,8 @@ void Trainer::setupModel(LightningModule& model, data::DataModule& data, data::S
   if (!sample) throw UsageError("the data module provides no data set for this stage");
   ModelInput input{Shape(std::span<const std::int64_t>(sample->sampleShape())), data.numClasses()};
   precision_->checkDevice(strategy_->device());
-  nn::InitContext ctx{strategy_->device(), init_rng_, dropout_rng_, precision_->paramDtype()};
+  nn::InitContext ctx{strategy_->device(), init_rng_, dropout_rng_, precision_->paramDtype(),
+                      strategy_->activationCheckpointsOnHost()};
   model.configureModel(ctx, input);
   precision_->convertModule(model);
   params_ = std::make_unique<nn::FlatParameters>(model, strategy_->device(), strategy_->bucketCapBytes(),

@@ -21,6 +21,9 @@ struct InitContext {
   Generator& rng;          // parameter initialisation
   Generator& dropout_rng;  // masks of Dropout layers (checkpointed by the Trainer)
   DType param_dtype = DType::kFloat32;
+  // Activation checkpoints keep their saved inputs in host memory
+  // (DeepSpeed's cpu_checkpointing).
+  bool checkpoint_on_host = false;
 };
 
 struct NamedTensor {

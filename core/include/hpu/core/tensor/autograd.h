@@ -25,6 +25,9 @@ class Tape {
   // every recorded function in reverse and clears the tape (releasing the
   // activations it kept). REQUIRES: root is a scalar that requires grad.
   void backward(const Tensor& root, float seed = 1.0f);
+  // Seeds root's gradient with `grad` (same shape) instead, for a recorded
+  // sub-computation (activation checkpointing).
+  void backward(const Tensor& root, const Tensor& grad);
   void clear() { entries_.clear(); }
   std::size_t size() const { return entries_.size(); }
 

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,14 @@ Tensor scale(const Tensor& a, float s);
 Tensor sum(const Tensor& a);
 Tensor mean(const Tensor& a);
 Tensor softmax(const Tensor& logits);  // over the last dimension
+
+// Activation checkpointing (DeepSpeed's checkpoint / torch.utils.checkpoint):
+// runs f(x) without keeping its activations and recomputes them in backward.
+// `rng`, if given, is rewound for the recomputation so dropout draws the same
+// masks; `on_host` keeps the saved input in host memory instead of on the
+// device (DeepSpeed's cpu_checkpointing).
+Tensor checkpoint(const std::function<Tensor(const Tensor&)>& f, const Tensor& x, Generator* rng = nullptr,
+                  bool on_host = false);
 
 // Records (op, dtype it ran in) for every op on this thread while alive:
 // makes autocast decisions observable (tests, debugging).

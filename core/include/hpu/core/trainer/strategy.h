@@ -66,6 +66,8 @@ class Strategy {
   virtual bool persistentGradients() const { return true; }
   // Whether the optimizer state lives in host memory (ZeRO-Offload).
   virtual bool offloadOptimizerState() const { return false; }
+  // Whether activation checkpoints keep their inputs in host memory.
+  virtual bool activationCheckpointsOnHost() const { return false; }
   // Full parameter values for a forward/backward, an evaluation or a
   // checkpoint (ZeRO-3 gathers its shards), and their release after.
   virtual void gatherParameters(nn::FlatParameters&) {}
