@@ -9,9 +9,25 @@ Tensor Module::forward(const Tensor&) {
 }
 
 Tensor Module::operator()(const Tensor& x) {
+  if (!hooks_) {
+    Tensor y = forward(x);
+    last_output_shape_ = y.shape();
+    return y;
+  }
+  hooks_->before(*this);
+  struct After {
+    ForwardHooks& h;
+    Module& m;
+    ~After() { h.after(m); }
+  } after{*hooks_, *this};
   Tensor y = forward(x);
   last_output_shape_ = y.shape();
   return y;
+}
+
+void Module::setForwardHooks(const std::shared_ptr<ForwardHooks>& hooks) {
+  hooks_ = hooks;
+  for (auto& [name, child] : children_) child->setForwardHooks(hooks);
 }
 
 Tensor Module::registerParameter(std::string name, Tensor t) {

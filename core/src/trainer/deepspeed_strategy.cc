@@ -17,6 +17,7 @@
 #include "distributed_strategy.h"
 #include "hpu/core/config/registry.h"
 #include "hpu/core/errors.h"
+#include "hpu/core/tensor/autograd.h"
 
 namespace hpu::core {
 namespace {
@@ -99,7 +100,8 @@ class DeepSpeedStrategy final : public DistributedStrategy {
   bool offloadOptimizerState() const override { return settings_.offload_optimizer; }
   bool activationCheckpointsOnHost() const override { return settings_.cpu_checkpointing; }
 
-  void setupParameters(nn::FlatParameters& params, const std::vector<nn::NamedTensor>& buffers) override {
+  void setupParameters(nn::Module& model, nn::FlatParameters& params,
+                       const std::vector<nn::NamedTensor>& buffers) override {
     broadcastParameters(params, buffers);
     const std::size_t n = params.buckets().size();
     shards_.resize(n);
@@ -114,6 +116,14 @@ class DeepSpeedStrategy final : public DistributedStrategy {
       value_shards_ = makeShards(settings_.offload_parameters);
       parametersLoaded(params);
       for (std::size_t i = 0; i < n; ++i) params.releaseValues(i);
+      refs_.assign(n, 0);
+      params_ = &params;
+      for (std::size_t i = 0; i < n; ++i)
+        for (const auto& m : params.buckets()[i].members) bucket_of_[m.tensor.impl().get()] = i;
+      // Parameters registered on the model itself have no module forward to
+      // gather them: their buckets stay gathered for a whole step.
+      for (const auto& p : model.ownParameters()) step_buckets_.push_back(bucket_of_.at(p.tensor.impl().get()));
+      model.setForwardHooks(std::make_shared<ModuleGather>(*this));
     }
   }
 
@@ -175,18 +185,20 @@ class DeepSpeedStrategy final : public DistributedStrategy {
     }
   }
 
-  void gatherParameters(nn::FlatParameters& params) override {
-    if (settings_.stage != 3 || gathered_++ > 0) return;
-    for (std::size_t i = 0; i < params.buckets().size(); ++i) {
-      params.allocateValues(i);
-      group().allgather(comm::ConstBufferView(std::span<const float>(value_shards_[i].data(), static_cast<std::size_t>(shards_[i].size))),
-                        params.buckets()[i].valueSpan());
-    }
+  void gatherParameters(nn::FlatParameters& params, GatherScope scope) override {
+    if (settings_.stage != 3) return;
+    if (scope == GatherScope::kAll)
+      for (std::size_t i = 0; i < params.buckets().size(); ++i) acquire(i);
+    else
+      for (std::size_t i : step_buckets_) acquire(i);
   }
 
-  void releaseParameters(nn::FlatParameters& params) override {
-    if (settings_.stage != 3 || --gathered_ > 0) return;
-    for (std::size_t i = 0; i < params.buckets().size(); ++i) params.releaseValues(i);
+  void releaseParameters(nn::FlatParameters& params, GatherScope scope) override {
+    if (settings_.stage != 3) return;
+    if (scope == GatherScope::kAll)
+      for (std::size_t i = 0; i < params.buckets().size(); ++i) release(i);
+    else
+      for (std::size_t i : step_buckets_) release(i);
   }
 
   void parametersLoaded(nn::FlatParameters& params) override {
@@ -202,6 +214,55 @@ class DeepSpeedStrategy final : public DistributedStrategy {
   struct Shard {
     std::int64_t offset = 0, size = 0;
   };
+
+  // ZeRO-3's parameter lifecycle per module: a module's buckets are gathered
+  // before its forward and released after it; on the tape, a gather is
+  // recorded after the forward (so backward gathers again before the
+  // module's gradients) and a release before it (so backward releases after).
+  class ModuleGather final : public nn::ForwardHooks {
+   public:
+    explicit ModuleGather(DeepSpeedStrategy& s) : s_(s) {}
+    void before(nn::Module& m) override {
+      const auto buckets = s_.bucketsOf(m);
+      for (std::size_t b : buckets) s_.acquire(b);
+      if (auto* tape = autograd::currentTape(); tape != nullptr && !buckets.empty())
+        tape->record([&s = s_, buckets] {
+          for (std::size_t b : buckets) s.release(b);
+        });
+    }
+    void after(nn::Module& m) override {
+      const auto buckets = s_.bucketsOf(m);
+      if (auto* tape = autograd::currentTape(); tape != nullptr && !buckets.empty())
+        tape->record([&s = s_, buckets] {
+          for (std::size_t b : buckets) s.acquire(b);
+        });
+      for (std::size_t b : buckets) s_.release(b);
+    }
+
+   private:
+    DeepSpeedStrategy& s_;
+  };
+
+  std::vector<std::size_t> bucketsOf(const nn::Module& m) const {
+    std::vector<std::size_t> out;
+    for (const auto& p : m.ownParameters()) {
+      const std::size_t b = bucket_of_.at(p.tensor.impl().get());
+      if (std::find(out.begin(), out.end(), b) == out.end()) out.push_back(b);
+    }
+    return out;
+  }
+
+  // Reference-counted full values of bucket i (all-gathered from the shards).
+  void acquire(std::size_t i) {
+    if (refs_[i]++ > 0) return;
+    params_->allocateValues(i);
+    group().allgather(
+        comm::ConstBufferView(std::span<const float>(value_shards_[i].data(), static_cast<std::size_t>(shards_[i].size))),
+        params_->buckets()[i].valueSpan());
+  }
+  void release(std::size_t i) {
+    if (--refs_[i] == 0) params_->releaseValues(i);
+  }
 
   std::vector<ShardBuffer> makeShards(bool on_host) {
     std::vector<ShardBuffer> out(shards_.size());
@@ -234,7 +295,10 @@ class DeepSpeedStrategy final : public DistributedStrategy {
   std::vector<ShardBuffer> grad_shards_, value_shards_;
   std::vector<comm::Work> pending_;
   std::vector<bool> reduced_;
-  int gathered_ = 0;
+  nn::FlatParameters* params_ = nullptr;
+  std::vector<int> refs_;
+  std::map<const detail::TensorImpl*, std::size_t> bucket_of_;
+  std::vector<std::size_t> step_buckets_;
 };
 
 std::vector<config::ParamSpec> deepspeedParams(const char* stage, const char* offload_optimizer,

@@ -30,7 +30,7 @@ class ParallelStrategy final : public DistributedStrategy {
   std::string name() const override { return "HPUParallelStrategy"; }
   std::int64_t bucketCapBytes() const override { return bucket_cap_bytes_; }
 
-  void setupParameters(nn::FlatParameters& params, const std::vector<nn::NamedTensor>& buffers) override {
+  void setupParameters(nn::Module&, nn::FlatParameters& params, const std::vector<nn::NamedTensor>& buffers) override {
     broadcastParameters(params, buffers);
     pending_.assign(params.buckets().size(), comm::Work());
     launched_.assign(params.buckets().size(), false);

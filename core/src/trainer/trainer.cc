@@ -70,7 +70,7 @@ void Trainer::setupModel(LightningModule& model, data::DataModule& data, data::S
   precision_->convertModule(model);
   params_ = std::make_unique<nn::FlatParameters>(model, strategy_->device(), strategy_->bucketCapBytes(),
                                                  strategy_->persistentGradients());
-  strategy_->setupParameters(*params_, model.namedBuffers());
+  strategy_->setupParameters(model, *params_, model.namedBuffers());
   model.attachTrainer(metrics_.get(), profiler_.get());
   model_ready_ = true;
   if (options_.enable_model_summary && isGlobalZero() && stage == data::Stage::kFit) printModelSummary();
@@ -249,7 +249,7 @@ void Trainer::trainEpoch() {
 bool Trainer::trainStep(const Batch& batch, std::int64_t batch_idx, bool optimizer_turn) {
   metrics_->setHook(MetricCollector::Hook::kTraining, batch.size());
   if (batch_idx % options_.accumulate_grad_batches == 0) params_->invalidateGrads();
-  GatheredParameters gathered(*strategy_, *params_);
+  GatheredParameters gathered(*strategy_, *params_, Strategy::GatherScope::kStep);
   params_->beginStep();
   strategy_->beforeBackward(*params_, optimizer_turn);
   Tensor loss;
@@ -319,7 +319,7 @@ std::map<std::string, double> Trainer::evaluationLoop(data::Split split, std::in
   num_eval_batches_ = n;
   model_->eval();
   autograd::TapeScope no_grad(nullptr);
-  GatheredParameters gathered(*strategy_, *params_);
+  GatheredParameters gathered(*strategy_, *params_, Strategy::GatherScope::kStep);
   callbacks([&](Callback& c) { val ? c.onValidationStart(*this) : c.onTestStart(*this); });
   loader->startEpoch(0);
   for (std::int64_t batch_idx = 0; batch_idx < n; ++batch_idx) {
@@ -392,7 +392,7 @@ std::vector<std::vector<float>> Trainer::predict(LightningModule& model, data::D
   num_eval_batches_ = n;
   model.eval();
   autograd::TapeScope no_grad(nullptr);
-  GatheredParameters gathered(*strategy_, *params_);
+  GatheredParameters gathered(*strategy_, *params_, Strategy::GatherScope::kStep);
   callbacks([&](Callback& c) { c.onPredictStart(*this); });
   loader->startEpoch(0);
   std::vector<std::vector<float>> rows;

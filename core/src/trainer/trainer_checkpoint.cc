@@ -54,7 +54,7 @@ void loadInto(const checkpoint::Checkpoint& ckpt, const std::string& name, Tenso
 }  // namespace
 
 void Trainer::saveCheckpoint(const std::string& path, bool weights_only) {
-  GatheredParameters gathered(*strategy_, *params_);
+  GatheredParameters gathered(*strategy_, *params_, Strategy::GatherScope::kAll);
   checkpoint::Checkpoint ckpt;
   for (const auto& p : model_->namedParameters()) ckpt.tensors.push_back(entryOf("model." + p.name, p.tensor));
   for (const auto& b : model_->namedBuffers()) ckpt.tensors.push_back(entryOf("model." + b.name, b.tensor));
@@ -129,11 +129,11 @@ std::string Trainer::resolveCheckpointPath(const std::string& ckpt_path) const {
 
 void Trainer::restore(const std::string& path, bool full) {
   const checkpoint::Checkpoint ckpt = checkpoint_io_->load(path);
-  strategy_->gatherParameters(*params_);
+  strategy_->gatherParameters(*params_, Strategy::GatherScope::kAll);
   for (const auto& p : model_->namedParameters()) loadInto(ckpt, "model." + p.name, p.tensor, path);
   for (const auto& b : model_->namedBuffers()) loadInto(ckpt, "model." + b.name, b.tensor, path);
   strategy_->parametersLoaded(*params_);
-  strategy_->releaseParameters(*params_);
+  strategy_->releaseParameters(*params_, Strategy::GatherScope::kAll);
   global_step_ = std::stoll(ckpt.meta("global_step"));
   current_epoch_ = std::stoll(ckpt.meta("epoch"));
   if (!full) return;

@@ -31,6 +31,17 @@ struct NamedTensor {
   Tensor tensor;
 };
 
+class Module;
+
+// Called around a module's forward through operator() (ZeRO-3 gathers the
+// module's parameters before and releases them after).
+class ForwardHooks {
+ public:
+  virtual ~ForwardHooks() = default;
+  virtual void before(Module& m) = 0;
+  virtual void after(Module& m) = 0;
+};
+
 class Module {
  public:
   virtual ~Module() = default;
@@ -39,8 +50,13 @@ class Module {
   virtual std::string typeName() const = 0;
   // Single-input forward, used by Sequential and the C++ API's operator().
   virtual Tensor forward(const Tensor& x);
-  // Runs forward() and remembers the output shape for the model summary.
+  // Runs forward() (between the forward hooks, if any) and remembers the
+  // output shape for the model summary.
   Tensor operator()(const Tensor& x);
+  // Installs `hooks` on this module and its descendants (nullptr removes).
+  void setForwardHooks(const std::shared_ptr<ForwardHooks>& hooks);
+  // The parameters registered on this module itself (not its children).
+  const std::vector<NamedTensor>& ownParameters() const { return params_; }
 
   // Registration (call from constructors / configureModel).
   Tensor registerParameter(std::string name, Tensor t);
@@ -78,6 +94,7 @@ class Module {
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
   Shape last_output_shape_;
+  std::shared_ptr<ForwardHooks> hooks_;
 };
 
 }  // namespace hpu::core::nn

@@ -68,10 +68,12 @@ class Strategy {
   virtual bool offloadOptimizerState() const { return false; }
   // Whether activation checkpoints keep their inputs in host memory.
   virtual bool activationCheckpointsOnHost() const { return false; }
-  // Full parameter values for a forward/backward, an evaluation or a
-  // checkpoint (ZeRO-3 gathers its shards), and their release after.
-  virtual void gatherParameters(nn::FlatParameters&) {}
-  virtual void releaseParameters(nn::FlatParameters&) {}
+  // Parameter values for a step or an evaluation (kStep: what the forward
+  // hooks do not gather themselves) or for a checkpoint (kAll), and their
+  // release after. ZeRO-3 gathers its shards; other strategies hold all.
+  enum class GatherScope { kStep, kAll };
+  virtual void gatherParameters(nn::FlatParameters&, GatherScope) {}
+  virtual void releaseParameters(nn::FlatParameters&, GatherScope) {}
   // After full parameter values were loaded (checkpoint restore): sharding
   // strategies take their shards from them.
   virtual void parametersLoaded(nn::FlatParameters&) {}
@@ -87,7 +89,8 @@ class Strategy {
   virtual void checkOptimizer(const optim::Optimizer&) const {}
   // Called once the parameters are flat: DDP broadcasts rank 0's values
   // (and buffers, such as batch-norm statistics).
-  virtual void setupParameters(nn::FlatParameters&, const std::vector<nn::NamedTensor>& buffers) {}
+  virtual void setupParameters(nn::Module& model, nn::FlatParameters& params,
+                               const std::vector<nn::NamedTensor>& buffers) {}
   // The slices this rank's optimizer updates (all buckets unless sharded).
   virtual std::vector<optim::ParamSlice> optimizerSlices(nn::FlatParameters& params);
   // Around backward: gradient synchronisation (DDP all-reduces buckets as
@@ -120,16 +123,18 @@ class Strategy {
 // shards at the start and releases the full values at the end).
 class GatheredParameters {
  public:
-  GatheredParameters(Strategy& strategy, nn::FlatParameters& params) : strategy_(strategy), params_(params) {
-    strategy_.gatherParameters(params_);
+  GatheredParameters(Strategy& strategy, nn::FlatParameters& params, Strategy::GatherScope scope)
+      : strategy_(strategy), params_(params), scope_(scope) {
+    strategy_.gatherParameters(params_, scope_);
   }
-  ~GatheredParameters() { strategy_.releaseParameters(params_); }
+  ~GatheredParameters() { strategy_.releaseParameters(params_, scope_); }
   GatheredParameters(const GatheredParameters&) = delete;
   GatheredParameters& operator=(const GatheredParameters&) = delete;
 
  private:
   Strategy& strategy_;
   nn::FlatParameters& params_;
+  Strategy::GatherScope scope_;
 };
 
 // The visible device local rank `local_rank` trains on (checked to exist).
