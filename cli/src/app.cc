@@ -1,6 +1,7 @@
 #include "hpu/cli/app.h"
 
 #include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
@@ -10,6 +11,7 @@
 #include "hpu/cli/overrides.h"
 #include "hpu/cli/version.h"
 #include "hpu/comm/errors.h"
+#include "hpu/core/checkpoint/consolidate.h"
 #include "hpu/core/config/print.h"
 #include "hpu/core/config/root.h"
 #include "hpu/core/config/scalars.h"
@@ -134,7 +136,6 @@ void setLogLevel(bool verbose) {
   }
   if (verbose) level = spdlog::level::debug;
   spdlog::set_level(level);
-  spdlog::set_pattern("%^%l%$: %v");
 }
 
 int dispatch(int argc, char** argv) {
@@ -159,6 +160,11 @@ int dispatch(int argc, char** argv) {
   }
   CLI::App* devices = app.add_subcommand("devices", "List the emulated HPU devices (like hl-smi).");
   devices->allow_extras();
+  std::string consolidate_in, consolidate_out;
+  CLI::App* consolidate = app.add_subcommand(
+      "consolidate", "Merge a ZeRO checkpoint's per-rank optimizer shards (<ckpt>.rank<R>) into one checkpoint file.");
+  consolidate->add_option("checkpoint", consolidate_in, "The sharded checkpoint")->required()->type_name("INPUT");
+  consolidate->add_option("output", consolidate_out, "Where to write the consolidated checkpoint")->required()->type_name("OUTPUT");
 
   try {
     app.parse(argc, argv);
@@ -192,31 +198,41 @@ int dispatch(int argc, char** argv) {
     std::cout << core::describeDevices(processEnv());
     return kExitOk;
   }
+  if (consolidate->parsed()) {
+    if (!before.empty()) throw core::UsageError(before.front() + " belongs to the fit, validate, test and predict subcommands, not 'consolidate'");
+    core::checkpoint::consolidate(consolidate_in, consolidate_out);
+    std::cout << "wrote " << consolidate_out << "\n";
+    return kExitOk;
+  }
   if (!before.empty() && before.front().rfind('-', 0) != 0) {
-    std::vector<std::string> names{"devices"};
+    std::vector<std::string> names{"devices", "consolidate"};
     for (const auto& [name, doc] : kTrainerCommands) names.emplace_back(name);
     throw core::UsageError("unknown subcommand '" + before.front() + "'" +
                            core::config::didYouMean(before.front(), names) +
-                           " (subcommands: fit, validate, test, predict, devices)");
+                           " (subcommands: fit, validate, test, predict, devices, consolidate)");
   }
   if (!before.empty() || !top.configs.empty())
     throw core::UsageError("missing subcommand before the options: hpu-train fit|validate|test|predict " +
                            (before.empty() ? std::string("--config FILE") : before.front()));
   throw core::UsageError(
-      "missing subcommand: hpu-train fit|validate|test|predict|devices [OPTIONS] (hpu-train --help lists them)");
+      "missing subcommand: hpu-train fit|validate|test|predict|devices|consolidate [OPTIONS] (hpu-train --help lists them)");
 }
 
 }  // namespace
 
 int runCli(int argc, char** argv) {
+  // Logs and errors go to stderr; results (tables, printed configs) to stdout.
+  // In a distributed run every line carries its rank (set by the strategy).
+  spdlog::set_default_logger(spdlog::stderr_color_mt("hpu-train"));
+  spdlog::set_pattern("%^%l%$: %v");
   const auto report = [](const std::exception& e, int code) {
-    std::fprintf(stderr, "error: %s\n", e.what());
+    spdlog::error("{}", e.what());
     return code;
   };
   try {
     return dispatch(argc, argv);
   } catch (const core::ConfigError& e) {
-    for (const std::string& p : e.problems()) std::fprintf(stderr, "error: %s\n", p.c_str());
+    for (const std::string& p : e.problems()) spdlog::error("{}", p);
     return kExitUsage;
   } catch (const core::UsageError& e) {
     return report(e, kExitUsage);

@@ -164,7 +164,7 @@ class ModelCheckpoint final : public Callback {
         if (!keep_all && static_cast<std::int64_t>(kept_.size()) >= save_top_k_) {
           if (!monitor_.empty() || save_top_k_ == 1) {
             const std::size_t drop = monitor_.empty() ? 0 : worst;
-            if (trainer.isGlobalZero() && kept_[drop].first != path) trainer.checkpointIO().remove(kept_[drop].first);
+            if (kept_[drop].first != path) trainer.removeCheckpoint(kept_[drop].first);
             kept_.erase(kept_.begin() + static_cast<std::ptrdiff_t>(drop));
           }
         }

@@ -140,6 +140,13 @@ class DeepSpeedStrategy final : public DistributedStrategy {
     return slices;
   }
 
+  std::vector<SliceShard> optimizerShards(nn::FlatParameters& params) override {
+    if (settings_.stage == 0) return Strategy::optimizerShards(params);
+    std::vector<SliceShard> out;
+    for (std::size_t i = 0; i < shards_.size(); ++i) out.push_back({shards_[i].offset, shards_[i].size, params.buckets()[i].numel});
+    return out;
+  }
+
   void beforeBackward(nn::FlatParameters& params, bool sync) override {
     std::fill(reduced_.begin(), reduced_.end(), false);
     if (!sync) {

@@ -9,6 +9,12 @@ std::vector<optim::ParamSlice> Strategy::optimizerSlices(nn::FlatParameters& par
   return slices;
 }
 
+std::vector<Strategy::SliceShard> Strategy::optimizerShards(nn::FlatParameters& params) {
+  std::vector<SliceShard> out;
+  for (auto& b : params.buckets()) out.push_back({0, b.numel, b.numel});
+  return out;
+}
+
 GradientView Strategy::gradients(nn::FlatParameters& params) {
   GradientView v;
   for (auto& b : params.buckets()) v.spans.push_back(b.gradSpan());

@@ -248,6 +248,11 @@ void Trainer::trainEpoch() {
 
 bool Trainer::trainStep(const Batch& batch, std::int64_t batch_idx, bool optimizer_turn) {
   metrics_->setHook(MetricCollector::Hook::kTraining, batch.size());
+  // Dropout masks are a pure function of (seed, rank, epoch, batch): the same
+  // after a resume, whatever was drawn before.
+  dropout_rng_ = Generator(seed_, RandomStream::kDropout,
+                           (static_cast<std::uint64_t>(strategy_->globalRank()) << 48) ^
+                               (static_cast<std::uint64_t>(current_epoch_) << 24) ^ static_cast<std::uint64_t>(batch_idx));
   if (batch_idx % options_.accumulate_grad_batches == 0) params_->invalidateGrads();
   GatheredParameters gathered(*strategy_, *params_, Strategy::GatherScope::kStep);
   params_->beginStep();

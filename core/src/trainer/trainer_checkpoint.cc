@@ -4,8 +4,8 @@
 // "optimizer.<state>.<slice>" for optimizer state. Metadata:
 //   hpu_train.format = "1", epoch, global_step, batches_done (of `epoch`),
 //   optimizer (name, lr, step), scheduler (JSON state), precision (JSON),
-//   callbacks (JSON object keyed by stateKey()), rng (dropout stream),
-//   config (the resolved YAML), precision_name.
+//   callbacks (JSON object keyed by stateKey()), config (the resolved YAML).
+// Dropout masks need no state: they derive from (seed, rank, epoch, batch).
 #include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
 
@@ -53,6 +53,42 @@ void loadInto(const checkpoint::Checkpoint& ckpt, const std::string& name, Tenso
 
 }  // namespace
 
+std::string shardPath(const std::string& checkpoint, int rank) { return checkpoint + ".rank" + std::to_string(rank); }
+
+// Optimizer state comes whole (in the main file; a sharding strategy takes
+// its shard of it) or sharded (one file per rank, for the same world size).
+void Trainer::restoreOptimizerState(const checkpoint::Checkpoint& ckpt, const std::string& path) {
+  const auto shards = strategy_->optimizerShards(*params_);
+  const bool sharded_now = std::any_of(shards.begin(), shards.end(), [](const auto& s) { return s.size != s.total; });
+  checkpoint::Checkpoint own;
+  const checkpoint::Checkpoint* source = &ckpt;
+  if (auto it = ckpt.metadata.find("sharded_optimizer"); it != ckpt.metadata.end()) {
+    if (!sharded_now || std::stoi(it->second) != strategy_->worldSize())
+      throw CheckpointError(fmt::format("{}: its optimizer state is sharded over {} ranks; resume it with the same ZeRO "
+                                        "world size, or consolidate it first: hpu-train consolidate {} <output.ckpt>",
+                                        path, it->second, path));
+    own = checkpoint_io_->load(shardPath(path, strategy_->globalRank()));
+    source = &own;
+  }
+  const bool whole = source == &ckpt;
+  std::size_t slice = 0;
+  const auto buffers = optimizer_->stateBuffers();
+  const std::size_t per_slice = shards.empty() ? 0 : buffers.size() / shards.size();
+  for (std::size_t b = 0; b < buffers.size(); ++b) {
+    const auto& s = buffers[b];
+    if (per_slice > 0) slice = b / per_slice;
+    const checkpoint::TensorEntry* e = source->find("optimizer." + s.name);
+    const std::int64_t offset = whole ? shards[slice].offset : 0;
+    const std::int64_t want = whole ? shards[slice].total : static_cast<std::int64_t>(s.values.size());
+    if (e == nullptr || static_cast<std::int64_t>(e->values.size()) != want)
+      throw CheckpointError(fmt::format("{}: optimizer state '{}' is missing or has another size; the checkpoint comes "
+                                        "from a different model, optimizer or strategy",
+                                        path, s.name));
+    std::copy(e->values.begin() + offset, e->values.begin() + offset + static_cast<std::int64_t>(s.values.size()),
+              s.values.begin());
+  }
+}
+
 void Trainer::saveCheckpoint(const std::string& path, bool weights_only) {
   GatheredParameters gathered(*strategy_, *params_, Strategy::GatherScope::kAll);
   checkpoint::Checkpoint ckpt;
@@ -66,12 +102,23 @@ void Trainer::saveCheckpoint(const std::string& path, bool weights_only) {
   m["precision"] = precision_->precision();
   m["config"] = config::emitYaml(config_);
   if (!weights_only && optimizer_) {
+    const auto shards = strategy_->optimizerShards(*params_);
+    const bool sharded = std::any_of(shards.begin(), shards.end(), [](const auto& s) { return s.size != s.total; });
+    checkpoint::Checkpoint own;  // sharded state: this rank's part, in a file of its own
     for (const auto& s : optimizer_->stateBuffers()) {
       checkpoint::TensorEntry e;
       e.name = "optimizer." + s.name;
       e.shape = {static_cast<std::int64_t>(s.values.size())};
       e.values.assign(s.values.begin(), s.values.end());
-      ckpt.tensors.push_back(std::move(e));
+      (sharded ? own : ckpt).tensors.push_back(std::move(e));
+    }
+    if (sharded) {
+      json layout = json::array();
+      for (const auto& s : shards) layout.push_back({s.offset, s.size, s.total});
+      own.metadata["hpu_train.optimizer_shard"] =
+          json{{"rank", strategy_->globalRank()}, {"world_size", strategy_->worldSize()}, {"slices", layout}}.dump();
+      checkpoint_io_->save(own, shardPath(path, strategy_->globalRank()));
+      m["sharded_optimizer"] = std::to_string(strategy_->worldSize());
     }
     m["optimizer"] = json{{"name", optimizer_->name()}, {"lr", optimizer_->lr()}, {"step", optimizer_->stepCount()}}.dump();
     if (scheduler_) m["scheduler"] = json{{"name", scheduler_->name()}, {"state", scheduler_->state()}}.dump();
@@ -80,11 +127,14 @@ void Trainer::saveCheckpoint(const std::string& path, bool weights_only) {
     for (const auto& c : callbacks_)
       if (auto st = c->stateJson(); !st.empty()) cbs[c->stateKey()] = st;
     m["callbacks"] = cbs.dump();
-    const auto st = dropout_rng_.state();
-    m["rng"] = json(std::vector<std::uint64_t>{st.s[0], st.s[1], st.s[2], st.s[3]}).dump();
   }
   if (isGlobalZero()) checkpoint_io_->save(ckpt, path);
   strategy_->barrier("save_checkpoint");
+}
+
+void Trainer::removeCheckpoint(const std::string& path) {
+  if (isGlobalZero()) checkpoint_io_->remove(path);
+  checkpoint_io_->remove(shardPath(path, strategy_->globalRank()));
 }
 
 std::string Trainer::resolveCheckpointPath(const std::string& ckpt_path) const {
@@ -143,14 +193,7 @@ void Trainer::restore(const std::string& path, bool full) {
   if (opt["name"].get<std::string>() != optimizer_->name())
     throw CheckpointError(fmt::format("{} was trained with {}, this run uses {}", path,
                                       opt["name"].get<std::string>(), optimizer_->name()));
-  for (const auto& s : optimizer_->stateBuffers()) {
-    const checkpoint::TensorEntry* e = ckpt.find("optimizer." + s.name);
-    if (e == nullptr || e->values.size() != s.values.size())
-      throw CheckpointError(fmt::format("{}: optimizer state '{}' is missing or has another size; the checkpoint comes "
-                                        "from a different model, optimizer or strategy",
-                                        path, s.name));
-    std::copy(e->values.begin(), e->values.end(), s.values.begin());
-  }
+  restoreOptimizerState(ckpt, path);
   optimizer_->setLr(opt["lr"].get<double>());
   optimizer_->setStepCount(opt["step"].get<std::int64_t>());
   if (scheduler_ && ckpt.metadata.count("scheduler"))
@@ -159,8 +202,6 @@ void Trainer::restore(const std::string& path, bool full) {
   const json cbs = json::parse(ckpt.meta("callbacks"));
   for (auto& c : callbacks_)
     if (cbs.contains(c->stateKey())) c->loadStateJson(cbs[c->stateKey()].get<std::string>());
-  const auto rng = json::parse(ckpt.meta("rng")).get<std::vector<std::uint64_t>>();
-  dropout_rng_.setState({{rng.at(0), rng.at(1), rng.at(2), rng.at(3)}});
   const std::int64_t done = std::stoll(ckpt.meta("batches_done"));
   if (done < 0) {
     ++current_epoch_;  // saved at the end of its epoch

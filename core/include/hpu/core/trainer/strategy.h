@@ -93,6 +93,12 @@ class Strategy {
                                const std::vector<nn::NamedTensor>& buffers) {}
   // The slices this rank's optimizer updates (all buckets unless sharded).
   virtual std::vector<optim::ParamSlice> optimizerSlices(nn::FlatParameters& params);
+  // Where each optimizer slice sits in its bucket: [offset, offset + size)
+  // of `total` elements (the whole bucket unless the state is sharded).
+  struct SliceShard {
+    std::int64_t offset, size, total;
+  };
+  virtual std::vector<SliceShard> optimizerShards(nn::FlatParameters& params);
   // Around backward: gradient synchronisation (DDP all-reduces buckets as
   // they complete and waits for them in afterBackward). `sync` is false on
   // gradient-accumulation steps that do not end with an optimizer step.

@@ -33,6 +33,10 @@ namespace hpu::core {
 
 class MetricCollector;
 
+// The file holding rank `rank`'s share of a checkpoint's sharded optimizer
+// state: "<checkpoint>.rank<rank>".
+std::string shardPath(const std::string& checkpoint, int rank);
+
 // Everything a Trainer is built from (run.cc assembles it from a config).
 struct TrainerParts {
   TrainerOptions options;
@@ -92,6 +96,8 @@ class Trainer {
   // Writes a full training checkpoint (global rank 0 writes; every rank
   // takes part). `weights_only` leaves out optimizer and loop state.
   void saveCheckpoint(const std::string& path, bool weights_only = false);
+  // Deletes a checkpoint this run wrote (with its per-rank optimizer shards).
+  void removeCheckpoint(const std::string& path);
 
  private:
   void setupModel(LightningModule& model, data::DataModule& data, data::Stage stage);
@@ -99,6 +105,7 @@ class Trainer {
   std::unique_ptr<data::DataLoader> makeLoader(data::DataModule& data, data::Split split);
   Batch toDevice(const data::HostBatch& hb);
   void restore(const std::string& ckpt_path, bool full);
+  void restoreOptimizerState(const checkpoint::Checkpoint& ckpt, const std::string& path);
   std::string resolveCheckpointPath(const std::string& ckpt_path) const;
 
   void fitLoop();
