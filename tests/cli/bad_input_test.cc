@@ -169,7 +169,7 @@ TEST_F(BadInputTest, MisplacedOptionSaysWhereItBelongs) {
 
 TEST_F(BadInputTest, MissingOrUnknownSubcommand) {
   expectRejected({},
-                 "error: missing subcommand: hpu-train fit|validate|test|predict|devices [OPTIONS] "
+                 "error: missing subcommand: hpu-train fit|validate|test|predict|devices|consolidate [OPTIONS] "
                  "(hpu-train --help lists them)\n");
   expectRejected({"-c", boringConfig()},
                  "error: missing subcommand before the options: hpu-train fit|validate|test|predict --config FILE\n");
@@ -178,7 +178,7 @@ TEST_F(BadInputTest, MissingOrUnknownSubcommand) {
                  "--trainer.max_epochs=3\n");
   expectRejected({"fti", "-c", boringConfig()},
                  "error: unknown subcommand 'fti'; did you mean 'fit'? (subcommands: fit, validate, test, predict, "
-                 "devices)\n");
+                 "devices, consolidate)\n");
 }
 
 TEST_F(BadInputTest, PrintConfigFlagsAreChecked) {
