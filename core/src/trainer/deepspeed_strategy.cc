@@ -41,6 +41,10 @@ class DeepSpeedStrategy final : public DistributedStrategy {
 
   void setup(const RunEnvironment& run, device::Platform& platform) override {
     env_ = run.env;
+    if (const config::Node& pd = *init_args_.find("parallel_devices"); pd.isSequence() &&
+                                                                     static_cast<int>(pd.items().size()) != run.devices_per_node)
+      throw ConfigError(fmt::format("trainer.strategy.init_args.parallel_devices lists {} devices but trainer.devices is {}",
+                                    pd.items().size(), run.devices_per_node));
     DistributedStrategy::setup(run, platform);
   }
 
