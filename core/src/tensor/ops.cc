@@ -27,6 +27,7 @@ using autograd::gradTarget;
 using autograd::gradWritten;
 
 thread_local std::vector<OpTraceEntry>* tls_trace = nullptr;
+thread_local bool tls_graph_paused = false;
 
 // Records an op in the device's lazy graph (and the op trace, if one is on).
 void recordOp(device::OpName name, std::initializer_list<const Tensor*> operands) {
@@ -38,7 +39,7 @@ void recordOp(device::OpName name, std::initializer_list<const Tensor*> operands
       infos[n++] = operandInfo(*t);
       if (first == nullptr) first = t;
     }
-  first->device().graph().recordOp(name, std::span<const device::OperandInfo>(infos.data(), n));
+  if (!tls_graph_paused) first->device().graph().recordOp(name, std::span<const device::OperandInfo>(infos.data(), n));
   if (tls_trace != nullptr) tls_trace->push_back({std::string(name.name()), first->dtype()});
 }
 
@@ -175,6 +176,9 @@ Tensor scalar(device::Device& dev, double value) {
 
 OpTraceScope::OpTraceScope(std::vector<OpTraceEntry>& sink) : previous_(tls_trace) { tls_trace = &sink; }
 OpTraceScope::~OpTraceScope() { tls_trace = previous_; }
+
+GraphRecordingPause::GraphRecordingPause() : previous_(tls_graph_paused) { tls_graph_paused = true; }
+GraphRecordingPause::~GraphRecordingPause() { tls_graph_paused = previous_; }
 
 // ------------------------------------------------------------------ products
 

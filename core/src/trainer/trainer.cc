@@ -73,7 +73,32 @@ void Trainer::setupModel(LightningModule& model, data::DataModule& data, data::S
   strategy_->setupParameters(model, *params_, model.namedBuffers());
   model.attachTrainer(metrics_.get(), profiler_.get());
   model_ready_ = true;
-  if (options_.enable_model_summary && isGlobalZero() && stage == data::Stage::kFit) printModelSummary();
+  if (options_.enable_model_summary && stage == data::Stage::kFit) {
+    recordOutputShapes(*sample);
+    if (isGlobalZero()) printModelSummary();
+  }
+}
+
+// One sample through the model, outside the lazy graph and autograd, so the
+// summary can show every layer's output shape before training starts. Every
+// rank runs it (a sharded model gathers its parameters collectively).
+void Trainer::recordOutputShapes(const data::Dataset& dataset) {
+  if (dataset.size() == 0) return;
+  std::vector<std::int64_t> shape{1};
+  for (std::int64_t d : dataset.sampleShape()) shape.push_back(d);
+  std::vector<float> x(static_cast<std::size_t>(dataset.sampleNumel()));
+  std::vector<std::int64_t> y(1);
+  const std::int64_t first = 0;
+  dataset.fetch({&first, 1}, x.data(), dataset.hasLabels() ? y.data() : nullptr);
+  Batch batch{Tensor::fromHost(strategy_->device(), Shape(std::span<const std::int64_t>(shape)), x), Tensor()};
+  precision_->convertInput(batch);
+  ops::GraphRecordingPause no_graph;
+  autograd::TapeScope no_grad(nullptr);
+  GatheredParameters gathered(*strategy_, *params_, Strategy::GatherScope::kStep);
+  auto autocast = precision_->forwardContext();
+  model_->eval();
+  (*model_)(batch.x);
+  model_->train();
 }
 
 // The config's optimizer (LightningCLI's optimizer:) wins over the model's
@@ -426,26 +451,31 @@ std::vector<std::vector<float>> Trainer::predict(LightningModule& model, data::D
 // ---------------------------------------------------------------- reporting
 
 void Trainer::printModelSummary() {
-  std::vector<std::array<std::string, 4>> rows;
+  // Out sizes are a batch of one sample's (recordOutputShapes).
+  auto out_size = [](const nn::Module& m) {
+    const Shape& s = m.lastOutputShape();
+    return s.ndim() == 0 ? std::string("?") : s.str();
+  };
+  std::vector<std::array<std::string, 5>> rows;
   std::int64_t total = 0;
   for (const auto& [name, child] : model_->children()) {
     std::int64_t n = child->numParameters();
-    rows.push_back({name, child->typeName(), std::to_string(n), ""});
+    rows.push_back({name, child->typeName(), std::to_string(n), out_size(*child), ""});
     for (const auto& [sub, grandchild] : child->children())
       rows.push_back({name + "." + sub, grandchild->typeName(), std::to_string(grandchild->numParameters()),
-                      grandchild->describe()});
+                      out_size(*grandchild), grandchild->describe()});
     total += n;
   }
-  std::size_t w[4] = {4, 4, 6, 6};
-  const char* head[4] = {"Name", "Type", "Params", "Config"};
+  std::size_t w[5] = {4, 4, 6, 9, 6};
+  const char* head[5] = {"Name", "Type", "Params", "Out sizes", "Config"};
   for (auto& r : rows)
-    for (int i = 0; i < 4; ++i) w[i] = std::max(w[i], r[static_cast<std::size_t>(i)].size());
-  std::string out = fmt::format("  | {:<{}} | {:<{}} | {:>{}} | {:<{}}\n", head[0], w[0], head[1], w[1], head[2], w[2],
-                                head[3], w[3]);
+    for (int i = 0; i < 5; ++i) w[i] = std::max(w[i], r[static_cast<std::size_t>(i)].size());
+  std::string out = fmt::format("  | {:<{}} | {:<{}} | {:>{}} | {:<{}} | {}\n", head[0], w[0], head[1], w[1], head[2],
+                                w[2], head[3], w[3], head[4]);
   out += std::string(out.size() - 1, '-') + "\n";
   for (std::size_t i = 0; i < rows.size(); ++i)
-    out += fmt::format("{:<2}| {:<{}} | {:<{}} | {:>{}} | {:<{}}\n", i, rows[i][0], w[0], rows[i][1], w[1], rows[i][2],
-                       w[2], rows[i][3], w[3]);
+    out += fmt::format("{:<2}| {:<{}} | {:<{}} | {:>{}} | {:<{}} | {}\n", i, rows[i][0], w[0], rows[i][1], w[1],
+                       rows[i][2], w[2], rows[i][3], w[3], rows[i][4]);
   const double mb = static_cast<double>(total) * device::logicalSize(precision_->paramDtype()) / 1e6;
   out += fmt::format("{:<8}Trainable params\n{:<8}Total params\n{:<8.3f}Total estimated model params size (MB)\n",
                      total, total, mb);

@@ -99,6 +99,19 @@ class OpTraceScope {
   std::vector<OpTraceEntry>* previous_;
 };
 
+// Ops run while one is alive are not recorded in the device's lazy graph
+// (a dry run, e.g. for the model summary's output shapes).
+class GraphRecordingPause {
+ public:
+  GraphRecordingPause();
+  ~GraphRecordingPause();
+  GraphRecordingPause(const GraphRecordingPause&) = delete;
+  GraphRecordingPause& operator=(const GraphRecordingPause&) = delete;
+
+ private:
+  bool previous_;
+};
+
 // Not differentiable: number of rows whose arg-max equals the label.
 std::int64_t countCorrect(const Tensor& logits, const Tensor& labels);
 

@@ -114,6 +114,7 @@ class Trainer {
   void clipGradients(const GradientView& grads);
   std::map<std::string, double> evaluationLoop(data::Split split, std::int64_t max_batches, bool sanity);
   bool timeUp() const;
+  void recordOutputShapes(const data::Dataset& dataset);
   void printModelSummary();
   void printResults(const std::map<std::string, double>& metrics, const char* stage) const;
 
