@@ -120,10 +120,11 @@ std::unique_ptr<Strategy> makeStrategy(const TrainerOptions& o, int devices) {
   return build<Strategy>(canonical, "trainer.strategy");
 }
 
-// HPU_INTRA_OP_THREADS, else cores / processes on this node.
-int intraOpThreads(const std::map<std::string, std::string>& env, int local_processes) {
+// HPU_INTRA_OP_THREADS, else 1 with trainer.deterministic: true (the same
+// reduction order on any machine), else cores / processes on this node.
+int intraOpThreads(const std::map<std::string, std::string>& env, int local_processes, bool deterministic) {
   auto it = env.find("HPU_INTRA_OP_THREADS");
-  if (it == env.end() || it->second.empty()) return device::defaultIntraOpThreads(local_processes);
+  if (it == env.end() || it->second.empty()) return deterministic ? 1 : device::defaultIntraOpThreads(local_processes);
   const auto n = config::parseInt(it->second);
   if (!n || *n < 1 || *n > 1024)
     throw UsageError("HPU_INTRA_OP_THREADS=" + it->second + ": expected a thread count from 1 to 1024");
@@ -218,7 +219,8 @@ int run(const RunRequest& request) {
 
   device::Platform platform = device::Platform::fromEnv(envOf(request.env));
   const int devices = devicesRequested(o.devices, platform);
-  device::setIntraOpThreads(intraOpThreads(request.env, devices));
+  const Node& det = *cfg.find("trainer")->find("deterministic");
+  device::setIntraOpThreads(intraOpThreads(request.env, devices, det.isScalar() && det.str() == "true"));
   parts.strategy = makeStrategy(o, devices);
   RunEnvironment run_env{request.env,     request.argv,         devices, static_cast<int>(o.num_nodes),
                          deviceIndices(o.devices), request.version, config::flatten(cfg)};

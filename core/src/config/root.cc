@@ -63,7 +63,8 @@ StructSchema makeTrainer() {
           {"gradient_clip_algorithm", Type::optional(Type::string({"norm", "value"})), "null",
            "Clip by global 2-norm (norm, the default) or elementwise value."},
           {"deterministic", Type::optional(Type::anyOf({Type::boolean(), Type::string({"warn"})})), "null",
-           "Use deterministic kernels and data order (hpu-train always is; true also fixes the reduction order across thread counts)."},
+           "Runs are always reproducible for a given intra-op thread count; true also pins kernels to one thread so "
+           "results match on machines with any number of cores (HPU_INTRA_OP_THREADS still wins)."},
           {"benchmark", Type::optional(Type::boolean()), "null", "cudnn.benchmark (no effect on HPU).", true},
           {"inference_mode", Type::boolean(), "true",
            "Evaluate without recording gradients (always true on hpu-train: no autograd tape is recorded outside training)."},
