@@ -69,24 +69,27 @@ def torch_rate(kind, batch, steps, images, labels):
     return steps * batch / (time.perf_counter() - t)
 
 
-def hpu_run(binary, kind, batch, steps, workdir, threads):
+def hpu_run(binary, kind, batch, steps, workdir, threads, devices=1):
     config = "configs/fashion_mnist_mlp.yaml" if kind == "mlp" else "configs/fashion_mnist_cnn.yaml"
-    args = [binary, "fit", "--config", config, "--trainer.max_epochs=1", f"--trainer.limit_train_batches={steps}",
+    args = [binary, "fit", "--config", config, f"--trainer.devices={devices}", "--trainer.max_epochs=1", f"--trainer.limit_train_batches={steps}",
             "--trainer.limit_val_batches=0", "--trainer.num_sanity_val_steps=0", "--trainer.logger=false",
             "--trainer.callbacks=null",
             "--trainer.enable_checkpointing=false", "--trainer.enable_progress_bar=false",
             "--trainer.enable_model_summary=false", f"--data.batch_size={batch}", "--data.num_workers=0"]
-    env = dict(os.environ, HPU_INTRA_OP_THREADS=str(threads))
+    env = dict(os.environ)
+    if devices == 1:
+        env["HPU_INTRA_OP_THREADS"] = str(threads)  # with N ranks: cores / N each (the default)
     t = time.perf_counter()
     subprocess.run(args, check=True, cwd=workdir, env=env, stdout=subprocess.DEVNULL)
     return time.perf_counter() - t
 
 
-def hpu_rate(binary, kind, batch, steps, workdir, threads):
+def hpu_rate(binary, kind, batch, steps, workdir, threads, devices=1):
+    """Samples/s over all ranks (each rank takes `batch` per step)."""
     short = max(steps // 6, 5)
-    t_long = hpu_run(binary, kind, batch, steps, workdir, threads)
-    t_short = hpu_run(binary, kind, batch, short, workdir, threads)
-    return (steps - short) * batch / max(t_long - t_short, 1e-9)
+    t_long = hpu_run(binary, kind, batch, steps, workdir, threads, devices)
+    t_short = hpu_run(binary, kind, batch, short, workdir, threads, devices)
+    return (steps - short) * batch * devices / max(t_long - t_short, 1e-9)
 
 
 def main():
@@ -116,6 +119,15 @@ def main():
             results.append({"model": kind, "batch": batch, "hpu_train": ours, "torch": theirs, "ratio": mo / mt})
             print(f"{kind:3} batch {batch:3}: hpu-train {mo:8.0f} samples/s [{min(ours):.0f}..{max(ours):.0f}]  "
                   f"torch {mt:8.0f} [{min(theirs):.0f}..{max(theirs):.0f}]  ratio {mo / mt:.2f}x", flush=True)
+        # Data parallel on this machine: 2 ranks (one thread each) vs 1 rank (two threads).
+        one, two = [], []
+        for _ in range(a.rounds):
+            one.append(hpu_rate(binary, "mlp", 64, 600, work, a.threads, 1))
+            two.append(hpu_rate(binary, "mlp", 64, 300, work, a.threads, 2))
+        m1, m2 = statistics.median(one), statistics.median(two)
+        results.append({"model": "mlp-ddp", "batch": 64, "one_rank": one, "two_ranks": two, "ratio": m2 / m1})
+        print(f"mlp batch  64 per rank: 2 ranks {m2:8.0f} samples/s [{min(two):.0f}..{max(two):.0f}]  1 rank {m1:8.0f} "
+              f"[{min(one):.0f}..{max(one):.0f}]  ratio {m2 / m1:.2f}x", flush=True)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(results, f, indent=1)
