@@ -109,6 +109,14 @@ void require(bool ok, const char* op, const std::string& what) {
   if (!ok) throw Error(fmt::format("{}: {}", op, what));
 }
 
+// target's gradient (+)= op(a) op(b), a GEMM into the gradient buffer.
+void gemmGrad(const Tensor& target, bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t kk, const float* a,
+              const float* b) {
+  GradTarget g = gradTarget(target);
+  k::gemm(ta, tb, m, n, kk, a, b, g.accumulate ? 1.0f : 0.0f, g.data);
+  gradWritten(target);
+}
+
 // A differentiable cast: a copy rounded to `dt` (x itself if it already is).
 Tensor castTo(const Tensor& x, DType dt) {
   if (!x.defined() || x.dtype() == dt || !device::isFloating(x.dtype())) return x;
@@ -197,21 +205,13 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
   recordBackward(y, {&x, &w, &b}, [x, w, b, y, n, in, out] {
     Tensor gy = y.grad();
     if (!gy.defined()) return;
-    if (w.requiresGrad()) {
-      GradTarget g = gradTarget(w);
-      k::gemm(true, false, out, in, n, gy.data(), x.data(), g.accumulate ? 1.0f : 0.0f, g.data);
-      gradWritten(w);
-    }
+    if (w.requiresGrad()) gemmGrad(w, true, false, out, in, n, gy.data(), x.data());
     if (wants(b)) {
       GradTarget g = gradTarget(b);
       k::columnSums(gy.data(), n, out, g.data, g.accumulate);
       gradWritten(b);
     }
-    if (x.requiresGrad()) {
-      GradTarget g = gradTarget(x);
-      k::gemm(false, false, n, in, out, gy.data(), w.data(), g.accumulate ? 1.0f : 0.0f, g.data);
-      gradWritten(x);
-    }
+    if (x.requiresGrad()) gemmGrad(x, false, false, n, in, out, gy.data(), w.data());
   });
   return finish(y);
 }
@@ -228,16 +228,8 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   recordBackward(y, {&a, &b}, [a, b, y, n, kk, m] {
     Tensor gy = y.grad();
     if (!gy.defined()) return;
-    if (a.requiresGrad()) {
-      GradTarget g = gradTarget(a);
-      k::gemm(false, true, n, kk, m, gy.data(), b.data(), g.accumulate ? 1.0f : 0.0f, g.data);
-      gradWritten(a);
-    }
-    if (b.requiresGrad()) {
-      GradTarget g = gradTarget(b);
-      k::gemm(true, false, kk, m, n, a.data(), gy.data(), g.accumulate ? 1.0f : 0.0f, g.data);
-      gradWritten(b);
-    }
+    if (a.requiresGrad()) gemmGrad(a, false, true, n, kk, m, gy.data(), b.data());
+    if (b.requiresGrad()) gemmGrad(b, true, false, kk, m, n, a.data(), gy.data());
   });
   return finish(y);
 }
