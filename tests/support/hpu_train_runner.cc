@@ -195,7 +195,7 @@ void writeFile(const std::filesystem::path& path, const std::string& text) {
   if (!f.flush()) throw std::runtime_error("cannot write " + path.string());
 }
 
-std::string boringConfig() { return HPU_SOURCE_DIR "/tests/cli/data/boring.yaml"; }
+std::string boringConfig() { return HPU_SOURCE_DIR "/tests/support/boring.yaml"; }
 
 RunResult HpuTrainTest::run(const std::vector<std::string>& args) {
   RunOptions o;

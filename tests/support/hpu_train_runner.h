@@ -58,7 +58,7 @@ std::string readFile(const std::filesystem::path& path);
 void writeFile(const std::filesystem::path& path, const std::string& text);
 
 // The canonical base config of most tests: BoringModel on RandomDataModule,
-// seed 42, one device (tests/cli/data/boring.yaml).
+// seed 42, one device (tests/support/boring.yaml).
 std::string boringConfig();
 
 // Every test gets a fresh working directory and an environment holding only
