@@ -17,7 +17,6 @@ import gzip
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -25,6 +24,8 @@ import time
 import numpy as np
 import torch
 import torch.nn as nn
+
+from hpu_bench import hpu_rate
 
 DATA = "/usr/share/datasets/fashion-mnist"
 
@@ -67,29 +68,6 @@ def torch_rate(kind, batch, steps, images, labels):
     for i in range(steps):
         step(i)
     return steps * batch / (time.perf_counter() - t)
-
-
-def hpu_run(binary, kind, batch, steps, workdir, threads, devices=1):
-    config = "configs/fashion_mnist_mlp.yaml" if kind == "mlp" else "configs/fashion_mnist_cnn.yaml"
-    args = [binary, "fit", "--config", config, f"--trainer.devices={devices}", "--trainer.max_epochs=1", f"--trainer.limit_train_batches={steps}",
-            "--trainer.limit_val_batches=0", "--trainer.num_sanity_val_steps=0", "--trainer.logger=false",
-            "--trainer.callbacks=null",
-            "--trainer.enable_checkpointing=false", "--trainer.enable_progress_bar=false",
-            "--trainer.enable_model_summary=false", f"--data.batch_size={batch}", "--data.num_workers=0"]
-    env = dict(os.environ)
-    if devices == 1:
-        env["HPU_INTRA_OP_THREADS"] = str(threads)  # with N ranks: cores / N each (the default)
-    t = time.perf_counter()
-    subprocess.run(args, check=True, cwd=workdir, env=env, stdout=subprocess.DEVNULL)
-    return time.perf_counter() - t
-
-
-def hpu_rate(binary, kind, batch, steps, workdir, threads, devices=1):
-    """Samples/s over all ranks (each rank takes `batch` per step)."""
-    short = max(steps // 6, 5)
-    t_long = hpu_run(binary, kind, batch, steps, workdir, threads, devices)
-    t_short = hpu_run(binary, kind, batch, short, workdir, threads, devices)
-    return (steps - short) * batch * devices / max(t_long - t_short, 1e-9)
 
 
 def main():

@@ -38,10 +38,6 @@ std::shared_ptr<ProcessGroup::Operation> ProcessGroup::makeOperation(CollectiveK
   return op;
 }
 
-namespace {
-
-}  // namespace
-
 ProcessGroup::ProcessGroup(std::unique_ptr<Transport> transport, std::shared_ptr<Store> store,
                            ProcessGroupOptions options)
     : transport_(std::move(transport)),
@@ -181,11 +177,19 @@ void ProcessGroup::run(std::shared_ptr<Operation> op, bool wait) {
   if (auto error = op->work->error()) std::rethrow_exception(error);
 }
 
+void ProcessGroup::setObserver(std::shared_ptr<CollectiveObserver> observer) {
+  std::lock_guard lock(mutex_);
+  observer_ = std::move(observer);
+}
+
 void ProcessGroup::execute(std::unique_lock<std::mutex>& lock, Operation& op) {
   running_ = true;
   runningTimeout_ = op.timeout;
   std::exception_ptr error = failure_;
+  const std::shared_ptr<CollectiveObserver> observer = observer_;
+  const bool async = std::this_thread::get_id() == commThread_.get_id();
   lock.unlock();
+  const auto begin = Clock::now();
   if (!error) {
     try {
       transport_->setActivity(detail::describe(op.descriptor));
@@ -200,6 +204,17 @@ void ProcessGroup::execute(std::unique_lock<std::mutex>& lock, Operation& op) {
       poison(error);
       transport_->abort(e.what());
     }
+  }
+  if (observer) {
+    observer->onCollective({.kind = detail::kindName(op.descriptor.kind),
+                            .description = detail::describe(op.descriptor),
+                            .dtype = op.descriptor.dtype,
+                            .count = op.descriptor.count,
+                            .sequence = op.descriptor.sequence,
+                            .async = async,
+                            .failed = error != nullptr,
+                            .begin = begin,
+                            .end = Clock::now()});
   }
   op.work->complete(error);
   lock.lock();

@@ -264,6 +264,12 @@ int run(const RunRequest& request) {
     parts.callbacks.push_back(buildDefault<Callback>("ModelCheckpoint", ComponentKind::kCallback, "trainer.callbacks"));
   if (o.enable_progress_bar && !has_progress) parts.callbacks.push_back(makeProgressBar());
 
+  // trainer.profiler: "simple" is SimpleProfiler with its defaults.
+  if (o.profiler.isScalar() && o.profiler.str() == "simple")
+    parts.profiler = buildDefault<Profiler>("SimpleProfiler", ComponentKind::kProfiler, "trainer.profiler");
+  else if (o.profiler.isMap())
+    parts.profiler = build<Profiler>(o.profiler, "trainer.profiler");
+
   const Node& ckpt = *cfg.find("ckpt_path");
   const std::string ckpt_path = ckpt.isNull() ? "" : ckpt.str();
   Trainer trainer(std::move(parts));

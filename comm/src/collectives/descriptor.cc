@@ -12,17 +12,6 @@ static_assert(std::endian::native == std::endian::little, "the collective wire f
 
 constexpr std::uint32_t kMagic = 0x43555048;  // "HPUC"
 
-std::string_view kindName(CollectiveKind kind) {
-  switch (kind) {
-    case CollectiveKind::kAllreduce: return "allreduce";
-    case CollectiveKind::kBroadcast: return "broadcast";
-    case CollectiveKind::kAllgather: return "allgather";
-    case CollectiveKind::kReduceScatter: return "reduce_scatter";
-    case CollectiveKind::kBarrier: return "barrier";
-  }
-  return "unknown collective";
-}
-
 std::string_view algorithmName(Algorithm algorithm) {
   switch (algorithm) {
     case Algorithm::kAuto: return "auto";
@@ -45,6 +34,17 @@ T get(std::span<const std::byte> bytes, std::size_t offset) {
 }
 
 }  // namespace
+
+std::string_view kindName(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::kAllreduce: return "allreduce";
+    case CollectiveKind::kBroadcast: return "broadcast";
+    case CollectiveKind::kAllgather: return "allgather";
+    case CollectiveKind::kReduceScatter: return "reduce_scatter";
+    case CollectiveKind::kBarrier: return "barrier";
+  }
+  return "unknown collective";
+}
 
 std::string describe(const CollectiveDescriptor& d) {
   const auto kind = kindName(d.kind);

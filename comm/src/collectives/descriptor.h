@@ -37,6 +37,9 @@ struct CollectiveDescriptor {
   bool operator==(const CollectiveDescriptor&) const = default;
 };
 
+// "allreduce", "broadcast", "allgather", "reduce_scatter", "barrier".
+std::string_view kindName(CollectiveKind kind);
+
 // "allreduce #7 (sum, float32, 4097 elements, ring)", "barrier #9 'epoch_end'".
 std::string describe(const CollectiveDescriptor& d);
 

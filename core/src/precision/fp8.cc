@@ -6,6 +6,7 @@
 
 #include "hpu/core/errors.h"
 #include "hpu/core/tensor/autograd.h"
+#include "hpu/core/tensor/op_record.h"
 #include "hpu/device/kernels/gemm.h"
 #include "hpu/device/numerics.h"
 
@@ -35,9 +36,10 @@ Tensor fp8Gemm(const Tensor& x, const std::vector<float>& xq, const std::vector<
   return y;
 }
 
-void recordGemm(device::OpName name, const Tensor& x, const Tensor& w, DType format) {
-  const device::OperandInfo ops[] = {{x.shape().dims(), format}, {w.shape().dims(), format}};
-  x.device().graph().recordOp(name, ops);
+// The GEMM's record: its operands in the fp8 format they run in.
+ops::OpRecord recordGemm(device::OpName name, const Tensor& x, const Tensor& w, DType format) {
+  const device::OperandInfo operands[] = {{x.shape().dims(), format}, {w.shape().dims(), format}};
+  return ops::OpRecord(x.device(), name, operands);
 }
 
 class TrainingLinear final : public nn::Module {
@@ -55,7 +57,7 @@ class TrainingLinear final : public nn::Module {
   Tensor forward(const Tensor& x) override {
     const DType fwd = DType::kFloat8E4M3;
     const DType bwd = o_.hybrid ? DType::kFloat8E5M2 : DType::kFloat8E4M3;
-    recordGemm("fp8_linear", x, weight_, fwd);
+    const ops::OpRecord op_record = recordGemm("fp8_linear", x, weight_, fwd);
     auto xq = std::make_shared<std::vector<float>>(fakeQuantize(x.data(), x.numel(), fwd, x_.scale));
     auto wq = std::make_shared<std::vector<float>>(fakeQuantize(weight_.data(), weight_.numel(), fwd, w_.scale));
     Tensor y = fp8Gemm(x, *xq, *wq, weight_, bias_);
@@ -87,7 +89,7 @@ class TrainingLinear final : public nn::Module {
         k::gemm(false, false, n, in, out, gq.data(), wq->data(), g.accumulate ? 1.0f : 0.0f, g.data);
         autograd::gradWritten(x);
       }
-    });
+    }, "fp8_linear");
     return y;
   }
 
@@ -120,7 +122,7 @@ class InferenceLinear final : public nn::Module {
       throw Error(fmt::format("fp8 quantization: the measurements have no entry for layer '{}'; measure this model "
                               "first (HPUPrecisionPlugin inference: true, quant: false)",
                               path_));
-    recordGemm("fp8_linear", x, weight_, fmt8);
+    const ops::OpRecord op_record = recordGemm("fp8_linear", x, weight_, fmt8);
     const float sx = device::fp8ScaleFromAmax(in->second, 1.0f, fmt8);
     const float sw = device::fp8ScaleFromAmax(w->second, 1.0f, fmt8);
     return fp8Gemm(x, fakeQuantize(x.data(), x.numel(), fmt8, sx), fakeQuantize(weight_.data(), weight_.numel(), fmt8, sw),

@@ -1,5 +1,6 @@
 #include "hpu/core/tensor/autograd.h"
 
+#include "hpu/core/tensor/op_record.h"
 #include "hpu/device/check.h"
 #include "hpu/device/numerics.h"
 
@@ -48,9 +49,7 @@ void Tape::backward(const Tensor& root, float seed) {
             root.shape().str(), root.requiresGrad());
   GradTarget g = gradTarget(root);
   g.data[0] = g.accumulate ? g.data[0] + seed : seed;
-  TapeScope no_record(nullptr);  // backward functions never record
-  for (auto it = entries_.rbegin(); it != entries_.rend(); ++it) (*it)();
-  entries_.clear();
+  runBackward();
 }
 
 void Tape::backward(const Tensor& root, const Tensor& grad) {
@@ -60,8 +59,21 @@ void Tape::backward(const Tensor& root, const Tensor& grad) {
     const float* src = grad.data();
     for (std::int64_t i = 0; i < root.numel(); ++i) g.data[i] = g.accumulate ? g.data[i] + src[i] : src[i];
   }
-  TapeScope no_record(nullptr);
-  for (auto it = entries_.rbegin(); it != entries_.rend(); ++it) (*it)();
+  runBackward();
+}
+
+void Tape::runBackward() {
+  TapeScope no_record(nullptr);  // backward functions never record
+  ops::OpObserver* observer = ops::currentOpObserver();
+  for (auto it = entries_.rbegin(); it != entries_.rend(); ++it) {
+    if (observer == nullptr) {
+      it->fn();
+      continue;
+    }
+    const auto begin = std::chrono::steady_clock::now();
+    it->fn();
+    observer->onOp({.op = it->op, .backward = true, .begin = begin, .end = std::chrono::steady_clock::now()});
+  }
   entries_.clear();
 }
 

@@ -26,11 +26,8 @@ using autograd::GradTarget;
 using autograd::gradTarget;
 using autograd::gradWritten;
 
-thread_local std::vector<OpTraceEntry>* tls_trace = nullptr;
-thread_local bool tls_graph_paused = false;
-
-// Records an op in the device's lazy graph (and the op trace, if one is on).
-void recordOp(device::OpName name, std::initializer_list<const Tensor*> operands) {
+// Records an op (see OpRecord); the result must live until the op returns.
+OpRecord recordOp(device::OpName name, std::initializer_list<const Tensor*> operands) {
   std::array<device::OperandInfo, 4> infos;
   std::size_t n = 0;
   const Tensor* first = nullptr;
@@ -39,8 +36,7 @@ void recordOp(device::OpName name, std::initializer_list<const Tensor*> operands
       infos[n++] = operandInfo(*t);
       if (first == nullptr) first = t;
     }
-  if (!tls_graph_paused) first->device().graph().recordOp(name, std::span<const device::OperandInfo>(infos.data(), n));
-  if (tls_trace != nullptr) tls_trace->push_back({std::string(name.name()), first->dtype()});
+  return OpRecord(first->device(), name, std::span<const device::OperandInfo>(infos.data(), n));
 }
 
 // A new tensor on t's device with t's (floating) dtype.
@@ -89,7 +85,7 @@ template <class Backward>
 void recordBackward(Tensor& out, std::initializer_list<const Tensor*> inputs, Backward backward) {
   if (!autograd::needsGrad(inputs)) return;
   track(out, inputs);
-  autograd::currentTape()->record(std::move(backward));
+  autograd::currentTape()->record(std::move(backward), lastRecordedOp());
 }
 
 bool wants(const Tensor& t) { return t.defined() && t.requiresGrad(); }
@@ -120,7 +116,7 @@ void gemmGrad(const Tensor& target, bool ta, bool tb, std::int64_t m, std::int64
 // A differentiable cast: a copy rounded to `dt` (x itself if it already is).
 Tensor castTo(const Tensor& x, DType dt) {
   if (!x.defined() || x.dtype() == dt || !device::isFloating(x.dtype())) return x;
-  recordOp("cast", {&x});
+  const OpRecord op_record = recordOp("cast", {&x});
   Tensor y = Tensor::empty(x.device(), x.shape(), dt);
   std::copy(x.data(), x.data() + x.numel(), y.data());
   device::roundInPlace(y.values(), dt);
@@ -132,7 +128,7 @@ Tensor castTo(const Tensor& x, DType dt) {
 
 Tensor activation(device::OpName name, k::Activation a, const Tensor& x_in) {
   const Tensor x = castTo(x_in, opDtype(name.name(), {&x_in}));
-  recordOp(name, {&x});
+  const OpRecord op_record = recordOp(name, {&x});
   Tensor y = like(x, x.shape());
   k::activationForward(a, x.data(), y.data(), x.numel());
   recordBackward(y, {&x}, [a, x, y] {
@@ -153,7 +149,7 @@ Tensor binary(device::OpName name, const Tensor& a_in, const Tensor& b_in, F f, 
           fmt::format("shapes {} and {} differ (no broadcasting)", a_in.shape().str(), b_in.shape().str()));
   const DType dt = opDtype(name.name(), {&a_in, &b_in});
   const Tensor a = castTo(a_in, dt), b = castTo(b_in, dt);
-  recordOp(name, {&a, &b});
+  const OpRecord op_record = recordOp(name, {&a, &b});
   const std::int64_t n = a.numel();
   Tensor y = like(a, a.shape());
   for (std::int64_t i = 0; i < n; ++i) y.data()[i] = f(a.data()[i], b.data()[i]);
@@ -182,11 +178,6 @@ Tensor scalar(device::Device& dev, double value) {
 
 }  // namespace
 
-OpTraceScope::OpTraceScope(std::vector<OpTraceEntry>& sink) : previous_(tls_trace) { tls_trace = &sink; }
-OpTraceScope::~OpTraceScope() { tls_trace = previous_; }
-
-GraphRecordingPause::GraphRecordingPause() : previous_(tls_graph_paused) { tls_graph_paused = true; }
-GraphRecordingPause::~GraphRecordingPause() { tls_graph_paused = previous_; }
 
 // ------------------------------------------------------------------ products
 
@@ -195,7 +186,7 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
           fmt::format("input {} does not match weight {}", x_in.shape().str(), w_in.shape().str()));
   const DType dt = opDtype("linear", {&x_in, &w_in, &b_in});
   const Tensor x = castTo(x_in, dt), w = castTo(w_in, dt), b = castTo(b_in, dt);
-  recordOp("linear", {&x, &w, &b});
+  const OpRecord op_record = recordOp("linear", {&x, &w, &b});
   const std::int64_t in = w.size(1), out = w.size(0), n = x.numel() / in;
   Shape ys = x.shape();
   ys[-1] = out;
@@ -221,7 +212,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
           fmt::format("shapes {} and {} do not chain", a_in.shape().str(), b_in.shape().str()));
   const DType dt = opDtype("matmul", {&a_in, &b_in});
   const Tensor a = castTo(a_in, dt), b = castTo(b_in, dt);
-  recordOp("matmul", {&a, &b});
+  const OpRecord op_record = recordOp("matmul", {&a, &b});
   const std::int64_t n = a.size(0), kk = a.size(1), m = b.size(1);
   Tensor y = like(a, {n, m});
   k::gemm(false, false, n, m, kk, a.data(), b.data(), 0.0f, y.data());
@@ -245,7 +236,7 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, const 
   // Not outH() > 0: integer division truncates toward zero, so a kernel up
   // to stride-1 larger than the padded input would yield one output row.
   require(g.h + 2 * g.pad >= g.r && g.w + 2 * g.pad >= g.s, "conv2d", "kernel larger than the padded input");
-  recordOp("conv2d", {&x, &w, &b});
+  const OpRecord op_record = recordOp("conv2d", {&x, &w, &b});
   Tensor y = like(x, {g.n, g.k, g.outH(), g.outW()});
   k::conv2dForward(g, x.data(), w.data(), b.defined() ? b.data() : nullptr, y.data());
   recordBackward(y, {&x, &w, &b}, [x, w, b, y, g] {
@@ -284,7 +275,7 @@ k::Pool2dShape poolShape(const Tensor& x, const Pool2dOptions& o, const char* op
 Tensor maxPool2d(const Tensor& x_in, const Pool2dOptions& o) {
   const Tensor x = castTo(x_in, opDtype("max_pool2d", {&x_in}));
   const k::Pool2dShape g = poolShape(x, o, "max_pool2d");
-  recordOp("max_pool2d", {&x});
+  const OpRecord op_record = recordOp("max_pool2d", {&x});
   Tensor y = like(x, {x.size(0), x.size(1), g.outH(), g.outW()});
   auto argmax = std::make_shared<std::vector<std::int32_t>>(static_cast<std::size_t>(y.numel()));
   k::maxPool2dForward(g, x.data(), y.data(), argmax->data());
@@ -301,7 +292,7 @@ Tensor maxPool2d(const Tensor& x_in, const Pool2dOptions& o) {
 Tensor avgPool2d(const Tensor& x_in, const Pool2dOptions& o) {
   const Tensor x = castTo(x_in, opDtype("avg_pool2d", {&x_in}));
   const k::Pool2dShape g = poolShape(x, o, "avg_pool2d");
-  recordOp("avg_pool2d", {&x});
+  const OpRecord op_record = recordOp("avg_pool2d", {&x});
   Tensor y = like(x, {x.size(0), x.size(1), g.outH(), g.outW()});
   k::avgPool2dForward(g, x.data(), y.data());
   recordBackward(y, {&x}, [x, y, g] {
@@ -326,7 +317,7 @@ Tensor sigmoid(const Tensor& x) { return activation("sigmoid", k::Activation::kS
 Tensor dropout(const Tensor& x_in, float p, bool training, Generator& rng) {
   if (!training || p == 0.0f) return x_in;
   const Tensor x = castTo(x_in, opDtype("dropout", {&x_in}));
-  recordOp("dropout", {&x});
+  const OpRecord op_record = recordOp("dropout", {&x});
   const std::int64_t n = x.numel();
   // Two 32-bit draws per generator step: element i is dropped when its draw
   // falls below p * 2^32; kept ones are scaled by 1 / (1 - p).
@@ -378,7 +369,7 @@ Tensor layerNorm(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, flo
   const DType dt = opDtype("layer_norm", {&x_in, &w_in, &b_in});
   const Tensor x = castTo(x_in, dt), w = castTo(w_in, dt), b = castTo(b_in, dt);
   const std::int64_t d = x.size(-1), rows = x.numel() / d;
-  recordOp("layer_norm", {&x, &w, &b});
+  const OpRecord op_record = recordOp("layer_norm", {&x, &w, &b});
   Tensor y = like(x, x.shape());
   auto stats = std::make_shared<std::vector<float>>(static_cast<std::size_t>(2 * rows));
   k::layerNormForward(x.data(), rows, d, w.defined() ? w.data() : nullptr, b.defined() ? b.data() : nullptr, eps,
@@ -405,7 +396,7 @@ Tensor batchNorm2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, T
   const DType dt = opDtype("batch_norm", {&x_in, &w_in, &b_in});
   const Tensor x = castTo(x_in, dt), w = castTo(w_in, dt), b = castTo(b_in, dt);
   const k::BatchNormShape g{x.size(0), x.size(1), x.size(2) * x.size(3)};
-  recordOp("batch_norm", {&x, &w, &b});
+  const OpRecord op_record = recordOp("batch_norm", {&x, &w, &b});
   Tensor y = like(x, x.shape());
   auto stats = std::make_shared<std::vector<float>>(static_cast<std::size_t>(2 * g.c));
   k::batchNorm2dForward(g, x.data(), w.defined() ? w.data() : nullptr, b.defined() ? b.data() : nullptr,
@@ -428,7 +419,7 @@ Tensor batchNorm2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, T
 Tensor embedding(const Tensor& indices, const Tensor& w_in) {
   require(indices.dtype() == DType::kInt64 && w_in.ndim() == 2, "embedding", "expects int64 indices and a [num, dim] weight");
   const Tensor w = castTo(w_in, opDtype("embedding", {&w_in}));
-  recordOp("embedding", {&indices, &w});
+  const OpRecord op_record = recordOp("embedding", {&indices, &w});
   const std::int64_t num = w.size(0), dim = w.size(1), n = indices.numel();
   std::vector<std::int64_t> dims(indices.shape().dims().begin(), indices.shape().dims().end());
   dims.push_back(dim);
@@ -460,7 +451,7 @@ Tensor crossEntropy(const Tensor& logits_in, const Tensor& labels, float label_s
           fmt::format("expects logits [N, C] and int64 labels [N], got {} and {}", logits_in.shape().str(),
                       labels.shape().str()));
   const Tensor logits = castTo(logits_in, opDtype("cross_entropy", {&logits_in}));
-  recordOp("cross_entropy", {&logits, &labels});
+  const OpRecord op_record = recordOp("cross_entropy", {&logits, &labels});
   const std::int64_t n = logits.size(0), c = logits.size(1);
   for (std::int64_t r = 0; r < n; ++r)
     if (labels.labels()[r] < 0 || labels.labels()[r] >= c)
@@ -484,7 +475,7 @@ Tensor mseLoss(const Tensor& p_in, const Tensor& t_in) {
           fmt::format("shapes {} and {} differ", p_in.shape().str(), t_in.shape().str()));
   const DType dt = opDtype("mse_loss", {&p_in, &t_in});
   const Tensor prediction = castTo(p_in, dt), target = castTo(t_in, dt);
-  recordOp("mse_loss", {&prediction, &target});
+  const OpRecord op_record = recordOp("mse_loss", {&prediction, &target});
   const std::int64_t n = prediction.numel();
   Tensor loss = scalar(prediction.device(), k::mseForward(prediction.data(), target.data(), n));
   recordBackward(loss, {&prediction, &target}, [prediction, target, loss, n] {
@@ -528,7 +519,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 
 Tensor scale(const Tensor& a_in, float s) {
   const Tensor a = castTo(a_in, opDtype("scale", {&a_in}));
-  recordOp("scale", {&a});
+  const OpRecord op_record = recordOp("scale", {&a});
   Tensor y = like(a, a.shape());
   for (std::int64_t i = 0; i < a.numel(); ++i) y.data()[i] = a.data()[i] * s;
   recordBackward(y, {&a}, [a, y, s] {
@@ -543,7 +534,7 @@ Tensor scale(const Tensor& a_in, float s) {
 
 Tensor sum(const Tensor& a_in) {
   const Tensor a = castTo(a_in, opDtype("sum", {&a_in}));
-  recordOp("sum", {&a});
+  const OpRecord op_record = recordOp("sum", {&a});
   double total = 0;
   for (float v : a.values()) total += v;
   Tensor y = scalar(a.device(), total);
@@ -563,7 +554,7 @@ Tensor mean(const Tensor& a) { return scale(sum(a), 1.0f / static_cast<float>(a.
 Tensor softmax(const Tensor& x_in) {
   const Tensor x = castTo(x_in, opDtype("softmax", {&x_in}));
   const std::int64_t c = x.size(-1), rows = x.numel() / c;
-  recordOp("softmax", {&x});
+  const OpRecord op_record = recordOp("softmax", {&x});
   Tensor y = like(x, x.shape());
   k::softmaxForward(x.data(), rows, c, y.data());
   recordBackward(y, {&x}, [x, y, rows, c] {

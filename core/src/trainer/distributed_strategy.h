@@ -35,6 +35,9 @@ class DistributedStrategy : public Strategy {
   std::string broadcast(const std::string& text, int root) override;
   // A worker's failure, when it came first, is the job's exit code.
   int teardown(bool failed) override;
+  void observeCollectives(std::shared_ptr<comm::CollectiveObserver> observer) override {
+    if (group_) group_->setObserver(std::move(observer));
+  }
 
  protected:
   // Rank 0's parameter values and float buffers on every rank.

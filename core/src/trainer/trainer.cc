@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hpu/core/config/yaml_io.h"
+#include "hpu/core/tensor/op_record.h"
 #include "hpu/core/errors.h"
 #include "metric_collector.h"
 
@@ -16,6 +17,34 @@ namespace hpu::core {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+
+namespace {
+
+// One stage (fit, validate, ...) as the profiler sees it: set up with the
+// run's context, watching this thread's ops and the strategy's collectives,
+// and torn down (reporting) by finish(). A stage that fails reports nothing.
+class ProfiledStage {
+ public:
+  ProfiledStage(Profiler& profiler, Strategy& strategy, ProfilerContext context)
+      : profiler_(profiler), strategy_(strategy), ops_(nullptr) {
+    profiler_.setup(context);
+    strategy_.observeCollectives(profiler_.collectiveObserver());
+    ops_.emplace(profiler_.opObserver());
+  }
+  ~ProfiledStage() { strategy_.observeCollectives(nullptr); }
+  void finish() {
+    ops_.reset();
+    strategy_.observeCollectives(nullptr);
+    profiler_.teardown();
+  }
+
+ private:
+  Profiler& profiler_;
+  Strategy& strategy_;
+  std::optional<ops::OpObserverScope> ops_;
+};
+
+}  // namespace
 
 Trainer::Trainer(TrainerParts parts)
     : options_(std::move(parts.options)),
@@ -38,6 +67,10 @@ Trainer::Trainer(TrainerParts parts)
 }
 
 Trainer::~Trainer() = default;
+
+ProfilerContext Trainer::profilerContext(const char* stage) {
+  return {stage, strategy_->globalRank(), strategy_->worldSize(), logDir(), &strategy_->device()};
+}
 
 std::string Trainer::logDir() const {
   if (!loggers_.empty()) return loggers_.front()->logDir();
@@ -137,14 +170,15 @@ std::unique_ptr<data::DataLoader> Trainer::makeLoader(data::DataModule& data, da
 
 Batch Trainer::toDevice(const data::HostBatch& hb) {
   device::Device& dev = strategy_->device();
-  Batch b;
   const Shape shape(std::span<const std::int64_t>(hb.shape));
-  b.x = Tensor::fromHost(dev, shape, hb.x);
-  if (!hb.y.empty()) b.y = Tensor::fromHost(dev, {hb.size()}, hb.y);
-  if (b.y.defined())
-    dev.graph().recordOp("h2d", {operandInfo(b.x), operandInfo(b.y)});
-  else
-    dev.graph().recordOp("h2d", {operandInfo(b.x)});
+  const std::int64_t labels[] = {hb.size()};
+  const device::OperandInfo operands[] = {{shape.dims(), DType::kFloat32}, {labels, DType::kInt64}};
+  Batch b;
+  {
+    const ops::OpRecord op_record(dev, "h2d", std::span(operands, hb.y.empty() ? 1 : 2));
+    b.x = Tensor::fromHost(dev, shape, hb.x);
+    if (!hb.y.empty()) b.y = Tensor::fromHost(dev, {hb.size()}, hb.y);
+  }
   precision_->convertInput(b);
   return b;
 }
@@ -153,30 +187,36 @@ Batch Trainer::toDevice(const data::HostBatch& hb) {
 
 void Trainer::fit(LightningModule& model, data::DataModule& data, const std::string& ckpt_path) {
   start_time_ = std::chrono::steady_clock::now();
-  setupModel(model, data, data::Stage::kFit);
-  configureOptimizers();
-  train_loader_ = makeLoader(data, data::Split::kTrain);
-  if (!train_loader_) throw UsageError("the data module has no training set: fit needs one");
-  val_loader_ = makeLoader(data, data::Split::kVal);
-  num_train_batches_ = options_.limit_train.of(train_loader_->numBatches());
-  if (!ckpt_path.empty()) restore(resolveCheckpointPath(ckpt_path), /*full=*/true);
-  callbacks([&](Callback& c) { c.setup(*this, data::Stage::kFit); });
-  callbacks([&](Callback& c) { c.onFitStart(*this); });
-  if (isGlobalZero())
-    for (auto& l : loggers_) l->logHyperparams(*config_.find("model")->find("init_args"));
-  if (val_loader_ && options_.num_sanity_val_steps != 0 && global_step_ == 0) {
+  ProfiledStage profiled(*profiler_, *strategy_, profilerContext("fit"));
+  {
+    auto s = profiler_->profile("setup");
+    setupModel(model, data, data::Stage::kFit);
+    configureOptimizers();
+    train_loader_ = makeLoader(data, data::Split::kTrain);
+    if (!train_loader_) throw UsageError("the data module has no training set: fit needs one");
+    val_loader_ = makeLoader(data, data::Split::kVal);
+    num_train_batches_ = options_.limit_train.of(train_loader_->numBatches());
+    if (!ckpt_path.empty()) restore(resolveCheckpointPath(ckpt_path), /*full=*/true);
+    callbacks([&](Callback& c) { c.setup(*this, data::Stage::kFit); });
+    callbacks([&](Callback& c) { c.onFitStart(*this); });
+    if (isGlobalZero())
+      for (auto& l : loggers_) l->logHyperparams(*config_.find("model")->find("init_args"));
+  }
+  // The sanity check runs at most the validation batches the epochs will run.
+  const std::int64_t val_batches = val_loader_ ? options_.limit_val.of(val_loader_->numBatches()) : 0;
+  if (val_batches > 0 && options_.num_sanity_val_steps != 0 && global_step_ == 0) {
+    auto s = profiler_->profile("sanity_check");
     sanity_checking_ = true;
     callbacks([&](Callback& c) { c.onSanityCheckStart(*this); });
-    const std::int64_t n = options_.num_sanity_val_steps < 0 ? val_loader_->numBatches()
-                                                             : options_.num_sanity_val_steps;
-    evaluationLoop(data::Split::kVal, std::min(n, val_loader_->numBatches()), /*sanity=*/true);
+    const std::int64_t n =
+        options_.num_sanity_val_steps < 0 ? val_batches : std::min(options_.num_sanity_val_steps, val_batches);
+    evaluationLoop(data::Split::kVal, n, /*sanity=*/true);
     callbacks([&](Callback& c) { c.onSanityCheckEnd(*this); });
     sanity_checking_ = false;
   }
   fitLoop();
-  callbacks([&](Callback& c) { c.onFitEnd(*this); });
-  precision_->onRunEnd(isGlobalZero());
-  for (auto& l : loggers_) l->save();
+  endStage();
+  profiled.finish();
 }
 
 bool Trainer::timeUp() const {
@@ -184,6 +224,13 @@ bool Trainer::timeUp() const {
 }
 
 void Trainer::fitLoop() {
+  const BatchLimit& interval = options_.val_check_interval;
+  if (!interval.is_fraction && options_.check_val_every_n_epoch && interval.count > num_train_batches_)
+    throw UsageError(fmt::format(
+        "trainer.val_check_interval ({}) must be less than or equal to the number of the training batches ({}). If "
+        "you want to disable validation set trainer.limit_val_batches to 0.0 instead. If you want to validate based "
+        "on the total training batches, set trainer.check_val_every_n_epoch=null.",
+        interval.count, num_train_batches_));
   while (true) {
     if (options_.max_epochs >= 0 && current_epoch_ >= options_.max_epochs) break;
     if (options_.max_steps >= 0 && global_step_ >= options_.max_steps) break;
@@ -202,9 +249,13 @@ void Trainer::trainEpoch() {
   const std::int64_t interval = options_.val_check_interval.is_fraction
                                     ? std::max<std::int64_t>(1, options_.val_check_interval.of(num_train_batches_))
                                     : options_.val_check_interval.count;
-  const bool val_this_epoch =
-      val_loader_ && options_.check_val_every_n_epoch &&
-      (current_epoch_ + 1) % *options_.check_val_every_n_epoch == 0;
+  // Without check_val_every_n_epoch, val_check_interval counts batches across epochs.
+  const std::optional<std::int64_t>& every_n_epochs = options_.check_val_every_n_epoch;
+  const bool val_this_epoch = val_loader_ && (!every_n_epochs || (current_epoch_ + 1) % *every_n_epochs == 0);
+  const std::int64_t batches_before = every_n_epochs ? 0 : current_epoch_ * num_train_batches_;
+  const auto stop_requested = [&] {
+    return should_stop_ && current_epoch_ >= options_.min_epochs && global_step_ >= options_.min_steps;
+  };
   const std::int64_t val_batches = val_loader_ ? options_.limit_val.of(val_loader_->numBatches()) : 0;
   for (std::int64_t batch_idx = 0; batch_idx < num_train_batches_; ++batch_idx) {
     std::optional<data::HostBatch> hb;
@@ -232,14 +283,16 @@ void Trainer::trainEpoch() {
     }
     batch_in_epoch_ = batch_idx + 1;
     callbacks([&](Callback& c) { c.onTrainBatchEnd(*this, batch_idx); });
+    // As Lightning: validation every `interval` batches, and when asked to
+    // stop (early stopping, max_time), but not when max_steps ends the epoch.
     const bool step_limit = options_.max_steps >= 0 && global_step_ >= options_.max_steps;
-    const bool stop = step_limit || timeUp() ||
-                      (should_stop_ && current_epoch_ >= options_.min_epochs && global_step_ >= options_.min_steps);
-    if (val_this_epoch && val_batches > 0 && ((batch_idx + 1) % interval == 0 || last || stop)) {
+    const bool out_of_time = timeUp();
+    if (val_this_epoch && val_batches > 0 &&
+        ((batches_before + batch_idx + 1) % interval == 0 || out_of_time || stop_requested())) {
       evaluationLoop(data::Split::kVal, val_batches, /*sanity=*/false);
       model_->train();
     }
-    if (stop) break;
+    if (step_limit || out_of_time || stop_requested()) break;
   }
   skip_batches_ = 0;
   std::map<std::string, double> epoch_metrics = metrics_->takeEpochMetrics(*strategy_);
@@ -300,7 +353,12 @@ bool Trainer::trainStep(const Batch& batch, std::int64_t batch_idx, bool optimiz
   }
   progress_metrics_["loss"] = loss.item();
   if (!optimizer_turn) return false;
-  strategy_->afterBackward(*params_);
+  {
+    // Waiting for the gradient reduction (all-reduce, or ZeRO's reduce-scatter).
+    std::optional<Profiler::Scope> s;
+    if (strategy_->worldSize() > 1) s.emplace(*profiler_, "allreduce");
+    strategy_->afterBackward(*params_);
+  }
   const GradientView grads = strategy_->gradients(*params_);
   if (!precision_->prepareStep(grads)) return false;
   clipGradients(grads);
@@ -347,6 +405,7 @@ std::map<std::string, double> Trainer::evaluationLoop(data::Split split, std::in
   if (!loader) throw UsageError(fmt::format("the data module has no {} set", data::splitName(split)));
   const std::int64_t n = std::min(max_batches, loader->numBatches());
   num_eval_batches_ = n;
+  auto loop_scope = profiler_->profile(val ? "run_validation" : "run_test");
   model_->eval();
   autograd::TapeScope no_grad(nullptr);
   GatheredParameters gathered(*strategy_, *params_, Strategy::GatherScope::kStep);
@@ -384,42 +443,60 @@ std::map<std::string, double> Trainer::evaluationLoop(data::Split split, std::in
   return out;
 }
 
-std::map<std::string, double> Trainer::validate(LightningModule& model, data::DataModule& data,
-                                                const std::string& ckpt_path) {
-  setupModel(model, data, data::Stage::kValidate);
+// The setup every evaluation stage shares: the model, its weights from
+// ckpt_path, the callbacks, and the loader of `split` (if given; a data
+// module without that split is an error).
+std::unique_ptr<data::DataLoader> Trainer::setupEvaluation(LightningModule& model, data::DataModule& data,
+                                                          const std::string& ckpt_path, data::Stage stage,
+                                                          std::optional<data::Split> split) {
+  auto s = profiler_->profile("setup");
+  setupModel(model, data, stage);
   if (!ckpt_path.empty()) restore(resolveCheckpointPath(ckpt_path), /*full=*/false);
-  callbacks([&](Callback& c) { c.setup(*this, data::Stage::kValidate); });
-  auto out = evaluationLoop(data::Split::kVal, options_.limit_val.of(std::numeric_limits<std::int64_t>::max() / 2),
-                            false);
+  callbacks([&](Callback& c) { c.setup(*this, stage); });
+  if (!split) return nullptr;
+  auto loader = makeLoader(data, *split);
+  if (!loader) throw UsageError(fmt::format("the data module has no {} set", data::splitName(*split)));
+  return loader;
+}
+
+void Trainer::endStage() {
+  auto s = profiler_->profile("teardown");
+  if (stage_ == data::Stage::kFit) callbacks([&](Callback& c) { c.onFitEnd(*this); });
   precision_->onRunEnd(isGlobalZero());
   for (auto& l : loggers_) l->save();
+}
+
+std::map<std::string, double> Trainer::validate(LightningModule& model, data::DataModule& data,
+                                                const std::string& ckpt_path) {
+  ProfiledStage profiled(*profiler_, *strategy_, profilerContext("validate"));
+  setupEvaluation(model, data, ckpt_path, data::Stage::kValidate, std::nullopt);
+  auto out = evaluationLoop(data::Split::kVal, options_.limit_val.of(std::numeric_limits<std::int64_t>::max() / 2),
+                            false);
+  endStage();
+  profiled.finish();
   if (isGlobalZero()) printResults(out, "Validate");
   return out;
 }
 
 std::map<std::string, double> Trainer::test(LightningModule& model, data::DataModule& data,
                                             const std::string& ckpt_path) {
-  setupModel(model, data, data::Stage::kTest);
-  if (!ckpt_path.empty()) restore(resolveCheckpointPath(ckpt_path), /*full=*/false);
-  callbacks([&](Callback& c) { c.setup(*this, data::Stage::kTest); });
-  auto loader = makeLoader(data, data::Split::kTest);
-  if (!loader) throw UsageError("the data module has no test set");
+  ProfiledStage profiled(*profiler_, *strategy_, profilerContext("test"));
+  auto loader = setupEvaluation(model, data, ckpt_path, data::Stage::kTest, data::Split::kTest);
   auto out = evaluationLoop(data::Split::kTest, options_.limit_test.of(loader->numBatches()), false);
-  precision_->onRunEnd(isGlobalZero());
-  for (auto& l : loggers_) l->save();
+  endStage();
+  profiled.finish();
   if (isGlobalZero()) printResults(out, "Test");
   return out;
 }
 
 std::vector<std::vector<float>> Trainer::predict(LightningModule& model, data::DataModule& data,
                                                  const std::string& ckpt_path) {
-  setupModel(model, data, data::Stage::kPredict);
-  if (!ckpt_path.empty()) restore(resolveCheckpointPath(ckpt_path), /*full=*/false);
-  callbacks([&](Callback& c) { c.setup(*this, data::Stage::kPredict); });
-  auto loader = makeLoader(data, data::Split::kPredict);
-  if (!loader) throw UsageError("the data module has no predict set");
+  ProfiledStage profiled(*profiler_, *strategy_, profilerContext("predict"));
+  auto loader = setupEvaluation(model, data, ckpt_path, data::Stage::kPredict, data::Split::kPredict);
   const std::int64_t n = options_.limit_predict.of(loader->numBatches());
   num_eval_batches_ = n;
+  std::optional<Profiler::Scope> loop_scope;
+  loop_scope.emplace(*profiler_, "run_predict");
   model.eval();
   autograd::TapeScope no_grad(nullptr);
   GatheredParameters gathered(*strategy_, *params_, Strategy::GatherScope::kStep);
@@ -444,7 +521,9 @@ std::vector<std::vector<float>> Trainer::predict(LightningModule& model, data::D
     callbacks([&](Callback& c) { c.onPredictBatchEnd(*this, batch_idx); });
   }
   callbacks([&](Callback& c) { c.onPredictEnd(*this); });
-  precision_->onRunEnd(isGlobalZero());
+  loop_scope.reset();
+  endStage();
+  profiled.finish();
   return rows;
 }
 

@@ -41,6 +41,7 @@
 #include <thread>
 
 #include "hpu/comm/buffer_view.h"
+#include "hpu/comm/collective_observer.h"
 #include "hpu/comm/store.h"
 #include "hpu/comm/transport.h"
 #include "hpu/comm/work.h"
@@ -134,6 +135,10 @@ class ProcessGroup {
   };
   static Range shardRange(std::size_t total, int worldSize, int rank);
 
+  // Tells `observer` (null: nobody) of every collective that runs from now
+  // on. The group keeps it alive while it may call it.
+  void setObserver(std::shared_ptr<CollectiveObserver> observer);
+
  private:
   struct Operation;
   // An operation with its descriptor's kind, dtype and count; timeout 0 means the group's default.
@@ -160,6 +165,7 @@ class ProcessGroup {
   bool stopping_ = false;
   std::uint64_t nextSequence_ = 0;
   std::exception_ptr failure_;  // the first error; poisons the group
+  std::shared_ptr<CollectiveObserver> observer_;
   std::thread commThread_;
 };
 

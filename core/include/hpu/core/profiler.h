@@ -1,20 +1,56 @@
 // Profilers time named actions of a run (Lightning's Profiler API). The
-// Trainer brackets its own actions (run_training_batch, training_step,
-// backward, optimizer_step, ...); model code adds custom ones through
-// LightningModule::profiler(): a profile("name") scope or start()/stop().
-// Not thread-safe: one training thread.
+// Trainer brackets its own actions (run_training_epoch, run_training_batch,
+// training_step, backward, optimizer_step, validation_step, ...); model code
+// adds custom ones through LightningModule::profiler(): a profile("name")
+// scope or start()/stop().
+//
+// Lifecycle: setup() once before the stage runs, start()/stop() pairs during
+// it (properly nested: an action stops before the one that encloses it),
+// teardown() once at its end, which reports (prints or writes files).
+// A profiler may also watch the device's ops and the process group's
+// collectives; the Trainer installs opObserver() on the training thread and
+// hands collectiveObserver() to the strategy.
+//
+// Not thread-safe apart from collectiveObserver() (called from the comm
+// thread): one training thread.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <string_view>
 
+#include "hpu/comm/collective_observer.h"
+
+namespace hpu::device {
+class Device;
+}
+
 namespace hpu::core {
+
+namespace ops {
+class OpObserver;
+}
+
+// Where the run reports from and to.
+struct ProfilerContext {
+  std::string stage;     // "fit", "validate", "test", "predict"
+  int rank = 0;          // global rank of this process
+  int world_size = 1;
+  std::string log_dir;   // the logger's directory: the default dirpath
+  device::Device* device = nullptr;  // this process's device (lazy-mode statistics)
+};
 
 class Profiler {
  public:
   virtual ~Profiler() = default;
+  virtual void setup(const ProfilerContext& context) {}
   virtual void start(std::string_view action) = 0;
   virtual void stop(std::string_view action) = 0;
+  virtual void teardown() {}
+
+  // Null when the profiler does not trace ops / collectives.
+  virtual ops::OpObserver* opObserver() { return nullptr; }
+  virtual std::shared_ptr<comm::CollectiveObserver> collectiveObserver() { return nullptr; }
 
   // Stops `action` when it goes out of scope.
   class Scope {
@@ -40,5 +76,11 @@ class PassThroughProfiler final : public Profiler {
   void start(std::string_view) override {}
   void stop(std::string_view) override {}
 };
+
+// The file a profiler writes for this rank:
+// "<dirpath>/<filename>-rank<R>-<stage><extension>" ("<dirpath>/rank<R>-..."
+// without a filename). Creates dirpath.
+std::string profilerReportPath(const std::string& dirpath, const std::string& filename, const ProfilerContext& context,
+                               std::string_view extension);
 
 }  // namespace hpu::core

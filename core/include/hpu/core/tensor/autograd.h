@@ -10,6 +10,7 @@
 #pragma once
 
 #include <functional>
+#include <string_view>
 #include <vector>
 
 #include "hpu/core/tensor/tensor.h"
@@ -20,7 +21,9 @@ class Tape {
  public:
   using Backward = std::function<void()>;
 
-  void record(Backward fn) { entries_.push_back(std::move(fn)); }
+  // `op` names the function for profilers ("linear": traced as linear's
+  // backward); it must outlive the tape (a literal).
+  void record(Backward fn, std::string_view op = "backward_hook") { entries_.push_back({std::move(fn), op}); }
   // Seeds d(root)/d(root) = `seed` (a loss scale for mixed precision), runs
   // every recorded function in reverse and clears the tape (releasing the
   // activations it kept). REQUIRES: root is a scalar that requires grad.
@@ -32,7 +35,14 @@ class Tape {
   std::size_t size() const { return entries_.size(); }
 
  private:
-  std::vector<Backward> entries_;
+  struct Entry {
+    Backward fn;
+    std::string_view op;
+  };
+  // Runs the entries in reverse, each reported to the thread's OpObserver.
+  void runBackward();
+
+  std::vector<Entry> entries_;
 };
 
 // The tape ops record into on this thread, or nullptr (no recording).

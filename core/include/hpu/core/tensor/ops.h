@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "hpu/core/random.h"
+#include "hpu/core/tensor/op_record.h"
 #include "hpu/core/tensor/tensor.h"
 
 namespace hpu::core::ops {
@@ -81,36 +82,6 @@ Tensor softmax(const Tensor& logits);  // over the last dimension
 // device (DeepSpeed's cpu_checkpointing).
 Tensor checkpoint(const std::function<Tensor(const Tensor&)>& f, const Tensor& x, Generator* rng = nullptr,
                   bool on_host = false);
-
-// Records (op, dtype it ran in) for every op on this thread while alive:
-// makes autocast decisions observable (tests, debugging).
-struct OpTraceEntry {
-  std::string op;
-  DType dtype;
-};
-class OpTraceScope {
- public:
-  explicit OpTraceScope(std::vector<OpTraceEntry>& sink);
-  ~OpTraceScope();
-  OpTraceScope(const OpTraceScope&) = delete;
-  OpTraceScope& operator=(const OpTraceScope&) = delete;
-
- private:
-  std::vector<OpTraceEntry>* previous_;
-};
-
-// Ops run while one is alive are not recorded in the device's lazy graph
-// (a dry run, e.g. for the model summary's output shapes).
-class GraphRecordingPause {
- public:
-  GraphRecordingPause();
-  ~GraphRecordingPause();
-  GraphRecordingPause(const GraphRecordingPause&) = delete;
-  GraphRecordingPause& operator=(const GraphRecordingPause&) = delete;
-
- private:
-  bool previous_;
-};
 
 // Not differentiable: number of rows whose arg-max equals the label.
 std::int64_t countCorrect(const Tensor& logits, const Tensor& labels);

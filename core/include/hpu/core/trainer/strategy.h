@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "hpu/comm/collective_observer.h"
 #include "hpu/core/data/sampler.h"
 #include "hpu/core/nn/flat_parameters.h"
 #include "hpu/core/optim/lr_scheduler.h"
@@ -123,6 +124,10 @@ class Strategy {
   // Ends the job: waits for (or stops) local workers. Returns the exit code
   // of the job as seen from this process (0 if all went well).
   virtual int teardown(bool failed) { return failed ? 1 : 0; }
+
+  // Tells `observer` (null: nobody) of every collective this strategy's
+  // process group runs (profilers' collectives track).
+  virtual void observeCollectives(std::shared_ptr<comm::CollectiveObserver> observer) {}
 };
 
 // Full parameter values for the lifetime of the scope (ZeRO-3 gathers its

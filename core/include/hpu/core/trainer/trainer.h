@@ -107,6 +107,12 @@ class Trainer {
   void restore(const std::string& ckpt_path, bool full);
   void restoreOptimizerState(const checkpoint::Checkpoint& ckpt, const std::string& path);
   std::string resolveCheckpointPath(const std::string& ckpt_path) const;
+  ProfilerContext profilerContext(const char* stage);
+  std::unique_ptr<data::DataLoader> setupEvaluation(LightningModule& model, data::DataModule& data,
+                                                    const std::string& ckpt_path, data::Stage stage,
+                                                    std::optional<data::Split> split);
+  // Ends a stage: onFitEnd (fit), the precision plugin's report, the loggers' files.
+  void endStage();
 
   void fitLoop();
   void trainEpoch();

@@ -1,0 +1,31 @@
+"""Steady-state training rate of build/hpu-train, shared by the bench/core scripts.
+
+hpu_rate() runs the real CLI twice with different step counts; the
+difference cancels start-up and data loading.
+"""
+import os
+import subprocess
+import time
+
+
+def hpu_run(binary, kind, batch, steps, workdir, threads, devices=1, extra=()):
+    config = "configs/fashion_mnist_mlp.yaml" if kind == "mlp" else "configs/fashion_mnist_cnn.yaml"
+    args = [binary, "fit", "--config", config, f"--trainer.devices={devices}", "--trainer.max_epochs=1", f"--trainer.limit_train_batches={steps}",
+            "--trainer.limit_val_batches=0", "--trainer.num_sanity_val_steps=0", "--trainer.logger=false",
+            "--trainer.callbacks=null",
+            "--trainer.enable_checkpointing=false", "--trainer.enable_progress_bar=false",
+            "--trainer.enable_model_summary=false", f"--data.batch_size={batch}", "--data.num_workers=0", *extra]
+    env = dict(os.environ)
+    if devices == 1:
+        env["HPU_INTRA_OP_THREADS"] = str(threads)  # with N ranks: cores / N each (the default)
+    t = time.perf_counter()
+    subprocess.run(args, check=True, cwd=workdir, env=env, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - t
+
+
+def hpu_rate(binary, kind, batch, steps, workdir, threads, devices=1, extra=()):
+    """Samples/s over all ranks (each rank takes `batch` per step)."""
+    short = max(steps // 6, 5)
+    t_long = hpu_run(binary, kind, batch, steps, workdir, threads, devices, extra)
+    t_short = hpu_run(binary, kind, batch, short, workdir, threads, devices, extra)
+    return (steps - short) * batch * devices / max(t_long - t_short, 1e-9)
