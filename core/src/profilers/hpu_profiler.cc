@@ -346,7 +346,7 @@ HPU_REGISTER_COMPONENT(
          {{"dirpath", Type::optional(Type::string()), "null", "Directory of the trace files (null: the logger's log_dir)."},
           {"filename", Type::optional(Type::string()), "null",
            "Trace file prefix: <dirpath>/<filename>-rank<R>-<stage>.pt.trace.json, one per rank."},
-          {"schedule", Type::structure(&scheduleSchema()), "{}",
+          {"schedule", Type::structure(&scheduleSchema()), "{skip_first: 0, wait: 1, warmup: 1, active: 3, repeat: 1}",
            "Steps to trace, as torch.profiler.schedule: {skip_first, wait, warmup, active, repeat}."},
           {"record_shapes", Type::boolean(), "true", "Record each op's operand shapes and dtypes."}}},
         "Chrome trace of host actions, emulated device ops and collectives, one file per rank."},
