@@ -25,16 +25,29 @@ class DeviceStatsMonitor final : public Callback {
     if (trainer.loggers().empty())
       throw UsageError("Cannot use `DeviceStatsMonitor` callback with `Trainer(logger=False)`.");
   }
-  void onTrainBatchStart(Trainer& t, std::int64_t i) override { record(t, i, "on_train_batch_start"); }
-  void onTrainBatchEnd(Trainer& t, std::int64_t i) override { record(t, i, "on_train_batch_end"); }
-  void onValidationBatchStart(Trainer& t, std::int64_t i) override { record(t, i, "on_validation_batch_start"); }
-  void onValidationBatchEnd(Trainer& t, std::int64_t i) override { record(t, i, "on_validation_batch_end"); }
-  void onTestBatchStart(Trainer& t, std::int64_t i) override { record(t, i, "on_test_batch_start"); }
-  void onTestBatchEnd(Trainer& t, std::int64_t i) override { record(t, i, "on_test_batch_end"); }
+  // A training batch counts by the global step before it (as Lightning's
+  // loggers do); an evaluation batch by its index.
+  void onTrainBatchStart(Trainer& t, std::int64_t) override {
+    step_ = t.globalStep();
+    record(t, step_, step_, "on_train_batch_start");
+  }
+  void onTrainBatchEnd(Trainer& t, std::int64_t) override { record(t, step_, step_, "on_train_batch_end"); }
+  void onValidationBatchStart(Trainer& t, std::int64_t i) override {
+    record(t, i, evalStep(t, i), "on_validation_batch_start");
+  }
+  void onValidationBatchEnd(Trainer& t, std::int64_t i) override { record(t, i, evalStep(t, i), "on_validation_batch_end"); }
+  void onTestBatchStart(Trainer& t, std::int64_t i) override { record(t, i, evalStep(t, i), "on_test_batch_start"); }
+  void onTestBatchEnd(Trainer& t, std::int64_t i) override { record(t, i, evalStep(t, i), "on_test_batch_end"); }
 
  private:
-  void record(Trainer& t, std::int64_t batch_idx, const char* hook) {
-    if (t.sanityChecking() || (batch_idx + 1) % t.options().log_every_n_steps != 0) return;
+  // Validation inside fit logs at the step of the metrics it follows.
+  static std::int64_t evalStep(const Trainer& t, std::int64_t batch_idx) {
+    return t.stage() == data::Stage::kFit ? t.globalStep() - 1 : batch_idx;
+  }
+
+  // Logs the stats at `step` every log_every_n_steps-th `count` (from 0).
+  void record(Trainer& t, std::int64_t count, std::int64_t step, const char* hook) {
+    if (t.sanityChecking() || (count + 1) % t.options().log_every_n_steps != 0) return;
     std::map<std::string, double> m;
     const std::string prefix = std::string("DeviceStatsMonitor.") + hook + "/";
     for (const auto& metric : t.device().allocator().stats().metrics())
@@ -43,7 +56,6 @@ class DeviceStatsMonitor final : public Callback {
       m[prefix + "cpu_rss_bytes"] = static_cast<double>(residentBytes());
       m[prefix + "cpu_percent"] = cpuPercent();
     }
-    const std::int64_t step = t.stage() == data::Stage::kFit ? t.globalStep() : batch_idx;
     t.logMetrics(std::move(m), step);
   }
 
@@ -70,6 +82,7 @@ class DeviceStatsMonitor final : public Callback {
   }
 
   bool cpu_stats_;
+  std::int64_t step_ = 0;  // the global step before the current training batch
   double last_cpu_ = 0, last_wall_ = 0;
 };
 

@@ -24,7 +24,8 @@ class LearningRateMonitor final : public Callback {
     if (interval_ == "epoch") log(trainer);
   }
   void onTrainBatchStart(Trainer& trainer, std::int64_t) override {
-    if (interval_ != "epoch" && trainer.globalStep() % trainer.options().log_every_n_steps == 0) log(trainer);
+    // Lightning's cadence: before steps log_every_n_steps - 1, 2 log_every_n_steps - 1, ...
+    if (interval_ != "epoch" && (trainer.globalStep() + 1) % trainer.options().log_every_n_steps == 0) log(trainer);
   }
 
  private:

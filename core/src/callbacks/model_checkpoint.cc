@@ -51,15 +51,16 @@ class ModelCheckpoint final : public Callback {
   }
 
   void onTrainBatchEnd(Trainer& trainer, std::int64_t) override {
-    if (every_n_steps_ > 0 && trainer.globalStep() > 0 && trainer.globalStep() % every_n_steps_ == 0 &&
-        trainer.globalStep() != last_saved_step_)
-      save(trainer);
+    if (every_n_steps_ > 0 && trainer.globalStep() % every_n_steps_ == 0) save(trainer, /*top_k=*/true);
   }
 
+  // As Lightning: at the end of the training epoch when validation runs once
+  // at its end (or never), else at the end of every validation.
   void onTrainEpochEnd(Trainer& trainer) override {
-    if (every_n_epochs_ > 0 && (trainer.currentEpoch() + 1) % every_n_epochs_ == 0 &&
-        trainer.globalStep() != last_saved_step_)
-      save(trainer);
+    if (savesOnTrainEpochEnd(trainer)) saveForEpoch(trainer);
+  }
+  void onValidationEnd(Trainer& trainer) override {
+    if (trainer.stage() == data::Stage::kFit && !savesOnTrainEpochEnd(trainer)) saveForEpoch(trainer);
   }
 
   std::string stateJson() const override {
@@ -80,6 +81,19 @@ class ModelCheckpoint final : public Callback {
 
  private:
   bool better(double a, double b) const { return mode_max_ ? a > b : a < b; }
+
+  static bool savesOnTrainEpochEnd(const Trainer& trainer) {
+    const TrainerOptions& o = trainer.options();
+    if (o.check_val_every_n_epoch != 1) return false;
+    const BatchLimit& val = o.limit_val;
+    if (val.is_fraction ? val.fraction == 0 : val.count == 0) return true;
+    return o.val_check_interval.is_fraction && o.val_check_interval.fraction == 1.0;
+  }
+
+  // The top-k checkpoint every_n_epochs, last.ckpt every time.
+  void saveForEpoch(Trainer& trainer) {
+    save(trainer, every_n_epochs_ > 0 && (trainer.currentEpoch() + 1) % every_n_epochs_ == 0);
+  }
 
   std::string format(const Trainer& trainer) const {
     std::string out;
@@ -129,9 +143,19 @@ class ModelCheckpoint final : public Callback {
     return false;
   }
 
-  void save(Trainer& trainer) {
-    if (trainer.sanityChecking()) return;
+  // Saves the top-k checkpoint (if `top_k`) and last.ckpt, at most once per
+  // global step, never during the sanity check.
+  void save(Trainer& trainer, bool top_k) {
+    if (trainer.sanityChecking() || trainer.globalStep() == last_saved_step_) return;
     last_saved_step_ = trainer.globalStep();
+    if (top_k) saveTopK(trainer);
+    if (save_last_) {
+      last_path_ = (fs::path(dirpath_) / "last.ckpt").string();
+      trainer.saveCheckpoint(last_path_, weights_only_);
+    }
+  }
+
+  void saveTopK(Trainer& trainer) {
     double score = 0;
     if (!monitor_.empty()) {
       auto it = trainer.callbackMetrics().find(monitor_);
@@ -158,26 +182,26 @@ class ModelCheckpoint final : public Callback {
         take = std::isfinite(score) && better(score, kept_[worst].second);
       }
       if (take) {
+        // The state is updated before saving, as Lightning's: the file's own
+        // callback state counts it among the kept ones (a run resumed from
+        // it removes it in its turn).
         const std::string path = uniquePath(format(trainer));
-        trainer.saveCheckpoint(path, weights_only_);
-        if (verbose_ && trainer.isGlobalZero()) spdlog::info("Epoch {}, global step {}: saved {}", trainer.currentEpoch(), trainer.globalStep(), path);
-        if (!keep_all && static_cast<std::int64_t>(kept_.size()) >= save_top_k_) {
-          if (!monitor_.empty() || save_top_k_ == 1) {
-            const std::size_t drop = monitor_.empty() ? 0 : worst;
-            if (kept_[drop].first != path) trainer.removeCheckpoint(kept_[drop].first);
-            kept_.erase(kept_.begin() + static_cast<std::ptrdiff_t>(drop));
-          }
+        std::string dropped;
+        if (!keep_all && static_cast<std::int64_t>(kept_.size()) >= save_top_k_ &&
+            (!monitor_.empty() || save_top_k_ == 1)) {
+          const std::size_t drop = monitor_.empty() ? 0 : worst;
+          dropped = kept_[drop].first;
+          kept_.erase(kept_.begin() + static_cast<std::ptrdiff_t>(drop));
         }
         kept_.emplace_back(path, score);
         if (monitor_.empty() || best_path_.empty() || better(score, best_score_)) {
           best_path_ = path;
           best_score_ = score;
         }
+        trainer.saveCheckpoint(path, weights_only_);
+        if (verbose_ && trainer.isGlobalZero()) spdlog::info("Epoch {}, global step {}: saved {}", trainer.currentEpoch(), trainer.globalStep(), path);
+        if (!dropped.empty() && dropped != path) trainer.removeCheckpoint(dropped);
       }
-    }
-    if (save_last_) {
-      last_path_ = (fs::path(dirpath_) / "last.ckpt").string();
-      trainer.saveCheckpoint(last_path_, weights_only_);
     }
   }
 
@@ -190,7 +214,7 @@ class ModelCheckpoint final : public Callback {
   std::vector<std::pair<std::string, double>> kept_;
   std::string best_path_, last_path_;
   double best_score_ = 0;
-  std::int64_t last_saved_step_ = -1;
+  std::int64_t last_saved_step_ = 0;  // as Lightning: nothing is saved at global step 0
 };
 
 HPU_REGISTER_COMPONENT(

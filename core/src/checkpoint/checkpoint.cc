@@ -6,6 +6,7 @@
 #include <zlib.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -81,6 +82,17 @@ const TensorEntry* Checkpoint::find(const std::string& name) const {
   for (const auto& t : tensors)
     if (t.name == name) return &t;
   return nullptr;
+}
+
+std::optional<OptimizerStateName> parseOptimizerStateName(const std::string& tensor_name) {
+  constexpr std::string_view kPrefix = "optimizer.";
+  const std::size_t dot = tensor_name.rfind('.');
+  if (!tensor_name.starts_with(kPrefix) || dot <= kPrefix.size() || dot + 1 == tensor_name.size()) return std::nullopt;
+  OptimizerStateName out{tensor_name.substr(kPrefix.size(), dot - kPrefix.size())};
+  const char* end = tensor_name.data() + tensor_name.size();
+  const auto [ptr, ec] = std::from_chars(tensor_name.data() + dot + 1, end, out.slice);
+  if (ec != std::errc() || ptr != end) return std::nullopt;
+  return out;
 }
 
 const std::string& Checkpoint::meta(const std::string& key) const {

@@ -27,12 +27,17 @@ void consolidate(const std::string& input, const std::string& output) {
     if (layout.at("rank").get<int>() != rank || layout.at("world_size").get<int>() != world)
       throw CheckpointError(fmt::format("{} is not rank {} of {}'s {}-rank optimizer state", path, rank, input, world));
     const auto& slices = layout.at("slices");
-    const std::size_t per_slice = slices.empty() ? 0 : shard.tensors.size() / slices.size();
-    for (std::size_t k = 0; k < shard.tensors.size(); ++k) {
-      const TensorEntry& e = shard.tensors[k];
-      const auto& s = slices.at(per_slice ? k / per_slice : 0);
+    for (const TensorEntry& e : shard.tensors) {
+      // Tensors come back in name order: the slice is the name's, not the position's.
+      const auto key = parseOptimizerStateName(e.name);
+      if (!key || key->slice >= slices.size())
+        throw CheckpointError(fmt::format("{}: {} is not the optimizer state of one of its {} slices", path, e.name,
+                                          slices.size()));
+      const auto& s = slices.at(key->slice);
       const auto offset = s.at(0).get<std::size_t>(), size = s.at(1).get<std::size_t>(), total = s.at(2).get<std::size_t>();
-      if (e.values.size() != size) throw CheckpointError(fmt::format("{}: {} has {} values, its layout says {}", path, e.name, e.values.size(), size));
+      if (e.values.size() != size || offset + size > total)
+        throw CheckpointError(fmt::format("{}: {} has {} values, its layout says [{}, {}) of {}", path, e.name,
+                                          e.values.size(), offset, offset + size, total));
       TensorEntry& f = full[e.name];
       if (f.values.empty()) {
         f.name = e.name;

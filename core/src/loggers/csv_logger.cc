@@ -3,6 +3,7 @@
 // metric was not logged) and hparams.yaml. Files are rewritten atomically.
 #include <spdlog/fmt/fmt.h>
 
+#include <cmath>
 #include <filesystem>
 #include <regex>
 #include <set>
@@ -47,7 +48,7 @@ class CSVLogger final : public Logger {
   }
   void logMetrics(const std::map<std::string, double>& metrics, std::int64_t step) override {
     std::map<std::string, double> row;
-    for (const auto& [k, v] : metrics) row[k == "epoch" ? k : prefix_ + k] = v;
+    for (const auto& [k, v] : metrics) row[prefix_.empty() ? k : prefix_ + "-" + k] = v;  // Lightning's "-" join
     row["step"] = static_cast<double>(step);
     for (const auto& [k, v] : row) keys_.insert(k);
     rows_.push_back(std::move(row));
@@ -68,7 +69,10 @@ class CSVLogger final : public Logger {
         auto it = row.find(k);
         if (it == row.end()) continue;
         const double v = it->second;
-        line += (k == "epoch" || k == "step") ? fmt::format("{}", static_cast<std::int64_t>(v)) : fmt::format("{}", v);
+        if (k == "epoch" || k == "step")
+          line += fmt::format("{}", static_cast<std::int64_t>(v));
+        else
+          line += std::isnan(v) ? "nan" : fmt::format("{}", v);  // Python's spelling, never "-nan"
       }
       out += line + "\n";
     }

@@ -196,8 +196,9 @@ DeepSpeedSettings resolveDeepSpeed(const config::Node& args, const std::map<std:
     s.optimizer_type = get<std::string>(opt, "type", "", origin, "optimizer.");
     if (s.optimizer_type != "Adam" && s.optimizer_type != "AdamW" && s.optimizer_type != "SGD")
       fail(origin, fmt::format("optimizer.type {} is not supported (Adam, AdamW, SGD)", s.optimizer_type));
-    for (const auto& [k, v] : opt.value("params", json::object()).items()) {
-      if (k == "betas" && v.is_array() && v.size() == 2) {
+    const json params = opt.value("params", json::object());
+    for (const auto& [k, v] : params.items()) {
+      if (k == "betas" && v.is_array() && v.size() == 2 && v[0].is_number() && v[1].is_number()) {
         s.optimizer_params["beta1"] = v[0].get<double>();
         s.optimizer_params["beta2"] = v[1].get<double>();
       } else if (v.is_number()) {

@@ -97,7 +97,11 @@ class DeepSpeedStrategy final : public DistributedStrategy {
   }
   const DeepSpeedSettings& settings() const { return settings_; }
 
+  // ZeRO-3 gathers the buckets of a module around its forward and backward,
+  // so its buckets hold one parameter each: a bucket shared by several
+  // modules would be gathered whole, again for each of them.
   std::int64_t bucketCapBytes() const override {
+    if (settings_.stage == 3) return 1;
     return settings_.reduce_bucket_elements > 0 ? settings_.reduce_bucket_elements * 4 : Strategy::bucketCapBytes();
   }
   bool persistentGradients() const override { return settings_.stage < 2; }

@@ -51,6 +51,13 @@ void loadInto(const checkpoint::Checkpoint& ckpt, const std::string& name, Tenso
     std::copy(e->values.begin(), e->values.end(), t.data());
 }
 
+// `key` of a callback's JSON state if it is a string there, else "".
+std::string stateString(const Callback& callback, const char* key) {
+  const std::string state = callback.stateJson();
+  const json j = json::parse(state.empty() ? "{}" : state, nullptr, false);
+  return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : "";
+}
+
 }  // namespace
 
 std::string shardPath(const std::string& checkpoint, int rank) { return checkpoint + ".rank" + std::to_string(rank); }
@@ -141,15 +148,15 @@ std::string Trainer::resolveCheckpointPath(const std::string& ckpt_path) const {
   if (ckpt_path != "last" && ckpt_path != "best") return ckpt_path;
   if (ckpt_path == "best") {
     for (const auto& c : callbacks_)
-      if (auto state = c->stateJson(); !state.empty()) {
-        const json j = json::parse(state, nullptr, false);
-        if (j.is_object() && j.contains("best_model_path") && !j["best_model_path"].get<std::string>().empty())
-          return j["best_model_path"].get<std::string>();
-      }
+      if (std::string best = stateString(*c, "best_model_path"); !best.empty()) return best;
   }
-  // The newest last.ckpt: this run's checkpoint directory, else the newest
-  // version of the logger's earlier runs.
-  std::vector<fs::path> candidates{fs::path(logDir()) / "checkpoints" / "last.ckpt"};
+  // The newest last.ckpt: in a ModelCheckpoint's own dirpath (as Lightning
+  // looks), this run's checkpoint directory, else the newest version of the
+  // logger's earlier runs.
+  std::vector<fs::path> candidates;
+  for (const auto& c : callbacks_)
+    if (std::string dir = stateString(*c, "dirpath"); !dir.empty()) candidates.push_back(fs::path(dir) / "last.ckpt");
+  candidates.push_back(fs::path(logDir()) / "checkpoints" / "last.ckpt");
   const fs::path runs = fs::path(logDir()).parent_path();
   std::error_code ec;
   int best_version = -1;
@@ -174,7 +181,7 @@ std::string Trainer::resolveCheckpointPath(const std::string& ckpt_path) const {
     }
   throw UsageError(fmt::format("ckpt_path={}: no last.ckpt under {} (ModelCheckpoint writes one with save_last: "
                                "true); pass a checkpoint path instead",
-                               ckpt_path, runs.string()));
+                               ckpt_path, runs.empty() ? candidates.front().parent_path().string() : runs.string()));
 }
 
 void Trainer::restore(const std::string& path, bool full) {

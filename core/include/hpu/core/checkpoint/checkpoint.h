@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,15 @@ struct Checkpoint {
   const TensorEntry* find(const std::string& name) const;
   const std::string& meta(const std::string& key) const;  // throws CheckpointError if absent
 };
+
+// Optimizer state tensors are named "optimizer.<state>.<slice>": state
+// buffer <state> (exp_avg, momentum_buffer, ...) of parameter slice <slice>,
+// slices numbered in bucket order. The parts of such a name, or nullopt.
+struct OptimizerStateName {
+  std::string state;
+  std::size_t slice = 0;
+};
+std::optional<OptimizerStateName> parseOptimizerStateName(const std::string& tensor_name);
 
 // Serialises to bytes / parses bytes (`origin` names the file in errors).
 std::string encodeSafetensors(const Checkpoint& ckpt);

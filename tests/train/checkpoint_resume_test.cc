@@ -1,0 +1,223 @@
+// Checkpoints through the binary: a run interrupted and resumed with
+// --ckpt_path (a path, or last) ends with the same bits as an uninterrupted
+// one, from the end of an epoch or from inside one; files are replaced by
+// rename; truncated, altered, missing or mismatched files are refused with
+// the path and the reason.
+#include <gmock/gmock.h>
+
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "train_support.h"
+
+namespace hpu::cli::testing {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+using core::checkpoint::Checkpoint;
+
+// Every tensor (model.* and optimizer.*) bit for bit, and the training state.
+void expectSameState(Checkpoint got, Checkpoint want) {
+  for (const char* key : {"epoch", "global_step", "batches_done", "optimizer", "scheduler", "precision_state"})
+    EXPECT_EQ(got.meta(key), want.meta(key)) << key;
+  // Encoded without metadata, equal bytes are equal names, dtypes, shapes and values.
+  got.metadata.clear();
+  want.metadata.clear();
+  EXPECT_TRUE(core::checkpoint::encodeSafetensors(got) == core::checkpoint::encodeSafetensors(want))
+      << "the tensors differ";
+}
+
+// The rows of epochs >= `from`.
+std::vector<std::vector<std::string>> rowsFrom(const CsvTable& t, int from) {
+  std::vector<std::vector<std::string>> out;
+  const auto epochs = t.column("epoch");
+  for (std::size_t i = 0; i < t.rows.size(); ++i)
+    if (std::stoi(epochs[i]) >= from) out.push_back(t.rows[i]);
+  return out;
+}
+
+// The Fashion-MNIST MLP with state everywhere: Adam, a StepLR halving the
+// rate every epoch, dropout, shuffled data; 4 steps per epoch. One
+// ModelCheckpoint keeps the newest epoch and last.ckpt, another saves every
+// 5 steps (inside epochs 1 and 2).
+class ResumeTest : public FashionRunTest {
+ protected:
+  RunResult fit(const std::string& max_epochs, const std::string& ckpt_path = "") {
+    std::vector<std::string> args{"fit", "-c", fashionConfig(), "-c", write("resume.yaml", R"(trainer:
+  callbacks:
+    - {class_path: ModelCheckpoint, init_args: {save_last: true}}
+    - {class_path: ModelCheckpoint, init_args: {every_n_train_steps: 5, save_top_k: -1}}
+optimizer: {class_path: Adam, init_args: {lr: 0.01}}
+lr_scheduler: {class_path: StepLR, init_args: {step_size: 1, gamma: 0.5}}
+)"),
+                                  "--trainer.max_epochs=" + max_epochs};
+    if (!ckpt_path.empty()) args.insert(args.end(), {"--ckpt_path", ckpt_path});
+    RunResult r = run(args);
+    EXPECT_EQ(r.exit_code, 0) << r.describe();
+    return r;
+  }
+  Checkpoint checkpoint(const std::string& version, const std::string& name) const {
+    return readCheckpoint(dir() / "lightning_logs" / version / "checkpoints" / name);
+  }
+};
+
+TEST_F(ResumeTest, AnInterruptedRunResumesToTheSameBits) {
+  fit("3");  // version_0: uninterrupted
+  EXPECT_THAT(fileNames(dir() / "lightning_logs/version_0/checkpoints"),
+              ElementsAre("epoch=1-step=5.ckpt", "epoch=2-step=10.ckpt", "epoch=2-step=12.ckpt", "last.ckpt"));
+  const Checkpoint reference = checkpoint("version_0", "last.ckpt");
+  ASSERT_EQ(reference.meta("global_step"), "12");
+  const CsvTable reference_metrics = metrics();
+
+  fit("1");  // version_1: stopped after the first epoch
+  EXPECT_EQ(checkpoint("version_1", "last.ckpt").meta("global_step"), "4");
+  fit("3", "last");  // version_2: resumes version_1's last.ckpt, the newest
+  expectSameState(checkpoint("version_2", "last.ckpt"), reference);
+  EXPECT_EQ(rowsFrom(metrics("lightning_logs/version_2"), 0), rowsFrom(reference_metrics, 1))
+      << "the resumed epochs log what the uninterrupted run logged";
+
+  // From inside epoch 1 (after its first batch): the same data order,
+  // dropout masks, optimizer and scheduler state.
+  const Checkpoint inside = checkpoint("version_0", "epoch=1-step=5.ckpt");
+  ASSERT_EQ(inside.meta("batches_done"), "1");
+  fit("3", "lightning_logs/version_0/checkpoints/epoch=1-step=5.ckpt");  // version_3
+  expectSameState(checkpoint("version_3", "last.ckpt"), reference);
+  EXPECT_EQ(rowsFrom(metrics("lightning_logs/version_3"), 0), rowsFrom(reference_metrics, 1));
+}
+
+TEST_F(ResumeTest, ResumingAFinishedRunTrainsNoFurther) {
+  fit("2");
+  const RunResult again = fit("2", "lightning_logs/version_0/checkpoints/last.ckpt");
+  EXPECT_THAT(fileNames(dir() / "lightning_logs/version_1/checkpoints"), IsEmpty());
+  EXPECT_FALSE(std::filesystem::exists(dir() / "lightning_logs/version_1/metrics.csv")) << again.describe();
+}
+
+// ------------------------------------------------------------------ refused files (BoringModel checkpoints)
+
+class CheckpointFileTest : public TrainRunTest {
+ protected:
+  void SetUp() override { fitBoring({"--trainer.max_epochs=1"}); }
+  static constexpr const char* kSaved = "lightning_logs/version_0/checkpoints/epoch=0-step=32.ckpt";
+  RunResult testWith(const std::string& ckpt, std::vector<std::string> args = {}) {
+    args.insert(args.end(), {"--ckpt_path", ckpt, "--trainer.logger=false"});
+    return boring("test", args);
+  }
+  // What refusing `file` for its CRC-32 prints. REQUIRES: `file` has no regex metacharacters but '.'.
+  static std::regex checksumMismatch(std::string file) {
+    file = std::regex_replace(file, std::regex("\\."), "\\.");
+    return std::regex("error: " + file +
+                      " is not a valid checkpoint: checksum mismatch \\(stored [0-9a-f]{8}, computed [0-9a-f]{8}\\): "
+                      "the file was altered or truncated\n");
+  }
+};
+
+TEST_F(CheckpointFileTest, TheIntactFileEvaluates) {
+  const RunResult r = testWith(kSaved);
+  EXPECT_EQ(r.exit_code, 0) << r.describe();
+}
+
+TEST_F(CheckpointFileTest, ATruncatedFileIsRefused) {
+  const std::string bytes = read(kSaved);
+  std::uint64_t header = 0;
+  for (int i = 7; i >= 0; --i) header = header << 8 | static_cast<unsigned char>(bytes[static_cast<std::size_t>(i)]);
+  write("head.ckpt", bytes.substr(0, 100));
+  const RunResult head = testWith("head.ckpt");
+  EXPECT_EQ(head.exit_code, 1) << head.describe();
+  EXPECT_EQ(head.err, "error: head.ckpt is not a valid checkpoint: header length " + std::to_string(header) +
+                          " exceeds the file's 100 bytes (truncated?)\n");
+
+  write("cut.ckpt", bytes.substr(0, bytes.size() - 10));
+  const RunResult cut = testWith("cut.ckpt");
+  EXPECT_EQ(cut.exit_code, 1) << cut.describe();
+  EXPECT_TRUE(std::regex_match(cut.err, checksumMismatch("cut.ckpt"))) << cut.err;
+}
+
+TEST_F(CheckpointFileTest, AnAlteredByteIsRefused) {
+  std::string bytes = read(kSaved);
+  bytes[bytes.size() - 5] ^= 0x01;  // inside the last tensor's data
+  write("flipped.ckpt", bytes);
+  const RunResult r = testWith("flipped.ckpt");
+  EXPECT_EQ(r.exit_code, 1) << r.describe();
+  EXPECT_TRUE(std::regex_match(r.err, checksumMismatch("flipped.ckpt"))) << r.err;
+}
+
+TEST_F(CheckpointFileTest, MissingOrMismatchedCheckpoints) {
+  const RunResult missing = testWith("nope.ckpt");
+  EXPECT_EQ(missing.exit_code, 1) << missing.describe();
+  EXPECT_EQ(missing.err, "error: checkpoint nope.ckpt does not exist\n");
+
+  const RunResult shape = testWith(kSaved, {"--model.out_features=3"});
+  EXPECT_EQ(shape.exit_code, 1) << shape.describe();
+  EXPECT_EQ(shape.err, std::string("error: ") + kSaved +
+                           ": 'model.layer.weight' has shape [2, 32] in the checkpoint but [3, 32] in the model\n");
+
+  const RunResult optimizer = boring("fit", {"--trainer.max_epochs=2", "--ckpt_path", kSaved, "--optimizer=Adam"});
+  EXPECT_EQ(optimizer.exit_code, 1) << optimizer.describe();
+  EXPECT_EQ(optimizer.err, std::string("error: ") + kSaved + " was trained with SGD, this run uses Adam\n");
+}
+
+TEST_F(CheckpointFileTest, WeightsOnlyCheckpointsEvaluateButDoNotResume) {
+  fitBoring({"--trainer.max_epochs=1", "--trainer.callbacks+=ModelCheckpoint", "--trainer.callbacks.dirpath=weights",
+             "--trainer.callbacks.save_weights_only=true"});
+  const Checkpoint weights = readCheckpoint(dir() / "weights/epoch=0-step=32.ckpt");
+  EXPECT_EQ(weights.metadata.count("optimizer"), 0u);
+  EXPECT_EQ(testWith("weights/epoch=0-step=32.ckpt").exit_code, 0);
+  const RunResult r = boring("fit", {"--trainer.max_epochs=2", "--ckpt_path", "weights/epoch=0-step=32.ckpt"});
+  EXPECT_EQ(r.exit_code, 1) << r.describe();
+  EXPECT_EQ(r.err, "error: weights/epoch=0-step=32.ckpt holds weights only (save_weights_only); it cannot resume "
+                   "training\n");
+}
+
+TEST_F(CheckpointFileTest, LastWithoutALastCheckpointSaysWhereItLooked) {
+  const RunResult r = boring("fit", {"--trainer.max_epochs=2", "--ckpt_path", "last"});
+  EXPECT_EQ(r.exit_code, 2) << r.describe();
+  EXPECT_EQ(r.err, "error: ckpt_path=last: no last.ckpt under ./lightning_logs (ModelCheckpoint writes one with "
+                   "save_last: true); pass a checkpoint path instead\n");
+  const RunResult no_logger = boring("fit", {"--trainer.max_epochs=2", "--ckpt_path", "last", "--trainer.logger=false"});
+  EXPECT_EQ(no_logger.err, "error: ckpt_path=last: no last.ckpt under ./checkpoints (ModelCheckpoint writes one with "
+                           "save_last: true); pass a checkpoint path instead\n");
+}
+
+TEST_F(CheckpointFileTest, AResumedModelCheckpointKnowsTheFileItResumedFrom) {
+  const auto fitTop1 = [&](std::vector<std::string> args) {
+    args.insert(args.end(), {"--trainer.logger=false", "--trainer.callbacks+=ModelCheckpoint",
+                             "--trainer.callbacks.dirpath=ckpts"});
+    fitBoring(args);
+  };
+  fitTop1({"--trainer.max_epochs=1"});
+  // The file's own callback state already counts it as the best.
+  const auto callbacks = nlohmann::json::parse(readCheckpoint(dir() / "ckpts/epoch=0-step=32.ckpt").meta("callbacks"));
+  const auto state = nlohmann::json::parse(
+      callbacks.at("ModelCheckpoint{'monitor': None, 'mode': 'min', 'every_n_train_steps': 0, 'every_n_epochs': 1}")
+          .get<std::string>());
+  EXPECT_EQ(state.at("best_model_path"), "ckpts/epoch=0-step=32.ckpt");
+  EXPECT_EQ(state.at("kept").size(), 1u);
+  // So the resumed run, keeping the newest, replaces it.
+  fitTop1({"--trainer.max_epochs=2", "--ckpt_path", "ckpts/epoch=0-step=32.ckpt"});
+  EXPECT_THAT(fileNames(dir() / "ckpts"), ElementsAre("epoch=1-step=64.ckpt"));
+}
+
+TEST_F(CheckpointFileTest, SavingReplacesFilesByRenameAndResumesTheCallbackState) {
+  const auto fitWithLast = [&](std::vector<std::string> args) {
+    args.insert(args.end(), {"--trainer.logger=false", "--trainer.callbacks+=ModelCheckpoint",
+                             "--trainer.callbacks.dirpath=ckpts", "--trainer.callbacks.save_last=true"});
+    fitBoring(args);
+  };
+  fitWithLast({"--trainer.max_epochs=1"});
+  EXPECT_THAT(fileNames(dir() / "ckpts"), ElementsAre("epoch=0-step=32.ckpt", "last.ckpt"));
+  std::filesystem::create_hard_link(dir() / "ckpts/last.ckpt", dir() / "epoch0.ckpt");
+  const std::string before = read("epoch0.ckpt");
+
+  // `last` finds ckpts/last.ckpt through the ModelCheckpoint's dirpath.
+  fitWithLast({"--trainer.max_epochs=2", "--ckpt_path", "last"});
+  // The resumed callback knew epoch 0's file: keeping the newest one, it removed it.
+  EXPECT_THAT(fileNames(dir() / "ckpts"), ElementsAre("epoch=1-step=64.ckpt", "last.ckpt"));
+  EXPECT_EQ(readCheckpoint(dir() / "ckpts/last.ckpt").meta("global_step"), "64");
+  // The old inode still holds the old file, whole: last.ckpt was renamed over, not rewritten.
+  EXPECT_EQ(read("epoch0.ckpt"), before);
+  EXPECT_EQ(readCheckpoint(dir() / "epoch0.ckpt").meta("global_step"), "32");
+}
+
+}  // namespace
+}  // namespace hpu::cli::testing
