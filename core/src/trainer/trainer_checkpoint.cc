@@ -64,35 +64,52 @@ std::string shardPath(const std::string& checkpoint, int rank) { return checkpoi
 
 // Optimizer state comes whole (in the main file; a sharding strategy takes
 // its shard of it) or sharded (one file per rank, for the same world size).
+// Whole state is read as each state buffer's slices concatenated in slice
+// order: buckets hold the parameters in one order whatever their sizes, so
+// state saved with one bucketing (reduce_bucket_size, strategy) resumes
+// with another.
 void Trainer::restoreOptimizerState(const checkpoint::Checkpoint& ckpt, const std::string& path) {
   const auto shards = strategy_->optimizerShards(*params_);
-  const bool sharded_now = std::any_of(shards.begin(), shards.end(), [](const auto& s) { return s.size != s.total; });
-  checkpoint::Checkpoint own;
-  const checkpoint::Checkpoint* source = &ckpt;
+  const auto buffers = optimizer_->stateBuffers();
+  const std::size_t per_slice = shards.empty() ? 0 : buffers.size() / shards.size();
+  auto mismatch = [&](const std::string& name) {
+    return CheckpointError(fmt::format("{}: optimizer state '{}' is missing or has another size; the checkpoint comes "
+                                       "from a different model, optimizer or strategy",
+                                       path, name));
+  };
   if (auto it = ckpt.metadata.find("sharded_optimizer"); it != ckpt.metadata.end()) {
+    const bool sharded_now = std::any_of(shards.begin(), shards.end(), [](const auto& s) { return s.size != s.total; });
     if (!sharded_now || std::stoi(it->second) != strategy_->worldSize())
       throw CheckpointError(fmt::format("{}: its optimizer state is sharded over {} ranks; resume it with the same ZeRO "
                                         "world size, or consolidate it first: hpu-train consolidate {} <output.ckpt>",
                                         path, it->second, path));
-    own = checkpoint_io_->load(shardPath(path, strategy_->globalRank()));
-    source = &own;
+    const checkpoint::Checkpoint own = checkpoint_io_->load(shardPath(path, strategy_->globalRank()));
+    for (const auto& s : buffers) {
+      const checkpoint::TensorEntry* e = own.find("optimizer." + s.name);
+      if (e == nullptr || e->values.size() != s.values.size()) throw mismatch(s.name);
+      std::copy(e->values.begin(), e->values.end(), s.values.begin());
+    }
+    return;
   }
-  const bool whole = source == &ckpt;
-  std::size_t slice = 0;
-  const auto buffers = optimizer_->stateBuffers();
-  const std::size_t per_slice = shards.empty() ? 0 : buffers.size() / shards.size();
+  std::map<std::string, std::map<std::size_t, const checkpoint::TensorEntry*>> stored;  // state -> slice -> tensor
+  for (const auto& e : ckpt.tensors)
+    if (auto key = checkpoint::parseOptimizerStateName(e.name)) stored[key->state][key->slice] = &e;
+  std::map<std::string, std::vector<float>> flat;
+  for (const auto& [state, slices] : stored)
+    for (const auto& [slice, e] : slices) flat[state].insert(flat[state].end(), e->values.begin(), e->values.end());
+  std::vector<std::int64_t> start;  // of each slice's bucket among all parameters
+  std::int64_t numel = 0;
+  for (const auto& s : shards) {
+    start.push_back(numel);
+    numel += s.total;
+  }
   for (std::size_t b = 0; b < buffers.size(); ++b) {
     const auto& s = buffers[b];
-    if (per_slice > 0) slice = b / per_slice;
-    const checkpoint::TensorEntry* e = source->find("optimizer." + s.name);
-    const std::int64_t offset = whole ? shards[slice].offset : 0;
-    const std::int64_t want = whole ? shards[slice].total : static_cast<std::int64_t>(s.values.size());
-    if (e == nullptr || static_cast<std::int64_t>(e->values.size()) != want)
-      throw CheckpointError(fmt::format("{}: optimizer state '{}' is missing or has another size; the checkpoint comes "
-                                        "from a different model, optimizer or strategy",
-                                        path, s.name));
-    std::copy(e->values.begin() + offset, e->values.begin() + offset + static_cast<std::int64_t>(s.values.size()),
-              s.values.begin());
+    const std::size_t slice = b / per_slice;
+    const auto it = flat.find(checkpoint::parseOptimizerStateName("optimizer." + s.name)->state);
+    if (it == flat.end() || static_cast<std::int64_t>(it->second.size()) != numel) throw mismatch(s.name);
+    const auto from = it->second.begin() + start[slice] + shards[slice].offset;
+    std::copy(from, from + static_cast<std::ptrdiff_t>(s.values.size()), s.values.begin());
   }
 }
 
