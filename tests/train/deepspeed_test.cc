@@ -1,0 +1,490 @@
+// HPUDeepSpeedStrategy through the real binary, its ranks local processes on
+// loopback: every ZeRO stage (and offload, and activation checkpointing)
+// trains to hpu_parallel's weights on 2 and 4 ranks; device memory follows
+// the ZeRO paper's formulas and its peak drops as the stage rises; the
+// DeepSpeed config drives the batch, the precision and the learning-rate
+// schedule, loses to the model's and the config's optimizer and scheduler,
+// and fails on a broken batch rule or an unsupported key; sharded
+// checkpoints resume and consolidate. The config rules alone are unit-tested
+// in tests/core/deepspeed_config_test.cc.
+//
+// Runs train a small MLP (dropout 0) on a 96-row CSV written by the test:
+// a few dozen steps, well under a second each.
+//
+// Tolerance: weights after the same steps agree with hpu_parallel's to
+// |a - b| <= 1e-6 + 1e-5 |a| (ZeRO-2/3 reduce-scatter where hpu_parallel
+// all-reduces, so sums over ranks may be ordered differently); a resumed
+// sharded checkpoint with the same strategy and world size is bit-exact.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <random>
+#include <sstream>
+
+#include "train_support.h"
+
+namespace hpu::cli::testing {
+namespace {
+
+using core::checkpoint::Checkpoint;
+
+// 96 samples of 6 features in [-2, 2] and a label in {0, 1, 2} that depends
+// on them; the same text on every platform.
+std::string trainCsv() {
+  std::mt19937 gen(1);
+  std::ostringstream out;
+  out << "f0,f1,f2,f3,f4,f5,label\n";
+  for (int row = 0; row < 96; ++row) {
+    double x[6];
+    for (double& v : x) v = static_cast<double>(gen() % 4001) / 1000.0 - 2.0;
+    const int label = x[0] + x[1] > 0.5 ? 0 : (x[2] - x[3] > 0 ? 1 : 2);
+    for (double v : x) out << v << ",";
+    out << label << "\n";
+  }
+  return out.str();
+}
+
+// MLPClassifier on train.csv, batches of 4, 2 epochs on one device unless
+// trainer.devices says otherwise: 12 optimizer steps an epoch on 2 ranks, 6
+// on 4. A run's checkpoint is
+// <default_root_dir>/lightning_logs/version_0/checkpoints/final.ckpt.
+constexpr const char* kConfig = R"(seed_everything: 7
+trainer:
+  devices: 1
+  max_epochs: 2
+  enable_progress_bar: false
+  enable_model_summary: false
+  num_sanity_val_steps: 0
+  log_every_n_steps: 1
+  callbacks:
+    - {class_path: ModelCheckpoint, init_args: {filename: final}}
+model:
+  class_path: MLPClassifier
+  init_args: {hidden: [13, 7], dropout: 0.0, lr: 0.01}
+data:
+  class_path: CSVDataModule
+  init_args: {train_file: train.csv, test_file: train.csv, val_split: 0.0, batch_size: 4}
+)";
+
+constexpr const char* kClassPath = "lightning_habana.pytorch.strategies.HPUDeepSpeedStrategy";
+
+// Parameters differ by at most this after the same steps on another strategy.
+bool close(float expected, float actual) { return std::fabs(expected - actual) <= 1e-6f + 1e-5f * std::fabs(expected); }
+
+// Every "model.*" tensor of `expected` is in `actual` (named rename(name)
+// there) and holds the same values within close().
+void expectSameWeights(const Checkpoint& expected, const Checkpoint& actual, const std::string& what,
+                       const std::function<std::string(const std::string&)>& rename = {}) {
+  int tensors = 0;
+  for (const auto& e : expected.tensors) {
+    if (!e.name.starts_with("model.")) continue;
+    ++tensors;
+    const std::string name = rename ? rename(e.name) : e.name;
+    const auto* a = actual.find(name);
+    ASSERT_NE(a, nullptr) << what << ": no " << name;
+    ASSERT_EQ(a->values.size(), e.values.size()) << what << ": " << name;
+    float worst = 0;
+    std::size_t at = 0;
+    for (std::size_t i = 0; i < e.values.size(); ++i)
+      if (!close(e.values[i], a->values[i]) && std::fabs(e.values[i] - a->values[i]) > worst) {
+        worst = std::fabs(e.values[i] - a->values[i]);
+        at = i;
+      }
+    EXPECT_EQ(worst, 0.0f) << what << ": " << name << "[" << at << "] is " << a->values[at] << ", expected "
+                           << e.values[at];
+  }
+  EXPECT_GT(tensors, 0) << what;
+}
+
+// The run exited with `code` and said `message` on stderr.
+void expectFailure(const RunResult& r, int code, const std::string& message) {
+  EXPECT_EQ(r.exit_code, code) << r.describe();
+  EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+}
+
+// Processes whose working directory is `dir`: what a run left behind.
+int processesIn(const std::filesystem::path& dir) {
+  const auto target = std::filesystem::canonical(dir);
+  int n = 0;
+  std::error_code ec;
+  for (const auto& p : std::filesystem::directory_iterator("/proc", ec)) {
+    std::error_code link_ec;
+    const auto cwd = std::filesystem::read_symlink(p.path() / "cwd", link_ec);
+    if (!link_ec && cwd == target) ++n;
+  }
+  return n;
+}
+
+// The last value logged in `column` (which must have one).
+double lastValue(const CsvTable& table, const std::string& column) {
+  const auto cells = table.column(column);
+  for (auto it = cells.rbegin(); it != cells.rend(); ++it)
+    if (!it->empty()) return std::stod(*it);
+  throw std::out_of_range("metrics.csv has no value of " + column);
+}
+
+class DeepSpeedTest : public HpuTrainTest {
+ protected:
+  void SetUp() override {
+    write("train.csv", trainCsv());
+    write("mlp.yaml", kConfig);
+  }
+  // Every rank of every run has ended, the failed ones too.
+  void TearDown() override { EXPECT_EQ(processesIn(dir()), 0); }
+
+  // `subcommand -c mlp.yaml [-c extra.yaml] --trainer.default_root_dir=<root> args...`.
+  RunResult runIn(const std::string& subcommand, const std::string& root, const std::vector<std::string>& args,
+                  const std::string& extra_config = "") {
+    std::vector<std::string> full{subcommand, "-c", "mlp.yaml"};
+    if (!extra_config.empty()) full.insert(full.end(), {"-c", write(root + ".yaml", extra_config)});
+    full.push_back("--trainer.default_root_dir=" + root);
+    full.insert(full.end(), args.begin(), args.end());
+    return run(full);
+  }
+  // A fit that must succeed.
+  RunResult fit(const std::string& root, const std::vector<std::string>& args, const std::string& extra_config = "") {
+    RunResult r = runIn("fit", root, args, extra_config);
+    EXPECT_EQ(r.exit_code, 0) << root << ": " << r.describe();
+    return r;
+  }
+  static std::string checkpointOf(const std::string& root) {
+    return root + "/lightning_logs/version_0/checkpoints/final.ckpt";
+  }
+  Checkpoint checkpoint(const std::string& root) const { return readCheckpoint(dir() / checkpointOf(root)); }
+  CsvTable metricsOf(const std::string& root) const {
+    return readCsv(dir() / root / "lightning_logs/version_0/metrics.csv");
+  }
+};
+
+// The strategy names of the registry, each with the ZeRO settings rank 0
+// reports; all train to hpu_parallel's weights.
+TEST_F(DeepSpeedTest, EveryStrategyNameTrainsToTheWeightsOfHpuParallelOnTwoRanks) {
+  env()["HPU_LOG_LEVEL"] = "info";
+  fit("parallel", {"--trainer.devices=2", "--trainer.strategy=hpu_parallel"});
+  const Checkpoint reference = checkpoint("parallel");
+  EXPECT_EQ(reference.meta("global_step"), "24");
+  const std::pair<const char*, const char*> names[] = {
+      {"hpu_deepspeed", "ZeRO stage 2;"},
+      {"hpu_deepspeed_stage_1", "ZeRO stage 1;"},
+      {"hpu_deepspeed_stage_2", "ZeRO stage 2;"},
+      {"hpu_deepspeed_stage_2_offload", "ZeRO stage 2, optimizer offloaded;"},
+      {"hpu_deepspeed_stage_3", "ZeRO stage 3;"},
+      {"hpu_deepspeed_stage_3_offload", "ZeRO stage 3, optimizer offloaded, parameters offloaded;"},
+  };
+  for (const auto& [name, settings] : names) {
+    const RunResult r = fit(name, {"--trainer.devices=2", std::string("--trainer.strategy=") + name});
+    EXPECT_NE(r.err.find(std::string("[rank 0] info: HPUDeepSpeedStrategy: ") + settings +
+                         " train_batch_size 8 = micro 4 x accumulation 1 x world 2"),
+              std::string::npos)
+        << name << ": " << r.err;
+    const Checkpoint c = checkpoint(name);
+    EXPECT_EQ(c.meta("global_step"), "24") << name;
+    expectSameWeights(reference, c, name);
+  }
+}
+
+// The lightning_habana class path with init_args, and buckets of at most 50
+// elements (zero_optimization.reduce_bucket_size), so that shards are uneven
+// and several buckets are gathered and reduce-scattered.
+TEST_F(DeepSpeedTest, EveryStageTrainsToTheWeightsOfHpuParallelOnFourRanks) {
+  fit("parallel", {"--trainer.devices=4", "--trainer.strategy=hpu_parallel"});
+  const Checkpoint reference = checkpoint("parallel");
+  EXPECT_EQ(reference.meta("global_step"), "12");
+  const std::vector<std::vector<std::string>> variants = {
+      {"--trainer.strategy.stage=1"},
+      {"--trainer.strategy.stage=2"},
+      {"--trainer.strategy.stage=2", "--trainer.strategy.offload_optimizer=true"},
+      {"--trainer.strategy.stage=3"},
+      {"--trainer.strategy.stage=3", "--trainer.strategy.offload_optimizer=true",
+       "--trainer.strategy.offload_parameters=true"},
+  };
+  for (std::size_t v = 0; v < variants.size(); ++v) {
+    const std::string root = "zero" + std::to_string(v);
+    std::vector<std::string> args{"--trainer.devices=4", std::string("--trainer.strategy=") + kClassPath,
+                                  "--trainer.strategy.config={zero_optimization: {reduce_bucket_size: 50}}"};
+    args.insert(args.end(), variants[v].begin(), variants[v].end());
+    fit(root, args);
+    expectSameWeights(reference, checkpoint(root), root + " (" + variants[v].back() + ")");
+  }
+}
+
+// A Checkpoint layer recomputes its block in backward, with its inputs in
+// host memory (cpu_checkpointing), under ZeRO-3 with everything offloaded:
+// the same weights as the plain layers under hpu_parallel.
+TEST_F(DeepSpeedTest, ActivationCheckpointingUnderZeroThreeKeepsTheWeights) {
+  const std::string layers = R"(model:
+  class_path: Sequential
+  init_args:
+    lr: 0.01
+    layers:
+      - {class_path: Linear, init_args: {out_features: 13}}
+      - ReLU
+)";
+  const std::string block = R"(      - {class_path: Linear, init_args: {out_features: 9}}
+      - ReLU
+      - {class_path: Linear, init_args: {out_features: 7}}
+      - ReLU
+)";
+  const std::string head = "      - {class_path: Linear, init_args: {out_features: 3}}\n";
+  std::string checkpointed = layers + "      - class_path: Checkpoint\n        init_args:\n          layers:\n";
+  std::istringstream lines(block);
+  for (std::string line; std::getline(lines, line);) checkpointed += "    " + line + "\n";
+  checkpointed += head;
+
+  fit("plain", {"--trainer.devices=2", "--trainer.strategy=hpu_parallel"}, layers + block + head);
+  fit("checkpointed",
+      {"--trainer.devices=2", std::string("--trainer.strategy=") + kClassPath, "--trainer.strategy.stage=3",
+       "--trainer.strategy.offload_optimizer=true", "--trainer.strategy.offload_parameters=true",
+       "--trainer.strategy.cpu_checkpointing=true"},
+      checkpointed);
+  // net.2 and net.4 of the plain model are the block's layers 0 and 2 (net.2).
+  const std::map<std::string, std::string> modules{
+      {"net.0", "net.0"}, {"net.2", "net.2.0"}, {"net.4", "net.2.2"}, {"net.6", "net.3"}};
+  expectSameWeights(checkpoint("plain"), checkpoint("checkpointed"), "checkpointed", [&](const std::string& name) {
+    const std::size_t leaf = name.rfind('.');
+    return "model." + modules.at(name.substr(6, leaf - 6)) + name.substr(leaf);
+  });
+}
+
+// DeviceStatsMonitor on rank 0 against the ZeRO paper (fp32 weights 4Ψ,
+// gradients 4Ψ, Adam state 8Ψ bytes for Ψ parameters, N ranks):
+//   stage 0 (hpu_parallel) 16Ψ   stage 1 8Ψ + 8Ψ/N   stage 2 4Ψ + 12Ψ/N
+//   stage 3 16Ψ/N   stage 2 + offload_optimizer 4Ψ   stage 3 + offload 0
+// held between steps (InUse at on_train_batch_start, with the batch), within
+// 1% of 16Ψ (shards round up per bucket). The peak (MaxInUse) adds
+// activations and the buckets in flight: it must fall with every stage, and
+// offload must lower it further. Stages 1 and 2 get buckets of one
+// parameter (reduce_bucket_size: 1), so that a single gradient bucket is in
+// flight; stage 3 has them by itself (it gathers per module).
+class DeepSpeedMemoryTest : public DeepSpeedTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(DeepSpeedMemoryTest, DeviceMemoryFollowsTheZeroFormulas) {
+  const int world = GetParam();
+  // MLP 6 -> 32 -> 32 -> 32 -> 32 -> 3.
+  const double psi = (6 * 32 + 32) + 3 * (32 * 32 + 32) + (32 * 3 + 3);
+  const double batch_bytes = 4 * 6 * 4 + 4 * 8;  // features (float32) and labels (int64)
+  const std::string extra = R"(trainer:
+  max_epochs: 1
+  limit_train_batches: 3
+  enable_checkpointing: false
+  callbacks: [DeviceStatsMonitor]
+model:
+  init_args: {hidden: [32, 32, 32, 32]}
+)";
+  struct Case {
+    std::string name;
+    std::vector<std::string> args;
+    double predicted;  // bytes held between steps, without the batch
+  };
+  const double n = world;
+  const std::string zero = std::string("--trainer.strategy=") + kClassPath;
+  const std::string buckets = "--trainer.strategy.config={zero_optimization: {reduce_bucket_size: 1}}";
+  const std::vector<Case> cases = {
+      {"stage 0", {"--trainer.strategy=hpu_parallel"}, 16 * psi},
+      {"stage 1", {zero, buckets, "--trainer.strategy.stage=1"}, 8 * psi + 8 * psi / n},
+      {"stage 2", {zero, buckets, "--trainer.strategy.stage=2"}, 4 * psi + 12 * psi / n},
+      {"stage 3", {zero, "--trainer.strategy.stage=3"}, 16 * psi / n},
+      {"stage 2 offload",
+       {zero, buckets, "--trainer.strategy.stage=2", "--trainer.strategy.offload_optimizer=true"},
+       4 * psi},
+      {"stage 3 offload",
+       {zero, "--trainer.strategy.stage=3", "--trainer.strategy.offload_optimizer=true",
+        "--trainer.strategy.offload_parameters=true"},
+       0},
+  };
+  std::map<std::string, double> peak;
+  std::ostringstream table;
+  table << "world " << world << ", psi " << psi << ": stage, InUse between steps (predicted), MaxInUse\n";
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    const std::string root = "memory" + std::to_string(i);
+    std::vector<std::string> args{"--trainer.devices=" + std::to_string(world)};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    fit(root, args, extra);
+    const CsvTable m = metricsOf(root);
+    const double held = lastValue(m, "DeviceStatsMonitor.on_train_batch_start/InUse");
+    peak[c.name] = lastValue(m, "DeviceStatsMonitor.on_train_batch_end/MaxInUse");
+    table << "  " << c.name << ": " << held << " (" << c.predicted + batch_bytes << "), " << peak[c.name] << "\n";
+    EXPECT_NEAR(held, c.predicted + batch_bytes, 0.01 * 16 * psi) << c.name;
+  }
+  EXPECT_GT(peak["stage 0"], peak["stage 1"]) << table.str();
+  EXPECT_GT(peak["stage 1"], peak["stage 2"]) << table.str();
+  EXPECT_GT(peak["stage 2"], peak["stage 3"]) << table.str();
+  EXPECT_GT(peak["stage 2"], peak["stage 2 offload"]) << table.str();
+  EXPECT_GT(peak["stage 3"], peak["stage 3 offload"]) << table.str();
+  EXPECT_GT(peak["stage 2 offload"], peak["stage 3 offload"]) << table.str();
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, DeepSpeedMemoryTest, ::testing::Values(2, 4),
+                         [](const auto& info) { return std::to_string(info.param) + "ranks"; });
+
+// DeepSpeed's learning rate of WarmupDecayLR at optimizer step t (linear
+// warmup): min + (max - min) * gamma, gamma = t / W while t < W, then
+// max(0, (T - t) / (T - W)); W = max(2, warmup_num_steps).
+double warmupDecayLr(std::int64_t t, double min, double max, std::int64_t warmup, std::int64_t total) {
+  const std::int64_t w = std::max<std::int64_t>(2, warmup);
+  const double gamma = t < w ? static_cast<double>(t) / static_cast<double>(w)
+                             : std::max(0.0, static_cast<double>(total - t) / static_cast<double>(total - w));
+  return min + (max - min) * gamma;
+}
+
+// The seeds' BF16-optimizer example as a DeepSpeed JSON file named by
+// PL_DEEPSPEED_CONFIG_PATH, on 2 ranks with accumulate_grad_batches 2 (8 =
+// micro 2 x accumulation 2 x world 2). Its scheduler drives the model's
+// optimizer step by step; its optimizer loses to the model's Adam.
+TEST_F(DeepSpeedTest, DeepSpeedConfigSetsBatchPrecisionAndScheduleOfTheModelsOptimizer) {
+  write("ds_config.json", R"({
+  "train_batch_size": 8,
+  "bf16": {"enabled": true},
+  "fp16": {"enabled": false},
+  "train_micro_batch_size_per_gpu": 2,
+  "scheduler": {"type": "WarmupDecayLR",
+                "params": {"warmup_min_lr": 0.02, "warmup_max_lr": 0.05, "warmup_num_steps": 4,
+                           "total_num_steps": 8, "warmup_type": "linear"}},
+  "optimizer": {"type": "SGD", "params": {"lr": 0.5}},
+  "zero_allow_untested_optimizer": true,
+  "zero_optimization": {"stage": 2}
+})");
+  env()["PL_DEEPSPEED_CONFIG_PATH"] = "ds_config.json";
+  env()["HPU_LOG_LEVEL"] = "info";
+  const RunResult r = fit(
+      "seed", {"--trainer.devices=2", std::string("--trainer.strategy=") + kClassPath,
+               "--trainer.strategy.parallel_devices=[hpu, hpu]", "--trainer.accumulate_grad_batches=2",
+               "--trainer.max_epochs=1", "--data.init_args.batch_size=2", "--trainer.callbacks+=LearningRateMonitor"});
+  EXPECT_NE(r.err.find("ZeRO stage 2; train_batch_size 8 = micro 2 x accumulation 2 x world 2"), std::string::npos)
+      << r.err;
+  const Checkpoint c = checkpoint("seed");
+  EXPECT_EQ(c.meta("precision"), "bf16-mixed");
+  EXPECT_EQ(c.meta("global_step"), "12");  // 96 samples / (2 x 2 x 2)
+  EXPECT_NE(c.meta("optimizer").find("\"name\":\"Adam\""), std::string::npos) << c.meta("optimizer");
+  const CsvTable m = metricsOf("seed");
+  EXPECT_THROW(m.column("lr-SGD"), std::out_of_range);
+  for (std::int64_t step = 0; step < 12; ++step)
+    EXPECT_DOUBLE_EQ(m.valueAt("lr-Adam", step), warmupDecayLr(step, 0.02, 0.05, 4, 8)) << "step " << step;
+}
+
+// LightningCLI's optimizer: and lr_scheduler: win over the DeepSpeed
+// config's optimizer and scheduler.
+TEST_F(DeepSpeedTest, ConfigOptimizerAndSchedulerWinOverTheDeepSpeedConfig) {
+  const std::string extra = R"(trainer:
+  max_epochs: 1
+  callbacks: [LearningRateMonitor]
+  strategy:
+    class_path: HPUDeepSpeedStrategy
+    init_args:
+      stage: 1
+      config:
+        optimizer: {type: SGD, params: {lr: 0.5}}
+        scheduler: {type: WarmupDecayLR, params: {warmup_max_lr: 0.9, warmup_num_steps: 2, total_num_steps: 4}}
+optimizer: {class_path: AdamW, init_args: {lr: 0.003}}
+lr_scheduler: {class_path: StepLR, init_args: {step_size: 100}}
+)";
+  fit("cli", {"--trainer.devices=2"}, extra);
+  const CsvTable m = metricsOf("cli");
+  for (std::int64_t step = 0; step < 12; ++step) EXPECT_DOUBLE_EQ(m.valueAt("lr-AdamW", step), 0.003) << step;
+}
+
+// ZeRO shards only Adam and AdamW unless zero_allow_untested_optimizer says
+// otherwise, as DeepSpeed (BoringModel steps with SGD).
+TEST_F(DeepSpeedTest, UntestedOptimizerNeedsZeroAllowUntestedOptimizer) {
+  const std::vector<std::string> boring{"fit",
+                                        "-c",
+                                        boringConfig(),
+                                        "--trainer.max_epochs=1",
+                                        "--trainer.enable_progress_bar=false",
+                                        "--trainer.enable_model_summary=false"};
+  std::vector<std::string> refused = boring;
+  refused.push_back("--trainer.strategy=hpu_deepspeed_stage_1");
+  expectFailure(run(refused), 2,
+                "error: You are using an untested ZeRO Optimizer (SGD). Please add "
+                "<\"zero_allow_untested_optimizer\": true> in the configuration file to use it.");
+
+  std::vector<std::string> allowed = boring;
+  allowed.insert(allowed.end(), {"--trainer.strategy=HPUDeepSpeedStrategy", "--trainer.strategy.stage=1",
+                                 "--trainer.strategy.config={zero_allow_untested_optimizer: true}"});
+  const RunResult ok = run(allowed);
+  EXPECT_EQ(ok.exit_code, 0) << ok.describe();
+}
+
+// A broken DeepSpeed config stops every rank with DeepSpeed's message (the
+// file named) or the unsupported key named, and parallel_devices must list
+// trainer.devices devices (TearDown: no rank is left running).
+TEST_F(DeepSpeedTest, BrokenDeepSpeedConfigStopsEveryRank) {
+  write("ds_config.json", R"({"train_batch_size": 10, "train_micro_batch_size_per_gpu": 4})");
+  expectFailure(runIn("fit", "batch",
+                      {"--trainer.devices=2", std::string("--trainer.strategy=") + kClassPath,
+                       "--trainer.strategy.config=ds_config.json"}),
+                2,
+                "[rank 0] error: ds_config.json: Check batch related parameters. train_batch_size is not equal to "
+                "micro_batch_per_gpu * gradient_acc_step * world_size 10 != 4 * 1 * 2");
+  expectFailure(runIn("fit", "key",
+                      {"--trainer.devices=2", std::string("--trainer.strategy=") + kClassPath,
+                       "--trainer.strategy.config={zero_optimization: {stage: 3, stage3_prefetch_bucket_size: 5e7}}"}),
+                2,
+                "[rank 0] error: trainer.strategy.init_args.config: DeepSpeed config key "
+                "'zero_optimization.stage3_prefetch_bucket_size' is not supported by hpu-train");
+  expectFailure(runIn("fit", "devices",
+                      {"--trainer.devices=2", std::string("--trainer.strategy=") + kClassPath,
+                       "--trainer.strategy.parallel_devices=[hpu, hpu, hpu]"}),
+                2, "error: trainer.strategy.init_args.parallel_devices lists 3 devices but trainer.devices is 2");
+}
+
+// Stage 2 on 2 ranks, buckets of at most 50 elements: a run stopped after
+// one epoch and resumed from its sharded checkpoint ends exactly where an
+// uninterrupted run does; the consolidated checkpoint resumes with
+// hpu_parallel (one bucket) to the same weights, with hpu_single, and tests
+// as the sharded one does.
+TEST_F(DeepSpeedTest, ShardedCheckpointResumesAndConsolidates) {
+  const std::vector<std::string> zero2{"--trainer.devices=2", std::string("--trainer.strategy=") + kClassPath,
+                                       "--trainer.strategy.stage=2",
+                                       "--trainer.strategy.config={zero_optimization: {reduce_bucket_size: 50}}"};
+  auto with = [](std::vector<std::string> args, const std::vector<std::string>& more) {
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+  };
+  fit("whole", zero2);
+  fit("first", with(zero2, {"--trainer.max_epochs=1"}));
+  const std::string saved = checkpointOf("first");
+  EXPECT_EQ(fileNames(dir() / "first/lightning_logs/version_0/checkpoints"),
+            (std::vector<std::string>{"final.ckpt", "final.ckpt.rank0", "final.ckpt.rank1"}));
+
+  fit("resumed", with(zero2, {"--ckpt_path=" + saved}));
+  expectSameWeights(checkpoint("whole"), checkpoint("resumed"), "resumed");
+  for (const char* rank : {".rank0", ".rank1"}) {
+    const Checkpoint whole = readCheckpoint(dir() / (checkpointOf("whole") + rank));
+    const Checkpoint resumed = readCheckpoint(dir() / (checkpointOf("resumed") + rank));
+    ASSERT_EQ(whole.tensors.size(), resumed.tensors.size());
+    for (std::size_t i = 0; i < whole.tensors.size(); ++i)
+      EXPECT_EQ(whole.tensors[i].values, resumed.tensors[i].values) << rank << " " << whole.tensors[i].name;
+  }
+
+  expectFailure(runIn("fit", "four",
+                      {"--trainer.devices=4", std::string("--trainer.strategy=") + kClassPath, "--ckpt_path=" + saved}),
+                1,
+                saved +
+                    ": its optimizer state is sharded over 2 ranks; resume it with the same ZeRO world size, or "
+                    "consolidate it first: hpu-train consolidate " +
+                    saved + " <output.ckpt>");
+
+  const RunResult merged = run({"consolidate", saved, "merged.ckpt"});
+  ASSERT_EQ(merged.exit_code, 0) << merged.describe();
+  const Checkpoint consolidated = readCheckpoint(dir() / "merged.ckpt");
+  EXPECT_EQ(consolidated.metadata.count("sharded_optimizer"), 0u);
+  expectSameWeights(readCheckpoint(dir() / saved), consolidated, "consolidated");
+
+  fit("parallel", {"--trainer.devices=2", "--trainer.strategy=hpu_parallel", "--ckpt_path=merged.ckpt"});
+  expectSameWeights(checkpoint("whole"), checkpoint("parallel"), "hpu_parallel from the consolidated checkpoint");
+  fit("single", {"--trainer.strategy=hpu_single", "--ckpt_path=merged.ckpt"});
+  EXPECT_EQ(checkpoint("single").meta("global_step"), "36");  // 12 on 2 ranks, then 24 on one
+
+  const RunResult tested_merged = runIn("test", "test_merged", {"--ckpt_path=merged.ckpt"});
+  ASSERT_EQ(tested_merged.exit_code, 0) << tested_merged.describe();
+  const RunResult tested_sharded = runIn("test", "test_sharded", {"--ckpt_path=" + saved});
+  ASSERT_EQ(tested_sharded.exit_code, 0) << tested_sharded.describe();
+  EXPECT_EQ(lastValue(metricsOf("test_merged"), "test_loss"), lastValue(metricsOf("test_sharded"), "test_loss"));
+}
+
+}  // namespace
+}  // namespace hpu::cli::testing
