@@ -159,7 +159,8 @@ std::unique_ptr<PrecisionPlugin> choosePrecision(const TrainerOptions& o, const 
     const std::string current = chosen ? chosen->precision() : o.precision;
     if (current != "32-true" && makePrecisionPlugin(ds)->precision() != makePrecisionPlugin(current)->precision())
       throw UsageError(fmt::format("the DeepSpeed config enables {} but {} is given; choose one", ds, from));
-    if (!chosen) return makePrecisionPlugin(ds);
+    // The config's bf16/fp16 section governs, with its loss scaler.
+    return makePrecisionPlugin(ds, {}, strategy.configuredLossScaler());
   }
   if (chosen) return chosen;
   Fp8Options fp8;

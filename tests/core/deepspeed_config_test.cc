@@ -123,6 +123,25 @@ TEST(DeepSpeedConfig, Bf16OrFp16ChoosesTheMixedPrecision) {
                 .precision,
             "16-mixed");
   EXPECT_EQ(resolve("{bf16: {enabled: false}}").precision, "");
+  // DeepSpeed's loss scaler: dynamic from 2^initial_scale_power, or static.
+  const LossScalerOptions ls = resolve("{fp16: {enabled: true, loss_scale: 0, initial_scale_power: 12, "
+                                       "loss_scale_window: 500, hysteresis: 3, min_loss_scale: 2}}")
+                                   .loss_scaler;
+  EXPECT_TRUE(ls.dynamic);
+  EXPECT_EQ(ls.initial_scale, 4096.0f);
+  EXPECT_EQ(ls.growth_interval, 500);
+  EXPECT_EQ(ls.hysteresis, 3);
+  EXPECT_EQ(ls.min_scale, 2.0f);
+  const LossScalerOptions defaults = resolve("{fp16: {enabled: true}}").loss_scaler;
+  EXPECT_EQ(defaults.initial_scale, 65536.0f);
+  EXPECT_EQ(defaults.growth_interval, 1000);
+  EXPECT_EQ(defaults.hysteresis, 2);
+  EXPECT_EQ(defaults.min_scale, 1.0f);
+  const LossScalerOptions fixed = resolve("{fp16: {enabled: true, loss_scale: 128}}").loss_scaler;
+  EXPECT_FALSE(fixed.dynamic);
+  EXPECT_EQ(fixed.initial_scale, 128.0f);
+  EXPECT_EQ(errorFor("{fp16: {enabled: true, hysteresis: 0}}").rfind(std::string(kOrigin) + "DeepSpeed config fp16 loss scaling out of range", 0),
+            0u);
   EXPECT_EQ(errorFor("{bf16: {enabled: true}, fp16: {enabled: true}}"),
             std::string(kOrigin) + "bf16.enabled and fp16.enabled are both true; enable one");
   EXPECT_EQ(errorFor("{bf16: {enabled: yes please}}"),

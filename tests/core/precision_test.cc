@@ -165,6 +165,37 @@ TEST_F(PrecisionTest, LossScalerSkipsNonFiniteStepsAndBacksOff) {
   EXPECT_EQ(restored->lossScale(), 32768.0f);
 }
 
+TEST_F(PrecisionTest, DeepSpeedLossScalerHasHysteresisAFloorAndAStaticMode) {
+  auto model = std::make_shared<nn::Sequential>();
+  nn::InitContext ctx{dev_, rng_, rng_};
+  model->append(std::make_shared<nn::Linear>(ctx, 3, 2));
+  nn::FlatParameters params(*model, dev_, 1 << 20);
+  GradientView grads;
+  for (auto& b : params.buckets()) grads.spans.push_back(b.gradSpan());
+  auto step = [&](PrecisionPlugin& p, float g) {
+    for (auto& b : params.buckets())
+      for (float& v : b.gradSpan()) v = g;
+    return p.prepareStep(grads);
+  };
+  // initial 2^4, window 3, hysteresis 2, floor 4.
+  auto dynamic = makePrecisionPlugin("16-mixed", {}, {.initial_scale = 16, .growth_interval = 3, .hysteresis = 2, .min_scale = 4});
+  EXPECT_FALSE(step(*dynamic, INFINITY));
+  EXPECT_EQ(dynamic->lossScale(), 16.0f) << "the first overflow is absorbed by the hysteresis";
+  EXPECT_FALSE(step(*dynamic, NAN));
+  EXPECT_EQ(dynamic->lossScale(), 8.0f);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(step(*dynamic, 1.0f));
+  EXPECT_EQ(dynamic->lossScale(), 16.0f) << "3 clean steps double it";
+  for (int i = 0; i < 6; ++i) EXPECT_FALSE(step(*dynamic, INFINITY));
+  EXPECT_EQ(dynamic->lossScale(), 4.0f) << "halved every second overflow, never below min_loss_scale";
+
+  auto fixed = makePrecisionPlugin("16-mixed", {}, {.initial_scale = 128, .dynamic = false});
+  EXPECT_FALSE(step(*fixed, INFINITY));
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(step(*fixed, 256.0f));
+  EXPECT_EQ(fixed->lossScale(), 128.0f);
+  EXPECT_FLOAT_EQ(params.buckets()[0].gradSpan()[0], 2.0f);  // unscaled by the static scale
+  EXPECT_NE(fixed->summary().find("1 of 6 steps skipped"), std::string::npos) << fixed->summary();
+}
+
 TEST(Fp8DelayedScaling, ScaleComesFromTheAmaxWindow) {
   fp8::DelayedScale s;
   EXPECT_EQ(s.scale, 1.0f);

@@ -31,11 +31,13 @@ class FullPrecision final : public PrecisionPlugin {
   std::string precision() const override { return "32-true"; }
 };
 
-// Autocast to bf16 or fp16; fp16 adds torch.cuda.amp.GradScaler's dynamic
-// loss scaling (init 2^16, growth x2 every 2000 clean steps, backoff x0.5).
+// Autocast to bf16 or fp16; fp16 adds dynamic loss scaling (LossScalerOptions:
+// by default torch.cuda.amp.GradScaler's init 2^16, growth x2 every 2000 clean
+// steps, backoff x0.5 at each overflow).
 class MixedPrecision : public PrecisionPlugin {
  public:
-  explicit MixedPrecision(DType dtype) : dtype_(dtype) {}
+  explicit MixedPrecision(DType dtype, const LossScalerOptions& scaler = {})
+      : dtype_(dtype), options_(scaler), scale_(scaler.initial_scale), hysteresis_left_(scaler.hysteresis) {}
   std::string precision() const override { return dtype_ == DType::kFloat16 ? "16-mixed" : "bf16-mixed"; }
   void checkDevice(const device::Device& dev) const override {
     if (dtype_ == DType::kFloat16 && !device::supports(dev.spec(), DType::kFloat16)) requireGaudi2(dev, "FP16");
@@ -56,15 +58,19 @@ class MixedPrecision : public PrecisionPlugin {
     const bool finite = grads.total(non_finite) == 0.0;
     if (!finite) {
       ++skipped_;
-      scale_ *= kBackoff;
       growth_tracker_ = 0;
-      spdlog::info("16-mixed: non-finite gradients in step {}; skipped it and lowered the loss scale to {}", steps_, scale_);
+      if (options_.dynamic && --hysteresis_left_ <= 0) {
+        scale_ = std::max(scale_ * kBackoff, options_.min_scale);
+        hysteresis_left_ = options_.hysteresis;
+      }
+      spdlog::info("16-mixed: non-finite gradients in step {}; skipped it (loss scale {})", steps_, scale_);
       return false;
     }
-    if (++growth_tracker_ == kGrowthInterval) {
+    if (options_.dynamic && ++growth_tracker_ == options_.growth_interval) {
       scale_ *= kGrowth;
       growth_tracker_ = 0;
-      spdlog::debug("16-mixed: {} clean steps; raised the loss scale to {}", kGrowthInterval, scale_);
+      hysteresis_left_ = options_.hysteresis;
+      spdlog::debug("16-mixed: {} clean steps; raised the loss scale to {}", options_.growth_interval, scale_);
     }
     return true;
   }
@@ -75,13 +81,15 @@ class MixedPrecision : public PrecisionPlugin {
   }
   std::string stateJson() const override {
     if (dtype_ != DType::kFloat16) return "";
-    return json{{"scale", scale_}, {"growth_tracker", growth_tracker_}, {"skipped", skipped_}, {"steps", steps_}}.dump();
+    return json{{"scale", scale_},     {"growth_tracker", growth_tracker_}, {"hysteresis_left", hysteresis_left_},
+                {"skipped", skipped_}, {"steps", steps_}}.dump();
   }
   void loadStateJson(const std::string& text) override {
     if (text.empty() || dtype_ != DType::kFloat16) return;
     const json j = json::parse(text);
     scale_ = j.value("scale", scale_);
     growth_tracker_ = j.value("growth_tracker", 0);
+    hysteresis_left_ = j.value("hysteresis_left", options_.hysteresis);
     skipped_ = j.value("skipped", 0);
     steps_ = j.value("steps", 0);
   }
@@ -91,9 +99,10 @@ class MixedPrecision : public PrecisionPlugin {
 
  private:
   static constexpr float kGrowth = 2.0f, kBackoff = 0.5f;
-  static constexpr int kGrowthInterval = 2000;
-  float scale_ = 65536.0f;
+  LossScalerOptions options_;
+  float scale_;
   int growth_tracker_ = 0;
+  int hysteresis_left_;
   std::int64_t skipped_ = 0, steps_ = 0;
 };
 
@@ -258,10 +267,11 @@ HPU_REGISTER_COMPONENT(PrecisionChoice,
 
 }  // namespace
 
-std::unique_ptr<PrecisionPlugin> makePrecisionPlugin(const std::string& precision, const Fp8Options& fp8) {
+std::unique_ptr<PrecisionPlugin> makePrecisionPlugin(const std::string& precision, const Fp8Options& fp8,
+                                                     const LossScalerOptions& scaler) {
   if (precision == "32" || precision == "32-true") return std::make_unique<FullPrecision>();
   if (precision == "bf16" || precision == "bf16-mixed") return std::make_unique<MixedPrecision>(DType::kBFloat16);
-  if (precision == "16" || precision == "16-mixed") return std::make_unique<MixedPrecision>(DType::kFloat16);
+  if (precision == "16" || precision == "16-mixed") return std::make_unique<MixedPrecision>(DType::kFloat16, scaler);
   if (precision == "bf16-true") return std::make_unique<TruePrecision>();
   if (precision == "fp8") return std::make_unique<Fp8Precision>(fp8);
   std::string list;

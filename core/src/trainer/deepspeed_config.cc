@@ -3,6 +3,7 @@
 #include <spdlog/fmt/fmt.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -147,6 +148,24 @@ DeepSpeedSettings resolveDeepSpeed(const config::Node& args, const std::map<std:
       if (!s.precision.empty()) fail(origin, "bf16.enabled and fp16.enabled are both true; enable one");
       s.precision = std::string(key) == "bf16" ? "bf16-mixed" : "16-mixed";
     }
+  }
+  // DeepSpeed's fp16 loss scaler: loss_scale 0 is dynamic from
+  // 2^initial_scale_power, anything else a static scale.
+  if (cfg.contains("fp16")) {
+    const json& p = cfg["fp16"];
+    const std::string pre = "fp16.";
+    LossScalerOptions& ls = s.loss_scaler;
+    const double fixed = get<double>(p, "loss_scale", 0.0, origin, pre);
+    const auto power = get<std::int64_t>(p, "initial_scale_power", 16, origin, pre);
+    ls.growth_interval = static_cast<int>(get<std::int64_t>(p, "loss_scale_window", 1000, origin, pre));
+    ls.hysteresis = static_cast<int>(get<std::int64_t>(p, "hysteresis", 2, origin, pre));
+    ls.min_scale = static_cast<float>(get<double>(p, "min_loss_scale", 1.0, origin, pre));
+    if (fixed < 0 || power < 0 || power > 40 || ls.growth_interval < 1 || ls.hysteresis < 1 || ls.min_scale < 0)
+      fail(origin, fmt::format("DeepSpeed config fp16 loss scaling out of range: {} (expected loss_scale >= 0, "
+                               "initial_scale_power 0..40, loss_scale_window >= 1, hysteresis >= 1, min_loss_scale >= 0)",
+                               p.dump()));
+    ls.dynamic = fixed == 0;
+    ls.initial_scale = ls.dynamic ? static_cast<float>(std::ldexp(1.0, static_cast<int>(power))) : static_cast<float>(fixed);
   }
 
   // DeepSpeed's batch rule: train_batch_size = micro x accumulation x world.

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "hpu/core/config/node.h"
+#include "hpu/core/loss_scaling.h"
 #include "hpu/core/optim/lr_scheduler.h"
 
 namespace hpu::core {
@@ -27,6 +28,7 @@ struct DeepSpeedSettings {
   std::int64_t micro_batch_size = 0;
   std::int64_t gradient_accumulation_steps = 1;
   std::string precision;  // from bf16.enabled / fp16.enabled: "bf16-mixed", "16-mixed" or ""
+  LossScalerOptions loss_scaler;  // fp16's loss_scale, initial_scale_power, loss_scale_window, hysteresis, min_loss_scale
   std::optional<double> gradient_clipping;
   std::optional<optim::WarmupDecayOptions> scheduler;
   std::string optimizer_type;  // the config's optimizer ("" for none): used only if nothing else configures one

@@ -49,6 +49,7 @@ class DeepSpeedStrategy final : public DistributedStrategy {
   }
 
   std::string configuredPrecision() const override { return settings_.precision; }
+  LossScalerOptions configuredLossScaler() const override { return settings_.loss_scaler; }
 
   std::unique_ptr<optim::Optimizer> configuredOptimizer() const override {
     const auto& p = settings_.optimizer_params;

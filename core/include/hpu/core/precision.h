@@ -15,6 +15,7 @@
 #include <string>
 
 #include "hpu/core/lightning_module.h"
+#include "hpu/core/loss_scaling.h"
 #include "hpu/core/nn/flat_parameters.h"
 #include "hpu/core/trainer/strategy.h"
 
@@ -64,6 +65,7 @@ struct Fp8Options {
 };
 
 // Throws ConfigError listing the valid names for an unknown `precision`.
-std::unique_ptr<PrecisionPlugin> makePrecisionPlugin(const std::string& precision, const Fp8Options& fp8 = {});
+std::unique_ptr<PrecisionPlugin> makePrecisionPlugin(const std::string& precision, const Fp8Options& fp8 = {},
+                                                     const LossScalerOptions& scaler = {});
 
 }  // namespace hpu::core

@@ -15,6 +15,7 @@
 
 #include "hpu/comm/collective_observer.h"
 #include "hpu/core/data/sampler.h"
+#include "hpu/core/loss_scaling.h"
 #include "hpu/core/nn/flat_parameters.h"
 #include "hpu/core/optim/lr_scheduler.h"
 #include "hpu/core/optim/optimizer.h"
@@ -84,6 +85,7 @@ class Strategy {
   // What the strategy's own config asks for (a DeepSpeed config's bf16/fp16,
   // optimizer and scheduler), used when nothing else chose: "" / nullptr.
   virtual std::string configuredPrecision() const { return ""; }
+  virtual LossScalerOptions configuredLossScaler() const { return {}; }
   virtual std::unique_ptr<optim::Optimizer> configuredOptimizer() const { return nullptr; }
   virtual std::unique_ptr<optim::LRScheduler> configuredScheduler() const { return nullptr; }
   // Refuses optimizers the strategy cannot shard (DeepSpeed's rule).
