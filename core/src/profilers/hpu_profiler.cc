@@ -20,6 +20,7 @@
 // Thread-safety: the training thread calls start/stop/onOp; the comm thread
 // calls the collective observer; both append under one mutex.
 #include <spdlog/fmt/fmt.h>
+#include <spdlog/fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <array>
@@ -48,6 +49,38 @@ constexpr std::size_t kMaxEvents = 1'000'000;
 
 std::int64_t nanos(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+// `text` as a JSON string literal.
+void appendJsonString(std::string& out, std::string_view text) {
+  out += '"';
+  for (const char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      fmt::format_to(std::back_inserter(out), "\\u{:04x}", static_cast<int>(c));
+    } else {
+      out += c;
+    }
+  }
+  out += '"';
+}
+
+// PyTorch's op arguments: {"Input Dims": [[64,784],...], "Input type": ["float32",...]}.
+std::string operandArgs(std::span<const device::OperandInfo> operands) {
+  std::string out = R"({"Input Dims": [)";
+  for (std::size_t i = 0; i < operands.size(); ++i) {
+    out += i == 0 ? "[" : ", [";
+    fmt::format_to(std::back_inserter(out), "{}", fmt::join(operands[i].shape, ","));
+    out += ']';
+  }
+  out += R"(], "Input type": [)";
+  for (std::size_t i = 0; i < operands.size(); ++i) {
+    if (i > 0) out += ", ";
+    appendJsonString(out, device::dtypeName(operands[i].dtype));
+  }
+  return out + "]}";
 }
 
 struct TraceEvent {
@@ -200,15 +233,7 @@ class HPUProfiler final : public Profiler, public ops::OpObserver {
 
   void onOp(const ops::OpEvent& e) override {
     if (buffer_->mode() == TraceBuffer::Mode::kDrop) return;
-    std::string args;
-    if (record_shapes_ && !e.operands.empty()) {
-      json dims = json::array(), types = json::array();
-      for (const device::OperandInfo& o : e.operands) {
-        dims.push_back(std::vector<std::int64_t>(o.shape.begin(), o.shape.end()));
-        types.push_back(device::dtypeName(o.dtype));
-      }
-      args = json{{"Input Dims", dims}, {"Input type", types}}.dump();
-    }
+    std::string args = record_shapes_ && !e.operands.empty() ? operandArgs(e.operands) : std::string();
     buffer_->add({e.backward ? std::string(e.op) + "_backward" : std::string(e.op), "device", kDeviceTrack, 'X',
                   nanos(e.begin), nanos(e.end) - nanos(e.begin), std::move(args)});
   }
@@ -282,12 +307,18 @@ class HPUProfiler final : public Profiler, public ops::OpObserver {
       meta("thread_name", t, {{"name", tracks[static_cast<std::size_t>(t)]}});
       meta("thread_sort_index", t, {{"sort_index", t}});
     }
+    out.reserve(out.size() + events.size() * 160);
+    auto put = std::back_inserter(out);
     for (const TraceEvent& e : events) {
-      out += fmt::format(R"({{"ph": "{}", "cat": "{}", "name": {}, "pid": {}, "tid": {}, "ts": {:.3f})", e.phase,
-                         e.category, json(e.name).dump(), pid, e.track, static_cast<double>(e.begin_ns) / 1e3);
-      if (e.phase == 'X') out += fmt::format(R"(, "dur": {:.3f})", static_cast<double>(e.duration_ns) / 1e3);
+      fmt::format_to(put, R"({{"ph": "{}", "cat": "{}", "name": )", e.phase, e.category);
+      appendJsonString(out, e.name);
+      fmt::format_to(put, R"(, "pid": {}, "tid": {}, "ts": {:.3f})", pid, e.track, static_cast<double>(e.begin_ns) / 1e3);
+      if (e.phase == 'X') fmt::format_to(put, R"(, "dur": {:.3f})", static_cast<double>(e.duration_ns) / 1e3);
       if (e.phase == 'i') out += R"(, "s": "t")";
-      if (!e.args.empty()) out += ", \"args\": " + e.args;
+      if (!e.args.empty()) {
+        out += R"(, "args": )";
+        out += e.args;
+      }
       out += "},\n";
     }
     json other = {{"rank", pid}, {"world_size", context_.world_size}, {"stage", context_.stage},
