@@ -429,6 +429,12 @@ TEST_F(DeepSpeedTest, BrokenDeepSpeedConfigStopsEveryRank) {
                       {"--trainer.devices=2", std::string("--trainer.strategy=") + kClassPath,
                        "--trainer.strategy.parallel_devices=[hpu, hpu, hpu]"}),
                 2, "error: trainer.strategy.init_args.parallel_devices lists 3 devices but trainer.devices is 2");
+  expectFailure(runIn("fit", "accumulation",
+                      {"--trainer.devices=2", std::string("--trainer.strategy=") + kClassPath,
+                       "--trainer.strategy.config={gradient_accumulation_steps: 4}", "--trainer.accumulate_grad_batches=2"}),
+                2,
+                "[rank 0] error: trainer.accumulate_grad_batches=2 but the DeepSpeed config accumulates 4 "
+                "(gradient_accumulation_steps, or train_batch_size / (micro x world)); set one of them");
 }
 
 // Stage 2 on 2 ranks, buckets of at most 50 elements: a run stopped after

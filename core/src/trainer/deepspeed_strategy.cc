@@ -88,6 +88,13 @@ class DeepSpeedStrategy final : public DistributedStrategy {
 
   void configureTraining(TrainerOptions& o, std::int64_t dataloader_batch) override {
     settings_ = resolveDeepSpeed(init_args_, env_, dataloader_batch, o.accumulate_grad_batches, worldSize());
+    // The DeepSpeed config's accumulation (given, or derived from
+    // train_batch_size) must agree with a trainer.accumulate_grad_batches
+    // other than 1, as Lightning requires.
+    if (o.accumulate_grad_batches != 1 && o.accumulate_grad_batches != settings_.gradient_accumulation_steps)
+      throw UsageError(fmt::format("trainer.accumulate_grad_batches={} but the DeepSpeed config accumulates {} "
+                                   "(gradient_accumulation_steps, or train_batch_size / (micro x world)); set one of them",
+                                   o.accumulate_grad_batches, settings_.gradient_accumulation_steps));
     o.accumulate_grad_batches = settings_.gradient_accumulation_steps;
     if (settings_.gradient_clipping && !o.gradient_clip_val) o.gradient_clip_val = settings_.gradient_clipping;
     if (isGlobalZero())
