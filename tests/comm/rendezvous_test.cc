@@ -346,6 +346,46 @@ TEST(Rendezvous, AbortingRankFailsTheOthersAtOnce) {
   EXPECT_THAT(messages[1], HasSubstr("rank 2 aborted: loss is NaN"));
 }
 
+// The launcher aborts rank 0's group from its supervising thread when a local
+// worker dies: the collective rank 0 is blocked in must fail at once, not at
+// its timeout (rank 1 stays alive, so no heartbeat would ever fail it).
+TEST(Rendezvous, AbortFailsThisRanksCollectiveInFlight) {
+  const Job job{2};
+  std::atomic<bool> aborted{false};
+  auto errors = joinAll(job, noAdjustment, [&](ProcessGroup& pg) {
+    if (pg.rank() == 1) {
+      while (!aborted) std::this_thread::sleep_for(10ms);
+      try {
+        pg.barrier("after_the_abort");
+        ADD_FAILURE() << "rank 1's barrier completed";
+      } catch (const PeerLostError& e) {
+        EXPECT_EQ(e.rank(), 0);
+      }
+      return;
+    }
+    std::chrono::steady_clock::time_point abortedAt;
+    std::thread supervisor([&] {
+      std::this_thread::sleep_for(300ms);
+      abortedAt = std::chrono::steady_clock::now();
+      pg.abort("local worker failed");
+      aborted = true;
+    });
+    std::exception_ptr error;
+    try {
+      pg.barrier("waits_for_rank_1", CollectiveOptions{.timeout = 20s});
+    } catch (...) {
+      error = std::current_exception();
+    }
+    const auto failedAt = std::chrono::steady_clock::now();
+    supervisor.join();
+    ASSERT_TRUE(error) << "rank 0's barrier completed";
+    EXPECT_LT(failedAt - abortedAt, 1s);
+    EXPECT_THAT(messageOf<PeerLostError>(error),
+                HasSubstr("rank 0: barrier #0 'waits_for_rank_1' failed: rank 0 aborted: local worker failed"));
+  });
+  test_support::rethrowFirst(errors);
+}
+
 TEST(Rendezvous, SingleProcessNeedsNoSockets) {
   JoinOptions options;  // world size 1, no port
   auto group = joinProcessGroup(options);

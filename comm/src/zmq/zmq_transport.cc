@@ -70,7 +70,7 @@ ZmqTransport::ZmqTransport(std::shared_ptr<ZmqSession> session, int rank, int si
 ZmqTransport::~ZmqTransport() {
   // After a failure the peers are not reading: drop what is queued instead
   // of lingering on it.
-  const bool failed = session_->health()->firstFailure().has_value();
+  const bool failed = aborted_ || session_->health()->firstFailure().has_value();
   for (auto& socket : outbound_) {
     if (!socket) continue;
     if (failed) socket->set(zmq::sockopt::linger, 0);
@@ -103,6 +103,7 @@ void ZmqTransport::send(int peer, std::span<const std::byte> header, std::span<c
                         Deadline deadline) {
   HPU_COMM_CHECK(peer >= 0 && peer < size_ && peer != rank_, "send to an invalid peer");
   const auto& health = *session_->health();
+  checkNotAborted();
   health.check();
   zmq::message_t message(kSenderBytes + header.size() + payload.size());
   auto* out = static_cast<std::byte*>(message.data());
@@ -113,6 +114,7 @@ void ZmqTransport::send(int peer, std::span<const std::byte> header, std::span<c
   auto& socket = *outbound_[static_cast<std::size_t>(peer)];
   for (;;) {
     if (socket.send(message, zmq::send_flags::dontwait)) return;
+    checkNotAborted();
     health.check();
     if (Clock::now() >= deadline) {
       throw CommTimeoutError(fmt::format("rank {} did not take its messages before the deadline", peer));
@@ -133,6 +135,7 @@ std::unique_ptr<Message> ZmqTransport::recv(int peer, Deadline deadline) {
       queue.pop_front();
       return message;
     }
+    checkNotAborted();
     health.check(peer);
     if (Clock::now() >= deadline) {
       throw CommTimeoutError(fmt::format("no message from rank {} before the deadline", peer));
@@ -161,7 +164,21 @@ void ZmqTransport::drainInbound() {
   }
 }
 
-void ZmqTransport::abort(std::string_view reason) { session_->client().abort(reason); }
+void ZmqTransport::checkNotAborted() const {
+  if (!aborted_.load(std::memory_order_acquire)) return;
+  std::lock_guard lock(abortMutex_);
+  throw PeerLostError(rank_, abortReason_);
+}
+
+void ZmqTransport::abort(std::string_view reason) {
+  {
+    std::lock_guard lock(abortMutex_);
+    if (aborted_) return;
+    abortReason_ = fmt::format("rank {} aborted: {}", rank_, reason);
+    aborted_.store(true, std::memory_order_release);
+  }
+  session_->client().abort(reason);
+}
 
 void ZmqTransport::setActivity(std::string_view activity) { session_->client().setActivity(activity); }
 

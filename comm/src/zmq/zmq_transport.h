@@ -5,13 +5,18 @@
 // sender's rank in a 4-byte prefix; those from other peers than the one
 // being waited for are kept in per-peer queues, so each peer's messages are
 // read in the order it sent them. Waits poll in slices of at most 100 ms and
-// check PeerHealth between slices.
+// check PeerHealth between slices, and whether this rank aborted: abort()
+// fails the operation in flight within a slice (PeerLostError naming this
+// rank), as it fails the other ranks'.
 // Thread-safety: as Transport (one thread at a time sends and receives).
 #pragma once
 
+#include <atomic>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include <zmq.hpp>
@@ -45,6 +50,8 @@ class ZmqTransport final : public Transport {
 
  private:
   void drainInbound();
+  // Throws PeerLostError naming this rank once abort() was called.
+  void checkNotAborted() const;
 
   std::shared_ptr<ZmqSession> session_;
   const int rank_;
@@ -54,6 +61,9 @@ class ZmqTransport final : public Transport {
   std::vector<std::optional<zmq::socket_t>> outbound_;
   std::vector<std::deque<zmq::message_t>> pending_;
   LogLimiter limiter_;
+  std::atomic<bool> aborted_{false};
+  mutable std::mutex abortMutex_;
+  std::string abortReason_;  // "rank 3 aborted: <reason>", set once
 };
 
 }  // namespace hpu::comm::detail
