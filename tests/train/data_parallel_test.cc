@@ -1,0 +1,269 @@
+// Data-parallel training through the real binary (hpu_parallel, local ranks
+// on loopback): N processes with per-rank batch B/N train to the weights one
+// device reaches with batch B (same seed and steps, shuffling on, no
+// dropout), and their validation metrics, reduced across ranks, are the
+// single device's; only rank 0 prints, logs and saves checkpoints and the
+// config; a worker that dies makes hpu-train exit with its code.
+//
+// Launcher-level behaviour (exit codes, signal forwarding, orphans) is tested
+// with a stand-in program in tests/comm/launcher_test.cc; here it is the
+// trainer's use of it. Every run is loopback only and has a hard deadline
+// after which its whole process group is killed.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <yaml-cpp/yaml.h>
+
+#include <atomic>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "train_support.h"
+
+namespace hpu::cli::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using ::testing::HasSubstr;
+
+// Fashion-MNIST through a ReLU MLP without dropout, trained with SGD and
+// momentum for 2 epochs of 3 steps (a fresh permutation each epoch), with 256
+// validation samples checked after each epoch. SGD keeps the update linear in
+// the gradient, so summation-order differences stay at float rounding (Adam's
+// first steps divide by |g| and would magnify them on near-zero gradients).
+constexpr const char* kConfig = R"(seed_everything: 7
+trainer:
+  max_epochs: 2
+  limit_train_batches: 3
+  num_sanity_val_steps: 0
+  enable_progress_bar: false
+  enable_model_summary: false
+  logger:
+    class_path: CSVLogger
+    init_args: {version: 0}
+  callbacks:
+    - class_path: ModelCheckpoint
+      init_args: {save_last: true}
+model:
+  class_path: MLPClassifier
+  init_args: {hidden: [64, 32], dropout: 0.0}
+data:
+  class_path: FashionMNISTDataModule
+  init_args: {val_split: 256, shuffle: true}
+optimizer:
+  class_path: SGD
+  init_args: {lr: 0.1, momentum: 0.9}
+)";
+
+// The global batch: every run below splits it evenly over its ranks.
+constexpr int kGlobalBatch = 64;
+
+// Weights and momentum buffers after 6 steps agree to float summation order:
+// the per-rank means averaged by the all-reduce versus one mean over the
+// global batch, and GEMMs split over a different number of intra-op threads.
+// Observed differences are below 1e-7 absolute (a different shuffling seed
+// moves weights by 0.08); the bound leaves 10x room.
+constexpr double kWeightAbsTolerance = 1e-6;
+constexpr double kWeightRelTolerance = 1e-5;
+// Validation means are sums of per-batch means weighted by batch size, in
+// another grouping; loss and accuracy agree to a few float ulps.
+constexpr double kMetricRelTolerance = 1e-6;
+
+// Regular files under `root`, as paths relative to it.
+std::set<std::string> filesUnder(const fs::path& root) {
+  std::set<std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(root))
+    if (e.is_regular_file()) out.insert(fs::relative(e.path(), root).string());
+  return out;
+}
+
+std::vector<std::string> lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream s(text);
+  for (std::string line; std::getline(s, line);) out.push_back(line);
+  return out;
+}
+
+class DataParallelTest : public FashionRunTest {
+ protected:
+  void SetUp() override {
+    FashionRunTest::SetUp();
+    write("dp.yaml", kConfig);
+  }
+
+  // Fits on `devices` local processes, each with batch kGlobalBatch /
+  // devices, into <scratch>/devices_<N>.
+  RunResult fit(int devices, std::vector<std::string> extra = {}) {
+    std::vector<std::string> args{"fit",
+                                  "-c",
+                                  "dp.yaml",
+                                  "--trainer.devices=" + std::to_string(devices),
+                                  "--data.init_args.batch_size=" + std::to_string(kGlobalBatch / devices),
+                                  "--trainer.default_root_dir=" + root(devices)};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run(args);
+  }
+  static std::string root(int devices) { return "devices_" + std::to_string(devices); }
+  fs::path logDir(int devices) const { return dir() / root(devices) / "lightning_logs" / "version_0"; }
+};
+
+// Every model.* and optimizer.* tensor of `got` equals `want`'s within the
+// weight tolerance; reports the largest difference seen.
+void expectSameTensors(const core::checkpoint::Checkpoint& got, const core::checkpoint::Checkpoint& want) {
+  std::set<std::string> got_names, want_names;
+  for (const auto& t : got.tensors) got_names.insert(t.name);
+  for (const auto& t : want.tensors) want_names.insert(t.name);
+  EXPECT_EQ(got_names, want_names);
+  double max_diff = 0;
+  std::string worst;
+  int compared = 0;
+  for (const auto& w : want.tensors) {
+    if (w.name.rfind("model.", 0) != 0 && w.name.rfind("optimizer.", 0) != 0) continue;
+    const auto* g = got.find(w.name);
+    if (g == nullptr) continue;
+    ++compared;
+    ASSERT_EQ(g->shape, w.shape) << w.name;
+    ASSERT_EQ(g->values.size(), w.values.size()) << w.name;
+    for (std::size_t i = 0; i < w.values.size(); ++i) {
+      const double diff = std::abs(double(g->values[i]) - double(w.values[i]));
+      if (diff > max_diff) {
+        max_diff = diff;
+        worst = w.name + "[" + std::to_string(i) + "]";
+      }
+      ASSERT_LE(diff, kWeightAbsTolerance + kWeightRelTolerance * std::abs(double(w.values[i])))
+          << w.name << "[" << i << "]: " << g->values[i] << " vs one device's " << w.values[i];
+    }
+  }
+  EXPECT_GE(compared, 6) << "expected the MLP's 3 weights and 3 biases at least";
+  std::printf("largest difference from one device: %.3g at %s\n", max_diff, worst.c_str());
+}
+
+class DataParallelEquivalence : public DataParallelTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(DataParallelEquivalence, SameWeightsAndValidationMetricsAsOneDeviceWithTheGlobalBatch) {
+  const int devices = GetParam();
+  const RunResult single = fit(1);
+  ASSERT_EQ(single.exit_code, 0) << single.describe();
+  const RunResult parallel = fit(devices);
+  ASSERT_EQ(parallel.exit_code, 0) << parallel.describe();
+
+  const auto want = readCheckpoint(logDir(1) / "checkpoints" / "last.ckpt");
+  const auto got = readCheckpoint(logDir(devices) / "checkpoints" / "last.ckpt");
+  EXPECT_EQ(got.meta("global_step"), "6");
+  EXPECT_EQ(got.meta("global_step"), want.meta("global_step"));
+  EXPECT_EQ(got.meta("epoch"), want.meta("epoch"));
+  expectSameTensors(got, want);
+
+  const CsvTable want_metrics = readCsv(logDir(1) / "metrics.csv");
+  const CsvTable got_metrics = readCsv(logDir(devices) / "metrics.csv");
+  ASSERT_EQ(want_metrics.loggedAt("val_loss"), (std::vector<std::string>{"0,2", "1,5"}));
+  EXPECT_EQ(got_metrics.loggedAt("val_loss"), want_metrics.loggedAt("val_loss"));
+  for (const char* metric : {"val_loss", "val_acc"}) {
+    for (std::int64_t step : {2, 5}) {
+      const double want_value = want_metrics.valueAt(metric, step);
+      EXPECT_NEAR(got_metrics.valueAt(metric, step), want_value, kMetricRelTolerance * std::abs(want_value))
+          << metric << " at step " << step;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(DataParallel, DataParallelEquivalence, ::testing::Values(2, 4),
+                         [](const auto& info) { return std::to_string(info.param) + "ranks"; });
+
+TEST_F(DataParallelTest, OnlyRankZeroPrintsLogsAndSaves) {
+  env()["HPU_LOG_LEVEL"] = "info";
+  const std::vector<std::string> chatty{"--trainer.enable_progress_bar=true", "--trainer.enable_model_summary=true"};
+  const RunResult single = fit(1, chatty);
+  ASSERT_EQ(single.exit_code, 0) << single.describe();
+  const RunResult parallel = fit(2, chatty);
+  ASSERT_EQ(parallel.exit_code, 0) << parallel.describe();
+
+  // The same files as one device writes (one log version, one set of
+  // checkpoints, no per-rank copies), and nothing outside the log directory.
+  EXPECT_EQ(filesUnder(dir() / root(2)), filesUnder(dir() / root(1)));
+  EXPECT_EQ(filesUnder(dir()).size(), 2 * filesUnder(dir() / root(1)).size() + 1) << "dp.yaml and the two runs";
+  EXPECT_EQ(YAML::LoadFile((logDir(2) / "config.yaml").string())["trainer"]["devices"].as<int>(), 2);
+
+  // Progress, the model summary and the device summary once; every log line
+  // from rank 0.
+  const std::string out = parallel.out;
+  const auto count = [&](const std::string& what) {
+    std::size_t n = 0;
+    for (std::size_t at = out.find(what); at != std::string::npos; at = out.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("Epoch 1: 100%"), 1u) << out;
+  EXPECT_EQ(count("Trainable params"), 1u) << out;
+  EXPECT_EQ(count("lazy mode:"), 1u) << out;
+  EXPECT_THAT(out, HasSubstr("hpu:0 lazy mode:"));
+  const std::vector<std::string> err = lines(parallel.err);
+  EXPECT_FALSE(err.empty());
+  for (const std::string& line : err) EXPECT_THAT(line, ::testing::StartsWith("[rank 0] ")) << parallel.err;
+  EXPECT_THAT(parallel.err, HasSubstr("HPUParallelStrategy: 2 processes on 1 node(s) joined"));
+}
+
+// Pids of live processes (not zombies) whose working directory is `cwd` and
+// whose environment holds `variable`.
+std::vector<pid_t> processesIn(const fs::path& cwd, const std::string& variable) {
+  std::vector<pid_t> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::error_code link_error;
+    if (fs::read_symlink(e.path() / "cwd", link_error) != cwd || link_error) continue;
+    std::ifstream env_file(e.path() / "environ", std::ios::binary);
+    const std::string env((std::istreambuf_iterator<char>(env_file)), std::istreambuf_iterator<char>());
+    const std::string nul(1, '\0');
+    if ((nul + env).find(nul + variable + nul) == std::string::npos) continue;
+    out.push_back(std::stoi(name));
+  }
+  return out;
+}
+
+TEST_F(DataParallelTest, KilledWorkerMakesTheJobExitWithItsCode) {
+  // Rank 0 stops at once (the launcher aborts its process group), then waits
+  // at most HPU_PEER_TIMEOUT for its rendezvous server to see the dead rank go.
+  env()["HPU_PEER_TIMEOUT"] = "2s";
+  // A run far longer than the test; the worker is killed once training runs
+  // (rank 0 wrote hparams.yaml, after the rendezvous).
+  std::atomic<pid_t> killed{0};
+  std::atomic<bool> done{false};
+  std::chrono::steady_clock::time_point killed_at;
+  std::thread killer([&] {
+    const auto deadline = std::chrono::steady_clock::now() + 40s;
+    while (!done && std::chrono::steady_clock::now() < deadline) {
+      if (fs::exists(logDir(2) / "hparams.yaml")) {
+        const std::vector<pid_t> workers = processesIn(dir(), "LOCAL_RANK=1");
+        if (workers.size() == 1) {
+          std::this_thread::sleep_for(200ms);  // well into the training loop
+          killed_at = std::chrono::steady_clock::now();
+          ::kill(workers[0], SIGKILL);
+          killed = workers[0];
+          return;
+        }
+      }
+      std::this_thread::sleep_for(20ms);
+    }
+  });
+  const RunResult r = fit(2, {"--trainer.max_epochs=1000000", "--trainer.limit_train_batches=1.0",
+                              "--trainer.check_val_every_n_epoch=100000"});
+  const auto ended_at = std::chrono::steady_clock::now();
+  done = true;
+  killer.join();
+  ASSERT_NE(killed.load(), 0) << "the worker was never seen running\n" << r.describe();
+  EXPECT_EQ(r.exit_code, 128 + SIGKILL) << r.describe();
+  EXPECT_THAT(r.err, HasSubstr("local rank 1 (pid " + std::to_string(killed.load()) + ") was killed by signal 9"));
+  EXPECT_THAT(r.err, HasSubstr("rank 0 aborted: local worker failed"));
+  EXPECT_LT(ended_at - killed_at, 2s * 1.2 + 3s) << r.describe();
+  EXPECT_TRUE(processesIn(dir(), "LOCAL_RANK=1").empty());
+}
+
+}  // namespace
+}  // namespace hpu::cli::testing
