@@ -24,7 +24,7 @@ def run(binary, config, precision, steps, workdir, logged):
     args = [binary, "fit", "--config", config, "--trainer.max_epochs=1", f"--trainer.limit_train_batches={steps}",
             "--trainer.limit_val_batches=0", "--trainer.num_sanity_val_steps=0", "--trainer.enable_checkpointing=false",
             "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false", "--data.num_workers=0",
-            f"--trainer.precision={precision}", f"--trainer.log_every_n_steps={steps}"]
+            f"--trainer.precision={precision}", f"--trainer.log_every_n_steps={1 if logged else steps}"]
     if logged:
         args += ["--trainer.callbacks=[DeviceStatsMonitor]", f"--trainer.default_root_dir={workdir}/{precision}"]
     else:
