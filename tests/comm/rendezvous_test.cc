@@ -3,7 +3,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <atomic>
+#include <filesystem>
 #include <thread>
 
 #include <spdlog/fmt/fmt.h>
@@ -384,6 +387,35 @@ TEST(Rendezvous, AbortFailsThisRanksCollectiveInFlight) {
                 HasSubstr("rank 0: barrier #0 'waits_for_rank_1' failed: rank 0 aborted: local worker failed"));
   });
   test_support::rethrowFirst(errors);
+}
+
+// Ranks of one node exchange large messages through shared-memory lanes; a
+// broadcast of 64 chunks outruns a lane's slots, so later chunks take the
+// socket while earlier ones wait in slots, and every rank must still see
+// them in order. Nothing is left in /dev/shm afterwards.
+TEST(Rendezvous, LargeMessagesWithinANodeKeepTheirOrderAcrossLanesAndSockets) {
+  const Job job{3};
+  constexpr std::size_t kCount = 64 * (256 << 10) / sizeof(float);
+  auto errors = joinAll(job, noAdjustment, [&](ProcessGroup& pg) {
+    for (int root : {0, 2}) {
+      std::vector<float> data(kCount, -1.0f);
+      if (pg.rank() == root) {
+        for (std::size_t i = 0; i < kCount; ++i) data[i] = static_cast<float>(i % 1000003) + static_cast<float>(root);
+      }
+      pg.broadcast(std::span<float>(data), root);
+      for (std::size_t i = 0; i < kCount; ++i) {
+        ASSERT_EQ(data[i], static_cast<float>(i % 1000003) + static_cast<float>(root)) << "element " << i;
+      }
+    }
+    std::vector<float> sums(kCount / 4, static_cast<float>(pg.rank() + 1));
+    pg.allreduce(sums, ReduceOp::kSum);
+    for (float v : sums) ASSERT_EQ(v, 6.0f);
+  });
+  test_support::rethrowFirst(errors);
+  const std::string mine = fmt::format("hpu-train-{}-", ::getpid());
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
+    EXPECT_NE(entry.path().filename().string().rfind(mine, 0), 0u) << "left behind: " << entry.path();
+  }
 }
 
 TEST(Rendezvous, SingleProcessNeedsNoSockets) {

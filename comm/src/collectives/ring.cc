@@ -6,9 +6,16 @@
 // consumed (reduced or copied) and, unless t is the last step, forwarded at
 // once to rank r+1 as part of step t+1 (the block received at step t is the
 // one sent at step t+1). Step 0 sends block (r - shift + 1) mod n.
-// Every message is sent as soon as its data exists, so links stay busy
-// while the chunks behind them are reduced; at most one step's chunks are in
-// flight per link (kMaxChunksPerStep, below the sockets' high-water mark).
+//
+// Chunk c of every block is a ring of its own, so the steps of different
+// chunks are software-pipelined: iteration k handles chunk k - t at every
+// step t, and sends chunk k + 1 of step 0 first. A rank's step t of a chunk
+// then needs what the previous rank forwarded one iteration earlier, and both
+// ends of a link see its messages in the same order: iteration k's sends are
+// exactly what the next rank receives in iteration k + 1. A link holds about
+// one iteration's messages (2(n-1) for allreduce), whatever the buffer size,
+// which the shared-memory lanes between ranks of a node (few slots) rely on
+// to carry most of them.
 #include <cstring>
 #include <functional>
 #include <vector>
@@ -37,14 +44,19 @@ void runRing(CollectiveContext& ctx, std::size_t count, int shift, int steps, co
   auto block = [&](int b) { return ProcessGroup::shardRange(count, n, b); };
 
   const Range first = block(wrap(r - shift + 1, n));
-  for (std::size_t c = 0; c < chunks; ++c) ctx.send(next, initial(CollectiveContext::chunkOf(first, chunks, c)));
-  for (int t = 0; t < steps; ++t) {
-    const Range incoming = block(wrap(r - t - shift, n));
-    for (std::size_t c = 0; c < chunks; ++c) {
-      const Range chunk = CollectiveContext::chunkOf(incoming, chunks, c);
+  const auto sendFirst = [&](std::size_t c) {
+    if (c < chunks) ctx.send(next, initial(CollectiveContext::chunkOf(first, chunks, c)));
+  };
+  const auto lastStep = static_cast<std::size_t>(steps);
+  sendFirst(0);
+  for (std::size_t k = 0; k + 1 < chunks + lastStep; ++k) {
+    sendFirst(k + 1);
+    for (std::size_t t = k < chunks ? 0 : k - chunks + 1; t < lastStep && t <= k; ++t) {
+      const int step = static_cast<int>(t);
+      const Range chunk = CollectiveContext::chunkOf(block(wrap(r - step - shift, n)), chunks, k - t);
       Received received = ctx.recv(prev, chunk.size * es);
-      const Bytes forward = consume(t, chunk, received.payload);
-      if (t + 1 < steps) ctx.send(next, forward);
+      const Bytes forward = consume(step, chunk, received.payload);
+      if (t + 1 < lastStep) ctx.send(next, forward);
     }
   }
 }

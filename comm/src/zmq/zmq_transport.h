@@ -8,6 +8,9 @@
 // check PeerHealth between slices, and whether this rank aborted: abort()
 // fails the operation in flight within a slice (PeerLostError naming this
 // rank), as it fails the other ranks'.
+// Messages of 16 KiB and more to a rank of the same node travel through a
+// shared-memory lane (shm_lane.h) when /dev/shm allows one; the socket then
+// carries only a notice, in the same per-peer order.
 // Thread-safety: as Transport (one thread at a time sends and receives).
 #pragma once
 
@@ -25,7 +28,9 @@
 #include "../wire/control_messages.h"
 #include "hpu/comm/transport.h"
 #include "net.h"
+#include "send_buffers.h"
 #include "session.h"
+#include "shm_lane.h"
 
 namespace hpu::comm::detail {
 
@@ -50,6 +55,10 @@ class ZmqTransport final : public Transport {
 
  private:
   void drainInbound();
+  // The lane for a message of `messageBytes` to `peer`, created at first use;
+  // nullptr when the message goes over the socket.
+  ShmSender* laneTo(int peer, std::size_t messageBytes);
+  std::unique_ptr<Message> readFromLane(int peer, const zmq::message_t& notice);
   // Throws PeerLostError naming this rank once abort() was called.
   void checkNotAborted() const;
 
@@ -61,6 +70,10 @@ class ZmqTransport final : public Transport {
   std::vector<std::optional<zmq::socket_t>> outbound_;
   std::vector<std::deque<zmq::message_t>> pending_;
   LogLimiter limiter_;
+  std::vector<bool> sameNode_;  // peers on ipc:// and (while /dev/shm allows) shared memory
+  std::vector<std::unique_ptr<ShmSender>> lanesOut_;
+  std::vector<std::shared_ptr<ShmSegment>> lanesIn_;
+  std::shared_ptr<SendBufferPool> sendBuffers_;
   std::atomic<bool> aborted_{false};
   mutable std::mutex abortMutex_;
   std::string abortReason_;  // "rank 3 aborted: <reason>", set once

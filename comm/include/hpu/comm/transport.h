@@ -1,7 +1,7 @@
 // The seam between collective algorithms and the wire: ordered,
 // point-to-point messages between the ranks of one job. ZeroMQ implements it
-// across processes (ipc:// within a node, tcp:// across nodes), memory
-// implements it for ranks-as-threads.
+// across processes (ipc:// and shared memory within a node, tcp:// across
+// nodes), memory implements it for ranks-as-threads.
 //
 // Messages from one peer arrive in the order that peer sent them. A
 // transport also watches the job's health: send and recv throw PeerLostError
