@@ -418,6 +418,20 @@ TEST(Rendezvous, LargeMessagesWithinANodeKeepTheirOrderAcrossLanesAndSockets) {
   }
 }
 
+// The root of a broadcast returns as soon as it sent, and may leave the job
+// before the others read: what it sent through shared memory must still
+// reach them.
+TEST(Rendezvous, RankThatLeavesRightAfterSendingStillDelivers) {
+  const Job job{2};
+  auto errors = joinAll(job, noAdjustment, [&](ProcessGroup& pg) {
+    std::vector<float> data(1000, pg.rank() == 0 ? 42.0f : 0.0f);
+    if (pg.rank() == 1) std::this_thread::sleep_for(300ms);
+    pg.broadcast(std::span<float>(data), 0);
+    EXPECT_EQ(data, std::vector<float>(1000, 42.0f));
+  });
+  test_support::rethrowFirst(errors);
+}
+
 TEST(Rendezvous, SingleProcessNeedsNoSockets) {
   JoinOptions options;  // world size 1, no port
   auto group = joinProcessGroup(options);

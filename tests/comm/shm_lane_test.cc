@@ -1,14 +1,19 @@
-// Shared-memory lanes (comm/src/zmq/shm_lane.h) on their own: messages are
-// read in place from the slot they were put in, a slot in use is refused
+// Shared-memory lanes (comm/src/zmq/shm_lane.h) on their own, sender and
+// receiver in one process: a message is read in place from the slot it was
+// put in and only as the message numbered next; a slot in use is refused
 // (the transport then uses its socket) until the message read from it is
-// destroyed, notices round-trip and hostile ones are refused, and no name is
-// left in /dev/shm whether or not the receiver opened the lane.
+// destroyed; the posted count wakes a sleeping receiver; memory is reserved
+// as messages need it; no name is left in /dev/shm whether or not the
+// receiver opened the lane.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 
+#include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../../comm/src/zmq/shm_lane.h"
@@ -17,13 +22,18 @@
 namespace hpu::comm::detail {
 namespace {
 
+using namespace std::chrono_literals;
+
 std::vector<std::byte> bytesOf(const std::string& text) {
   std::vector<std::byte> out(text.size());
   std::memcpy(out.data(), text.data(), text.size());
   return out;
 }
 
-std::string textOf(std::span<const std::byte> bytes) { return {reinterpret_cast<const char*>(bytes.data()), bytes.size()}; }
+std::string textOf(const Message& message) {
+  const auto bytes = message.bytes();
+  return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
+}
 
 bool nameExists(const std::string& name) {
   const int fd = ::shm_open(name.c_str(), O_RDONLY, 0);
@@ -31,92 +41,140 @@ bool nameExists(const std::string& name) {
   return fd >= 0;
 }
 
-// The lane's name, from the notice of a first message.
-std::string putFirst(ShmSender& sender) {
-  const auto header = bytesOf("header:");
-  const auto notice = sender.tryPut(header, {});
-  EXPECT_TRUE(notice.has_value());
-  return notice ? notice->segment : "";
-}
+class ShmLane : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    sender_ = ShmSender::create(3, 5);
+    if (!sender_) GTEST_SKIP() << "no shared memory on this machine";
+  }
+  bool put(std::uint32_t sequence, const std::string& text) { return sender_->tryPut(sequence, bytesOf(text), {}); }
+  ShmReceiver open() { return ShmReceiver(sender_->segment().name()); }
 
-TEST(ShmLane, MessageIsReadInPlaceFromItsSlot) {
-  auto sender = ShmSender::create(3, 5);
-  ASSERT_TRUE(sender) << "no shared memory on this machine";
+  std::unique_ptr<ShmSender> sender_;
+};
+
+TEST_F(ShmLane, MessageIsReadInPlaceAsTheOneNumberedNext) {
+  EXPECT_NE(sender_->segment().name().find("-r3-to-r5"), std::string::npos) << sender_->segment().name();
   const auto header = bytesOf("HEAD");
   std::vector<std::byte> payload(200'000);
   for (std::size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<std::byte>(i * 7);
-  const auto notice = sender->tryPut(header, payload);
-  ASSERT_TRUE(notice.has_value());
-  EXPECT_EQ(notice->slot, 0u);
-  EXPECT_EQ(notice->bytes, header.size() + payload.size());
-  EXPECT_NE(notice->segment.find("-r3-to-r5"), std::string::npos) << notice->segment;
-
-  const std::string wire = encodeNotice(*notice);
-  const auto decoded = decodeNotice(std::as_bytes(std::span<const char>(wire)));
-  ASSERT_TRUE(decoded.has_value());
-  EXPECT_EQ(decoded->slot, notice->slot);
-  EXPECT_EQ(decoded->bytes, notice->bytes);
-  EXPECT_EQ(decoded->segment, notice->segment);
-
-  auto segment = openShmSegment(decoded->segment);
-  const ShmMessage message(segment, decoded->slot, decoded->bytes);
-  const auto bytes = message.bytes();
+  ASSERT_TRUE(sender_->tryPut(7, header, payload));
+  ShmReceiver receiver = open();
+  EXPECT_EQ(receiver.tryTake(6), nullptr) << "message 7 is not message 6";
+  const auto message = receiver.tryTake(7);
+  ASSERT_NE(message, nullptr);
+  const auto bytes = message->bytes();
   ASSERT_EQ(bytes.size(), header.size() + payload.size());
-  EXPECT_EQ(textOf(bytes.first(4)), "HEAD");
+  EXPECT_EQ(std::memcmp(bytes.data(), "HEAD", 4), 0);
   EXPECT_TRUE(std::equal(payload.begin(), payload.end(), bytes.begin() + 4));
+  EXPECT_EQ(receiver.tryTake(8), nullptr) << "nothing more was put";
 }
 
-TEST(ShmLane, SlotInUseIsRefusedUntilItsMessageIsDestroyed) {
-  auto sender = ShmSender::create(0, 1);
-  ASSERT_TRUE(sender);
-  const auto header = bytesOf("h");
-  std::vector<ShmNotice> notices;
-  for (std::uint32_t i = 0; i < ShmSegment::kSlots; ++i) notices.push_back(sender->tryPut(header, {}).value());
-  EXPECT_FALSE(sender->tryPut(header, {}).has_value()) << "every slot holds a message";
+TEST_F(ShmLane, SlotInUseIsRefusedUntilItsMessageIsDestroyed) {
+  for (std::uint32_t i = 0; i < ShmSegment::kSlots; ++i) ASSERT_TRUE(put(i, "m" + std::to_string(i)));
+  EXPECT_FALSE(put(ShmSegment::kSlots, "no room")) << "every slot holds a message";
 
-  auto segment = openShmSegment(notices[0].segment);
-  std::vector<std::unique_ptr<ShmMessage>> messages;
-  for (const auto& n : notices) messages.push_back(std::make_unique<ShmMessage>(segment, n.slot, n.bytes));
+  ShmReceiver receiver = open();
+  std::vector<std::unique_ptr<Message>> messages;
+  for (std::uint32_t i = 0; i < ShmSegment::kSlots; ++i) messages.push_back(receiver.tryTake(i));
+  EXPECT_EQ(textOf(*messages[4]), "m4");
   messages[1].reset();  // out of order: slot 0 is next in turn and still in use
-  EXPECT_FALSE(sender->tryPut(header, {}).has_value());
+  EXPECT_FALSE(put(ShmSegment::kSlots, "no room"));
   messages[0].reset();
-  const auto again = sender->tryPut(bytesOf("second round"), {});
-  ASSERT_TRUE(again.has_value());
-  EXPECT_EQ(again->slot, 0u);
-  EXPECT_EQ(textOf(ShmMessage(segment, again->slot, again->bytes).bytes()), "second round");
-  EXPECT_EQ(sender->tryPut(header, {})->slot, 1u);
+  // Message 32 went over the socket meanwhile; 33 takes slot 0 and waits there
+  // until the receiver is done with 32.
+  ASSERT_TRUE(put(ShmSegment::kSlots + 1, "second round"));
+  EXPECT_EQ(receiver.tryTake(ShmSegment::kSlots), nullptr);
+  const auto again = receiver.tryTake(ShmSegment::kSlots + 1);
+  ASSERT_NE(again, nullptr);
+  EXPECT_EQ(textOf(*again), "second round");
+  EXPECT_TRUE(put(ShmSegment::kSlots + 2, "slot 1"));
 }
 
-TEST(ShmLane, OpeningUnlinksTheName) {
-  auto sender = ShmSender::create(0, 1);
-  ASSERT_TRUE(sender);
-  const std::string name = putFirst(*sender);
-  ASSERT_TRUE(nameExists(name));
-  auto segment = openShmSegment(name);
-  EXPECT_FALSE(nameExists(name));
-  EXPECT_THROW(openShmSegment(name), CommError);
+TEST_F(ShmLane, PostingWakesTheSleepingReceiver) {
+  ShmReceiver receiver = open();
+  ShmSegment& mine = receiver.segment();
+  EXPECT_FALSE(mine.wasPosted(0));
+  std::thread poster([&] {
+    std::this_thread::sleep_for(100ms);
+    ASSERT_TRUE(put(0, "late"));
+    sender_->segment().posted(0);
+  });
+  const auto start = std::chrono::steady_clock::now();
+  while (!mine.wasPosted(0) && std::chrono::steady_clock::now() - start < 20s) mine.waitForPost(0, 10s);
+  const auto waited = std::chrono::steady_clock::now() - start;
+  poster.join();
+  EXPECT_TRUE(mine.wasPosted(0));
+  EXPECT_LT(waited, 5s) << "woken by the post, not by the 10 s timeout";
+  EXPECT_FALSE(mine.wasPosted(1));
+  const auto message = receiver.tryTake(0);
+  ASSERT_NE(message, nullptr);
+  EXPECT_EQ(textOf(*message), "late");
 }
 
-TEST(ShmLane, SenderUnlinksALaneItsReceiverNeverOpened) {
-  auto sender = ShmSender::create(0, 1);
-  ASSERT_TRUE(sender);
-  const std::string name = putFirst(*sender);
-  ASSERT_TRUE(nameExists(name));
-  sender.reset();
-  EXPECT_FALSE(nameExists(name));
+TEST_F(ShmLane, WaitForPostReturnsAtItsTimeout) {
+  ShmReceiver receiver = open();
+  const auto start = std::chrono::steady_clock::now();
+  receiver.segment().waitForPost(0, 50ms);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
 }
 
-TEST(ShmLane, HostileNoticesAreRefused) {
-  const auto decode = [](const ShmNotice& n) {
-    const std::string wire = encodeNotice(n);
-    return decodeNotice(std::as_bytes(std::span<const char>(wire)));
+// Reserved memory follows the messages: a lane of small messages costs a few
+// pages, not its 8 MiB of slots.
+TEST_F(ShmLane, LaneReservesOnlyThePagesItsMessagesUse) {
+  const auto reservedBytes = [&] {
+    const int fd = ::shm_open(sender_->segment().name().c_str(), O_RDONLY, 0);
+    struct stat st {};
+    ::fstat(fd, &st);
+    ::close(fd);
+    return static_cast<std::size_t>(st.st_blocks) * 512;
   };
-  EXPECT_TRUE(decode({0, 10, "/hpu-train-x"}).has_value());
-  EXPECT_FALSE(decode({ShmSegment::kSlots, 10, "/hpu-train-x"}).has_value()) << "slot past the lane";
-  EXPECT_FALSE(decode({0, ShmSegment::kSlotBytes + 1, "/hpu-train-x"}).has_value()) << "more bytes than a slot";
-  EXPECT_FALSE(decode({0, 10, ""}).has_value()) << "no segment name";
-  const std::string shortWire(5, '\0');
-  EXPECT_FALSE(decodeNotice(std::as_bytes(std::span<const char>(shortWire))).has_value());
+  EXPECT_EQ(reservedBytes(), 4096u) << "the control page";
+  for (std::uint32_t i = 0; i < 3; ++i) ASSERT_TRUE(put(i, "small"));
+  EXPECT_EQ(reservedBytes(), 4 * 4096u);
+  ASSERT_TRUE(sender_->tryPut(3, bytesOf("big"), std::vector<std::byte>(100'000)));
+  EXPECT_EQ(reservedBytes(), 4 * 4096u + (100'003 + 4095) / 4096 * 4096);
+}
+
+TEST_F(ShmLane, OpeningUnlinksTheName) {
+  const std::string name = sender_->segment().name();
+  ASSERT_TRUE(nameExists(name));
+  ShmReceiver receiver(name);
+  EXPECT_FALSE(nameExists(name));
+  EXPECT_THROW(ShmReceiver{name}, CommError);
+}
+
+TEST_F(ShmLane, ClosingSenderWaitsForItsReceiverToOpenTheLane) {
+  const auto start = std::chrono::steady_clock::now();
+  sender_->awaitReceiver(10s);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s) << "nothing was put: nothing to wait for";
+
+  ASSERT_TRUE(put(0, "last words"));
+  std::unique_ptr<Message> received;
+  std::thread receiver([&, name = sender_->segment().name()] {
+    std::this_thread::sleep_for(100ms);
+    ShmReceiver lane(name);
+    received = lane.tryTake(0);
+  });
+  sender_->awaitReceiver(10s);
+  const auto waited = std::chrono::steady_clock::now() - start;
+  sender_.reset();
+  receiver.join();
+  EXPECT_GE(waited, 100ms);
+  EXPECT_LT(waited, 5s);
+  ASSERT_NE(received, nullptr);
+  EXPECT_EQ(textOf(*received), "last words");
+}
+
+TEST_F(ShmLane, SenderUnlinksALaneItsReceiverNeverOpened) {
+  ASSERT_TRUE(put(0, "never read"));
+  const auto start = std::chrono::steady_clock::now();
+  sender_->awaitReceiver(50ms);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  const std::string name = sender_->segment().name();
+  ASSERT_TRUE(nameExists(name));
+  sender_.reset();
+  EXPECT_FALSE(nameExists(name));
 }
 
 }  // namespace

@@ -16,26 +16,33 @@ namespace hpu::comm::detail {
 namespace {
 
 using std::chrono::milliseconds;
-constexpr std::size_t kSenderBytes = sizeof(std::uint32_t);
-// Set in the sender prefix of a notice: the message is in a shared-memory
-// lane (shm_lane.h), not in the notice.
-constexpr std::uint32_t kShmNoticeFlag = 0x80000000u;
-// Messages from this size on go to same-node peers through shared memory;
-// below it the socket's copies cost less than the notice's round trip.
-constexpr std::size_t kShmMinPayload = 16u << 10;
+// Every socket message starts with the sender's rank and the message's
+// sequence number on its link (shm_lane.h: the order across both ways).
+constexpr std::size_t kPrefixBytes = 2 * sizeof(std::uint32_t);
+// Set in the sender word of a lane's announcement (its name follows; it has
+// no sequence number).
+constexpr std::uint32_t kLaneAnnounceFlag = 0x80000000u;
 constexpr milliseconds kPollSlice{100};
+// How long a clean close waits for peers still reading what was sent.
+constexpr milliseconds kLinger{2000};
 constexpr int kDataHighWaterMark = 16384;
 // A message holds at most one chunk plus its header and a barrier name.
 constexpr std::int64_t kMaxDataMessage = static_cast<std::int64_t>(kMaxMessagePayload + kHeaderBytes + 65536);
 
-std::span<const std::byte> afterSender(const zmq::message_t& message) {
-  return {static_cast<const std::byte*>(message.data()) + kSenderBytes, message.size() - kSenderBytes};
+std::span<const std::byte> afterPrefix(const zmq::message_t& message) {
+  return {static_cast<const std::byte*>(message.data()) + kPrefixBytes, message.size() - kPrefixBytes};
+}
+
+std::uint32_t prefixWord(const zmq::message_t& message, std::size_t index) {
+  std::uint32_t word = 0;
+  std::memcpy(&word, static_cast<const std::byte*>(message.data()) + index * sizeof word, sizeof word);
+  return word;
 }
 
 class ZmqMessage final : public Message {
  public:
   explicit ZmqMessage(zmq::message_t message) : message_(std::move(message)) {}
-  std::span<const std::byte> bytes() const override { return afterSender(message_); }
+  std::span<const std::byte> bytes() const override { return afterPrefix(message_); }
 
  private:
   zmq::message_t message_;
@@ -71,6 +78,8 @@ ZmqTransport::ZmqTransport(std::shared_ptr<ZmqSession> session, int rank, int si
       sameNode_(static_cast<std::size_t>(size), false),
       lanesOut_(static_cast<std::size_t>(size)),
       lanesIn_(static_cast<std::size_t>(size)),
+      sendSequence_(static_cast<std::size_t>(size), 0),
+      recvSequence_(static_cast<std::size_t>(size), 0),
       sendBuffers_(std::make_shared<SendBufferPool>()) {
   secureServer(inbound_, session_->dataSecurity(), session_->keys(), "hpu-data");
   inbound_.bind(tcpEndpoint(localAddress, 0));
@@ -83,6 +92,9 @@ ZmqTransport::~ZmqTransport() {
   // After a failure the peers are not reading: drop what is queued instead
   // of lingering on it.
   const bool failed = aborted_ || session_->health()->firstFailure().has_value();
+  // Likewise, a peer still reading needs the lanes it has not opened yet.
+  for (auto& lane : lanesOut_)
+    if (lane && !failed) lane->awaitReceiver(kLinger);
   for (auto& socket : outbound_) {
     if (!socket) continue;
     if (failed) socket->set(zmq::sockopt::linger, 0);
@@ -103,7 +115,7 @@ void ZmqTransport::connectPeers(const std::vector<PeerInfo>& peers) {
     // last chunks to a peer that is still reading them.
     auto& socket = outbound_[static_cast<std::size_t>(peer)];
     socket.emplace(makeSocket(session_->context(), zmq::socket_type::push,
-                              SocketLimits{.lingerMs = 2000,
+                              SocketLimits{.lingerMs = static_cast<int>(kLinger.count()),
                                            .maxMessageBytes = 1024,
                                            .highWaterMark = kDataHighWaterMark,
                                            .ipv6 = info.endpoints.tcp.find('[') != std::string::npos}));
@@ -115,28 +127,29 @@ void ZmqTransport::connectPeers(const std::vector<PeerInfo>& peers) {
 void ZmqTransport::send(int peer, std::span<const std::byte> header, std::span<const std::byte> payload,
                         Deadline deadline) {
   HPU_COMM_CHECK(peer >= 0 && peer < size_ && peer != rank_, "send to an invalid peer");
-  const auto& health = *session_->health();
   checkNotAborted();
-  health.check();
-  auto sender = static_cast<std::uint32_t>(rank_);
-  std::span<const std::byte> body = payload;
-  std::string notice;
-  if (ShmSender* lane = laneTo(peer, header.size() + payload.size())) {
-    if (auto put = lane->tryPut(header, payload)) {
-      notice = encodeNotice(*put);
-      sender |= kShmNoticeFlag;
-      header = {};
-      body = std::as_bytes(std::span<const char>(notice));
-    }
-  }
-  const std::size_t bytes = kSenderBytes + header.size() + body.size();
+  session_->health()->check();
+  const std::uint32_t sequence = sendSequence_[static_cast<std::size_t>(peer)]++;
+  ShmSender* lane = laneTo(peer, deadline);
+  const bool fits = ShmSender::fits(header.size() + payload.size());
+  if (!lane || !fits || !lane->tryPut(sequence, header, payload))
+    sendOverSocket(peer, static_cast<std::uint32_t>(rank_), sequence, header, payload, deadline);
+  if (lane) lane->segment().posted(sequence);
+}
+
+void ZmqTransport::sendOverSocket(int peer, std::uint32_t senderWord, std::uint32_t sequence,
+                                  std::span<const std::byte> header, std::span<const std::byte> payload,
+                                  Deadline deadline) {
+  const std::size_t bytes = kPrefixBytes + header.size() + payload.size();
   std::optional<zmq::message_t> pooled = sendBuffers_->message(bytes);
   zmq::message_t message = pooled ? std::move(*pooled) : zmq::message_t(bytes);
   auto* out = static_cast<std::byte*>(message.data());
-  std::memcpy(out, &sender, kSenderBytes);
-  if (!header.empty()) std::memcpy(out + kSenderBytes, header.data(), header.size());
-  if (!body.empty()) std::memcpy(out + kSenderBytes + header.size(), body.data(), body.size());
+  std::memcpy(out, &senderWord, sizeof senderWord);
+  std::memcpy(out + sizeof senderWord, &sequence, sizeof sequence);
+  if (!header.empty()) std::memcpy(out + kPrefixBytes, header.data(), header.size());
+  if (!payload.empty()) std::memcpy(out + kPrefixBytes + header.size(), payload.data(), payload.size());
   auto& socket = *outbound_[static_cast<std::size_t>(peer)];
+  const auto& health = *session_->health();
   for (;;) {
     if (socket.send(message, zmq::send_flags::dontwait)) return;
     checkNotAborted();
@@ -149,48 +162,68 @@ void ZmqTransport::send(int peer, std::span<const std::byte> header, std::span<c
   }
 }
 
-ShmSender* ZmqTransport::laneTo(int peer, std::size_t messageBytes) {
+ShmSender* ZmqTransport::laneTo(int peer, Deadline deadline) {
   const auto p = static_cast<std::size_t>(peer);
-  if (!sameNode_[p] || messageBytes < kShmMinPayload || !ShmSender::fits(messageBytes)) return nullptr;
+  if (!sameNode_[p]) return nullptr;
   if (!lanesOut_[p]) {
     lanesOut_[p] = ShmSender::create(rank_, peer);
-    if (!lanesOut_[p]) sameNode_[p] = false;  // no shared memory: the socket from now on
+    if (!lanesOut_[p]) {
+      sameNode_[p] = false;  // no shared memory: the socket from now on
+      return nullptr;
+    }
+    const std::string& name = lanesOut_[p]->segment().name();
+    sendOverSocket(peer, static_cast<std::uint32_t>(rank_) | kLaneAnnounceFlag, 0, {},
+                   std::as_bytes(std::span<const char>(name)), deadline);
   }
   return lanesOut_[p].get();
 }
 
 std::unique_ptr<Message> ZmqTransport::recv(int peer, Deadline deadline) {
   HPU_COMM_CHECK(peer >= 0 && peer < size_ && peer != rank_, "recv from an invalid peer");
-  auto& queue = pending_[static_cast<std::size_t>(peer)];
+  const auto p = static_cast<std::size_t>(peer);
   const auto& health = *session_->health();
   for (;;) {
-    if (queue.empty()) drainInbound();
-    if (!queue.empty()) {
-      zmq::message_t front = std::move(queue.front());
-      queue.pop_front();
-      std::uint32_t sender = 0;
-      std::memcpy(&sender, front.data(), kSenderBytes);
-      if (sender & kShmNoticeFlag) return readFromLane(peer, front);
-      return std::make_unique<ZmqMessage>(std::move(front));
-    }
+    // An aborted rank delivers nothing more, even messages already here: its
+    // collective in flight fails with the abort, not with what a peer sent
+    // after learning of it.
     checkNotAborted();
+    if (auto message = takeNext(peer)) return message;
+    drainInbound();
+    if (auto message = takeNext(peer)) return message;
     health.check(peer);
     if (Clock::now() >= deadline) {
       throw CommTimeoutError(fmt::format("no message from rank {} before the deadline", peer));
     }
-    zmq::pollitem_t item{inbound_.handle(), 0, ZMQ_POLLIN, 0};
-    zmq::poll(&item, 1, sliceUntil(deadline));
+    // Not sent yet: sleep on the lane. Sent but not here: it is on the socket.
+    if (lanesIn_[p] && !lanesIn_[p]->segment().wasPosted(recvSequence_[p])) {
+      lanesIn_[p]->segment().waitForPost(recvSequence_[p], sliceUntil(deadline));
+    } else {
+      zmq::pollitem_t item{inbound_.handle(), 0, ZMQ_POLLIN, 0};
+      zmq::poll(&item, 1, sliceUntil(deadline));
+    }
   }
+}
+
+std::unique_ptr<Message> ZmqTransport::takeNext(int peer) {
+  const auto p = static_cast<std::size_t>(peer);
+  std::unique_ptr<Message> message;
+  if (lanesIn_[p]) message = lanesIn_[p]->tryTake(recvSequence_[p]);
+  auto& queue = pending_[p];
+  if (!message && !queue.empty() && prefixWord(queue.front(), 1) == recvSequence_[p]) {
+    message = std::make_unique<ZmqMessage>(std::move(queue.front()));
+    queue.pop_front();
+  }
+  if (message) ++recvSequence_[p];
+  return message;
 }
 
 void ZmqTransport::drainInbound() {
   for (;;) {
     zmq::message_t message;
     if (!inbound_.recv(message, zmq::recv_flags::dontwait)) return;
-    std::uint32_t sender = 0;
-    if (message.size() >= kSenderBytes) std::memcpy(&sender, message.data(), kSenderBytes);
-    sender &= ~kShmNoticeFlag;
-    if (message.size() < kSenderBytes || sender >= static_cast<std::uint32_t>(size_) ||
+    const std::uint32_t word = message.size() >= kPrefixBytes ? prefixWord(message, 0) : 0;
+    const std::uint32_t sender = word & ~kLaneAnnounceFlag;
+    if (message.size() < kPrefixBytes || sender >= static_cast<std::uint32_t>(size_) ||
         sender == static_cast<std::uint32_t>(rank_)) {
       std::size_t suppressed = 0;
       if (limiter_.allow("data", suppressed)) {
@@ -199,18 +232,13 @@ void ZmqTransport::drainInbound() {
       }
       continue;
     }
+    if (word & kLaneAnnounceFlag) {
+      const auto name = afterPrefix(message);
+      lanesIn_[sender] = std::make_unique<ShmReceiver>(std::string(reinterpret_cast<const char*>(name.data()), name.size()));
+      continue;
+    }
     pending_[sender].push_back(std::move(message));
   }
-}
-
-std::unique_ptr<Message> ZmqTransport::readFromLane(int peer, const zmq::message_t& notice) {
-  const auto decoded = decodeNotice(afterSender(notice));
-  if (!decoded) throw CommError(fmt::format("rank {}: malformed shared-memory notice from rank {}", rank_, peer));
-  auto& lane = lanesIn_[static_cast<std::size_t>(peer)];
-  if (!lane || lane->name() != decoded->segment) lane = openShmSegment(decoded->segment);
-  HPU_COMM_CHECK(lane->state(decoded->slot).load(std::memory_order_acquire) != 0,
-                 "a shared-memory notice names a free slot");
-  return std::make_unique<ShmMessage>(lane, decoded->slot, decoded->bytes);
 }
 
 void ZmqTransport::checkNotAborted() const {

@@ -2,15 +2,17 @@
 // endpoints (tcp:// on the address facing rank 0, ipc:// in Linux's abstract
 // namespace) and connects one PUSH socket per peer: ipc:// to ranks of the
 // same node on the same machine, tcp:// to everyone else. Messages carry the
-// sender's rank in a 4-byte prefix; those from other peers than the one
+// sender's rank in a prefix; those from other peers than the one
 // being waited for are kept in per-peer queues, so each peer's messages are
 // read in the order it sent them. Waits poll in slices of at most 100 ms and
 // check PeerHealth between slices, and whether this rank aborted: abort()
 // fails the operation in flight within a slice (PeerLostError naming this
 // rank), as it fails the other ranks'.
-// Messages of 16 KiB and more to a rank of the same node travel through a
-// shared-memory lane (shm_lane.h) when /dev/shm allows one; the socket then
-// carries only a notice, in the same per-peer order.
+// Messages to a rank of the same node go through a shared-memory lane
+// (shm_lane.h) when /dev/shm allows one and a slot is free, the others over
+// the socket; every message carries its link sequence number, so each
+// peer's messages are still read in order. A wait for a message not sent
+// yet sleeps on the lane, a wait for one on its way polls the socket.
 // Thread-safety: as Transport (one thread at a time sends and receives).
 #pragma once
 
@@ -55,10 +57,13 @@ class ZmqTransport final : public Transport {
 
  private:
   void drainInbound();
-  // The lane for a message of `messageBytes` to `peer`, created at first use;
-  // nullptr when the message goes over the socket.
-  ShmSender* laneTo(int peer, std::size_t messageBytes);
-  std::unique_ptr<Message> readFromLane(int peer, const zmq::message_t& notice);
+  void sendOverSocket(int peer, std::uint32_t senderWord, std::uint32_t sequence, std::span<const std::byte> header,
+                      std::span<const std::byte> payload, Deadline deadline);
+  // The lane to `peer`, created (and announced) at the first message; nullptr
+  // for a peer on another node or without shared memory.
+  ShmSender* laneTo(int peer, Deadline deadline);
+  // The next message from `peer` if it is here (in its lane or its queue).
+  std::unique_ptr<Message> takeNext(int peer);
   // Throws PeerLostError naming this rank once abort() was called.
   void checkNotAborted() const;
 
@@ -72,7 +77,9 @@ class ZmqTransport final : public Transport {
   LogLimiter limiter_;
   std::vector<bool> sameNode_;  // peers on ipc:// and (while /dev/shm allows) shared memory
   std::vector<std::unique_ptr<ShmSender>> lanesOut_;
-  std::vector<std::shared_ptr<ShmSegment>> lanesIn_;
+  std::vector<std::unique_ptr<ShmReceiver>> lanesIn_;
+  std::vector<std::uint32_t> sendSequence_;  // the next message's number, per peer
+  std::vector<std::uint32_t> recvSequence_;  // the number of the message expected next, per peer
   std::shared_ptr<SendBufferPool> sendBuffers_;
   std::atomic<bool> aborted_{false};
   mutable std::mutex abortMutex_;

@@ -9,9 +9,9 @@
 // trainer.precision: bf16-mixed vs 32-true"). Then it publishes the peer
 // table, ranks connect their data plane (ipc:// to ranks of the same node on
 // the same machine, tcp:// otherwise), and joinProcessGroup returns. Between
-// ranks of the same node, messages of 16 KiB and more travel through
-// shared memory (/dev/shm/hpu-train-*, mode 0600) with only a notice on the
-// socket, falling back to the socket when /dev/shm is full or unavailable.
+// ranks of the same node, messages travel through shared memory
+// (/dev/shm/hpu-train-*, mode 0600) instead, falling back to the socket when
+// /dev/shm is full or unavailable.
 //
 // Security. The job token (job_token.h) authenticates every hello and the
 // peer table (HMAC-SHA256 with a key derived from the token). When
