@@ -432,6 +432,25 @@ TEST(Rendezvous, RankThatLeavesRightAfterSendingStillDelivers) {
   test_support::rethrowFirst(errors);
 }
 
+// A message posted to a lane while the receiver looked elsewhere must not be
+// taken for one on the socket: the receiver would poll the socket for a
+// whole 100 ms slice. Thousands of small allreduces show it if it happens.
+TEST(Rendezvous, SmallMessagesWithinANodeNeverWaitAPollSlice) {
+  const Job job{2};
+  std::vector<std::chrono::steady_clock::duration> slowest(2);
+  auto errors = joinAll(job, noAdjustment, [&](ProcessGroup& pg) {
+    std::vector<float> data(1, 1.0f);
+    auto& worst = slowest[static_cast<std::size_t>(pg.rank())];
+    for (int i = 0; i < 3000; ++i) {
+      const auto start = std::chrono::steady_clock::now();
+      pg.allreduce(data, ReduceOp::kMax);
+      worst = std::max(worst, std::chrono::steady_clock::now() - start);
+    }
+  });
+  test_support::rethrowFirst(errors);
+  for (const auto& worst : slowest) EXPECT_LT(worst, 95ms);
+}
+
 TEST(Rendezvous, SingleProcessNeedsNoSockets) {
   JoinOptions options;  // world size 1, no port
   auto group = joinProcessGroup(options);

@@ -187,6 +187,9 @@ std::unique_ptr<Message> ZmqTransport::recv(int peer, Deadline deadline) {
     // collective in flight fails with the abort, not with what a peer sent
     // after learning of it.
     checkNotAborted();
+    // Read before looking: a message posted then and not in the lane now is
+    // on the socket (posting follows putting it in a slot).
+    const bool posted = lanesIn_[p] && lanesIn_[p]->segment().wasPosted(recvSequence_[p]);
     if (auto message = takeNext(peer)) return message;
     drainInbound();
     if (auto message = takeNext(peer)) return message;
@@ -194,9 +197,8 @@ std::unique_ptr<Message> ZmqTransport::recv(int peer, Deadline deadline) {
     if (Clock::now() >= deadline) {
       throw CommTimeoutError(fmt::format("no message from rank {} before the deadline", peer));
     }
-    // Not sent yet: sleep on the lane. Sent but not here: it is on the socket.
-    if (lanesIn_[p] && !lanesIn_[p]->segment().wasPosted(recvSequence_[p])) {
-      lanesIn_[p]->segment().waitForPost(recvSequence_[p], sliceUntil(deadline));
+    if (lanesIn_[p] && !posted) {
+      lanesIn_[p]->segment().waitForPost(recvSequence_[p], sliceUntil(deadline));  // at once if posted since
     } else {
       zmq::pollitem_t item{inbound_.handle(), 0, ZMQ_POLLIN, 0};
       zmq::poll(&item, 1, sliceUntil(deadline));
