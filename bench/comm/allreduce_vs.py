@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""Allreduce latency and bus bandwidth: ours side by side with gloo and Open MPI.
+
+For 2 and 4 ranks on this machine (loopback only) and float32 sums of 4 B to
+64 MiB, each round runs, one after the other (A B C D, A B C D ...; the
+host's speed swings from minute to minute):
+  ours      build/bench_allreduce, every rank on one node: the path
+            trainer.devices=N takes (shared-memory lanes)
+  ours-tcp  the same program with every rank its own node: tcp:// on
+            loopback, the path between nodes
+  gloo      torch.distributed's gloo backend (allreduce_gloo.py under
+            Debian's /usr/bin/python3 with python3-torch)
+  mpi       Open MPI's MPI_Allreduce over its TCP transport (allreduce_mpi.c,
+            built here with mpicc; mpirun --mca pml ob1 --mca btl tcp,self)
+Each run times every size the same way (warm-up, barrier, timed loop, the
+slowest rank's mean). Reported: the median over rounds with min..max, of
+the time per allreduce and of the bus bandwidth as nccl-tests defines it,
+busbw = bytes / time * 2(n-1)/n, and the ratios of the medians. The targets
+(printed at the end): ours at least 2x gloo's busbw from 256 KiB up, and at
+most half its time at 4 B. Nothing is asserted.
+
+Usage: bench/comm/allreduce_vs.py [--rounds 5] [--ranks 2 4] [--bin build/bench_allreduce]
+                                  [--python /usr/bin/python3] [--json out.json]
+"""
+import argparse
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SIZES = [4 << (2 * i) for i in range(13)]  # 4 B .. 64 MiB, x4
+KINDS = ["ours", "ours-tcp", "gloo", "mpi"]
+RUN_TIMEOUT = 600  # seconds; a run past it is killed with its process group
+
+
+def plan():
+    """bytes:iterations for every size: about 256 MiB moved per size, 5..1000 iterations."""
+    return ",".join(f"{s}:{max(5, min(1000, (256 << 20) // s))}" for s in SIZES)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_ranks(commands):
+    """Starts every (argv, env) at once, each in its own session; returns rank 0's stdout."""
+    procs = [subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              start_new_session=True) for argv, env in commands]
+    outputs = []
+    try:
+        for p in procs:
+            outputs.append(p.communicate(timeout=RUN_TIMEOUT))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+    for p, (out, err) in zip(procs, outputs):
+        if p.returncode != 0:
+            sys.exit(f"{' '.join(commands[0][0][:2])}: exit {p.returncode}\n{err}")
+    return outputs[0][0]
+
+
+def parse(out):
+    times = {}
+    for line in out.splitlines():
+        size, seconds = line.split()
+        times[int(size)] = float(seconds)
+    if sorted(times) != SIZES:
+        sys.exit(f"incomplete output:\n{out}")
+    return times
+
+
+def base_env(extra):
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/tmp")}
+    env.update(extra)
+    return env
+
+
+def run_ours(binary, n, tcp):
+    port, token = free_port(), secrets.token_hex(24)
+    commands = []
+    for r in range(n):
+        env = base_env({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": str(n),
+                        "NODE_RANK": str(r if tcp else 0), "LOCAL_RANK": str(0 if tcp else r),
+                        "HPU_JOB_TOKEN": token})
+        devices, nodes = (1, n) if tcp else (n, 1)
+        commands.append(([binary, str(devices), str(nodes), plan()], env))
+    return parse(run_ranks(commands))
+
+
+def run_gloo(python, n):
+    port = free_port()
+    env = base_env({"GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"})
+    script = os.path.join(HERE, "allreduce_gloo.py")
+    return parse(run_ranks([([python, script, str(r), str(n), str(port), plan()], env) for r in range(n)]))
+
+
+def run_mpi(binary, n):
+    argv = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "pml", "ob1", "--mca", "btl", "tcp,self",
+            "--mca", "btl_tcp_if_include", "lo", "-np", str(n), binary, plan()]
+    return parse(run_ranks([(argv, base_env({}))]))
+
+
+def build_mpi(out_dir):
+    source = os.path.join(HERE, "allreduce_mpi.c")
+    binary = os.path.join(out_dir, "allreduce_mpi")
+    if not os.path.exists(binary) or os.path.getmtime(binary) < os.path.getmtime(source):
+        subprocess.run(["mpicc", "-O2", "-o", binary, source], check=True)
+    return binary
+
+
+def busbw(size, seconds, n):
+    return size / seconds * 2 * (n - 1) / n / 1e9
+
+
+def human(size):
+    for unit, shift in (("MiB", 20), ("KiB", 10)):
+        if size >= 1 << shift:
+            return f"{size >> shift} {unit}"
+    return f"{size} B"
+
+
+def spread(values, fmt):
+    return f"{fmt.format(statistics.median(values))} [{fmt.format(min(values))}..{fmt.format(max(values))}]"
+
+
+def report(results, n, kinds):
+    cols = " | ".join(f"{k:>24}" for k in kinds)
+    print(f"\n{n} ranks: time per allreduce (us), median [min..max]")
+    print(f"{'size':>7} | {cols} | ours/gloo | ours/mpi")
+    for s in SIZES:
+        t = {k: [v[s] * 1e6 for v in results[(k, n)]] for k in kinds}
+        med = {k: statistics.median(t[k]) for k in kinds}
+        print(f"{human(s):>7} | " + " | ".join(f"{spread(t[k], '{:.1f}'):>24}" for k in kinds)
+              + f" | {med['ours'] / med['gloo']:9.2f} | {med['ours'] / med['mpi']:8.2f}")
+    print(f"\n{n} ranks: bus bandwidth (GB/s), median [min..max]")
+    print(f"{'size':>7} | {cols} | ours/gloo | ours/mpi")
+    for s in SIZES:
+        b = {k: [busbw(s, v[s], n) for v in results[(k, n)]] for k in kinds}
+        med = {k: statistics.median(b[k]) for k in kinds}
+        print(f"{human(s):>7} | " + " | ".join(f"{spread(b[k], '{:.3f}'):>24}" for k in kinds)
+              + f" | {med['ours'] / med['gloo']:9.2f} | {med['ours'] / med['mpi']:8.2f}")
+
+
+def targets(results, n):
+    med = {(k, s): statistics.median(v[s] for v in results[(k, n)]) for k in ("ours", "gloo") for s in SIZES}
+    big = [s for s in SIZES if s >= 256 << 10]
+    worst = min(big, key=lambda s: med[("gloo", s)] / med[("ours", s)])
+    bw_ratio = med[("gloo", worst)] / med[("ours", worst)]
+    lat_ratio = med[("ours", 4)] / med[("gloo", 4)]
+    print(f"{n} ranks: busbw >= 2x gloo from 256 KiB up: {'met' if bw_ratio >= 2 else 'MISSED'} "
+          f"(lowest ratio {bw_ratio:.2f} at {human(worst)}); "
+          f"4 B time <= 0.5x gloo: {'met' if lat_ratio <= 0.5 else 'MISSED'} (ratio {lat_ratio:.2f})")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--ranks", type=int, nargs="+", default=[2, 4])
+    ap.add_argument("--bin", default="build/bench_allreduce")
+    ap.add_argument("--python", default="/usr/bin/python3", help="an interpreter with torch (gloo)")
+    ap.add_argument("--json", help="also write every run's times here")
+    a = ap.parse_args()
+    binary = os.path.abspath(a.bin)
+    if shutil.which("mpirun") is None:
+        sys.exit("mpirun not found (Debian: openmpi-bin, libopenmpi-dev)")
+    mpi = build_mpi(os.path.dirname(binary))
+    runners = {"ours": lambda n: run_ours(binary, n, tcp=False), "ours-tcp": lambda n: run_ours(binary, n, tcp=True),
+               "gloo": lambda n: run_gloo(a.python, n), "mpi": lambda n: run_mpi(mpi, n)}
+    results = {(k, n): [] for k in KINDS for n in a.ranks}
+    print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at the start; {a.rounds} rounds of "
+          f"{' '.join(KINDS)} for {' and '.join(map(str, a.ranks))} ranks", flush=True)
+    for rnd in range(a.rounds):
+        for n in a.ranks:
+            for k in KINDS:
+                results[(k, n)].append(runners[k](n))
+        print(f"round {rnd + 1}/{a.rounds} done (load average {os.getloadavg()[0]:.2f})", file=sys.stderr, flush=True)
+    for n in a.ranks:
+        report(results, n, KINDS)
+    print()
+    for n in a.ranks:
+        targets(results, n)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({f"{k}/{n}": v for (k, n), v in results.items()}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
