@@ -3,20 +3,21 @@
 // ZeroMQ's I/O threads that cost more than the copies for small messages).
 //
 // A lane goes one way, sender -> receiver: a POSIX shared-memory segment
-// (mode 0600) of kSlots slots, each
-// holding one message (header + payload), its state (free or full) and its
-// link sequence number. Every message on the link is numbered; the sender
+// (mode 0600) of kSlots slots, each holding one message (header + payload),
+// its state (free or full) and its link sequence number. Every message on the link is numbered; the sender
 // copies a message into the next slot in turn if the receiver freed it, else
 // sends it over the socket (a send never waits for the receiver, which the
 // collectives rely on), then counts it in posted() and wakes the receiver if
 // it sleeps there (a futex). The receiver takes message number s from the
 // next slot in turn if that slot holds s, else from the socket, so the
-// messages of a link are read in order whichever way they travelled; it
-// reads a slot in place and frees it when the message is destroyed.
+// messages of a link are read in order whichever way they travelled; a
+// message counted as posted before the receiver looked in the lane, and not
+// there, is on the socket. It reads a slot in place and frees it when the
+// message is destroyed.
 //
 // Memory: the segment is sparse; the sender reserves (posix_fallocate) the
 // pages a message needs before writing them, so a lane costs what its
-// largest messages need (8 MiB at most) and a full /dev/shm sends the message
+// largest messages need (8.1 MiB at most) and a full /dev/shm sends the message
 // over the socket instead of raising SIGBUS.
 //
 // The sender announces the lane's name once over the socket, before the
