@@ -74,7 +74,9 @@ def main():
         for _ in range(a.rounds):  # A B A B ...
             ours.extend(run_bench(a.bin, f"BM_ConvForwardBackward/{layer}/", 1, a.threads).popitem()[1])
             theirs.append(torch_conv_us(layer))
-        print(f"  conv{layer}: ours {spread(ours)}  torch {spread(theirs)}  ratio {statistics.median(ours) / statistics.median(theirs):.2f}")
+        paired = [o / t for o, t in zip(ours, theirs)]  # each round's ratio: cancels the host's drift
+        print(f"  conv{layer}: ours {spread(ours)}  torch {spread(theirs)}  ratio {statistics.median(ours) / statistics.median(theirs):.2f}"
+              f"  (per round: median {statistics.median(paired):.2f} [{min(paired):.2f}..{max(paired):.2f}])")
 
 
 if __name__ == "__main__":

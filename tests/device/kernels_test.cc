@@ -66,6 +66,40 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GemmTest,
                                            GemmCase{true, false, 33, 17, 9}, GemmCase{true, true, 4, 64, 65},
                                            GemmCase{false, true, 64, 256, 784}));
 
+// gemmSerial on strided matrices (each row padded by 3 floats that must stay
+// untouched), with sizes on both sides of the packed kernel's 8-row, 32-column,
+// 96-row, 256-column and 256-deep blocks.
+class GemmSerialTest : public ::testing::TestWithParam<GemmCase> {};
+
+TEST_P(GemmSerialTest, MatchesReferenceOnStridedMatrices) {
+  const auto [ta, tb, m, n, k] = GetParam();
+  const std::int64_t pad = 3, a_cols = ta ? m : k, b_cols = tb ? k : n;
+  const std::int64_t lda = a_cols + pad, ldb = b_cols + pad, ldc = n + pad;
+  const auto a = randomVector(static_cast<std::size_t>((ta ? k : m) * lda), 4);
+  const auto b = randomVector(static_cast<std::size_t>((tb ? n : k) * ldb), 5);
+  const auto c0 = randomVector(static_cast<std::size_t>(m * ldc), 6);
+  for (bool accumulate : {false, true}) {
+    std::vector<double> want(c0.begin(), c0.end());
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < n; ++j) {
+        double s = accumulate ? c0[static_cast<std::size_t>(i * ldc + j)] : 0.0;
+        for (std::int64_t p = 0; p < k; ++p)
+          s += static_cast<double>(a[static_cast<std::size_t>(ta ? p * lda + i : i * lda + p)]) *
+               b[static_cast<std::size_t>(tb ? j * ldb + p : p * ldb + j)];
+        want[static_cast<std::size_t>(i * ldc + j)] = s;
+      }
+    std::vector<float> c = c0;
+    gemmSerial(ta, tb, m, n, k, a.data(), lda, b.data(), ldb, accumulate, c.data(), ldc);
+    expectNear(c, want, 1e-4);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, GemmSerialTest,
+                         ::testing::Values(GemmCase{false, false, 1, 1, 1}, GemmCase{false, false, 9, 33, 15},
+                                           GemmCase{true, false, 97, 300, 257}, GemmCase{false, true, 7, 17, 40},
+                                           GemmCase{false, true, 64, 288, 300}, GemmCase{true, true, 8, 32, 16},
+                                           GemmCase{true, false, 288, 40, 64}, GemmCase{false, false, 5, 3, 0}));
+
 TEST(GemmHelpers, RowBiasAndColumnSums) {
   std::vector<float> y{1, 2, 3, 4, 5, 6}, b{10, 20, 30}, s(3, 1.0f);
   addRowBias(y.data(), b.data(), 2, 3);
@@ -133,17 +167,28 @@ TEST_P(ConvTest, ForwardAndBackwardMatchDirectLoops) {
 INSTANTIATE_TEST_SUITE_P(Shapes, ConvTest,
                          ::testing::Values(ConvCase{1, 1, 5, 5, 1, 3, 1, 0}, ConvCase{2, 3, 7, 6, 4, 3, 1, 1},
                                            ConvCase{3, 2, 9, 9, 5, 3, 2, 1}, ConvCase{2, 1, 28, 28, 8, 5, 1, 2},
-                                           ConvCase{1, 4, 4, 4, 2, 1, 1, 0}));
+                                           ConvCase{1, 4, 4, 4, 2, 1, 1, 0},
+                                           // The CNN's second layer on 9 images: chunks of 4, the last partial.
+                                           ConvCase{9, 32, 14, 14, 64, 3, 1, 1}));
 
-TEST(ConvDeterminism, SameThreadCountSameBits) {
-  const Conv2dShape g{8, 16, 14, 14, 32, 3, 3, 1, 1};
-  const auto x = randomVector(static_cast<std::size_t>(8 * 16 * 14 * 14), 8);
+TEST(ConvDeterminism, SameBitsForAnyThreadCount) {
+  const Conv2dShape g{9, 16, 14, 14, 32, 3, 3, 1, 1};
+  const auto x = randomVector(static_cast<std::size_t>(9 * 16 * 14 * 14), 8);
   const auto w = randomVector(static_cast<std::size_t>(32 * 16 * 9), 9);
-  const auto dy = randomVector(static_cast<std::size_t>(8 * 32 * 14 * 14), 10);
-  std::vector<float> dw1(w.size()), dw2(w.size());
-  conv2dBackward(g, x.data(), w.data(), dy.data(), nullptr, false, dw1.data(), false, nullptr, false);
-  conv2dBackward(g, x.data(), w.data(), dy.data(), nullptr, false, dw2.data(), false, nullptr, false);
-  EXPECT_EQ(dw1, dw2);
+  const auto dy = randomVector(static_cast<std::size_t>(9 * 32 * 14 * 14), 10);
+  const auto run = [&](int threads) {
+    const int before = intraOpThreads();
+    setIntraOpThreads(threads);
+    std::vector<float> y(dy.size()), dx(x.size()), dw(w.size()), db(32);
+    conv2dForward(g, x.data(), w.data(), nullptr, y.data());
+    conv2dBackward(g, x.data(), w.data(), dy.data(), dx.data(), false, dw.data(), false, db.data(), false);
+    setIntraOpThreads(before);
+    return std::vector<std::vector<float>>{y, dx, dw, db};
+  };
+  const auto one = run(1);
+  EXPECT_EQ(one, run(1));
+  EXPECT_EQ(one, run(2));
+  EXPECT_EQ(one, run(3));
 }
 
 TEST(Pool, MaxAndAveragePoolingMatchLoops) {

@@ -1,7 +1,8 @@
 // 2-D convolution (NCHW input, [K, C, R, S] weights, groups 1, dilation 1),
-// by im2col + GEMM: the columns of several images side by side make each
-// product large, and the products use the intra-op threads. Deterministic
-// for a given thread count.
+// as GEMMs on the column matrix (im2col) of a chunk of images side by side;
+// with AVX-512 the products read the images and gradients in place instead of
+// materialising their matrices. Chunks run on the intra-op threads, and the
+// results are the same bits for any thread count.
 #pragma once
 
 #include <cstdint>

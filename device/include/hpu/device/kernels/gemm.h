@@ -12,6 +12,15 @@ namespace hpu::device::kernels {
 void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, const float* a,
           const float* b, float beta, float* c);
 
+// C (+)= op(A) * op(B) on strided row-major matrices (the rows of A, B and C
+// start lda, ldb and ldc floats apart), on the calling thread when called
+// inside an OpenMP parallel region or with Eigen at one thread: for callers
+// that run independent products on their own threads (a convolution's chunks).
+// accumulate selects += over =. Packed AVX-512 kernel where the CPU has it
+// (op(B) = B), Eigen otherwise; results differ from gemm() in rounding only.
+void gemmSerial(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, const float* a,
+                std::int64_t lda, const float* b, std::int64_t ldb, bool accumulate, float* c, std::int64_t ldc);
+
 // y[r, :] += bias for every row r of y [rows, cols].
 void addRowBias(float* y, const float* bias, std::int64_t rows, std::int64_t cols);
 // out[c] (+)= sum over rows of x[r, c]; accumulate selects += over =.
