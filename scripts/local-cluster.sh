@@ -7,14 +7,15 @@
 #   scripts/local-cluster.sh --nodes 2 --devices 2 -- fit --config configs/fashion_mnist_mlp.yaml
 #
 # Options: --nodes K (default 2), --devices D per node (default 2), --port P
-# (default: a free one), --bin PATH (default build/hpu-train). Every node's
+# (default: a free one), --bin PATH (default: this checkout's build/hpu-train). Every node's
 # output is prefixed with "[node i]". A shared random job token (HPU_JOB_TOKEN)
 # authenticates the ranks. The script exits with the first failing node's
 # code; Ctrl-C stops every node.
 set -euo pipefail
-cd "$(dirname "$0")/.."
 
-nodes=2 devices=2 port="" bin=build/hpu-train
+# Nodes run in the current directory (relative config paths, lightning_logs/
+# and checkpoints are where the user is), as when launched by hand.
+nodes=2 devices=2 port="" bin="$(dirname "$0")/../build/hpu-train"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --nodes) nodes="$2"; shift 2 ;;
@@ -32,9 +33,12 @@ if [[ -z "$port" ]]; then
 fi
 
 token=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+# Each node runs in its own process group (job control), so stopping a node
+# reaches hpu-train itself (which stops its local ranks), not just its shell.
+set -m
 pids=()
 cleanup() {
-  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do kill -TERM -- "-$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
 }
 trap 'cleanup; exit 130' INT TERM
@@ -48,11 +52,11 @@ for ((rank = 0; rank < nodes; rank++)); do
   pids+=($!)
 done
 
+# The first node to fail (in time) stops the others and sets the exit code.
 code=0
-for pid in "${pids[@]}"; do
-  if ! wait "$pid"; then
-    status=$?
-    if [[ $code -eq 0 ]]; then code=$status; cleanup; fi
-  fi
+for ((left = nodes; left > 0; left--)); do
+  status=0
+  wait -n || status=$?
+  if ((status != 0)); then code=$status; cleanup; break; fi
 done
 exit "$code"

@@ -206,6 +206,22 @@ RunResult HpuTrainTest::run(const std::vector<std::string>& args) {
   return r;
 }
 
+RunResult HpuTrainTest::runScript(const std::string& name, const std::vector<std::string>& args,
+                                  std::chrono::milliseconds timeout) {
+  RunOptions o;
+  o.cwd = scratch_.path();
+  o.env = env_;
+  o.env["PATH"] = "/usr/bin:/bin";
+  o.timeout = timeout;
+  std::vector<std::string> full{HPU_SOURCE_DIR "/scripts/" + name};
+  full.insert(full.end(), args.begin(), args.end());
+  RunResult r = runProgram("/bin/bash", full, o);
+  EXPECT_FALSE(r.timed_out) << r.describe();
+  return r;
+}
+
+std::string HpuTrainTest::trainBinary() { return HPU_TRAIN_BIN; }
+
 std::string HpuTrainTest::printConfig(const std::vector<std::string>& args, const std::string& flags) {
   std::vector<std::string> full{"fit"};
   full.insert(full.end(), args.begin(), args.end());

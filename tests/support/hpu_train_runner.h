@@ -67,6 +67,12 @@ class HpuTrainTest : public ::testing::Test {
  protected:
   // Runs hpu-train in the scratch directory with env().
   RunResult run(const std::vector<std::string>& args);
+  // Runs scripts/<name> of this checkout with /bin/bash in the scratch
+  // directory, with env() plus PATH=/usr/bin:/bin.
+  RunResult runScript(const std::string& name, const std::vector<std::string>& args,
+                      std::chrono::milliseconds timeout = std::chrono::milliseconds(60000));
+  // The hpu-train binary under test.
+  static std::string trainBinary();
   // Runs `fit <args> --print_config[=flags]`, expects exit 0 and returns stdout.
   std::string printConfig(const std::vector<std::string>& args, const std::string& flags = "");
   // Writes `text` to `name` in the scratch directory; returns `name`.

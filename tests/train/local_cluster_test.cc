@@ -1,0 +1,69 @@
+// scripts/local-cluster.sh: K "nodes" on this machine, each started as on a
+// real cluster (MASTER_ADDR, MASTER_PORT, NODE_RANK, WORLD_SIZE), meet in one
+// rendezvous, train in the caller's directory, and the script exits with the
+// first failing node's code. Loopback only; every run has a hard deadline.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "train_support.h"
+
+namespace hpu::cli::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+class LocalClusterTest : public HpuTrainTest {};
+
+TEST_F(LocalClusterTest, TwoNodesOfTwoDevicesTrainInTheCallersDirectory) {
+  env()["HPU_LOG_LEVEL"] = "info";
+  const RunResult r = runScript("local-cluster.sh", {"--bin", trainBinary(), "--nodes", "2", "--devices", "2", "--",
+                                                     "fit", "--config", boringConfig(), "--trainer.max_epochs=1"});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_THAT(r.out, HasSubstr("[node 0] [rank 0] info: HPUParallelStrategy: 4 processes on 2 node(s) joined"));
+  EXPECT_THAT(r.out, HasSubstr("[node 0] [rank 0] info: rank 0: all 4 ranks joined the rendezvous on 127.0.0.1:"));
+  // Only global rank 0 writes, and it writes where the script was started.
+  EXPECT_TRUE(std::filesystem::exists(dir() / "lightning_logs/version_0/metrics.csv"));
+  EXPECT_FALSE(std::filesystem::exists(dir() / "lightning_logs/version_1"));
+}
+
+TEST_F(LocalClusterTest, ExitsWithTheFailingNodesCode) {
+  const RunResult r = runScript("local-cluster.sh", {"--bin", trainBinary(), "--nodes", "2", "--devices", "1", "--",
+                                                     "fit", "--config", "missing.yaml"});
+  EXPECT_EQ(r.exit_code, 2) << r.describe();
+  EXPECT_THAT(r.out, HasSubstr("[node 0] "));
+  EXPECT_THAT(r.out, HasSubstr("missing.yaml"));
+}
+
+TEST_F(LocalClusterTest, AFailingNodeStopsTheOthers) {
+  // A stand-in for hpu-train: node 1 fails at once, node 0 would run for a
+  // minute (and records its pid).
+  write("node.sh",
+        "if [ \"$NODE_RANK\" = 1 ]; then exit 3; fi\n"
+        "echo $$ > node0.pid\n"
+        "exec sleep 60\n");
+  std::filesystem::permissions(dir() / "node.sh", std::filesystem::perms::owner_all);
+  const RunResult r =
+      runScript("local-cluster.sh", {"--bin", (dir() / "node.sh").string(), "--nodes", "2", "--devices", "1", "--", "fit"},
+                std::chrono::milliseconds(20000));
+  EXPECT_EQ(r.exit_code, 3) << r.describe();
+  EXPECT_LT(r.wall, std::chrono::seconds(10)) << r.describe();
+  const std::string pid = read("node0.pid");
+  ASSERT_FALSE(pid.empty());
+  // Node 0 is gone (or a zombie on its way out), not left running.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const std::filesystem::path stat = "/proc/" + pid.substr(0, pid.find('\n')) + "/stat";
+  if (std::filesystem::exists(stat)) EXPECT_THAT(readFile(stat), HasSubstr(") Z ")) << "node 0 survived the script";
+}
+
+TEST_F(LocalClusterTest, RefusesAnUnknownOption) {
+  const RunResult r = runScript("local-cluster.sh", {"--gpus", "2", "--", "fit"});
+  EXPECT_EQ(r.exit_code, 2) << r.describe();
+  EXPECT_THAT(r.err, HasSubstr("local-cluster.sh: unknown option '--gpus'"));
+}
+
+}  // namespace
+}  // namespace hpu::cli::testing
