@@ -218,13 +218,26 @@ TEST_F(EarlyStoppingTest, AMissingMetricIsAnErrorUnlessNotStrict) {
 
 // ------------------------------------------------------------------ LearningRateMonitor
 
-TEST_F(CallbacksTest, LearningRateMonitorLogsWithTheTrainingMetrics) {
-  fitBoring({"--trainer.max_epochs=1", "--trainer.log_every_n_steps=8", "--trainer.callbacks+=LearningRateMonitor"});
+TEST_F(CallbacksTest, LearningRateMonitorWithoutSchedulerLogsAtEpochStartsAndWithTheTrainingMetrics) {
+  fitBoring({"--trainer.max_epochs=2", "--trainer.log_every_n_steps=16", "--trainer.callbacks+=LearningRateMonitor"});
   const CsvTable m = metrics();
-  EXPECT_THAT(m.loggedAt("lr-SGD"), ElementsAre("0,7", "0,15", "0,23", "0,31"));
-  EXPECT_EQ(m.loggedAt("lr-SGD"), m.loggedAt("train_loss"));
+  EXPECT_THAT(m.loggedAt("lr-SGD"), ElementsAre("0,0", "0,15", "0,31", "1,32", "1,47", "1,63"));
+  EXPECT_THAT(m.loggedAt("train_loss"), ElementsAre("0,15", "0,31", "1,47", "1,63"));
   for (const std::string& v : m.column("lr-SGD"))
     if (!v.empty()) EXPECT_EQ(v, "0.1");
+}
+
+TEST_F(CallbacksTest, LearningRateMonitorWithoutIntervalFollowsAnEpochScheduler) {
+  fitBoring({"--trainer.max_epochs=2", "--trainer.log_every_n_steps=16", "--optimizer=SGD", "--optimizer.lr=0.1",
+             "--lr_scheduler=StepLR", "--lr_scheduler.step_size=1", "--trainer.callbacks+=LearningRateMonitor"});
+  EXPECT_THAT(metrics().loggedAt("lr-SGD"), ElementsAre("0,0", "1,32"));
+}
+
+TEST_F(CallbacksTest, LearningRateMonitorPerStepIgnoresTheSchedulersInterval) {
+  fitBoring({"--trainer.max_epochs=1", "--trainer.log_every_n_steps=16", "--optimizer=SGD", "--optimizer.lr=0.1",
+             "--lr_scheduler=StepLR", "--lr_scheduler.step_size=1", "--trainer.callbacks+=LearningRateMonitor",
+             "--trainer.callbacks.logging_interval=step"});
+  EXPECT_THAT(metrics().loggedAt("lr-SGD"), ElementsAre("0,15", "0,31"));
 }
 
 TEST_F(CallbacksTest, LearningRateMonitorPerEpochFollowsTheScheduler) {

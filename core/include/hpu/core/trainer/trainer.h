@@ -76,6 +76,7 @@ class Trainer {
   device::Device& device() { return strategy_->device(); }
   LightningModule& model() { return *model_; }
   optim::Optimizer* optimizer() { return optimizer_.get(); }
+  optim::LRScheduler* scheduler() { return scheduler_.get(); }  // null: none
   const std::vector<std::unique_ptr<Logger>>& loggers() const { return loggers_; }
   Profiler& profiler() { return *profiler_; }
   checkpoint::CheckpointIO& checkpointIO() { return *checkpoint_io_; }
