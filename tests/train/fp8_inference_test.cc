@@ -121,5 +121,25 @@ TEST_F(Fp8InferenceTest, QuantConfigSelectsTheModeAndTheStatisticsPath) {
   EXPECT_NE(bad.err.find("mode 'CALIBRATE' is not MEASURE or QUANTIZE"), std::string::npos) << bad.err;
 }
 
+TEST_F(Fp8InferenceTest, AModelWithoutLinearLayersIsReportedNotSilentlyLeftAlone) {
+  const std::string model = write("conv_only.yaml", R"(
+model:
+  class_path: Sequential
+  init_args:
+    layers:
+      - {class_path: Conv2d, init_args: {out_channels: 10, kernel_size: 28}}
+      - Flatten
+)");
+  const RunResult r = run({"predict", "-c", fashionConfig(), "-c", model, "--trainer.enable_progress_bar=false",
+                           "--trainer.limit_predict_batches=1",
+                           "--trainer.plugins+=lightning_habana.pytorch.plugins.precision.HPUPrecisionPlugin",
+                           "--trainer.plugins.precision=fp8", "--trainer.plugins.inference=true",
+                           "--trainer.plugins.quant=false"});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_NE(r.err.find("precision fp8: the model has no Linear layer to measure; it runs in bf16 as without fp8"),
+            std::string::npos)
+      << r.err;
+}
+
 }  // namespace
 }  // namespace hpu::cli::testing

@@ -153,7 +153,9 @@ class Fp8Precision final : public MixedPrecision {
                                      stats_path_));
       *stats_ = fp8::Stats::fromJson(checkpoint::readFile(stats_path_), stats_path_);
     }
-    fp8::convertForInference(model, quant_, stats_);
+    if (fp8::convertForInference(model, quant_, stats_) == 0)
+      spdlog::warn("precision fp8: the model has no Linear layer to {}; it runs in bf16 as without fp8",
+                   quant_ ? "quantize" : "measure");
   }
 
   void onRunEnd(bool is_global_zero) override {
