@@ -169,14 +169,28 @@ TEST_F(CheckpointFileTest, WeightsOnlyCheckpointsEvaluateButDoNotResume) {
                    "training\n");
 }
 
-TEST_F(CheckpointFileTest, LastWithoutALastCheckpointSaysWhereItLooked) {
-  const RunResult r = boring("fit", {"--trainer.max_epochs=2", "--ckpt_path", "last"});
-  EXPECT_EQ(r.exit_code, 2) << r.describe();
-  EXPECT_EQ(r.err, "error: ckpt_path=last: no last.ckpt under ./lightning_logs (ModelCheckpoint writes one with "
-                   "save_last: true); pass a checkpoint path instead\n");
-  const RunResult no_logger = boring("fit", {"--trainer.max_epochs=2", "--ckpt_path", "last", "--trainer.logger=false"});
-  EXPECT_EQ(no_logger.err, "error: ckpt_path=last: no last.ckpt under ./checkpoints (ModelCheckpoint writes one with "
-                           "save_last: true); pass a checkpoint path instead\n");
+TEST_F(CheckpointFileTest, LastWithoutALastCheckpointStartsFromScratchSayingWhereItLooked) {
+  const RunResult r = boring("fit", {"--trainer.max_epochs=1", "--ckpt_path", "last"});
+  EXPECT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_EQ(r.err, "warning: ckpt_path=last: no last.ckpt under ./lightning_logs, so no checkpoint is loaded "
+                   "(ModelCheckpoint writes one with save_last: true)\n");
+  // SetUp's run is version_0 (without last.ckpt); this one trained from scratch.
+  EXPECT_TRUE(std::filesystem::exists(dir() / "lightning_logs/version_1/checkpoints/epoch=0-step=32.ckpt"));
+  const RunResult no_logger = boring("test", {"--ckpt_path", "last", "--trainer.logger=false"});
+  EXPECT_EQ(no_logger.exit_code, 0) << no_logger.describe();
+  EXPECT_EQ(no_logger.err, "warning: ckpt_path=last: no last.ckpt under ./checkpoints, so no checkpoint is loaded "
+                           "(ModelCheckpoint writes one with save_last: true)\n");
+  const RunResult best = boring("test", {"--ckpt_path", "best", "--trainer.logger=false"});
+  EXPECT_EQ(best.exit_code, 2) << best.describe();
+  EXPECT_EQ(best.err, "error: ckpt_path=best: no best checkpoint is known and no last.ckpt under ./checkpoints; pass "
+                      "a checkpoint path instead\n");
+}
+
+TEST_F(CheckpointFileTest, EvaluatingACheckpointLogsAtEpochZeroStepZero) {
+  fitBoring({"--trainer.max_epochs=2", "--trainer.callbacks+=ModelCheckpoint", "--trainer.callbacks.save_last=true"});
+  const RunResult r = boring("test", {"--ckpt_path", "last"});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_THAT(metrics("lightning_logs/version_2").loggedAt("test_loss"), ElementsAre("0,0"));  // after SetUp's and the fit
 }
 
 TEST_F(CheckpointFileTest, AResumedModelCheckpointKnowsTheFileItResumedFrom) {

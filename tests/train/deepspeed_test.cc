@@ -370,7 +370,7 @@ TEST_F(DeepSpeedTest, DeepSpeedConfigSetsBatchPrecisionAndScheduleOfTheModelsOpt
 TEST_F(DeepSpeedTest, ConfigOptimizerAndSchedulerWinOverTheDeepSpeedConfig) {
   const std::string extra = R"(trainer:
   max_epochs: 1
-  callbacks: [LearningRateMonitor]
+  callbacks: [{class_path: LearningRateMonitor, init_args: {logging_interval: step}}]
   strategy:
     class_path: HPUDeepSpeedStrategy
     init_args:

@@ -196,7 +196,8 @@ void Trainer::fit(LightningModule& model, data::DataModule& data, const std::str
     if (!train_loader_) throw UsageError("the data module has no training set: fit needs one");
     val_loader_ = makeLoader(data, data::Split::kVal);
     num_train_batches_ = options_.limit_train.of(train_loader_->numBatches());
-    if (!ckpt_path.empty()) restore(resolveCheckpointPath(ckpt_path), /*full=*/true);
+    if (const std::string path = ckpt_path.empty() ? "" : resolveCheckpointPath(ckpt_path); !path.empty())
+      restore(path, /*full=*/true);
     callbacks([&](Callback& c) { c.setup(*this, data::Stage::kFit); });
     callbacks([&](Callback& c) { c.onFitStart(*this); });
     if (isGlobalZero())
@@ -451,7 +452,8 @@ std::unique_ptr<data::DataLoader> Trainer::setupEvaluation(LightningModule& mode
                                                           std::optional<data::Split> split) {
   auto s = profiler_->profile("setup");
   setupModel(model, data, stage);
-  if (!ckpt_path.empty()) restore(resolveCheckpointPath(ckpt_path), /*full=*/false);
+  if (const std::string path = ckpt_path.empty() ? "" : resolveCheckpointPath(ckpt_path); !path.empty())
+    restore(path, /*full=*/false);
   callbacks([&](Callback& c) { c.setup(*this, stage); });
   if (!split) return nullptr;
   auto loader = makeLoader(data, *split);

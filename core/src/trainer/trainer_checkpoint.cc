@@ -196,9 +196,17 @@ std::string Trainer::resolveCheckpointPath(const std::string& ckpt_path) const {
         spdlog::warn("ckpt_path=best: no best checkpoint is known in this process; using {}", c.string());
       return c.string();
     }
-  throw UsageError(fmt::format("ckpt_path={}: no last.ckpt under {} (ModelCheckpoint writes one with save_last: "
-                               "true); pass a checkpoint path instead",
-                               ckpt_path, runs.empty() ? candidates.front().parent_path().string() : runs.string()));
+  const std::string where = runs.empty() ? candidates.front().parent_path().string() : runs.string();
+  if (ckpt_path == "best")
+    throw UsageError(fmt::format("ckpt_path=best: no best checkpoint is known and no last.ckpt under {}; pass a "
+                                 "checkpoint path instead",
+                                 where));
+  // As Lightning: "last" without one loads nothing (a job that is always
+  // started with --ckpt_path last begins from scratch the first time).
+  spdlog::warn("ckpt_path=last: no last.ckpt under {}, so no checkpoint is loaded (ModelCheckpoint writes one with "
+               "save_last: true)",
+               where);
+  return "";
 }
 
 void Trainer::restore(const std::string& path, bool full) {
@@ -208,9 +216,9 @@ void Trainer::restore(const std::string& path, bool full) {
   for (const auto& b : model_->namedBuffers()) loadInto(ckpt, "model." + b.name, b.tensor, path);
   strategy_->parametersLoaded(*params_);
   strategy_->releaseParameters(*params_, Strategy::GatherScope::kAll);
+  if (!full) return;  // evaluation: the loops start at epoch 0, step 0, as in Lightning
   global_step_ = std::stoll(ckpt.meta("global_step"));
   current_epoch_ = std::stoll(ckpt.meta("epoch"));
-  if (!full) return;
   if (!ckpt.metadata.count("optimizer"))
     throw CheckpointError(path + " holds weights only (save_weights_only); it cannot resume training");
   const json opt = json::parse(ckpt.meta("optimizer"));

@@ -107,6 +107,8 @@ class Trainer {
   Batch toDevice(const data::HostBatch& hb);
   void restore(const std::string& ckpt_path, bool full);
   void restoreOptimizerState(const checkpoint::Checkpoint& ckpt, const std::string& path);
+  // ckpt_path as a file: "last" and "best" looked up; "" (with a warning)
+  // when "last" finds none.
   std::string resolveCheckpointPath(const std::string& ckpt_path) const;
   ProfilerContext profilerContext(const char* stage);
   std::unique_ptr<data::DataLoader> setupEvaluation(LightningModule& model, data::DataModule& data,
