@@ -29,7 +29,17 @@ done
 [[ $# -gt 0 ]] || { echo "local-cluster.sh: give the hpu-train command after --, e.g. -- fit --config FILE" >&2; exit 2; }
 [[ -x "$bin" ]] || { echo "local-cluster.sh: $bin is not built; run scripts/build.sh hpu-train" >&2; exit 2; }
 if [[ -z "$port" ]]; then
-  port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  # A free port below the kernel's ephemeral range, as hpu-train picks one
+  # (comm/free_port.h): outgoing connections cannot take it in the meantime.
+  read -r low _ </proc/sys/net/ipv4/ip_local_port_range
+  for _ in $(seq 64); do
+    candidate=$((10000 + RANDOM % (low - 10000)))
+    if /usr/bin/python3 -c "import socket,sys; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('127.0.0.1', $candidate))" 2>/dev/null; then
+      port=$candidate
+      break
+    fi
+  done
+  [[ -n "$port" ]] || { echo "local-cluster.sh: no free port on 127.0.0.1; pass --port" >&2; exit 1; }
 fi
 
 token=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')

@@ -10,8 +10,8 @@
 
 #include <spdlog/fmt/fmt.h>
 
-#include "free_port.h"
 #include "hpu/comm/env.h"
+#include "hpu/comm/free_port.h"
 #include "subprocess.h"
 
 namespace hpu::comm {
@@ -34,8 +34,8 @@ std::string outputPath(const std::string& name) {
 struct ProcessJob {
   int nodes;
   int devices;
-  int port = test_support::freeLoopbackPort();
-  std::vector<std::unique_ptr<Subprocess>> ranks;
+  int port = pickFreePort("127.0.0.1");
+  std::vector<std::unique_ptr<Subprocess>> ranks{};
 
   EnvMap envFor(int node, int local) const {
     return EnvMap{{"MASTER_ADDR", "127.0.0.1"},

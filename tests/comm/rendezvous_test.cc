@@ -12,9 +12,9 @@
 #include <spdlog/fmt/fmt.h>
 #include <zmq.hpp>
 
-#include "free_port.h"
 #include "log_capture.h"
 #include "hpu/comm/errors.h"
+#include "hpu/comm/free_port.h"
 #include "hpu/comm/rendezvous.h"
 #include "rank_threads.h"
 
@@ -23,14 +23,13 @@ namespace {
 
 using namespace std::chrono_literals;
 using ::testing::HasSubstr;
-using test_support::freeLoopbackPort;
 using test_support::messageOf;
 
 const EnvMap kTokenEnv{{"HPU_JOB_TOKEN", "test-token-0123456789abcdef"}};
 
 struct Job {
   int worldSize;
-  int port = freeLoopbackPort();
+  int port = pickFreePort("127.0.0.1");
 
   JoinOptions optionsFor(int rank) const {
     JoinOptions options;

@@ -19,6 +19,7 @@
 #include "../rank_list.h"
 #include "../zmq/net.h"
 #include "hpu/comm/errors.h"
+#include "hpu/comm/free_port.h"
 #include "hpu/comm/job_token.h"
 #include "hpu/comm/launcher.h"
 #include "signal_forwarding.h"
@@ -30,32 +31,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 constexpr milliseconds kReapInterval{20};
-
-// A port the kernel considers free on `address` right now.
-int pickFreePort(const std::string& address) {
-  const detail::ResolvedAddress resolved = detail::resolveHost(address, "MASTER_ADDR");
-  const int fd = ::socket(resolved.ipv6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_storage storage{};
-  socklen_t length = 0;
-  if (resolved.ipv6) {
-    auto* in6 = reinterpret_cast<sockaddr_in6*>(&storage);
-    in6->sin6_family = AF_INET6;
-    inet_pton(AF_INET6, resolved.ip.c_str(), &in6->sin6_addr);
-    length = sizeof(sockaddr_in6);
-  } else {
-    auto* in4 = reinterpret_cast<sockaddr_in*>(&storage);
-    in4->sin_family = AF_INET;
-    inet_pton(AF_INET, resolved.ip.c_str(), &in4->sin_addr);
-    length = sizeof(sockaddr_in);
-  }
-  const bool ok = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&storage), length) == 0 &&
-                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&storage), &length) == 0;
-  const int error = errno;
-  if (fd >= 0) ::close(fd);
-  if (!ok) throw LaunchError(fmt::format("cannot find a free port on {}: {}", address, std::strerror(error)));
-  return ntohs(resolved.ipv6 ? reinterpret_cast<sockaddr_in6*>(&storage)->sin6_port
-                             : reinterpret_cast<sockaddr_in*>(&storage)->sin_port);
-}
 
 int exitCodeOf(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
