@@ -224,7 +224,9 @@ TEST_F(CallbacksTest, LearningRateMonitorWithoutSchedulerLogsAtEpochStartsAndWit
   EXPECT_THAT(m.loggedAt("lr-SGD"), ElementsAre("0,0", "0,15", "0,31", "1,32", "1,47", "1,63"));
   EXPECT_THAT(m.loggedAt("train_loss"), ElementsAre("0,15", "0,31", "1,47", "1,63"));
   for (const std::string& v : m.column("lr-SGD"))
-    if (!v.empty()) EXPECT_EQ(v, "0.1");
+    if (!v.empty()) {
+      EXPECT_EQ(v, "0.1");
+    }
 }
 
 TEST_F(CallbacksTest, LearningRateMonitorWithoutIntervalFollowsAnEpochScheduler) {
@@ -305,7 +307,9 @@ TEST_F(CallbacksTest, DeviceStatsMonitorLogsTheTenDeviceStatistics) {
       EXPECT_LE(largest[i], max_in_use[i]);
       EXPECT_EQ(active[i], allocs[i] - frees[i]);
       EXPECT_EQ(sys_active[i], sys_allocs[i] - sys_frees[i]);
-      if (i > 0) EXPECT_GT(allocs[i], allocs[i - 1]) << "every batch allocates";
+      if (i > 0) {
+        EXPECT_GT(allocs[i], allocs[i - 1]) << "every batch allocates";
+      }
     }
   }
 }

@@ -169,7 +169,9 @@ void expectWellFormed(const Trace& t, int pid) {
     std::vector<double> open;  // ends of the enclosing events
     for (const auto& [begin, end] : spans) {
       while (!open.empty() && open.back() <= begin) open.pop_back();
-      if (!open.empty()) EXPECT_LE(end, open.back() + 0.002) << "track " << tid << ": [" << begin << ", " << end << "] overlaps its parent";
+      if (!open.empty()) {
+        EXPECT_LE(end, open.back() + 0.002) << "track " << tid << ": [" << begin << ", " << end << "] overlaps its parent";
+      }
       open.push_back(end);
     }
   }

@@ -51,13 +51,13 @@ struct WorkerFailure {
 struct LaunchOptions {
   ClusterInfo cluster;  // this process's resolved place (local rank 0, not created externally)
   EnvMap env;           // the workers' base environment, normally processEnvironment()
-  std::vector<std::string> argv;  // empty: this process's own argv (/proc/self/cmdline)
+  std::vector<std::string> argv{};  // empty: this process's own argv (/proc/self/cmdline)
   std::string executable = "/proc/self/exe";
   std::chrono::milliseconds terminationGrace{5'000};  // SIGTERM -> SIGKILL
   std::chrono::milliseconds exitGrace{10'000};        // worker failure -> launcher exit
   // Called on the supervising thread after the workers were stopped, e.g.
   // to abort rank 0's process group so that it stops at once.
-  std::function<void(const WorkerFailure&)> onWorkerFailure;
+  std::function<void(const WorkerFailure&)> onWorkerFailure{};
 };
 
 class LocalLauncher {

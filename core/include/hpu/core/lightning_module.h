@@ -45,8 +45,8 @@ struct OptimizerConfig {
 struct LogOptions {
   // Unset: Lightning's defaults for the hook (training_step: per step;
   // validation/test steps: per epoch, averaged weighted by batch size).
-  std::optional<bool> on_step;
-  std::optional<bool> on_epoch;
+  std::optional<bool> on_step{};
+  std::optional<bool> on_epoch{};
   bool prog_bar = false;  // show in the progress bar
   bool sync_dist = false; // average across ranks when logged per step
 };

@@ -23,8 +23,8 @@ namespace hpu::core::ops {
 struct OpEvent {
   std::string_view op;                            // "linear"; backward functions: the op that recorded them
   bool backward = false;                          // a backward function run by the tape
-  std::span<const device::OperandInfo> operands;  // forward ops only
-  std::chrono::steady_clock::time_point begin, end;
+  std::span<const device::OperandInfo> operands{};  // forward ops only
+  std::chrono::steady_clock::time_point begin{}, end{};
 };
 
 class OpObserver {
