@@ -74,10 +74,10 @@ struct StoreRequest {
   enum class Op : std::uint8_t { kSet, kGet, kAdd, kWait };
   Op op = Op::kSet;
   std::uint64_t id = 0;
-  std::vector<std::string> keys;  // one key, except for kWait
-  std::string value;              // kSet
-  std::int64_t delta = 0;         // kAdd
-  std::uint64_t timeoutMs = 0;    // kGet / kWait
+  std::vector<std::string> keys{};  // one key, except for kWait
+  std::string value{};              // kSet
+  std::int64_t delta = 0;           // kAdd
+  std::uint64_t timeoutMs = 0;      // kGet / kWait
 };
 
 struct StoreReply {
