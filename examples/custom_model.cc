@@ -13,10 +13,10 @@
 //        build/hpu-train-custom fit --config examples/custom_model.yaml
 #include "hpu/cli/app.h"
 #include "hpu/core/config/registry.h"
-#include "hpu/core/lightning_module.h"
+#include "hpu/core/module/lightning_module.h"
 #include "hpu/core/nn/layers.h"
-#include "hpu/core/profiler.h"
-#include "hpu/core/tensor/autocast.h"
+#include "hpu/core/profilers/profiler.h"
+#include "hpu/core/ops/autocast.h"
 
 namespace {
 

@@ -13,10 +13,10 @@
 #include "hpu/comm/errors.h"
 #include "hpu/core/checkpoint/consolidate.h"
 #include "hpu/core/config/print.h"
-#include "hpu/core/config/root.h"
+#include "hpu/core/app/root.h"
 #include "hpu/core/config/scalars.h"
-#include "hpu/core/errors.h"
-#include "hpu/core/run.h"
+#include "hpu/core/base/errors.h"
+#include "hpu/core/app/run.h"
 #include "hpu/device/errors.h"
 
 extern char** environ;

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "hpu/core/config/registry.h"
-#include "hpu/core/config/root.h"
+#include "hpu/core/app/root.h"
 
 namespace hpu::cli {
 namespace {

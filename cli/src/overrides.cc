@@ -3,7 +3,7 @@
 #include <cctype>
 
 #include "hpu/core/config/yaml_io.h"
-#include "hpu/core/errors.h"
+#include "hpu/core/base/errors.h"
 
 namespace hpu::cli {
 namespace {

@@ -5,7 +5,7 @@
 
 #include "hpu/core/nn/layers.h"
 #include "hpu/core/tensor/autograd.h"
-#include "hpu/core/tensor/ops.h"
+#include "hpu/core/ops/ops.h"
 #include "hpu/device/platform.h"
 
 namespace hpu::core {

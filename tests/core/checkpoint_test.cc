@@ -9,6 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "hpu/core/base/file_io.h"
 #include "hpu/core/checkpoint/checkpoint.h"
 #include "hpu/core/checkpoint/checkpoint_io.h"
 #include "hpu/device/numerics.h"

@@ -11,7 +11,7 @@
 #include "hpu/core/config/registry.h"
 #include "hpu/core/config/scalars.h"
 #include "hpu/core/config/yaml_io.h"
-#include "hpu/core/errors.h"
+#include "hpu/core/base/errors.h"
 
 namespace hpu::core::config {
 namespace {

@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "hpu/core/data/dataloader.h"
-#include "hpu/core/errors.h"
+#include "hpu/core/base/errors.h"
 #include "test_support.h"
 
 namespace hpu::core::data {

@@ -3,7 +3,7 @@
 // PL_DEEPSPEED_CONFIG_PATH), DeepSpeed's batch rule and its error, bf16/fp16,
 // WarmupDecayLR and optimizer parameters, and unsupported keys refused by
 // name. The runs themselves are in tests/train/deepspeed_test.cc.
-#include "../../core/src/trainer/deepspeed_config.h"
+#include "hpu/core/strategies/deepspeed_config.h"
 
 #include <gtest/gtest.h>
 

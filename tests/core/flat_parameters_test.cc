@@ -8,7 +8,7 @@
 
 #include "hpu/core/nn/flat_parameters.h"
 #include "hpu/core/tensor/autograd.h"
-#include "hpu/core/tensor/ops.h"
+#include "hpu/core/ops/ops.h"
 #include "test_support.h"
 
 namespace hpu::core::nn {

@@ -19,7 +19,7 @@
 #include <numeric>
 
 #include "hpu/core/tensor/autograd.h"
-#include "hpu/core/tensor/ops.h"
+#include "hpu/core/ops/ops.h"
 #include "test_support.h"
 
 namespace hpu::core {

@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "hpu/core/tensor/autograd.h"
-#include "hpu/core/tensor/ops.h"
+#include "hpu/core/ops/ops.h"
 #include "test_support.h"
 
 namespace hpu::core {

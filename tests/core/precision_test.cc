@@ -8,16 +8,17 @@
 #include <filesystem>
 #include <fstream>
 
-#include "hpu/core/errors.h"
+#include "hpu/core/base/errors.h"
 #include "hpu/core/nn/layers.h"
-#include "hpu/core/precision.h"
-#include "hpu/core/tensor/autocast.h"
+#include "hpu/core/nn/flat_parameters.h"
+#include "hpu/core/precision/precision.h"
+#include "hpu/core/ops/autocast.h"
 #include "hpu/core/tensor/autograd.h"
-#include "hpu/core/tensor/ops.h"
+#include "hpu/core/ops/ops.h"
 #include "hpu/device/errors.h"
 #include "hpu/device/numerics.h"
 #include "hpu/device/platform.h"
-#include "../../core/src/precision/fp8.h"
+#include "hpu/core/precision/fp8.h"
 
 namespace hpu::core {
 namespace {
@@ -150,7 +151,7 @@ TEST_F(PrecisionTest, LossScalerSkipsNonFiniteStepsAndBacksOff) {
     for (auto& b : params.buckets())
       for (float& g : b.gradSpan()) g = v;
   };
-  GradientView grads;
+  optim::GradientView grads;
   for (auto& b : params.buckets()) grads.spans.push_back(b.gradSpan());
   fill(65536.0f * 0.5f);
   EXPECT_TRUE(plugin->prepareStep(grads));
@@ -170,7 +171,7 @@ TEST_F(PrecisionTest, DeepSpeedLossScalerHasHysteresisAFloorAndAStaticMode) {
   nn::InitContext ctx{dev_, rng_, rng_};
   model->append(std::make_shared<nn::Linear>(ctx, 3, 2));
   nn::FlatParameters params(*model, dev_, 1 << 20);
-  GradientView grads;
+  optim::GradientView grads;
   for (auto& b : params.buckets()) grads.spans.push_back(b.gradSpan());
   auto step = [&](PrecisionPlugin& p, float g) {
     for (auto& b : params.buckets())

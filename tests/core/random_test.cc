@@ -10,7 +10,7 @@
 #include <map>
 #include <numeric>
 
-#include "hpu/core/random.h"
+#include "hpu/core/base/random.h"
 
 namespace hpu::core {
 namespace {

@@ -8,7 +8,7 @@
 #include <set>
 
 #include "hpu/core/data/sampler.h"
-#include "hpu/core/random.h"
+#include "hpu/core/base/random.h"
 
 namespace hpu::core::data {
 namespace {

@@ -2,7 +2,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "hpu/core/lightning_module.h"
+#include "hpu/core/module/lightning_module.h"
 #include "test_support.h"
 
 namespace hpu::core {

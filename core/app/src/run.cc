@@ -1,0 +1,214 @@
+#include "hpu/core/app/run.h"
+
+#include <spdlog/fmt/fmt.h>
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+#include <random>
+#include <thread>
+
+#include "hpu/core/base/errors.h"
+#include "hpu/core/base/file_io.h"
+#include "hpu/core/config/params.h"
+#include "hpu/core/config/scalars.h"
+#include "hpu/core/ops/autocast.h"
+#include "hpu/core/trainer/trainer.h"
+#include "save_config_callback.h"
+#include "selection.h"
+#include "hpu/device/device_table.h"
+#include "hpu/device/platform.h"
+#include "hpu/device/threading.h"
+
+namespace hpu::core {
+
+namespace {
+
+using app::build;
+using app::buildDefault;
+using app::classOf;
+using app::componentsOf;
+using config::ComponentKind;
+using config::Node;
+
+device::Env envOf(const std::map<std::string, std::string>& m) {
+  device::Env env;
+  for (const auto& [k, v] : m) env.set(k, v);
+  return env;
+}
+
+std::vector<int> deviceIndices(const Node& devices) {
+  std::vector<int> out;
+  if (devices.isSequence())
+    for (const Node& d : devices.items()) {
+      const int i = static_cast<int>(config::asInt(d));
+      if (std::find(out.begin(), out.end(), i) != out.end())
+        throw UsageError(fmt::format("trainer.devices lists hpu:{} twice", i));
+      out.push_back(i);
+    }
+  return out;
+}
+
+int devicesRequested(const Node& devices, const device::Platform& platform) {
+  if (devices.isSequence()) return static_cast<int>(devices.items().size());
+  if (devices.str() == "auto") return platform.autoDeviceCount();
+  const auto n = config::asInt(devices);
+  return n == -1 ? platform.autoDeviceCount() : static_cast<int>(n);
+}
+
+// HPU_INTRA_OP_THREADS, else 1 with trainer.deterministic: true (the same
+// reduction order on any machine), else cores / processes on this node.
+int intraOpThreads(const std::map<std::string, std::string>& env, int local_processes, bool deterministic) {
+  auto it = env.find("HPU_INTRA_OP_THREADS");
+  if (it == env.end() || it->second.empty()) return deterministic ? 1 : device::defaultIntraOpThreads(local_processes);
+  const auto n = config::parseInt(it->second);
+  if (!n || *n < 1 || *n > 1024)
+    throw UsageError("HPU_INTRA_OP_THREADS=" + it->second + ": expected a thread count from 1 to 1024");
+  return static_cast<int>(*n);
+}
+
+std::uint64_t seedOf(const Node& cfg) {
+  const Node& s = *cfg.find("seed_everything");
+  if (s.str() == "false" || s.str() == "true") return std::random_device{}();
+  return static_cast<std::uint64_t>(config::asInt(s));
+}
+
+void writePredictions(const std::vector<std::vector<float>>& rows, const std::string& dir) {
+  std::string out = "index,prediction";
+  const std::size_t width = rows.empty() ? 0 : rows.front().size();
+  for (std::size_t j = 0; j < width; ++j) out += fmt::format(",output_{}", j);
+  out += "\n";
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const auto& r = rows[i];
+    const auto best = std::max_element(r.begin(), r.end()) - r.begin();
+    out += fmt::format("{},{}", i, best);
+    for (float v : r) out += fmt::format(",{}", v);
+    out += "\n";
+  }
+  const std::string path = (std::filesystem::path(dir) / "predictions.csv").string();
+  writeFileAtomically(path, out);
+  std::printf("wrote %zu predictions to %s\n", rows.size(), path.c_str());
+}
+
+}  // namespace
+
+void resolveSeed(config::Node& cfg, const std::map<std::string, std::string>& env) {
+  config::Node* seed = cfg.find("seed_everything");
+  if (seed == nullptr || !seed->isScalar() || seed->str() != "true") return;
+  // A launcher's workers inherit the seed rank 0 drew (Lightning's variable).
+  if (auto it = env.find("PL_GLOBAL_SEED"); it != env.end() && config::parseInt(it->second)) {
+    *seed = config::Node::scalar(it->second, seed->loc());
+    return;
+  }
+  std::random_device rd;
+  *seed = config::Node::scalar(std::to_string(rd()), seed->loc());
+}
+
+int run(const RunRequest& request) {
+  const Node& cfg = request.config;
+  TrainerParts parts;
+  parts.options = TrainerOptions::parse(*cfg.find("trainer"));
+  TrainerOptions& o = parts.options;
+  parts.seed = seedOf(cfg);
+  parts.config = cfg;
+
+  autocast::installPolicy(autocast::Policy::fromEnv(request.env));
+  if (o.accelerator.isScalar() && o.accelerator.str() == "cpu")
+    throw UsageError("trainer.accelerator=cpu: hpu-train runs on the emulated HPU; use accelerator: hpu or auto");
+
+  device::Platform platform = device::Platform::fromEnv(envOf(request.env));
+  const int devices = devicesRequested(o.devices, platform);
+  const Node& det = *cfg.find("trainer")->find("deterministic");
+  device::setIntraOpThreads(intraOpThreads(request.env, devices, det.isScalar() && det.str() == "true"));
+  parts.strategy = app::selectStrategy(o, devices);
+  RunEnvironment run_env{request.env,     request.argv,         devices, static_cast<int>(o.num_nodes),
+                         deviceIndices(o.devices), request.version, config::flatten(cfg)};
+  // Local workers re-read the command line: they must draw the same seed.
+  run_env.env["PL_GLOBAL_SEED"] = std::to_string(parts.seed);
+  parts.strategy->setup(run_env, platform);
+  Strategy& strategy = *parts.strategy;
+
+  auto model = build<LightningModule>(*cfg.find("model"), "model");
+  auto data = build<data::DataModule>(*cfg.find("data"), "data");
+  TrainingSettings settings{o.accumulate_grad_batches, o.gradient_clip_val};
+  strategy.configureTraining(settings, data->loaderOptions(data::Split::kTrain).batch_size);
+  o.accumulate_grad_batches = settings.accumulate_grad_batches;
+  o.gradient_clip_val = settings.gradient_clip_val;
+  parts.precision = app::selectPrecision(o, strategy, request.env);
+  for (const Node* p : componentsOf(o.plugins))
+    if (classOf(*p) == "HPUCheckpointIO") parts.checkpoint_io = build<checkpoint::CheckpointIO>(*p, "trainer.plugins");
+  if (const Node& n = *cfg.find("optimizer"); !n.isNull()) parts.optimizer = build<optim::Optimizer>(n, "optimizer");
+  if (const Node& n = *cfg.find("lr_scheduler"); !n.isNull()) {
+    if (!parts.optimizer)
+      throw UsageError("lr_scheduler needs an optimizer from the config too (optimizer: {class_path: Adam, ...})");
+    parts.scheduler = build<optim::LRScheduler>(n, "lr_scheduler");
+  }
+
+  // Loggers: true means the default CSVLogger; fast_dev_run disables them.
+  if (o.fast_dev_run == 0) {
+    if (o.logger.isScalar() && o.logger.str() == "true")
+      parts.loggers.push_back(buildDefault<Logger>("CSVLogger", ComponentKind::kLogger, "trainer.logger"));
+    for (const Node* l : componentsOf(o.logger)) parts.loggers.push_back(build<Logger>(*l, "trainer.logger"));
+  }
+  for (auto& l : parts.loggers) l->setup(o.default_root_dir, strategy);
+
+  bool has_checkpoint = false, has_progress = false;
+  for (const Node* c : componentsOf(o.callbacks)) {
+    has_checkpoint = has_checkpoint || classOf(*c) == "ModelCheckpoint";
+    has_progress = has_progress || classOf(*c) == "TQDMProgressBar";
+    parts.callbacks.push_back(build<Callback>(*c, "trainer.callbacks"));
+  }
+  if (request.subcommand == "fit" && !parts.loggers.empty())
+    parts.callbacks.push_back(app::makeSaveConfigCallback(cfg, request.save_config_overwrite));
+  if (!o.enable_checkpointing && has_checkpoint && o.fast_dev_run == 0)
+    throw UsageError("trainer.enable_checkpointing is false but trainer.callbacks has a ModelCheckpoint; remove one of them");
+  if (o.enable_checkpointing && !has_checkpoint && request.subcommand == "fit")
+    parts.callbacks.push_back(buildDefault<Callback>("ModelCheckpoint", ComponentKind::kCallback, "trainer.callbacks"));
+  if (o.enable_progress_bar && !has_progress)
+    parts.callbacks.push_back(buildDefault<Callback>("TQDMProgressBar", ComponentKind::kCallback, "trainer.callbacks"));
+
+  // trainer.profiler: "simple" is SimpleProfiler with its defaults.
+  if (o.profiler.isScalar() && o.profiler.str() == "simple")
+    parts.profiler = buildDefault<Profiler>("SimpleProfiler", ComponentKind::kProfiler, "trainer.profiler");
+  else if (o.profiler.isMap())
+    parts.profiler = build<Profiler>(o.profiler, "trainer.profiler");
+
+  const Node& ckpt = *cfg.find("ckpt_path");
+  const std::string ckpt_path = ckpt.isNull() ? "" : ckpt.str();
+  Trainer trainer(std::move(parts));
+  const std::string& sub = request.subcommand;
+  try {
+    if (sub == "fit") {
+      trainer.fit(*model, *data, ckpt_path);
+    } else if (sub == "validate") {
+      trainer.validate(*model, *data, ckpt_path);
+    } else if (sub == "test") {
+      trainer.test(*model, *data, ckpt_path);
+    } else {
+      auto rows = trainer.predict(*model, *data, ckpt_path);
+      if (trainer.isGlobalZero()) writePredictions(rows, trainer.logDir());
+    }
+  } catch (const std::exception& e) {
+    // A local worker's failure is the job's: exit with its code.
+    const int code = trainer.strategy().teardown(/*failed=*/true);
+    if (code != 1) {
+      spdlog::error("{}", e.what());
+      return code;
+    }
+    throw;
+  }
+  if (trainer.isGlobalZero()) {
+    for (std::string part : {trainer.device().graph().summary(), trainer.precision().summary()}) {
+      if (part.empty()) continue;
+      if (part.back() != '\n') part += '\n';
+      std::fputs(part.c_str(), stdout);
+    }
+    std::fflush(stdout);
+  }
+  return trainer.strategy().teardown(false);
+}
+
+std::string describeDevices(const std::map<std::string, std::string>& env) {
+  return device::formatDeviceTable(device::Platform::fromEnv(envOf(env)));
+}
+
+}  // namespace hpu::core

@@ -1,0 +1,113 @@
+#include "selection.h"
+
+#include <spdlog/fmt/fmt.h>
+
+#include "hpu/core/base/errors.h"
+#include "hpu/core/config/normalize.h"
+#include "hpu/core/strategies/strategy_names.h"
+
+namespace hpu::core::app {
+namespace {
+
+using config::ComponentKind;
+using config::Node;
+
+// The cluster environment a trainer.plugins entry forces ("" to detect).
+std::string clusterEnvironmentOf(const TrainerOptions& o) {
+  for (const Node* p : componentsOf(o.plugins)) {
+    const std::string cls = classOf(*p);
+    if (cls.find("Environment") != std::string::npos) return cls;
+  }
+  return "";
+}
+
+bool isDeepSpeed(const Node& strategy) {
+  if (strategy.isMap()) return classOf(strategy) == "HPUDeepSpeedStrategy";
+  const StrategyName* name = findStrategyName(strategy.str());
+  return name != nullptr && name->family == StrategyFamily::kDeepSpeed;
+}
+
+// HPUDeepSpeedStrategy with the stage and offload a strategy name gives.
+std::unique_ptr<Strategy> deepSpeedStrategy(const StrategyName& name) {
+  Node component = Node::map();
+  component.set("class_path", Node::scalar("HPUDeepSpeedStrategy"));
+  Node args = Node::map();
+  args.set("stage", Node::scalar(std::to_string(name.zero_stage)));
+  args.set("offload_optimizer", Node::scalar(name.offload ? "true" : "false"));
+  args.set("offload_parameters", Node::scalar(name.offload && name.zero_stage == 3 ? "true" : "false"));
+  component.set("init_args", args);
+  std::vector<std::string> problems;
+  const Node canonical =
+      config::normalize(component, config::Type::component({ComponentKind::kStrategy}), "trainer.strategy", problems);
+  return build<Strategy>(canonical, "trainer.strategy");
+}
+
+}  // namespace
+
+Node defaultComponent(const std::string& class_name, ComponentKind kind, const std::string& path) {
+  std::vector<std::string> problems;
+  return config::normalize(Node::scalar(class_name), config::Type::component({kind}), path, problems);
+}
+
+std::vector<const Node*> componentsOf(const Node& n) {
+  std::vector<const Node*> out;
+  if (n.isSequence())
+    for (const Node& i : n.items()) out.push_back(&i);
+  else if (n.isMap())
+    out.push_back(&n);
+  return out;
+}
+
+std::string classOf(const Node& component) { return component.find("class_path")->str(); }
+
+std::unique_ptr<Strategy> selectStrategy(const TrainerOptions& o, int devices) {
+  if (o.strategy.isMap()) return build<Strategy>(o.strategy, "trainer.strategy");
+  const int world = devices * static_cast<int>(o.num_nodes);
+  // The schema admits only names of the table.
+  const StrategyName& name = *findStrategyName(o.strategy.str());
+  switch (name.family) {
+    case StrategyFamily::kAuto:
+      return world == 1 ? makeSingleDeviceStrategy(0) : makeParallelStrategy(25ll << 20, clusterEnvironmentOf(o));
+    case StrategyFamily::kSingleDevice:
+      if (world > 1)
+        throw UsageError(fmt::format("trainer.strategy={} runs one device, but trainer.devices x num_nodes = {}; use "
+                                     "hpu_parallel (or auto)",
+                                     name.name, world));
+      return makeSingleDeviceStrategy(0);
+    case StrategyFamily::kParallel: return makeParallelStrategy(25ll << 20, clusterEnvironmentOf(o));
+    case StrategyFamily::kDeepSpeed: return deepSpeedStrategy(name);
+  }
+  throw std::logic_error("unhandled strategy family");
+}
+
+std::unique_ptr<PrecisionPlugin> selectPrecision(const TrainerOptions& o, const Strategy& strategy,
+                                                 const std::map<std::string, std::string>& env) {
+  const std::string quant_config = env.count("QUANT_CONFIG") ? env.at("QUANT_CONFIG") : "";
+  std::unique_ptr<PrecisionPlugin> chosen;
+  std::string from = "trainer.precision=" + o.precision;
+  for (const Node* p : componentsOf(o.plugins)) {
+    const std::string cls = classOf(*p);
+    if (cls != "HPUPrecisionPlugin" && cls != "HPUDeepSpeedPrecisionPlugin") continue;
+    if (chosen) throw UsageError("trainer.plugins names more than one precision plugin; keep one");
+    const std::string given = p->find("init_args")->find("precision")->str();
+    if (o.precision != "32-true" && o.precision != given)
+      throw UsageError(fmt::format("trainer.precision={} and a {} with precision {} are both given; choose one",
+                                   o.precision, cls, given));
+    chosen = makePrecisionFromPlugin(*p, "trainer.plugins", o.default_root_dir, isDeepSpeed(o.strategy), quant_config);
+    from = cls + "(precision=" + given + ")";
+  }
+  if (const std::string ds = strategy.configuredPrecision(); !ds.empty()) {
+    const std::string current = chosen ? chosen->precision() : o.precision;
+    if (current != "32-true" && makePrecisionPlugin(ds)->precision() != makePrecisionPlugin(current)->precision())
+      throw UsageError(fmt::format("the DeepSpeed config enables {} but {} is given; choose one", ds, from));
+    // The config's bf16/fp16 section governs, with its loss scaler.
+    return makePrecisionPlugin(ds, {}, strategy.configuredLossScaler());
+  }
+  if (chosen) return chosen;
+  Fp8Options fp8;
+  fp8.default_stats_dir = o.default_root_dir;
+  fp8.quant_config = quant_config;
+  return makePrecisionPlugin(o.precision, fp8);
+}
+
+}  // namespace hpu::core::app

@@ -1,0 +1,45 @@
+// How a resolved config selects the pipeline's components: by name from the
+// strategy and precision tables, or by class path from the registry.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hpu/core/config/node.h"
+#include "hpu/core/config/registry.h"
+#include "hpu/core/precision/precision.h"
+#include "hpu/core/strategies/strategy.h"
+#include "hpu/core/trainer/trainer_options.h"
+
+namespace hpu::core::app {
+
+// Builds a registered component from a canonical node.
+template <class Base>
+std::unique_ptr<Base> build(const config::Node& node, const std::string& path) {
+  return config::ComponentFactory<Base>::instance().create(node, path);
+}
+// Builds a registered component by class name with its default init_args.
+config::Node defaultComponent(const std::string& class_name, config::ComponentKind kind, const std::string& path);
+template <class Base>
+std::unique_ptr<Base> buildDefault(const std::string& class_name, config::ComponentKind kind, const std::string& path) {
+  return build<Base>(defaultComponent(class_name, kind, path), path);
+}
+
+// The component nodes of a "component or list of components" value.
+std::vector<const config::Node*> componentsOf(const config::Node& n);
+// The canonical class name of a component node.
+std::string classOf(const config::Node& component);
+
+// trainer.strategy for a job of `devices` per node: a name from the strategy
+// table or a Strategy class. Throws UsageError for hpu_single on several.
+std::unique_ptr<Strategy> selectStrategy(const TrainerOptions& o, int devices);
+
+// The precision plugin: one named in trainer.plugins, else the strategy's
+// own config (DeepSpeed's bf16/fp16), else trainer.precision. Two different
+// choices are an error.
+std::unique_ptr<PrecisionPlugin> selectPrecision(const TrainerOptions& o, const Strategy& strategy,
+                                                 const std::map<std::string, std::string>& env);
+
+}  // namespace hpu::core::app

@@ -1,0 +1,61 @@
+#include "hpu/core/base/file_io.h"
+
+#include <fcntl.h>
+#include <spdlog/fmt/fmt.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "hpu/core/base/errors.h"
+
+namespace hpu::core {
+
+void writeFileAtomically(const std::string& path, const std::string& bytes) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw CheckpointError(fmt::format("cannot create directory {}: {}", dir.string(), ec.message()));
+  const std::string tmp = (dir / (".tmp-" + std::to_string(::getpid()) + "-" + target.filename().string())).string();
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw CheckpointError(fmt::format("cannot write {}: {}", tmp, std::strerror(errno)));
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      throw CheckpointError(fmt::format("cannot write {}: {}", tmp, std::strerror(err)));
+    }
+    done += static_cast<std::size_t>(w);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    throw CheckpointError(fmt::format("cannot flush {}: {}", tmp, std::strerror(err)));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    throw CheckpointError(fmt::format("cannot rename {} to {}: {}", tmp, path, std::strerror(err)));
+  }
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw CheckpointError(fmt::format("cannot read {}: {}", path, std::strerror(errno)));
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+}  // namespace hpu::core

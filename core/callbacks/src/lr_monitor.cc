@@ -1,0 +1,63 @@
+// LearningRateMonitor: logs the optimizer's learning rate as "lr-<Optimizer>"
+// every log_every_n_steps steps (logging_interval: step), at the start of
+// every epoch (epoch), or, unset, at its scheduler's interval (both when it
+// has no scheduler), as Lightning does.
+#include <spdlog/fmt/fmt.h>
+
+#include "hpu/core/config/registry.h"
+#include "hpu/core/base/errors.h"
+#include "hpu/core/optim/lr_scheduler.h"
+#include "hpu/core/trainer/trainer.h"
+
+namespace hpu::core {
+namespace {
+
+class LearningRateMonitor final : public Callback {
+ public:
+  explicit LearningRateMonitor(const config::Params& p)
+      : interval_(p.has("logging_interval") ? p.getString("logging_interval") : "") {}
+  std::string stateKey() const override { return "LearningRateMonitor"; }
+
+  void setup(Trainer& trainer, data::Stage) override {
+    if (trainer.loggers().empty())
+      throw UsageError("Cannot use `LearningRateMonitor` callback with `Trainer` that has no logger.");
+  }
+  void onTrainEpochStart(Trainer& trainer) override {
+    if (interval_ != "step" && followsScheduler(trainer, optim::LRScheduler::Interval::kEpoch)) log(trainer);
+  }
+  void onTrainBatchStart(Trainer& trainer, std::int64_t) override {
+    // Lightning's cadence: before steps log_every_n_steps - 1, 2 log_every_n_steps - 1, ...
+    if (interval_ != "epoch" && (trainer.globalStep() + 1) % trainer.options().log_every_n_steps == 0 &&
+        followsScheduler(trainer, optim::LRScheduler::Interval::kStep))
+      log(trainer);
+  }
+
+ private:
+  // With logging_interval unset, an optimizer with a scheduler is logged at
+  // the scheduler's interval, one without at every opportunity.
+  bool followsScheduler(Trainer& trainer, optim::LRScheduler::Interval at) const {
+    return !interval_.empty() || trainer.scheduler() == nullptr || trainer.scheduler()->interval() == at;
+  }
+  void log(Trainer& trainer) {
+    if (trainer.optimizer() == nullptr) return;
+    trainer.logMetrics({{"lr-" + trainer.optimizer()->name(), trainer.optimizer()->lr()}}, trainer.globalStep());
+  }
+  std::string interval_;
+};
+
+HPU_REGISTER_COMPONENT(
+    Callback,
+    config::ComponentSchema{config::ComponentKind::kCallback,
+                            "LearningRateMonitor",
+                            {"lightning.pytorch.callbacks.LearningRateMonitor", "pytorch_lightning.callbacks.LearningRateMonitor"},
+                            {"LearningRateMonitor",
+                             "",
+                             {{"logging_interval", config::Type::optional(config::Type::string({"step", "epoch"})), "null",
+                               "step: every log_every_n_steps steps; epoch: every epoch start; null: the scheduler's interval (both without one)."},
+                              {"log_momentum", config::Type::boolean(), "false", "Also log momentum.", true},
+                              {"log_weight_decay", config::Type::boolean(), "false", "Also log weight decay.", true}}},
+                            "Logs the learning rate (lr-<Optimizer>)."},
+    [](const config::Params& p) { return std::make_unique<LearningRateMonitor>(p); });
+
+}  // namespace
+}  // namespace hpu::core

@@ -1,0 +1,244 @@
+// ModelCheckpoint: saves checkpoints during fit, Lightning's semantics.
+// Without a monitor it keeps the latest save_top_k (1: the newest; -1: all);
+// with one it keeps the best save_top_k by the monitored metric. save_last
+// also maintains last.ckpt. Filenames come from a template such as
+// "{epoch}-{step}" or "{epoch}-{val_loss:.2f}" ("epoch=3-val_loss=0.35.ckpt").
+#include <spdlog/fmt/fmt.h>
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "hpu/core/config/registry.h"
+#include "hpu/core/base/errors.h"
+#include "hpu/core/trainer/trainer.h"
+
+namespace hpu::core {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using config::Type;
+
+class ModelCheckpoint final : public Callback {
+ public:
+  explicit ModelCheckpoint(const config::Params& p)
+      : dirpath_(p.has("dirpath") ? p.getString("dirpath") : ""),
+        filename_(p.has("filename") ? p.getString("filename") : "{epoch}-{step}"),
+        monitor_(p.has("monitor") ? p.getString("monitor") : ""),
+        mode_max_(p.getString("mode") == "max"),
+        save_top_k_(p.getInt("save_top_k")),
+        save_last_(p.has("save_last") && p.getBool("save_last")),
+        every_n_epochs_(p.has("every_n_epochs") ? p.getInt("every_n_epochs") : 0),
+        every_n_steps_(p.has("every_n_train_steps") ? p.getInt("every_n_train_steps") : 0),
+        weights_only_(p.getBool("save_weights_only")),
+        auto_names_(p.getBool("auto_insert_metric_name")),
+        verbose_(p.getBool("verbose")) {
+    if (monitor_.empty() && save_top_k_ > 1)
+      p.fail("save_top_k", fmt::format("save_top_k={} needs a monitor to rank checkpoints by; set monitor", save_top_k_));
+    if (every_n_epochs_ == 0 && every_n_steps_ == 0) every_n_epochs_ = 1;
+  }
+
+  std::string stateKey() const override {
+    return fmt::format("ModelCheckpoint{{'monitor': {}, 'mode': '{}', 'every_n_train_steps': {}, 'every_n_epochs': {}}}",
+                       monitor_.empty() ? "None" : "'" + monitor_ + "'", mode_max_ ? "max" : "min", every_n_steps_,
+                       every_n_epochs_);
+  }
+
+  void setup(Trainer& trainer, data::Stage) override {
+    if (dirpath_.empty()) dirpath_ = (fs::path(trainer.logDir()) / "checkpoints").string();
+  }
+
+  void onTrainBatchEnd(Trainer& trainer, std::int64_t) override {
+    if (every_n_steps_ > 0 && trainer.globalStep() % every_n_steps_ == 0) save(trainer, /*top_k=*/true);
+  }
+
+  // As Lightning: at the end of the training epoch when validation runs once
+  // at its end (or never), else at the end of every validation.
+  void onTrainEpochEnd(Trainer& trainer) override {
+    if (savesOnTrainEpochEnd(trainer)) saveForEpoch(trainer);
+  }
+  void onValidationEnd(Trainer& trainer) override {
+    if (trainer.stage() == data::Stage::kFit && !savesOnTrainEpochEnd(trainer)) saveForEpoch(trainer);
+  }
+
+  std::string stateJson() const override {
+    json best = json::object();
+    for (const auto& [path, score] : kept_) best[path] = score;
+    return json{{"dirpath", dirpath_},           {"best_model_path", best_path_}, {"best_model_score", best_score_},
+                {"last_model_path", last_path_}, {"kept", best}}
+        .dump();
+  }
+  void loadStateJson(const std::string& text) override {
+    const json j = json::parse(text);
+    if (j.value("dirpath", "") != dirpath_) return;  // another directory: start afresh, as Lightning does
+    best_path_ = j.value("best_model_path", "");
+    best_score_ = j.value("best_model_score", 0.0);
+    last_path_ = j.value("last_model_path", "");
+    for (const auto& [path, score] : j["kept"].items()) kept_.emplace_back(path, score.get<double>());
+  }
+
+ private:
+  bool better(double a, double b) const { return mode_max_ ? a > b : a < b; }
+
+  static bool savesOnTrainEpochEnd(const Trainer& trainer) {
+    const TrainerOptions& o = trainer.options();
+    if (o.check_val_every_n_epoch != 1) return false;
+    const BatchLimit& val = o.limit_val;
+    if (val.is_fraction ? val.fraction == 0 : val.count == 0) return true;
+    return o.val_check_interval.is_fraction && o.val_check_interval.fraction == 1.0;
+  }
+
+  // The top-k checkpoint every_n_epochs, last.ckpt every time.
+  void saveForEpoch(Trainer& trainer) {
+    save(trainer, every_n_epochs_ > 0 && (trainer.currentEpoch() + 1) % every_n_epochs_ == 0);
+  }
+
+  std::string format(const Trainer& trainer) const {
+    std::string out;
+    const std::string& t = filename_;
+    for (std::size_t i = 0; i < t.size();) {
+      if (t[i] != '{') {
+        out += t[i++];
+        continue;
+      }
+      const std::size_t close = t.find('}', i);
+      if (close == std::string::npos) throw UsageError("ModelCheckpoint filename '" + t + "' has an unclosed '{'");
+      std::string token = t.substr(i + 1, close - i - 1);
+      std::string spec;
+      if (auto colon = token.find(':'); colon != std::string::npos) {
+        spec = token.substr(colon);
+        token.resize(colon);
+      }
+      double value;
+      if (token == "epoch")
+        value = static_cast<double>(trainer.currentEpoch());
+      else if (token == "step")
+        value = static_cast<double>(trainer.globalStep());
+      else if (auto it = trainer.callbackMetrics().find(token); it != trainer.callbackMetrics().end())
+        value = it->second;
+      else
+        throw UsageError(fmt::format("ModelCheckpoint filename '{}' uses {{{}}}, which was not logged", t, token));
+      std::string text;
+      if (token == "epoch" || token == "step")
+        text = fmt::format(fmt::runtime("{" + (spec.empty() ? std::string() : spec) + "}"), static_cast<std::int64_t>(value));
+      else
+        text = fmt::format(fmt::runtime("{" + (spec.empty() ? std::string(":.4f") : spec) + "}"), value);
+      out += auto_names_ ? token + "=" + text : text;
+      i = close + 1;
+    }
+    return out;
+  }
+
+  std::string uniquePath(const std::string& stem) const {
+    std::string path = (fs::path(dirpath_) / (stem + ".ckpt")).string();
+    for (int v = 1; fs::exists(path) && !isKept(path); ++v)
+      path = (fs::path(dirpath_) / fmt::format("{}-v{}.ckpt", stem, v)).string();
+    return path;
+  }
+  bool isKept(const std::string& path) const {
+    for (const auto& [p, s] : kept_)
+      if (p == path) return true;
+    return false;
+  }
+
+  // Saves the top-k checkpoint (if `top_k`) and last.ckpt, at most once per
+  // global step, never during the sanity check.
+  void save(Trainer& trainer, bool top_k) {
+    if (trainer.sanityChecking() || trainer.globalStep() == last_saved_step_) return;
+    last_saved_step_ = trainer.globalStep();
+    if (top_k) saveTopK(trainer);
+    if (save_last_) {
+      last_path_ = (fs::path(dirpath_) / "last.ckpt").string();
+      trainer.saveCheckpoint(last_path_, weights_only_);
+    }
+  }
+
+  void saveTopK(Trainer& trainer) {
+    double score = 0;
+    if (!monitor_.empty()) {
+      auto it = trainer.callbackMetrics().find(monitor_);
+      if (it == trainer.callbackMetrics().end()) {
+        std::string names;
+        for (const auto& [k, v] : trainer.callbackMetrics()) names += (names.empty() ? "`" : ", `") + k + "`";
+        const std::string m = fmt::format("ModelCheckpoint(monitor='{}') could not find the monitored key in the returned "
+                                          "metrics: {}. HINT: Did you call log('{}', value) in the LightningModule?",
+                                          monitor_, names.empty() ? "none" : names, monitor_);
+        // As Lightning: an error once validation has run, a warning before.
+        if (trainer.numEvalBatches() > 0) throw UsageError(m);
+        if (trainer.isGlobalZero()) spdlog::warn("{}; not saving", m);
+        return;
+      }
+      score = it->second;
+    }
+    if (save_top_k_ != 0) {
+      const bool keep_all = save_top_k_ < 0;
+      bool take = keep_all || monitor_.empty() || static_cast<std::int64_t>(kept_.size()) < save_top_k_;
+      std::size_t worst = 0;
+      if (!take) {
+        for (std::size_t i = 1; i < kept_.size(); ++i)
+          if (better(kept_[worst].second, kept_[i].second)) worst = i;
+        take = std::isfinite(score) && better(score, kept_[worst].second);
+      }
+      if (take) {
+        // The state is updated before saving, as Lightning's: the file's own
+        // callback state counts it among the kept ones (a run resumed from
+        // it removes it in its turn).
+        const std::string path = uniquePath(format(trainer));
+        std::string dropped;
+        if (!keep_all && static_cast<std::int64_t>(kept_.size()) >= save_top_k_ &&
+            (!monitor_.empty() || save_top_k_ == 1)) {
+          const std::size_t drop = monitor_.empty() ? 0 : worst;
+          dropped = kept_[drop].first;
+          kept_.erase(kept_.begin() + static_cast<std::ptrdiff_t>(drop));
+        }
+        kept_.emplace_back(path, score);
+        if (monitor_.empty() || best_path_.empty() || better(score, best_score_)) {
+          best_path_ = path;
+          best_score_ = score;
+        }
+        trainer.saveCheckpoint(path, weights_only_);
+        if (verbose_ && trainer.isGlobalZero()) spdlog::info("Epoch {}, global step {}: saved {}", trainer.currentEpoch(), trainer.globalStep(), path);
+        if (!dropped.empty() && dropped != path) trainer.removeCheckpoint(dropped);
+      }
+    }
+  }
+
+  std::string dirpath_, filename_, monitor_;
+  bool mode_max_;
+  std::int64_t save_top_k_;
+  bool save_last_;
+  std::int64_t every_n_epochs_, every_n_steps_;
+  bool weights_only_, auto_names_, verbose_;
+  std::vector<std::pair<std::string, double>> kept_;
+  std::string best_path_, last_path_;
+  double best_score_ = 0;
+  std::int64_t last_saved_step_ = 0;  // as Lightning: nothing is saved at global step 0
+};
+
+HPU_REGISTER_COMPONENT(
+    Callback,
+    config::ComponentSchema{
+        config::ComponentKind::kCallback,
+        "ModelCheckpoint",
+        {"lightning.pytorch.callbacks.ModelCheckpoint", "pytorch_lightning.callbacks.ModelCheckpoint"},
+        {"ModelCheckpoint",
+         "",
+         {{"dirpath", Type::optional(Type::string()), "null", "Directory (default: <log_dir>/checkpoints)."},
+          {"filename", Type::optional(Type::string()), "null",
+           "Name template without .ckpt, e.g. \"{epoch}-{val_loss:.2f}\" (default: {epoch}-{step})."},
+          {"monitor", Type::optional(Type::string()), "null", "Logged metric to rank checkpoints by (null: keep the latest)."},
+          {"mode", Type::string({"min", "max"}), "min", "Whether a lower or higher monitored value is better."},
+          {"save_top_k", Type::integer().min(-1), "1", "How many checkpoints to keep (-1: all, 0: none)."},
+          {"save_last", Type::optional(Type::boolean()), "null", "Also keep last.ckpt, the newest state (for ckpt_path: last)."},
+          {"every_n_epochs", Type::optional(Type::integer().min(0)), "null", "Save at the end of every N epochs (default 1)."},
+          {"every_n_train_steps", Type::optional(Type::integer().min(0)), "null", "Save every N optimizer steps."},
+          {"save_weights_only", Type::boolean(), "false", "Save only the model weights."},
+          {"auto_insert_metric_name", Type::boolean(), "true", "Write 'epoch=3' rather than '3' in names."},
+          {"verbose", Type::boolean(), "false", "Log every save."}}},
+        "Saves checkpoints during fit: the latest or the best by a monitored metric."},
+    [](const config::Params& p) { return std::make_unique<ModelCheckpoint>(p); });
+
+}  // namespace
+}  // namespace hpu::core

@@ -1,0 +1,120 @@
+// TQDMProgressBar: epoch, batch i/N, it/s, ETA and the progress-bar metrics.
+// On a terminal one line is redrawn in place; otherwise (logs, CI) plain
+// lines are printed every tenth of an epoch. Global rank 0 only.
+#include <spdlog/fmt/fmt.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "hpu/core/config/registry.h"
+#include "hpu/core/trainer/trainer.h"
+
+namespace hpu::core {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string clock(double seconds) {
+  const auto s = static_cast<long long>(seconds < 0 ? 0 : seconds);
+  return s >= 3600 ? fmt::format("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60) : fmt::format("{:02}:{:02}", s / 60, s % 60);
+}
+
+class TQDMProgressBar final : public Callback {
+ public:
+  explicit TQDMProgressBar(std::int64_t refresh_rate) : refresh_(refresh_rate), tty_(::isatty(STDOUT_FILENO) == 1) {}
+  std::string stateKey() const override { return "TQDMProgressBar"; }
+
+  void onTrainEpochStart(Trainer&) override { start(); }
+  void onTrainBatchEnd(Trainer& t, std::int64_t i) override {
+    show(t, fmt::format("Epoch {}", t.currentEpoch()), i + 1, t.numTrainingBatches(), false);
+  }
+  void onTrainEpochEnd(Trainer& t) override {
+    show(t, fmt::format("Epoch {}", t.currentEpoch()), t.numTrainingBatches(), t.numTrainingBatches(), true);
+  }
+  void onValidationStart(Trainer&) override { eval_start_ = Clock::now(); }
+  void onValidationBatchEnd(Trainer& t, std::int64_t i) override {
+    if (tty_ && t.isGlobalZero() && refresh_ > 0) evalLine(t, t.sanityChecking() ? "Sanity Checking" : "Validation", i + 1);
+  }
+  void onValidationEnd(Trainer& t) override { clearEval(t); }
+  void onTestStart(Trainer&) override { eval_start_ = Clock::now(); }
+  void onTestBatchEnd(Trainer& t, std::int64_t i) override { evalLine(t, "Testing", i + 1, !tty_); }
+  void onTestEnd(Trainer& t) override { finishEval(t); }
+  void onPredictStart(Trainer&) override { eval_start_ = Clock::now(); }
+  void onPredictBatchEnd(Trainer& t, std::int64_t i) override { evalLine(t, "Predicting", i + 1, !tty_); }
+  void onPredictEnd(Trainer& t) override { finishEval(t); }
+
+ private:
+  void start() {
+    start_ = Clock::now();
+    last_printed_ = 0;
+  }
+
+  std::string metricsText(Trainer& t) const {
+    std::string s;
+    for (const auto& [k, v] : t.progressBarMetrics()) s += fmt::format(", {}={:.3g}", k, v);
+    if (!t.loggers().empty()) s += ", v_num=" + t.loggers().front()->version();
+    return s;
+  }
+
+  void show(Trainer& t, const std::string& desc, std::int64_t done, std::int64_t total, bool end) {
+    if (!t.isGlobalZero() || refresh_ == 0 || total == 0) return;
+    const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
+    const double rate = elapsed > 0 ? static_cast<double>(done) / elapsed : 0;
+    const double eta = rate > 0 ? static_cast<double>(total - done) / rate : 0;
+    const std::string line = fmt::format("{}: {:3}% {}/{} [{}<{}, {:.2f}it/s{}]", desc, done * 100 / total, done, total,
+                                         clock(elapsed), clock(eta), rate, metricsText(t));
+    if (tty_) {
+      if (!end && done % refresh_ != 0) return;
+      std::fprintf(stdout, "\r%s\x1b[K%s", line.c_str(), end ? "\n" : "");
+    } else {
+      const std::int64_t every = std::max<std::int64_t>(1, total / 10);
+      if (!end && (done == total || done - last_printed_ < every)) return;  // the epoch's end prints the last line
+      last_printed_ = done;
+      std::fprintf(stdout, "%s\n", line.c_str());
+    }
+    std::fflush(stdout);
+  }
+
+  void evalLine(Trainer& t, const char* desc, std::int64_t done, bool plain_end_only = false) {
+    if (!t.isGlobalZero() || refresh_ == 0 || plain_end_only) return;
+    const double elapsed = std::chrono::duration<double>(Clock::now() - eval_start_).count();
+    std::fprintf(stdout, "\r%s: %lld/%lld [%s]\x1b[K", desc, static_cast<long long>(done),
+                 static_cast<long long>(t.numEvalBatches()), clock(elapsed).c_str());
+    std::fflush(stdout);
+  }
+  void clearEval(Trainer& t) {
+    if (tty_ && t.isGlobalZero() && refresh_ > 0) {
+      std::fprintf(stdout, "\r\x1b[K");
+      std::fflush(stdout);
+    }
+  }
+  void finishEval(Trainer& t) {
+    if (!t.isGlobalZero() || refresh_ == 0) return;
+    const double elapsed = std::chrono::duration<double>(Clock::now() - eval_start_).count();
+    std::fprintf(stdout, "%s%lld batches in %s\n", tty_ ? "\r\x1b[K" : "", static_cast<long long>(t.numEvalBatches()),
+                 clock(elapsed).c_str());
+    std::fflush(stdout);
+  }
+
+  std::int64_t refresh_;
+  bool tty_;
+  Clock::time_point start_, eval_start_;
+  std::int64_t last_printed_ = 0;
+};
+
+HPU_REGISTER_COMPONENT(
+    Callback,
+    config::ComponentSchema{config::ComponentKind::kCallback,
+                            "TQDMProgressBar",
+                            {"lightning.pytorch.callbacks.TQDMProgressBar", "pytorch_lightning.callbacks.TQDMProgressBar"},
+                            {"TQDMProgressBar",
+                             "",
+                             {{"refresh_rate", config::Type::integer().min(0), "1", "Redraw every N batches (0: off)."}}},
+                            "The progress bar (added by trainer.enable_progress_bar)."},
+    [](const config::Params& p) { return std::make_unique<TQDMProgressBar>(p.getInt("refresh_rate")); });
+
+}  // namespace
+
+}  // namespace hpu::core

@@ -1,0 +1,59 @@
+// A training checkpoint in memory and its file format.
+//
+// Format: a safetensors file (https://github.com/huggingface/safetensors):
+// 8-byte little-endian header length, a JSON header mapping tensor names to
+// {dtype, shape, data_offsets} plus "__metadata__" (string -> string), then
+// the raw little-endian tensor bytes. Any safetensors reader can load the
+// weights ("model.<param>"); the training state (epoch, step, optimizer and
+// scheduler state, RNG states, callback states, the resolved config) is in
+// the metadata and in "optimizer.*" tensors. "hpu_train.crc32" in the
+// metadata is the CRC-32 of the whole file with that value's 8 hex digits
+// set to "00000000": a file without it, truncated or altered is refused.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hpu/device/dtype.h"
+
+namespace hpu::core::checkpoint {
+
+struct TensorEntry {
+  std::string name;
+  device::DType dtype = device::DType::kFloat32;  // stored dtype (float32, bfloat16, float16, int64)
+  std::vector<std::int64_t> shape;
+  // Values: floats for floating dtypes (exactly representable in `dtype`);
+  // int64 values in `ints`.
+  std::vector<float> values;
+  std::vector<std::int64_t> ints;
+};
+
+struct Checkpoint {
+  std::vector<TensorEntry> tensors;
+  std::map<std::string, std::string> metadata;
+
+  const TensorEntry* find(const std::string& name) const;
+  const std::string& meta(const std::string& key) const;  // throws CheckpointError if absent
+};
+
+// Optimizer state tensors are named "optimizer.<state>.<slice>": state
+// buffer <state> (exp_avg, momentum_buffer, ...) of parameter slice <slice>,
+// slices numbered in bucket order. The parts of such a name, or nullopt.
+struct OptimizerStateName {
+  std::string state;
+  std::size_t slice = 0;
+};
+std::optional<OptimizerStateName> parseOptimizerStateName(const std::string& tensor_name);
+
+// The file holding rank `rank`'s share of a checkpoint's sharded optimizer
+// state: "<checkpoint>.rank<rank>".
+std::string shardPath(const std::string& checkpoint, int rank);
+
+// Serialises to bytes / parses bytes (`origin` names the file in errors).
+std::string encodeSafetensors(const Checkpoint& ckpt);
+Checkpoint decodeSafetensors(const std::string& bytes, const std::string& origin);
+
+}  // namespace hpu::core::checkpoint

@@ -1,0 +1,214 @@
+#include "hpu/core/checkpoint/checkpoint.h"
+
+#include <spdlog/fmt/fmt.h>
+#include <zlib.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "hpu/core/base/errors.h"
+#include "hpu/device/numerics.h"
+
+namespace hpu::core::checkpoint {
+namespace {
+
+using device::DType;
+using nlohmann::json;
+
+constexpr const char* kCrcKey = "hpu_train.crc32";
+constexpr std::uint64_t kMaxHeader = 100u << 20;
+
+const char* safetensorsDType(DType t) {
+  switch (t) {
+    case DType::kFloat32: return "F32";
+    case DType::kBFloat16: return "BF16";
+    case DType::kFloat16: return "F16";
+    case DType::kInt64: return "I64";
+    default: return nullptr;
+  }
+}
+
+std::optional<DType> fromSafetensors(const std::string& s) {
+  if (s == "F32") return DType::kFloat32;
+  if (s == "BF16") return DType::kBFloat16;
+  if (s == "F16") return DType::kFloat16;
+  if (s == "I64") return DType::kInt64;
+  return std::nullopt;
+}
+
+std::int64_t numelOf(const std::vector<std::int64_t>& shape) {
+  std::int64_t n = 1;
+  for (auto d : shape) n *= d;
+  return n;
+}
+
+void appendValues(std::string& out, const TensorEntry& t) {
+  switch (t.dtype) {
+    case DType::kFloat32: out.append(reinterpret_cast<const char*>(t.values.data()), t.values.size() * 4); break;
+    case DType::kBFloat16:
+    case DType::kFloat16:
+      for (float v : t.values) {
+        const std::uint16_t bits =
+            t.dtype == DType::kBFloat16 ? device::toBFloat16Bits(v) : device::toFloat16Bits(v);
+        out.push_back(static_cast<char>(bits & 0xff));
+        out.push_back(static_cast<char>(bits >> 8));
+      }
+      break;
+    case DType::kInt64: out.append(reinterpret_cast<const char*>(t.ints.data()), t.ints.size() * 8); break;
+    default: break;
+  }
+}
+
+std::uint32_t crcOf(const std::string& bytes) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const auto chunk = static_cast<uInt>(std::min<std::size_t>(bytes.size() - done, 1u << 30));
+    crc = crc32(crc, reinterpret_cast<const Bytef*>(bytes.data() + done), chunk);
+    done += chunk;
+  }
+  return static_cast<std::uint32_t>(crc);
+}
+
+}  // namespace
+
+const TensorEntry* Checkpoint::find(const std::string& name) const {
+  for (const auto& t : tensors)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+std::optional<OptimizerStateName> parseOptimizerStateName(const std::string& tensor_name) {
+  constexpr std::string_view kPrefix = "optimizer.";
+  const std::size_t dot = tensor_name.rfind('.');
+  if (!tensor_name.starts_with(kPrefix) || dot <= kPrefix.size() || dot + 1 == tensor_name.size()) return std::nullopt;
+  OptimizerStateName out{tensor_name.substr(kPrefix.size(), dot - kPrefix.size())};
+  const char* end = tensor_name.data() + tensor_name.size();
+  const auto [ptr, ec] = std::from_chars(tensor_name.data() + dot + 1, end, out.slice);
+  if (ec != std::errc() || ptr != end) return std::nullopt;
+  return out;
+}
+
+const std::string& Checkpoint::meta(const std::string& key) const {
+  auto it = metadata.find(key);
+  if (it == metadata.end()) throw CheckpointError("checkpoint has no '" + key + "' entry");
+  return it->second;
+}
+
+std::string shardPath(const std::string& checkpoint, int rank) { return checkpoint + ".rank" + std::to_string(rank); }
+
+std::string encodeSafetensors(const Checkpoint& ckpt) {
+  json header = json::object();
+  std::string data;
+  for (const TensorEntry& t : ckpt.tensors) {
+    const char* dt = safetensorsDType(t.dtype);
+    if (dt == nullptr) throw CheckpointError("cannot store a " + std::string(device::dtypeName(t.dtype)) + " tensor");
+    const std::size_t begin = data.size();
+    appendValues(data, t);
+    header[t.name] = {{"dtype", dt}, {"shape", t.shape}, {"data_offsets", {begin, data.size()}}};
+  }
+  json meta = json::object();
+  for (const auto& [k, v] : ckpt.metadata) meta[k] = v;
+  meta[kCrcKey] = "00000000";
+  header["__metadata__"] = meta;
+  std::string text = header.dump();
+  while ((8 + text.size()) % 8 != 0) text.push_back(' ');  // align data as the format recommends
+  std::string out(8, '\0');
+  const std::uint64_t n = text.size();
+  for (int i = 0; i < 8; ++i) out[static_cast<std::size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xff);
+  out += text;
+  out += data;
+  const std::string placeholder = std::string("\"") + kCrcKey + "\":\"00000000\"";
+  const std::size_t at = out.find(placeholder);
+  const std::string crc = fmt::format("{:08x}", crcOf(out));
+  out.replace(at + placeholder.size() - 9, 8, crc);
+  return out;
+}
+
+Checkpoint decodeSafetensors(const std::string& bytes, const std::string& origin) {
+  auto bad = [&](const std::string& why) {
+    return CheckpointError(fmt::format("{} is not a valid checkpoint: {}", origin, why));
+  };
+  if (bytes.size() < 8) throw bad(fmt::format("{} bytes is shorter than the 8-byte header length", bytes.size()));
+  std::uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= static_cast<std::uint64_t>(static_cast<unsigned char>(bytes[static_cast<std::size_t>(i)])) << (8 * i);
+  if (n > kMaxHeader || 8 + n > bytes.size())
+    throw bad(fmt::format("header length {} exceeds the file's {} bytes (truncated?)", n, bytes.size()));
+  json header;
+  try {
+    header = json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(n));
+  } catch (const json::exception& e) {
+    throw bad(std::string("corrupt header: ") + e.what());
+  }
+  if (!header.is_object()) throw bad("header is not a JSON object");
+  Checkpoint ckpt;
+  if (header.contains("__metadata__")) {
+    for (const auto& [k, v] : header["__metadata__"].items()) {
+      if (!v.is_string()) throw bad("metadata '" + k + "' is not a string");
+      ckpt.metadata[k] = v.get<std::string>();
+    }
+  }
+  // Required, not optional: were a file without it accepted, one altered
+  // byte in the key's name would switch the check off.
+  auto crc = ckpt.metadata.find(kCrcKey);
+  if (crc == ckpt.metadata.end())
+    throw bad(fmt::format("no {} checksum in its metadata (not written by hpu-train, or altered)", kCrcKey));
+  {
+    std::string copy = bytes;
+    const std::string field = std::string("\"") + kCrcKey + "\":\"" + crc->second + "\"";
+    const std::size_t at = copy.find(field);
+    if (at == std::string::npos || crc->second.size() != 8) throw bad("malformed checksum field");
+    copy.replace(at + field.size() - 9, 8, "00000000");
+    const std::string actual = fmt::format("{:08x}", crcOf(copy));
+    if (actual != crc->second)
+      throw bad(fmt::format("checksum mismatch (stored {}, computed {}): the file was altered or truncated",
+                            crc->second, actual));
+    ckpt.metadata.erase(crc);
+  }
+  const std::size_t data_begin = 8 + n;
+  const std::size_t data_size = bytes.size() - data_begin;
+  for (const auto& [name, info] : header.items()) {
+    if (name == "__metadata__") continue;
+    try {
+      TensorEntry t;
+      t.name = name;
+      auto dt = fromSafetensors(info.at("dtype").get<std::string>());
+      if (!dt) throw bad("tensor '" + name + "' has unsupported dtype " + info.at("dtype").dump());
+      t.dtype = *dt;
+      t.shape = info.at("shape").get<std::vector<std::int64_t>>();
+      const auto offsets = info.at("data_offsets").get<std::vector<std::uint64_t>>();
+      const std::uint64_t numel = static_cast<std::uint64_t>(numelOf(t.shape));
+      const std::uint64_t width = t.dtype == DType::kFloat32 ? 4 : t.dtype == DType::kInt64 ? 8 : 2;
+      if (offsets.size() != 2 || offsets[1] < offsets[0] || offsets[1] > data_size ||
+          offsets[1] - offsets[0] != numel * width)
+        throw bad(fmt::format("tensor '{}' has data offsets {} outside the {} data bytes or not matching its shape",
+                              name, info.at("data_offsets").dump(), data_size));
+      const char* src = bytes.data() + data_begin + offsets[0];
+      if (t.dtype == DType::kInt64) {
+        t.ints.resize(numel);
+        std::memcpy(t.ints.data(), src, numel * 8);
+      } else {
+        t.values.resize(numel);
+        if (t.dtype == DType::kFloat32) {
+          std::memcpy(t.values.data(), src, numel * 4);
+        } else {
+          for (std::uint64_t i = 0; i < numel; ++i) {
+            const auto bits = static_cast<std::uint16_t>(static_cast<unsigned char>(src[2 * i]) |
+                                                         (static_cast<unsigned char>(src[2 * i + 1]) << 8));
+            t.values[i] = t.dtype == DType::kBFloat16 ? device::fromBFloat16Bits(bits) : device::fromFloat16Bits(bits);
+          }
+        }
+      }
+      ckpt.tensors.push_back(std::move(t));
+    } catch (const json::exception& e) {
+      throw bad("tensor '" + name + "': " + e.what());
+    }
+  }
+  return ckpt;
+}
+
+}  // namespace hpu::core::checkpoint

@@ -1,0 +1,290 @@
+#include "hpu/core/config/compose.h"
+
+#include <cctype>
+
+#include "hpu/core/config/normalize.h"
+#include "hpu/core/config/registry.h"
+#include "hpu/core/config/scalars.h"
+#include "hpu/core/config/yaml_io.h"
+#include "hpu/core/base/errors.h"
+
+namespace hpu::core::config {
+namespace {
+
+using Tag = Type::Tag;
+
+// The alternative of a union that a node of this shape is (or will be).
+const Type* effective(const Type* t, const Node& n) {
+  if (t == nullptr || t->tag() != Tag::kUnion) return t;
+  const Type* fallback = nullptr;
+  for (const Type& a : t->args()) {
+    const Type* e = effective(&a, n);
+    if (e == nullptr) continue;
+    switch (e->tag()) {
+      case Tag::kComponent:
+        if (n.isMap() || n.isScalar()) return e;
+        break;
+      case Tag::kStruct:
+      case Tag::kDict:
+        if (n.isMap()) return e;
+        break;
+      case Tag::kList:
+        if (n.isSequence()) return e;
+        if (!fallback) fallback = e;
+        break;
+      default: break;
+    }
+  }
+  return fallback;
+}
+
+const StructSchema* componentSchema(const Node& n, const Type& t) {
+  const ComponentSchema* s = SchemaRegistry::instance().resolve(t.kinds(), componentName(n, t.kinds()));
+  return s ? &s->init_args : nullptr;
+}
+
+// Rewrites a component node into {class_path, init_args} form in place,
+// moving shorthand keys into init_args.
+void toFullForm(Node& n) {
+  if (n.isScalar()) {
+    Node full = Node::map(n.loc());
+    full.set("class_path", n);
+    full.set("init_args", Node::map(n.loc()));
+    n = std::move(full);
+    return;
+  }
+  if (n.isNull()) n = Node::map(n.loc());
+  if (!n.isMap()) return;
+  Node* init = n.find("init_args");
+  if (init == nullptr || init->isNull()) init = &n.set("init_args", Node::map(n.loc()));
+  std::vector<Node::Entry> shorthand;
+  for (auto& e : n.entries())
+    if (e.first != "class_path" && e.first != "init_args") shorthand.push_back(e);
+  for (auto& [k, v] : shorthand) {
+    n.erase(k);
+    n.find("init_args")->set(k, v);
+  }
+}
+
+const Type* paramType(const StructSchema* s, const std::string& key) {
+  if (s == nullptr) return nullptr;
+  const ParamSpec* p = s->find(key);
+  return p ? &p->type : nullptr;
+}
+
+void mergeMaps(Node& base, const Node& overlay, const StructSchema* schema) {
+  for (const auto& [key, value] : overlay.entries()) {
+    Node* existing = base.find(key);
+    const Type* t = paramType(schema, key);
+    if (existing != nullptr && t != nullptr)
+      mergeInto(*existing, value, *t);
+    else
+      base.set(key, value);
+  }
+}
+
+bool sameClass(const Node& a, const Node& b, const Type& t) {
+  const std::string na = componentName(a, t.kinds());
+  const std::string nb = componentName(b, t.kinds());
+  return !na.empty() && na == nb;
+}
+
+bool isIndex(const std::string& s) {
+  if (s.empty()) return false;
+  for (char c : s)
+    if (!std::isdigit(static_cast<unsigned char>(c))) return false;
+  return true;
+}
+
+std::vector<std::string> splitPath(const std::string& path) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : path) {
+    if (c == '.') {
+      out.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  out.push_back(cur);
+  return out;
+}
+
+struct Walker {
+  const Override& o;
+  std::vector<std::string>& problems;
+  std::vector<std::string> segs;
+
+  void fail(const std::string& message) {
+    std::string where = o.value.loc().str();
+    problems.push_back((where.empty() ? "" : where + ": ") + o.path + ": " + message);
+  }
+
+  void assign(Node& slot, const Type* t) {
+    if (o.append) {
+      if (slot.isNull()) slot = Node::sequence(o.value.loc());
+      const Type* lt = effective(t, slot);
+      if (slot.isMap() || (slot.isScalar() && lt && lt->tag() == Tag::kComponent)) {
+        Node seq = Node::sequence(o.value.loc());  // a single component becomes a list of one
+        seq.push(slot);
+        slot = std::move(seq);
+      }
+      if (!slot.isSequence()) return fail("'+=' appends to a list, but this key holds " + slot.str());
+      slot.push(o.value);
+      return;
+    }
+    if (t != nullptr)
+      mergeInto(slot, o.value, *t);
+    else
+      slot = o.value;
+  }
+
+  void walk(Node& node, const Type* t, std::size_t i) {
+    const std::string& key = segs[i];
+    const bool last = i + 1 == segs.size();
+    const Type* e = effective(t, node);
+    if (node.isSequence() || (node.isNull() && e && e->tag() == Tag::kList)) {
+      const Type* elem = e && e->tag() == Tag::kList ? &e->args()[0] : nullptr;
+      if (isIndex(key)) {
+        const std::size_t idx = std::stoul(key);
+        if (idx >= node.items().size())
+          return fail("index " + key + " is past the end of a list of " +
+                      std::to_string(node.items().size()));
+        return last ? assign(node.items()[idx], elem) : walk(node.items()[idx], elem, i + 1);
+      }
+      if (node.items().empty())
+        return fail("the list is empty; add an item first with --" +
+                    o.path.substr(0, o.path.rfind('.')) + "+=<ClassName>");
+      return walk(node.items().back(), elem, i);  // keys of a list apply to its last item
+    }
+    if (e && e->tag() == Tag::kComponent && key == "class_path" && last && !o.append && o.value.isScalar())
+      return mergeInto(node, o.value, *e);  // as "--model X": another class drops the init_args
+    if (e && e->tag() == Tag::kComponent && key != "class_path") {
+      toFullForm(node);
+      const StructSchema* s = componentSchema(node, *e);
+      Node& init = *node.find("init_args");
+      if (key == "init_args") {
+        if (last) return assign(init, nullptr);
+        return descend(init, s, i + 1);
+      }
+      return descend(init, s, i);
+    }
+    if (node.isNull() || node.isScalar()) node = Node::map(o.value.loc());
+    if (!node.isMap()) return fail("cannot set a key inside a " + std::string("non-mapping value"));
+    const StructSchema* s = e && e->tag() == Tag::kStruct ? e->schema() : nullptr;
+    descend(node, s, i);
+  }
+
+  void descend(Node& map, const StructSchema* s, std::size_t i) {
+    const std::string& key = segs[i];
+    const Type* t = paramType(s, key);
+    Node* child = map.find(key);
+    if (child == nullptr) child = &map.set(key, Node::null(o.value.loc()));
+    if (i + 1 == segs.size()) return assign(*child, t);
+    walk(*child, t, i + 1);
+  }
+};
+
+}  // namespace
+
+void mergeInto(Node& base, const Node& overlay, const Type& type) {
+  const Type* e = effective(&type, overlay);
+  if (e && e->tag() == Tag::kComponent && (base.isMap() || base.isScalar())) {
+    const bool names_class = overlay.isScalar() || overlay.find("class_path") != nullptr;
+    if (names_class && !sameClass(base, overlay, *e)) {
+      base = overlay;  // another class: its init_args start from its defaults
+      return;
+    }
+    if (overlay.isScalar()) return;  // the same class named again keeps its init_args
+    Node full = overlay;
+    toFullForm(full);
+    toFullForm(base);
+    if (const Node* cls = full.find("class_path")) base.set("class_path", *cls);
+    mergeMaps(*base.find("init_args"), *full.find("init_args"), componentSchema(base, *e));
+    return;
+  }
+  if (e && e->tag() == Tag::kStruct && base.isMap() && overlay.isMap()) {
+    mergeMaps(base, overlay, e->schema());
+    return;
+  }
+  base = overlay;
+}
+
+void applyOverride(Node& root, const Type& type, const Override& o,
+                   std::vector<std::string>& problems) {
+  Walker w{o, problems, splitPath(o.path)};
+  for (const auto& s : w.segs)
+    if (s.empty()) return w.fail("empty key in dotted path");
+  if (root.isNull()) root = Node::map();
+  w.walk(root, &type, 0);
+}
+
+std::vector<Override> envOverrides(const std::map<std::string, std::string>& env,
+                                   const std::string& subcommand,
+                                   std::vector<std::string>& problems) {
+  auto enabled = [&](const char* name) {
+    auto it = env.find(name);
+    if (it == env.end()) return false;
+    const auto on = parseBool(it->second);
+    if (!on)
+      problems.push_back("environment " + std::string(name) + ": expected true or false, got '" + it->second +
+                         "'");
+    return on.value_or(false);
+  };
+  std::vector<Override> out;
+  const bool json_switch = enabled("JSONARGPARSE_DEFAULT_ENV");
+  const bool hpu_switch = enabled("HPU_DEFAULT_ENV");
+  if (!json_switch && !hpu_switch) return out;
+  std::string prefix = "PL_";
+  for (char c : subcommand) prefix += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  prefix += "__";
+  for (const auto& [name, value] : env) {
+    if (name.rfind(prefix, 0) != 0) continue;
+    std::string path;
+    const std::string rest = name.substr(prefix.size());
+    for (std::size_t i = 0; i < rest.size(); ++i) {
+      if (rest.compare(i, 2, "__") == 0) {
+        path += '.';
+        ++i;
+      } else {
+        path += static_cast<char>(std::tolower(static_cast<unsigned char>(rest[i])));
+      }
+    }
+    try {
+      Node v = loadYamlString(value, name);
+      v.setLoc({std::make_shared<const std::string>("environment " + name)});
+      out.push_back({path, std::move(v), false});
+    } catch (const ConfigError& e) {
+      problems.insert(problems.end(), e.problems().begin(), e.problems().end());
+    }
+  }
+  return out;
+}
+
+Node composeConfig(const ConfigSources& sources, const Type& root_type) {
+  std::vector<std::string> problems;
+  Node root = Node::map();
+  for (const std::string& file : sources.files) {
+    try {
+      Node doc = loadYamlFile(file);
+      if (doc.isNull()) continue;
+      if (!doc.isMap()) {
+        problems.push_back(doc.loc().str() + ": a config file must be a mapping of keys");
+        continue;
+      }
+      mergeInto(root, doc, root_type);
+    } catch (const ConfigError& e) {
+      problems.insert(problems.end(), e.problems().begin(), e.problems().end());
+    }
+  }
+  for (const Override& o : envOverrides(sources.env, sources.subcommand, problems))
+    applyOverride(root, root_type, o, problems);
+  for (const Override& o : sources.overrides) applyOverride(root, root_type, o, problems);
+  if (!problems.empty()) throw ConfigError(std::move(problems));
+  Node out = normalize(root, root_type, "", problems);
+  if (!problems.empty()) throw ConfigError(std::move(problems));
+  return out;
+}
+
+}  // namespace hpu::core::config

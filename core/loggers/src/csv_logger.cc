@@ -1,0 +1,122 @@
+// CSVLogger: Lightning's CSV logger. <save_dir>/<name>/version_<N>/ holds
+// metrics.csv (one row per logged step, columns sorted, empty cells where a
+// metric was not logged) and hparams.yaml. Files are rewritten atomically.
+#include <spdlog/fmt/fmt.h>
+
+#include <cmath>
+#include <filesystem>
+#include <regex>
+#include <set>
+
+#include "hpu/core/base/file_io.h"
+#include "hpu/core/config/registry.h"
+#include "hpu/core/config/yaml_io.h"
+#include "hpu/core/loggers/logger.h"
+#include "hpu/core/strategies/strategy.h"
+
+namespace hpu::core {
+namespace {
+
+namespace fs = std::filesystem;
+
+class CSVLogger final : public Logger {
+ public:
+  explicit CSVLogger(const config::Params& p)
+      : save_dir_(p.has("save_dir") ? p.getString("save_dir") : ""),
+        name_(p.getString("name")),
+        version_(p.has("version") ? p.node("version").str() : ""),
+        version_is_int_(p.has("version") && !p.node("version").quoted()),
+        prefix_(p.getString("prefix")),
+        flush_every_(p.getInt("flush_logs_every_n_steps")) {}
+
+  void setup(const std::string& default_root_dir, Strategy& strategy) override {
+    if (save_dir_.empty()) save_dir_ = default_root_dir;
+    if (version_.empty()) {
+      std::string next;
+      if (strategy.isGlobalZero()) next = std::to_string(nextVersion());
+      version_ = strategy.broadcast(next, 0);
+      version_is_int_ = true;
+    }
+  }
+  std::string name() const override { return name_; }
+  std::string version() const override { return version_; }
+  std::string logDir() const override {
+    return (fs::path(save_dir_) / name_ / (version_is_int_ ? "version_" + version_ : version_)).string();
+  }
+  void logHyperparams(const config::Node& hparams) override {
+    writeFileAtomically((fs::path(logDir()) / "hparams.yaml").string(), config::emitYaml(hparams));
+  }
+  void logMetrics(const std::map<std::string, double>& metrics, std::int64_t step) override {
+    std::map<std::string, double> row;
+    for (const auto& [k, v] : metrics) row[prefix_.empty() ? k : prefix_ + "-" + k] = v;  // Lightning's "-" join
+    row["step"] = static_cast<double>(step);
+    for (const auto& [k, v] : row) keys_.insert(k);
+    rows_.push_back(std::move(row));
+    if (++since_flush_ >= flush_every_) save();
+  }
+  void save() override {
+    since_flush_ = 0;
+    if (rows_.empty()) return;
+    std::string out;
+    for (const auto& k : keys_) out += (out.empty() ? "" : ",") + k;
+    out += "\n";
+    for (const auto& row : rows_) {
+      std::string line;
+      bool first = true;
+      for (const auto& k : keys_) {
+        if (!first) line += ",";
+        first = false;
+        auto it = row.find(k);
+        if (it == row.end()) continue;
+        const double v = it->second;
+        if (k == "epoch" || k == "step")
+          line += fmt::format("{}", static_cast<std::int64_t>(v));
+        else
+          line += std::isnan(v) ? "nan" : fmt::format("{}", v);  // Python's spelling, never "-nan"
+      }
+      out += line + "\n";
+    }
+    writeFileAtomically((fs::path(logDir()) / "metrics.csv").string(), out);
+  }
+
+ private:
+  int nextVersion() const {
+    static const std::regex kVersion("version_([0-9]+)");
+    int next = 0;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(fs::path(save_dir_) / name_, ec)) {
+      std::smatch m;
+      const std::string n = e.path().filename().string();
+      if (e.is_directory() && std::regex_match(n, m, kVersion)) next = std::max(next, std::stoi(m[1]) + 1);
+    }
+    return next;
+  }
+
+  std::string save_dir_, name_, version_;
+  bool version_is_int_;
+  std::string prefix_;
+  std::int64_t flush_every_;
+  std::int64_t since_flush_ = 0;
+  std::set<std::string> keys_;
+  std::vector<std::map<std::string, double>> rows_;
+};
+
+HPU_REGISTER_COMPONENT(
+    Logger,
+    config::ComponentSchema{
+        config::ComponentKind::kLogger,
+        "CSVLogger",
+        {"lightning.pytorch.loggers.CSVLogger", "pytorch_lightning.loggers.CSVLogger", "lightning.pytorch.loggers.csv_logs.CSVLogger"},
+        {"CSVLogger",
+         "",
+         {{"save_dir", config::Type::optional(config::Type::string()), "null", "Root directory (default: trainer.default_root_dir)."},
+          {"name", config::Type::string(), "lightning_logs", "Experiment name: the folder under save_dir."},
+          {"version", config::Type::optional(config::Type::anyOf({config::Type::integer().min(0), config::Type::string()})),
+           "null", "Version: an int (version_N), a folder name, or null for the next free version_N."},
+          {"prefix", config::Type::string(), "''", "Prefix of every metric key."},
+          {"flush_logs_every_n_steps", config::Type::integer().min(1), "100", "Rewrite metrics.csv every N logged rows."}}},
+        "Writes metrics.csv and hparams.yaml under <save_dir>/<name>/version_<N>."},
+    [](const config::Params& p) { return std::make_unique<CSVLogger>(p); });
+
+}  // namespace
+}  // namespace hpu::core

@@ -1,0 +1,94 @@
+// The model API: a LightningModule describes its network (configureModel),
+// what one step of each stage does (trainingStep, validationStep, testStep,
+// predictStep) and its default optimizer (configureOptimizers). The Trainer
+// calls these; model code logs metrics with log() as Lightning's self.log.
+//
+// To add a model, subclass LightningModule and register it under a name
+// with HPU_REGISTER_COMPONENT(LightningModule, schema, factory): it is then
+// selectable from YAML (model: {class_path: Name, init_args: {...}}), shows
+// in --help and validates its init_args. examples/custom_model.cc is one.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "hpu/core/nn/module.h"
+#include "hpu/core/optim/lr_scheduler.h"
+#include "hpu/core/optim/optimizer.h"
+#include "hpu/core/ops/ops.h"
+
+namespace hpu::core {
+
+class Profiler;
+
+// A batch on the device: features [N, ...] and int64 labels [N] (undefined
+// when the data has none).
+struct Batch {
+  Tensor x;
+  Tensor y;
+  std::int64_t size() const { return x.size(0); }
+};
+
+// What the data tells a model about its inputs.
+struct ModelInput {
+  Shape sample_shape;           // one sample's features: {1, 28, 28}
+  std::int64_t num_classes = 0; // 0 when the data is not labelled
+};
+
+struct OptimizerConfig {
+  std::unique_ptr<optim::Optimizer> optimizer;
+  std::unique_ptr<optim::LRScheduler> scheduler;  // optional
+};
+
+struct LogOptions {
+  // Unset: Lightning's defaults for the hook (training_step: per step;
+  // validation/test steps: per epoch, averaged weighted by batch size).
+  std::optional<bool> on_step{};
+  std::optional<bool> on_epoch{};
+  bool prog_bar = false;  // show in the progress bar
+  bool sync_dist = false; // average across ranks when logged per step
+};
+
+// Where log() goes; the Trainer implements it.
+class MetricSink {
+ public:
+  virtual ~MetricSink() = default;
+  virtual void log(const std::string& name, double value, const LogOptions& options) = 0;
+};
+
+class LightningModule : public nn::Module {
+ public:
+  // Builds the network on ctx.device for inputs described by `input`.
+  virtual void configureModel(nn::InitContext& ctx, const ModelInput& input) = 0;
+  Tensor forward(const Tensor& x) override = 0;
+
+  // Returns the loss to minimise.
+  virtual Tensor trainingStep(const Batch& batch, std::int64_t batch_idx) = 0;
+  virtual void validationStep(const Batch& batch, std::int64_t batch_idx) {}
+  virtual void testStep(const Batch& batch, std::int64_t batch_idx) {}
+  // Default: forward(batch.x).
+  virtual Tensor predictStep(const Batch& batch, std::int64_t batch_idx);
+  // The optimizer (and scheduler) used when the config names none.
+  virtual OptimizerConfig configureOptimizers();
+
+  void log(const std::string& name, const Tensor& scalar, const LogOptions& options = {});
+  void log(const std::string& name, double value, const LogOptions& options = {});
+
+  // Custom profiling regions (profiler().profile("name") scopes); always
+  // valid, a no-op profiler when none is configured.
+  Profiler& profiler();
+
+  // Trainer wiring.
+  void attachTrainer(MetricSink* sink, Profiler* profiler) {
+    sink_ = sink;
+    profiler_ = profiler;
+  }
+
+ private:
+  MetricSink* sink_ = nullptr;
+  Profiler* profiler_ = nullptr;
+};
+
+}  // namespace hpu::core

@@ -1,0 +1,29 @@
+#include "hpu/core/module/lightning_module.h"
+
+#include "hpu/core/base/errors.h"
+#include "hpu/core/profilers/profiler.h"
+
+namespace hpu::core {
+
+Tensor LightningModule::predictStep(const Batch& batch, std::int64_t) { return forward(batch.x); }
+
+OptimizerConfig LightningModule::configureOptimizers() {
+  throw UsageError(typeName() +
+                   " does not configure an optimizer: give one in the config (optimizer: {class_path: AdamW, "
+                   "init_args: {lr: 0.001}}) or override configureOptimizers()");
+}
+
+void LightningModule::log(const std::string& name, const Tensor& scalar, const LogOptions& options) {
+  log(name, static_cast<double>(scalar.item()), options);
+}
+
+void LightningModule::log(const std::string& name, double value, const LogOptions& options) {
+  if (sink_ != nullptr) sink_->log(name, value, options);
+}
+
+Profiler& LightningModule::profiler() {
+  static PassThroughProfiler none;
+  return profiler_ != nullptr ? *profiler_ : none;
+}
+
+}  // namespace hpu::core

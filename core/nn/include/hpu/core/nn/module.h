@@ -1,0 +1,100 @@
+// Modules: layers and models as a tree of named children with named
+// parameters (trained) and buffers (state such as batch-norm statistics).
+// A module's tensors live on the device it was built on (InitContext).
+// Not thread-safe.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hpu/core/base/random.h"
+#include "hpu/core/tensor/tensor.h"
+
+namespace hpu::core::nn {
+
+// What building a module needs: the device its tensors go to and the
+// generator its parameters are initialised from.
+struct InitContext {
+  device::Device& device;
+  Generator& rng;          // parameter initialisation
+  Generator& dropout_rng;  // masks of Dropout layers (checkpointed by the Trainer)
+  DType param_dtype = DType::kFloat32;
+  // Activation checkpoints keep their saved inputs in host memory
+  // (DeepSpeed's cpu_checkpointing).
+  bool checkpoint_on_host = false;
+};
+
+struct NamedTensor {
+  std::string name;
+  Tensor tensor;
+};
+
+class Module;
+
+// Called around a module's forward through operator() (ZeRO-3 gathers the
+// module's parameters before and releases them after).
+class ForwardHooks {
+ public:
+  virtual ~ForwardHooks() = default;
+  virtual void before(Module& m) = 0;
+  virtual void after(Module& m) = 0;
+};
+
+class Module {
+ public:
+  virtual ~Module() = default;
+
+  // The type shown in model summaries ("Linear").
+  virtual std::string typeName() const = 0;
+  // Single-input forward, used by Sequential and the C++ API's operator().
+  virtual Tensor forward(const Tensor& x);
+  // Runs forward() (between the forward hooks, if any) and remembers the
+  // output shape for the model summary.
+  Tensor operator()(const Tensor& x);
+  // Installs `hooks` on this module and its descendants (nullptr removes).
+  void setForwardHooks(const std::shared_ptr<ForwardHooks>& hooks);
+  // The parameters registered on this module itself (not its children).
+  const std::vector<NamedTensor>& ownParameters() const { return params_; }
+
+  // Registration (call from constructors / configureModel).
+  Tensor registerParameter(std::string name, Tensor t);
+  Tensor registerBuffer(std::string name, Tensor t);
+  template <class M>
+  std::shared_ptr<M> registerModule(std::string name, std::shared_ptr<M> m) {
+    children_.emplace_back(std::move(name), m);
+    return m;
+  }
+
+  // Recursive, in registration order, names dotted ("fc1.weight").
+  std::vector<NamedTensor> namedParameters() const;
+  std::vector<NamedTensor> namedBuffers() const;
+  std::vector<Tensor> parameters() const;
+  std::int64_t numParameters() const;
+  const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const { return children_; }
+  // For module rewrites (e.g. fp8 layer replacement) before training starts.
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>>& mutableChildren() { return children_; }
+
+  // Training / evaluation mode (dropout, batch norm), recursive.
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool training() const { return training_; }
+
+  // The shape of the last forward() output through operator(), if any.
+  const Shape& lastOutputShape() const { return last_output_shape_; }
+  // One line describing the layer's configuration ("in=784, out=256").
+  virtual std::string describe() const { return ""; }
+
+ private:
+  void collect(const std::string& prefix, bool params, std::vector<NamedTensor>& out) const;
+
+  std::vector<NamedTensor> params_;
+  std::vector<NamedTensor> buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  bool training_ = true;
+  Shape last_output_shape_;
+  std::shared_ptr<ForwardHooks> hooks_;
+};
+
+}  // namespace hpu::core::nn

@@ -1,0 +1,64 @@
+#include <optional>
+
+#include "hpu/core/tensor/autograd.h"
+#include "hpu/core/ops/ops.h"
+
+namespace hpu::core::ops {
+
+Tensor checkpoint(const std::function<Tensor(const Tensor&)>& f, const Tensor& x, Generator* rng, bool on_host) {
+  autograd::Tape* tape = autograd::currentTape();
+  const std::optional<Generator::State> rng_state = rng ? std::optional(rng->state()) : std::nullopt;
+  Tensor y;
+  {
+    autograd::TapeScope no_record(nullptr);
+    y = f(x);
+  }
+  if (tape == nullptr) return y;
+  // The saved input: the tensor itself, or a host copy (cpu_checkpointing).
+  struct Saved {
+    Tensor device;
+    std::vector<float> host;
+    Shape shape;
+    DType dtype;
+  };
+  auto saved = std::make_shared<Saved>();
+  saved->shape = x.shape();
+  saved->dtype = x.dtype();
+  if (on_host)
+    saved->host = x.toHost();
+  else
+    saved->device = x;
+  device::Device& dev = x.device();
+  y.setRequiresGrad(true);
+  if (x.requiresGrad()) autograd::noteUse(x);
+  tape->record([f, x, y, saved, rng, rng_state, &dev] {
+    Tensor gy = y.grad();
+    if (!gy.defined()) return;
+    Tensor input = saved->device.defined() ? saved->device.detach()
+                                           : Tensor::fromHost(dev, saved->shape, saved->host, saved->dtype);
+    input.setRequiresGrad(x.requiresGrad());
+    Generator::State outer{};
+    if (rng) {
+      outer = rng->state();
+      rng->setState(*rng_state);
+    }
+    autograd::Tape local;
+    Tensor recomputed;
+    {
+      autograd::TapeScope record(&local);
+      recomputed = f(input);
+    }
+    if (rng) rng->setState(outer);
+    local.backward(recomputed, gy);
+    if (x.requiresGrad()) {
+      if (Tensor gx = input.grad(); gx.defined()) {
+        autograd::GradTarget g = autograd::gradTarget(x);
+        for (std::int64_t i = 0; i < x.numel(); ++i) g.data[i] = g.accumulate ? g.data[i] + gx.data()[i] : gx.data()[i];
+      }
+      autograd::gradWritten(x);
+    }
+  });
+  return y;
+}
+
+}  // namespace hpu::core::ops

@@ -1,0 +1,92 @@
+// Optimizers step flat slices of parameter storage (whole buckets for
+// single-device and DDP training, this rank's shards under ZeRO). State
+// (momentum, Adam moments) lives on the device beside the parameters, one
+// buffer per slice, so device memory statistics account for it.
+//
+// Construction takes only hyper-parameters (from a config or from a model's
+// configureOptimizers); attach() binds the parameter slices later.
+// Not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "hpu/core/optim/state_buffer.h"
+#include "hpu/core/tensor/tensor.h"
+
+namespace hpu::core::optim {
+
+struct ParamSlice {
+  float* values;
+  const float* grads;
+  std::int64_t numel;
+  DType dtype;  // the parameters' dtype: values are rounded to it after an update
+};
+
+class Optimizer {
+ public:
+  explicit Optimizer(double lr) : lr_(lr), initial_lr_(lr) {}
+  virtual ~Optimizer() = default;
+  virtual std::string name() const = 0;
+
+  // Binds the slices to update and allocates their state on `device`, or in
+  // host memory with `offload` (ZeRO-Offload: the device holds none of it).
+  void attach(std::vector<ParamSlice> slices, device::Device& device, bool offload = false);
+  bool attached() const { return !slices_.empty() || attached_empty_; }
+  // One update of every slice from its gradient.
+  void step();
+
+  double lr() const { return lr_; }
+  void setLr(double lr) { lr_ = lr; }
+  double initialLr() const { return initial_lr_; }
+  std::int64_t stepCount() const { return step_; }
+  void setStepCount(std::int64_t s) { step_ = s; }
+
+  // State buffers by name ("exp_avg.0": slice 0), for checkpoints.
+  struct NamedState {
+    std::string name;
+    std::span<float> values;
+  };
+  std::vector<NamedState> stateBuffers();
+
+ protected:
+  // Names of the state buffers each slice needs ({"momentum_buffer"}, ...).
+  virtual std::vector<std::string> stateNames() const = 0;
+  // Updates one slice; `state` has one pointer per stateNames() entry.
+  // `step` counts from 1.
+  virtual void update(const ParamSlice& s, float* const* state, std::int64_t step) = 0;
+
+ private:
+  double lr_;
+  double initial_lr_;
+  std::int64_t step_ = 0;
+  std::vector<ParamSlice> slices_;
+  std::vector<std::vector<StateBuffer>> state_;  // [slice][state buffer]
+  bool attached_empty_ = false;
+};
+
+struct SGDOptions {
+  double lr = 0.001;
+  double momentum = 0.0;
+  double dampening = 0.0;
+  double weight_decay = 0.0;
+  bool nesterov = false;
+};
+std::unique_ptr<Optimizer> makeSGD(const SGDOptions& o);
+
+struct AdamOptions {
+  double lr = 0.001;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  bool decoupled_weight_decay = false;  // true: AdamW
+};
+std::unique_ptr<Optimizer> makeAdam(const AdamOptions& o);
+// AdamW: decoupled weight decay (default 0.01), as torch.optim.AdamW.
+std::unique_ptr<Optimizer> makeAdamW(AdamOptions o);
+
+}  // namespace hpu::core::optim

@@ -1,0 +1,31 @@
+// A zero-initialised float buffer that lives on the device, or in host
+// memory when offloaded (ZeRO-Offload): optimizer state, and ZeRO's gradient
+// and parameter shards. On the device it is a tensor, so the device's memory
+// statistics account for it; in host memory the device holds none of it.
+// Not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "hpu/core/tensor/tensor.h"
+
+namespace hpu::core::optim {
+
+class StateBuffer {
+ public:
+  StateBuffer() = default;
+  StateBuffer(device::Device& device, std::int64_t size, bool on_host);
+
+  float* data() { return device_.defined() ? device_.data() : host_.data(); }
+  std::size_t size() const { return device_.defined() ? static_cast<std::size_t>(device_.numel()) : host_.size(); }
+  std::span<float> values() { return {data(), size()}; }
+  bool onHost() const { return !device_.defined(); }
+
+ private:
+  Tensor device_;
+  std::vector<float> host_;
+};
+
+}  // namespace hpu::core::optim

@@ -1,0 +1,174 @@
+#include "hpu/core/optim/optimizer.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "hpu/device/numerics.h"
+
+namespace hpu::core::optim {
+
+StateBuffer::StateBuffer(device::Device& device, std::int64_t size, bool on_host) {
+  if (on_host)
+    host_.assign(static_cast<std::size_t>(size), 0.0f);
+  else
+    device_ = Tensor::zeros(device, {size});
+}
+
+void Optimizer::attach(std::vector<ParamSlice> slices, device::Device& device, bool offload) {
+  slices_ = std::move(slices);
+  attached_empty_ = slices_.empty();
+  state_.clear();
+  const std::size_t per_slice = stateNames().size();
+  for (const ParamSlice& s : slices_) {
+    std::vector<StateBuffer> buffers;
+    for (std::size_t j = 0; j < per_slice; ++j) buffers.emplace_back(device, s.numel, offload);
+    state_.push_back(std::move(buffers));
+  }
+}
+
+void Optimizer::step() {
+  ++step_;
+  std::vector<float*> ptrs;
+  for (std::size_t i = 0; i < slices_.size(); ++i) {
+    ptrs.clear();
+    for (StateBuffer& b : state_[i]) ptrs.push_back(b.data());
+    update(slices_[i], ptrs.data(), step_);
+    if (slices_[i].dtype != DType::kFloat32)
+      device::roundInPlace({slices_[i].values, static_cast<std::size_t>(slices_[i].numel)}, slices_[i].dtype);
+  }
+}
+
+std::vector<Optimizer::NamedState> Optimizer::stateBuffers() {
+  std::vector<NamedState> out;
+  const auto names = stateNames();
+  for (std::size_t i = 0; i < state_.size(); ++i)
+    for (std::size_t j = 0; j < names.size(); ++j)
+      out.push_back({names[j] + "." + std::to_string(i), {state_[i][j].data(), state_[i][j].size()}});
+  return out;
+}
+
+namespace {
+
+// Runs body(begin, end) over [0, n): in chunks on the OpenMP threads when n
+// is large, inline otherwise. Bodies take restrict-qualified pointers so the
+// compiler vectorises them (an OpenMP-outlined loop loses that knowledge).
+template <class Body>
+void forChunks(std::int64_t n, Body body) {
+  constexpr std::int64_t kParallelAbove = 1 << 18;
+  if (n <= kParallelAbove) {
+    body(std::int64_t{0}, n);
+    return;
+  }
+#pragma omp parallel
+  {
+    const std::int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
+    const std::int64_t chunk = (n + threads - 1) / threads;
+    const std::int64_t begin = std::min(n, t * chunk), end = std::min(n, begin + chunk);
+    body(begin, end);
+  }
+}
+
+void adamKernel(float* __restrict p, const float* __restrict g, float* __restrict m, float* __restrict v,
+                std::int64_t begin, std::int64_t end, float l2, float b1, float b2, float one_minus_b1,
+                float one_minus_b2, float bc2_sqrt, float eps, float step_size) {
+  for (std::int64_t i = begin; i < end; ++i) {
+    const float grad = g[i] + l2 * p[i];
+    m[i] = m[i] * b1 + one_minus_b1 * grad;
+    v[i] = v[i] * b2 + one_minus_b2 * grad * grad;
+    const float denom = std::sqrt(v[i]) / bc2_sqrt + eps;
+    p[i] += -step_size * (m[i] / denom);
+  }
+}
+
+void sgdKernel(float* __restrict p, const float* __restrict g, float* __restrict buf, std::int64_t begin,
+               std::int64_t end, float rate, float wd, float mom, float damp, bool first, bool nesterov) {
+  if (buf == nullptr) {
+    for (std::int64_t i = begin; i < end; ++i) p[i] -= rate * (g[i] + wd * p[i]);
+    return;
+  }
+  for (std::int64_t i = begin; i < end; ++i) {
+    float d = g[i] + wd * p[i];
+    buf[i] = first ? d : mom * buf[i] + damp * d;
+    d = nesterov ? d + mom * buf[i] : buf[i];
+    p[i] -= rate * d;
+  }
+}
+
+// torch.optim.SGD (single-tensor path): float32 math, scalars from doubles.
+class SGD final : public Optimizer {
+ public:
+  explicit SGD(const SGDOptions& o) : Optimizer(o.lr), o_(o) {}
+  std::string name() const override { return "SGD"; }
+
+ protected:
+  std::vector<std::string> stateNames() const override {
+    if (o_.momentum != 0.0) return {"momentum_buffer"};
+    return {};
+  }
+  void update(const ParamSlice& s, float* const* state, std::int64_t step) override {
+    const float rate = static_cast<float>(lr());
+    const float wd = static_cast<float>(o_.weight_decay);
+    const float mom = static_cast<float>(o_.momentum);
+    const float damp = 1.0f - static_cast<float>(o_.dampening);
+    float* buf = o_.momentum == 0.0 ? nullptr : state[0];
+    const bool first = step == 1, nesterov = o_.nesterov;
+    forChunks(s.numel, [&](std::int64_t begin, std::int64_t end) {
+      sgdKernel(s.values, s.grads, buf, begin, end, rate, wd, mom, damp, first, nesterov);
+    });
+  }
+
+ private:
+  SGDOptions o_;
+};
+
+// torch.optim.Adam / AdamW (single-tensor path, amsgrad off).
+class Adam final : public Optimizer {
+ public:
+  explicit Adam(const AdamOptions& o) : Optimizer(o.lr), o_(o) {}
+  std::string name() const override { return o_.decoupled_weight_decay ? "AdamW" : "Adam"; }
+
+ protected:
+  std::vector<std::string> stateNames() const override { return {"exp_avg", "exp_avg_sq"}; }
+  void update(const ParamSlice& s, float* const* state, std::int64_t step) override {
+    const double bc1 = 1.0 - std::pow(o_.beta1, static_cast<double>(step));
+    const double bc2 = 1.0 - std::pow(o_.beta2, static_cast<double>(step));
+    const float step_size = static_cast<float>(lr() / bc1);
+    const float bc2_sqrt = static_cast<float>(std::sqrt(bc2));
+    const float b1 = static_cast<float>(o_.beta1), b2 = static_cast<float>(o_.beta2);
+    const float one_minus_b1 = static_cast<float>(1.0 - o_.beta1);
+    const float one_minus_b2 = static_cast<float>(1.0 - o_.beta2);
+    const float eps = static_cast<float>(o_.eps);
+    const float wd = static_cast<float>(o_.weight_decay);
+    const float decay = static_cast<float>(1.0 - lr() * o_.weight_decay);
+    const bool decoupled = o_.decoupled_weight_decay;
+    const std::int64_t n = s.numel;
+    if (decoupled) {
+      forChunks(n, [&](std::int64_t begin, std::int64_t end) {
+        float* __restrict p = s.values;
+        for (std::int64_t i = begin; i < end; ++i) p[i] *= decay;
+      });
+    }
+    const float l2 = decoupled ? 0.0f : wd;
+    forChunks(n, [&](std::int64_t begin, std::int64_t end) {
+      adamKernel(s.values, s.grads, state[0], state[1], begin, end, l2, b1, b2, one_minus_b1, one_minus_b2, bc2_sqrt,
+                 eps, step_size);
+    });
+  }
+
+ private:
+  AdamOptions o_;
+};
+
+}  // namespace
+
+std::unique_ptr<Optimizer> makeSGD(const SGDOptions& o) { return std::make_unique<SGD>(o); }
+std::unique_ptr<Optimizer> makeAdam(const AdamOptions& o) { return std::make_unique<Adam>(o); }
+std::unique_ptr<Optimizer> makeAdamW(AdamOptions o) {
+  o.decoupled_weight_decay = true;
+  return std::make_unique<Adam>(o);
+}
+
+}  // namespace hpu::core::optim

@@ -1,0 +1,197 @@
+#include "hpu/core/precision/fp8.h"
+
+#include <spdlog/fmt/fmt.h>
+
+#include <nlohmann/json.hpp>
+
+#include "hpu/core/base/errors.h"
+#include "hpu/core/tensor/autograd.h"
+#include "hpu/core/tensor/op_record.h"
+#include "hpu/device/kernels/gemm.h"
+#include "hpu/device/numerics.h"
+
+namespace hpu::core::fp8 {
+namespace {
+
+namespace k = device::kernels;
+
+// The values an fp8 tensor of `t` holds, dequantized: round(t * s) / s.
+std::vector<float> fakeQuantize(const float* data, std::int64_t n, DType format, float scale) {
+  std::vector<float> q(data, data + n);
+  device::quantizeFp8InPlace(q, format, scale);
+  device::dequantizeFp8InPlace(q, scale);
+  return q;
+}
+
+// y = q(x) q(w)^T + b in fp32, then rounded to bf16 (the fp8 GEMM's output).
+Tensor fp8Gemm(const Tensor& x, const std::vector<float>& xq, const std::vector<float>& wq, const Tensor& w,
+               const Tensor& b) {
+  const std::int64_t in = w.size(1), out = w.size(0), n = x.numel() / in;
+  Shape ys = x.shape();
+  ys[-1] = out;
+  Tensor y = Tensor::empty(x.device(), ys, DType::kBFloat16);
+  k::gemm(false, true, n, out, in, xq.data(), wq.data(), 0.0f, y.data());
+  if (b.defined()) k::addRowBias(y.data(), b.data(), n, out);
+  device::roundInPlace(y.values(), DType::kBFloat16);
+  return y;
+}
+
+// The GEMM's record: its operands in the fp8 format they run in.
+ops::OpRecord recordGemm(device::OpName name, const Tensor& x, const Tensor& w, DType format) {
+  const device::OperandInfo operands[] = {{x.shape().dims(), format}, {w.shape().dims(), format}};
+  return ops::OpRecord(x.device(), name, operands);
+}
+
+class TrainingLinear final : public nn::Module {
+ public:
+  TrainingLinear(const nn::Linear& linear, const Fp8Options& o) : o_(o) {
+    weight_ = registerParameter("weight", linear.weight);
+    if (linear.bias.defined()) bias_ = registerParameter("bias", linear.bias);
+  }
+  std::string typeName() const override { return "Fp8Linear"; }
+  std::string describe() const override {
+    return fmt::format("in_features={}, out_features={}, {}", weight_.size(1), weight_.size(0),
+                       o_.hybrid ? "HYBRID" : "E4M3");
+  }
+
+  Tensor forward(const Tensor& x) override {
+    const DType fwd = DType::kFloat8E4M3;
+    const DType bwd = o_.hybrid ? DType::kFloat8E5M2 : DType::kFloat8E4M3;
+    const ops::OpRecord op_record = recordGemm("fp8_linear", x, weight_, fwd);
+    auto xq = std::make_shared<std::vector<float>>(fakeQuantize(x.data(), x.numel(), fwd, x_.scale));
+    auto wq = std::make_shared<std::vector<float>>(fakeQuantize(weight_.data(), weight_.numel(), fwd, w_.scale));
+    Tensor y = fp8Gemm(x, *xq, *wq, weight_, bias_);
+    // Delayed scaling: this step's amax shapes the next step's scale.
+    x_.update(device::absMax(x.values()), static_cast<std::size_t>(o_.amax_history_len), fwd, o_.margin);
+    w_.update(device::absMax(weight_.values()), static_cast<std::size_t>(o_.amax_history_len), fwd, o_.margin);
+    if (!autograd::needsGrad({&x, &weight_, &bias_})) return y;
+    y.setRequiresGrad(true);
+    for (const Tensor* t : std::initializer_list<const Tensor*>{&x, &weight_, &bias_})
+      if (t->defined() && t->requiresGrad()) autograd::noteUse(*t);
+    autograd::currentTape()->record([this, x, y, xq, wq, bwd] {
+      Tensor gy = y.grad();
+      if (!gy.defined()) return;
+      const std::int64_t in = weight_.size(1), out = weight_.size(0), n = x.numel() / in;
+      const std::vector<float> gq = fakeQuantize(gy.data(), gy.numel(), bwd, g_.scale);
+      g_.update(device::absMax(gy.values()), static_cast<std::size_t>(o_.amax_history_len), bwd, o_.margin);
+      if (weight_.requiresGrad()) {
+        autograd::GradTarget g = autograd::gradTarget(weight_);
+        k::gemm(true, false, out, in, n, gq.data(), xq->data(), g.accumulate ? 1.0f : 0.0f, g.data);
+        autograd::gradWritten(weight_);
+      }
+      if (bias_.defined() && bias_.requiresGrad()) {
+        autograd::GradTarget g = autograd::gradTarget(bias_);
+        k::columnSums(gy.data(), n, out, g.data, g.accumulate);
+        autograd::gradWritten(bias_);
+      }
+      if (x.requiresGrad()) {
+        autograd::GradTarget g = autograd::gradTarget(x);
+        k::gemm(false, false, n, in, out, gq.data(), wq->data(), g.accumulate ? 1.0f : 0.0f, g.data);
+        autograd::gradWritten(x);
+      }
+    }, "fp8_linear");
+    return y;
+  }
+
+ private:
+  Fp8Options o_;
+  Tensor weight_, bias_;
+  DelayedScale x_, w_, g_;
+};
+
+class InferenceLinear final : public nn::Module {
+ public:
+  InferenceLinear(const nn::Linear& linear, std::string path, bool quant, std::shared_ptr<Stats> stats)
+      : path_(std::move(path)), quant_(quant), stats_(std::move(stats)) {
+    weight_ = registerParameter("weight", linear.weight);
+    if (linear.bias.defined()) bias_ = registerParameter("bias", linear.bias);
+  }
+  std::string typeName() const override { return quant_ ? "QuantizedLinear" : "MeasuredLinear"; }
+
+  Tensor forward(const Tensor& x) override {
+    if (!quant_) {  // measurement: exact forward, record max |x|
+      float& in = stats_->inputs[path_];
+      in = std::max(in, device::absMax(x.values()));
+      stats_->weights[path_] = device::absMax(weight_.values());
+      return ops::linear(x, weight_, bias_);
+    }
+    const DType fmt8 = DType::kFloat8E4M3;
+    auto in = stats_->inputs.find(path_);
+    auto w = stats_->weights.find(path_);
+    if (in == stats_->inputs.end() || w == stats_->weights.end())
+      throw Error(fmt::format("fp8 quantization: the measurements have no entry for layer '{}'; measure this model "
+                              "first (HPUPrecisionPlugin inference: true, quant: false)",
+                              path_));
+    const ops::OpRecord op_record = recordGemm("fp8_linear", x, weight_, fmt8);
+    const float sx = device::fp8ScaleFromAmax(in->second, 1.0f, fmt8);
+    const float sw = device::fp8ScaleFromAmax(w->second, 1.0f, fmt8);
+    return fp8Gemm(x, fakeQuantize(x.data(), x.numel(), fmt8, sx), fakeQuantize(weight_.data(), weight_.numel(), fmt8, sw),
+                   weight_, bias_);
+  }
+
+ private:
+  std::string path_;
+  bool quant_;
+  std::shared_ptr<Stats> stats_;
+  Tensor weight_, bias_;
+};
+
+template <class Make>
+int replaceLinears(nn::Module& root, const std::string& prefix, Make make) {
+  int n = 0;
+  for (auto& [name, child] : root.mutableChildren()) {
+    const std::string path = prefix.empty() ? name : prefix + "." + name;
+    if (auto* linear = dynamic_cast<nn::Linear*>(child.get())) {
+      child = make(*linear, path);
+      ++n;
+    } else {
+      n += replaceLinears(*child, path, make);
+    }
+  }
+  return n;
+}
+
+}  // namespace
+
+void DelayedScale::update(float amax, std::size_t window, DType format, int margin) {
+  history.push_back(amax);
+  while (history.size() > window) history.pop_front();
+  float m = 0;
+  for (float a : history) m = std::max(m, a);
+  scale = device::fp8ScaleFromAmax(m, scale, format, margin);
+}
+
+int convertForTraining(nn::Module& root, const Fp8Options& options) {
+  return replaceLinears(root, "", [&](const nn::Linear& l, const std::string&) {
+    return std::make_shared<TrainingLinear>(l, options);
+  });
+}
+
+int convertForInference(nn::Module& root, bool quant, std::shared_ptr<Stats> stats) {
+  return replaceLinears(root, "", [&](const nn::Linear& l, const std::string& path) {
+    return std::make_shared<InferenceLinear>(l, path, quant, stats);
+  });
+}
+
+std::string Stats::toJson() const {
+  nlohmann::json nodes = nlohmann::json::object();
+  for (const auto& [path, amax] : inputs) nodes[path]["inputs"] = {amax};
+  for (const auto& [path, amax] : weights) nodes[path]["params"]["weight"] = amax;
+  return nlohmann::json{{"GlobalRank", nullptr}, {"LocalRank", nullptr}, {"Mode", "MEASURE"}, {"Nodes", nodes}}.dump(2) + "\n";
+}
+
+Stats Stats::fromJson(const std::string& text, const std::string& origin) {
+  Stats s;
+  try {
+    const auto j = nlohmann::json::parse(text);
+    for (const auto& [path, node] : j.at("Nodes").items()) {
+      s.inputs[path] = node.at("inputs").at(0).get<float>();
+      s.weights[path] = node.at("params").at("weight").get<float>();
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("{} is not an fp8 measurement file: {}", origin, e.what()));
+  }
+  return s;
+}
+
+}  // namespace hpu::core::fp8

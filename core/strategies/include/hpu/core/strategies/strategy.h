@@ -1,0 +1,163 @@
+// A Strategy owns where training runs and how ranks cooperate: launching
+// local workers, the process group, this process's device, the initial
+// parameter broadcast, gradient synchronisation, the sampler split and the
+// reduction of metrics. The Trainer calls it at fixed points of its loop.
+// Not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "hpu/comm/collective_observer.h"
+#include "hpu/core/data/sampler.h"
+#include "hpu/core/precision/loss_scaling.h"
+#include "hpu/core/nn/flat_parameters.h"
+#include "hpu/core/optim/gradient_view.h"
+#include "hpu/core/optim/lr_scheduler.h"
+#include "hpu/core/optim/optimizer.h"
+#include "hpu/device/platform.h"
+
+namespace hpu::core {
+
+// The Trainer settings a strategy's own rules may set (DeepSpeed's batch
+// rule and gradient clipping).
+struct TrainingSettings {
+  std::int64_t accumulate_grad_batches = 1;
+  std::optional<double> gradient_clip_val;
+};
+
+// What a strategy needs to know about the process and the job.
+struct RunEnvironment {
+  std::map<std::string, std::string> env;
+  std::vector<std::string> argv;  // to spawn local workers
+  int devices_per_node = 1;
+  int num_nodes = 1;
+  // trainer.devices given as a list: local rank r uses visible device
+  // device_indices[r]; empty: local rank r uses device r.
+  std::vector<int> device_indices;
+  std::string version;  // the program version, compared at rendezvous
+  // The resolved config as (key path, value), compared at rendezvous.
+  std::vector<std::pair<std::string, std::string>> config_entries;
+};
+
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+  virtual std::string name() const = 0;
+
+  // Brings up the job (workers, rendezvous) and chooses this process's
+  // device on `platform`.
+  virtual void setup(const RunEnvironment& run, device::Platform& platform) = 0;
+  virtual device::Device& device() = 0;
+
+  virtual int worldSize() const { return 1; }
+  virtual int globalRank() const { return 0; }
+  virtual int localRank() const { return 0; }
+  virtual int localWorldSize() const { return 1; }
+  bool isGlobalZero() const { return globalRank() == 0; }
+
+  // Bucket size for FlatParameters.
+  virtual std::int64_t bucketCapBytes() const { return 25ll << 20; }
+  // False when gradient buckets live only during backward (ZeRO-2/3 keep
+  // gradient shards).
+  virtual bool persistentGradients() const { return true; }
+  // Whether the optimizer state lives in host memory (ZeRO-Offload).
+  virtual bool offloadOptimizerState() const { return false; }
+  // Whether activation checkpoints keep their inputs in host memory.
+  virtual bool activationCheckpointsOnHost() const { return false; }
+  // Parameter values for a step or an evaluation (kStep: what the forward
+  // hooks do not gather themselves) or for a checkpoint (kAll), and their
+  // release after. ZeRO-3 gathers its shards; other strategies hold all.
+  enum class GatherScope { kStep, kAll };
+  virtual void gatherParameters(nn::FlatParameters&, GatherScope) {}
+  virtual void releaseParameters(nn::FlatParameters&, GatherScope) {}
+  // After full parameter values were loaded (checkpoint restore): sharding
+  // strategies take their shards from them.
+  virtual void parametersLoaded(nn::FlatParameters&) {}
+  // The batch and accumulation rules of the strategy (DeepSpeed's): may
+  // change accumulate_grad_batches and clipping; throws ConfigError.
+  virtual void configureTraining(TrainingSettings&, std::int64_t dataloader_batch) {}
+  // What the strategy's own config asks for (a DeepSpeed config's bf16/fp16,
+  // optimizer and scheduler), used when nothing else chose: "" / nullptr.
+  virtual std::string configuredPrecision() const { return ""; }
+  virtual LossScalerOptions configuredLossScaler() const { return {}; }
+  virtual std::unique_ptr<optim::Optimizer> configuredOptimizer() const { return nullptr; }
+  virtual std::unique_ptr<optim::LRScheduler> configuredScheduler() const { return nullptr; }
+  // Refuses optimizers the strategy cannot shard (DeepSpeed's rule).
+  virtual void checkOptimizer(const optim::Optimizer&) const {}
+  // Called once the parameters are flat: DDP broadcasts rank 0's values
+  // (and buffers, such as batch-norm statistics).
+  virtual void setupParameters(nn::Module& model, nn::FlatParameters& params,
+                               const std::vector<nn::NamedTensor>& buffers) {}
+  // The slices this rank's optimizer updates (all buckets unless sharded).
+  virtual std::vector<optim::ParamSlice> optimizerSlices(nn::FlatParameters& params);
+  // Where each optimizer slice sits in its bucket: [offset, offset + size)
+  // of `total` elements (the whole bucket unless the state is sharded).
+  struct SliceShard {
+    std::int64_t offset, size, total;
+  };
+  virtual std::vector<SliceShard> optimizerShards(nn::FlatParameters& params);
+  // Around backward: gradient synchronisation (DDP all-reduces buckets as
+  // they complete and waits for them in afterBackward). `sync` is false on
+  // gradient-accumulation steps that do not end with an optimizer step.
+  virtual void beforeBackward(nn::FlatParameters&, bool sync) {}
+  // After backward of an optimizer step: parameters that got no gradient get
+  // zeros, then gradients are synchronised.
+  virtual void afterBackward(nn::FlatParameters& params) { params.zeroMissingGrads(); }
+  // The gradients this rank's optimizer steps with (all buckets, or this
+  // rank's shards), for clipping and loss-scale checks.
+  virtual optim::GradientView gradients(nn::FlatParameters& params);
+  // After optimizer.step(): sharded strategies gather updated parameters.
+  virtual void afterOptimizerStep(nn::FlatParameters&) {}
+
+  // The distributed part of a data loader's sampler.
+  virtual data::SamplerOptions samplerFor(data::SamplerOptions base) const { return base; }
+  // Sums `values` across ranks in place.
+  virtual void allReduceSum(std::span<double> values) {}
+  virtual void barrier(const std::string& name) {}
+  // Rank `root`'s text on every rank.
+  virtual std::string broadcast(const std::string& text, int root) { return text; }
+
+  // Ends the job: waits for (or stops) local workers. Returns the exit code
+  // of the job as seen from this process (0 if all went well).
+  virtual int teardown(bool failed) { return failed ? 1 : 0; }
+
+  // Tells `observer` (null: nobody) of every collective this strategy's
+  // process group runs (profilers' collectives track).
+  virtual void observeCollectives(std::shared_ptr<comm::CollectiveObserver> observer) {}
+};
+
+// Full parameter values for the lifetime of the scope (ZeRO-3 gathers its
+// shards at the start and releases the full values at the end).
+class GatheredParameters {
+ public:
+  GatheredParameters(Strategy& strategy, nn::FlatParameters& params, Strategy::GatherScope scope)
+      : strategy_(strategy), params_(params), scope_(scope) {
+    strategy_.gatherParameters(params_, scope_);
+  }
+  ~GatheredParameters() { strategy_.releaseParameters(params_, scope_); }
+  GatheredParameters(const GatheredParameters&) = delete;
+  GatheredParameters& operator=(const GatheredParameters&) = delete;
+
+ private:
+  Strategy& strategy_;
+  nn::FlatParameters& params_;
+  Strategy::GatherScope scope_;
+};
+
+// The visible device local rank `local_rank` trains on (checked to exist).
+device::Device& deviceFor(device::Platform& platform, const RunEnvironment& run, int local_rank);
+
+// One process, one device (hpu_single).
+std::unique_ptr<Strategy> makeSingleDeviceStrategy(int device_index);
+// Data parallel over processes and nodes (hpu_parallel). An empty
+// `cluster_environment` detects it from the environment variables.
+std::unique_ptr<Strategy> makeParallelStrategy(std::int64_t bucket_cap_bytes, const std::string& cluster_environment);
+
+}  // namespace hpu::core

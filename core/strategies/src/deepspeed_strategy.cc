@@ -1,0 +1,349 @@
+// HPUDeepSpeedStrategy: ZeRO data parallelism on the flat parameter buckets.
+//   stage 0  every rank holds everything; gradients all-reduced (as DDP)
+//   stage 1  optimizer state sharded: each rank updates its shard of every
+//            bucket, then the updated shards are all-gathered
+//   stage 2  gradients sharded too: each bucket is reduce-scattered as soon
+//            as backward completes it, and its full gradient buffer freed
+//   stage 3  parameters sharded too: full values exist only while a step,
+//            an evaluation or a checkpoint needs them
+// offload_optimizer keeps optimizer state and gradient shards in host
+// memory (the optimizer step runs on the host); offload_parameters keeps
+// stage 3's parameter shards there. Shards are the balanced partition of
+// comm::ProcessGroup::shardRange, so every rank knows every rank's part.
+#include <spdlog/fmt/fmt.h>
+#include <spdlog/spdlog.h>
+
+#include "hpu/core/strategies/deepspeed_config.h"
+#include "distributed_strategy.h"
+#include "hpu/core/config/registry.h"
+#include "hpu/core/base/errors.h"
+#include "hpu/core/tensor/autograd.h"
+
+namespace hpu::core {
+namespace {
+
+class DeepSpeedStrategy final : public DistributedStrategy {
+ public:
+  DeepSpeedStrategy(config::Node init_args, std::map<std::string, std::string> env)
+      : DistributedStrategy(""), init_args_(std::move(init_args)), env_(std::move(env)) {
+    // Settings that do not depend on the data are known at once.
+    settings_.stage = config::asBool(*init_args_.find("zero_optimization")) ? static_cast<int>(config::asInt(*init_args_.find("stage"))) : 0;
+  }
+
+  std::string name() const override { return "HPUDeepSpeedStrategy"; }
+
+  void setup(const RunEnvironment& run, device::Platform& platform) override {
+    env_ = run.env;
+    if (const config::Node& pd = *init_args_.find("parallel_devices"); pd.isSequence() &&
+                                                                     static_cast<int>(pd.items().size()) != run.devices_per_node)
+      throw ConfigError(fmt::format("trainer.strategy.init_args.parallel_devices lists {} devices but trainer.devices is {}",
+                                    pd.items().size(), run.devices_per_node));
+    DistributedStrategy::setup(run, platform);
+  }
+
+  std::string configuredPrecision() const override { return settings_.precision; }
+  LossScalerOptions configuredLossScaler() const override { return settings_.loss_scaler; }
+
+  std::unique_ptr<optim::Optimizer> configuredOptimizer() const override {
+    const auto& p = settings_.optimizer_params;
+    auto param = [&](const char* k, double d) { return p.count(k) ? p.at(k) : d; };
+    if (settings_.optimizer_type == "SGD") {
+      optim::SGDOptions o;
+      o.lr = param("lr", o.lr);
+      o.momentum = param("momentum", 0.0);
+      o.weight_decay = param("weight_decay", 0.0);
+      return optim::makeSGD(o);
+    }
+    if (settings_.optimizer_type == "Adam" || settings_.optimizer_type == "AdamW") {
+      optim::AdamOptions o;
+      o.lr = param("lr", o.lr);
+      o.beta1 = param("beta1", o.beta1);
+      o.beta2 = param("beta2", o.beta2);
+      o.eps = param("eps", o.eps);
+      o.weight_decay = param("weight_decay", settings_.optimizer_type == "AdamW" ? 0.01 : 0.0);
+      return settings_.optimizer_type == "AdamW" ? optim::makeAdamW(o) : optim::makeAdam(o);
+    }
+    return nullptr;
+  }
+
+  std::unique_ptr<optim::LRScheduler> configuredScheduler() const override {
+    return settings_.scheduler ? optim::makeWarmupDecayLR(*settings_.scheduler) : nullptr;
+  }
+
+  // DeepSpeed shards only the optimizers it was tested with unless told to.
+  void checkOptimizer(const optim::Optimizer& o) const override {
+    if (settings_.stage == 0 || settings_.allow_untested_optimizer) return;
+    if (o.name() == "Adam" || o.name() == "AdamW") return;
+    throw UsageError(fmt::format("You are using an untested ZeRO Optimizer ({}). Please add "
+                                 "<\"zero_allow_untested_optimizer\": true> in the configuration file to use it.",
+                                 o.name()));
+  }
+
+  void configureTraining(TrainingSettings& o, std::int64_t dataloader_batch) override {
+    settings_ = resolveDeepSpeed(init_args_, env_, dataloader_batch, o.accumulate_grad_batches, worldSize());
+    // The DeepSpeed config's accumulation (given, or derived from
+    // train_batch_size) must agree with a trainer.accumulate_grad_batches
+    // other than 1, as Lightning requires.
+    if (o.accumulate_grad_batches != 1 && o.accumulate_grad_batches != settings_.gradient_accumulation_steps)
+      throw UsageError(fmt::format("trainer.accumulate_grad_batches={} but the DeepSpeed config accumulates {} "
+                                   "(gradient_accumulation_steps, or train_batch_size / (micro x world)); set one of them",
+                                   o.accumulate_grad_batches, settings_.gradient_accumulation_steps));
+    o.accumulate_grad_batches = settings_.gradient_accumulation_steps;
+    if (settings_.gradient_clipping && !o.gradient_clip_val) o.gradient_clip_val = settings_.gradient_clipping;
+    if (isGlobalZero())
+      spdlog::info("{}: ZeRO stage {}{}{}; train_batch_size {} = micro {} x accumulation {} x world {}", name(),
+                   settings_.stage, settings_.offload_optimizer ? ", optimizer offloaded" : "",
+                   settings_.offload_parameters ? ", parameters offloaded" : "", settings_.train_batch_size,
+                   settings_.micro_batch_size, settings_.gradient_accumulation_steps, worldSize());
+  }
+  const DeepSpeedSettings& settings() const { return settings_; }
+
+  // ZeRO-3 gathers the buckets of a module around its forward and backward,
+  // so its buckets hold one parameter each: a bucket shared by several
+  // modules would be gathered whole, again for each of them.
+  std::int64_t bucketCapBytes() const override {
+    if (settings_.stage == 3) return 1;
+    return settings_.reduce_bucket_elements > 0 ? settings_.reduce_bucket_elements * 4 : Strategy::bucketCapBytes();
+  }
+  bool persistentGradients() const override { return settings_.stage < 2; }
+  bool offloadOptimizerState() const override { return settings_.offload_optimizer; }
+  bool activationCheckpointsOnHost() const override { return settings_.cpu_checkpointing; }
+
+  void setupParameters(nn::Module& model, nn::FlatParameters& params,
+                       const std::vector<nn::NamedTensor>& buffers) override {
+    broadcastParameters(params, buffers);
+    const std::size_t n = params.buckets().size();
+    shards_.resize(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto r = comm::ProcessGroup::shardRange(static_cast<std::size_t>(params.buckets()[i].numel), worldSize(), globalRank());
+      shards_[i] = {static_cast<std::int64_t>(r.offset), static_cast<std::int64_t>(r.size)};
+    }
+    pending_.assign(n, comm::Work());
+    reduced_.assign(n, false);
+    if (settings_.stage >= 2) grad_shards_ = makeShards(settings_.offload_optimizer);
+    if (settings_.stage == 3) {
+      value_shards_ = makeShards(settings_.offload_parameters);
+      parametersLoaded(params);
+      for (std::size_t i = 0; i < n; ++i) params.releaseValues(i);
+      refs_.assign(n, 0);
+      params_ = &params;
+      for (std::size_t i = 0; i < n; ++i)
+        for (const auto& m : params.buckets()[i].members) bucket_of_[m.tensor.impl().get()] = i;
+      // Parameters registered on the model itself have no module forward to
+      // gather them: their buckets stay gathered for a whole step.
+      for (const auto& p : model.ownParameters()) step_buckets_.push_back(bucket_of_.at(p.tensor.impl().get()));
+      model.setForwardHooks(std::make_shared<ModuleGather>(*this));
+    }
+  }
+
+  std::vector<optim::ParamSlice> optimizerSlices(nn::FlatParameters& params) override {
+    if (settings_.stage == 0) return Strategy::optimizerSlices(params);
+    std::vector<optim::ParamSlice> slices;
+    for (std::size_t i = 0; i < params.buckets().size(); ++i) {
+      auto& b = params.buckets()[i];
+      const Shard& s = shards_[i];
+      float* values = settings_.stage == 3 ? value_shards_[i].data() : b.valueSpan().data() + s.offset;
+      const float* grads = settings_.stage >= 2 ? grad_shards_[i].data() : b.gradSpan().data() + s.offset;
+      slices.push_back({values, grads, s.size, b.dtype});
+    }
+    return slices;
+  }
+
+  std::vector<SliceShard> optimizerShards(nn::FlatParameters& params) override {
+    if (settings_.stage == 0) return Strategy::optimizerShards(params);
+    std::vector<SliceShard> out;
+    for (std::size_t i = 0; i < shards_.size(); ++i) out.push_back({shards_[i].offset, shards_[i].size, params.buckets()[i].numel});
+    return out;
+  }
+
+  void beforeBackward(nn::FlatParameters& params, bool sync) override {
+    std::fill(reduced_.begin(), reduced_.end(), false);
+    if (!sync) {
+      params.setBucketReadyCallback(nullptr);
+      return;
+    }
+    params.setBucketReadyCallback([this, &params](std::size_t i) { reduce(params, i); });
+  }
+
+  void afterBackward(nn::FlatParameters& params) override {
+    for (std::size_t i = 0; i < params.buckets().size(); ++i) {
+      if (reduced_[i]) continue;
+      if (!params.gradsAllocated(i)) params.zeroMissingGrads();
+      params.zeroMissingGrads();
+      reduce(params, i);
+    }
+    for (auto& w : pending_) w.wait(comm::Work::Clock::time_point::max());
+    params.setBucketReadyCallback(nullptr);
+  }
+
+  optim::GradientView gradients(nn::FlatParameters& params) override {
+    if (settings_.stage == 0) return Strategy::gradients(params);
+    optim::GradientView v;
+    for (std::size_t i = 0; i < params.buckets().size(); ++i) {
+      float* g = settings_.stage >= 2 ? grad_shards_[i].data() : params.buckets()[i].gradSpan().data() + shards_[i].offset;
+      v.spans.emplace_back(g, static_cast<std::size_t>(shards_[i].size));
+    }
+    v.total = [this](double x) {
+      double values[1] = {x};
+      allReduceSum(values);
+      return values[0];
+    };
+    return v;
+  }
+
+  void afterOptimizerStep(nn::FlatParameters& params) override {
+    if (settings_.stage == 0 || settings_.stage == 3) return;
+    // Every rank updated its shard: gather them so every rank has all values.
+    for (std::size_t i = 0; i < params.buckets().size(); ++i) {
+      auto values = params.buckets()[i].valueSpan();
+      std::vector<float> mine(values.begin() + shards_[i].offset, values.begin() + shards_[i].offset + shards_[i].size);
+      group().allgather(comm::ConstBufferView(std::span<const float>(mine)), values);
+    }
+  }
+
+  void gatherParameters(nn::FlatParameters& params, GatherScope scope) override {
+    if (settings_.stage != 3) return;
+    if (scope == GatherScope::kAll)
+      for (std::size_t i = 0; i < params.buckets().size(); ++i) acquire(i);
+    else
+      for (std::size_t i : step_buckets_) acquire(i);
+  }
+
+  void releaseParameters(nn::FlatParameters& params, GatherScope scope) override {
+    if (settings_.stage != 3) return;
+    if (scope == GatherScope::kAll)
+      for (std::size_t i = 0; i < params.buckets().size(); ++i) release(i);
+    else
+      for (std::size_t i : step_buckets_) release(i);
+  }
+
+  void parametersLoaded(nn::FlatParameters& params) override {
+    if (settings_.stage != 3) return;
+    for (std::size_t i = 0; i < params.buckets().size(); ++i) {
+      auto values = params.buckets()[i].valueSpan();
+      std::copy(values.begin() + shards_[i].offset, values.begin() + shards_[i].offset + shards_[i].size,
+                value_shards_[i].data());
+    }
+  }
+
+ private:
+  struct Shard {
+    std::int64_t offset = 0, size = 0;
+  };
+
+  // ZeRO-3's parameter lifecycle per module: a module's buckets are gathered
+  // before its forward and released after it; on the tape, a gather is
+  // recorded after the forward (so backward gathers again before the
+  // module's gradients) and a release before it (so backward releases after).
+  class ModuleGather final : public nn::ForwardHooks {
+   public:
+    explicit ModuleGather(DeepSpeedStrategy& s) : s_(s) {}
+    void before(nn::Module& m) override {
+      const auto buckets = s_.bucketsOf(m);
+      for (std::size_t b : buckets) s_.acquire(b);
+      if (auto* tape = autograd::currentTape(); tape != nullptr && !buckets.empty())
+        tape->record([&s = s_, buckets] {
+          for (std::size_t b : buckets) s.release(b);
+        });
+    }
+    void after(nn::Module& m) override {
+      const auto buckets = s_.bucketsOf(m);
+      if (auto* tape = autograd::currentTape(); tape != nullptr && !buckets.empty())
+        tape->record([&s = s_, buckets] {
+          for (std::size_t b : buckets) s.acquire(b);
+        });
+      for (std::size_t b : buckets) s_.release(b);
+    }
+
+   private:
+    DeepSpeedStrategy& s_;
+  };
+
+  std::vector<std::size_t> bucketsOf(const nn::Module& m) const {
+    std::vector<std::size_t> out;
+    for (const auto& p : m.ownParameters()) {
+      const std::size_t b = bucket_of_.at(p.tensor.impl().get());
+      if (std::find(out.begin(), out.end(), b) == out.end()) out.push_back(b);
+    }
+    return out;
+  }
+
+  // Reference-counted full values of bucket i (all-gathered from the shards).
+  void acquire(std::size_t i) {
+    if (refs_[i]++ > 0) return;
+    params_->allocateValues(i);
+    group().allgather(
+        comm::ConstBufferView(std::span<const float>(value_shards_[i].data(), static_cast<std::size_t>(shards_[i].size))),
+        params_->buckets()[i].valueSpan());
+  }
+  void release(std::size_t i) {
+    if (--refs_[i] == 0) params_->releaseValues(i);
+  }
+
+  std::vector<optim::StateBuffer> makeShards(bool on_host) {
+    std::vector<optim::StateBuffer> out;
+    for (const Shard& s : shards_) out.emplace_back(device(), s.size, on_host);
+    return out;
+  }
+
+  void reduce(nn::FlatParameters& params, std::size_t i) {
+    reduced_[i] = true;
+    auto grads = params.buckets()[i].gradSpan();
+    if (settings_.stage < 2) {
+      pending_[i] = group().allreduceAsync(grads, comm::ReduceOp::kAvg);
+      return;
+    }
+    group().reduceScatter(comm::ConstBufferView(std::span<const float>(grads)),
+                          std::span<float>(grad_shards_[i].data(), static_cast<std::size_t>(shards_[i].size)),
+                          comm::ReduceOp::kAvg);
+    params.releaseGrads(i);  // only this rank's shard of the gradient stays
+  }
+
+  config::Node init_args_;
+  std::map<std::string, std::string> env_;
+  DeepSpeedSettings settings_;
+  std::vector<Shard> shards_;
+  std::vector<optim::StateBuffer> grad_shards_, value_shards_;
+  std::vector<comm::Work> pending_;
+  std::vector<bool> reduced_;
+  nn::FlatParameters* params_ = nullptr;
+  std::vector<int> refs_;
+  std::map<const detail::TensorImpl*, std::size_t> bucket_of_;
+  std::vector<std::size_t> step_buckets_;
+};
+
+std::vector<config::ParamSpec> deepspeedParams(const char* stage, const char* offload_optimizer,
+                                               const char* offload_parameters) {
+  using config::Type;
+  return {{"zero_optimization", Type::boolean(), "true", "Use ZeRO (false: plain data parallel)."},
+          {"stage", Type::integer().min(0).max(3), stage, "ZeRO stage: 1 optimizer state, 2 + gradients, 3 + parameters."},
+          {"offload_optimizer", Type::boolean(), offload_optimizer, "Keep optimizer state and gradient shards in host memory."},
+          {"offload_parameters", Type::boolean(), offload_parameters, "Stage 3: keep parameter shards in host memory."},
+          {"cpu_checkpointing", Type::boolean(), "false", "Keep activation checkpoints in host memory."},
+          {"partition_activations", Type::boolean(), "false", "Partition activation checkpoints across ranks."},
+          {"config", Type::optional(Type::anyOf({Type::dict(), Type::string()})), "null",
+           "A DeepSpeed config: a mapping, or the path of a DeepSpeed JSON file (also PL_DEEPSPEED_CONFIG_PATH)."},
+          {"parallel_devices", Type::optional(Type::list(Type::string())), "null",
+           "Devices to use (their count must match trainer.devices)."}};
+}
+
+HPU_REGISTER_COMPONENT(
+    Strategy,
+    config::ComponentSchema{config::ComponentKind::kStrategy,
+                            "HPUDeepSpeedStrategy",
+                            {"lightning_habana.pytorch.strategies.HPUDeepSpeedStrategy",
+                             "lightning_habana.pytorch.strategies.deepspeed.HPUDeepSpeedStrategy",
+                             "lightning_habana.HPUDeepSpeedStrategy"},
+                            {"HPUDeepSpeedStrategy", "", deepspeedParams("2", "false", "false")},
+                            "ZeRO data parallelism (DeepSpeed's stages 0-3, offload)."},
+    [](const config::Params& p) -> std::unique_ptr<Strategy> {
+      return std::make_unique<DeepSpeedStrategy>(p.values(), std::map<std::string, std::string>{});
+    });
+
+}  // namespace
+
+std::unique_ptr<Strategy> makeDeepSpeedStrategy(const config::Node& init_args, const std::map<std::string, std::string>& env) {
+  return std::make_unique<DeepSpeedStrategy>(init_args, env);
+}
+
+}  // namespace hpu::core

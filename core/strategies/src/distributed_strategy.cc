@@ -1,0 +1,118 @@
+#include "distributed_strategy.h"
+
+#include <spdlog/fmt/fmt.h>
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+
+#include "hpu/comm/cluster_environment.h"
+#include "hpu/comm/errors.h"
+#include "hpu/comm/rendezvous.h"
+#include "hpu/core/base/errors.h"
+
+namespace hpu::core {
+
+DistributedStrategy::~DistributedStrategy() { teardown(true); }
+
+comm::ClusterInfo DistributedStrategy::resolve(const comm::EnvMap& env, const comm::Topology& topology) const {
+  if (environment_.empty()) return comm::resolveClusterInfo(env, topology);
+  for (const auto& f : comm::clusterEnvironments())
+    if (f.name == environment_) return f.make()->resolve(env, topology);
+  throw UsageError("unknown cluster environment " + environment_);
+}
+
+void DistributedStrategy::setup(const RunEnvironment& run, device::Platform& platform) {
+  comm::EnvMap env(run.env.begin(), run.env.end());
+  const comm::Topology topology{run.devices_per_node, run.num_nodes};
+  cluster_ = resolve(env, topology);
+  if (!cluster_.createsProcessesExternally && cluster_.localWorldSize > 1) {
+    comm::LaunchOptions lo;
+    lo.cluster = cluster_;
+    lo.env = env;
+    lo.argv = run.argv;
+    lo.onWorkerFailure = [this](const comm::WorkerFailure& f) {
+      if (group_) group_->abort("local worker failed: " + f.description);
+    };
+    launcher_ = comm::launchLocalWorkers(lo);
+    env = launcher_->sharedEnv();
+    cluster_ = resolve(env, topology);
+  }
+  platform.requireDevices(cluster_.localWorldSize);
+  device_ = &deviceFor(platform, run, cluster_.localRank);
+  comm::JoinOptions jo;
+  jo.cluster = cluster_;
+  jo.settings = comm::commSettingsFromEnv(env);
+  jo.token = comm::JobToken::fromEnv(env);
+  jo.version = run.version;
+  jo.config.entries = run.config_entries;
+  // Every log line of a distributed run names its rank.
+  spdlog::set_pattern(fmt::format("[rank {}] %^%l%$: %v", cluster_.globalRank));
+  group_ = comm::joinProcessGroup(jo);
+  if (isGlobalZero())
+    spdlog::info("{}: {} processes on {} node(s) joined ({}:{} via {})", name(), cluster_.worldSize, cluster_.numNodes,
+                 cluster_.masterAddr, cluster_.masterPort, cluster_.environment);
+}
+
+void DistributedStrategy::broadcastParameters(nn::FlatParameters& params, const std::vector<nn::NamedTensor>& buffers) {
+  for (auto& b : params.buckets()) group_->broadcast(b.valueSpan(), 0);
+  for (const auto& b : buffers)
+    if (b.tensor.dtype() == DType::kFloat32) group_->broadcast(Tensor(b.tensor).values(), 0);
+}
+
+data::SamplerOptions DistributedStrategy::samplerFor(data::SamplerOptions base) const {
+  base.num_replicas = cluster_.worldSize;
+  base.rank = cluster_.globalRank;
+  return base;
+}
+
+void DistributedStrategy::allReduceSum(std::span<double> values) {
+  // Every rank's doubles, gathered as bytes and summed in rank order, so every
+  // rank gets the same bits.
+  const std::size_t bytes = values.size() * sizeof(double);
+  std::vector<std::byte> mine(bytes), all(bytes * static_cast<std::size_t>(worldSize()));
+  std::memcpy(mine.data(), values.data(), bytes);
+  group_->allgather(comm::ConstBufferView(std::span<const std::byte>(mine)), comm::BufferView(std::span<std::byte>(all)));
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    double s = 0;
+    for (int r = 0; r < worldSize(); ++r) {
+      double v;
+      std::memcpy(&v, all.data() + static_cast<std::size_t>(r) * bytes + i * sizeof(double), sizeof(double));
+      s += v;
+    }
+    values[i] = s;
+  }
+}
+
+void DistributedStrategy::barrier(const std::string& name) { group_->barrier(name); }
+
+std::string DistributedStrategy::broadcast(const std::string& text, int root) {
+  std::uint64_t size = text.size();
+  group_->broadcast(std::span<std::byte>(reinterpret_cast<std::byte*>(&size), sizeof size), root);
+  std::string out = text;
+  out.resize(size);
+  group_->broadcast(std::span<std::byte>(reinterpret_cast<std::byte*>(out.data()), out.size()), root);
+  return out;
+}
+
+int DistributedStrategy::teardown(bool failed) {
+  int code = failed ? 1 : 0;
+  if (group_ && failed) group_->abort("rank " + std::to_string(cluster_.globalRank) + " failed");
+  group_.reset();
+  if (launcher_) {
+    if (auto first = launcher_->firstFailure()) code = first->exitCode;
+    // After a failure the workers stop at their next collective (peer lost);
+    // the launcher's destructor kills what remains past the deadline.
+    const auto deadline = comm::LocalLauncher::Clock::now() + (failed ? std::chrono::seconds(30) : std::chrono::minutes(10));
+    try {
+      const int workers = launcher_->waitWorkers(deadline);
+      if (code == 0) code = workers;
+    } catch (const comm::CommError& e) {
+      spdlog::error("{}", e.what());
+      if (code == 0) code = 1;
+    }
+    launcher_.reset();
+  }
+  return code;
+}
+
+}  // namespace hpu::core

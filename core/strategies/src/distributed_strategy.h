@@ -1,0 +1,57 @@
+// The job mechanics every multi-process strategy shares: resolving this
+// process's place from the cluster environment, launching the local ranks
+// (trainer.devices = N and nothing else starting processes), joining the
+// ZeroMQ rendezvous, the distributed sampler split, cross-rank metric sums,
+// barriers and broadcasts, and the teardown that propagates a worker's
+// failure. Subclasses decide how gradients and parameters are synchronised.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "hpu/comm/cluster_info.h"
+#include "hpu/comm/launcher.h"
+#include "hpu/comm/process_group.h"
+#include "hpu/core/strategies/strategy.h"
+
+namespace hpu::core {
+
+class DistributedStrategy : public Strategy {
+ public:
+  // An empty `cluster_environment` detects it from the environment.
+  explicit DistributedStrategy(std::string cluster_environment) : environment_(std::move(cluster_environment)) {}
+  ~DistributedStrategy() override;
+
+  void setup(const RunEnvironment& run, device::Platform& platform) override;
+  device::Device& device() override { return *device_; }
+  int worldSize() const override { return cluster_.worldSize; }
+  int globalRank() const override { return cluster_.globalRank; }
+  int localRank() const override { return cluster_.localRank; }
+  int localWorldSize() const override { return cluster_.localWorldSize; }
+
+  data::SamplerOptions samplerFor(data::SamplerOptions base) const override;
+  void allReduceSum(std::span<double> values) override;
+  void barrier(const std::string& name) override;
+  std::string broadcast(const std::string& text, int root) override;
+  // A worker's failure, when it came first, is the job's exit code.
+  int teardown(bool failed) override;
+  void observeCollectives(std::shared_ptr<comm::CollectiveObserver> observer) override {
+    if (group_) group_->setObserver(std::move(observer));
+  }
+
+ protected:
+  // Rank 0's parameter values and float buffers on every rank.
+  void broadcastParameters(nn::FlatParameters& params, const std::vector<nn::NamedTensor>& buffers);
+  comm::ProcessGroup& group() { return *group_; }
+
+ private:
+  comm::ClusterInfo resolve(const comm::EnvMap& env, const comm::Topology& topology) const;
+
+  std::string environment_;
+  comm::ClusterInfo cluster_;
+  std::unique_ptr<comm::LocalLauncher> launcher_;
+  std::unique_ptr<comm::ProcessGroup> group_;
+  device::Device* device_ = nullptr;
+};
+
+}  // namespace hpu::core

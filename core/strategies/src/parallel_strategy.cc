@@ -1,0 +1,135 @@
+// HPUParallelStrategy (hpu_parallel): data-parallel training, one process
+// per device, as DDP.
+//  - The job: the cluster environment resolves this process's place; with
+//    trainer.devices = N and nothing else starting processes, this process is
+//    local rank 0 and launches local ranks 1..N-1; every rank joins the
+//    ZeroMQ rendezvous (comm/rendezvous.h).
+//  - Parameters: rank 0's values are broadcast at setup, buffers too.
+//  - Gradients: each bucket is all-reduced (mean) as soon as its last
+//    gradient is final in backward, overlapping the rest of backward;
+//    gradient-accumulation steps that do not step the optimizer skip it
+//    (no_sync).
+//  - Data: one seeded permutation per epoch split across ranks.
+//  - Metrics: epoch means are combined from every rank's sums.
+#include <spdlog/fmt/fmt.h>
+#include <spdlog/spdlog.h>
+
+#include "distributed_strategy.h"
+#include "hpu/core/config/registry.h"
+#include "hpu/core/base/errors.h"
+#include "hpu/core/strategies/strategy.h"
+
+namespace hpu::core {
+namespace {
+
+class ParallelStrategy final : public DistributedStrategy {
+ public:
+  ParallelStrategy(std::int64_t bucket_cap_bytes, std::string cluster_environment)
+      : DistributedStrategy(std::move(cluster_environment)), bucket_cap_bytes_(bucket_cap_bytes) {}
+
+  std::string name() const override { return "HPUParallelStrategy"; }
+  std::int64_t bucketCapBytes() const override { return bucket_cap_bytes_; }
+
+  void setupParameters(nn::Module&, nn::FlatParameters& params, const std::vector<nn::NamedTensor>& buffers) override {
+    broadcastParameters(params, buffers);
+    pending_.assign(params.buckets().size(), comm::Work());
+    launched_.assign(params.buckets().size(), false);
+  }
+
+  void beforeBackward(nn::FlatParameters& params, bool sync) override {
+    std::fill(launched_.begin(), launched_.end(), false);
+    if (!sync) {
+      params.setBucketReadyCallback(nullptr);
+      return;
+    }
+    params.setBucketReadyCallback([this, &params](std::size_t i) { launch(params, i); });
+  }
+
+  void afterBackward(nn::FlatParameters& params) override {
+    // Buckets with a parameter that got no gradient this step were never
+    // reported ready: zero those gradients and reduce them now, in order.
+    params.zeroMissingGrads();
+    for (std::size_t i = 0; i < params.buckets().size(); ++i)
+      if (!launched_[i]) launch(params, i);
+    for (auto& w : pending_) w.wait(comm::Work::Clock::time_point::max());
+    params.setBucketReadyCallback(nullptr);
+  }
+
+ private:
+  void launch(nn::FlatParameters& params, std::size_t i) {
+    launched_[i] = true;
+    pending_[i] = group().allreduceAsync(params.buckets()[i].gradSpan(), comm::ReduceOp::kAvg);
+  }
+
+  std::int64_t bucket_cap_bytes_;
+  std::vector<comm::Work> pending_;
+  std::vector<bool> launched_;
+};
+
+config::Type strategyEnvType() {
+  return config::Type::optional(config::Type::string(
+      {"LightningEnvironment", "SLURMEnvironment", "MPIEnvironment", "TorchElasticEnvironment"}));
+}
+
+HPU_REGISTER_COMPONENT(
+    Strategy,
+    config::ComponentSchema{
+        config::ComponentKind::kStrategy,
+        "HPUParallelStrategy",
+        {"lightning_habana.pytorch.strategies.HPUParallelStrategy",
+         "lightning_habana.pytorch.strategies.parallel.HPUParallelStrategy", "lightning_habana.HPUParallelStrategy"},
+        {"HPUParallelStrategy",
+         "",
+         {{"bucket_cap_mb", config::Type::real().min(0.0, true), "25.0", "Gradient bucket size (MiB) for all-reduce."},
+          {"find_unused_parameters", config::Type::boolean(), "false",
+           "Parameters without a gradient in a step are found every step (they get zeros), whatever this says."},
+          {"cluster_environment", strategyEnvType(), "null",
+           "Force a cluster environment instead of detecting it (see trainer.plugins too)."},
+          {"process_group_backend", config::Type::string({"hccl"}), "hccl", "Collective backend.", true}}},
+        "Data-parallel training over processes and nodes (strategy: hpu_parallel)."},
+    [](const config::Params& p) {
+      return makeParallelStrategy(static_cast<std::int64_t>(p.getFloat("bucket_cap_mb") * 1024 * 1024),
+                                  p.has("cluster_environment") ? p.getString("cluster_environment") : "");
+    });
+
+// Cluster environments named in trainer.plugins force that environment.
+struct ClusterEnvironmentChoice {};
+config::ComponentSchema environmentSchema(const char* name, std::vector<std::string> aliases, const char* doc) {
+  return config::ComponentSchema{config::ComponentKind::kClusterEnvironment, name, std::move(aliases), {name, "", {}}, doc};
+}
+HPU_REGISTER_COMPONENT(ClusterEnvironmentChoice,
+                       environmentSchema("LightningEnvironment",
+                                         {"lightning.pytorch.plugins.environments.LightningEnvironment",
+                                          "pytorch_lightning.plugins.environments.LightningEnvironment",
+                                          "lightning.fabric.plugins.environments.LightningEnvironment"},
+                                         "MASTER_ADDR, MASTER_PORT, NODE_RANK (GROUP_RANK), WORLD_SIZE, LOCAL_RANK."),
+                       [](const config::Params&) { return std::make_unique<ClusterEnvironmentChoice>(); });
+HPU_REGISTER_COMPONENT(ClusterEnvironmentChoice,
+                       environmentSchema("SLURMEnvironment",
+                                         {"lightning.pytorch.plugins.environments.SLURMEnvironment",
+                                          "pytorch_lightning.plugins.environments.SLURMEnvironment",
+                                          "lightning.fabric.plugins.environments.SLURMEnvironment"},
+                                         "srun: SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NODEID, SLURM_JOB_NODELIST."),
+                       [](const config::Params&) { return std::make_unique<ClusterEnvironmentChoice>(); });
+HPU_REGISTER_COMPONENT(ClusterEnvironmentChoice,
+                       environmentSchema("MPIEnvironment",
+                                         {"lightning.pytorch.plugins.environments.MPIEnvironment",
+                                          "pytorch_lightning.plugins.environments.MPIEnvironment",
+                                          "lightning.fabric.plugins.environments.MPIEnvironment"},
+                                         "mpirun: OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK."),
+                       [](const config::Params&) { return std::make_unique<ClusterEnvironmentChoice>(); });
+HPU_REGISTER_COMPONENT(ClusterEnvironmentChoice,
+                       environmentSchema("TorchElasticEnvironment",
+                                         {"lightning.pytorch.plugins.environments.TorchElasticEnvironment",
+                                          "pytorch_lightning.plugins.environments.TorchElasticEnvironment",
+                                          "lightning.fabric.plugins.environments.TorchElasticEnvironment"},
+                                         "torchrun: RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE."),
+                       [](const config::Params&) { return std::make_unique<ClusterEnvironmentChoice>(); });
+
+}  // namespace
+
+std::unique_ptr<Strategy> makeParallelStrategy(std::int64_t bucket_cap_bytes, const std::string& cluster_environment) {
+  return std::make_unique<ParallelStrategy>(bucket_cap_bytes, cluster_environment);
+}
+
+}  // namespace hpu::core

@@ -1,0 +1,35 @@
+#include "hpu/core/strategies/strategy_names.h"
+
+#include <algorithm>
+
+namespace hpu::core {
+
+std::span<const StrategyName> strategyNames() {
+  using F = StrategyFamily;
+  static constexpr StrategyName kNames[] = {
+      {"auto", F::kAuto},
+      {"hpu_single", F::kSingleDevice},
+      {"hpu_parallel", F::kParallel},
+      {"hpu_deepspeed", F::kDeepSpeed, 2},  // DeepSpeed's default stage
+      {"hpu_deepspeed_stage_1", F::kDeepSpeed, 1},
+      {"hpu_deepspeed_stage_2", F::kDeepSpeed, 2},
+      {"hpu_deepspeed_stage_2_offload", F::kDeepSpeed, 2, true},
+      {"hpu_deepspeed_stage_3", F::kDeepSpeed, 3},
+      {"hpu_deepspeed_stage_3_offload", F::kDeepSpeed, 3, true},
+  };
+  return kNames;
+}
+
+const StrategyName* findStrategyName(std::string_view name) {
+  const auto names = strategyNames();
+  const auto it = std::find_if(names.begin(), names.end(), [&](const StrategyName& n) { return n.name == name; });
+  return it == names.end() ? nullptr : &*it;
+}
+
+std::vector<std::string> strategyNameList() {
+  std::vector<std::string> out;
+  for (const StrategyName& n : strategyNames()) out.emplace_back(n.name);
+  return out;
+}
+
+}  // namespace hpu::core

@@ -1,0 +1,167 @@
+// The Trainer owns the loops of fit / validate / test / predict and nothing
+// else: the Strategy places and synchronises, the optimizer and scheduler
+// update, callbacks and loggers observe through hooks, the CheckpointIO
+// writes bytes. Semantics follow Lightning's Trainer (epochs, steps,
+// limit_*_batches, val_check_interval, accumulation, clipping, sanity
+// checks, fast_dev_run).
+// Not thread-safe: one training thread per process.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hpu/core/checkpoint/checkpoint_io.h"
+#include "hpu/core/config/node.h"
+#include "hpu/core/data/datamodule.h"
+#include "hpu/core/module/lightning_module.h"
+#include "hpu/core/nn/flat_parameters.h"
+#include "hpu/core/precision/precision.h"
+#include "hpu/core/profilers/profiler.h"
+#include "hpu/core/base/random.h"
+#include "hpu/core/tensor/autograd.h"
+#include "hpu/core/callbacks/callback.h"
+#include "hpu/core/loggers/logger.h"
+#include "hpu/core/strategies/strategy.h"
+#include "hpu/core/trainer/trainer_options.h"
+
+namespace hpu::core {
+
+class MetricCollector;
+
+// Everything a Trainer is built from (run.cc assembles it from a config).
+struct TrainerParts {
+  TrainerOptions options;
+  std::unique_ptr<Strategy> strategy;
+  std::unique_ptr<PrecisionPlugin> precision;
+  std::unique_ptr<checkpoint::CheckpointIO> checkpoint_io;
+  std::unique_ptr<Profiler> profiler;
+  std::vector<std::unique_ptr<Callback>> callbacks;
+  std::vector<std::unique_ptr<Logger>> loggers;
+  // The optimizer / scheduler from the config (null: the model's own).
+  std::unique_ptr<optim::Optimizer> optimizer;
+  std::unique_ptr<optim::LRScheduler> scheduler;
+  std::uint64_t seed = 0;
+  config::Node config;  // the resolved config, saved in checkpoints
+};
+
+class Trainer {
+ public:
+  explicit Trainer(TrainerParts parts);
+  ~Trainer();
+
+  void fit(LightningModule& model, data::DataModule& data, const std::string& ckpt_path);
+  // Returns the logged metrics of the stage (val_*/test_*).
+  std::map<std::string, double> validate(LightningModule& model, data::DataModule& data, const std::string& ckpt_path);
+  std::map<std::string, double> test(LightningModule& model, data::DataModule& data, const std::string& ckpt_path);
+  // Returns one row of outputs per sample.
+  std::vector<std::vector<float>> predict(LightningModule& model, data::DataModule& data, const std::string& ckpt_path);
+
+  // --- state for callbacks ---
+  const TrainerOptions& options() const { return options_; }
+  std::int64_t currentEpoch() const { return current_epoch_; }
+  std::int64_t globalStep() const { return global_step_; }
+  data::Stage stage() const { return stage_; }
+  bool sanityChecking() const { return sanity_checking_; }
+  bool isGlobalZero() const { return strategy_->isGlobalZero(); }
+  Strategy& strategy() { return *strategy_; }
+  device::Device& device() { return strategy_->device(); }
+  LightningModule& model() { return *model_; }
+  optim::Optimizer* optimizer() { return optimizer_.get(); }
+  optim::LRScheduler* scheduler() { return scheduler_.get(); }  // null: none
+  const std::vector<std::unique_ptr<Logger>>& loggers() const { return loggers_; }
+  Profiler& profiler() { return *profiler_; }
+  checkpoint::CheckpointIO& checkpointIO() { return *checkpoint_io_; }
+  PrecisionPlugin& precision() { return *precision_; }
+  // The latest value of every logged metric (monitors read these).
+  const std::map<std::string, double>& callbackMetrics() const { return callback_metrics_; }
+  const std::map<std::string, double>& progressBarMetrics() const { return progress_metrics_; }
+  std::int64_t numTrainingBatches() const { return num_train_batches_; }
+  std::int64_t numEvalBatches() const { return num_eval_batches_; }
+  // logDir() of the first logger, else default_root_dir.
+  std::string logDir() const;
+  // Sends metrics to every logger (global rank 0 only), with epoch added.
+  void logMetrics(std::map<std::string, double> metrics, std::int64_t step);
+  // Stops fit at the end of the current step (after min_epochs/min_steps).
+  void requestStop() { should_stop_ = true; }
+  bool shouldStop() const { return should_stop_; }
+
+  // Writes a full training checkpoint (global rank 0 writes; every rank
+  // takes part). `weights_only` leaves out optimizer and loop state.
+  void saveCheckpoint(const std::string& path, bool weights_only = false);
+  // Deletes a checkpoint this run wrote (with its per-rank optimizer shards).
+  void removeCheckpoint(const std::string& path);
+
+ private:
+  void setupModel(LightningModule& model, data::DataModule& data, data::Stage stage);
+  void configureOptimizers();
+  std::unique_ptr<data::DataLoader> makeLoader(data::DataModule& data, data::Split split);
+  Batch toDevice(const data::HostBatch& hb);
+  void restore(const std::string& ckpt_path, bool full);
+  void restoreOptimizerState(const checkpoint::Checkpoint& ckpt, const std::string& path);
+  // ckpt_path as a file: "last" and "best" looked up; "" (with a warning)
+  // when "last" finds none.
+  std::string resolveCheckpointPath(const std::string& ckpt_path) const;
+  ProfilerContext profilerContext(const char* stage);
+  std::unique_ptr<data::DataLoader> setupEvaluation(LightningModule& model, data::DataModule& data,
+                                                    const std::string& ckpt_path, data::Stage stage,
+                                                    std::optional<data::Split> split);
+  // Ends a stage: onFitEnd (fit), the precision plugin's report, the loggers' files.
+  void endStage();
+
+  void fitLoop();
+  void trainEpoch();
+  bool trainStep(const Batch& batch, std::int64_t batch_idx, bool optimizer_turn);
+  void clipGradients(const optim::GradientView& grads);
+  std::map<std::string, double> evaluationLoop(data::Split split, std::int64_t max_batches, bool sanity);
+  bool timeUp() const;
+  void recordOutputShapes(const data::Dataset& dataset);
+  void printModelSummary();
+  void printResults(const std::map<std::string, double>& metrics, const char* stage) const;
+
+  template <class Hook>
+  void callbacks(Hook&& hook) {
+    for (auto& c : callbacks_) hook(*c);
+  }
+
+  TrainerOptions options_;
+  std::unique_ptr<Strategy> strategy_;
+  std::unique_ptr<PrecisionPlugin> precision_;
+  std::unique_ptr<checkpoint::CheckpointIO> checkpoint_io_;
+  std::unique_ptr<Profiler> profiler_;
+  std::vector<std::unique_ptr<Callback>> callbacks_;
+  std::vector<std::unique_ptr<Logger>> loggers_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
+  std::unique_ptr<optim::LRScheduler> scheduler_;
+  std::uint64_t seed_;
+  config::Node config_;
+
+  LightningModule* model_ = nullptr;
+  data::DataModule* data_ = nullptr;
+  std::unique_ptr<nn::FlatParameters> params_;
+  std::unique_ptr<MetricCollector> metrics_;
+  Generator init_rng_, dropout_rng_;
+  autograd::Tape tape_;
+  std::unique_ptr<data::DataLoader> train_loader_, val_loader_;
+
+  data::Stage stage_ = data::Stage::kFit;
+  std::int64_t current_epoch_ = 0;
+  std::int64_t global_step_ = 0;
+  std::int64_t num_train_batches_ = 0;
+  std::int64_t num_eval_batches_ = 0;
+  std::int64_t batch_in_epoch_ = 0;  // batches of current_epoch_ done (for checkpoints)
+  std::int64_t skip_batches_ = 0;    // batches to skip when resuming inside an epoch
+  bool epoch_completed_ = false;     // true while onTrainEpochEnd runs
+  bool should_stop_ = false;
+  bool sanity_checking_ = false;
+  bool model_ready_ = false;
+  std::chrono::steady_clock::time_point start_time_;
+  std::map<std::string, double> callback_metrics_;
+  std::map<std::string, double> progress_metrics_;
+};
+
+}  // namespace hpu::core

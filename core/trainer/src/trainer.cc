@@ -1,0 +1,577 @@
+#include "hpu/core/trainer/trainer.h"
+
+#include <spdlog/fmt/fmt.h>
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "hpu/core/config/yaml_io.h"
+#include "hpu/core/tensor/op_record.h"
+#include "hpu/core/base/errors.h"
+#include "metric_collector.h"
+
+namespace hpu::core {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// One stage (fit, validate, ...) as the profiler sees it: set up with the
+// run's context, watching this thread's ops and the strategy's collectives,
+// and torn down (reporting) by finish(). A stage that fails reports nothing.
+class ProfiledStage {
+ public:
+  ProfiledStage(Profiler& profiler, Strategy& strategy, ProfilerContext context)
+      : profiler_(profiler), strategy_(strategy), ops_(nullptr) {
+    profiler_.setup(context);
+    strategy_.observeCollectives(profiler_.collectiveObserver());
+    ops_.emplace(profiler_.opObserver());
+  }
+  ~ProfiledStage() { strategy_.observeCollectives(nullptr); }
+  void finish() {
+    ops_.reset();
+    strategy_.observeCollectives(nullptr);
+    profiler_.teardown();
+  }
+
+ private:
+  Profiler& profiler_;
+  Strategy& strategy_;
+  std::optional<ops::OpObserverScope> ops_;
+};
+
+}  // namespace
+
+Trainer::Trainer(TrainerParts parts)
+    : options_(std::move(parts.options)),
+      strategy_(std::move(parts.strategy)),
+      precision_(std::move(parts.precision)),
+      checkpoint_io_(std::move(parts.checkpoint_io)),
+      profiler_(std::move(parts.profiler)),
+      callbacks_(std::move(parts.callbacks)),
+      loggers_(std::move(parts.loggers)),
+      optimizer_(std::move(parts.optimizer)),
+      scheduler_(std::move(parts.scheduler)),
+      seed_(parts.seed),
+      config_(std::move(parts.config)),
+      metrics_(std::make_unique<MetricCollector>()),
+      init_rng_(parts.seed, RandomStream::kInit),
+      dropout_rng_(parts.seed, RandomStream::kDropout, static_cast<std::uint64_t>(strategy_->globalRank())) {
+  if (!profiler_) profiler_ = std::make_unique<PassThroughProfiler>();
+  if (!precision_) precision_ = makePrecisionPlugin("32-true");
+  if (!checkpoint_io_) checkpoint_io_ = checkpoint::makeHPUCheckpointIO();
+}
+
+Trainer::~Trainer() = default;
+
+ProfilerContext Trainer::profilerContext(const char* stage) {
+  return {stage, strategy_->globalRank(), strategy_->worldSize(), logDir(), &strategy_->device()};
+}
+
+std::string Trainer::logDir() const {
+  if (!loggers_.empty()) return loggers_.front()->logDir();
+  return options_.default_root_dir;
+}
+
+void Trainer::logMetrics(std::map<std::string, double> metrics, std::int64_t step) {
+  if (!isGlobalZero() || metrics.empty()) return;
+  metrics["epoch"] = static_cast<double>(current_epoch_);
+  for (auto& l : loggers_) l->logMetrics(metrics, step);
+}
+
+// ---------------------------------------------------------------- setup
+
+void Trainer::setupModel(LightningModule& model, data::DataModule& data, data::Stage stage) {
+  stage_ = stage;
+  data_ = &data;
+  data.setup(stage);
+  if (model_ready_) return;
+  model_ = &model;
+  std::shared_ptr<const data::Dataset> sample;
+  for (data::Split s : {data::Split::kTrain, data::Split::kVal, data::Split::kTest, data::Split::kPredict})
+    if (!sample) sample = data.dataset(s);
+  if (!sample) throw UsageError("the data module provides no data set for this stage");
+  ModelInput input{Shape(std::span<const std::int64_t>(sample->sampleShape())), data.numClasses()};
+  precision_->checkDevice(strategy_->device());
+  nn::InitContext ctx{strategy_->device(), init_rng_, dropout_rng_, precision_->paramDtype(),
+                      strategy_->activationCheckpointsOnHost()};
+  model.configureModel(ctx, input);
+  precision_->convertModule(model);
+  params_ = std::make_unique<nn::FlatParameters>(model, strategy_->device(), strategy_->bucketCapBytes(),
+                                                 strategy_->persistentGradients());
+  strategy_->setupParameters(model, *params_, model.namedBuffers());
+  model.attachTrainer(metrics_.get(), profiler_.get());
+  model_ready_ = true;
+  if (options_.enable_model_summary && stage == data::Stage::kFit) {
+    recordOutputShapes(*sample);
+    if (isGlobalZero()) printModelSummary();
+  }
+}
+
+// One sample through the model, outside the lazy graph and autograd, so the
+// summary can show every layer's output shape before training starts. Every
+// rank runs it (a sharded model gathers its parameters collectively).
+void Trainer::recordOutputShapes(const data::Dataset& dataset) {
+  if (dataset.size() == 0) return;
+  std::vector<std::int64_t> shape{1};
+  for (std::int64_t d : dataset.sampleShape()) shape.push_back(d);
+  std::vector<float> x(static_cast<std::size_t>(dataset.sampleNumel()));
+  std::vector<std::int64_t> y(1);
+  const std::int64_t first = 0;
+  dataset.fetch({&first, 1}, x.data(), dataset.hasLabels() ? y.data() : nullptr);
+  Batch batch{Tensor::fromHost(strategy_->device(), Shape(std::span<const std::int64_t>(shape)), x), Tensor()};
+  precision_->convertInput(batch);
+  ops::GraphRecordingPause no_graph;
+  autograd::TapeScope no_grad(nullptr);
+  GatheredParameters gathered(*strategy_, *params_, Strategy::GatherScope::kStep);
+  auto autocast = precision_->forwardContext();
+  model_->eval();
+  (*model_)(batch.x);
+  model_->train();
+}
+
+// The config's optimizer (LightningCLI's optimizer:) wins over the model's
+// configureOptimizers, which wins over the strategy's own config (a
+// DeepSpeed config's optimizer / scheduler), as the seeds say.
+void Trainer::configureOptimizers() {
+  if (!optimizer_) {
+    try {
+      OptimizerConfig oc = model_->configureOptimizers();
+      optimizer_ = std::move(oc.optimizer);
+      if (!scheduler_) scheduler_ = std::move(oc.scheduler);
+    } catch (const UsageError&) {
+      optimizer_ = strategy_->configuredOptimizer();
+      if (!optimizer_) throw;
+    }
+  }
+  if (!scheduler_) scheduler_ = strategy_->configuredScheduler();
+  strategy_->checkOptimizer(*optimizer_);
+  optimizer_->attach(strategy_->optimizerSlices(*params_), strategy_->device(), strategy_->offloadOptimizerState());
+  if (scheduler_) scheduler_->attach(*optimizer_);
+}
+
+std::unique_ptr<data::DataLoader> Trainer::makeLoader(data::DataModule& data, data::Split split) {
+  auto dataset = data.dataset(split);
+  if (!dataset) return nullptr;
+  data::LoaderOptions o = data.loaderOptions(split);
+  if (options_.use_distributed_sampler && strategy_->worldSize() > 1) {
+    o.sampler = strategy_->samplerFor(o.sampler);
+    // Training splits pad so every rank steps the same number of times;
+    // evaluation splits shard unevenly so every sample counts exactly once.
+    o.sampler.drop_last = split == data::Split::kTrain ? o.drop_last : false;
+    if (split != data::Split::kTrain) o.sampler.uneven = true;
+  }
+  return std::make_unique<data::DataLoader>(dataset, o);
+}
+
+Batch Trainer::toDevice(const data::HostBatch& hb) {
+  device::Device& dev = strategy_->device();
+  const Shape shape(std::span<const std::int64_t>(hb.shape));
+  const std::int64_t labels[] = {hb.size()};
+  const device::OperandInfo operands[] = {{shape.dims(), DType::kFloat32}, {labels, DType::kInt64}};
+  Batch b;
+  {
+    const ops::OpRecord op_record(dev, "h2d", std::span(operands, hb.y.empty() ? 1 : 2));
+    b.x = Tensor::fromHost(dev, shape, hb.x);
+    if (!hb.y.empty()) b.y = Tensor::fromHost(dev, {hb.size()}, hb.y);
+  }
+  precision_->convertInput(b);
+  return b;
+}
+
+// ---------------------------------------------------------------- fit
+
+void Trainer::fit(LightningModule& model, data::DataModule& data, const std::string& ckpt_path) {
+  start_time_ = std::chrono::steady_clock::now();
+  ProfiledStage profiled(*profiler_, *strategy_, profilerContext("fit"));
+  {
+    auto s = profiler_->profile("setup");
+    setupModel(model, data, data::Stage::kFit);
+    configureOptimizers();
+    train_loader_ = makeLoader(data, data::Split::kTrain);
+    if (!train_loader_) throw UsageError("the data module has no training set: fit needs one");
+    val_loader_ = makeLoader(data, data::Split::kVal);
+    num_train_batches_ = options_.limit_train.of(train_loader_->numBatches());
+    if (const std::string path = ckpt_path.empty() ? "" : resolveCheckpointPath(ckpt_path); !path.empty())
+      restore(path, /*full=*/true);
+    callbacks([&](Callback& c) { c.setup(*this, data::Stage::kFit); });
+    callbacks([&](Callback& c) { c.onFitStart(*this); });
+    if (isGlobalZero())
+      for (auto& l : loggers_) l->logHyperparams(*config_.find("model")->find("init_args"));
+  }
+  // The sanity check runs at most the validation batches the epochs will run.
+  const std::int64_t val_batches = val_loader_ ? options_.limit_val.of(val_loader_->numBatches()) : 0;
+  if (val_batches > 0 && options_.num_sanity_val_steps != 0 && global_step_ == 0) {
+    auto s = profiler_->profile("sanity_check");
+    sanity_checking_ = true;
+    callbacks([&](Callback& c) { c.onSanityCheckStart(*this); });
+    const std::int64_t n =
+        options_.num_sanity_val_steps < 0 ? val_batches : std::min(options_.num_sanity_val_steps, val_batches);
+    evaluationLoop(data::Split::kVal, n, /*sanity=*/true);
+    callbacks([&](Callback& c) { c.onSanityCheckEnd(*this); });
+    sanity_checking_ = false;
+  }
+  fitLoop();
+  endStage();
+  profiled.finish();
+}
+
+bool Trainer::timeUp() const {
+  return options_.max_time && std::chrono::steady_clock::now() - start_time_ >= *options_.max_time;
+}
+
+void Trainer::fitLoop() {
+  const BatchLimit& interval = options_.val_check_interval;
+  if (!interval.is_fraction && options_.check_val_every_n_epoch && interval.count > num_train_batches_)
+    throw UsageError(fmt::format(
+        "trainer.val_check_interval ({}) must be less than or equal to the number of the training batches ({}). If "
+        "you want to disable validation set trainer.limit_val_batches to 0.0 instead. If you want to validate based "
+        "on the total training batches, set trainer.check_val_every_n_epoch=null.",
+        interval.count, num_train_batches_));
+  while (true) {
+    if (options_.max_epochs >= 0 && current_epoch_ >= options_.max_epochs) break;
+    if (options_.max_steps >= 0 && global_step_ >= options_.max_steps) break;
+    if (timeUp()) break;
+    if (should_stop_ && current_epoch_ >= options_.min_epochs && global_step_ >= options_.min_steps) break;
+    should_stop_ = false;
+    trainEpoch();
+  }
+}
+
+void Trainer::trainEpoch() {
+  auto epoch_scope = profiler_->profile("run_training_epoch");
+  train_loader_->startEpoch(current_epoch_);
+  model_->train();
+  callbacks([&](Callback& c) { c.onTrainEpochStart(*this); });
+  const std::int64_t interval = options_.val_check_interval.is_fraction
+                                    ? std::max<std::int64_t>(1, options_.val_check_interval.of(num_train_batches_))
+                                    : options_.val_check_interval.count;
+  // Without check_val_every_n_epoch, val_check_interval counts batches across epochs.
+  const std::optional<std::int64_t>& every_n_epochs = options_.check_val_every_n_epoch;
+  const bool val_this_epoch = val_loader_ && (!every_n_epochs || (current_epoch_ + 1) % *every_n_epochs == 0);
+  const std::int64_t batches_before = every_n_epochs ? 0 : current_epoch_ * num_train_batches_;
+  const auto stop_requested = [&] {
+    return should_stop_ && current_epoch_ >= options_.min_epochs && global_step_ >= options_.min_steps;
+  };
+  const std::int64_t val_batches = val_loader_ ? options_.limit_val.of(val_loader_->numBatches()) : 0;
+  for (std::int64_t batch_idx = 0; batch_idx < num_train_batches_; ++batch_idx) {
+    std::optional<data::HostBatch> hb;
+    {
+      auto s = profiler_->profile("get_train_batch");
+      hb = train_loader_->next();
+    }
+    if (!hb) break;
+    if (batch_idx < skip_batches_) continue;  // resuming inside an epoch
+    auto batch_scope = profiler_->profile("run_training_batch");
+    Batch batch = toDevice(*hb);
+    callbacks([&](Callback& c) { c.onTrainBatchStart(*this, batch_idx); });
+    const bool last = batch_idx + 1 == num_train_batches_;
+    const bool optimizer_turn = (batch_idx + 1) % options_.accumulate_grad_batches == 0 || last;
+    const bool stepped = trainStep(batch, batch_idx, optimizer_turn);
+    strategy_->device().graph().markStep();
+    std::map<std::string, double> step_metrics = metrics_->takeStepMetrics();
+    for (const auto& [k, v] : step_metrics) {
+      callback_metrics_[k] = v;
+      if (metrics_->inProgressBar(k)) progress_metrics_[k] = v;
+    }
+    if (stepped) {
+      if (scheduler_ && scheduler_->interval() == optim::LRScheduler::Interval::kStep) scheduler_->step();
+      if (global_step_ % options_.log_every_n_steps == 0) logMetrics(step_metrics, global_step_ - 1);
+    }
+    batch_in_epoch_ = batch_idx + 1;
+    callbacks([&](Callback& c) { c.onTrainBatchEnd(*this, batch_idx); });
+    // As Lightning: validation every `interval` batches, and when asked to
+    // stop (early stopping, max_time), but not when max_steps ends the epoch.
+    const bool step_limit = options_.max_steps >= 0 && global_step_ >= options_.max_steps;
+    const bool out_of_time = timeUp();
+    if (val_this_epoch && val_batches > 0 &&
+        ((batches_before + batch_idx + 1) % interval == 0 || out_of_time || stop_requested())) {
+      evaluationLoop(data::Split::kVal, val_batches, /*sanity=*/false);
+      model_->train();
+    }
+    if (step_limit || out_of_time || stop_requested()) break;
+  }
+  skip_batches_ = 0;
+  std::map<std::string, double> epoch_metrics = metrics_->takeEpochMetrics(*strategy_);
+  for (const auto& [k, v] : epoch_metrics) {
+    callback_metrics_[k] = v;
+    if (metrics_->inProgressBar(k)) progress_metrics_[k] = v;
+  }
+  logMetrics(epoch_metrics, global_step_ - 1);
+  if (scheduler_ && scheduler_->interval() == optim::LRScheduler::Interval::kEpoch) {
+    std::optional<double> metric;
+    const std::string monitor = scheduler_->monitor();
+    if (!monitor.empty()) {
+      auto it = callback_metrics_.find(monitor);
+      if (it == callback_metrics_.end())
+        throw UsageError(fmt::format("lr_scheduler {} monitors '{}', which was not logged; logged metrics: {}",
+                                     scheduler_->name(), monitor, [&] {
+                                       std::string names;
+                                       for (const auto& [k, v] : callback_metrics_) names += (names.empty() ? "" : ", ") + k;
+                                       return names.empty() ? std::string("none") : names;
+                                     }()));
+      metric = it->second;
+    }
+    scheduler_->step(metric);
+  }
+  epoch_completed_ = true;
+  callbacks([&](Callback& c) { c.onTrainEpochEnd(*this); });
+  epoch_completed_ = false;
+  batch_in_epoch_ = 0;
+  ++current_epoch_;
+}
+
+bool Trainer::trainStep(const Batch& batch, std::int64_t batch_idx, bool optimizer_turn) {
+  metrics_->setHook(MetricCollector::Hook::kTraining, batch.size());
+  // Dropout masks are a pure function of (seed, rank, epoch, batch): the same
+  // after a resume, whatever was drawn before.
+  dropout_rng_ = Generator(seed_, RandomStream::kDropout,
+                           (static_cast<std::uint64_t>(strategy_->globalRank()) << 48) ^
+                               (static_cast<std::uint64_t>(current_epoch_) << 24) ^ static_cast<std::uint64_t>(batch_idx));
+  if (batch_idx % options_.accumulate_grad_batches == 0) params_->invalidateGrads();
+  GatheredParameters gathered(*strategy_, *params_, Strategy::GatherScope::kStep);
+  params_->beginStep();
+  strategy_->beforeBackward(*params_, optimizer_turn);
+  Tensor loss;
+  {
+    autograd::TapeScope scope(&tape_);
+    auto autocast = precision_->forwardContext();
+    auto s = profiler_->profile("training_step");
+    loss = model_->trainingStep(batch, batch_idx);
+  }
+  if (!loss.defined() || !loss.requiresGrad()) {
+    tape_.clear();
+    throw UsageError(model_->typeName() + ".trainingStep returned " +
+                     (loss.defined() ? "a loss that does not depend on any parameter" : "no loss"));
+  }
+  {
+    auto s = profiler_->profile("backward");
+    tape_.backward(loss, precision_->lossScale() / static_cast<float>(options_.accumulate_grad_batches));
+  }
+  progress_metrics_["loss"] = loss.item();
+  if (!optimizer_turn) return false;
+  {
+    // Waiting for the gradient reduction (all-reduce, or ZeRO's reduce-scatter).
+    std::optional<Profiler::Scope> s;
+    if (strategy_->worldSize() > 1) s.emplace(*profiler_, "allreduce");
+    strategy_->afterBackward(*params_);
+  }
+  const optim::GradientView grads = strategy_->gradients(*params_);
+  if (!precision_->prepareStep(grads)) return false;
+  clipGradients(grads);
+  {
+    auto s = profiler_->profile("optimizer_step");
+    optimizer_->step();
+  }
+  strategy_->afterOptimizerStep(*params_);
+  ++global_step_;
+  return true;
+}
+
+// torch.nn.utils.clip_grad_norm_ / clip_grad_value_ over the gradients the
+// optimizer uses (the global norm spans every rank's shards).
+void Trainer::clipGradients(const optim::GradientView& grads) {
+  if (!options_.gradient_clip_val) return;
+  const auto limit = static_cast<float>(*options_.gradient_clip_val);
+  if (options_.clip_by_value) {
+    for (std::span<float> span : grads.spans)
+      for (float& g : span) g = std::clamp(g, -limit, limit);
+    return;
+  }
+  double sq = 0;
+  for (std::span<float> span : grads.spans)
+    for (float g : span) sq += static_cast<double>(g) * g;
+  const double norm = std::sqrt(grads.total(sq));
+  const double coef = static_cast<double>(limit) / (norm + 1e-6);
+  if (coef >= 1.0) return;
+  const auto c = static_cast<float>(coef);
+  for (std::span<float> span : grads.spans)
+    for (float& g : span) g *= c;
+}
+
+// ---------------------------------------------------------------- evaluation
+
+std::map<std::string, double> Trainer::evaluationLoop(data::Split split, std::int64_t max_batches, bool sanity) {
+  const bool val = split == data::Split::kVal;
+  std::unique_ptr<data::DataLoader> owned;
+  data::DataLoader* loader = val ? val_loader_.get() : nullptr;
+  if (!loader) {
+    owned = makeLoader(*data_, split);
+    loader = owned.get();
+  }
+  if (!loader) throw UsageError(fmt::format("the data module has no {} set", data::splitName(split)));
+  const std::int64_t n = std::min(max_batches, loader->numBatches());
+  num_eval_batches_ = n;
+  auto loop_scope = profiler_->profile(val ? "run_validation" : "run_test");
+  model_->eval();
+  autograd::TapeScope no_grad(nullptr);
+  GatheredParameters gathered(*strategy_, *params_, Strategy::GatherScope::kStep);
+  callbacks([&](Callback& c) { val ? c.onValidationStart(*this) : c.onTestStart(*this); });
+  loader->startEpoch(0);
+  for (std::int64_t batch_idx = 0; batch_idx < n; ++batch_idx) {
+    auto hb = loader->next();
+    if (!hb) break;
+    Batch batch = toDevice(*hb);
+    metrics_->setHook(MetricCollector::Hook::kEvaluation, batch.size());
+    callbacks([&](Callback& c) {
+      val ? c.onValidationBatchStart(*this, batch_idx) : c.onTestBatchStart(*this, batch_idx);
+    });
+    {
+      auto autocast = precision_->forwardContext();
+      auto s = profiler_->profile(val ? "validation_step" : "test_step");
+      val ? model_->validationStep(batch, batch_idx) : model_->testStep(batch, batch_idx);
+    }
+    strategy_->device().graph().markStep();
+    callbacks([&](Callback& c) {
+      val ? c.onValidationBatchEnd(*this, batch_idx) : c.onTestBatchEnd(*this, batch_idx);
+    });
+  }
+  std::map<std::string, double> out = metrics_->takeEpochMetrics(*strategy_);
+  metrics_->takeStepMetrics();
+  metrics_->setHook(MetricCollector::Hook::kNone, 1);
+  if (!sanity) {
+    for (const auto& [k, v] : out) {
+      callback_metrics_[k] = v;
+      if (metrics_->inProgressBar(k)) progress_metrics_[k] = v;
+    }
+    logMetrics(out, stage_ == data::Stage::kFit ? global_step_ - 1 : global_step_);
+  }
+  callbacks([&](Callback& c) { val ? c.onValidationEnd(*this) : c.onTestEnd(*this); });
+  return out;
+}
+
+// The setup every evaluation stage shares: the model, its weights from
+// ckpt_path, the callbacks, and the loader of `split` (if given; a data
+// module without that split is an error).
+std::unique_ptr<data::DataLoader> Trainer::setupEvaluation(LightningModule& model, data::DataModule& data,
+                                                          const std::string& ckpt_path, data::Stage stage,
+                                                          std::optional<data::Split> split) {
+  auto s = profiler_->profile("setup");
+  setupModel(model, data, stage);
+  if (const std::string path = ckpt_path.empty() ? "" : resolveCheckpointPath(ckpt_path); !path.empty())
+    restore(path, /*full=*/false);
+  callbacks([&](Callback& c) { c.setup(*this, stage); });
+  if (!split) return nullptr;
+  auto loader = makeLoader(data, *split);
+  if (!loader) throw UsageError(fmt::format("the data module has no {} set", data::splitName(*split)));
+  return loader;
+}
+
+void Trainer::endStage() {
+  auto s = profiler_->profile("teardown");
+  if (stage_ == data::Stage::kFit) callbacks([&](Callback& c) { c.onFitEnd(*this); });
+  precision_->onRunEnd(isGlobalZero());
+  for (auto& l : loggers_) l->save();
+}
+
+std::map<std::string, double> Trainer::validate(LightningModule& model, data::DataModule& data,
+                                                const std::string& ckpt_path) {
+  ProfiledStage profiled(*profiler_, *strategy_, profilerContext("validate"));
+  setupEvaluation(model, data, ckpt_path, data::Stage::kValidate, std::nullopt);
+  auto out = evaluationLoop(data::Split::kVal, options_.limit_val.of(std::numeric_limits<std::int64_t>::max() / 2),
+                            false);
+  endStage();
+  profiled.finish();
+  if (isGlobalZero()) printResults(out, "Validate");
+  return out;
+}
+
+std::map<std::string, double> Trainer::test(LightningModule& model, data::DataModule& data,
+                                            const std::string& ckpt_path) {
+  ProfiledStage profiled(*profiler_, *strategy_, profilerContext("test"));
+  auto loader = setupEvaluation(model, data, ckpt_path, data::Stage::kTest, data::Split::kTest);
+  auto out = evaluationLoop(data::Split::kTest, options_.limit_test.of(loader->numBatches()), false);
+  endStage();
+  profiled.finish();
+  if (isGlobalZero()) printResults(out, "Test");
+  return out;
+}
+
+std::vector<std::vector<float>> Trainer::predict(LightningModule& model, data::DataModule& data,
+                                                 const std::string& ckpt_path) {
+  ProfiledStage profiled(*profiler_, *strategy_, profilerContext("predict"));
+  auto loader = setupEvaluation(model, data, ckpt_path, data::Stage::kPredict, data::Split::kPredict);
+  const std::int64_t n = options_.limit_predict.of(loader->numBatches());
+  num_eval_batches_ = n;
+  std::optional<Profiler::Scope> loop_scope;
+  loop_scope.emplace(*profiler_, "run_predict");
+  model.eval();
+  autograd::TapeScope no_grad(nullptr);
+  GatheredParameters gathered(*strategy_, *params_, Strategy::GatherScope::kStep);
+  callbacks([&](Callback& c) { c.onPredictStart(*this); });
+  loader->startEpoch(0);
+  std::vector<std::vector<float>> rows;
+  for (std::int64_t batch_idx = 0; batch_idx < n; ++batch_idx) {
+    auto hb = loader->next();
+    if (!hb) break;
+    Batch batch = toDevice(*hb);
+    callbacks([&](Callback& c) { c.onPredictBatchStart(*this, batch_idx); });
+    Tensor out;
+    {
+      auto autocast = precision_->forwardContext();
+      auto s = profiler_->profile("predict_step");
+      out = model.predictStep(batch, batch_idx);
+    }
+    strategy_->device().graph().markStep();
+    const std::int64_t width = out.numel() / std::max<std::int64_t>(1, out.size(0));
+    const float* p = out.data();
+    for (std::int64_t r = 0; r < out.size(0); ++r) rows.emplace_back(p + r * width, p + (r + 1) * width);
+    callbacks([&](Callback& c) { c.onPredictBatchEnd(*this, batch_idx); });
+  }
+  callbacks([&](Callback& c) { c.onPredictEnd(*this); });
+  loop_scope.reset();
+  endStage();
+  profiled.finish();
+  return rows;
+}
+
+// ---------------------------------------------------------------- reporting
+
+void Trainer::printModelSummary() {
+  // Out sizes are a batch of one sample's (recordOutputShapes).
+  auto out_size = [](const nn::Module& m) {
+    const Shape& s = m.lastOutputShape();
+    return s.ndim() == 0 ? std::string("?") : s.str();
+  };
+  std::vector<std::array<std::string, 5>> rows;
+  std::int64_t total = 0;
+  for (const auto& [name, child] : model_->children()) {
+    std::int64_t n = child->numParameters();
+    rows.push_back({name, child->typeName(), std::to_string(n), out_size(*child), ""});
+    for (const auto& [sub, grandchild] : child->children())
+      rows.push_back({name + "." + sub, grandchild->typeName(), std::to_string(grandchild->numParameters()),
+                      out_size(*grandchild), grandchild->describe()});
+    total += n;
+  }
+  std::size_t w[5] = {4, 4, 6, 9, 6};
+  const char* head[5] = {"Name", "Type", "Params", "Out sizes", "Config"};
+  for (auto& r : rows)
+    for (int i = 0; i < 5; ++i) w[i] = std::max(w[i], r[static_cast<std::size_t>(i)].size());
+  std::string out = fmt::format("  | {:<{}} | {:<{}} | {:>{}} | {:<{}} | {}\n", head[0], w[0], head[1], w[1], head[2],
+                                w[2], head[3], w[3], head[4]);
+  out += std::string(out.size() - 1, '-') + "\n";
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    out += fmt::format("{:<2}| {:<{}} | {:<{}} | {:>{}} | {:<{}} | {}\n", i, rows[i][0], w[0], rows[i][1], w[1],
+                       rows[i][2], w[2], rows[i][3], w[3], rows[i][4]);
+  const double mb = static_cast<double>(total) * device::logicalSize(precision_->paramDtype()) / 1e6;
+  out += fmt::format("{:<8}Trainable params\n{:<8}Total params\n{:<8.3f}Total estimated model params size (MB)\n",
+                     total, total, mb);
+  std::fputs(out.c_str(), stdout);
+  std::fflush(stdout);
+}
+
+void Trainer::printResults(const std::map<std::string, double>& metrics, const char* stage) const {
+  if (metrics.empty()) return;
+  const std::string rule(60, '-');
+  std::string out = rule + "\n" + fmt::format("{:>22}{:>30}\n", std::string(stage) + " metric", "DataLoader 0") + rule + "\n";
+  for (const auto& [k, v] : metrics) out += fmt::format("{:>22}{:>30.10g}\n", k, v);
+  out += rule + "\n";
+  std::fputs(out.c_str(), stdout);
+  std::fflush(stdout);
+}
+
+}  // namespace hpu::core

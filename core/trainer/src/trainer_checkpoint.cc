@@ -1,0 +1,245 @@
+// Trainer checkpoints: what a checkpoint holds and how a run resumes from it.
+//
+// Tensors: "model.<name>" for parameters and buffers (their dtype),
+// "optimizer.<state>.<slice>" for optimizer state. Metadata:
+//   hpu_train.format = "1", epoch, global_step, batches_done (of `epoch`),
+//   optimizer (name, lr, step), scheduler (JSON state), precision (JSON),
+//   callbacks (JSON object keyed by stateKey()), config (the resolved YAML).
+// Dropout masks need no state: they derive from (seed, rank, epoch, batch).
+#include <spdlog/fmt/fmt.h>
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "hpu/core/config/yaml_io.h"
+#include "hpu/core/base/errors.h"
+#include "hpu/core/trainer/trainer.h"
+#include "metric_collector.h"
+
+namespace hpu::core {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+checkpoint::TensorEntry entryOf(const std::string& name, const Tensor& t) {
+  checkpoint::TensorEntry e;
+  e.name = name;
+  e.dtype = t.dtype() == DType::kInt64 ? DType::kInt64 : t.dtype();
+  e.shape.assign(t.shape().dims().begin(), t.shape().dims().end());
+  if (t.dtype() == DType::kInt64)
+    e.ints.assign(t.labels(), t.labels() + t.numel());
+  else
+    e.values = t.toHost();
+  return e;
+}
+
+// Copies a stored tensor into `t`, checking shape.
+void loadInto(const checkpoint::Checkpoint& ckpt, const std::string& name, Tensor t, const std::string& path) {
+  const checkpoint::TensorEntry* e = ckpt.find(name);
+  if (e == nullptr) throw CheckpointError(fmt::format("{} has no tensor '{}': was it saved from this model?", path, name));
+  const Shape stored(std::span<const std::int64_t>(e->shape));
+  if (!(stored == t.shape()))
+    throw CheckpointError(fmt::format("{}: '{}' has shape {} in the checkpoint but {} in the model", path, name,
+                                      stored.str(), t.shape().str()));
+  if (t.dtype() == DType::kInt64)
+    std::copy(e->ints.begin(), e->ints.end(), t.labels());
+  else
+    std::copy(e->values.begin(), e->values.end(), t.data());
+}
+
+// `key` of a callback's JSON state if it is a string there, else "".
+std::string stateString(const Callback& callback, const char* key) {
+  const std::string state = callback.stateJson();
+  const json j = json::parse(state.empty() ? "{}" : state, nullptr, false);
+  return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : "";
+}
+
+}  // namespace
+
+// Optimizer state comes whole (in the main file; a sharding strategy takes
+// its shard of it) or sharded (one file per rank, for the same world size).
+// Whole state is read as each state buffer's slices concatenated in slice
+// order: buckets hold the parameters in one order whatever their sizes, so
+// state saved with one bucketing (reduce_bucket_size, strategy) resumes
+// with another.
+void Trainer::restoreOptimizerState(const checkpoint::Checkpoint& ckpt, const std::string& path) {
+  const auto shards = strategy_->optimizerShards(*params_);
+  const auto buffers = optimizer_->stateBuffers();
+  const std::size_t per_slice = shards.empty() ? 0 : buffers.size() / shards.size();
+  auto mismatch = [&](const std::string& name) {
+    return CheckpointError(fmt::format("{}: optimizer state '{}' is missing or has another size; the checkpoint comes "
+                                       "from a different model, optimizer or strategy",
+                                       path, name));
+  };
+  if (auto it = ckpt.metadata.find("sharded_optimizer"); it != ckpt.metadata.end()) {
+    const bool sharded_now = std::any_of(shards.begin(), shards.end(), [](const auto& s) { return s.size != s.total; });
+    if (!sharded_now || std::stoi(it->second) != strategy_->worldSize())
+      throw CheckpointError(fmt::format("{}: its optimizer state is sharded over {} ranks; resume it with the same ZeRO "
+                                        "world size, or consolidate it first: hpu-train consolidate {} <output.ckpt>",
+                                        path, it->second, path));
+    const checkpoint::Checkpoint own = checkpoint_io_->load(checkpoint::shardPath(path, strategy_->globalRank()));
+    for (const auto& s : buffers) {
+      const checkpoint::TensorEntry* e = own.find("optimizer." + s.name);
+      if (e == nullptr || e->values.size() != s.values.size()) throw mismatch(s.name);
+      std::copy(e->values.begin(), e->values.end(), s.values.begin());
+    }
+    return;
+  }
+  std::map<std::string, std::map<std::size_t, const checkpoint::TensorEntry*>> stored;  // state -> slice -> tensor
+  for (const auto& e : ckpt.tensors)
+    if (auto key = checkpoint::parseOptimizerStateName(e.name)) stored[key->state][key->slice] = &e;
+  std::map<std::string, std::vector<float>> flat;
+  for (const auto& [state, slices] : stored)
+    for (const auto& [slice, e] : slices) flat[state].insert(flat[state].end(), e->values.begin(), e->values.end());
+  std::vector<std::int64_t> start;  // of each slice's bucket among all parameters
+  std::int64_t numel = 0;
+  for (const auto& s : shards) {
+    start.push_back(numel);
+    numel += s.total;
+  }
+  for (std::size_t b = 0; b < buffers.size(); ++b) {
+    const auto& s = buffers[b];
+    const std::size_t slice = b / per_slice;
+    const auto it = flat.find(checkpoint::parseOptimizerStateName("optimizer." + s.name)->state);
+    if (it == flat.end() || static_cast<std::int64_t>(it->second.size()) != numel) throw mismatch(s.name);
+    const auto from = it->second.begin() + start[slice] + shards[slice].offset;
+    std::copy(from, from + static_cast<std::ptrdiff_t>(s.values.size()), s.values.begin());
+  }
+}
+
+void Trainer::saveCheckpoint(const std::string& path, bool weights_only) {
+  GatheredParameters gathered(*strategy_, *params_, Strategy::GatherScope::kAll);
+  checkpoint::Checkpoint ckpt;
+  for (const auto& p : model_->namedParameters()) ckpt.tensors.push_back(entryOf("model." + p.name, p.tensor));
+  for (const auto& b : model_->namedBuffers()) ckpt.tensors.push_back(entryOf("model." + b.name, b.tensor));
+  auto& m = ckpt.metadata;
+  m["hpu_train.format"] = "1";
+  m["epoch"] = std::to_string(current_epoch_);
+  m["global_step"] = std::to_string(global_step_);
+  m["batches_done"] = std::to_string(epoch_completed_ ? -1 : batch_in_epoch_);
+  m["precision"] = precision_->precision();
+  m["config"] = config::emitYaml(config_);
+  if (!weights_only && optimizer_) {
+    const auto shards = strategy_->optimizerShards(*params_);
+    const bool sharded = std::any_of(shards.begin(), shards.end(), [](const auto& s) { return s.size != s.total; });
+    checkpoint::Checkpoint own;  // sharded state: this rank's part, in a file of its own
+    for (const auto& s : optimizer_->stateBuffers()) {
+      checkpoint::TensorEntry e;
+      e.name = "optimizer." + s.name;
+      e.shape = {static_cast<std::int64_t>(s.values.size())};
+      e.values.assign(s.values.begin(), s.values.end());
+      (sharded ? own : ckpt).tensors.push_back(std::move(e));
+    }
+    if (sharded) {
+      json layout = json::array();
+      for (const auto& s : shards) layout.push_back({s.offset, s.size, s.total});
+      own.metadata["hpu_train.optimizer_shard"] =
+          json{{"rank", strategy_->globalRank()}, {"world_size", strategy_->worldSize()}, {"slices", layout}}.dump();
+      checkpoint_io_->save(own, checkpoint::shardPath(path, strategy_->globalRank()));
+      m["sharded_optimizer"] = std::to_string(strategy_->worldSize());
+    }
+    m["optimizer"] = json{{"name", optimizer_->name()}, {"lr", optimizer_->lr()}, {"step", optimizer_->stepCount()}}.dump();
+    if (scheduler_) m["scheduler"] = json{{"name", scheduler_->name()}, {"state", scheduler_->state()}}.dump();
+    m["precision_state"] = precision_->stateJson();
+    json cbs = json::object();
+    for (const auto& c : callbacks_)
+      if (auto st = c->stateJson(); !st.empty()) cbs[c->stateKey()] = st;
+    m["callbacks"] = cbs.dump();
+  }
+  if (isGlobalZero()) checkpoint_io_->save(ckpt, path);
+  strategy_->barrier("save_checkpoint");
+}
+
+void Trainer::removeCheckpoint(const std::string& path) {
+  if (isGlobalZero()) checkpoint_io_->remove(path);
+  checkpoint_io_->remove(checkpoint::shardPath(path, strategy_->globalRank()));
+}
+
+std::string Trainer::resolveCheckpointPath(const std::string& ckpt_path) const {
+  if (ckpt_path != "last" && ckpt_path != "best") return ckpt_path;
+  if (ckpt_path == "best") {
+    for (const auto& c : callbacks_)
+      if (std::string best = stateString(*c, "best_model_path"); !best.empty()) return best;
+  }
+  // The newest last.ckpt: in a ModelCheckpoint's own dirpath (as Lightning
+  // looks), this run's checkpoint directory, else the newest version of the
+  // logger's earlier runs.
+  std::vector<fs::path> candidates;
+  for (const auto& c : callbacks_)
+    if (std::string dir = stateString(*c, "dirpath"); !dir.empty()) candidates.push_back(fs::path(dir) / "last.ckpt");
+  candidates.push_back(fs::path(logDir()) / "checkpoints" / "last.ckpt");
+  const fs::path runs = fs::path(logDir()).parent_path();
+  std::error_code ec;
+  int best_version = -1;
+  fs::path newest;
+  static const std::regex kVersion("version_([0-9]+)");
+  for (const auto& entry : fs::directory_iterator(runs, ec)) {
+    std::smatch mt;
+    const std::string name = entry.path().filename().string();
+    if (!std::regex_match(name, mt, kVersion)) continue;
+    const int v = std::stoi(mt[1]);
+    if (v > best_version && fs::exists(entry.path() / "checkpoints" / "last.ckpt")) {
+      best_version = v;
+      newest = entry.path() / "checkpoints" / "last.ckpt";
+    }
+  }
+  if (!newest.empty()) candidates.push_back(newest);
+  for (const auto& c : candidates)
+    if (fs::exists(c)) {
+      if (ckpt_path == "best")
+        spdlog::warn("ckpt_path=best: no best checkpoint is known in this process; using {}", c.string());
+      return c.string();
+    }
+  const std::string where = runs.empty() ? candidates.front().parent_path().string() : runs.string();
+  if (ckpt_path == "best")
+    throw UsageError(fmt::format("ckpt_path=best: no best checkpoint is known and no last.ckpt under {}; pass a "
+                                 "checkpoint path instead",
+                                 where));
+  // As Lightning: "last" without one loads nothing (a job that is always
+  // started with --ckpt_path last begins from scratch the first time).
+  spdlog::warn("ckpt_path=last: no last.ckpt under {}, so no checkpoint is loaded (ModelCheckpoint writes one with "
+               "save_last: true)",
+               where);
+  return "";
+}
+
+void Trainer::restore(const std::string& path, bool full) {
+  const checkpoint::Checkpoint ckpt = checkpoint_io_->load(path);
+  strategy_->gatherParameters(*params_, Strategy::GatherScope::kAll);
+  for (const auto& p : model_->namedParameters()) loadInto(ckpt, "model." + p.name, p.tensor, path);
+  for (const auto& b : model_->namedBuffers()) loadInto(ckpt, "model." + b.name, b.tensor, path);
+  strategy_->parametersLoaded(*params_);
+  strategy_->releaseParameters(*params_, Strategy::GatherScope::kAll);
+  if (!full) return;  // evaluation: the loops start at epoch 0, step 0, as in Lightning
+  global_step_ = std::stoll(ckpt.meta("global_step"));
+  current_epoch_ = std::stoll(ckpt.meta("epoch"));
+  if (!ckpt.metadata.count("optimizer"))
+    throw CheckpointError(path + " holds weights only (save_weights_only); it cannot resume training");
+  const json opt = json::parse(ckpt.meta("optimizer"));
+  if (opt["name"].get<std::string>() != optimizer_->name())
+    throw CheckpointError(fmt::format("{} was trained with {}, this run uses {}", path,
+                                      opt["name"].get<std::string>(), optimizer_->name()));
+  restoreOptimizerState(ckpt, path);
+  optimizer_->setLr(opt["lr"].get<double>());
+  optimizer_->setStepCount(opt["step"].get<std::int64_t>());
+  if (scheduler_ && ckpt.metadata.count("scheduler"))
+    scheduler_->loadState(json::parse(ckpt.meta("scheduler"))["state"].get<std::vector<double>>());
+  precision_->loadStateJson(ckpt.metadata.count("precision_state") ? ckpt.meta("precision_state") : "");
+  const json cbs = json::parse(ckpt.meta("callbacks"));
+  for (auto& c : callbacks_)
+    if (cbs.contains(c->stateKey())) c->loadStateJson(cbs[c->stateKey()].get<std::string>());
+  const std::int64_t done = std::stoll(ckpt.meta("batches_done"));
+  if (done < 0) {
+    ++current_epoch_;  // saved at the end of its epoch
+    skip_batches_ = 0;
+  } else {
+    skip_batches_ = done;
+  }
+  spdlog::info("resumed from {} at epoch {}, global step {}", path, current_epoch_, global_step_);
+}
+
+}  // namespace hpu::core
