@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "hpu/core/tensor/autograd.h"
+#include "hpu/core/tensor/leaf.h"
 #include "hpu/core/ops/ops.h"
 #include "test_support.h"
 
@@ -137,20 +138,20 @@ TEST(Tape, GradReadyHookFiresAfterTheLastRecordedUse) {
   Tensor x = leaf({1.0f, 2.0f});
   int fired = 0;
   std::vector<float> grad_when_fired;
-  x.impl()->on_grad_ready = [&] {
+  Leaf(x).onGradReady([&] {
     ++fired;
     grad_when_fired = x.grad().toHost();
-  };
+  });
   Tape tape;
   {
     TapeScope scope(&tape);
     const Tensor a = ops::scale(x, 2.0f), b = ops::scale(x, 3.0f);
-    EXPECT_EQ(x.impl()->pending_uses, 2);
+    EXPECT_EQ(Leaf(x).pendingUses(), 2);
     tape.backward(ops::sum(ops::add(a, b)));
   }
   EXPECT_EQ(fired, 1);
   EXPECT_EQ(grad_when_fired, (std::vector<float>{5.0f, 5.0f})) << "fired only once both uses were back-propagated";
-  EXPECT_EQ(x.impl()->pending_uses, 0);
+  EXPECT_EQ(Leaf(x).pendingUses(), 0);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "hpu/core/tensor/leaf.h"
 #include "hpu/device/check.h"
 
 namespace hpu::core::nn {
@@ -36,7 +37,8 @@ FlatParameters::FlatParameters(const Module& module, device::Device& device, std
       HPU_CHECK(p.tensor.dtype() == dtype, "mixed parameter dtypes in one bucket");
       std::memcpy(b.values->as<float>().data() + offset, p.tensor.data(),
                   static_cast<std::size_t>(p.tensor.numel()) * sizeof(float));
-      p.tensor.rebind(b.values, offset);
+      Leaf(p.tensor).rebind(b.values, offset);
+      bucket_of_[Leaf(p.tensor).id()] = buckets_.size();
       b.members.push_back(p);
       b.offsets.push_back(offset);
       offset += p.tensor.numel();
@@ -50,7 +52,7 @@ FlatParameters::FlatParameters(const Module& module, device::Device& device, std
       allocateGrads(i);
       continue;
     }
-    for (auto& m : buckets_[i].members) m.tensor.impl()->on_grad_needed = [this, i] { allocateGrads(i); };
+    for (auto& m : buckets_[i].members) Leaf(m.tensor).onGradNeeded([this, i] { allocateGrads(i); });
   }
 }
 
@@ -59,24 +61,21 @@ void FlatParameters::allocateGrads(std::size_t i) {
   const DType dtype = b.dtype;
   b.grads = std::make_shared<device::Buffer>(device_.allocator().allocate(dtype, static_cast<std::size_t>(b.numel)));
   for (std::size_t j = 0; j < b.members.size(); ++j) {
-    Tensor t = b.members[j].tensor;
-    t.setGrad(Tensor::view(b.grads, b.offsets[j], t.shape(), dtype), false);
+    const Tensor& t = b.members[j].tensor;
+    Leaf(t).setGrad(Tensor::view(b.grads, b.offsets[j], t.shape(), dtype), false);
   }
 }
 
 void FlatParameters::releaseGrads(std::size_t i) {
   HPU_CHECK(!persistent_grads_, "releaseGrads on persistent gradients");
   ParamBucket& b = buckets_[i];
-  for (auto& m : b.members) {
-    m.tensor.impl()->grad.reset();
-    m.tensor.impl()->grad_valid = false;
-  }
+  for (auto& m : b.members) Leaf(m.tensor).releaseGrad();
   b.grads.reset();
 }
 
 void FlatParameters::releaseValues(std::size_t i) {
   ParamBucket& b = buckets_[i];
-  for (auto& m : b.members) m.tensor.rebind(nullptr, 0);
+  for (auto& m : b.members) Leaf(m.tensor).rebind(nullptr, 0);
   b.values.reset();
 }
 
@@ -84,8 +83,10 @@ void FlatParameters::allocateValues(std::size_t i) {
   ParamBucket& b = buckets_[i];
   if (b.values) return;
   b.values = std::make_shared<device::Buffer>(device_.allocator().allocate(b.dtype, static_cast<std::size_t>(b.numel)));
-  for (std::size_t j = 0; j < b.members.size(); ++j) b.members[j].tensor.rebind(b.values, b.offsets[j]);
+  for (std::size_t j = 0; j < b.members.size(); ++j) Leaf(b.members[j].tensor).rebind(b.values, b.offsets[j]);
 }
+
+std::size_t FlatParameters::bucketOf(const Tensor& param) const { return bucket_of_.at(Leaf(param).id()); }
 
 void FlatParameters::invalidateGrads() {
   for (auto& b : buckets_)
@@ -101,7 +102,7 @@ void FlatParameters::zeroMissingGrads() {
       if (t.gradValid()) continue;
       std::memset(b.grads->as<float>().data() + b.offsets[i], 0,
                   static_cast<std::size_t>(t.numel()) * sizeof(float));
-      t.impl()->grad_valid = true;
+      Leaf(t).markGradValid();
     }
 }
 
@@ -110,19 +111,19 @@ void FlatParameters::setBucketReadyCallback(std::function<void(std::size_t)> rea
   for (std::size_t bi = 0; bi < buckets_.size(); ++bi)
     for (auto& m : buckets_[bi].members) {
       if (!ready_) {
-        m.tensor.impl()->on_grad_ready = nullptr;
+        Leaf(m.tensor).onGradReady(nullptr);
         continue;
       }
-      m.tensor.impl()->on_grad_ready = [this, bi] {
+      Leaf(m.tensor).onGradReady([this, bi] {
         if (--pending_params_[bi] == 0) ready_(bi);
-      };
+      });
     }
 }
 
 void FlatParameters::beginStep() {
   for (std::size_t bi = 0; bi < buckets_.size(); ++bi) {
     pending_params_[bi] = static_cast<int>(buckets_[bi].members.size());
-    for (auto& m : buckets_[bi].members) m.tensor.impl()->pending_uses = 0;
+    for (auto& m : buckets_[bi].members) Leaf(m.tensor).resetUses();
   }
 }
 

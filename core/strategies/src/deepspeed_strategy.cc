@@ -127,11 +127,9 @@ class DeepSpeedStrategy final : public DistributedStrategy {
       for (std::size_t i = 0; i < n; ++i) params.releaseValues(i);
       refs_.assign(n, 0);
       params_ = &params;
-      for (std::size_t i = 0; i < n; ++i)
-        for (const auto& m : params.buckets()[i].members) bucket_of_[m.tensor.impl().get()] = i;
       // Parameters registered on the model itself have no module forward to
       // gather them: their buckets stay gathered for a whole step.
-      for (const auto& p : model.ownParameters()) step_buckets_.push_back(bucket_of_.at(p.tensor.impl().get()));
+      for (const auto& p : model.ownParameters()) step_buckets_.push_back(params.bucketOf(p.tensor));
       model.setForwardHooks(std::make_shared<ModuleGather>(*this));
     }
   }
@@ -262,7 +260,7 @@ class DeepSpeedStrategy final : public DistributedStrategy {
   std::vector<std::size_t> bucketsOf(const nn::Module& m) const {
     std::vector<std::size_t> out;
     for (const auto& p : m.ownParameters()) {
-      const std::size_t b = bucket_of_.at(p.tensor.impl().get());
+      const std::size_t b = params_->bucketOf(p.tensor);
       if (std::find(out.begin(), out.end(), b) == out.end()) out.push_back(b);
     }
     return out;
@@ -308,7 +306,6 @@ class DeepSpeedStrategy final : public DistributedStrategy {
   std::vector<bool> reduced_;
   nn::FlatParameters* params_ = nullptr;
   std::vector<int> refs_;
-  std::map<const detail::TensorImpl*, std::size_t> bucket_of_;
   std::vector<std::size_t> step_buckets_;
 };
 

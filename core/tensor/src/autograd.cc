@@ -1,6 +1,7 @@
 #include "hpu/core/tensor/autograd.h"
 
 #include "hpu/core/tensor/op_record.h"
+#include "tensor_access.h"
 #include "hpu/device/check.h"
 #include "hpu/device/numerics.h"
 
@@ -21,26 +22,32 @@ bool needsGrad(std::initializer_list<const Tensor*> inputs) {
   return false;
 }
 
+using detail::TensorAccess;
+
 GradTarget gradTarget(const Tensor& t) {
-  auto& impl = *t.impl();
+  auto& impl = TensorAccess::impl(t);
   if (!impl.grad && impl.on_grad_needed) impl.on_grad_needed();
   if (!impl.grad) {
-    impl.grad = Tensor::empty(t.device(), t.shape(), device::isFloating(t.dtype()) ? t.dtype() : DType::kFloat32)
-                    .impl();
+    const Tensor grad =
+        Tensor::empty(t.device(), t.shape(), device::isFloating(t.dtype()) ? t.dtype() : DType::kFloat32);
+    impl.grad = TensorAccess::shared(grad);
     impl.grad_valid = false;
   }
   const bool accumulate = impl.grad_valid;
   impl.grad_valid = true;
-  return {Tensor(impl.grad).data(), accumulate};
+  return {TensorAccess::wrap(impl.grad).data(), accumulate};
 }
 
 void noteUse(const Tensor& t) {
-  if (t.defined() && t.impl()->on_grad_ready) ++t.impl()->pending_uses;
+  if (!t.defined()) return;
+  auto& impl = TensorAccess::impl(t);
+  if (impl.on_grad_ready) ++impl.pending_uses;
 }
 
 void gradWritten(const Tensor& t) {
-  auto& impl = *t.impl();
-  if (impl.grad && impl.grad->dtype != DType::kFloat32) device::roundInPlace(Tensor(impl.grad).values(), impl.grad->dtype);
+  auto& impl = TensorAccess::impl(t);
+  if (impl.grad && impl.grad->dtype != DType::kFloat32)
+    device::roundInPlace(TensorAccess::wrap(impl.grad).values(), impl.grad->dtype);
   if (impl.on_grad_ready && --impl.pending_uses == 0) impl.on_grad_ready();
 }
 

@@ -95,18 +95,8 @@ Tensor Tensor::grad() const {
   return Tensor(impl_->grad);
 }
 
-void Tensor::setGrad(const Tensor& g, bool valid) {
-  impl_->grad = g.impl_;
-  impl_->grad_valid = valid;
-}
-
 void Tensor::invalidateGrad() const {
   if (impl_) impl_->grad_valid = false;
-}
-
-void Tensor::rebind(std::shared_ptr<device::Buffer> buffer, std::int64_t offset) const {
-  impl_->storage = std::move(buffer);
-  impl_->offset = offset;
 }
 
 device::OperandInfo operandInfo(const Tensor& t) { return {t.shape().dims(), t.dtype()}; }

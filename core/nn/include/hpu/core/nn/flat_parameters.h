@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "hpu/core/nn/module.h"
@@ -44,6 +45,8 @@ class FlatParameters {
   std::vector<ParamBucket>& buckets() { return buckets_; }
   const std::vector<ParamBucket>& buckets() const { return buckets_; }
   std::int64_t numel() const { return numel_; }
+  // The bucket holding parameter `param`. REQUIRES: one of the module's.
+  std::size_t bucketOf(const Tensor& param) const;
 
   // optimizer.zero_grad(): the next backward overwrites every gradient.
   void invalidateGrads();
@@ -72,6 +75,7 @@ class FlatParameters {
   bool persistent_grads_;
   std::vector<ParamBucket> buckets_;
   std::vector<int> pending_params_;  // per bucket, parameters without final gradient
+  std::unordered_map<const void*, std::size_t> bucket_of_;  // Leaf::id() -> bucket
   std::function<void(std::size_t)> ready_;
   std::int64_t numel_ = 0;
 };

@@ -25,6 +25,9 @@ namespace hpu::core {
 using device::DType;
 
 namespace detail {
+// A tensor's state. Only the tensor layer reaches it (TensorAccess, in its
+// sources): parameter storage goes through Leaf (leaf.h), ops through the
+// autograd functions.
 struct TensorImpl {
   std::shared_ptr<device::Buffer> storage;
   std::int64_t offset = 0;  // in elements
@@ -44,6 +47,7 @@ struct TensorImpl {
   // called when backward first needs `grad` and it is not there.
   std::function<void()> on_grad_needed;
 };
+struct TensorAccess;
 }  // namespace detail
 
 class Tensor {
@@ -93,23 +97,20 @@ class Tensor {
   void setRequiresGrad(bool r) { impl_->requires_grad = r; }
   // The gradient, if backward produced one this step (undefined otherwise).
   Tensor grad() const;
-  // Installs `g` as the gradient storage (used to point parameter gradients
-  // into their bucket). `valid` says whether it already holds values.
-  void setGrad(const Tensor& g, bool valid);
   // Marks the gradient as not holding values (next backward overwrites it).
   void invalidateGrad() const;
   bool gradValid() const { return impl_ && impl_->grad_valid; }
 
   // Identity: two handles of the same tensor.
   bool sameAs(const Tensor& o) const { return impl_ == o.impl_; }
-  const std::shared_ptr<detail::TensorImpl>& impl() const { return impl_; }
-  explicit Tensor(std::shared_ptr<detail::TensorImpl> impl) : impl_(std::move(impl)) {}
-  // Rebinds this tensor (and every handle sharing it) to other storage.
-  void rebind(std::shared_ptr<device::Buffer> buffer, std::int64_t offset) const;
-  std::int64_t storageOffset() const { return impl_->offset; }
+  // Where the elements live: a device buffer and the offset (in elements) into it.
   const std::shared_ptr<device::Buffer>& storage() const { return impl_->storage; }
+  std::int64_t storageOffset() const { return impl_->offset; }
 
  private:
+  friend struct detail::TensorAccess;
+  explicit Tensor(std::shared_ptr<detail::TensorImpl> impl) : impl_(std::move(impl)) {}
+
   std::shared_ptr<detail::TensorImpl> impl_;
 };
 
