@@ -76,15 +76,20 @@ Buffer Allocator::allocate(DType dtype, std::size_t numel) {
   if (logical > limit_.bytes - stats_.inUse)
     throw OutOfMemoryError(
         {device_.name(), logical, stats_.inUse, limit_.bytes, limit_.source, limit_.overridden});
-  // Within the limit the host size cannot overflow: physicalSize <= 4 * logicalSize.
-  const detail::SizeClass sizeClass = detail::sizeClassFor(numel * physicalSize(dtype));
-  void* block = takeBlock(sizeClass.index, sizeClass.bytes);
+  void* block = nullptr;
+  std::uint32_t sizeClassIndex = 0;
+  if (!device_.shapeOnly()) {
+    // Within the limit the host size cannot overflow: physicalSize <= 4 * logicalSize.
+    const detail::SizeClass sizeClass = detail::sizeClassFor(numel * physicalSize(dtype));
+    block = takeBlock(sizeClass.index, sizeClass.bytes);
+    sizeClassIndex = sizeClass.index;
+  }
   stats_.inUse += logical;
   stats_.maxInUse = std::max(stats_.maxInUse, stats_.inUse);
   stats_.maxAllocSize = std::max(stats_.maxAllocSize, logical);
   ++stats_.numAllocs;
   ++stats_.activeAllocs;
-  return Buffer(this, block, dtype, numel, sizeClass.index);
+  return Buffer(this, block, dtype, numel, sizeClassIndex);
 }
 
 void* Allocator::takeBlock(std::uint32_t sizeClass, std::size_t classBytes) {
@@ -113,6 +118,7 @@ void Allocator::release(void* block, std::uint32_t sizeClass, std::uint64_t logi
   stats_.inUse -= logicalBytes;
   ++stats_.numFrees;
   --stats_.activeAllocs;
+  if (block == nullptr) return;  // a shape-only buffer
   auto* freed = static_cast<FreeBlock*>(block);
   freed->next = free_[sizeClass];
   free_[sizeClass] = freed;
@@ -171,7 +177,7 @@ Device& Buffer::device() const {
 }
 
 void Buffer::release() noexcept {
-  if (data_ != nullptr) owner_->release(data_, sizeClass_, logicalBytes());
+  if (owner_ != nullptr && numel_ > 0) owner_->release(data_, sizeClass_, logicalBytes());
   owner_ = nullptr;
   data_ = nullptr;
   numel_ = 0;

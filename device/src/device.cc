@@ -9,6 +9,7 @@ Device::Device(int index, int moduleId, Generation generation, DeviceOptions opt
       moduleId_(moduleId),
       name_(fmt::format("hpu:{}", index)),
       spec_(specFor(generation)),
+      shapeOnly_(options.shapeOnly),
       allocator_(*this, std::move(options.memoryLimit)),
       graph_(name_, GraphOptions{options.mode, std::string(spec_.name), std::move(options.recipeDiskCache)}) {}
 

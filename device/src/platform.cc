@@ -16,7 +16,7 @@ Platform::Platform(EmulatorSettings settings) : settings_(std::move(settings)) {
   for (std::size_t i = 0; i < modules.size(); ++i)
     devices_.push_back(std::make_unique<Device>(
         static_cast<int>(i), modules[i], settings_.generation,
-        DeviceOptions{memoryLimitOf(settings_), settings_.mode, diskCache}));
+        DeviceOptions{memoryLimitOf(settings_), settings_.mode, diskCache, settings_.shapeOnly}));
 }
 
 Platform Platform::fromEnv(const Env& env) { return Platform(loadEmulatorSettings(env)); }

@@ -140,6 +140,26 @@ TEST(Gradcheck, Matmul) {
                  {randomTensor({3, 4}, g), randomTensor({4, 2}, g)});
 }
 
+TEST(Gradcheck, BatchedMatmulWithTransposesAndBroadcast) {
+  Generator g(31);
+  for (const bool ta : {false, true})
+    for (const bool tb : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "transpose_a=" << ta << " transpose_b=" << tb);
+      const ops::MatmulOptions o{ta, tb};
+      const Shape a = ta ? Shape{2, 3, 4, 5} : Shape{2, 3, 5, 4};  // op(a): [2, 3, 5, 4]
+      // Equal batches, b broadcast over the leading batch dimension, and b
+      // shared by every batch (one folded product).
+      for (const Shape& b : {tb ? Shape{2, 3, 6, 4} : Shape{2, 3, 4, 6}, tb ? Shape{3, 6, 4} : Shape{3, 4, 6},
+                             tb ? Shape{6, 4} : Shape{4, 6}})
+        checkGradients([o](const auto& in) { return ops::matmul(in[0], in[1], o); },
+                       {randomTensor(a, g), randomTensor(b, g)});
+      // a broadcast against a batched b.
+      checkGradients([o](const auto& in) { return ops::matmul(in[0], in[1], o); },
+                     {randomTensor(ta ? Shape{1, 4, 5} : Shape{1, 5, 4}, g),
+                      randomTensor(tb ? Shape{3, 6, 4} : Shape{3, 4, 6}, g)});
+    }
+}
+
 TEST(Gradcheck, Conv2dStrideOnePaddingZero) {
   Generator g(4);
   checkGradients([](const auto& in) { return ops::conv2d(in[0], in[1], in[2]); },

@@ -62,6 +62,33 @@ TEST(OpsForward, MatmulMatchesNaiveProduct) {
   expectValues(y, ref);
 }
 
+TEST(OpsForward, BatchedMatmulMatchesNaiveProductsPerBatch) {
+  Generator g(21);
+  // op(a) [2, 3, 4, 5] with a stored transposed, b [3, 5, 6] broadcast over the leading batch dim.
+  const Tensor a = randomTensor({2, 3, 5, 4}, g), b = randomTensor({3, 5, 6}, g);
+  const Tensor y = ops::matmul(a, b, {.transpose_a = true});
+  EXPECT_EQ(y.shape(), (Shape{2, 3, 4, 6}));
+  std::vector<double> ref;
+  for (int p = 0; p < 2; ++p)
+    for (int q = 0; q < 3; ++q)
+      for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 6; ++j) {
+          double s = 0;
+          for (int k = 0; k < 5; ++k) s += at(a, ((p * 3 + q) * 5 + k) * 4 + i) * at(b, (q * 5 + k) * 6 + j);
+          ref.push_back(s);
+        }
+  expectValues(y, ref);
+}
+
+TEST(OpsForward, BatchedMatmulWithTransposedBEqualsTheProductWithBTransposedByHand) {
+  Generator g(22);
+  const Tensor a = randomTensor({4, 3, 5}, g), bt = randomTensor({6, 5}, g);
+  std::vector<float> b(30);
+  for (int i = 0; i < 6; ++i)
+    for (int k = 0; k < 5; ++k) b[static_cast<std::size_t>(k * 6 + i)] = bt.data()[i * 5 + k];
+  EXPECT_EQ(ops::matmul(a, bt, {.transpose_b = true}).toHost(), ops::matmul(a, tensorOf({5, 6}, b)).toHost());
+}
+
 // Direct convolution: out[n][k][oy][ox] = b[k] + sum x[n][c][oy*s+i-p][ox*s+j-p] w[k][c][i][j].
 std::vector<double> naiveConv(const Tensor& x, const Tensor& w, const Tensor& b, int stride, int pad, Shape& out) {
   const auto N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
@@ -383,6 +410,13 @@ TEST(OpsForward, ShapeErrorsNameTheOpAndTheShapes) {
   EXPECT_EQ(errorOf([&] { ops::linear(x, randomTensor({4, 6}, g), Tensor()); }),
             "linear: input [3, 5] does not match weight [4, 6]");
   EXPECT_EQ(errorOf([&] { ops::matmul(x, randomTensor({4, 2}, g)); }), "matmul: shapes [3, 5] and [4, 2] do not chain");
+  EXPECT_EQ(ops::matmul(x, randomTensor({4, 5}, g), {.transpose_b = true}).shape(), (Shape{3, 4}));
+  EXPECT_EQ(errorOf([&] { ops::matmul(x, randomTensor({5, 4}, g), {.transpose_b = true}); }),
+            "matmul: shapes [3, 5] and [5, 4] do not chain (transpose_a=false, transpose_b=true)");
+  EXPECT_EQ(errorOf([&] { ops::matmul(randomTensor({2, 3, 5}, g), randomTensor({4, 5, 2}, g)); }),
+            "matmul: batch dimensions of [2, 3, 5] and [4, 5, 2] do not broadcast");
+  EXPECT_EQ(errorOf([&] { ops::matmul(randomTensor({5}, g), randomTensor({5, 2}, g)); }),
+            "matmul: expects matrices (2 or more dimensions), got [5] and [5, 2]");
   const Tensor img = randomTensor({1, 2, 3, 3}, g);
   EXPECT_EQ(errorOf([&] { ops::conv2d(img, randomTensor({1, 3, 3, 3}, g), Tensor()); }),
             "conv2d: input [1, 2, 3, 3] does not match weight [1, 3, 3, 3]");

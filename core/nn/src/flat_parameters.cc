@@ -35,8 +35,9 @@ FlatParameters::FlatParameters(const Module& module, device::Device& device, std
     std::int64_t offset = 0;
     for (const NamedTensor& p : group) {
       HPU_CHECK(p.tensor.dtype() == dtype, "mixed parameter dtypes in one bucket");
-      std::memcpy(b.values->as<float>().data() + offset, p.tensor.data(),
-                  static_cast<std::size_t>(p.tensor.numel()) * sizeof(float));
+      if (!device.shapeOnly())
+        std::memcpy(b.values->as<float>().data() + offset, p.tensor.data(),
+                    static_cast<std::size_t>(p.tensor.numel()) * sizeof(float));
       Leaf(p.tensor).rebind(b.values, offset);
       bucket_of_[Leaf(p.tensor).id()] = buckets_.size();
       b.members.push_back(p);
@@ -100,8 +101,8 @@ void FlatParameters::zeroMissingGrads() {
     for (std::size_t i = 0; i < b.members.size(); ++i) {
       const Tensor& t = b.members[i].tensor;
       if (t.gradValid()) continue;
-      std::memset(b.grads->as<float>().data() + b.offsets[i], 0,
-                  static_cast<std::size_t>(t.numel()) * sizeof(float));
+      if (!device_.shapeOnly())
+        std::memset(b.grads->as<float>().data() + b.offsets[i], 0, static_cast<std::size_t>(t.numel()) * sizeof(float));
       Leaf(t).markGradValid();
     }
 }

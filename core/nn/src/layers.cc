@@ -10,6 +10,7 @@ namespace {
 // U(-bound, bound) on the device, as torch's kaiming_uniform_(a=sqrt(5)) and
 // bias init reduce to with bound = 1/sqrt(fan_in).
 Tensor uniform(InitContext& ctx, const Shape& shape, float bound) {
+  if (ctx.device.shapeOnly()) return Tensor::empty(ctx.device, shape, ctx.param_dtype);
   std::vector<float> v(static_cast<std::size_t>(shape.numel()));
   for (float& x : v) x = ctx.rng.uniform(-bound, bound);
   return Tensor::fromHost(ctx.device, shape, v, ctx.param_dtype);
@@ -89,6 +90,10 @@ BatchNorm2d::BatchNorm2d(InitContext& ctx, std::int64_t c, float eps, float mome
 }
 
 Embedding::Embedding(InitContext& ctx, std::int64_t num, std::int64_t dim) {
+  if (ctx.device.shapeOnly()) {
+    weight = registerParameter("weight", Tensor::empty(ctx.device, {num, dim}, ctx.param_dtype));
+    return;
+  }
   std::vector<float> v(static_cast<std::size_t>(num * dim));
   for (float& x : v) x = ctx.rng.normal();
   weight = registerParameter("weight", Tensor::fromHost(ctx.device, {num, dim}, v, ctx.param_dtype));

@@ -1,7 +1,8 @@
+// Activation checkpointing: ops::checkpoint (see ops.h).
 #include <optional>
 
-#include "hpu/core/tensor/autograd.h"
 #include "hpu/core/ops/ops.h"
+#include "hpu/core/tensor/autograd.h"
 
 namespace hpu::core::ops {
 
@@ -24,10 +25,10 @@ Tensor checkpoint(const std::function<Tensor(const Tensor&)>& f, const Tensor& x
   auto saved = std::make_shared<Saved>();
   saved->shape = x.shape();
   saved->dtype = x.dtype();
-  if (on_host)
-    saved->host = x.toHost();
-  else
+  if (!on_host)
     saved->device = x;
+  else if (!x.shapeOnly())
+    saved->host = x.toHost();
   device::Device& dev = x.device();
   y.setRequiresGrad(true);
   if (x.requiresGrad()) autograd::noteUse(x);
@@ -35,7 +36,8 @@ Tensor checkpoint(const std::function<Tensor(const Tensor&)>& f, const Tensor& x
     Tensor gy = y.grad();
     if (!gy.defined()) return;
     Tensor input = saved->device.defined() ? saved->device.detach()
-                                           : Tensor::fromHost(dev, saved->shape, saved->host, saved->dtype);
+                   : dev.shapeOnly()        ? Tensor::empty(dev, saved->shape, saved->dtype)
+                                            : Tensor::fromHost(dev, saved->shape, saved->host, saved->dtype);
     input.setRequiresGrad(x.requiresGrad());
     Generator::State outer{};
     if (rng) {
@@ -53,7 +55,8 @@ Tensor checkpoint(const std::function<Tensor(const Tensor&)>& f, const Tensor& x
     if (x.requiresGrad()) {
       if (Tensor gx = input.grad(); gx.defined()) {
         autograd::GradTarget g = autograd::gradTarget(x);
-        for (std::int64_t i = 0; i < x.numel(); ++i) g.data[i] = g.accumulate ? g.data[i] + gx.data()[i] : gx.data()[i];
+        if (g.data != nullptr)
+          for (std::int64_t i = 0; i < x.numel(); ++i) g.data[i] = g.accumulate ? g.data[i] + gx.data()[i] : gx.data()[i];
       }
       autograd::gradWritten(x);
     }

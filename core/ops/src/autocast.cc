@@ -26,10 +26,9 @@ std::vector<std::string> readOpList(const std::string& variable, const std::stri
     if (first == std::string::npos || line[first] == '#') continue;
     const auto last = line.find_last_not_of(" \t\r");
     const std::string name = line.substr(first, last - first + 1);
-    const auto& known = Policy::opNames();
-    if (std::find(known.begin(), known.end(), name) == known.end()) {
+    if (ops::findOp(name) == nullptr) {
       std::string list;
-      for (auto n : known) list += (list.empty() ? "" : ", ") + std::string(n);
+      for (const ops::OpInfo& op : ops::opTable()) list += (list.empty() ? "" : ", ") + std::string(op.str());
       problems.push_back(fmt::format("{}:{}: {} names '{}', which is not an op; ops are: {}", path, line_no, variable,
                                      name, list));
       continue;
@@ -42,18 +41,12 @@ std::vector<std::string> readOpList(const std::string& variable, const std::stri
 
 }  // namespace
 
-const std::vector<std::string_view>& Policy::opNames() {
-  static const std::vector<std::string_view> names{
-      "linear", "matmul",  "conv2d",     "max_pool2d", "avg_pool2d",    "relu",   "gelu",    "gelu_tanh",
-      "tanh",   "sigmoid", "dropout",    "layer_norm", "batch_norm",    "embedding", "cross_entropy",
-      "mse_loss", "add",   "sub",        "mul",        "scale",         "sum",    "softmax"};
-  return names;
-}
-
 Policy Policy::defaults() {
   Policy p;
-  p.lower_ = {"linear", "matmul", "conv2d"};
-  p.fp32_ = {"softmax", "cross_entropy", "mse_loss", "layer_norm", "batch_norm", "sum"};
+  for (const ops::OpInfo& op : ops::opTable()) {
+    if (op.autocast == ops::AutocastClass::kLower) p.lower_.emplace_back(op.str());
+    if (op.autocast == ops::AutocastClass::kFp32) p.fp32_.emplace_back(op.str());
+  }
   return p;
 }
 
@@ -64,10 +57,10 @@ Policy Policy::fromEnv(const std::map<std::string, std::string>& env) {
   return p;
 }
 
-OpPolicy Policy::of(std::string_view op) const {
-  if (std::find(fp32_.begin(), fp32_.end(), op) != fp32_.end()) return OpPolicy::kFp32;
-  if (std::find(lower_.begin(), lower_.end(), op) != lower_.end()) return OpPolicy::kLower;
-  return OpPolicy::kPromote;
+ops::AutocastClass Policy::of(const ops::OpInfo& op) const {
+  if (std::find(fp32_.begin(), fp32_.end(), op.str()) != fp32_.end()) return ops::AutocastClass::kFp32;
+  if (std::find(lower_.begin(), lower_.end(), op.str()) != lower_.end()) return ops::AutocastClass::kLower;
+  return ops::AutocastClass::kPromote;
 }
 
 void installPolicy(Policy p) { g_policy = std::make_unique<Policy>(std::move(p)); }
@@ -82,12 +75,12 @@ const State& current() { return tls_state; }
 Scope::Scope(bool enabled, DType dtype) : previous_(tls_state) { tls_state = State{enabled, dtype}; }
 Scope::~Scope() { tls_state = previous_; }
 
-DType computeDtype(std::string_view op, DType widest_input) {
+DType computeDtype(const ops::OpInfo& op, DType widest_input) {
   if (!tls_state.enabled) return widest_input;
   switch (policy().of(op)) {
-    case OpPolicy::kLower: return tls_state.dtype;
-    case OpPolicy::kFp32: return DType::kFloat32;
-    case OpPolicy::kPromote: return widest_input;
+    case ops::AutocastClass::kLower: return tls_state.dtype;
+    case ops::AutocastClass::kFp32: return DType::kFloat32;
+    case ops::AutocastClass::kPromote: return widest_input;
   }
   return widest_input;
 }

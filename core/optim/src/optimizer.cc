@@ -10,15 +10,17 @@
 
 namespace hpu::core::optim {
 
-StateBuffer::StateBuffer(device::Device& device, std::int64_t size, bool on_host) {
+StateBuffer::StateBuffer(device::Device& device, std::int64_t size, bool on_host)
+    : size_(static_cast<std::size_t>(size)) {
   if (on_host)
-    host_.assign(static_cast<std::size_t>(size), 0.0f);
+    host_.assign(static_cast<std::size_t>(device.shapeOnly() ? 0 : size), 0.0f);
   else
     device_ = Tensor::zeros(device, {size});
 }
 
 void Optimizer::attach(std::vector<ParamSlice> slices, device::Device& device, bool offload) {
   slices_ = std::move(slices);
+  shape_only_ = device.shapeOnly();
   attached_empty_ = slices_.empty();
   state_.clear();
   const std::size_t per_slice = stateNames().size();
@@ -31,6 +33,7 @@ void Optimizer::attach(std::vector<ParamSlice> slices, device::Device& device, b
 
 void Optimizer::step() {
   ++step_;
+  if (shape_only_) return;  // nothing to compute; the state is allocated
   std::vector<float*> ptrs;
   for (std::size_t i = 0; i < slices_.size(); ++i) {
     ptrs.clear();

@@ -46,7 +46,7 @@ void noteUse(const Tensor& t) {
 
 void gradWritten(const Tensor& t) {
   auto& impl = TensorAccess::impl(t);
-  if (impl.grad && impl.grad->dtype != DType::kFloat32)
+  if (impl.grad && impl.grad->dtype != DType::kFloat32 && !t.shapeOnly())
     device::roundInPlace(TensorAccess::wrap(impl.grad).values(), impl.grad->dtype);
   if (impl.on_grad_ready && --impl.pending_uses == 0) impl.on_grad_ready();
 }
@@ -55,7 +55,7 @@ void Tape::backward(const Tensor& root, float seed) {
   HPU_CHECK(root.numel() == 1 && root.requiresGrad(), "backward() of a tensor of shape {} (requires_grad={})",
             root.shape().str(), root.requiresGrad());
   GradTarget g = gradTarget(root);
-  g.data[0] = g.accumulate ? g.data[0] + seed : seed;
+  if (g.data != nullptr) g.data[0] = g.accumulate ? g.data[0] + seed : seed;
   runBackward();
 }
 
@@ -64,7 +64,8 @@ void Tape::backward(const Tensor& root, const Tensor& grad) {
   if (root.requiresGrad()) {
     GradTarget g = gradTarget(root);
     const float* src = grad.data();
-    for (std::int64_t i = 0; i < root.numel(); ++i) g.data[i] = g.accumulate ? g.data[i] + src[i] : src[i];
+    if (g.data != nullptr)
+      for (std::int64_t i = 0; i < root.numel(); ++i) g.data[i] = g.accumulate ? g.data[i] + src[i] : src[i];
   }
   runBackward();
 }

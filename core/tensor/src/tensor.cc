@@ -16,7 +16,7 @@ Tensor Tensor::empty(device::Device& dev, const Shape& shape, DType dtype) {
 
 Tensor Tensor::zeros(device::Device& dev, const Shape& shape, DType dtype) {
   Tensor t = empty(dev, shape, dtype);
-  if (t.numel() > 0)
+  if (t.numel() > 0 && !dev.shapeOnly())
     std::memset(static_cast<char*>(t.impl_->storage->data()), 0,
                 static_cast<std::size_t>(t.numel()) * device::physicalSize(dtype));
   return t;
@@ -24,6 +24,7 @@ Tensor Tensor::zeros(device::Device& dev, const Shape& shape, DType dtype) {
 
 Tensor Tensor::full(device::Device& dev, const Shape& shape, float value, DType dtype) {
   Tensor t = empty(dev, shape, dtype);
+  if (dev.shapeOnly()) return t;
   std::span<float> v = t.values();
   std::fill(v.begin(), v.end(), value);
   device::roundInPlace(v, dtype);
@@ -34,6 +35,7 @@ Tensor Tensor::fromHost(device::Device& dev, const Shape& shape, std::span<const
   HPU_CHECK(static_cast<std::int64_t>(values.size()) == shape.numel(), "{} values for shape {}", values.size(),
             shape.str());
   Tensor t = empty(dev, shape, dtype);
+  if (dev.shapeOnly()) return t;
   if (!values.empty()) std::memcpy(t.data(), values.data(), values.size() * sizeof(float));
   device::roundInPlace(t.values(), dtype);
   return t;
@@ -43,7 +45,7 @@ Tensor Tensor::fromHost(device::Device& dev, const Shape& shape, std::span<const
   HPU_CHECK(static_cast<std::int64_t>(values.size()) == shape.numel(), "{} values for shape {}", values.size(),
             shape.str());
   Tensor t = empty(dev, shape, DType::kInt64);
-  if (!values.empty()) std::memcpy(t.labels(), values.data(), values.size() * sizeof(std::int64_t));
+  if (!values.empty() && !dev.shapeOnly()) std::memcpy(t.labels(), values.data(), values.size() * sizeof(std::int64_t));
   return t;
 }
 
@@ -61,24 +63,28 @@ Tensor Tensor::view(std::shared_ptr<device::Buffer> buffer, std::int64_t offset,
 
 float* Tensor::data() {
   HPU_CHECK(device::isFloating(impl_->dtype), "data() of a {} tensor", device::dtypeName(impl_->dtype));
-  return static_cast<float*>(impl_->storage->data()) + impl_->offset;
+  auto* base = static_cast<float*>(impl_->storage->data());
+  return base == nullptr ? nullptr : base + impl_->offset;
 }
 
 const float* Tensor::data() const { return const_cast<Tensor*>(this)->data(); }
 
 std::int64_t* Tensor::labels() {
   HPU_CHECK(impl_->dtype == DType::kInt64, "labels() of a {} tensor", device::dtypeName(impl_->dtype));
-  return static_cast<std::int64_t*>(impl_->storage->data()) + impl_->offset;
+  auto* base = static_cast<std::int64_t*>(impl_->storage->data());
+  return base == nullptr ? nullptr : base + impl_->offset;
 }
 
 const std::int64_t* Tensor::labels() const { return const_cast<Tensor*>(this)->labels(); }
 
 float Tensor::item() const {
   HPU_CHECK(numel() == 1, "item() of a tensor of shape {}", shape().str());
+  HPU_CHECK(!shapeOnly(), "item() of a shape-only tensor (it holds no value)");
   return data()[0];
 }
 
 std::vector<float> Tensor::toHost() const {
+  HPU_CHECK(!shapeOnly(), "toHost() of a shape-only tensor (it holds no values)");
   auto v = values();
   return {v.begin(), v.end()};
 }

@@ -15,6 +15,9 @@
 //    allocations and frees; TotalActiveAllocs = held host blocks (live +
 //    cached). emptyCache() returns cached blocks to the system. The cache is
 //    emulator host memory and does not count against Limit.
+//  - On a shape-only device (DeviceOptions::shapeOnly) buffers have no host
+//    storage (data() is null): the tensor-level counters move exactly as on
+//    a real device, the host-level ones stay at zero.
 //
 // Thread-safe: every member may be called concurrently.
 #pragma once

@@ -43,7 +43,7 @@ class Buffer {
   // Bytes of host memory the elements occupy: numel * physicalSize(dtype).
   std::size_t hostBytes() const { return numel_ * physicalSize(dtype_); }
 
-  // Null when numel() == 0.
+  // Null when numel() == 0 or the device is shape-only.
   void* data() { return data_; }
   const void* data() const { return data_; }
   // The elements as T. REQUIRES: sizeof(T) == physicalSize(dtype()).

@@ -23,6 +23,9 @@ struct DeviceOptions {
   MemoryLimit memoryLimit;  // see memoryLimitOf() in emulator.h
   ExecutionMode mode = ExecutionMode::kLazy;
   std::shared_ptr<RecipeDiskCache> recipeDiskCache = nullptr;  // optional, shared
+  // Tensors carry shapes, dtypes and memory accounting but no host storage
+  // (see Allocator): a model of any size can be traced, nothing computed.
+  bool shapeOnly = false;
 };
 
 class Device {
@@ -35,6 +38,8 @@ class Device {
   int moduleId() const { return moduleId_; }    // the module on the emulated node
   const std::string& name() const { return name_; }  // "hpu:N"
   const DeviceSpec& spec() const { return spec_; }
+  // Buffers have no host storage; ops record, allocate and free, but compute nothing.
+  bool shapeOnly() const { return shapeOnly_; }
 
   Allocator& allocator() { return allocator_; }
   const Allocator& allocator() const { return allocator_; }
@@ -50,6 +55,7 @@ class Device {
   int moduleId_;
   std::string name_;
   const DeviceSpec& spec_;
+  bool shapeOnly_;
   Allocator allocator_;
   GraphRuntime graph_;
 };

@@ -47,6 +47,7 @@ struct EmulatorSettings {
   std::optional<std::string> visibleModules;       // HABANA_VISIBLE_MODULES, as set
   ExecutionMode mode = ExecutionMode::kLazy;       // PT_HPU_LAZY_MODE
   std::optional<RecipeCacheConfig> recipeCache;   // PT_HPU_RECIPE_CACHE_CONFIG
+  bool shapeOnly = false;                          // set in code: devices without host storage (DeviceOptions)
 };
 
 // Reads and validates the variables above. Throws EmulatorConfigError naming

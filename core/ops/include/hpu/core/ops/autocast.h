@@ -1,9 +1,12 @@
 // Automatic mixed precision (torch.autocast's model). While autocast is
 // enabled on a thread, each op runs in a dtype chosen by the policy:
-//  - ops on the LOWER list (matmul-like: linear, matmul, conv2d) run in the
-//    autocast dtype (bf16 or fp16), accumulating in fp32;
-//  - ops on the FP32 list (softmax, losses, norms, reductions) run in fp32;
+//  - ops on the LOWER list run in the autocast dtype (bf16 or fp16),
+//    accumulating in fp32;
+//  - ops on the FP32 list run in fp32;
 //  - every other op runs in the widest floating dtype of its inputs.
+// The built-in lists are the ops' autocast classes in the op table
+// (op_table.h: linear, matmul, conv2d lower; softmax, losses, norms,
+// reductions fp32).
 // Inputs are cast (rounded copies, differentiable) to the op's dtype and the
 // output is rounded to it, so tensors hold exactly what the device would.
 //
@@ -21,13 +24,12 @@
 #include <string_view>
 #include <vector>
 
+#include "hpu/core/ops/op_table.h"
 #include "hpu/device/dtype.h"
 
 namespace hpu::core::autocast {
 
 using device::DType;
-
-enum class OpPolicy { kLower, kFp32, kPromote };
 
 class Policy {
  public:
@@ -38,9 +40,7 @@ class Policy {
   // line and the valid op names for a name that is not an op.
   static Policy fromEnv(const std::map<std::string, std::string>& env);
 
-  OpPolicy of(std::string_view op) const;
-  // Every op name autocast knows, for messages and validation.
-  static const std::vector<std::string_view>& opNames();
+  ops::AutocastClass of(const ops::OpInfo& op) const;
 
  private:
   std::vector<std::string> lower_, fp32_;
@@ -69,6 +69,6 @@ class Scope {
 };
 
 // The dtype `op` runs in for floating inputs of dtype `widest_input`.
-DType computeDtype(std::string_view op, DType widest_input);
+DType computeDtype(const ops::OpInfo& op, DType widest_input);
 
 }  // namespace hpu::core::autocast

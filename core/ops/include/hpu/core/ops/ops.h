@@ -1,7 +1,9 @@
 // Differentiable tensor operations (the functional API models are written
 // in). Each op runs its kernel on the inputs' device, records itself in the
-// device's lazy-mode graph, and — when a tape is active and an input requires
-// gradients — records its backward on the tape.
+// device's lazy-mode graph under its name in the op table (op_table.h), and —
+// when a tape is active and an input requires gradients — records its
+// backward on the tape. On a shape-only device an op allocates and records
+// exactly as on a real one and computes nothing.
 //
 // Layouts are PyTorch's: features [N, C] / images [N, C, H, W], Linear
 // weights [out, in], Conv2d weights [out, in, kh, kw]. Class labels are int64.
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "hpu/core/base/random.h"
+#include "hpu/core/ops/op_table.h"
 #include "hpu/core/tensor/op_record.h"
 #include "hpu/core/tensor/tensor.h"
 
@@ -20,8 +23,14 @@ namespace hpu::core::ops {
 
 // y = x W^T + b. x [N, in] (or [..., in]), w [out, in], b [out] or undefined.
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b);
-// a [N, K] @ b [K, M].
-Tensor matmul(const Tensor& a, const Tensor& b);
+// torch.matmul on matrices: op(a) [..., M, K] @ op(b) [..., K, N] ->
+// [..., M, N], where op transposes the last two dimensions when asked; the
+// batch dimensions (all but the last two) broadcast as in torch.
+struct MatmulOptions {
+  bool transpose_a = false;
+  bool transpose_b = false;
+};
+Tensor matmul(const Tensor& a, const Tensor& b, const MatmulOptions& o = {});
 
 struct Conv2dOptions {
   std::int64_t stride = 1;

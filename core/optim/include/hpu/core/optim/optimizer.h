@@ -66,6 +66,7 @@ class Optimizer {
   std::vector<ParamSlice> slices_;
   std::vector<std::vector<StateBuffer>> state_;  // [slice][state buffer]
   bool attached_empty_ = false;
+  bool shape_only_ = false;  // attached on a shape-only device: step() updates nothing
 };
 
 struct SGDOptions {

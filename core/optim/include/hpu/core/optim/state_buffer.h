@@ -18,14 +18,16 @@ class StateBuffer {
   StateBuffer() = default;
   StateBuffer(device::Device& device, std::int64_t size, bool on_host);
 
-  float* data() { return device_.defined() ? device_.data() : host_.data(); }
-  std::size_t size() const { return device_.defined() ? static_cast<std::size_t>(device_.numel()) : host_.size(); }
+  // Null on a shape-only device.
+  float* data() { return device_.defined() ? device_.data() : (host_.empty() ? nullptr : host_.data()); }
+  std::size_t size() const { return size_; }
   std::span<float> values() { return {data(), size()}; }
   bool onHost() const { return !device_.defined(); }
 
  private:
   Tensor device_;
-  std::vector<float> host_;
+  std::vector<float> host_;  // empty on a shape-only device
+  std::size_t size_ = 0;
 };
 
 }  // namespace hpu::core::optim

@@ -67,7 +67,7 @@ bool needsGrad(std::initializer_list<const Tensor*> inputs);
 // uninitialised on first use) and whether to accumulate into it (false the
 // first time in a step: overwrite). Marks the gradient valid.
 struct GradTarget {
-  float* data;
+  float* data;  // null on a shape-only device: nothing to compute
   bool accumulate;
 };
 GradTarget gradTarget(const Tensor& t);

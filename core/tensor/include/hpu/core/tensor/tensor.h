@@ -4,8 +4,9 @@
 // gradient.
 //
 // Floating tensors hold float32 values rounded to their logical dtype (see
-// device/dtype.h); integer tensors (class labels) hold int64. Copies of a
-// Tensor share the same data. Not thread-safe.
+// device/dtype.h); integer tensors (class labels, token ids) hold int64.
+// Tensors of a shape-only device hold no values at all. Copies of a Tensor
+// share the same data. Not thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -73,8 +74,12 @@ class Tensor {
   std::int64_t numel() const { return impl_->shape.numel(); }
   DType dtype() const { return impl_->dtype; }
   device::Device& device() const { return impl_->storage->device(); }
+  // On a shape-only device: a shape, a dtype and memory accounting, no
+  // values (data() is null; ops compute nothing).
+  bool shapeOnly() const { return device().shapeOnly(); }
 
-  // Element access. REQUIRES: a floating dtype (data) / int64 (labels).
+  // Element access; null for a shape-only tensor. REQUIRES: a floating
+  // dtype (data) / int64 (labels).
   float* data();
   const float* data() const;
   std::int64_t* labels();

@@ -1,0 +1,95 @@
+// Elementwise activations, softmax and dropout.
+#include <memory>
+#include <vector>
+
+#include "hpu/core/ops/ops.h"
+#include "hpu/device/kernels/activation.h"
+#include "hpu/device/kernels/loss.h"
+#include "op_support.h"
+
+namespace hpu::core::ops {
+
+using namespace detail;
+namespace k = device::kernels;
+
+namespace {
+
+Tensor activation(const OpInfo& op, k::Activation a, const Tensor& x_in) {
+  const Tensor x = castTo(x_in, computeDtype(op, {&x_in}));
+  const OpRecord op_record = record(op, {&x});
+  Tensor y = like(x, x.shape());
+  if (computes(y)) k::activationForward(a, x.data(), y.data(), x.numel());
+  recordBackward(y, {&x}, [a, x, y] {
+    Tensor gy = y.grad();
+    if (!gy.defined()) return;
+    GradTarget g = gradTarget(x);
+    if (g.data != nullptr) k::activationBackward(a, x.data(), y.data(), gy.data(), g.data, x.numel(), g.accumulate);
+    gradWritten(x);
+  });
+  return finish(y);
+}
+
+}  // namespace
+
+Tensor relu(const Tensor& x) { return activation(op::kRelu, k::Activation::kReLU, x); }
+Tensor gelu(const Tensor& x, bool approximate) {
+  return approximate ? activation(op::kGeluTanh, k::Activation::kGELUTanh, x)
+                     : activation(op::kGelu, k::Activation::kGELU, x);
+}
+Tensor tanh(const Tensor& x) { return activation(op::kTanh, k::Activation::kTanh, x); }
+Tensor sigmoid(const Tensor& x) { return activation(op::kSigmoid, k::Activation::kSigmoid, x); }
+
+Tensor softmax(const Tensor& x_in) {
+  const Tensor x = castTo(x_in, computeDtype(op::kSoftmax, {&x_in}));
+  const std::int64_t c = x.size(-1), rows = x.numel() / c;
+  const OpRecord op_record = record(op::kSoftmax, {&x});
+  Tensor y = like(x, x.shape());
+  if (computes(y)) k::softmaxForward(x.data(), rows, c, y.data());
+  recordBackward(y, {&x}, [x, y, rows, c] {
+    Tensor gy = y.grad();
+    if (!gy.defined()) return;
+    GradTarget g = gradTarget(x);
+    if (g.data != nullptr) k::softmaxBackward(y.data(), gy.data(), rows, c, g.data, g.accumulate);
+    gradWritten(x);
+  });
+  return finish(y);
+}
+
+Tensor dropout(const Tensor& x_in, float p, bool training, Generator& rng) {
+  if (!training || p == 0.0f) return x_in;
+  const Tensor x = castTo(x_in, computeDtype(op::kDropout, {&x_in}));
+  const OpRecord op_record = record(op::kDropout, {&x});
+  const std::int64_t n = x.numel();
+  Tensor y = like(x, x.shape());
+  // The mask: host memory, as the device keeps it in its workspace.
+  auto mask = std::make_shared<std::vector<float>>();
+  if (computes(y)) {
+    // Two 32-bit draws per generator step: element i is dropped when its draw
+    // falls below p * 2^32; kept ones are scaled by 1 / (1 - p).
+    mask->resize(static_cast<std::size_t>(n));
+    const float keep = 1.0f / (1.0f - p);
+    const auto threshold = static_cast<std::uint64_t>(static_cast<double>(p) * 4294967296.0);
+    float* m = mask->data();
+    for (std::int64_t i = 0; i < n; i += 2) {
+      const std::uint64_t r = rng.next();
+      m[i] = (r & 0xffffffffu) < threshold ? 0.0f : keep;
+      if (i + 1 < n) m[i + 1] = (r >> 32) < threshold ? 0.0f : keep;
+    }
+    const float* __restrict xp = x.data();
+    float* __restrict yp = y.data();
+    for (std::int64_t i = 0; i < n; ++i) yp[i] = xp[i] * m[i];
+  }
+  recordBackward(y, {&x}, [x, y, n, mask] {
+    Tensor gy = y.grad();
+    if (!gy.defined()) return;
+    GradTarget g = gradTarget(x);
+    if (g.data != nullptr) {
+      const float* mk = mask->data();
+      for (std::int64_t i = 0; i < n; ++i) g.data[i] = g.accumulate ? g.data[i] + gy.data()[i] * mk[i] : gy.data()[i] * mk[i];
+    }
+    gradWritten(x);
+  });
+  return finish(y);
+}
+
+}  // namespace hpu::core::ops

@@ -1,0 +1,97 @@
+// Elementwise arithmetic on equal shapes, scaling and reductions.
+#include "hpu/core/ops/ops.h"
+#include "op_support.h"
+
+namespace hpu::core::ops {
+
+using namespace detail;
+
+namespace {
+
+// a (op) b elementwise on equal shapes; backward gives da = dy * da_coef and
+// db = dy * db_coef, both functions of (a, b).
+template <class F, class DA, class DB>
+Tensor binary(const OpInfo& op, const Tensor& a_in, const Tensor& b_in, F f, DA da, DB db) {
+  require(a_in.shape() == b_in.shape(), op,
+          fmt::format("shapes {} and {} differ (no broadcasting)", a_in.shape().str(), b_in.shape().str()));
+  const DType dt = computeDtype(op, {&a_in, &b_in});
+  const Tensor a = castTo(a_in, dt), b = castTo(b_in, dt);
+  const OpRecord op_record = record(op, {&a, &b});
+  const std::int64_t n = a.numel();
+  Tensor y = like(a, a.shape());
+  if (computes(y))
+    for (std::int64_t i = 0; i < n; ++i) y.data()[i] = f(a.data()[i], b.data()[i]);
+  recordBackward(y, {&a, &b}, [a, b, y, n, da, db] {
+    Tensor gy = y.grad();
+    if (!gy.defined()) return;
+    auto grad = [&](const Tensor& t, auto coef) {
+      if (!t.requiresGrad()) return;
+      GradTarget g = gradTarget(t);
+      if (g.data != nullptr)
+        for (std::int64_t i = 0; i < n; ++i) {
+          const float d = gy.data()[i] * coef(a.data()[i], b.data()[i]);
+          g.data[i] = g.accumulate ? g.data[i] + d : d;
+        }
+      gradWritten(t);
+    };
+    grad(a, da);
+    grad(b, db);
+  });
+  return finish(y);
+}
+
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b) {
+  return binary(
+      op::kAdd, a, b, [](float x, float y) { return x + y; }, [](float, float) { return 1.0f; },
+      [](float, float) { return 1.0f; });
+}
+
+Tensor sub(const Tensor& a, const Tensor& b) {
+  return binary(
+      op::kSub, a, b, [](float x, float y) { return x - y; }, [](float, float) { return 1.0f; },
+      [](float, float) { return -1.0f; });
+}
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+  return binary(
+      op::kMul, a, b, [](float x, float y) { return x * y; }, [](float, float y) { return y; },
+      [](float x, float) { return x; });
+}
+
+Tensor scale(const Tensor& a_in, float s) {
+  const Tensor a = castTo(a_in, computeDtype(op::kScale, {&a_in}));
+  const OpRecord op_record = record(op::kScale, {&a});
+  Tensor y = like(a, a.shape());
+  if (computes(y))
+    for (std::int64_t i = 0; i < a.numel(); ++i) y.data()[i] = a.data()[i] * s;
+  recordBackward(y, {&a}, [a, y, s] {
+    if (Tensor gy = y.grad(); gy.defined()) accumulateScaledGrad(a, gy.data(), s);
+  });
+  return finish(y);
+}
+
+Tensor sum(const Tensor& a_in) {
+  const Tensor a = castTo(a_in, computeDtype(op::kSum, {&a_in}));
+  const OpRecord op_record = record(op::kSum, {&a});
+  double total = 0;
+  if (computes(a))
+    for (float v : a.values()) total += v;
+  Tensor y = scalar(a.device(), total);
+  recordBackward(y, {&a}, [a, y] {
+    Tensor gy = y.grad();
+    if (!gy.defined()) return;
+    GradTarget g = gradTarget(a);
+    if (g.data != nullptr) {
+      const float d = gy.item();
+      for (std::int64_t i = 0; i < a.numel(); ++i) g.data[i] = g.accumulate ? g.data[i] + d : d;
+    }
+    gradWritten(a);
+  });
+  return y;
+}
+
+Tensor mean(const Tensor& a) { return scale(sum(a), 1.0f / static_cast<float>(a.numel())); }
+
+}  // namespace hpu::core::ops

@@ -1,0 +1,116 @@
+#include "op_support.h"
+
+#include <algorithm>
+#include <array>
+
+#include "hpu/core/ops/autocast.h"
+#include "hpu/device/kernels/gemm.h"
+#include "hpu/device/numerics.h"
+
+namespace hpu::core::ops::detail {
+
+OpRecord record(device::OpName name, std::initializer_list<const Tensor*> operands) {
+  std::array<device::OperandInfo, 4> infos;
+  std::size_t n = 0;
+  const Tensor* first = nullptr;
+  for (const Tensor* t : operands)
+    if (t != nullptr && t->defined()) {
+      infos[n++] = operandInfo(*t);
+      if (first == nullptr) first = t;
+    }
+  return OpRecord(first->device(), name, std::span<const device::OperandInfo>(infos.data(), n));
+}
+
+DType computeDtype(const OpInfo& op, std::initializer_list<const Tensor*> inputs) {
+  DType best = DType::kFloat32;
+  bool any = false;
+  for (const Tensor* t : inputs) {
+    if (t == nullptr || !t->defined() || !device::isFloating(t->dtype())) continue;
+    const DType d = t->dtype();
+    if (!any) {
+      best = d;
+      any = true;
+    } else if (d != best) {
+      const auto size = device::logicalSize(d), best_size = device::logicalSize(best);
+      best = size > best_size ? d : size < best_size ? best : DType::kFloat32;
+    }
+  }
+  return autocast::computeDtype(op, best);
+}
+
+Tensor castTo(const Tensor& x, DType dt) {
+  if (!x.defined() || x.dtype() == dt || !device::isFloating(x.dtype())) return x;
+  const OpRecord op_record = record("cast", {&x});
+  Tensor y = Tensor::empty(x.device(), x.shape(), dt);
+  if (computes(y)) {
+    std::copy(x.data(), x.data() + x.numel(), y.data());
+    device::roundInPlace(y.values(), dt);
+  }
+  recordBackward(y, {&x}, [x, y] {
+    if (Tensor gy = y.grad(); gy.defined()) accumulateGrad(x, gy.data());
+  });
+  return y;
+}
+
+Tensor like(const Tensor& t, const Shape& shape) {
+  return Tensor::empty(t.device(), shape, device::isFloating(t.dtype()) ? t.dtype() : DType::kFloat32);
+}
+
+Tensor finish(Tensor y) {
+  if (y.dtype() != DType::kFloat32 && device::isFloating(y.dtype()) && computes(y))
+    device::roundInPlace(y.values(), y.dtype());
+  return y;
+}
+
+Tensor scalar(device::Device& dev, double value) {
+  return Tensor::full(dev, {1}, static_cast<float>(value)).reshaped(Shape{});
+}
+
+bool wants(const Tensor& t) { return t.defined() && t.requiresGrad(); }
+
+void track(Tensor& out, std::initializer_list<const Tensor*> inputs) {
+  out.setRequiresGrad(true);
+  for (const Tensor* t : inputs)
+    if (t != nullptr && t->defined() && t->requiresGrad()) autograd::noteUse(*t);
+}
+
+GradTargets gradTargets(const Tensor& x, const Tensor& w, const Tensor& b) {
+  GradTargets g{{nullptr, false}, {nullptr, false}, {nullptr, false}};
+  if (wants(x)) g.x = gradTarget(x);
+  if (wants(w)) g.w = gradTarget(w);
+  if (wants(b)) g.b = gradTarget(b);
+  return g;
+}
+
+void gradsWritten(const Tensor& x, const Tensor& w, const Tensor& b) {
+  for (const Tensor* t : {&x, &w, &b})
+    if (wants(*t)) gradWritten(*t);
+}
+
+void accumulateGrad(const Tensor& t, const float* src) {
+  GradTarget g = gradTarget(t);
+  const std::int64_t n = t.numel();
+  if (g.data == nullptr) {
+  } else if (g.accumulate) {
+    for (std::int64_t i = 0; i < n; ++i) g.data[i] += src[i];
+  } else {
+    std::copy(src, src + n, g.data);
+  }
+  gradWritten(t);
+}
+
+void accumulateScaledGrad(const Tensor& t, const float* src, float scale) {
+  GradTarget g = gradTarget(t);
+  if (g.data != nullptr)
+    for (std::int64_t i = 0; i < t.numel(); ++i) g.data[i] = g.accumulate ? g.data[i] + src[i] * scale : src[i] * scale;
+  gradWritten(t);
+}
+
+void gemmGrad(const Tensor& target, bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, const float* a,
+              const float* b) {
+  GradTarget g = gradTarget(target);
+  if (g.data != nullptr) device::kernels::gemm(ta, tb, m, n, k, a, b, g.accumulate ? 1.0f : 0.0f, g.data);
+  gradWritten(target);
+}
+
+}  // namespace hpu::core::ops::detail

@@ -1,0 +1,86 @@
+// What every op's implementation shares: argument errors, autocast (the
+// dtype an op runs in, differentiable casts, rounding of outputs), the op's
+// record, and its backward on the tape.
+//
+// Shape-only devices: an op allocates and records exactly as on a real
+// device, and skips its arithmetic: `computes(t)` is false, and a backward's
+// GradTarget::data is null.
+#pragma once
+
+#include <spdlog/fmt/fmt.h>
+
+#include <initializer_list>
+#include <string>
+#include <utility>
+
+#include "hpu/core/base/errors.h"
+#include "hpu/core/ops/op_table.h"
+#include "hpu/core/tensor/autograd.h"
+#include "hpu/core/tensor/op_record.h"
+#include "hpu/core/tensor/tensor.h"
+
+namespace hpu::core::ops::detail {
+
+using autograd::GradTarget;
+using autograd::gradTarget;
+using autograd::gradWritten;
+
+// Throws Error("<op>: <what>") unless `ok`.
+inline void require(bool ok, std::string_view op, const std::string& what) {
+  if (!ok) throw Error(fmt::format("{}: {}", op, what));
+}
+inline void require(bool ok, const OpInfo& op, const std::string& what) { require(ok, op.str(), what); }
+
+// Whether ops on `t` compute values (false on a shape-only device).
+inline bool computes(const Tensor& t) { return !t.shapeOnly(); }
+
+// Records an op on the device of its first defined operand; the record must
+// live until the op returns (see OpRecord).
+OpRecord record(device::OpName name, std::initializer_list<const Tensor*> operands);
+inline OpRecord record(const OpInfo& op, std::initializer_list<const Tensor*> operands) {
+  return record(op.name, operands);
+}
+
+// The dtype `op` runs in under the current autocast state: from the widest
+// floating dtype of the inputs (fp32 if two half types mix).
+DType computeDtype(const OpInfo& op, std::initializer_list<const Tensor*> inputs);
+// A differentiable cast: a copy rounded to `dt` (x itself if it already is,
+// or is not floating).
+Tensor castTo(const Tensor& x, DType dt);
+
+// A new tensor on t's device with t's (floating) dtype.
+Tensor like(const Tensor& t, const Shape& shape);
+// Rounds an op's output to its dtype (kernels compute in fp32).
+Tensor finish(Tensor y);
+// A scalar (shape []) holding `value`.
+Tensor scalar(device::Device& dev, double value);
+
+bool wants(const Tensor& t);
+// Records `backward` for `out` when any input needs a gradient: marks `out`
+// as requiring one and counts the inputs' uses.
+void track(Tensor& out, std::initializer_list<const Tensor*> inputs);
+template <class Backward>
+void recordBackward(Tensor& out, std::initializer_list<const Tensor*> inputs, Backward backward) {
+  if (!autograd::needsGrad(inputs)) return;
+  track(out, inputs);
+  autograd::currentTape()->record(std::move(backward), lastRecordedOp());
+}
+
+// The gradient targets of an input, a weight and a bias that one kernel
+// writes together; an undefined or frozen one gets {nullptr, false}.
+struct GradTargets {
+  GradTarget x, w, b;
+};
+GradTargets gradTargets(const Tensor& x, const Tensor& w, const Tensor& b);
+// gradWritten() for each of them that wants a gradient.
+void gradsWritten(const Tensor& x, const Tensor& w, const Tensor& b);
+
+// t's gradient (+)= src (t.numel() values).
+void accumulateGrad(const Tensor& t, const float* src);
+// t's gradient (+)= scale * src.
+void accumulateScaledGrad(const Tensor& t, const float* src, float scale);
+// target's gradient (+)= op(a) op(b), a GEMM into the gradient buffer.
+void gemmGrad(const Tensor& target, bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, const float* a,
+              const float* b);
+
+}  // namespace hpu::core::ops::detail

@@ -1,0 +1,201 @@
+// Products: linear, batched matmul, conv2d.
+#include <vector>
+
+#include "hpu/core/ops/ops.h"
+#include "hpu/device/kernels/conv.h"
+#include "hpu/device/kernels/gemm.h"
+#include "op_support.h"
+
+namespace hpu::core::ops {
+
+using namespace detail;
+namespace k = device::kernels;
+
+Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
+  require(x_in.ndim() >= 1 && w_in.ndim() == 2 && x_in.size(-1) == w_in.size(1), op::kLinear,
+          fmt::format("input {} does not match weight {}", x_in.shape().str(), w_in.shape().str()));
+  const DType dt = computeDtype(op::kLinear, {&x_in, &w_in, &b_in});
+  const Tensor x = castTo(x_in, dt), w = castTo(w_in, dt), b = castTo(b_in, dt);
+  const OpRecord op_record = record(op::kLinear, {&x, &w, &b});
+  const std::int64_t in = w.size(1), out = w.size(0), n = x.numel() / in;
+  Shape ys = x.shape();
+  ys[-1] = out;
+  Tensor y = like(x, ys);
+  if (computes(y)) {
+    k::gemm(false, true, n, out, in, x.data(), w.data(), 0.0f, y.data());
+    if (b.defined()) k::addRowBias(y.data(), b.data(), n, out);
+  }
+  recordBackward(y, {&x, &w, &b}, [x, w, b, y, n, in, out] {
+    Tensor gy = y.grad();
+    if (!gy.defined()) return;
+    if (w.requiresGrad()) gemmGrad(w, true, false, out, in, n, gy.data(), x.data());
+    if (wants(b)) {
+      GradTarget g = gradTarget(b);
+      if (g.data != nullptr) k::columnSums(gy.data(), n, out, g.data, g.accumulate);
+      gradWritten(b);
+    }
+    if (x.requiresGrad()) gemmGrad(x, false, false, n, in, out, gy.data(), w.data());
+  });
+  return finish(y);
+}
+
+namespace {
+
+// The batch structure of a matmul: the broadcast batch dims, and for every
+// output matrix the index of the A and B matrices it reads.
+struct MatmulBatch {
+  std::vector<std::int64_t> dims;
+  std::vector<std::int64_t> a_item, b_item;
+  std::int64_t a_items = 1, b_items = 1;
+};
+
+MatmulBatch broadcastBatch(const Shape& a, const Shape& b) {
+  const int na = a.ndim() - 2, nb = b.ndim() - 2, n = std::max(na, nb);
+  MatmulBatch out;
+  std::vector<std::int64_t> da(static_cast<std::size_t>(n), 1), db(static_cast<std::size_t>(n), 1);
+  for (int i = 0; i < na; ++i) da[static_cast<std::size_t>(n - na + i)] = a[i];
+  for (int i = 0; i < nb; ++i) db[static_cast<std::size_t>(n - nb + i)] = b[i];
+  for (int i = 0; i < n; ++i) {
+    const auto d = static_cast<std::size_t>(i);
+    require(da[d] == db[d] || da[d] == 1 || db[d] == 1, op::kMatmul,
+            fmt::format("batch dimensions of {} and {} do not broadcast", a.str(), b.str()));
+    out.dims.push_back(std::max(da[d], db[d]));
+    out.a_items *= da[d];
+    out.b_items *= db[d];
+  }
+  std::int64_t items = 1;
+  for (std::int64_t d : out.dims) items *= d;
+  std::vector<std::int64_t> coord(static_cast<std::size_t>(n), 0);
+  for (std::int64_t i = 0; i < items; ++i) {
+    std::int64_t ai = 0, bi = 0;
+    for (int d = 0; d < n; ++d) {
+      const auto u = static_cast<std::size_t>(d);
+      ai = ai * da[u] + (da[u] == 1 ? 0 : coord[u]);
+      bi = bi * db[u] + (db[u] == 1 ? 0 : coord[u]);
+    }
+    out.a_item.push_back(ai);
+    out.b_item.push_back(bi);
+    for (int d = n - 1; d >= 0; --d) {
+      const auto u = static_cast<std::size_t>(d);
+      if (++coord[u] < out.dims[u]) break;
+      coord[u] = 0;
+    }
+  }
+  return out;
+}
+
+// target's gradient, item by item: item i (+)= product(i). Items that share a
+// target matrix (a broadcast operand) add up; the first write of each obeys
+// the gradient's accumulate flag.
+template <class Product>
+void gradPerItem(const Tensor& target, const std::vector<std::int64_t>& target_item, std::int64_t items,
+                 std::int64_t matrix, Product product) {
+  GradTarget g = gradTarget(target);
+  if (g.data != nullptr) {
+    std::vector<bool> written(static_cast<std::size_t>(items), g.accumulate);
+    for (std::size_t i = 0; i < target_item.size(); ++i) {
+      const auto t = static_cast<std::size_t>(target_item[i]);
+      product(i, g.data + target_item[i] * matrix, written[t] ? 1.0f : 0.0f);
+      written[t] = true;
+    }
+  }
+  gradWritten(target);
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a_in, const Tensor& b_in, const MatmulOptions& o) {
+  const bool ta = o.transpose_a, tb = o.transpose_b;
+  require(a_in.ndim() >= 2 && b_in.ndim() >= 2, op::kMatmul,
+          fmt::format("expects matrices (2 or more dimensions), got {} and {}", a_in.shape().str(), b_in.shape().str()));
+  const std::int64_t m = a_in.size(ta ? -1 : -2), kk = a_in.size(ta ? -2 : -1);
+  const std::int64_t n = b_in.size(tb ? -2 : -1), kb = b_in.size(tb ? -1 : -2);
+  require(kk == kb, op::kMatmul,
+          fmt::format("shapes {} and {} do not chain{}", a_in.shape().str(), b_in.shape().str(),
+                      ta || tb ? fmt::format(" (transpose_a={}, transpose_b={})", ta, tb) : ""));
+  const MatmulBatch batch = broadcastBatch(a_in.shape(), b_in.shape());
+  const DType dt = computeDtype(op::kMatmul, {&a_in, &b_in});
+  const Tensor a = castTo(a_in, dt), b = castTo(b_in, dt);
+  const OpRecord op_record = record(op::kMatmul, {&a, &b});
+  std::vector<std::int64_t> ys = batch.dims;
+  ys.push_back(m);
+  ys.push_back(n);
+  Tensor y = like(a, Shape(std::span<const std::int64_t>(ys)));
+  const auto items = static_cast<std::int64_t>(batch.a_item.size());
+  // B shared by every item and A not transposed: one GEMM over all A's rows.
+  const bool fold = batch.b_items == 1 && !ta;
+  if (computes(y)) {
+    if (fold) {
+      k::gemm(false, tb, items * m, n, kk, a.data(), b.data(), 0.0f, y.data());
+    } else {
+      for (std::int64_t i = 0; i < items; ++i) {
+        const auto u = static_cast<std::size_t>(i);
+        k::gemm(ta, tb, m, n, kk, a.data() + batch.a_item[u] * m * kk, b.data() + batch.b_item[u] * kk * n, 0.0f,
+                y.data() + i * m * n);
+      }
+    }
+  }
+  recordBackward(y, {&a, &b}, [a, b, y, batch, m, n, kk, ta, tb, fold, items] {
+    Tensor gy = y.grad();
+    if (!gy.defined()) return;
+    if (fold) {
+      // dA = dY op(B)^T; dB = A^T dY (or its transpose), over all rows at once.
+      if (a.requiresGrad()) gemmGrad(a, false, !tb, items * m, kk, n, gy.data(), b.data());
+      if (b.requiresGrad()) {
+        if (tb)
+          gemmGrad(b, true, false, n, kk, items * m, gy.data(), a.data());
+        else
+          gemmGrad(b, true, false, kk, n, items * m, a.data(), gy.data());
+      }
+      return;
+    }
+    const float* dy = gy.data();
+    if (a.requiresGrad())
+      gradPerItem(a, batch.a_item, batch.a_items, m * kk, [&](std::size_t i, float* ga, float beta) {
+        const float* bi = b.data() + batch.b_item[i] * kk * n;
+        const float* dyi = dy + static_cast<std::int64_t>(i) * m * n;
+        if (!ta)
+          k::gemm(false, !tb, m, kk, n, dyi, bi, beta, ga);  // dA = dY op(B)^T
+        else
+          k::gemm(tb, true, kk, m, n, bi, dyi, beta, ga);  // dA = op(B) dY^T
+      });
+    if (b.requiresGrad())
+      gradPerItem(b, batch.b_item, batch.b_items, kk * n, [&](std::size_t i, float* gb, float beta) {
+        const float* ai = a.data() + batch.a_item[i] * m * kk;
+        const float* dyi = dy + static_cast<std::int64_t>(i) * m * n;
+        if (!tb)
+          k::gemm(!ta, false, kk, n, m, ai, dyi, beta, gb);  // dB = op(A)^T dY
+        else
+          k::gemm(true, ta, n, kk, m, dyi, ai, beta, gb);  // dB = dY^T op(A)
+      });
+  });
+  return finish(y);
+}
+
+Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, const Conv2dOptions& o) {
+  require(x_in.ndim() == 4 && w_in.ndim() == 4 && x_in.size(1) == w_in.size(1), op::kConv2d,
+          fmt::format("input {} does not match weight {}", x_in.shape().str(), w_in.shape().str()));
+  const DType dt = computeDtype(op::kConv2d, {&x_in, &w_in, &b_in});
+  const Tensor x = castTo(x_in, dt), w = castTo(w_in, dt), b = castTo(b_in, dt);
+  require(o.stride >= 1 && o.padding >= 0, op::kConv2d,
+          fmt::format("stride {} and padding {}: expected stride >= 1, padding >= 0", o.stride, o.padding));
+  const k::Conv2dShape g{x.size(0), x.size(1), x.size(2), x.size(3), w.size(0), w.size(2), w.size(3), o.stride, o.padding};
+  // Not outH() > 0: integer division truncates toward zero, so a kernel up
+  // to stride-1 larger than the padded input would yield one output row.
+  require(g.h + 2 * g.pad >= g.r && g.w + 2 * g.pad >= g.s, op::kConv2d, "kernel larger than the padded input");
+  const OpRecord op_record = record(op::kConv2d, {&x, &w, &b});
+  Tensor y = like(x, {g.n, g.k, g.outH(), g.outW()});
+  if (computes(y)) k::conv2dForward(g, x.data(), w.data(), b.defined() ? b.data() : nullptr, y.data());
+  recordBackward(y, {&x, &w, &b}, [x, w, b, y, g] {
+    Tensor gy = y.grad();
+    if (!gy.defined()) return;
+    const auto [gx, gw, gb] = gradTargets(x, w, b);
+    if (computes(y))
+      k::conv2dBackward(g, x.data(), w.data(), gy.data(), gx.data, gx.accumulate, gw.data, gw.accumulate, gb.data,
+                        gb.accumulate);
+    gradsWritten(x, w, b);
+  });
+  return finish(y);
+}
+
+}  // namespace hpu::core::ops
