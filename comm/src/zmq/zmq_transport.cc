@@ -25,6 +25,11 @@ constexpr std::uint32_t kLaneAnnounceFlag = 0x80000000u;
 constexpr milliseconds kPollSlice{100};
 // How long a clean close waits for peers still reading what was sent.
 constexpr milliseconds kLinger{2000};
+// After a failure: how long a closing sender still waits for a peer to open
+// its lane. The lane may hold what the peer needs to name the failure (a
+// collective's descriptor), and a peer that is alive opens it in
+// milliseconds; a dead one costs this much of the exit.
+constexpr milliseconds kFailedLinger{500};
 constexpr int kDataHighWaterMark = 16384;
 // A message holds at most one chunk plus its header and a barrier name.
 constexpr std::int64_t kMaxDataMessage = static_cast<std::int64_t>(kMaxMessagePayload + kHeaderBytes + 65536);
@@ -92,9 +97,10 @@ ZmqTransport::~ZmqTransport() {
   // After a failure the peers are not reading: drop what is queued instead
   // of lingering on it.
   const bool failed = aborted_ || session_->health()->firstFailure().has_value();
-  // Likewise, a peer still reading needs the lanes it has not opened yet.
+  // A peer still reading needs the lanes it has not opened yet (after a
+  // failure too: they may hold what it needs to name the failure).
   for (auto& lane : lanesOut_)
-    if (lane && !failed) lane->awaitReceiver(kLinger);
+    if (lane) lane->awaitReceiver(failed ? kFailedLinger : kLinger);
   for (auto& socket : outbound_) {
     if (!socket) continue;
     if (failed) socket->set(zmq::sockopt::linger, 0);
