@@ -10,11 +10,14 @@ namespace {
 
 using namespace hpu::core::config;
 
-void paramLines(std::string& out, const StructSchema& s, const std::string& prefix, int indent) {
+// One line per parameter: "--<prefix><name>  type = default" and its doc;
+// `dashes` is "" for keys that only a YAML file can give.
+void paramLines(std::string& out, const StructSchema& s, const std::string& prefix, int indent,
+                const char* dashes = "--") {
   std::size_t width = 0;
   for (const ParamSpec& p : s.params) width = std::max(width, prefix.size() + p.name.size());
   for (const ParamSpec& p : s.params) {
-    std::string flag = "--" + prefix + p.name;
+    std::string flag = dashes + prefix + p.name;
     flag.resize(std::max(flag.size(), width + 3), ' ');
     out += std::string(indent, ' ') + flag + "  " + p.type.name() + " = " + p.default_yaml + "\n";
     out += std::string(indent + 6, ' ') + p.doc + (p.only_default ? " [compatibility: default only]" : "") + "\n";
@@ -24,7 +27,8 @@ void paramLines(std::string& out, const StructSchema& s, const std::string& pref
 struct Group {
   ComponentKind kind;
   const char* title;
-  const char* key;  // where it goes in the config
+  const char* key;                // where it goes in the config
+  const char* prefix = nullptr;   // of its keys: "init_args." (YAML only, no flags); null: "--<key>."
 };
 
 }  // namespace
@@ -39,6 +43,8 @@ std::string configKeysHelp() {
 
   static const Group kGroups[] = {
       {ComponentKind::kModel, "Models", "model"},
+      {ComponentKind::kLayer, "Layers of a YAML Sequential", "model.init_args.layers: - {class_path: CLASS, init_args: {...}}",
+       "init_args."},
       {ComponentKind::kDataModule, "Data modules", "data"},
       {ComponentKind::kOptimizer, "Optimizers", "optimizer"},
       {ComponentKind::kLRScheduler, "LR schedulers", "lr_scheduler"},
@@ -64,7 +70,10 @@ std::string configKeysHelp() {
         out += ")";
       }
       out += "\n      " + s->doc + "\n";
-      paramLines(out, s->init_args, std::string(g.key) + ".", 4);
+      if (g.prefix != nullptr)
+        paramLines(out, s->init_args, g.prefix, 4, "");
+      else
+        paramLines(out, s->init_args, std::string(g.key) + ".", 4);
     }
   }
   return out;

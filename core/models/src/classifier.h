@@ -8,6 +8,7 @@
 
 #include "hpu/core/module/lightning_module.h"
 #include "hpu/core/nn/layers.h"
+#include "hpu/core/nn/sequential.h"
 
 namespace hpu::core::models {
 

@@ -36,6 +36,7 @@ class Params {
   // "model.init_args.lr", for messages.
   std::string pathOf(std::string_view name) const;
   const std::string& path() const { return path_; }
+  const StructSchema& schema() const { return *schema_; }
   const Node& values() const { return *values_; }
 
  private:

@@ -1,0 +1,17 @@
+// Parameter initialisation as torch's layers do it, drawn from the
+// InitContext's generator (nothing is drawn on a shape-only device).
+#pragma once
+
+#include "hpu/core/nn/module.h"
+
+namespace hpu::core::nn {
+
+// U(-bound, bound): torch's kaiming_uniform_(a=sqrt(5)) and bias init reduce
+// to this with bound = 1/sqrt(fan_in).
+Tensor uniformInit(InitContext& ctx, const Shape& shape, float bound);
+// N(0, std^2).
+Tensor normalInit(InitContext& ctx, const Shape& shape, float std = 1.0f);
+// Every element `value`.
+Tensor constantInit(InitContext& ctx, const Shape& shape, float value);
+
+}  // namespace hpu::core::nn

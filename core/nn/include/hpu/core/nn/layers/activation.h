@@ -1,0 +1,68 @@
+// Elementwise activations (torch.nn.ReLU, GELU, Tanh, Sigmoid) as one layer
+// class selected by kind.
+#pragma once
+
+#include "hpu/core/nn/layer.h"
+#include "hpu/core/ops/ops.h"
+
+namespace hpu::core::nn {
+
+enum class ActivationKind { kReLU, kGELU, kGELUTanh, kTanh, kSigmoid };
+
+class Activation : public Module {
+ public:
+  explicit Activation(ActivationKind kind) : kind_(kind) {}
+  std::string typeName() const override {
+    switch (kind_) {
+      case ActivationKind::kReLU: return "ReLU";
+      case ActivationKind::kGELU:
+      case ActivationKind::kGELUTanh: return "GELU";
+      case ActivationKind::kTanh: return "Tanh";
+      case ActivationKind::kSigmoid: return "Sigmoid";
+    }
+    return "?";
+  }
+  Tensor forward(const Tensor& x) override {
+    switch (kind_) {
+      case ActivationKind::kReLU: return ops::relu(x);
+      case ActivationKind::kGELU: return ops::gelu(x, false);
+      case ActivationKind::kGELUTanh: return ops::gelu(x, true);
+      case ActivationKind::kTanh: return ops::tanh(x);
+      case ActivationKind::kSigmoid: return ops::sigmoid(x);
+    }
+    return x;
+  }
+
+ private:
+  ActivationKind kind_;
+};
+
+// An activation keeps its input's shape.
+inline LayerBuild activationLayer(ActivationKind kind, const Shape& in) {
+  return LayerBuild{std::make_shared<Activation>(kind), in};
+}
+inline const LayerRegistration kReLULayer{
+    layerSchema("ReLU", {}, "max(0, x)."),
+    [](const config::Params&, InitContext&, const Shape& in, const std::string&) {
+      return activationLayer(ActivationKind::kReLU, in);
+    }};
+inline const LayerRegistration kGELULayer{
+    layerSchema("GELU",
+                {{"approximate", config::Type::string({"none", "tanh"}), "none", "Exact (erf) or tanh approximation."}},
+                "Gaussian error linear unit."),
+    [](const config::Params& p, InitContext&, const Shape& in, const std::string&) {
+      return activationLayer(p.getString("approximate") == "tanh" ? ActivationKind::kGELUTanh : ActivationKind::kGELU,
+                             in);
+    }};
+inline const LayerRegistration kTanhLayer{
+    layerSchema("Tanh", {}, "Hyperbolic tangent."),
+    [](const config::Params&, InitContext&, const Shape& in, const std::string&) {
+      return activationLayer(ActivationKind::kTanh, in);
+    }};
+inline const LayerRegistration kSigmoidLayer{
+    layerSchema("Sigmoid", {}, "Logistic sigmoid."),
+    [](const config::Params&, InitContext&, const Shape& in, const std::string&) {
+      return activationLayer(ActivationKind::kSigmoid, in);
+    }};
+
+}  // namespace hpu::core::nn

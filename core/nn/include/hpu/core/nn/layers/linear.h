@@ -1,0 +1,46 @@
+// Linear (torch.nn.Linear): y = x W^T + b over the last dimension; weight
+// [out, in] and bias [out] initialised U(+-1/sqrt(in)), as torch does.
+#pragma once
+
+#include <spdlog/fmt/fmt.h>
+
+#include <cmath>
+
+#include "hpu/core/nn/init.h"
+#include "hpu/core/nn/layer.h"
+#include "hpu/core/ops/ops.h"
+
+namespace hpu::core::nn {
+
+class Linear : public Module {
+ public:
+  Linear(InitContext& ctx, std::int64_t in_features, std::int64_t out_features, bool bias = true) {
+    const float bound = 1.0f / std::sqrt(static_cast<float>(in_features));
+    weight = registerParameter("weight", uniformInit(ctx, {out_features, in_features}, bound));
+    if (bias) this->bias = registerParameter("bias", uniformInit(ctx, {out_features}, bound));
+  }
+  std::string typeName() const override { return "Linear"; }
+  std::string describe() const override {
+    return fmt::format("in_features={}, out_features={}, bias={}", weight.size(1), weight.size(0), bias.defined());
+  }
+  Tensor forward(const Tensor& x) override { return ops::linear(x, weight, bias); }
+
+  Tensor weight, bias;
+};
+
+inline const LayerRegistration kLinearLayer{
+    layerSchema("Linear",
+                {{"out_features", config::Type::integer().min(1), "null", "Output features."},
+                 {"in_features", config::Type::optional(config::Type::integer().min(1)), "null",
+                  "Input features (inferred; checked if given)."},
+                 {"bias", config::Type::boolean(), "true", "Learn an additive bias."}},
+                "Fully connected layer."),
+    [](const config::Params& p, InitContext& ctx, const Shape& in, const std::string& where) {
+      if (in.ndim() != 1) layerMisfit(where, fmt::format("Linear needs flat inputs; got {} (add Flatten before it)", in.str()));
+      if (p.has("in_features") && p.getInt("in_features") != in[0])
+        layerMisfit(where, fmt::format("in_features is {} but the previous layer gives {}", p.getInt("in_features"), in[0]));
+      const std::int64_t out = p.getInt("out_features");
+      return LayerBuild{std::make_shared<Linear>(ctx, in[0], out, p.getBool("bias")), Shape{out}};
+    }};
+
+}  // namespace hpu::core::nn
