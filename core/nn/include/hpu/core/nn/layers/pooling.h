@@ -9,27 +9,22 @@
 
 namespace hpu::core::nn {
 
-class MaxPool2d : public Module {
+// A pooling layer: `Name` is its type, `Pool` the op it runs.
+template <const char* Name, Tensor (*Pool)(const Tensor&, const ops::Pool2dOptions&)>
+class Pool2d : public Module {
  public:
-  explicit MaxPool2d(ops::Pool2dOptions o) : options(o) {}
-  std::string typeName() const override { return "MaxPool2d"; }
+  explicit Pool2d(ops::Pool2dOptions o) : options(o) {}
+  std::string typeName() const override { return Name; }
   std::string describe() const override {
     return fmt::format("kernel_size={}, stride={}", options.kernel, options.stride ? options.stride : options.kernel);
   }
-  Tensor forward(const Tensor& x) override { return ops::maxPool2d(x, options); }
+  Tensor forward(const Tensor& x) override { return Pool(x, options); }
   ops::Pool2dOptions options;
 };
-
-class AvgPool2d : public Module {
- public:
-  explicit AvgPool2d(ops::Pool2dOptions o) : options(o) {}
-  std::string typeName() const override { return "AvgPool2d"; }
-  std::string describe() const override {
-    return fmt::format("kernel_size={}, stride={}", options.kernel, options.stride ? options.stride : options.kernel);
-  }
-  Tensor forward(const Tensor& x) override { return ops::avgPool2d(x, options); }
-  ops::Pool2dOptions options;
-};
+inline constexpr char kMaxPool2dName[] = "MaxPool2d";
+inline constexpr char kAvgPool2dName[] = "AvgPool2d";
+using MaxPool2d = Pool2d<kMaxPool2dName, ops::maxPool2d>;
+using AvgPool2d = Pool2d<kAvgPool2dName, ops::avgPool2d>;
 
 // The YAML form shared by both: the window, and the output shape rule.
 template <class Pool>
@@ -50,7 +45,7 @@ LayerRegistration poolLayer(const char* name, const char* doc) {
         return LayerBuild{std::make_shared<Pool>(o), Shape{in[0], h, w}};
       }};
 }
-inline const LayerRegistration kMaxPool2dLayer = poolLayer<MaxPool2d>("MaxPool2d", "2-D max pooling.");
-inline const LayerRegistration kAvgPool2dLayer = poolLayer<AvgPool2d>("AvgPool2d", "2-D average pooling.");
+inline const LayerRegistration kMaxPool2dLayer = poolLayer<MaxPool2d>(kMaxPool2dName, "2-D max pooling.");
+inline const LayerRegistration kAvgPool2dLayer = poolLayer<AvgPool2d>(kAvgPool2dName, "2-D average pooling.");
 
 }  // namespace hpu::core::nn
