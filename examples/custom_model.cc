@@ -44,21 +44,21 @@ class ResidualMLP final : public LightningModule {
 
   Tensor trainingStep(const Batch& batch, std::int64_t) override {
     auto scope = profiler().profile("residual_mlp_loss");  // a custom profiler region
-    Tensor loss = ops::crossEntropy(forward(batch.x), batch.y);
+    Tensor loss = ops::crossEntropy(forward(batch["x"]), batch["y"]);
     log("train_loss", loss, {.prog_bar = true});
     return loss;
   }
 
   void validationStep(const Batch& batch, std::int64_t) override {
-    Tensor logits = forward(batch.x);
-    log("val_loss", ops::crossEntropy(logits, batch.y), {.prog_bar = true});
-    log("val_acc", static_cast<double>(ops::countCorrect(logits, batch.y)) / static_cast<double>(batch.size()),
+    Tensor logits = forward(batch["x"]);
+    log("val_loss", ops::crossEntropy(logits, batch["y"]), {.prog_bar = true});
+    log("val_acc", static_cast<double>(ops::countCorrect(logits, batch["y"])) / static_cast<double>(batch.size()),
         {.prog_bar = true});
   }
 
   void testStep(const Batch& batch, std::int64_t) override {
-    Tensor logits = forward(batch.x);
-    log("test_acc", static_cast<double>(ops::countCorrect(logits, batch.y)) / static_cast<double>(batch.size()));
+    Tensor logits = forward(batch["x"]);
+    log("test_acc", static_cast<double>(ops::countCorrect(logits, batch["y"])) / static_cast<double>(batch.size()));
   }
 
   OptimizerConfig configureOptimizers() override {

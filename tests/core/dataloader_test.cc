@@ -53,7 +53,7 @@ std::vector<HostBatch> epoch(DataLoader& loader, std::int64_t e) {
 // Sample ids of a batch (feature 0 of each sample).
 std::vector<std::int64_t> ids(const HostBatch& b) {
   std::vector<std::int64_t> out;
-  for (std::int64_t i = 0; i < b.size(); ++i) out.push_back(static_cast<std::int64_t>(b.x[static_cast<std::size_t>(2 * i)]));
+  for (std::int64_t i = 0; i < b.size(); ++i) out.push_back(static_cast<std::int64_t>(b["x"].floats[static_cast<std::size_t>(2 * i)]));
   return out;
 }
 
@@ -66,12 +66,12 @@ TEST(DataLoader, BatchesFollowTheSamplerOrderWithLabels) {
   for (std::size_t b = 0; b < batches.size(); ++b) {
     const HostBatch& batch = batches[b];
     EXPECT_EQ(batch.index, static_cast<std::int64_t>(b));
-    EXPECT_EQ(batch.shape, (std::vector<std::int64_t>{b < 5 ? 4 : 3, 2})) << "the last batch keeps the remainder";
+    EXPECT_EQ(batch["x"].shape, (std::vector<std::int64_t>{b < 5 ? 4 : 3, 2})) << "the last batch keeps the remainder";
     for (std::int64_t i = 0; i < batch.size(); ++i) {
       const std::int64_t id = order[b * 4 + static_cast<std::size_t>(i)];
-      EXPECT_EQ(batch.x[static_cast<std::size_t>(2 * i)], static_cast<float>(id));
-      EXPECT_EQ(batch.x[static_cast<std::size_t>(2 * i + 1)], static_cast<float>(-id));
-      EXPECT_EQ(batch.y[static_cast<std::size_t>(i)], id % 5);
+      EXPECT_EQ(batch["x"].floats[static_cast<std::size_t>(2 * i)], static_cast<float>(id));
+      EXPECT_EQ(batch["x"].floats[static_cast<std::size_t>(2 * i + 1)], static_cast<float>(-id));
+      EXPECT_EQ(batch["y"].ints[static_cast<std::size_t>(i)], id % 5);
     }
   }
 }
@@ -94,9 +94,9 @@ TEST(DataLoader, SameBatchesForZeroOneAndThreeWorkers) {
       ASSERT_EQ(got.size(), expected.size());
       for (std::size_t b = 0; b < got.size(); ++b) {
         EXPECT_EQ(got[b].index, expected[b].index);
-        EXPECT_EQ(got[b].shape, expected[b].shape);
-        EXPECT_EQ(got[b].x, expected[b].x);
-        EXPECT_EQ(got[b].y, expected[b].y);
+        EXPECT_EQ(got[b]["x"].shape, expected[b]["x"].shape);
+        EXPECT_EQ(got[b]["x"].floats, expected[b]["x"].floats);
+        EXPECT_EQ(got[b]["y"].ints, expected[b]["y"].ints);
       }
     }
   }
@@ -153,12 +153,11 @@ class FailingDataset : public Dataset {
  public:
   explicit FailingDataset(std::int64_t bad) : base_(numbered(40)), bad_(bad) {}
   std::int64_t size() const override { return base_->size(); }
-  const std::vector<std::int64_t>& sampleShape() const override { return base_->sampleShape(); }
-  bool hasLabels() const override { return true; }
-  void fetch(std::span<const std::int64_t> indices, float* x, std::int64_t* y) const override {
+  const std::vector<Field>& fields() const override { return base_->fields(); }
+  void fetch(std::span<const std::int64_t> indices, std::span<const FieldBuffer> out) const override {
     for (std::int64_t i : indices)
       if (i == bad_) throw DataError("sample " + std::to_string(i) + " is unreadable");
-    base_->fetch(indices, x, y);
+    base_->fetch(indices, out);
   }
 
  private:
@@ -191,14 +190,13 @@ class StuckDataset : public Dataset {
  public:
   StuckDataset() : base_(numbered(8)) {}
   std::int64_t size() const override { return base_->size(); }
-  const std::vector<std::int64_t>& sampleShape() const override { return base_->sampleShape(); }
-  bool hasLabels() const override { return true; }
-  void fetch(std::span<const std::int64_t> indices, float* x, std::int64_t* y) const override {
+  const std::vector<Field>& fields() const override { return base_->fields(); }
+  void fetch(std::span<const std::int64_t> indices, std::span<const FieldBuffer> out) const override {
     if (indices[0] == 0) {
       std::unique_lock lock(mu_);
       cv_.wait_for(lock, std::chrono::seconds(10), [&] { return released_; });
     }
-    base_->fetch(indices, x, y);
+    base_->fetch(indices, out);
   }
   void release() {
     {

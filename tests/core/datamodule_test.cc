@@ -33,14 +33,20 @@ struct Samples {
   std::vector<float> x;
   std::vector<std::int64_t> y;
 };
+// The features of one sample ("x"), and whether samples carry labels ("y").
+std::vector<std::int64_t> sampleShape(const Dataset& d) { return d.field("x")->shape; }
+bool labelled(const Dataset& d) { return d.field("y") != nullptr; }
+
 Samples fetchAll(const Dataset& d) {
   std::vector<std::int64_t> idx(static_cast<std::size_t>(d.size()));
   std::iota(idx.begin(), idx.end(), 0);
   Samples s;
-  s.x.resize(static_cast<std::size_t>(d.size() * d.sampleNumel()));
+  s.x.resize(static_cast<std::size_t>(d.size() * d.fields()[0].numel()));
   s.y.resize(static_cast<std::size_t>(d.size()));
-  d.fetch(idx, s.x.data(), d.hasLabels() ? s.y.data() : nullptr);
-  if (!d.hasLabels()) s.y.clear();
+  std::vector<FieldBuffer> out{{s.x.data(), nullptr}, {nullptr, s.y.data()}};
+  out.resize(d.fields().size());
+  d.fetch(idx, out);
+  if (!labelled(d)) s.y.clear();
   return s;
 }
 
@@ -97,7 +103,7 @@ TEST_F(SmallIdxFiles, SplitsTrainIntoDisjointSeededTrainAndValidation) {
   all.insert(val.begin(), val.end());
   EXPECT_EQ(all.size(), 20u) << "disjoint and complete";
   EXPECT_EQ(*all.rbegin(), 19);
-  EXPECT_EQ(dm->dataset(Split::kTrain)->sampleShape(), (std::vector<std::int64_t>{1, 2, 3}));
+  EXPECT_EQ(sampleShape(*dm->dataset(Split::kTrain)), (std::vector<std::int64_t>{1, 2, 3}));
   EXPECT_EQ(dm->numClasses(), 10);
 
   auto same = mnist("val_split: 5, seed: 3");
@@ -192,7 +198,7 @@ TEST(FashionMNIST, RealFilesSplitSizesLabelsAndNormalisation) {
   EXPECT_EQ(train.size(), 55000);
   EXPECT_EQ(val.size(), 5000);
   EXPECT_EQ(test.size(), 10000);
-  EXPECT_EQ(train.sampleShape(), (std::vector<std::int64_t>{1, 28, 28}));
+  EXPECT_EQ(sampleShape(train), (std::vector<std::int64_t>{1, 28, 28}));
 
   // Every class has 6000 training and 1000 test images.
   std::vector<int> train_counts(10), test_counts(10);
@@ -204,7 +210,8 @@ TEST(FashionMNIST, RealFilesSplitSizesLabelsAndNormalisation) {
       std::iota(idx.begin(), idx.end(), begin);
       std::vector<float> x(idx.size() * 784);
       std::vector<std::int64_t> y(idx.size());
-      d->fetch(idx, x.data(), y.data());
+      const FieldBuffer out[] = {{x.data(), nullptr}, {nullptr, y.data()}};
+      d->fetch(idx, out);
       for (std::int64_t label : y) {
         ASSERT_TRUE(label >= 0 && label < 10) << label;
         ++(d == &test ? test_counts : train_counts)[static_cast<std::size_t>(label)];
@@ -250,7 +257,7 @@ TEST_F(CsvFiles, ReadsFeaturesAndALabelColumnAnywhere) {
   const Samples t = fetchAll(*dm->dataset(Split::kTrain));
   EXPECT_EQ(t.x, (std::vector<float>{1.5f, 2.0f, -1.0f, 0.5f, 3.0f, -40.0f})) << "blank lines and CR skipped";
   EXPECT_EQ(t.y, (std::vector<std::int64_t>{0, 2, 1}));
-  EXPECT_EQ(dm->dataset(Split::kTrain)->sampleShape(), (std::vector<std::int64_t>{2}));
+  EXPECT_EQ(sampleShape(*dm->dataset(Split::kTrain)), (std::vector<std::int64_t>{2}));
   const Samples v = fetchAll(*dm->dataset(Split::kVal));
   EXPECT_EQ(v.x, (std::vector<float>{7.0f, 8.0f}));
   EXPECT_EQ(v.y, (std::vector<std::int64_t>{1}));
@@ -306,7 +313,7 @@ TEST_F(CsvFiles, PredictNeedsNoLabels) {
   auto dm = csv("train_file: '" + train + "', predict_file: '" + predict + "', standardize: false");
   dm->setup(Stage::kPredict);
   const auto& d = *dm->dataset(Split::kPredict);
-  EXPECT_FALSE(d.hasLabels());
+  EXPECT_FALSE(labelled(d));
   EXPECT_EQ(fetchAll(d).x, (std::vector<float>{5, 6}));
 }
 
@@ -373,8 +380,8 @@ TEST(RandomDataModule, SeededGaussianSamplesWithoutLabels) {
   dm->setup(Stage::kFit);
   const auto d = dm->dataset(Split::kTrain);
   EXPECT_EQ(d->size(), 7);
-  EXPECT_EQ(d->sampleShape(), (std::vector<std::int64_t>{5}));
-  EXPECT_FALSE(d->hasLabels());
+  EXPECT_EQ(sampleShape(*d), (std::vector<std::int64_t>{5}));
+  EXPECT_FALSE(labelled(*d));
   for (Split s : {Split::kVal, Split::kTest, Split::kPredict}) EXPECT_EQ(dm->dataset(s), d);
   const Samples a = fetchAll(*d);
   Generator g(3, RandomStream::kData);

@@ -72,23 +72,6 @@ std::uint64_t seedOf(const Node& cfg) {
   return static_cast<std::uint64_t>(config::asInt(s));
 }
 
-void writePredictions(const std::vector<std::vector<float>>& rows, const std::string& dir) {
-  std::string out = "index,prediction";
-  const std::size_t width = rows.empty() ? 0 : rows.front().size();
-  for (std::size_t j = 0; j < width; ++j) out += fmt::format(",output_{}", j);
-  out += "\n";
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    const auto& r = rows[i];
-    const auto best = std::max_element(r.begin(), r.end()) - r.begin();
-    out += fmt::format("{},{}", i, best);
-    for (float v : r) out += fmt::format(",{}", v);
-    out += "\n";
-  }
-  const std::string path = (std::filesystem::path(dir) / "predictions.csv").string();
-  writeFileAtomically(path, out);
-  std::printf("wrote %zu predictions to %s\n", rows.size(), path.c_str());
-}
-
 }  // namespace
 
 void resolveSeed(config::Node& cfg, const std::map<std::string, std::string>& env) {
@@ -151,10 +134,11 @@ int run(const RunRequest& request) {
   }
   for (auto& l : parts.loggers) l->setup(o.default_root_dir, strategy);
 
-  bool has_checkpoint = false, has_progress = false;
+  bool has_checkpoint = false, has_progress = false, has_writer = false;
   for (const Node* c : componentsOf(o.callbacks)) {
     has_checkpoint = has_checkpoint || classOf(*c) == "ModelCheckpoint";
     has_progress = has_progress || classOf(*c) == "TQDMProgressBar";
+    has_writer = has_writer || classOf(*c) == "BasePredictionWriter";
     parts.callbacks.push_back(build<Callback>(*c, "trainer.callbacks"));
   }
   if (request.subcommand == "fit" && !parts.loggers.empty())
@@ -163,6 +147,12 @@ int run(const RunRequest& request) {
     throw UsageError("trainer.enable_checkpointing is false but trainer.callbacks has a ModelCheckpoint; remove one of them");
   if (o.enable_checkpointing && !has_checkpoint && request.subcommand == "fit")
     parts.callbacks.push_back(buildDefault<Callback>("ModelCheckpoint", ComponentKind::kCallback, "trainer.callbacks"));
+  // predict writes its outputs to the log directory once, at the end.
+  if (request.subcommand == "predict" && !has_writer)
+    parts.callbacks.push_back(
+        build<Callback>(app::component("BasePredictionWriter", ComponentKind::kCallback, "trainer.callbacks",
+                                       {{"write_interval", "epoch"}}),
+                        "trainer.callbacks"));
   if (o.enable_progress_bar && !has_progress)
     parts.callbacks.push_back(buildDefault<Callback>("TQDMProgressBar", ComponentKind::kCallback, "trainer.callbacks"));
 
@@ -184,8 +174,7 @@ int run(const RunRequest& request) {
     } else if (sub == "test") {
       trainer.test(*model, *data, ckpt_path);
     } else {
-      auto rows = trainer.predict(*model, *data, ckpt_path);
-      if (trainer.isGlobalZero()) writePredictions(rows, trainer.logDir());
+      trainer.predict(*model, *data, ckpt_path);
     }
   } catch (const std::exception& e) {
     // A local worker's failure is the job's: exit with its code.

@@ -29,24 +29,26 @@ bool isDeepSpeed(const Node& strategy) {
 
 // HPUDeepSpeedStrategy with the stage and offload a strategy name gives.
 std::unique_ptr<Strategy> deepSpeedStrategy(const StrategyName& name) {
-  Node component = Node::map();
-  component.set("class_path", Node::scalar("HPUDeepSpeedStrategy"));
-  Node args = Node::map();
-  args.set("stage", Node::scalar(std::to_string(name.zero_stage)));
-  args.set("offload_optimizer", Node::scalar(name.offload ? "true" : "false"));
-  args.set("offload_parameters", Node::scalar(name.offload && name.zero_stage == 3 ? "true" : "false"));
-  component.set("init_args", args);
-  std::vector<std::string> problems;
-  const Node canonical =
-      config::normalize(component, config::Type::component({ComponentKind::kStrategy}), "trainer.strategy", problems);
-  return build<Strategy>(canonical, "trainer.strategy");
+  const char* offload = name.offload ? "true" : "false";
+  const char* offload_parameters = name.offload && name.zero_stage == 3 ? "true" : "false";
+  return build<Strategy>(component("HPUDeepSpeedStrategy", ComponentKind::kStrategy, "trainer.strategy",
+                                   {{"stage", std::to_string(name.zero_stage)},
+                                    {"offload_optimizer", offload},
+                                    {"offload_parameters", offload_parameters}}),
+                         "trainer.strategy");
 }
 
 }  // namespace
 
-Node defaultComponent(const std::string& class_name, ComponentKind kind, const std::string& path) {
+Node component(const std::string& class_name, ComponentKind kind, const std::string& path,
+               const std::map<std::string, std::string>& init_args) {
+  Node node = Node::map();
+  node.set("class_path", Node::scalar(class_name));
+  Node args = Node::map();
+  for (const auto& [key, value] : init_args) args.set(key, Node::scalar(value));
+  node.set("init_args", args);
   std::vector<std::string> problems;
-  return config::normalize(Node::scalar(class_name), config::Type::component({kind}), path, problems);
+  return config::normalize(node, config::Type::component({kind}), path, problems);
 }
 
 std::vector<const Node*> componentsOf(const Node& n) {

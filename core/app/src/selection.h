@@ -20,11 +20,14 @@ template <class Base>
 std::unique_ptr<Base> build(const config::Node& node, const std::string& path) {
   return config::ComponentFactory<Base>::instance().create(node, path);
 }
+// The canonical node of a registered class with `init_args` (scalars, as
+// YAML would give them) and its defaults for the rest.
+config::Node component(const std::string& class_name, config::ComponentKind kind, const std::string& path,
+                       const std::map<std::string, std::string>& init_args = {});
 // Builds a registered component by class name with its default init_args.
-config::Node defaultComponent(const std::string& class_name, config::ComponentKind kind, const std::string& path);
 template <class Base>
 std::unique_ptr<Base> buildDefault(const std::string& class_name, config::ComponentKind kind, const std::string& path) {
-  return build<Base>(defaultComponent(class_name, kind, path), path);
+  return build<Base>(component(class_name, kind, path), path);
 }
 
 // The component nodes of a "component or list of components" value.

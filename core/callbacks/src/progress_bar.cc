@@ -42,7 +42,7 @@ class TQDMProgressBar final : public Callback {
   void onTestBatchEnd(Trainer& t, std::int64_t i) override { evalLine(t, "Testing", i + 1, !tty_); }
   void onTestEnd(Trainer& t) override { finishEval(t); }
   void onPredictStart(Trainer&) override { eval_start_ = Clock::now(); }
-  void onPredictBatchEnd(Trainer& t, std::int64_t i) override { evalLine(t, "Predicting", i + 1, !tty_); }
+  void onPredictBatchEnd(Trainer& t, const Prediction&, std::int64_t i) override { evalLine(t, "Predicting", i + 1, !tty_); }
   void onPredictEnd(Trainer& t) override { finishEval(t); }
 
  private:

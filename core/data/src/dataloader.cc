@@ -3,8 +3,16 @@
 #include <spdlog/fmt/fmt.h>
 
 #include "hpu/core/base/errors.h"
+#include "hpu/device/check.h"
 
 namespace hpu::core::data {
+
+const HostTensor& HostBatch::operator[](std::string_view name) const {
+  for (const HostTensor& t : tensors)
+    if (t.field.name == name) return t;
+  HPU_CHECK(false, "batch has no field {}", name);
+  return tensors.front();
+}
 
 DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, LoaderOptions options)
     : dataset_(std::move(dataset)), options_(options) {}
@@ -32,14 +40,23 @@ void DataLoader::startEpoch(std::int64_t epoch) {
 HostBatch DataLoader::assemble(std::int64_t b) const {
   const std::int64_t begin = b * options_.batch_size;
   const std::int64_t end = std::min<std::int64_t>(begin + options_.batch_size, order_.size());
+  const std::int64_t size = end - begin;
   HostBatch batch;
   batch.index = b;
-  batch.shape = {end - begin};
-  for (std::int64_t d : dataset_->sampleShape()) batch.shape.push_back(d);
-  batch.x.resize(static_cast<std::size_t>((end - begin) * dataset_->sampleNumel()));
-  if (dataset_->hasLabels()) batch.y.resize(static_cast<std::size_t>(end - begin));
-  dataset_->fetch({order_.data() + begin, static_cast<std::size_t>(end - begin)}, batch.x.data(),
-                  batch.y.empty() ? nullptr : batch.y.data());
+  std::vector<FieldBuffer> out;
+  for (const Field& f : dataset_->fields()) {
+    HostTensor& t = batch.tensors.emplace_back();
+    t.field = f;
+    t.shape = {size};
+    t.shape.insert(t.shape.end(), f.shape.begin(), f.shape.end());
+    const auto n = static_cast<std::size_t>(size * f.numel());
+    if (f.dtype == device::DType::kInt64)
+      t.ints.resize(n);
+    else
+      t.floats.resize(n);
+  }
+  for (HostTensor& t : batch.tensors) out.push_back({t.floats.data(), t.ints.data()});
+  dataset_->fetch({order_.data() + begin, static_cast<std::size_t>(size)}, out);
   return batch;
 }
 

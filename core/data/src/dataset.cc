@@ -10,59 +10,72 @@
 
 namespace hpu::core::data {
 
-std::int64_t Dataset::sampleNumel() const {
-  const auto& s = sampleShape();
-  return std::accumulate(s.begin(), s.end(), std::int64_t{1}, std::multiplies<>());
+std::int64_t Field::numel() const {
+  return std::accumulate(shape.begin(), shape.end(), std::int64_t{1}, std::multiplies<>());
+}
+
+const Field* Dataset::field(std::string_view name) const {
+  for (const Field& f : fields())
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
+std::vector<Field> classificationFields(std::vector<std::int64_t> sample_shape, bool labelled) {
+  std::vector<Field> fields{{"x", device::DType::kFloat32, std::move(sample_shape)}};
+  if (labelled) fields.push_back({"y", device::DType::kInt64, {}});
+  return fields;
 }
 
 ByteDataset::ByteDataset(std::vector<std::int64_t> sample_shape, std::vector<std::uint8_t> pixels,
                          std::vector<std::int64_t> labels, float mean, float std)
-    : shape_(std::move(sample_shape)),
+    : fields_(classificationFields(std::move(sample_shape), !labels.empty())),
       pixels_(std::move(pixels)),
       labels_(std::move(labels)),
       scale_(1.0f / (255.0f * std)),
       shift_(-mean / std) {
-  const std::int64_t numel = sampleNumel();
+  const std::int64_t numel = fields_[0].numel();
   size_ = numel == 0 ? 0 : static_cast<std::int64_t>(pixels_.size()) / numel;
   if (!labels_.empty() && static_cast<std::int64_t>(labels_.size()) != size_)
     throw std::logic_error("ByteDataset: label count differs from sample count");
 }
 
-void ByteDataset::fetch(std::span<const std::int64_t> indices, float* x, std::int64_t* y) const {
-  const std::int64_t n = sampleNumel();
+void ByteDataset::fetch(std::span<const std::int64_t> indices, std::span<const FieldBuffer> out) const {
+  const std::int64_t n = fields_[0].numel();
   for (std::size_t i = 0; i < indices.size(); ++i) {
     const std::uint8_t* src = pixels_.data() + indices[i] * n;
-    float* dst = x + static_cast<std::int64_t>(i) * n;
+    float* dst = out[0].floats + static_cast<std::int64_t>(i) * n;
     for (std::int64_t j = 0; j < n; ++j) dst[j] = static_cast<float>(src[j]) * scale_ + shift_;
-    if (y != nullptr && !labels_.empty()) y[i] = labels_[indices[i]];
+    if (!labels_.empty()) out[1].ints[i] = labels_[indices[i]];
   }
 }
 
 FloatDataset::FloatDataset(std::vector<std::int64_t> sample_shape, std::vector<float> features,
                            std::vector<std::int64_t> labels)
-    : shape_(std::move(sample_shape)), features_(std::move(features)), labels_(std::move(labels)) {
-  const std::int64_t numel = sampleNumel();
+    : fields_(classificationFields(std::move(sample_shape), !labels.empty())),
+      features_(std::move(features)),
+      labels_(std::move(labels)) {
+  const std::int64_t numel = fields_[0].numel();
   size_ = numel == 0 ? 0 : static_cast<std::int64_t>(features_.size()) / numel;
   if (!labels_.empty() && static_cast<std::int64_t>(labels_.size()) != size_)
     throw std::logic_error("FloatDataset: label count differs from sample count");
 }
 
-void FloatDataset::fetch(std::span<const std::int64_t> indices, float* x, std::int64_t* y) const {
-  const std::int64_t n = sampleNumel();
+void FloatDataset::fetch(std::span<const std::int64_t> indices, std::span<const FieldBuffer> out) const {
+  const std::int64_t n = fields_[0].numel();
   for (std::size_t i = 0; i < indices.size(); ++i) {
-    std::memcpy(x + static_cast<std::int64_t>(i) * n, features_.data() + indices[i] * n,
+    std::memcpy(out[0].floats + static_cast<std::int64_t>(i) * n, features_.data() + indices[i] * n,
                 static_cast<std::size_t>(n) * sizeof(float));
-    if (y != nullptr && !labels_.empty()) y[i] = labels_[indices[i]];
+    if (!labels_.empty()) out[1].ints[i] = labels_[indices[i]];
   }
 }
 
 Subset::Subset(std::shared_ptr<const Dataset> base, std::vector<std::int64_t> indices)
     : base_(std::move(base)), indices_(std::move(indices)) {}
 
-void Subset::fetch(std::span<const std::int64_t> indices, float* x, std::int64_t* y) const {
+void Subset::fetch(std::span<const std::int64_t> indices, std::span<const FieldBuffer> out) const {
   std::vector<std::int64_t> mapped(indices.size());
   for (std::size_t i = 0; i < indices.size(); ++i) mapped[i] = indices_[indices[i]];
-  base_->fetch(mapped, x, y);
+  base_->fetch(mapped, out);
 }
 
 std::pair<std::shared_ptr<const Dataset>, std::shared_ptr<const Dataset>> randomSplit(

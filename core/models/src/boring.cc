@@ -35,7 +35,7 @@ class BoringModel final : public LightningModule {
 
  private:
   Tensor step(const Batch& batch) {
-    Tensor out = forward(batch.x);
+    Tensor out = forward(batch["x"]);
     return ops::mseLoss(out, Tensor::full(out.device(), out.shape(), 1.0f));
   }
 

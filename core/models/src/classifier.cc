@@ -17,15 +17,15 @@ void Classifier::configureModel(nn::InitContext& ctx, const ModelInput& input) {
 }
 
 Tensor Classifier::trainingStep(const Batch& batch, std::int64_t) {
-  Tensor loss = ops::crossEntropy(forward(batch.x), batch.y, label_smoothing_);
+  Tensor loss = ops::crossEntropy(forward(batch["x"]), batch["y"], label_smoothing_);
   log("train_loss", loss, {.prog_bar = true});
   return loss;
 }
 
 void Classifier::evaluate(const Batch& batch, const char* prefix) {
-  Tensor logits = forward(batch.x);
-  Tensor loss = ops::crossEntropy(logits, batch.y, label_smoothing_);
-  const double acc = static_cast<double>(ops::countCorrect(logits, batch.y)) / static_cast<double>(batch.size());
+  Tensor logits = forward(batch["x"]);
+  Tensor loss = ops::crossEntropy(logits, batch["y"], label_smoothing_);
+  const double acc = static_cast<double>(ops::countCorrect(logits, batch["y"])) / static_cast<double>(batch.size());
   log(std::string(prefix) + "_loss", loss, {.prog_bar = true});
   log(std::string(prefix) + "_acc", acc, {.prog_bar = true});
 }

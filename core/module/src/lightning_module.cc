@@ -5,7 +5,7 @@
 
 namespace hpu::core {
 
-Tensor LightningModule::predictStep(const Batch& batch, std::int64_t) { return forward(batch.x); }
+Prediction LightningModule::predictStep(const Batch& batch, std::int64_t) { return {(*this)(nn::Inputs{batch}), {}}; }
 
 OptimizerConfig LightningModule::configureOptimizers() {
   throw UsageError(typeName() +

@@ -8,9 +8,15 @@ Tensor Module::forward(const Tensor&) {
   throw std::logic_error(typeName() + " has no single-input forward()");
 }
 
-Tensor Module::operator()(const Tensor& x) {
+Tensor Module::forward(const Inputs& inputs) {
+  if (inputs.tensors.empty()) throw std::logic_error(typeName() + ".forward() got no inputs");
+  return forward(inputs.tensors.front().second);
+}
+
+template <class Forward>
+Tensor Module::hooked(Forward forward) {
   if (!hooks_) {
-    Tensor y = forward(x);
+    Tensor y = forward();
     last_output_shape_ = y.shape();
     return y;
   }
@@ -20,9 +26,17 @@ Tensor Module::operator()(const Tensor& x) {
     Module& m;
     ~After() { h.after(m); }
   } after{*hooks_, *this};
-  Tensor y = forward(x);
+  Tensor y = forward();
   last_output_shape_ = y.shape();
   return y;
+}
+
+Tensor Module::operator()(const Tensor& x) {
+  return hooked([&] { return forward(x); });
+}
+
+Tensor Module::operator()(const Inputs& inputs) {
+  return hooked([&] { return forward(inputs); });
 }
 
 void Module::setForwardHooks(const std::shared_ptr<ForwardHooks>& hooks) {

@@ -112,8 +112,8 @@ class TruePrecision final : public PrecisionPlugin {
   std::string precision() const override { return "bf16-true"; }
   DType paramDtype() const override { return DType::kBFloat16; }
   void convertInput(Batch& batch) override {
-    if (!batch.x.defined() || batch.x.dtype() == DType::kBFloat16) return;
-    batch.x = Tensor::fromHost(batch.x.device(), batch.x.shape(), batch.x.values(), DType::kBFloat16);
+    for (auto& [name, t] : batch)
+      if (t.dtype() == DType::kFloat32) t = Tensor::fromHost(t.device(), t.shape(), t.values(), DType::kBFloat16);
   }
 };
 

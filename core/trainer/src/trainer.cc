@@ -95,7 +95,8 @@ void Trainer::setupModel(LightningModule& model, data::DataModule& data, data::S
   for (data::Split s : {data::Split::kTrain, data::Split::kVal, data::Split::kTest, data::Split::kPredict})
     if (!sample) sample = data.dataset(s);
   if (!sample) throw UsageError("the data module provides no data set for this stage");
-  ModelInput input{Shape(std::span<const std::int64_t>(sample->sampleShape())), data.numClasses()};
+  const auto& fields = sample->fields();
+  ModelInput input{Shape(std::span<const std::int64_t>(fields.front().shape)), data.numClasses(), fields};
   precision_->checkDevice(strategy_->device());
   nn::InitContext ctx{strategy_->device(), init_rng_, dropout_rng_, precision_->paramDtype(),
                       strategy_->activationCheckpointsOnHost()};
@@ -107,7 +108,7 @@ void Trainer::setupModel(LightningModule& model, data::DataModule& data, data::S
   model.attachTrainer(metrics_.get(), profiler_.get());
   model_ready_ = true;
   if (options_.enable_model_summary && stage == data::Stage::kFit) {
-    recordOutputShapes(*sample);
+    recordOutputShapes(sample);
     if (isGlobalZero()) printModelSummary();
   }
 }
@@ -115,22 +116,21 @@ void Trainer::setupModel(LightningModule& model, data::DataModule& data, data::S
 // One sample through the model, outside the lazy graph and autograd, so the
 // summary can show every layer's output shape before training starts. Every
 // rank runs it (a sharded model gathers its parameters collectively).
-void Trainer::recordOutputShapes(const data::Dataset& dataset) {
-  if (dataset.size() == 0) return;
-  std::vector<std::int64_t> shape{1};
-  for (std::int64_t d : dataset.sampleShape()) shape.push_back(d);
-  std::vector<float> x(static_cast<std::size_t>(dataset.sampleNumel()));
-  std::vector<std::int64_t> y(1);
-  const std::int64_t first = 0;
-  dataset.fetch({&first, 1}, x.data(), dataset.hasLabels() ? y.data() : nullptr);
-  Batch batch{Tensor::fromHost(strategy_->device(), Shape(std::span<const std::int64_t>(shape)), x), Tensor()};
-  precision_->convertInput(batch);
+void Trainer::recordOutputShapes(std::shared_ptr<const data::Dataset> dataset) {
+  if (dataset->size() == 0) return;
+  data::DataLoader one(std::move(dataset), data::LoaderOptions{.batch_size = 1});
+  one.startEpoch(0);
+  Batch batch;
+  {
+    ops::GraphRecordingPause no_graph;
+    batch = toDevice(*one.next());
+  }
   ops::GraphRecordingPause no_graph;
   autograd::TapeScope no_grad(nullptr);
   GatheredParameters gathered(*strategy_, *params_, Strategy::GatherScope::kStep);
   auto autocast = precision_->forwardContext();
   model_->eval();
-  (*model_)(batch.x);
+  (*model_)(nn::Inputs{batch});
   model_->train();
 }
 
@@ -170,14 +170,21 @@ std::unique_ptr<data::DataLoader> Trainer::makeLoader(data::DataModule& data, da
 
 Batch Trainer::toDevice(const data::HostBatch& hb) {
   device::Device& dev = strategy_->device();
-  const Shape shape(std::span<const std::int64_t>(hb.shape));
-  const std::int64_t labels[] = {hb.size()};
-  const device::OperandInfo operands[] = {{shape.dims(), DType::kFloat32}, {labels, DType::kInt64}};
   Batch b;
-  {
-    const ops::OpRecord op_record(dev, "h2d", std::span(operands, hb.y.empty() ? 1 : 2));
-    b.x = Tensor::fromHost(dev, shape, hb.x);
-    if (!hb.y.empty()) b.y = Tensor::fromHost(dev, {hb.size()}, hb.y);
+  // One h2d record per (up to) four fields: the copies of one batch.
+  constexpr std::size_t kPerRecord = 4;
+  for (std::size_t first = 0; first < hb.tensors.size(); first += kPerRecord) {
+    const std::size_t last = std::min(first + kPerRecord, hb.tensors.size());
+    std::vector<Shape> shapes;
+    std::vector<device::OperandInfo> operands;
+    for (std::size_t i = first; i < last; ++i) shapes.emplace_back(std::span<const std::int64_t>(hb.tensors[i].shape));
+    for (std::size_t i = first; i < last; ++i) operands.push_back({shapes[i - first].dims(), hb.tensors[i].field.dtype});
+    const ops::OpRecord op_record(dev, "h2d", operands);
+    for (std::size_t i = first; i < last; ++i) {
+      const data::HostTensor& t = hb.tensors[i];
+      b.set(t.field.name, t.field.dtype == DType::kInt64 ? Tensor::fromHost(dev, shapes[i - first], t.ints)
+                                                         : Tensor::fromHost(dev, shapes[i - first], t.floats));
+    }
   }
   precision_->convertInput(b);
   return b;
@@ -491,8 +498,8 @@ std::map<std::string, double> Trainer::test(LightningModule& model, data::DataMo
   return out;
 }
 
-std::vector<std::vector<float>> Trainer::predict(LightningModule& model, data::DataModule& data,
-                                                 const std::string& ckpt_path) {
+std::vector<Prediction> Trainer::predict(LightningModule& model, data::DataModule& data,
+                                         const std::string& ckpt_path) {
   ProfiledStage profiled(*profiler_, *strategy_, profilerContext("predict"));
   auto loader = setupEvaluation(model, data, ckpt_path, data::Stage::kPredict, data::Split::kPredict);
   const std::int64_t n = options_.limit_predict.of(loader->numBatches());
@@ -504,29 +511,25 @@ std::vector<std::vector<float>> Trainer::predict(LightningModule& model, data::D
   GatheredParameters gathered(*strategy_, *params_, Strategy::GatherScope::kStep);
   callbacks([&](Callback& c) { c.onPredictStart(*this); });
   loader->startEpoch(0);
-  std::vector<std::vector<float>> rows;
+  std::vector<Prediction> outputs;
   for (std::int64_t batch_idx = 0; batch_idx < n; ++batch_idx) {
     auto hb = loader->next();
     if (!hb) break;
     Batch batch = toDevice(*hb);
     callbacks([&](Callback& c) { c.onPredictBatchStart(*this, batch_idx); });
-    Tensor out;
     {
       auto autocast = precision_->forwardContext();
       auto s = profiler_->profile("predict_step");
-      out = model.predictStep(batch, batch_idx);
+      outputs.push_back(model.predictStep(batch, batch_idx));
     }
     strategy_->device().graph().markStep();
-    const std::int64_t width = out.numel() / std::max<std::int64_t>(1, out.size(0));
-    const float* p = out.data();
-    for (std::int64_t r = 0; r < out.size(0); ++r) rows.emplace_back(p + r * width, p + (r + 1) * width);
-    callbacks([&](Callback& c) { c.onPredictBatchEnd(*this, batch_idx); });
+    callbacks([&](Callback& c) { c.onPredictBatchEnd(*this, outputs.back(), batch_idx); });
   }
   callbacks([&](Callback& c) { c.onPredictEnd(*this); });
   loop_scope.reset();
   endStage();
   profiled.finish();
-  return rows;
+  return outputs;
 }
 
 // ---------------------------------------------------------------- reporting

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "hpu/core/data/datamodule.h"
+#include "hpu/core/module/lightning_module.h"
 
 namespace hpu::core {
 
@@ -38,7 +39,8 @@ class Callback {
   virtual void onPredictStart(Trainer&) {}
   virtual void onPredictEnd(Trainer&) {}
   virtual void onPredictBatchStart(Trainer&, std::int64_t batch_idx) {}
-  virtual void onPredictBatchEnd(Trainer&, std::int64_t batch_idx) {}
+  // `outputs`: what predictStep returned for the batch.
+  virtual void onPredictBatchEnd(Trainer&, const Prediction& outputs, std::int64_t batch_idx) {}
 
   // State carried in checkpoints, as JSON text ("" for none).
   virtual std::string stateJson() const { return ""; }

@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -23,13 +24,22 @@
 
 namespace hpu::core::data {
 
-// A batch in host memory: features [size, sample shape...] and labels [size].
-struct HostBatch {
+// One field of a batch in host memory: [size, sample shape...] elements in
+// `floats` (float32 fields) or `ints` (int64 fields).
+struct HostTensor {
+  Field field;                      // the data set's field (its sample shape)
   std::vector<std::int64_t> shape;  // {size, sample dims...}
-  std::vector<float> x;
-  std::vector<std::int64_t> y;      // empty when the data set has no labels
-  std::int64_t index = 0;           // position in the epoch
-  std::int64_t size() const { return shape.empty() ? 0 : shape[0]; }
+  std::vector<float> floats;
+  std::vector<std::int64_t> ints;
+};
+
+// A batch in host memory: every field of the data set, in its order.
+struct HostBatch {
+  std::vector<HostTensor> tensors;
+  std::int64_t index = 0;  // position in the epoch
+  std::int64_t size() const { return tensors.empty() ? 0 : tensors.front().shape[0]; }
+  // REQUIRES: the data set has a field `name`.
+  const HostTensor& operator[](std::string_view name) const;
 };
 
 struct LoaderOptions {

@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 
+#include "hpu/core/data/dataset.h"
 #include "hpu/core/nn/module.h"
 #include "hpu/core/optim/lr_scheduler.h"
 #include "hpu/core/optim/optimizer.h"
@@ -23,18 +24,34 @@ namespace hpu::core {
 
 class Profiler;
 
-// A batch on the device: features [N, ...] and int64 labels [N] (undefined
-// when the data has none).
-struct Batch {
-  Tensor x;
-  Tensor y;
-  std::int64_t size() const { return x.size(0); }
+// A batch on the device: the data set's fields by name, each [N, ...] in
+// its dtype (classification data: float features "x" and int64 labels "y";
+// text: int64 "input_ids" and "labels").
+class Batch : public TensorDict {
+ public:
+  using TensorDict::TensorDict;
+  // N, the leading dimension of the first field.
+  std::int64_t size() const { return front().second.size(0); }
 };
 
 // What the data tells a model about its inputs.
 struct ModelInput {
-  Shape sample_shape;           // one sample's features: {1, 28, 28}
-  std::int64_t num_classes = 0; // 0 when the data is not labelled
+  Shape sample_shape;               // of the first field: {1, 28, 28} (classification features)
+  std::int64_t num_classes = 0;     // 0 when the data is not labelled
+  std::vector<data::Field> fields;  // of one sample, as the data set declares them
+};
+
+// What predict_step returns for a batch, one entry per sample: numeric
+// outputs (a classifier's logits), or generated text.
+struct Prediction {
+  Tensor rows;  // [N, ...]: row i is sample i's output (undefined for text)
+  struct Text {
+    std::string prompt;
+    std::string completion;
+    std::vector<std::int64_t> token_ids;  // of the completion
+  };
+  std::vector<Text> texts;
+  std::int64_t size() const { return rows.defined() ? rows.size(0) : static_cast<std::int64_t>(texts.size()); }
 };
 
 struct OptimizerConfig {
@@ -62,14 +79,13 @@ class LightningModule : public nn::Module {
  public:
   // Builds the network on ctx.device for inputs described by `input`.
   virtual void configureModel(nn::InitContext& ctx, const ModelInput& input) = 0;
-  Tensor forward(const Tensor& x) override = 0;
 
   // Returns the loss to minimise.
   virtual Tensor trainingStep(const Batch& batch, std::int64_t batch_idx) = 0;
   virtual void validationStep(const Batch& batch, std::int64_t batch_idx) {}
   virtual void testStep(const Batch& batch, std::int64_t batch_idx) {}
-  // Default: forward(batch.x).
-  virtual Tensor predictStep(const Batch& batch, std::int64_t batch_idx);
+  // Default: the rows of forward() on the batch.
+  virtual Prediction predictStep(const Batch& batch, std::int64_t batch_idx);
   // The optimizer (and scheduler) used when the config names none.
   virtual OptimizerConfig configureOptimizers();
 

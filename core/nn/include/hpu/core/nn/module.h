@@ -11,6 +11,7 @@
 
 #include "hpu/core/base/random.h"
 #include "hpu/core/tensor/tensor.h"
+#include "hpu/core/tensor/tensor_dict.h"
 
 namespace hpu::core::nn {
 
@@ -32,6 +33,15 @@ struct NamedTensor {
 };
 
 class Module;
+class KVCache;
+
+// The inputs of a forward call with several: named tensors (input_ids,
+// attention_mask, position_ids, ...) and, while generating, the decoder's
+// key/value cache (kv_cache.h; null otherwise).
+struct Inputs {
+  TensorDict tensors;
+  KVCache* kv_cache = nullptr;
+};
 
 // Called around a module's forward through operator() (ZeRO-3 gathers the
 // module's parameters before and releases them after).
@@ -48,11 +58,16 @@ class Module {
 
   // The type shown in model summaries ("Linear").
   virtual std::string typeName() const = 0;
-  // Single-input forward, used by Sequential and the C++ API's operator().
+  // One input (the layers a Sequential chains).
   virtual Tensor forward(const Tensor& x);
-  // Runs forward() (between the forward hooks, if any) and remembers the
-  // output shape for the model summary.
+  // Several named inputs (a batch, attention masks, positions, a KV cache).
+  // Default: forward() of the first tensor, as a Lightning model's forward
+  // gets batch[0].
+  virtual Tensor forward(const Inputs& inputs);
+  // Run forward() between the forward hooks, if any, and remember the output
+  // shape for the model summary.
   Tensor operator()(const Tensor& x);
+  Tensor operator()(const Inputs& inputs);
   // Installs `hooks` on this module and its descendants (nullptr removes).
   void setForwardHooks(const std::shared_ptr<ForwardHooks>& hooks);
   // The parameters registered on this module itself (not its children).
@@ -87,6 +102,8 @@ class Module {
   virtual std::string describe() const { return ""; }
 
  private:
+  template <class Forward>
+  Tensor hooked(Forward forward);
   void collect(const std::string& prefix, bool params, std::vector<NamedTensor>& out) const;
 
   std::vector<NamedTensor> params_;

@@ -35,7 +35,7 @@ class PrecisionPlugin {
   virtual DType paramDtype() const { return DType::kFloat32; }
   // Rewrites the model's modules once it is built (fp8 layers).
   virtual void convertModule(LightningModule&) {}
-  // Converts a batch's features on the device (bf16-true: to bf16).
+  // Converts a batch's floating fields on the device (bf16-true: to bf16).
   virtual void convertInput(Batch&) {}
   // Installs the autocast policy for forward until the handle is destroyed.
   virtual std::shared_ptr<void> forwardContext() { return nullptr; }

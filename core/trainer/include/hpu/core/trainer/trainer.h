@@ -58,8 +58,9 @@ class Trainer {
   // Returns the logged metrics of the stage (val_*/test_*).
   std::map<std::string, double> validate(LightningModule& model, data::DataModule& data, const std::string& ckpt_path);
   std::map<std::string, double> test(LightningModule& model, data::DataModule& data, const std::string& ckpt_path);
-  // Returns one row of outputs per sample.
-  std::vector<std::vector<float>> predict(LightningModule& model, data::DataModule& data, const std::string& ckpt_path);
+  // Returns what predictStep returned for each batch (callbacks such as
+  // BasePredictionWriter write them).
+  std::vector<Prediction> predict(LightningModule& model, data::DataModule& data, const std::string& ckpt_path);
 
   // --- state for callbacks ---
   const TrainerOptions& options() const { return options_; }
@@ -119,7 +120,7 @@ class Trainer {
   void clipGradients(const optim::GradientView& grads);
   std::map<std::string, double> evaluationLoop(data::Split split, std::int64_t max_batches, bool sanity);
   bool timeUp() const;
-  void recordOutputShapes(const data::Dataset& dataset);
+  void recordOutputShapes(std::shared_ptr<const data::Dataset> dataset);
   void printModelSummary();
   void printResults(const std::map<std::string, double>& metrics, const char* stage) const;
 
