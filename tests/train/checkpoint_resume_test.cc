@@ -235,3 +235,49 @@ TEST_F(CheckpointFileTest, SavingReplacesFilesByRenameAndResumesTheCallbackState
 
 }  // namespace
 }  // namespace hpu::cli::testing
+
+namespace hpu::cli::testing {
+namespace {
+
+// fixtures/boring_format1.ckpt: written by hpu-train at bc0e7d5 (format 1, before core/
+// was split into layers) with
+//   hpu-train fit --model BoringModel --data RandomDataModule --trainer.max_epochs=2
+//     --seed_everything=7 --trainer.callbacks+=ModelCheckpoint --trainer.callbacks.save_last=true
+// (last.ckpt). Checkpoints of earlier builds must keep loading and resuming.
+class EarlierFormatTest : public HpuTrainTest {
+ protected:
+  std::vector<std::string> boring(const std::string& subcommand, const std::string& max_epochs) const {
+    return {subcommand, "--model", "BoringModel", "--data", "RandomDataModule", "--seed_everything=7",
+            "--trainer.max_epochs=" + max_epochs, "--trainer.enable_progress_bar=false",
+            "--trainer.callbacks+=ModelCheckpoint", "--trainer.callbacks.save_last=true"};
+  }
+  static std::string fixture() { return std::string(HPU_SOURCE_DIR) + "/tests/train/fixtures/boring_format1.ckpt"; }
+};
+
+TEST_F(EarlierFormatTest, ACheckpointOfAnEarlierBuildEvaluatesAndResumesToTheUninterruptedRunsBits) {
+  std::vector<std::string> validate{"validate", "--model", "BoringModel", "--data", "RandomDataModule",
+                                    "--seed_everything=7", "--trainer.enable_progress_bar=false", "--trainer.logger=false",
+                                    "--ckpt_path", fixture()};
+  const RunResult v = run(validate);
+  ASSERT_EQ(v.exit_code, 0) << v.describe();
+  EXPECT_THAT(v.out, ::testing::HasSubstr("val_loss                  0.2063029657")) << v.out;
+
+  std::vector<std::string> resumed = boring("fit", "4");
+  resumed.insert(resumed.end(), {"--ckpt_path", fixture()});
+  RunResult r = run(resumed);
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  r = run(boring("fit", "4"));
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  Checkpoint from_fixture = readCheckpoint(dir() / "lightning_logs/version_0/checkpoints/last.ckpt");
+  Checkpoint uninterrupted = readCheckpoint(dir() / "lightning_logs/version_1/checkpoints/last.ckpt");
+  for (const char* key : {"epoch", "global_step", "batches_done", "optimizer"})
+    EXPECT_EQ(from_fixture.meta(key), uninterrupted.meta(key)) << key;
+  EXPECT_EQ(from_fixture.meta("global_step"), "16");
+  from_fixture.metadata.clear();
+  uninterrupted.metadata.clear();
+  EXPECT_TRUE(core::checkpoint::encodeSafetensors(from_fixture) == core::checkpoint::encodeSafetensors(uninterrupted))
+      << "the weights differ";
+}
+
+}  // namespace
+}  // namespace hpu::cli::testing

@@ -1,0 +1,51 @@
+// The batching options every built-in data module takes (batch_size,
+// num_workers, shuffle, drop_last, seed) and the loader options they give.
+#pragma once
+
+#include <vector>
+
+#include "hpu/core/config/params.h"
+#include "hpu/core/config/schema.h"
+#include "hpu/core/data/dataloader.h"
+#include "hpu/core/data/datamodule.h"
+
+namespace hpu::core::data {
+
+// Batching options common to every built-in data module.
+inline std::vector<config::ParamSpec> loaderParams(const char* batch_default) {
+  using config::Type;
+  return {
+      {"batch_size", Type::integer().min(1), batch_default, "Samples per batch (per device in distributed runs)."},
+      {"num_workers", Type::integer().min(0), "0", "Background threads assembling batches ahead of the step."},
+      {"shuffle", Type::boolean(), "true", "Shuffle the training set every epoch (seeded)."},
+      {"drop_last", Type::boolean(), "false", "Drop the last incomplete training batch (keeps shapes static)."},
+      {"seed", Type::integer().min(0), "42", "Seed of the validation split and of the shuffling order."},
+  };
+}
+
+struct Batching {
+  std::int64_t batch_size;
+  int num_workers;
+  bool shuffle;
+  bool drop_last;
+  std::uint64_t seed;
+
+  explicit Batching(const config::Params& p)
+      : batch_size(p.getInt("batch_size")),
+        num_workers(static_cast<int>(p.getInt("num_workers"))),
+        shuffle(p.getBool("shuffle")),
+        drop_last(p.getBool("drop_last")),
+        seed(static_cast<std::uint64_t>(p.getInt("seed"))) {}
+
+  LoaderOptions options(Split split) const {
+    LoaderOptions o;
+    o.batch_size = batch_size;
+    o.num_workers = num_workers;
+    o.drop_last = split == Split::kTrain && drop_last;
+    o.sampler.shuffle = split == Split::kTrain && shuffle;
+    o.sampler.seed = seed;
+    return o;
+  }
+};
+
+}  // namespace hpu::core::data

@@ -1,0 +1,61 @@
+// RandomDataModule: seeded Gaussian noise (Lightning's RandomDataset).
+#include <spdlog/fmt/fmt.h>
+
+#include "batching.h"
+#include "hpu/core/base/errors.h"
+#include "hpu/core/config/registry.h"
+
+#include "hpu/core/base/random.h"
+
+namespace hpu::core::data {
+namespace {
+
+using config::ComponentKind;
+using config::ComponentSchema;
+using config::ParamSpec;
+using config::Params;
+using config::Type;
+
+// Gaussian noise samples without labels: Lightning's RandomDataset, the data
+// of BoringModel.
+class RandomDataModule : public DataModule {
+ public:
+  explicit RandomDataModule(const Params& p)
+      : size_(p.getInt("size")), length_(p.getInt("length")), batching_(p) {}
+
+  void setup(Stage) override {
+    if (data_) return;
+    Generator g(batching_.seed, RandomStream::kData);
+    std::vector<float> x(static_cast<std::size_t>(size_ * length_));
+    for (float& v : x) v = g.normal();
+    data_ = std::make_shared<FloatDataset>(std::vector<std::int64_t>{size_}, std::move(x), std::vector<std::int64_t>{});
+  }
+  std::shared_ptr<const Dataset> dataset(Split) const override { return data_; }
+  LoaderOptions loaderOptions(Split split) const override { return batching_.options(split); }
+
+ private:
+  std::int64_t size_, length_;
+  Batching batching_;
+  std::shared_ptr<const Dataset> data_;
+};
+
+std::vector<ParamSpec> randomParams() {
+  std::vector<ParamSpec> p{
+      {"size", Type::integer().min(1), "32", "Features per sample."},
+      {"length", Type::integer().min(1), "64", "Samples in every split."},
+  };
+  auto more = loaderParams("2");
+  p.insert(p.end(), more.begin(), more.end());
+  return p;
+}
+
+HPU_REGISTER_COMPONENT(DataModule,
+                       ComponentSchema{ComponentKind::kDataModule,
+                                       "RandomDataModule",
+                                       {"lightning.pytorch.demos.boring_classes.RandomDataModule"},
+                                       {"RandomDataModule", "", randomParams()},
+                                       "Seeded Gaussian noise (Lightning's RandomDataset), the data of BoringModel."},
+                       [](const Params& p) { return std::make_unique<RandomDataModule>(p); });
+
+}  // namespace
+}  // namespace hpu::core::data
