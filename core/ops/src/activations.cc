@@ -84,8 +84,13 @@ Tensor dropout(const Tensor& x_in, float p, bool training, Generator& rng) {
     if (!gy.defined()) return;
     GradTarget g = gradTarget(x);
     if (g.data != nullptr) {
-      const float* mk = mask->data();
-      for (std::int64_t i = 0; i < n; ++i) g.data[i] = g.accumulate ? g.data[i] + gy.data()[i] * mk[i] : gy.data()[i] * mk[i];
+      const float* __restrict mk = mask->data();
+      const float* __restrict dy = gy.data();
+      float* __restrict dx = g.data;
+      if (g.accumulate)
+        for (std::int64_t i = 0; i < n; ++i) dx[i] += dy[i] * mk[i];
+      else
+        for (std::int64_t i = 0; i < n; ++i) dx[i] = dy[i] * mk[i];
     }
     gradWritten(x);
   });

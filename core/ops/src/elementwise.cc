@@ -19,19 +19,24 @@ Tensor binary(const OpInfo& op, const Tensor& a_in, const Tensor& b_in, F f, DA 
   const OpRecord op_record = record(op, {&a, &b});
   const std::int64_t n = a.numel();
   Tensor y = like(a, a.shape());
-  if (computes(y))
-    for (std::int64_t i = 0; i < n; ++i) y.data()[i] = f(a.data()[i], b.data()[i]);
+  if (computes(y)) {
+    const float *pa = a.data(), *pb = b.data();
+    float* py = y.data();
+    for (std::int64_t i = 0; i < n; ++i) py[i] = f(pa[i], pb[i]);
+  }
   recordBackward(y, {&a, &b}, [a, b, y, n, da, db] {
     Tensor gy = y.grad();
     if (!gy.defined()) return;
     auto grad = [&](const Tensor& t, auto coef) {
       if (!t.requiresGrad()) return;
       GradTarget g = gradTarget(t);
-      if (g.data != nullptr)
+      if (g.data != nullptr) {
+        const float *dy = gy.data(), *pa = a.data(), *pb = b.data();
         for (std::int64_t i = 0; i < n; ++i) {
-          const float d = gy.data()[i] * coef(a.data()[i], b.data()[i]);
+          const float d = dy[i] * coef(pa[i], pb[i]);
           g.data[i] = g.accumulate ? g.data[i] + d : d;
         }
+      }
       gradWritten(t);
     };
     grad(a, da);
@@ -64,8 +69,11 @@ Tensor scale(const Tensor& a_in, float s) {
   const Tensor a = castTo(a_in, computeDtype(op::kScale, {&a_in}));
   const OpRecord op_record = record(op::kScale, {&a});
   Tensor y = like(a, a.shape());
-  if (computes(y))
-    for (std::int64_t i = 0; i < a.numel(); ++i) y.data()[i] = a.data()[i] * s;
+  if (computes(y)) {
+    const float* pa = a.data();
+    float* py = y.data();
+    for (std::int64_t i = 0; i < a.numel(); ++i) py[i] = pa[i] * s;
+  }
   recordBackward(y, {&a}, [a, y, s] {
     if (Tensor gy = y.grad(); gy.defined()) accumulateScaledGrad(a, gy.data(), s);
   });

@@ -29,10 +29,10 @@ Tensor embedding(const Tensor& indices, const Tensor& w_in) {
     GradTarget g = gradTarget(w);
     if (g.data != nullptr) {
       if (!g.accumulate) std::fill(g.data, g.data + w.numel(), 0.0f);
-      for (std::int64_t i = 0; i < n; ++i) {
-        const std::int64_t row = indices.labels()[i];
-        for (std::int64_t j = 0; j < dim; ++j) g.data[row * dim + j] += gy.data()[i * dim + j];
-      }
+      const std::int64_t* rows = indices.labels();
+      const float* dy = gy.data();
+      for (std::int64_t i = 0; i < n; ++i)
+        for (std::int64_t j = 0; j < dim; ++j) g.data[rows[i] * dim + j] += dy[i * dim + j];
     }
     gradWritten(w);
   });

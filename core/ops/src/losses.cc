@@ -59,8 +59,9 @@ Tensor mseLoss(const Tensor& p_in, const Tensor& t_in) {
       GradTarget g = gradTarget(t);
       if (g.data != nullptr) {
         const float scale = 2.0f * gl.item() / static_cast<float>(n);
+        const float *p = prediction.data(), *q = target.data();
         for (std::int64_t i = 0; i < n; ++i) {
-          const float d = sign * scale * (prediction.data()[i] - target.data()[i]);
+          const float d = sign * scale * (p[i] - q[i]);
           g.data[i] = g.accumulate ? g.data[i] + d : d;
         }
       }

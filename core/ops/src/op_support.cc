@@ -101,8 +101,13 @@ void accumulateGrad(const Tensor& t, const float* src) {
 
 void accumulateScaledGrad(const Tensor& t, const float* src, float scale) {
   GradTarget g = gradTarget(t);
-  if (g.data != nullptr)
-    for (std::int64_t i = 0; i < t.numel(); ++i) g.data[i] = g.accumulate ? g.data[i] + src[i] * scale : src[i] * scale;
+  if (g.data != nullptr) {
+    const std::int64_t n = t.numel();
+    if (g.accumulate)
+      for (std::int64_t i = 0; i < n; ++i) g.data[i] += src[i] * scale;
+    else
+      for (std::int64_t i = 0; i < n; ++i) g.data[i] = src[i] * scale;
+  }
   gradWritten(t);
 }
 
