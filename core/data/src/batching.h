@@ -5,13 +5,14 @@
 #include <vector>
 
 #include "hpu/core/config/params.h"
+#include "hpu/core/config/registry.h"
 #include "hpu/core/config/schema.h"
 #include "hpu/core/data/dataloader.h"
 #include "hpu/core/data/datamodule.h"
 
 namespace hpu::core::data {
 
-// Batching options common to every built-in data module.
+// The batching options of every built-in data module.
 inline std::vector<config::ParamSpec> loaderParams(const char* batch_default) {
   using config::Type;
   return {
@@ -47,5 +48,15 @@ struct Batching {
     return o;
   }
 };
+
+// The schema of a data module: its own `params`, then the batching options
+// (batch_size defaulting to `batch_default`).
+inline config::ComponentSchema dataModuleSchema(const char* name, std::vector<std::string> aliases,
+                                                std::vector<config::ParamSpec> params, const char* batch_default,
+                                                const char* doc) {
+  for (config::ParamSpec& spec : loaderParams(batch_default)) params.push_back(std::move(spec));
+  return config::ComponentSchema{config::ComponentKind::kDataModule, name, std::move(aliases),
+                                 {name, "", std::move(params)}, doc};
+}
 
 }  // namespace hpu::core::data

@@ -14,9 +14,6 @@
 namespace hpu::core::data {
 namespace {
 
-using config::ComponentKind;
-using config::ComponentSchema;
-using config::ParamSpec;
 using config::Params;
 using config::Type;
 
@@ -206,30 +203,21 @@ class CSVDataModule : public DataModule {
   std::shared_ptr<const Dataset> train_, val_, test_, predict_;
 };
 
-std::vector<ParamSpec> csvParams() {
-  std::vector<ParamSpec> p{
-      {"train_file", Type::optional(Type::string()), "null", "CSV of training samples (also split for validation)."},
-      {"val_file", Type::optional(Type::string()), "null", "CSV of validation samples (default: carved from train)."},
-      {"test_file", Type::optional(Type::string()), "null", "CSV of test samples."},
-      {"predict_file", Type::optional(Type::string()), "null", "CSV to predict on (default: test_file); labels optional."},
-      {"label_column", Type::string(), "label", "Header name of the integer class column (without header: the last)."},
-      {"header", Type::boolean(), "true", "The first line names the columns."},
-      {"delimiter", Type::string(), "','", "Field separator."},
-      {"val_split", Type::real().min(0.0).max(1.0, true), "0.1", "Fraction of train held out when val_file is unset."},
-      {"standardize", Type::boolean(), "true", "Scale features to zero mean, unit variance (training statistics)."},
-  };
-  auto more = loaderParams("32");
-  p.insert(p.end(), more.begin(), more.end());
-  return p;
-}
-
-HPU_REGISTER_COMPONENT(DataModule,
-                       ComponentSchema{ComponentKind::kDataModule,
-                                       "CSVDataModule",
-                                       {},
-                                       {"CSVDataModule", "", csvParams()},
-                                       "Numeric features and an integer class column from CSV files."},
-                       [](const Params& p) { return std::make_unique<CSVDataModule>(p); });
+HPU_REGISTER_COMPONENT(
+    DataModule,
+    dataModuleSchema(
+        "CSVDataModule", {},
+        {{"train_file", Type::optional(Type::string()), "null", "CSV of training samples (also split for validation)."},
+         {"val_file", Type::optional(Type::string()), "null", "CSV of validation samples (default: carved from train)."},
+         {"test_file", Type::optional(Type::string()), "null", "CSV of test samples."},
+         {"predict_file", Type::optional(Type::string()), "null", "CSV to predict on (default: test_file); labels optional."},
+         {"label_column", Type::string(), "label", "Header name of the integer class column (without header: the last)."},
+         {"header", Type::boolean(), "true", "The first line names the columns."},
+         {"delimiter", Type::string(), "','", "Field separator."},
+         {"val_split", Type::real().min(0.0).max(1.0, true), "0.1", "Fraction of train held out when val_file is unset."},
+         {"standardize", Type::boolean(), "true", "Scale features to zero mean, unit variance (training statistics)."}},
+        "32", "Numeric features and an integer class column from CSV files."),
+    [](const Params& p) { return std::make_unique<CSVDataModule>(p); });
 
 }  // namespace
 }  // namespace hpu::core::data

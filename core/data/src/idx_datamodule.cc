@@ -14,8 +14,6 @@
 namespace hpu::core::data {
 namespace {
 
-using config::ComponentKind;
-using config::ComponentSchema;
 using config::ParamSpec;
 using config::Params;
 using config::Type;
@@ -101,33 +99,24 @@ class IdxDataModule : public DataModule {
 };
 
 std::vector<ParamSpec> idxParams(const char* data_dir) {
-  std::vector<ParamSpec> p{
-      {"data_dir", Type::string(), data_dir, "Directory holding the IDX files (gzipped or not)."},
-      {"val_split", Type::anyOf({Type::integer().min(0), Type::real().min(0.0).max(1.0, true)}), "5000",
-       "Training samples held out for validation: a count (int) or a fraction (float)."},
-  };
-  auto more = loaderParams("64");
-  p.insert(p.end(), more.begin(), more.end());
-  return p;
+  return {{"data_dir", Type::string(), data_dir, "Directory holding the IDX files (gzipped or not)."},
+          {"val_split", Type::anyOf({Type::integer().min(0), Type::real().min(0.0).max(1.0, true)}), "5000",
+           "Training samples held out for validation: a count (int) or a fraction (float)."}};
 }
 
 HPU_REGISTER_COMPONENT(DataModule,
-                       ComponentSchema{ComponentKind::kDataModule,
-                                       "FashionMNISTDataModule",
-                                       {"pl_bolts.datamodules.FashionMNISTDataModule"},
-                                       {"FashionMNISTDataModule", "", idxParams("/usr/share/datasets/fashion-mnist")},
-                                       "Fashion-MNIST: 28x28 grey images of 10 clothing classes, 60k train / 10k test."},
+                       dataModuleSchema("FashionMNISTDataModule", {"pl_bolts.datamodules.FashionMNISTDataModule"},
+                                        idxParams("/usr/share/datasets/fashion-mnist"), "64",
+                                        "Fashion-MNIST: 28x28 grey images of 10 clothing classes, 60k train / 10k test."),
                        [](const Params& p) {
                          // Per-pixel mean and std of the Fashion-MNIST training set.
                          return std::make_unique<IdxDataModule>("Fashion-MNIST", p, 0.2860f, 0.3530f);
                        });
 
 HPU_REGISTER_COMPONENT(DataModule,
-                       ComponentSchema{ComponentKind::kDataModule,
-                                       "MNISTDataModule",
-                                       {"pl_bolts.datamodules.MNISTDataModule"},
-                                       {"MNISTDataModule", "", idxParams("/usr/share/datasets/mnist")},
-                                       "MNIST: 28x28 grey images of handwritten digits, 60k train / 10k test."},
+                       dataModuleSchema("MNISTDataModule", {"pl_bolts.datamodules.MNISTDataModule"},
+                                        idxParams("/usr/share/datasets/mnist"), "64",
+                                        "MNIST: 28x28 grey images of handwritten digits, 60k train / 10k test."),
                        [](const Params& p) { return std::make_unique<IdxDataModule>("MNIST", p, 0.1307f, 0.3081f); });
 
 

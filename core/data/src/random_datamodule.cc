@@ -1,18 +1,10 @@
 // RandomDataModule: seeded Gaussian noise (Lightning's RandomDataset).
-#include <spdlog/fmt/fmt.h>
-
 #include "batching.h"
-#include "hpu/core/base/errors.h"
-#include "hpu/core/config/registry.h"
-
 #include "hpu/core/base/random.h"
 
 namespace hpu::core::data {
 namespace {
 
-using config::ComponentKind;
-using config::ComponentSchema;
-using config::ParamSpec;
 using config::Params;
 using config::Type;
 
@@ -39,22 +31,11 @@ class RandomDataModule : public DataModule {
   std::shared_ptr<const Dataset> data_;
 };
 
-std::vector<ParamSpec> randomParams() {
-  std::vector<ParamSpec> p{
-      {"size", Type::integer().min(1), "32", "Features per sample."},
-      {"length", Type::integer().min(1), "64", "Samples in every split."},
-  };
-  auto more = loaderParams("2");
-  p.insert(p.end(), more.begin(), more.end());
-  return p;
-}
-
 HPU_REGISTER_COMPONENT(DataModule,
-                       ComponentSchema{ComponentKind::kDataModule,
-                                       "RandomDataModule",
-                                       {"lightning.pytorch.demos.boring_classes.RandomDataModule"},
-                                       {"RandomDataModule", "", randomParams()},
-                                       "Seeded Gaussian noise (Lightning's RandomDataset), the data of BoringModel."},
+                       dataModuleSchema("RandomDataModule", {"lightning.pytorch.demos.boring_classes.RandomDataModule"},
+                                        {{"size", Type::integer().min(1), "32", "Features per sample."},
+                                         {"length", Type::integer().min(1), "64", "Samples in every split."}},
+                                        "2", "Seeded Gaussian noise (Lightning's RandomDataset), the data of BoringModel."),
                        [](const Params& p) { return std::make_unique<RandomDataModule>(p); });
 
 }  // namespace

@@ -16,6 +16,15 @@ Type positive() { return Type::real().min(0.0, true); }
 Type nonNegative() { return Type::real().min(0.0); }
 Type unit() { return Type::real().min(0.0).max(1.0, true); }
 
+// A torch.optim.lr_scheduler class.
+ComponentSchema schedulerSchema(const char* name, std::vector<config::ParamSpec> params, const char* doc) {
+  return ComponentSchema{ComponentKind::kLRScheduler,
+                         name,
+                         {std::string("torch.optim.lr_scheduler.") + name},
+                         {name, "", std::move(params)},
+                         doc};
+}
+
 HPU_REGISTER_COMPONENT(Optimizer,
                        ComponentSchema{ComponentKind::kOptimizer,
                                        "SGD",
@@ -71,36 +80,24 @@ HPU_REGISTER_COMPONENT(Optimizer,
                        [](const Params& p) { return makeAdamW(adamOptions(p)); });
 
 HPU_REGISTER_COMPONENT(LRScheduler,
-                       ComponentSchema{ComponentKind::kLRScheduler,
-                                       "StepLR",
-                                       {"torch.optim.lr_scheduler.StepLR"},
-                                       {"StepLR",
-                                        "",
-                                        {{"step_size", Type::integer().min(1), "1", "Epochs between decays."},
-                                         {"gamma", positive(), "0.1", "Multiplicative decay factor."}}},
-                       "Decays the lr by gamma every step_size epochs."},
+                       schedulerSchema("StepLR",
+                                       {{"step_size", Type::integer().min(1), "1", "Epochs between decays."},
+                                        {"gamma", positive(), "0.1", "Multiplicative decay factor."}},
+                                       "Decays the lr by gamma every step_size epochs."),
                        [](const Params& p) { return makeStepLR(p.getInt("step_size"), p.getFloat("gamma")); });
 
 HPU_REGISTER_COMPONENT(LRScheduler,
-                       ComponentSchema{ComponentKind::kLRScheduler,
-                                       "MultiStepLR",
-                                       {"torch.optim.lr_scheduler.MultiStepLR"},
-                                       {"MultiStepLR",
-                                        "",
-                                        {{"milestones", Type::list(Type::integer().min(1)), "[]", "Epochs at which to decay."},
-                                         {"gamma", positive(), "0.1", "Multiplicative decay factor."}}},
-                                       "Decays the lr by gamma at each milestone epoch."},
+                       schedulerSchema("MultiStepLR",
+                                       {{"milestones", Type::list(Type::integer().min(1)), "[]", "Epochs at which to decay."},
+                                        {"gamma", positive(), "0.1", "Multiplicative decay factor."}},
+                                       "Decays the lr by gamma at each milestone epoch."),
                        [](const Params& p) { return makeMultiStepLR(p.getIntList("milestones"), p.getFloat("gamma")); });
 
 HPU_REGISTER_COMPONENT(LRScheduler,
-                       ComponentSchema{ComponentKind::kLRScheduler,
-                                       "CosineAnnealingLR",
-                                       {"torch.optim.lr_scheduler.CosineAnnealingLR"},
-                                       {"CosineAnnealingLR",
-                                        "",
-                                        {{"T_max", Type::integer().min(1), "10", "Epochs of a half cosine period."},
-                                         {"eta_min", nonNegative(), "0.0", "Minimum lr."}}},
-                                       "Cosine annealing of the lr over T_max epochs."},
+                       schedulerSchema("CosineAnnealingLR",
+                                       {{"T_max", Type::integer().min(1), "10", "Epochs of a half cosine period."},
+                                        {"eta_min", nonNegative(), "0.0", "Minimum lr."}},
+                                       "Cosine annealing of the lr over T_max epochs."),
                        [](const Params& p) { return makeCosineAnnealingLR(p.getInt("T_max"), p.getFloat("eta_min")); });
 
 HPU_REGISTER_COMPONENT(

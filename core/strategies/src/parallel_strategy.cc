@@ -92,40 +92,6 @@ HPU_REGISTER_COMPONENT(
                                   p.has("cluster_environment") ? p.getString("cluster_environment") : "");
     });
 
-// Cluster environments named in trainer.plugins force that environment.
-struct ClusterEnvironmentChoice {};
-config::ComponentSchema environmentSchema(const char* name, std::vector<std::string> aliases, const char* doc) {
-  return config::ComponentSchema{config::ComponentKind::kClusterEnvironment, name, std::move(aliases), {name, "", {}}, doc};
-}
-HPU_REGISTER_COMPONENT(ClusterEnvironmentChoice,
-                       environmentSchema("LightningEnvironment",
-                                         {"lightning.pytorch.plugins.environments.LightningEnvironment",
-                                          "pytorch_lightning.plugins.environments.LightningEnvironment",
-                                          "lightning.fabric.plugins.environments.LightningEnvironment"},
-                                         "MASTER_ADDR, MASTER_PORT, NODE_RANK (GROUP_RANK), WORLD_SIZE, LOCAL_RANK."),
-                       [](const config::Params&) { return std::make_unique<ClusterEnvironmentChoice>(); });
-HPU_REGISTER_COMPONENT(ClusterEnvironmentChoice,
-                       environmentSchema("SLURMEnvironment",
-                                         {"lightning.pytorch.plugins.environments.SLURMEnvironment",
-                                          "pytorch_lightning.plugins.environments.SLURMEnvironment",
-                                          "lightning.fabric.plugins.environments.SLURMEnvironment"},
-                                         "srun: SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NODEID, SLURM_JOB_NODELIST."),
-                       [](const config::Params&) { return std::make_unique<ClusterEnvironmentChoice>(); });
-HPU_REGISTER_COMPONENT(ClusterEnvironmentChoice,
-                       environmentSchema("MPIEnvironment",
-                                         {"lightning.pytorch.plugins.environments.MPIEnvironment",
-                                          "pytorch_lightning.plugins.environments.MPIEnvironment",
-                                          "lightning.fabric.plugins.environments.MPIEnvironment"},
-                                         "mpirun: OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK."),
-                       [](const config::Params&) { return std::make_unique<ClusterEnvironmentChoice>(); });
-HPU_REGISTER_COMPONENT(ClusterEnvironmentChoice,
-                       environmentSchema("TorchElasticEnvironment",
-                                         {"lightning.pytorch.plugins.environments.TorchElasticEnvironment",
-                                          "pytorch_lightning.plugins.environments.TorchElasticEnvironment",
-                                          "lightning.fabric.plugins.environments.TorchElasticEnvironment"},
-                                         "torchrun: RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE."),
-                       [](const config::Params&) { return std::make_unique<ClusterEnvironmentChoice>(); });
-
 }  // namespace
 
 std::unique_ptr<Strategy> makeParallelStrategy(std::int64_t bucket_cap_bytes, const std::string& cluster_environment) {
