@@ -344,3 +344,106 @@ TEST(Gradcheck, SmallNetworkEndToEnd) {
 
 }  // namespace
 }  // namespace hpu::core
+
+// ------------------------------------------------------------------ transformer ops
+
+namespace hpu::core {
+namespace {
+
+TEST(Gradcheck, PermuteTransposeAndHeads) {
+  Generator g(40);
+  checkGradients([](const auto& in) { return ops::permute(in[0], {2, 0, 3, 1}); }, {randomTensor({2, 3, 4, 5}, g)});
+  checkGradients([](const auto& in) { return ops::transpose(in[0], -1, 0); }, {randomTensor({3, 2, 4}, g)});
+  checkGradients([](const auto& in) { return ops::splitHeads(in[0], 3); }, {randomTensor({2, 4, 6}, g)});
+  checkGradients([](const auto& in) { return ops::mergeHeads(in[0]); }, {randomTensor({2, 3, 4, 2}, g)});
+}
+
+TEST(Gradcheck, SiluAndSwiglu) {
+  Generator g(41);
+  checkGradients([](const auto& in) { return ops::silu(in[0]); }, {randomTensor({4, 7}, g, 2.0f)});
+  checkGradients([](const auto& in) { return ops::swiglu(in[0], in[1]); },
+                 {randomTensor({3, 5}, g, 2.0f), randomTensor({3, 5}, g)});
+  // One tensor as gate and up: both gradients add up.
+  checkGradients([](const auto& in) { return ops::swiglu(in[0], in[0]); }, {randomTensor({3, 5}, g, 2.0f)});
+}
+
+TEST(Gradcheck, RmsNorm) {
+  Generator g(42);
+  checkGradients([](const auto& in) { return ops::rmsNorm(in[0], in[1], 1e-5f); },
+                 {randomTensor({2, 3, 8}, g), randomTensor({8}, g)});
+  checkGradients([](const auto& in) { return ops::rmsNorm(in[0], Tensor(), 1e-6f); }, {randomTensor({4, 6}, g)});
+}
+
+TEST(Gradcheck, RotaryEmbedding) {
+  Generator g(43);
+  const Tensor positions = Tensor::fromHost(testDevice(), {5}, std::vector<std::int64_t>{0, 1, 2, 7, 300});
+  checkGradients([&](const auto& in) { return ops::rotaryEmbedding(in[0], positions, 10000.0f); },
+                 {randomTensor({2, 3, 5, 8}, g)});
+  checkGradients([&](const auto& in) { return ops::rotaryEmbedding(in[0], positions, 500000.0f); },
+                 {randomTensor({5, 4}, g)});
+}
+
+TEST(Gradcheck, EmbeddingPaddingRowLearnsNothing) {
+  Generator g(44);
+  const Tensor indices = Tensor::fromHost(testDevice(), {2, 3}, std::vector<std::int64_t>{1, 0, 1, 2, 4, 1});
+  Tensor w = randomTensor({5, 3}, g);
+  w.setRequiresGrad(true);
+  autograd::Tape tape;
+  {
+    autograd::TapeScope scope(&tape);
+    tape.backward(ops::sum(ops::embedding(indices, w, 1)));
+  }
+  const std::vector<float> grad = w.grad().toHost();
+  EXPECT_EQ(std::vector<float>(grad.begin() + 3, grad.begin() + 6), (std::vector<float>{0, 0, 0})) << "padding row 1";
+  EXPECT_EQ(std::vector<float>(grad.begin(), grad.begin() + 3), (std::vector<float>{1, 1, 1}));
+  EXPECT_EQ(std::vector<float>(grad.begin() + 12, grad.end()), (std::vector<float>{1, 1, 1}));
+}
+
+TEST(Gradcheck, CrossEntropyOverTokensWithIgnoredTargets) {
+  Generator g(45);
+  const Tensor labels = Tensor::fromHost(testDevice(), {2, 3}, std::vector<std::int64_t>{0, -100, 4, 3, 3, -100});
+  checkGradients([&](const auto& in) { return ops::crossEntropy(in[0], labels, ops::CrossEntropyOptions{}); },
+                 {randomTensor({2, 3, 5}, g, 2.0f)});
+  checkGradients(
+      [&](const auto& in) { return ops::crossEntropy(in[0], labels, ops::CrossEntropyOptions{.label_smoothing = 0.1f}); },
+      {randomTensor({2, 3, 5}, g, 2.0f)});
+}
+
+// Attention: every variant the models use.
+void checkAttention(const Shape& q, const Shape& kv, const ops::AttentionOptions& o, std::uint64_t seed) {
+  Generator g(seed);
+  checkGradients(
+      [o](const auto& in) {
+        ops::AttentionOptions each = o;
+        Generator rng(99, RandomStream::kDropout);  // the same masks at every evaluation
+        each.rng = &rng;
+        return ops::scaledDotProductAttention(in[0], in[1], in[2], each);
+      },
+      {randomTensor(q, g), randomTensor(kv, g), randomTensor(kv, g)});
+}
+
+TEST(Gradcheck, AttentionCausalFullAndGroupedQuery) {
+  checkAttention({2, 2, 5, 4}, {2, 2, 5, 4}, {.causal = true}, 46);
+  checkAttention({1, 2, 4, 3}, {1, 2, 6, 3}, {.causal = false}, 47);
+  // 4 query heads over 2 key/value heads.
+  checkAttention({2, 4, 5, 4}, {2, 2, 5, 4}, {.causal = true}, 48);
+}
+
+TEST(Gradcheck, AttentionOverMoreKeysThanQueriesAndASlidingWindow) {
+  // 3 queries after 4 earlier keys (a cached prefix): query i sees keys up to 4 + i.
+  checkAttention({1, 2, 3, 4}, {1, 2, 7, 4}, {.causal = true}, 49);
+  checkAttention({1, 2, 6, 4}, {1, 1, 6, 4}, {.causal = true, .sliding_window = 3}, 50);
+}
+
+TEST(Gradcheck, AttentionWithDropout) {
+  checkAttention({1, 2, 5, 4}, {1, 2, 5, 4}, {.causal = true, .dropout_p = 0.3f, .training = true}, 51);
+}
+
+TEST(Gradcheck, AttentionOfOneTensorAsQueryKeyAndValue) {
+  Generator g(52);
+  checkGradients([](const auto& in) { return ops::scaledDotProductAttention(in[0], in[0], in[0], {.causal = true}); },
+                 {randomTensor({1, 2, 4, 3}, g)});
+}
+
+}  // namespace
+}  // namespace hpu::core

@@ -355,7 +355,7 @@ TEST(OpsForward, CrossEntropyMatchesTorchWithAndWithoutLabelSmoothing) {
   EXPECT_EQ(errorOf([&] { ops::crossEntropy(logits, labelsOf({2, 4, 0})); }),
             "cross_entropy: label 4 of sample 1 is outside the 4 classes");
   EXPECT_EQ(errorOf([&] { ops::crossEntropy(logits, labelsOf({2, 0})); }),
-            "cross_entropy: expects logits [N, C] and int64 labels [N], got [3, 4] and [2]");
+            "cross_entropy: expects logits [..., C] and int64 labels [...] (one per row), got [3, 4] and [2]");
 }
 
 TEST(OpsForward, CrossEntropyIsStableForLargeLogits) {

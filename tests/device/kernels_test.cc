@@ -252,11 +252,14 @@ TEST(Activations, ForwardValuesAndDerivatives) {
 }
 
 TEST(Loss, CrossEntropyWithLabelSmoothingMatchesDefinition) {
-  const std::vector<float> logits{1.0f, 2.0f, 0.5f, -1.0f, 0.0f, 3.0f};
-  const std::vector<std::int64_t> labels{1, 2};
-  std::vector<float> probs(6), d(6);
+  // The third row's label is ignore_index: it counts for nothing.
+  const std::vector<float> logits{1.0f, 2.0f, 0.5f, -1.0f, 0.0f, 3.0f, 7.0f, -2.0f, 1.0f};
+  const std::vector<std::int64_t> labels{1, 2, -100};
+  std::vector<float> lse(3), d(9, 5.0f);
   const float s = 0.1f;
-  const double loss = softmaxCrossEntropyForward(logits.data(), labels.data(), 2, 3, s, probs.data());
+  std::int64_t counted = 0;
+  const double loss = crossEntropyForward(logits.data(), labels.data(), 3, 3, s, -100, lse.data(), &counted) / counted;
+  EXPECT_EQ(counted, 2);
   double want = 0;
   for (int r = 0; r < 2; ++r) {
     double z = 0;
@@ -267,12 +270,16 @@ TEST(Loss, CrossEntropyWithLabelSmoothingMatchesDefinition) {
     want += (1 - s) * nll + s * smooth / 3;
   }
   EXPECT_NEAR(loss, want / 2, 1e-6);
-  softmaxCrossEntropyBackward(probs.data(), labels.data(), 2, 3, s, 0.5f, d.data(), false);
-  for (int r = 0; r < 2; ++r)
+  crossEntropyBackward(logits.data(), labels.data(), lse.data(), 3, 3, s, -100, 0.5f, d.data(), false);
+  for (int r = 0; r < 2; ++r) {
+    double z = 0;
+    for (int j = 0; j < 3; ++j) z += std::exp(static_cast<double>(logits[r * 3 + j]));
     for (int j = 0; j < 3; ++j) {
       const double target = (j == labels[r] ? 1 - s : 0.0) + s / 3;
-      EXPECT_NEAR(d[r * 3 + j], (probs[r * 3 + j] - target) * 0.5, 1e-6);
+      EXPECT_NEAR(d[r * 3 + j], (std::exp(static_cast<double>(logits[r * 3 + j])) / z - target) * 0.5, 1e-6);
     }
+  }
+  for (int j = 0; j < 3; ++j) EXPECT_EQ(d[6 + j], 0.0f) << "an ignored row gets no gradient";
   EXPECT_EQ(countArgmaxMatches(logits.data(), labels.data(), 2, 3), 2);
 }
 

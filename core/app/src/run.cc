@@ -13,11 +13,11 @@
 #include "hpu/core/config/scalars.h"
 #include "hpu/core/ops/autocast.h"
 #include "hpu/core/trainer/trainer.h"
-#include "save_config_callback.h"
-#include "selection.h"
 #include "hpu/device/device_table.h"
 #include "hpu/device/platform.h"
 #include "hpu/device/threading.h"
+#include "save_config_callback.h"
+#include "selection.h"
 
 namespace hpu::core {
 
@@ -103,8 +103,9 @@ int run(const RunRequest& request) {
   const Node& det = *cfg.find("trainer")->find("deterministic");
   device::setIntraOpThreads(intraOpThreads(request.env, devices, det.isScalar() && det.str() == "true"));
   parts.strategy = app::selectStrategy(o, devices);
-  RunEnvironment run_env{request.env,     request.argv,         devices, static_cast<int>(o.num_nodes),
-                         deviceIndices(o.devices), request.version, config::flatten(cfg)};
+  RunEnvironment run_env{
+      request.env,     request.argv,        devices, static_cast<int>(o.num_nodes), deviceIndices(o.devices),
+      request.version, config::flatten(cfg)};
   // Local workers re-read the command line: they must draw the same seed.
   run_env.env["PL_GLOBAL_SEED"] = std::to_string(parts.seed);
   parts.strategy->setup(run_env, platform);
@@ -144,15 +145,15 @@ int run(const RunRequest& request) {
   if (request.subcommand == "fit" && !parts.loggers.empty())
     parts.callbacks.push_back(app::makeSaveConfigCallback(cfg, request.save_config_overwrite));
   if (!o.enable_checkpointing && has_checkpoint && o.fast_dev_run == 0)
-    throw UsageError("trainer.enable_checkpointing is false but trainer.callbacks has a ModelCheckpoint; remove one of them");
+    throw UsageError(
+        "trainer.enable_checkpointing is false but trainer.callbacks has a ModelCheckpoint; remove one of them");
   if (o.enable_checkpointing && !has_checkpoint && request.subcommand == "fit")
     parts.callbacks.push_back(buildDefault<Callback>("ModelCheckpoint", ComponentKind::kCallback, "trainer.callbacks"));
   // predict writes its outputs to the log directory once, at the end.
   if (request.subcommand == "predict" && !has_writer)
-    parts.callbacks.push_back(
-        build<Callback>(app::component("BasePredictionWriter", ComponentKind::kCallback, "trainer.callbacks",
-                                       {{"write_interval", "epoch"}}),
-                        "trainer.callbacks"));
+    parts.callbacks.push_back(build<Callback>(app::component("BasePredictionWriter", ComponentKind::kCallback,
+                                                             "trainer.callbacks", {{"write_interval", "epoch"}}),
+                                              "trainer.callbacks"));
   if (o.enable_progress_bar && !has_progress)
     parts.callbacks.push_back(buildDefault<Callback>("TQDMProgressBar", ComponentKind::kCallback, "trainer.callbacks"));
 

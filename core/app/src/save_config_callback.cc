@@ -4,9 +4,9 @@
 
 #include <filesystem>
 
+#include "hpu/core/base/errors.h"
 #include "hpu/core/base/file_io.h"
 #include "hpu/core/config/yaml_io.h"
-#include "hpu/core/base/errors.h"
 #include "hpu/core/trainer/trainer.h"
 
 namespace hpu::core::app {
@@ -21,10 +21,11 @@ class SaveConfigCallback final : public Callback {
     if (stage != data::Stage::kFit || !trainer.isGlobalZero()) return;
     const std::string path = (std::filesystem::path(trainer.logDir()) / "config.yaml").string();
     if (std::filesystem::exists(path) && !overwrite_)
-      throw UsageError(fmt::format("{} already exists: refusing to overwrite the config of an earlier run. Delete it, "
-                                   "log to another directory (trainer.default_root_dir, trainer.logger's version), or "
-                                   "pass --save_config_overwrite",
-                                   path));
+      throw UsageError(
+          fmt::format("{} already exists: refusing to overwrite the config of an earlier run. Delete it, "
+                      "log to another directory (trainer.default_root_dir, trainer.logger's version), or "
+                      "pass --save_config_overwrite",
+                      path));
     writeFileAtomically(path, config::emitYaml(config_));
   }
 

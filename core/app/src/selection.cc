@@ -72,12 +72,15 @@ std::unique_ptr<Strategy> selectStrategy(const TrainerOptions& o, int devices) {
       return world == 1 ? makeSingleDeviceStrategy(0) : makeParallelStrategy(25ll << 20, clusterEnvironmentOf(o));
     case StrategyFamily::kSingleDevice:
       if (world > 1)
-        throw UsageError(fmt::format("trainer.strategy={} runs one device, but trainer.devices x num_nodes = {}; use "
-                                     "hpu_parallel (or auto)",
-                                     name.name, world));
+        throw UsageError(
+            fmt::format("trainer.strategy={} runs one device, but trainer.devices x num_nodes = {}; use "
+                        "hpu_parallel (or auto)",
+                        name.name, world));
       return makeSingleDeviceStrategy(0);
-    case StrategyFamily::kParallel: return makeParallelStrategy(25ll << 20, clusterEnvironmentOf(o));
-    case StrategyFamily::kDeepSpeed: return deepSpeedStrategy(name);
+    case StrategyFamily::kParallel:
+      return makeParallelStrategy(25ll << 20, clusterEnvironmentOf(o));
+    case StrategyFamily::kDeepSpeed:
+      return deepSpeedStrategy(name);
   }
   throw std::logic_error("unhandled strategy family");
 }

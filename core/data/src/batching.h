@@ -55,8 +55,8 @@ inline config::ComponentSchema dataModuleSchema(const char* name, std::vector<st
                                                 std::vector<config::ParamSpec> params, const char* batch_default,
                                                 const char* doc) {
   for (config::ParamSpec& spec : loaderParams(batch_default)) params.push_back(std::move(spec));
-  return config::ComponentSchema{config::ComponentKind::kDataModule, name, std::move(aliases),
-                                 {name, "", std::move(params)}, doc};
+  return config::ComponentSchema{
+      config::ComponentKind::kDataModule, name, std::move(aliases), {name, "", std::move(params)}, doc};
 }
 
 }  // namespace hpu::core::data

@@ -1,15 +1,15 @@
 // CSVDataModule: numeric features and an integer class column from CSV files.
 #include <spdlog/fmt/fmt.h>
 
-#include "batching.h"
-#include "hpu/core/base/errors.h"
-#include "hpu/core/config/registry.h"
-
 #include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <fstream>
 #include <sstream>
+
+#include "batching.h"
+#include "hpu/core/base/errors.h"
+#include "hpu/core/config/registry.h"
 
 namespace hpu::core::data {
 namespace {
@@ -36,7 +36,8 @@ class CSVDataModule : public DataModule {
   void setup(Stage stage) override {
     const bool fit = stage == Stage::kFit || stage == Stage::kValidate;
     if (fit && !train_) {
-      if (files_[0].empty()) throw DataError("data.init_args.train_file is not set: the CSV data module needs one to fit");
+      if (files_[0].empty())
+        throw DataError("data.init_args.train_file is not set: the CSV data module needs one to fit");
       auto table = read(files_[0], true);
       fitStandardizer(*table);
       std::shared_ptr<const Dataset> full = transform(std::move(table));
@@ -49,7 +50,8 @@ class CSVDataModule : public DataModule {
       }
     }
     if (stage == Stage::kTest && !test_) {
-      if (files_[2].empty()) throw DataError("data.init_args.test_file is not set: the CSV data module needs one to test");
+      if (files_[2].empty())
+        throw DataError("data.init_args.test_file is not set: the CSV data module needs one to test");
       ensureStandardizer();
       test_ = transform(read(files_[2], true));
     }
@@ -63,10 +65,14 @@ class CSVDataModule : public DataModule {
 
   std::shared_ptr<const Dataset> dataset(Split split) const override {
     switch (split) {
-      case Split::kTrain: return train_;
-      case Split::kVal: return val_;
-      case Split::kTest: return test_;
-      case Split::kPredict: return predict_;
+      case Split::kTrain:
+        return train_;
+      case Split::kVal:
+        return val_;
+      case Split::kTest:
+        return test_;
+      case Split::kPredict:
+        return predict_;
     }
     return nullptr;
   }
@@ -128,8 +134,8 @@ class CSVDataModule : public DataModule {
         const double v = std::strtod(cells[i].c_str(), &end);
         const std::string col = header_ ? "'" + names[i] + "'" : std::to_string(i + 1);
         if (cells[i].empty() || *end != '\0' || !std::isfinite(v))
-          throw DataError(fmt::format("{}:{}: column {}: expected a finite number, got '{}'", path, line_no, col,
-                                      cells[i]));
+          throw DataError(
+              fmt::format("{}:{}: column {}: expected a finite number, got '{}'", path, line_no, col, cells[i]));
         if (static_cast<std::int64_t>(i) == label_idx) {
           if (v < 0 || v != std::floor(v))
             throw DataError(fmt::format("{}:{}: label column {}: expected a class index 0, 1, 2 ..., got '{}'", path,
@@ -145,7 +151,8 @@ class CSVDataModule : public DataModule {
     if (t->size() == 0) throw DataError(fmt::format("{} has no data rows", path));
     if (!labelled) t->y.clear();
     if (feature_count_ != 0 && t->cols != feature_count_)
-      throw DataError(fmt::format("{} has {} feature columns; the training file has {}", path, t->cols, feature_count_));
+      throw DataError(
+          fmt::format("{} has {} feature columns; the training file has {}", path, t->cols, feature_count_));
     feature_count_ = t->cols;
     for (std::int64_t y : t->y) num_classes_ = std::max(num_classes_, y + 1);
     return t;
@@ -203,21 +210,25 @@ class CSVDataModule : public DataModule {
   std::shared_ptr<const Dataset> train_, val_, test_, predict_;
 };
 
-HPU_REGISTER_COMPONENT(
-    DataModule,
-    dataModuleSchema(
-        "CSVDataModule", {},
-        {{"train_file", Type::optional(Type::string()), "null", "CSV of training samples (also split for validation)."},
-         {"val_file", Type::optional(Type::string()), "null", "CSV of validation samples (default: carved from train)."},
-         {"test_file", Type::optional(Type::string()), "null", "CSV of test samples."},
-         {"predict_file", Type::optional(Type::string()), "null", "CSV to predict on (default: test_file); labels optional."},
-         {"label_column", Type::string(), "label", "Header name of the integer class column (without header: the last)."},
-         {"header", Type::boolean(), "true", "The first line names the columns."},
-         {"delimiter", Type::string(), "','", "Field separator."},
-         {"val_split", Type::real().min(0.0).max(1.0, true), "0.1", "Fraction of train held out when val_file is unset."},
-         {"standardize", Type::boolean(), "true", "Scale features to zero mean, unit variance (training statistics)."}},
-        "32", "Numeric features and an integer class column from CSV files."),
-    [](const Params& p) { return std::make_unique<CSVDataModule>(p); });
+HPU_REGISTER_COMPONENT(DataModule,
+                       dataModuleSchema("CSVDataModule", {},
+                                        {{"train_file", Type::optional(Type::string()), "null",
+                                          "CSV of training samples (also split for validation)."},
+                                         {"val_file", Type::optional(Type::string()), "null",
+                                          "CSV of validation samples (default: carved from train)."},
+                                         {"test_file", Type::optional(Type::string()), "null", "CSV of test samples."},
+                                         {"predict_file", Type::optional(Type::string()), "null",
+                                          "CSV to predict on (default: test_file); labels optional."},
+                                         {"label_column", Type::string(), "label",
+                                          "Header name of the integer class column (without header: the last)."},
+                                         {"header", Type::boolean(), "true", "The first line names the columns."},
+                                         {"delimiter", Type::string(), "','", "Field separator."},
+                                         {"val_split", Type::real().min(0.0).max(1.0, true), "0.1",
+                                          "Fraction of train held out when val_file is unset."},
+                                         {"standardize", Type::boolean(), "true",
+                                          "Scale features to zero mean, unit variance (training statistics)."}},
+                                        "32", "Numeric features and an integer class column from CSV files."),
+                       [](const Params& p) { return std::make_unique<CSVDataModule>(p); });
 
 }  // namespace
 }  // namespace hpu::core::data

@@ -89,14 +89,14 @@ std::optional<HostBatch> DataLoader::next() {
     return batch;
   }
   std::unique_lock lock(mu_);
-  const bool arrived = ready_cv_.wait_for(lock, options_.worker_timeout, [&] {
-    return error_ != nullptr || ready_.count(cursor_) != 0;
-  });
+  const bool arrived = ready_cv_.wait_for(lock, options_.worker_timeout,
+                                          [&] { return error_ != nullptr || ready_.count(cursor_) != 0; });
   if (error_) std::rethrow_exception(error_);
   if (!arrived)
-    throw Error(fmt::format("data loader worker did not deliver batch {} within {:g} s; lower "
-                            "data.init_args.num_workers or check the data set",
-                            cursor_, std::chrono::duration<double>(options_.worker_timeout).count()));
+    throw Error(
+        fmt::format("data loader worker did not deliver batch {} within {:g} s; lower "
+                    "data.init_args.num_workers or check the data set",
+                    cursor_, std::chrono::duration<double>(options_.worker_timeout).count()));
   auto node = ready_.extract(cursor_);
   ++cursor_;
   lock.unlock();

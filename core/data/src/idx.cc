@@ -46,14 +46,14 @@ IdxArray readIdx(const std::string& path, int expected_ndim) {
   unsigned char magic[4];
   const std::uint32_t expected_magic = 0x00000800u | static_cast<std::uint32_t>(expected_ndim);
   if (readFully(f.get(), magic, 4, path) != 4)
-    throw DataError(fmt::format("{} is empty or truncated: expected an IDX header (magic 0x{:08x})", path,
-                                expected_magic));
+    throw DataError(
+        fmt::format("{} is empty or truncated: expected an IDX header (magic 0x{:08x})", path, expected_magic));
   const std::uint32_t got_magic = bigEndian(magic);
   if (got_magic != expected_magic)
-    throw DataError(fmt::format(
-        "bad IDX magic 0x{:08x} in {}: expected 0x{:08x} (unsigned bytes, {} dimensions); is it an "
-        "MNIST-format {} file?",
-        got_magic, path, expected_magic, expected_ndim, expected_ndim == 1 ? "labels" : "images"));
+    throw DataError(
+        fmt::format("bad IDX magic 0x{:08x} in {}: expected 0x{:08x} (unsigned bytes, {} dimensions); is it an "
+                    "MNIST-format {} file?",
+                    got_magic, path, expected_magic, expected_ndim, expected_ndim == 1 ? "labels" : "images"));
   IdxArray out;
   std::uint64_t total = 1;
   for (int d = 0; d < expected_ndim; ++d) {
@@ -68,8 +68,8 @@ IdxArray readIdx(const std::string& path, int expected_ndim) {
   out.data.resize(static_cast<std::size_t>(total));
   const std::size_t got = readFully(f.get(), out.data.data(), out.data.size(), path);
   if (got != out.data.size())
-    throw DataError(fmt::format("{} is truncated: the header announces {} bytes of data, the file has {}",
-                                path, total, got));
+    throw DataError(
+        fmt::format("{} is truncated: the header announces {} bytes of data, the file has {}", path, total, got));
   unsigned char extra;
   if (readFully(f.get(), &extra, 1, path) != 0)
     throw DataError(fmt::format("{} has data past the {} bytes its IDX header announces", path, total));

@@ -1,21 +1,20 @@
 // FashionMNISTDataModule and MNISTDataModule: IDX files (gzipped or not).
 #include <spdlog/fmt/fmt.h>
 
-#include "batching.h"
-#include "hpu/core/base/errors.h"
-#include "hpu/core/config/registry.h"
-
 #include <cmath>
 #include <filesystem>
 
+#include "batching.h"
+#include "hpu/core/base/errors.h"
+#include "hpu/core/config/registry.h"
 #include "hpu/core/config/scalars.h"
 #include "hpu/core/data/idx.h"
 
 namespace hpu::core::data {
 namespace {
 
-using config::ParamSpec;
 using config::Params;
+using config::ParamSpec;
 using config::Type;
 
 // MNIST-format data sets in IDX files.
@@ -42,10 +41,13 @@ class IdxDataModule : public DataModule {
 
   std::shared_ptr<const Dataset> dataset(Split split) const override {
     switch (split) {
-      case Split::kTrain: return train_;
-      case Split::kVal: return val_;
+      case Split::kTrain:
+        return train_;
+      case Split::kVal:
+        return val_;
       case Split::kTest:
-      case Split::kPredict: return test_;
+      case Split::kPredict:
+        return test_;
     }
     return nullptr;
   }
@@ -58,9 +60,10 @@ class IdxDataModule : public DataModule {
       return static_cast<std::int64_t>(std::floor(config::asFloat(val_split_) * static_cast<double>(total)));
     const std::int64_t n = config::asInt(val_split_);
     if (n >= total)
-      throw DataError(fmt::format("data.init_args.val_split: {} validation samples leave none of the {} {} "
-                                  "training samples",
-                                  n, total, name_));
+      throw DataError(
+          fmt::format("data.init_args.val_split: {} validation samples leave none of the {} {} "
+                      "training samples",
+                      n, total, name_));
     return n;
   }
 
@@ -69,9 +72,8 @@ class IdxDataModule : public DataModule {
     for (const std::string& candidate : {data_dir_ + "/" + base + ".gz", data_dir_ + "/" + base})
       if (fs::exists(candidate)) return candidate;
     throw DataError(fmt::format(
-        "missing {} file: neither {}/{}.gz nor {}/{} exists (set data.init_args.data_dir{})", name_, data_dir_,
-        base, data_dir_, base,
-        name_ == "Fashion-MNIST" ? "; Debian ships it in the dataset-fashion-mnist package" : ""));
+        "missing {} file: neither {}/{}.gz nor {}/{} exists (set data.init_args.data_dir{})", name_, data_dir_, base,
+        data_dir_, base, name_ == "Fashion-MNIST" ? "; Debian ships it in the dataset-fashion-mnist package" : ""));
   }
 
   std::shared_ptr<const Dataset> load(const std::string& prefix) const {
@@ -80,8 +82,8 @@ class IdxDataModule : public DataModule {
     IdxArray images = readIdx(images_path, 3);
     IdxArray labels = readIdx(labels_path, 1);
     if (images.dims[0] != labels.dims[0])
-      throw DataError(fmt::format("{} has {} images but {} has {} labels", images_path, images.dims[0],
-                                  labels_path, labels.dims[0]));
+      throw DataError(fmt::format("{} has {} images but {} has {} labels", images_path, images.dims[0], labels_path,
+                                  labels.dims[0]));
     std::vector<std::int64_t> y(labels.data.begin(), labels.data.end());
     for (std::size_t i = 0; i < y.size(); ++i)
       if (y[i] >= 10)
@@ -104,21 +106,21 @@ std::vector<ParamSpec> idxParams(const char* data_dir) {
            "Training samples held out for validation: a count (int) or a fraction (float)."}};
 }
 
-HPU_REGISTER_COMPONENT(DataModule,
-                       dataModuleSchema("FashionMNISTDataModule", {"pl_bolts.datamodules.FashionMNISTDataModule"},
-                                        idxParams("/usr/share/datasets/fashion-mnist"), "64",
-                                        "Fashion-MNIST: 28x28 grey images of 10 clothing classes, 60k train / 10k test."),
-                       [](const Params& p) {
-                         // Per-pixel mean and std of the Fashion-MNIST training set.
-                         return std::make_unique<IdxDataModule>("Fashion-MNIST", p, 0.2860f, 0.3530f);
-                       });
+HPU_REGISTER_COMPONENT(
+    DataModule,
+    dataModuleSchema("FashionMNISTDataModule", {"pl_bolts.datamodules.FashionMNISTDataModule"},
+                     idxParams("/usr/share/datasets/fashion-mnist"), "64",
+                     "Fashion-MNIST: 28x28 grey images of 10 clothing classes, 60k train / 10k test."),
+    [](const Params& p) {
+      // Per-pixel mean and std of the Fashion-MNIST training set.
+      return std::make_unique<IdxDataModule>("Fashion-MNIST", p, 0.2860f, 0.3530f);
+    });
 
 HPU_REGISTER_COMPONENT(DataModule,
                        dataModuleSchema("MNISTDataModule", {"pl_bolts.datamodules.MNISTDataModule"},
                                         idxParams("/usr/share/datasets/mnist"), "64",
                                         "MNIST: 28x28 grey images of handwritten digits, 60k train / 10k test."),
                        [](const Params& p) { return std::make_unique<IdxDataModule>("MNIST", p, 0.1307f, 0.3081f); });
-
 
 }  // namespace
 }  // namespace hpu::core::data

@@ -12,8 +12,7 @@ using config::Type;
 // of BoringModel.
 class RandomDataModule : public DataModule {
  public:
-  explicit RandomDataModule(const Params& p)
-      : size_(p.getInt("size")), length_(p.getInt("length")), batching_(p) {}
+  explicit RandomDataModule(const Params& p) : size_(p.getInt("size")), length_(p.getInt("length")), batching_(p) {}
 
   void setup(Stage) override {
     if (data_) return;
@@ -35,7 +34,8 @@ HPU_REGISTER_COMPONENT(DataModule,
                        dataModuleSchema("RandomDataModule", {"lightning.pytorch.demos.boring_classes.RandomDataModule"},
                                         {{"size", Type::integer().min(1), "32", "Features per sample."},
                                          {"length", Type::integer().min(1), "64", "Samples in every split."}},
-                                        "2", "Seeded Gaussian noise (Lightning's RandomDataset), the data of BoringModel."),
+                                        "2",
+                                        "Seeded Gaussian noise (Lightning's RandomDataset), the data of BoringModel."),
                        [](const Params& p) { return std::make_unique<RandomDataModule>(p); });
 
 }  // namespace

@@ -17,8 +17,8 @@ FlatParameters::FlatParameters(const Module& module, device::Device& device, std
   std::vector<std::vector<NamedTensor>> groups;
   std::int64_t in_group = 0;
   for (const NamedTensor& p : params) {
-    HPU_CHECK(p.tensor.dtype() == DType::kFloat32 || p.tensor.dtype() == DType::kBFloat16,
-              "parameter {} of dtype {}", p.name, device::dtypeName(p.tensor.dtype()));
+    HPU_CHECK(p.tensor.dtype() == DType::kFloat32 || p.tensor.dtype() == DType::kBFloat16, "parameter {} of dtype {}",
+              p.name, device::dtypeName(p.tensor.dtype()));
     if (groups.empty() || in_group + p.tensor.numel() > cap) {
       groups.emplace_back();
       in_group = 0;

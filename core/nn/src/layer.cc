@@ -15,8 +15,8 @@ LayerBuild LayerRecipe::build(InitContext& ctx, const Shape& in, const std::stri
 config::ComponentSchema layerSchema(const char* name, std::vector<config::ParamSpec> params, const char* doc,
                                     std::vector<std::string> aliases) {
   aliases.insert(aliases.begin(), std::string("torch.nn.") + name);
-  return config::ComponentSchema{config::ComponentKind::kLayer, name, std::move(aliases), {name, "", std::move(params)},
-                                 doc};
+  return config::ComponentSchema{
+      config::ComponentKind::kLayer, name, std::move(aliases), {name, "", std::move(params)}, doc};
 }
 
 LayerRegistration::LayerRegistration(config::ComponentSchema schema, LayerBuilder build) {

@@ -4,9 +4,7 @@
 
 namespace hpu::core::nn {
 
-Tensor Module::forward(const Tensor&) {
-  throw std::logic_error(typeName() + " has no single-input forward()");
-}
+Tensor Module::forward(const Tensor&) { throw std::logic_error(typeName() + " has no single-input forward()"); }
 
 Tensor Module::forward(const Inputs& inputs) {
   if (inputs.tensors.empty()) throw std::logic_error(typeName() + ".forward() got no inputs");

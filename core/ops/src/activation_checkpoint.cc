@@ -36,8 +36,8 @@ Tensor checkpoint(const std::function<Tensor(const Tensor&)>& f, const Tensor& x
     Tensor gy = y.grad();
     if (!gy.defined()) return;
     Tensor input = saved->device.defined() ? saved->device.detach()
-                   : dev.shapeOnly()        ? Tensor::empty(dev, saved->shape, saved->dtype)
-                                            : Tensor::fromHost(dev, saved->shape, saved->host, saved->dtype);
+                   : dev.shapeOnly()       ? Tensor::empty(dev, saved->shape, saved->dtype)
+                                           : Tensor::fromHost(dev, saved->shape, saved->host, saved->dtype);
     input.setRequiresGrad(x.requiresGrad());
     Generator::State outer{};
     if (rng) {
@@ -56,7 +56,8 @@ Tensor checkpoint(const std::function<Tensor(const Tensor&)>& f, const Tensor& x
       if (Tensor gx = input.grad(); gx.defined()) {
         autograd::GradTarget g = autograd::gradTarget(x);
         if (g.data != nullptr)
-          for (std::int64_t i = 0; i < x.numel(); ++i) g.data[i] = g.accumulate ? g.data[i] + gx.data()[i] : gx.data()[i];
+          for (std::int64_t i = 0; i < x.numel(); ++i)
+            g.data[i] = g.accumulate ? g.data[i] + gx.data()[i] : gx.data()[i];
       }
       autograd::gradWritten(x);
     }

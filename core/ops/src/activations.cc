@@ -38,6 +38,37 @@ Tensor gelu(const Tensor& x, bool approximate) {
 }
 Tensor tanh(const Tensor& x) { return activation(op::kTanh, k::Activation::kTanh, x); }
 Tensor sigmoid(const Tensor& x) { return activation(op::kSigmoid, k::Activation::kSigmoid, x); }
+Tensor silu(const Tensor& x) { return activation(op::kSilu, k::Activation::kSiLU, x); }
+
+Tensor swiglu(const Tensor& gate_in, const Tensor& up_in) {
+  require(gate_in.shape() == up_in.shape(), op::kSwiglu,
+          [&] { return fmt::format("gate {} and up {} differ in shape", gate_in.shape().str(), up_in.shape().str()); });
+  const DType dt = computeDtype(op::kSwiglu, {&gate_in, &up_in});
+  const Tensor gate = castTo(gate_in, dt), up = castTo(up_in, dt);
+  const OpRecord op_record = record(op::kSwiglu, {&gate, &up});
+  Tensor y = like(gate, gate.shape());
+  if (computes(y)) k::swigluForward(gate.data(), up.data(), y.data(), y.numel());
+  recordBackward(y, {&gate, &up}, [gate, up, y] {
+    Tensor gy = y.grad();
+    if (!gy.defined()) return;
+    // Both gradients come from one pass: accumulation state is per input.
+    GradTarget gg{nullptr, false}, gu{nullptr, false};
+    if (wants(gate)) gg = gradTarget(gate);
+    if (wants(up)) gu = gradTarget(up);
+    if (computes(y)) {
+      if (gg.accumulate == gu.accumulate || !wants(gate) || !wants(up)) {
+        k::swigluBackward(gate.data(), up.data(), gy.data(), gg.data, gu.data, y.numel(),
+                          wants(gate) ? gg.accumulate : gu.accumulate);
+      } else {
+        k::swigluBackward(gate.data(), up.data(), gy.data(), gg.data, nullptr, y.numel(), gg.accumulate);
+        k::swigluBackward(gate.data(), up.data(), gy.data(), nullptr, gu.data, y.numel(), gu.accumulate);
+      }
+    }
+    if (wants(gate)) gradWritten(gate);
+    if (wants(up)) gradWritten(up);
+  });
+  return finish(y);
+}
 
 Tensor softmax(const Tensor& x_in) {
   const Tensor x = castTo(x_in, computeDtype(op::kSoftmax, {&x_in}));

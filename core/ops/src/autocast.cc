@@ -29,8 +29,8 @@ std::vector<std::string> readOpList(const std::string& variable, const std::stri
     if (ops::findOp(name) == nullptr) {
       std::string list;
       for (const ops::OpInfo& op : ops::opTable()) list += (list.empty() ? "" : ", ") + std::string(op.str());
-      problems.push_back(fmt::format("{}:{}: {} names '{}', which is not an op; ops are: {}", path, line_no, variable,
-                                     name, list));
+      problems.push_back(
+          fmt::format("{}:{}: {} names '{}', which is not an op; ops are: {}", path, line_no, variable, name, list));
       continue;
     }
     ops.push_back(name);
@@ -52,8 +52,10 @@ Policy Policy::defaults() {
 
 Policy Policy::fromEnv(const std::map<std::string, std::string>& env) {
   Policy p = defaults();
-  if (auto it = env.find("LOWER_LIST"); it != env.end() && !it->second.empty()) p.lower_ = readOpList("LOWER_LIST", it->second);
-  if (auto it = env.find("FP32_LIST"); it != env.end() && !it->second.empty()) p.fp32_ = readOpList("FP32_LIST", it->second);
+  if (auto it = env.find("LOWER_LIST"); it != env.end() && !it->second.empty())
+    p.lower_ = readOpList("LOWER_LIST", it->second);
+  if (auto it = env.find("FP32_LIST"); it != env.end() && !it->second.empty())
+    p.fp32_ = readOpList("FP32_LIST", it->second);
   return p;
 }
 
@@ -78,9 +80,12 @@ Scope::~Scope() { tls_state = previous_; }
 DType computeDtype(const ops::OpInfo& op, DType widest_input) {
   if (!tls_state.enabled) return widest_input;
   switch (policy().of(op)) {
-    case ops::AutocastClass::kLower: return tls_state.dtype;
-    case ops::AutocastClass::kFp32: return DType::kFloat32;
-    case ops::AutocastClass::kPromote: return widest_input;
+    case ops::AutocastClass::kLower:
+      return tls_state.dtype;
+    case ops::AutocastClass::kFp32:
+      return DType::kFloat32;
+    case ops::AutocastClass::kPromote:
+      return widest_input;
   }
   return widest_input;
 }

@@ -12,8 +12,9 @@ namespace {
 // db = dy * db_coef, both functions of (a, b).
 template <class F, class DA, class DB>
 Tensor binary(const OpInfo& op, const Tensor& a_in, const Tensor& b_in, F f, DA da, DB db) {
-  require(a_in.shape() == b_in.shape(), op,
-          fmt::format("shapes {} and {} differ (no broadcasting)", a_in.shape().str(), b_in.shape().str()));
+  require(a_in.shape() == b_in.shape(), op, [&] {
+    return fmt::format("shapes {} and {} differ (no broadcasting)", a_in.shape().str(), b_in.shape().str());
+  });
   const DType dt = computeDtype(op, {&a_in, &b_in});
   const Tensor a = castTo(a_in, dt), b = castTo(b_in, dt);
   const OpRecord op_record = record(op, {&a, &b});

@@ -1,4 +1,5 @@
 // Embedding lookup.
+#include <optional>
 #include <vector>
 
 #include "hpu/core/ops/ops.h"
@@ -8,7 +9,7 @@ namespace hpu::core::ops {
 
 using namespace detail;
 
-Tensor embedding(const Tensor& indices, const Tensor& w_in) {
+Tensor embedding(const Tensor& indices, const Tensor& w_in, std::optional<std::int64_t> padding_idx) {
   require(indices.dtype() == DType::kInt64 && w_in.ndim() == 2, op::kEmbedding,
           "expects int64 indices and a [num, dim] weight");
   const Tensor w = castTo(w_in, computeDtype(op::kEmbedding, {&w_in}));
@@ -20,10 +21,11 @@ Tensor embedding(const Tensor& indices, const Tensor& w_in) {
   if (computes(y))
     for (std::int64_t i = 0; i < n; ++i) {
       const std::int64_t row = indices.labels()[i];
-      if (row < 0 || row >= num) throw Error(fmt::format("embedding: index {} out of range for {} embeddings", row, num));
+      if (row < 0 || row >= num)
+        throw Error(fmt::format("embedding: index {} out of range for {} embeddings", row, num));
       std::copy(w.data() + row * dim, w.data() + (row + 1) * dim, y.data() + i * dim);
     }
-  recordBackward(y, {&w}, [indices, w, y, n, dim] {
+  recordBackward(y, {&w}, [indices, w, y, n, dim, padding_idx] {
     Tensor gy = y.grad();
     if (!gy.defined()) return;
     GradTarget g = gradTarget(w);
@@ -31,8 +33,10 @@ Tensor embedding(const Tensor& indices, const Tensor& w_in) {
       if (!g.accumulate) std::fill(g.data, g.data + w.numel(), 0.0f);
       const std::int64_t* rows = indices.labels();
       const float* dy = gy.data();
-      for (std::int64_t i = 0; i < n; ++i)
+      for (std::int64_t i = 0; i < n; ++i) {
+        if (rows[i] == padding_idx) continue;  // the padding row learns nothing
         for (std::int64_t j = 0; j < dim; ++j) g.data[rows[i] * dim + j] += dy[i * dim + j];
+      }
     }
     gradWritten(w);
   });

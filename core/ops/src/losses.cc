@@ -11,46 +11,55 @@ namespace hpu::core::ops {
 using namespace detail;
 namespace k = device::kernels;
 
-Tensor crossEntropy(const Tensor& logits_in, const Tensor& labels, float label_smoothing) {
-  require(logits_in.ndim() == 2 && labels.dtype() == DType::kInt64 && labels.numel() == logits_in.size(0),
-          op::kCrossEntropy,
-          fmt::format("expects logits [N, C] and int64 labels [N], got {} and {}", logits_in.shape().str(),
-                      labels.shape().str()));
+Tensor crossEntropy(const Tensor& logits_in, const Tensor& labels, const CrossEntropyOptions& o) {
+  require(logits_in.ndim() >= 2 && labels.dtype() == DType::kInt64 &&
+              labels.numel() * logits_in.size(-1) == logits_in.numel(),
+          op::kCrossEntropy, [&] {
+            return fmt::format("expects logits [..., C] and int64 labels [...] (one per row), got {} and {}",
+                               logits_in.shape().str(), labels.shape().str());
+          });
   const Tensor logits = castTo(logits_in, computeDtype(op::kCrossEntropy, {&logits_in}));
   const OpRecord op_record = record(op::kCrossEntropy, {&logits, &labels});
-  const std::int64_t n = logits.size(0), c = logits.size(1);
-  auto probs = std::make_shared<std::vector<float>>();  // softmax rows, kept for backward
-  double value = 0;
+  const std::int64_t c = logits.size(-1), n = logits.numel() / c;
+  Tensor lse = Tensor::empty(logits.device(), {n});  // one log-sum-exp per row, for backward
+  double mean = 0;
+  auto counted = std::make_shared<std::int64_t>(n);
   if (computes(logits)) {
-    for (std::int64_t r = 0; r < n; ++r)
-      if (labels.labels()[r] < 0 || labels.labels()[r] >= c)
-        throw Error(
-            fmt::format("cross_entropy: label {} of sample {} is outside the {} classes", labels.labels()[r], r, c));
-    probs->resize(static_cast<std::size_t>(n * c));
-    value = k::softmaxCrossEntropyForward(logits.data(), labels.labels(), n, c, label_smoothing, probs->data());
+    for (std::int64_t r = 0; r < n; ++r) {
+      const std::int64_t label = labels.labels()[r];
+      if (label != o.ignore_index && (label < 0 || label >= c))
+        throw Error(fmt::format("cross_entropy: label {} of sample {} is outside the {} classes", label, r, c));
+    }
+    const double total = k::crossEntropyForward(logits.data(), labels.labels(), n, c, o.label_smoothing, o.ignore_index,
+                                                lse.data(), counted.get());
+    mean = total / static_cast<double>(*counted);  // no counted label: nan, as torch
   }
-  Tensor loss = scalar(logits.device(), value);
-  recordBackward(loss, {&logits}, [logits, labels, loss, probs, n, c, label_smoothing] {
+  Tensor loss = scalar(logits.device(), mean);
+  recordBackward(loss, {&logits}, [logits, labels, loss, lse, n, c, o, counted] {
     Tensor gl = loss.grad();
     if (!gl.defined()) return;
     GradTarget g = gradTarget(logits);
     if (g.data != nullptr)
-      k::softmaxCrossEntropyBackward(probs->data(), labels.labels(), n, c, label_smoothing,
-                                     gl.item() / static_cast<float>(n), g.data, g.accumulate);
+      k::crossEntropyBackward(logits.data(), labels.labels(), lse.data(), n, c, o.label_smoothing, o.ignore_index,
+                              gl.item() / static_cast<float>(*counted), g.data, g.accumulate);
     gradWritten(logits);
   });
   return loss;
 }
 
+Tensor crossEntropy(const Tensor& logits, const Tensor& labels, float label_smoothing) {
+  return crossEntropy(logits, labels, CrossEntropyOptions{.label_smoothing = label_smoothing});
+}
+
 Tensor mseLoss(const Tensor& p_in, const Tensor& t_in) {
   require(p_in.shape() == t_in.shape(), op::kMseLoss,
-          fmt::format("shapes {} and {} differ", p_in.shape().str(), t_in.shape().str()));
+          [&] { return fmt::format("shapes {} and {} differ", p_in.shape().str(), t_in.shape().str()); });
   const DType dt = computeDtype(op::kMseLoss, {&p_in, &t_in});
   const Tensor prediction = castTo(p_in, dt), target = castTo(t_in, dt);
   const OpRecord op_record = record(op::kMseLoss, {&prediction, &target});
   const std::int64_t n = prediction.numel();
-  Tensor loss = scalar(prediction.device(),
-                       computes(prediction) ? k::mseForward(prediction.data(), target.data(), n) : 0.0);
+  Tensor loss =
+      scalar(prediction.device(), computes(prediction) ? k::mseForward(prediction.data(), target.data(), n) : 0.0);
   recordBackward(loss, {&prediction, &target}, [prediction, target, loss, n] {
     Tensor gl = loss.grad();
     if (!gl.defined()) return;

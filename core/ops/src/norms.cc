@@ -1,4 +1,4 @@
-// Layer normalisation and 2-D batch normalisation.
+// Layer, RMS and 2-D batch normalisation.
 #include <memory>
 #include <vector>
 
@@ -36,9 +36,34 @@ Tensor layerNorm(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, flo
   return finish(y);
 }
 
+Tensor rmsNorm(const Tensor& x_in, const Tensor& w_in, float eps) {
+  const DType dt = computeDtype(op::kRmsNorm, {&x_in, &w_in});
+  const Tensor x = castTo(x_in, dt), w = castTo(w_in, dt);
+  require(!w.defined() || (w.ndim() == 1 && w.size(0) == x.size(-1)), op::kRmsNorm,
+          [&] { return fmt::format("weight {} does not match input {}", w.shape().str(), x.shape().str()); });
+  const std::int64_t d = x.size(-1), rows = x.numel() / d;
+  const OpRecord op_record = record(op::kRmsNorm, {&x, &w});
+  Tensor y = like(x, x.shape());
+  auto rstd = std::make_shared<std::vector<float>>();  // one per row: the device's workspace
+  if (computes(y)) {
+    rstd->resize(static_cast<std::size_t>(rows));
+    k::rmsNormForward(x.data(), rows, d, w.defined() ? w.data() : nullptr, eps, y.data(), rstd->data());
+  }
+  recordBackward(y, {&x, &w}, [x, w, y, rstd, rows, d] {
+    Tensor gy = y.grad();
+    if (!gy.defined()) return;
+    const auto [gx, gw, gb] = gradTargets(x, w, Tensor());
+    if (computes(y))
+      k::rmsNormBackward(x.data(), gy.data(), rows, d, w.defined() ? w.data() : nullptr, rstd->data(), gx.data,
+                         gx.accumulate, gw.data, gw.accumulate);
+    gradsWritten(x, w, Tensor());
+  });
+  return finish(y);
+}
+
 Tensor batchNorm2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Tensor& running_mean,
                    Tensor& running_var, bool training, float momentum, float eps) {
-  require(x_in.ndim() == 4, "batch_norm2d", "expects [N, C, H, W], got " + x_in.shape().str());
+  require(x_in.ndim() == 4, "batch_norm2d", [&] { return "expects [N, C, H, W], got " + x_in.shape().str(); });
   const DType dt = computeDtype(op::kBatchNorm, {&x_in, &w_in, &b_in});
   const Tensor x = castTo(x_in, dt), w = castTo(w_in, dt), b = castTo(b_in, dt);
   const k::BatchNormShape g{x.size(0), x.size(1), x.size(2) * x.size(3)};
@@ -55,8 +80,8 @@ Tensor batchNorm2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, T
     if (!gy.defined()) return;
     const auto [gx, gw, gb] = gradTargets(x, w, b);
     if (computes(y))
-      k::batchNorm2dBackward(g, x.data(), gy.data(), w.defined() ? w.data() : nullptr, stats->data(), training,
-                             gx.data, gx.accumulate, gw.data, gb.data, gw.accumulate || gb.accumulate);
+      k::batchNorm2dBackward(g, x.data(), gy.data(), w.defined() ? w.data() : nullptr, stats->data(), training, gx.data,
+                             gx.accumulate, gw.data, gb.data, gw.accumulate || gb.accumulate);
     gradsWritten(x, w, b);
   });
   return finish(y);

@@ -11,6 +11,7 @@
 
 #include <initializer_list>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "hpu/core/base/errors.h"
@@ -25,11 +26,20 @@ using autograd::GradTarget;
 using autograd::gradTarget;
 using autograd::gradWritten;
 
-// Throws Error("<op>: <what>") unless `ok`.
-inline void require(bool ok, std::string_view op, const std::string& what) {
-  if (!ok) throw Error(fmt::format("{}: {}", op, what));
+// Throws Error("<op>: <what>") unless `ok`. `what` is a string, or a
+// function making one (then formatted only on failure).
+template <class What>
+void require(bool ok, std::string_view op, const What& what) {
+  if (ok) return;
+  if constexpr (std::is_invocable_v<What>)
+    throw Error(fmt::format("{}: {}", op, what()));
+  else
+    throw Error(fmt::format("{}: {}", op, what));
 }
-inline void require(bool ok, const OpInfo& op, const std::string& what) { require(ok, op.str(), what); }
+template <class What>
+void require(bool ok, const OpInfo& op, const What& what) {
+  require(ok, op.str(), what);
+}
 
 // Whether ops on `t` compute values (false on a shape-only device).
 inline bool computes(const Tensor& t) { return !t.shapeOnly(); }

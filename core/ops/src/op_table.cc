@@ -6,10 +6,10 @@ namespace hpu::core::ops {
 
 std::span<const OpInfo> opTable() {
   using namespace op;
-  static constexpr OpInfo kTable[] = {kLinear,    kMatmul,    kConv2d, kMaxPool2d, kAvgPool2d,   kRelu,
-                                      kGelu,      kGeluTanh,  kTanh,   kSigmoid,   kDropout,     kLayerNorm,
-                                      kBatchNorm, kEmbedding, kCrossEntropy, kMseLoss, kAdd,     kSub,
-                                      kMul,       kScale,     kSum,    kSoftmax};
+  static constexpr OpInfo kTable[] = {
+      kLinear,  kMatmul,    kConv2d,    kMaxPool2d, kAvgPool2d,    kRelu,    kGelu, kGeluTanh, kTanh, kSigmoid,
+      kDropout, kLayerNorm, kBatchNorm, kEmbedding, kCrossEntropy, kMseLoss, kAdd,  kSub,      kMul,  kScale,
+      kSum,     kSoftmax,   kPermute,   kAttention, kRmsNorm,      kRotary,  kSilu, kSwiglu};
   return kTable;
 }
 

@@ -14,14 +14,17 @@ namespace k = device::kernels;
 namespace {
 
 k::Pool2dShape poolShape(const Tensor& x, const Pool2dOptions& o, const OpInfo& op) {
-  require(x.ndim() == 4, op, "expects [N, C, H, W], got " + x.shape().str());
+  require(x.ndim() == 4, op, [&] { return "expects [N, C, H, W], got " + x.shape().str(); });
   // As torch: a window must overlap the input (a max-pool window of padding
   // only would have no arg-max).
-  require(o.kernel >= 1 && o.stride >= 0 && o.padding >= 0 && o.padding <= o.kernel / 2, op,
-          fmt::format("kernel {}, stride {}, padding {}: expected kernel >= 1, stride >= 0 and padding at most half "
-                      "the kernel",
-                      o.kernel, o.stride, o.padding));
-  const k::Pool2dShape g{x.size(0) * x.size(1), x.size(2), x.size(3), o.kernel, o.stride ? o.stride : o.kernel, o.padding};
+  require(o.kernel >= 1 && o.stride >= 0 && o.padding >= 0 && o.padding <= o.kernel / 2, op, [&] {
+    return fmt::format(
+        "kernel {}, stride {}, padding {}: expected kernel >= 1, stride >= 0 and padding at most half "
+        "the kernel",
+        o.kernel, o.stride, o.padding);
+  });
+  const k::Pool2dShape g{x.size(0) * x.size(1),          x.size(2), x.size(3), o.kernel,
+                         o.stride ? o.stride : o.kernel, o.padding};
   // Checked before outH(): integer division truncates toward zero.
   require(g.h + 2 * g.pad >= g.kernel && g.w + 2 * g.pad >= g.kernel, op, "window larger than the padded input");
   return g;

@@ -13,7 +13,7 @@ namespace k = device::kernels;
 
 Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
   require(x_in.ndim() >= 1 && w_in.ndim() == 2 && x_in.size(-1) == w_in.size(1), op::kLinear,
-          fmt::format("input {} does not match weight {}", x_in.shape().str(), w_in.shape().str()));
+          [&] { return fmt::format("input {} does not match weight {}", x_in.shape().str(), w_in.shape().str()); });
   const DType dt = computeDtype(op::kLinear, {&x_in, &w_in, &b_in});
   const Tensor x = castTo(x_in, dt), w = castTo(w_in, dt), b = castTo(b_in, dt);
   const OpRecord op_record = record(op::kLinear, {&x, &w, &b});
@@ -58,7 +58,7 @@ MatmulBatch broadcastBatch(const Shape& a, const Shape& b) {
   for (int i = 0; i < n; ++i) {
     const auto d = static_cast<std::size_t>(i);
     require(da[d] == db[d] || da[d] == 1 || db[d] == 1, op::kMatmul,
-            fmt::format("batch dimensions of {} and {} do not broadcast", a.str(), b.str()));
+            [&] { return fmt::format("batch dimensions of {} and {} do not broadcast", a.str(), b.str()); });
     out.dims.push_back(std::max(da[d], db[d]));
     out.a_items *= da[d];
     out.b_items *= db[d];
@@ -106,13 +106,16 @@ void gradPerItem(const Tensor& target, const std::vector<std::int64_t>& target_i
 
 Tensor matmul(const Tensor& a_in, const Tensor& b_in, const MatmulOptions& o) {
   const bool ta = o.transpose_a, tb = o.transpose_b;
-  require(a_in.ndim() >= 2 && b_in.ndim() >= 2, op::kMatmul,
-          fmt::format("expects matrices (2 or more dimensions), got {} and {}", a_in.shape().str(), b_in.shape().str()));
+  require(a_in.ndim() >= 2 && b_in.ndim() >= 2, op::kMatmul, [&] {
+    return fmt::format("expects matrices (2 or more dimensions), got {} and {}", a_in.shape().str(),
+                       b_in.shape().str());
+  });
   const std::int64_t m = a_in.size(ta ? -1 : -2), kk = a_in.size(ta ? -2 : -1);
   const std::int64_t n = b_in.size(tb ? -2 : -1), kb = b_in.size(tb ? -1 : -2);
-  require(kk == kb, op::kMatmul,
-          fmt::format("shapes {} and {} do not chain{}", a_in.shape().str(), b_in.shape().str(),
-                      ta || tb ? fmt::format(" (transpose_a={}, transpose_b={})", ta, tb) : ""));
+  require(kk == kb, op::kMatmul, [&] {
+    return fmt::format("shapes {} and {} do not chain{}", a_in.shape().str(), b_in.shape().str(),
+                       ta || tb ? fmt::format(" (transpose_a={}, transpose_b={})", ta, tb) : "");
+  });
   const MatmulBatch batch = broadcastBatch(a_in.shape(), b_in.shape());
   const DType dt = computeDtype(op::kMatmul, {&a_in, &b_in});
   const Tensor a = castTo(a_in, dt), b = castTo(b_in, dt);
@@ -174,12 +177,14 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in, const MatmulOptions& o) {
 
 Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, const Conv2dOptions& o) {
   require(x_in.ndim() == 4 && w_in.ndim() == 4 && x_in.size(1) == w_in.size(1), op::kConv2d,
-          fmt::format("input {} does not match weight {}", x_in.shape().str(), w_in.shape().str()));
+          [&] { return fmt::format("input {} does not match weight {}", x_in.shape().str(), w_in.shape().str()); });
   const DType dt = computeDtype(op::kConv2d, {&x_in, &w_in, &b_in});
   const Tensor x = castTo(x_in, dt), w = castTo(w_in, dt), b = castTo(b_in, dt);
-  require(o.stride >= 1 && o.padding >= 0, op::kConv2d,
-          fmt::format("stride {} and padding {}: expected stride >= 1, padding >= 0", o.stride, o.padding));
-  const k::Conv2dShape g{x.size(0), x.size(1), x.size(2), x.size(3), w.size(0), w.size(2), w.size(3), o.stride, o.padding};
+  require(o.stride >= 1 && o.padding >= 0, op::kConv2d, [&] {
+    return fmt::format("stride {} and padding {}: expected stride >= 1, padding >= 0", o.stride, o.padding);
+  });
+  const k::Conv2dShape g{x.size(0), x.size(1), x.size(2), x.size(3), w.size(0),
+                         w.size(2), w.size(3), o.stride,  o.padding};
   // Not outH() > 0: integer division truncates toward zero, so a kernel up
   // to stride-1 larger than the padded input would yield one output row.
   require(g.h + 2 * g.pad >= g.r && g.w + 2 * g.pad >= g.s, op::kConv2d, "kernel larger than the padded input");

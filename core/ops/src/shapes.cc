@@ -1,7 +1,10 @@
-// Views with another shape (no data moves, nothing recorded on the device).
+// Shapes and layouts: views with another shape (no data moves, nothing recorded
+// on the device), and permutations (a contiguous copy).
+#include <numeric>
 #include <vector>
 
 #include "hpu/core/ops/ops.h"
+#include "hpu/device/kernels/layout.h"
 #include "op_support.h"
 
 namespace hpu::core::ops {
@@ -9,7 +12,7 @@ namespace hpu::core::ops {
 using namespace detail;
 
 Tensor reshape(const Tensor& x, const Shape& shape) {
-  require(shape.numel() == x.numel(), "reshape", fmt::format("{} to {}", x.shape().str(), shape.str()));
+  require(shape.numel() == x.numel(), "reshape", [&] { return fmt::format("{} to {}", x.shape().str(), shape.str()); });
   Tensor y = x.reshaped(shape);
   recordBackward(y, {&x}, [x, y] {
     if (Tensor gy = y.grad(); gy.defined()) accumulateGrad(x, gy.data());
@@ -22,6 +25,64 @@ Tensor flatten(const Tensor& x, int start_dim) {
   for (int i = 0; i < start_dim; ++i) dims.push_back(x.size(i));
   dims.push_back(x.shape().tail(start_dim));
   return reshape(x, Shape(std::span<const std::int64_t>(dims)));
+}
+
+Tensor permute(const Tensor& x_in, std::span<const int> perm_in) {
+  const int n = x_in.ndim();
+  std::vector<int> perm(perm_in.begin(), perm_in.end());
+  std::vector<bool> seen(static_cast<std::size_t>(n), false);
+  bool valid = static_cast<int>(perm.size()) == n;
+  for (int& p : perm) {
+    if (p < 0) p += n;
+    valid = valid && p >= 0 && p < n && !seen[static_cast<std::size_t>(p)];
+    if (valid) seen[static_cast<std::size_t>(p)] = true;
+  }
+  require(valid, op::kPermute, [&] {
+    return fmt::format("[{}] is not a permutation of the {} dimensions of {}", fmt::join(perm_in, ", "), n,
+                       x_in.shape().str());
+  });
+  const Tensor x = castTo(x_in, computeDtype(op::kPermute, {&x_in}));
+  const OpRecord op_record = record(op::kPermute, {&x});
+  std::vector<std::int64_t> dims(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) dims[static_cast<std::size_t>(i)] = x.size(perm[static_cast<std::size_t>(i)]);
+  const Shape out_shape{std::span<const std::int64_t>(dims)};
+  Tensor y = like(x, out_shape);
+  if (computes(y)) device::kernels::permute(x.data(), x.shape().dims(), perm, y.data());
+  recordBackward(y, {&x}, [x, y, perm] {
+    Tensor gy = y.grad();
+    if (!gy.defined()) return;
+    std::vector<int> inverse(perm.size());
+    for (std::size_t i = 0; i < perm.size(); ++i) inverse[static_cast<std::size_t>(perm[i])] = static_cast<int>(i);
+    GradTarget g = gradTarget(x);
+    if (g.data != nullptr) device::kernels::permute(gy.data(), gy.shape().dims(), inverse, g.data, g.accumulate);
+    gradWritten(x);
+  });
+  return finish(y);
+}
+
+Tensor permute(const Tensor& x, std::initializer_list<int> perm) {
+  return permute(x, std::span<const int>(perm.begin(), perm.size()));
+}
+
+Tensor transpose(const Tensor& x, int d0, int d1) {
+  std::vector<int> perm(static_cast<std::size_t>(x.ndim()));
+  std::iota(perm.begin(), perm.end(), 0);
+  const int n = x.ndim();
+  require(d0 >= -n && d0 < n && d1 >= -n && d1 < n, "transpose",
+          [&] { return fmt::format("dimensions {} and {} of {}", d0, d1, x.shape().str()); });
+  std::swap(perm[static_cast<std::size_t>(d0 < 0 ? d0 + n : d0)], perm[static_cast<std::size_t>(d1 < 0 ? d1 + n : d1)]);
+  return permute(x, perm);
+}
+
+Tensor splitHeads(const Tensor& x, std::int64_t heads) {
+  require(x.ndim() == 3 && heads > 0 && x.size(2) % heads == 0, "split_heads",
+          [&] { return fmt::format("expects [B, T, heads * D] with {} heads, got {}", heads, x.shape().str()); });
+  return permute(reshape(x, {x.size(0), x.size(1), heads, x.size(2) / heads}), {0, 2, 1, 3});
+}
+
+Tensor mergeHeads(const Tensor& x) {
+  require(x.ndim() == 4, "merge_heads", [&] { return "expects [B, heads, T, D], got " + x.shape().str(); });
+  return reshape(permute(x, {0, 2, 1, 3}), {x.size(0), x.size(2), x.size(1) * x.size(3)});
 }
 
 }  // namespace hpu::core::ops

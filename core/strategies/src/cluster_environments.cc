@@ -17,8 +17,8 @@ config::ComponentSchema environmentSchema(const std::string& name, const char* d
   std::vector<std::string> aliases;
   for (const char* package : {"lightning.pytorch", "pytorch_lightning", "lightning.fabric"})
     aliases.push_back(std::string(package) + ".plugins.environments." + name);
-  return config::ComponentSchema{config::ComponentKind::kClusterEnvironment, name, std::move(aliases), {name, "", {}},
-                                 doc};
+  return config::ComponentSchema{
+      config::ComponentKind::kClusterEnvironment, name, std::move(aliases), {name, "", {}}, doc};
 }
 
 std::unique_ptr<ClusterEnvironmentChoice> choose(const config::Params&) {
@@ -29,16 +29,19 @@ HPU_REGISTER_COMPONENT(ClusterEnvironmentChoice,
                        environmentSchema("LightningEnvironment",
                                          "MASTER_ADDR, MASTER_PORT, NODE_RANK (GROUP_RANK), WORLD_SIZE, LOCAL_RANK."),
                        choose);
+HPU_REGISTER_COMPONENT(
+    ClusterEnvironmentChoice,
+    environmentSchema("SLURMEnvironment",
+                      "srun: SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NODEID, SLURM_JOB_NODELIST."),
+    choose);
+HPU_REGISTER_COMPONENT(
+    ClusterEnvironmentChoice,
+    environmentSchema("MPIEnvironment",
+                      "mpirun: OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK."),
+    choose);
 HPU_REGISTER_COMPONENT(ClusterEnvironmentChoice,
-                       environmentSchema("SLURMEnvironment",
-                                         "srun: SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NODEID, SLURM_JOB_NODELIST."),
-                       choose);
-HPU_REGISTER_COMPONENT(ClusterEnvironmentChoice,
-                       environmentSchema("MPIEnvironment",
-                                         "mpirun: OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK."),
-                       choose);
-HPU_REGISTER_COMPONENT(ClusterEnvironmentChoice,
-                       environmentSchema("TorchElasticEnvironment", "torchrun: RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE."),
+                       environmentSchema("TorchElasticEnvironment",
+                                         "torchrun: RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE."),
                        choose);
 
 }  // namespace

@@ -1,9 +1,9 @@
 #include "hpu/core/tensor/autograd.h"
 
 #include "hpu/core/tensor/op_record.h"
-#include "tensor_access.h"
 #include "hpu/device/check.h"
 #include "hpu/device/numerics.h"
+#include "tensor_access.h"
 
 namespace hpu::core::autograd {
 namespace {

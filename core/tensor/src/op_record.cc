@@ -21,7 +21,8 @@ OpRecord::OpRecord(device::Device& device, device::OpName op, std::span<const de
   HPU_CHECK(operands.size() <= operands_.size(), "{} records {} operands", op_, operands.size());
   tls_last_op = op_;
   if (!tls_graph_paused) device.graph().recordOp(op, operands);
-  if (tls_trace != nullptr) tls_trace->push_back({std::string(op_), operands.empty() ? device::DType::kFloat32 : operands[0].dtype});
+  if (tls_trace != nullptr)
+    tls_trace->push_back({std::string(op_), operands.empty() ? device::DType::kFloat32 : operands[0].dtype});
   if (observer_ != nullptr) {
     count_ = operands.size();
     std::copy(operands.begin(), operands.end(), operands_.begin());

@@ -9,8 +9,8 @@ namespace hpu::core {
 
 Tensor Tensor::empty(device::Device& dev, const Shape& shape, DType dtype) {
   dev.requireSupported(dtype);
-  auto buffer = std::make_shared<device::Buffer>(
-      dev.allocator().allocate(dtype, static_cast<std::size_t>(shape.numel())));
+  auto buffer =
+      std::make_shared<device::Buffer>(dev.allocator().allocate(dtype, static_cast<std::size_t>(shape.numel())));
   return view(std::move(buffer), 0, shape, dtype);
 }
 
@@ -49,8 +49,7 @@ Tensor Tensor::fromHost(device::Device& dev, const Shape& shape, std::span<const
   return t;
 }
 
-Tensor Tensor::view(std::shared_ptr<device::Buffer> buffer, std::int64_t offset, const Shape& shape,
-                    DType dtype) {
+Tensor Tensor::view(std::shared_ptr<device::Buffer> buffer, std::int64_t offset, const Shape& shape, DType dtype) {
   HPU_CHECK(offset + shape.numel() <= static_cast<std::int64_t>(buffer->numel()), "view {}+{} past {}", offset,
             shape.numel(), buffer->numel());
   auto impl = std::make_shared<detail::TensorImpl>();

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "fast_exp.h"
+
 namespace hpu::device::kernels {
 namespace {
 
@@ -33,6 +35,15 @@ struct Sigmoid {
   static float df(float, float y) { return y * (1.0f - y); }
 };
 
+struct SiLU {  // x * sigmoid(x)
+  static float sigmoid(float x) { return 1.0f / (1.0f + detail::fastExp(-x)); }
+  static float f(float x) { return x * sigmoid(x); }
+  static float df(float x, float y) {
+    const float s = sigmoid(x);
+    return s + y * (1.0f - s);
+  }
+};
+
 template <class F>
 void forward(const float* __restrict x, float* __restrict y, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) y[i] = F::f(x[i]);
@@ -55,6 +66,7 @@ void dispatch(Activation a, Args&&... args) {
     case Activation::kGELUTanh: return Run<GELUTanh>::go(args...);
     case Activation::kTanh: return Run<Tanh>::go(args...);
     case Activation::kSigmoid: return Run<Sigmoid>::go(args...);
+    case Activation::kSiLU: return Run<SiLU>::go(args...);
   }
 }
 
@@ -76,6 +88,20 @@ void activationForward(Activation a, const float* x, float* y, std::int64_t n) {
 void activationBackward(Activation a, const float* x, const float* y, const float* dy, float* dx, std::int64_t n,
                         bool accumulate) {
   dispatch<Backward>(a, x, y, dy, dx, n, accumulate);
+}
+
+void swigluForward(const float* __restrict gate, const float* __restrict up, float* __restrict y, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) y[i] = SiLU::f(gate[i]) * up[i];
+}
+
+void swigluBackward(const float* __restrict gate, const float* __restrict up, const float* __restrict dy,
+                    float* __restrict dgate, float* __restrict dup, std::int64_t n, bool accumulate) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float s = SiLU::sigmoid(gate[i]), silu = gate[i] * s;
+    const float dg = dy[i] * up[i] * (s + silu * (1.0f - s)), du = dy[i] * silu;
+    if (dgate != nullptr) dgate[i] = accumulate ? dgate[i] + dg : dg;
+    if (dup != nullptr) dup[i] = accumulate ? dup[i] + du : du;
+  }
 }
 
 }  // namespace hpu::device::kernels

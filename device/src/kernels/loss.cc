@@ -2,39 +2,76 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
+
+#include "fast_exp.h"
 
 namespace hpu::device::kernels {
 
-double softmaxCrossEntropyForward(const float* logits, const std::int64_t* labels, std::int64_t n, std::int64_t c,
-                                  float smoothing, float* probs) {
+namespace {
+
+// sum_j e^(x_j - shift), in 16 float lanes (so that it vectorises) added up in double.
+double sumExp(const float* x, std::int64_t n, float shift) {
+  float lanes[16] = {};
+  std::int64_t j = 0;
+  for (; j + 16 <= n; j += 16)
+    for (int l = 0; l < 16; ++l) lanes[l] += detail::fastExp(x[j + l] - shift);
   double total = 0;
+  for (float v : lanes) total += v;
+  for (; j < n; ++j) total += detail::fastExp(x[j] - shift);
+  return total;
+}
+
+}  // namespace
+
+double crossEntropyForward(const float* logits, const std::int64_t* labels, std::int64_t n, std::int64_t c,
+                           float smoothing, std::int64_t ignore_index, float* lse, std::int64_t* counted) {
+  std::vector<double> row_loss(static_cast<std::size_t>(n));
+#pragma omp parallel for schedule(static) if (n * c > (1 << 18))
   for (std::int64_t r = 0; r < n; ++r) {
     const float* row = logits + r * c;
     const float mx = *std::max_element(row, row + c);
-    double sum = 0;
-    for (std::int64_t j = 0; j < c; ++j) sum += std::exp(static_cast<double>(row[j] - mx));
-    const double log_sum = std::log(sum);
-    double smooth = 0;
-    for (std::int64_t j = 0; j < c; ++j) {
-      const double logp = row[j] - mx - log_sum;
-      probs[r * c + j] = static_cast<float>(std::exp(logp));
-      smooth -= logp;
+    const double log_sum = static_cast<double>(mx) + std::log(sumExp(row, c, mx));
+    lse[r] = static_cast<float>(log_sum);
+    if (labels[r] == ignore_index) continue;
+    double mean = 0;
+    if (smoothing != 0.0f) {
+      for (std::int64_t j = 0; j < c; ++j) mean += row[j];
+      mean /= static_cast<double>(c);
     }
-    const double nll = -(row[labels[r]] - mx - log_sum);
-    total += (1.0 - smoothing) * nll + smoothing * smooth / static_cast<double>(c);
+    row_loss[static_cast<std::size_t>(r)] =
+        (1.0 - smoothing) * (log_sum - row[labels[r]]) + smoothing * (log_sum - mean);
   }
-  return total / static_cast<double>(n);
+  double total = 0;
+  std::int64_t rows = 0;
+  for (std::int64_t r = 0; r < n; ++r) {
+    if (labels[r] == ignore_index) continue;
+    total += row_loss[static_cast<std::size_t>(r)];
+    ++rows;
+  }
+  *counted = rows;
+  return total;
 }
 
-void softmaxCrossEntropyBackward(const float* probs, const std::int64_t* labels, std::int64_t n, std::int64_t c,
-                                 float smoothing, float scale, float* dlogits, bool accumulate) {
+void crossEntropyBackward(const float* logits, const std::int64_t* labels, const float* lse, std::int64_t n,
+                          std::int64_t c, float smoothing, std::int64_t ignore_index, float scale, float* dlogits,
+                          bool accumulate) {
   const float off = smoothing / static_cast<float>(c);
-  for (std::int64_t r = 0; r < n; ++r)
-    for (std::int64_t j = 0; j < c; ++j) {
-      const float target = (j == labels[r] ? 1.0f - smoothing : 0.0f) + off;
-      const float d = (probs[r * c + j] - target) * scale;
-      dlogits[r * c + j] = accumulate ? dlogits[r * c + j] + d : d;
+#pragma omp parallel for schedule(static) if (n * c > (1 << 18))
+  for (std::int64_t r = 0; r < n; ++r) {
+    const float* row = logits + r * c;
+    float* __restrict d = dlogits + r * c;
+    if (labels[r] == ignore_index) {
+      if (!accumulate) std::fill(d, d + c, 0.0f);
+      continue;
     }
+    const float shift = lse[r];
+    for (std::int64_t j = 0; j < c; ++j) {
+      const float g = (detail::fastExp(row[j] - shift) - off) * scale;
+      d[j] = accumulate ? d[j] + g : g;
+    }
+    d[labels[r]] -= (1.0f - smoothing) * scale;
+  }
 }
 
 void softmaxForward(const float* x, std::int64_t rows, std::int64_t c, float* y) {

@@ -57,6 +57,42 @@ void layerNormBackward(const float* x, const float* dy, std::int64_t rows, std::
   }
 }
 
+void rmsNormForward(const float* x, std::int64_t rows, std::int64_t d, const float* w, float eps, float* y,
+                    float* rstd) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * d;
+    double sq = 0;
+    for (std::int64_t i = 0; i < d; ++i) sq += static_cast<double>(xr[i]) * xr[i];
+    const float inv = 1.0f / std::sqrt(static_cast<float>(sq / static_cast<double>(d)) + eps);
+    rstd[r] = inv;
+    float* yr = y + r * d;
+    for (std::int64_t i = 0; i < d; ++i) yr[i] = (w != nullptr ? w[i] : 1.0f) * (xr[i] * inv);
+  }
+}
+
+void rmsNormBackward(const float* x, const float* dy, std::int64_t rows, std::int64_t d, const float* w,
+                     const float* rstd, float* dx, bool accumulate_dx, float* dw, bool accumulate_dw) {
+  std::vector<double> gw(static_cast<std::size_t>(dw != nullptr ? d : 0), 0.0);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * d;
+    const float* gr = dy + r * d;
+    const float inv = rstd[r];
+    double dot = 0;  // mean over the row of g * xhat, g = dy * w
+    for (std::int64_t i = 0; i < d; ++i) dot += static_cast<double>(gr[i] * (w != nullptr ? w[i] : 1.0f)) * (xr[i] * inv);
+    const auto mean = static_cast<float>(dot / static_cast<double>(d));
+    for (std::int64_t i = 0; i < d; ++i) {
+      const float xhat = xr[i] * inv;
+      if (dx != nullptr) {
+        const float v = inv * (gr[i] * (w != nullptr ? w[i] : 1.0f) - xhat * mean);
+        dx[r * d + i] = accumulate_dx ? dx[r * d + i] + v : v;
+      }
+      if (dw != nullptr) gw[static_cast<std::size_t>(i)] += static_cast<double>(gr[i]) * xhat;
+    }
+  }
+  for (std::int64_t i = 0; i < (dw != nullptr ? d : 0); ++i)
+    dw[i] = (accumulate_dw ? dw[i] : 0.0f) + static_cast<float>(gw[static_cast<std::size_t>(i)]);
+}
+
 void batchNorm2dForward(const BatchNormShape& g, const float* x, const float* w, const float* b, float* running_mean,
                         float* running_var, bool training, float momentum, float eps, float* y, float* mean_rstd) {
   const auto count = static_cast<double>(g.n * g.hw);

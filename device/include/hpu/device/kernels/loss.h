@@ -5,15 +5,20 @@
 
 namespace hpu::device::kernels {
 
-// probs [n, c] = softmax(logits) per row; returns the mean over rows of
-// (1 - s) * nll + s * mean_c(-log p) (torch's label smoothing s).
-// REQUIRES: 0 <= labels[r] < c.
-double softmaxCrossEntropyForward(const float* logits, const std::int64_t* labels, std::int64_t n, std::int64_t c,
-                                  float smoothing, float* probs);
-// dlogits (+)= (probs - target) * scale, target = (1 - s) onehot + s / c.
-void softmaxCrossEntropyBackward(const float* probs, const std::int64_t* labels, std::int64_t n, std::int64_t c,
-                                 float smoothing, float scale, float* dlogits, bool accumulate);
-
+// Cross-entropy of logits [n, c] against int64 labels [n], torch's with
+// label smoothing s and ignore_index: a row whose label is ignore_index counts
+// for nothing; every other row adds
+//   (1 - s) (lse - x_label) + s (lse - mean_j x_j),   lse = log sum_j e^x_j.
+// Returns the sum over the counted rows and sets *counted to their number;
+// lse gets each row's log-sum-exp (what backward needs instead of the
+// probabilities). REQUIRES: every counted label in [0, c).
+double crossEntropyForward(const float* logits, const std::int64_t* labels, std::int64_t n, std::int64_t c,
+                           float smoothing, std::int64_t ignore_index, float* lse, std::int64_t* counted);
+// dlogits (+)= (softmax(x) - target) * scale on counted rows, target =
+// (1 - s) onehot + s / c; ignored rows get 0 (or keep what they hold).
+void crossEntropyBackward(const float* logits, const std::int64_t* labels, const float* lse, std::int64_t n,
+                          std::int64_t c, float smoothing, std::int64_t ignore_index, float scale, float* dlogits,
+                          bool accumulate);
 // y = softmax(x) per row of [rows, c]; backward: dx (+)= y * (dy - <y, dy>).
 void softmaxForward(const float* x, std::int64_t rows, std::int64_t c, float* y);
 void softmaxBackward(const float* y, const float* dy, std::int64_t rows, std::int64_t c, float* dx, bool accumulate);

@@ -15,6 +15,15 @@ void layerNormBackward(const float* x, const float* dy, std::int64_t rows, std::
                        const float* mean_rstd, float* dx, bool accumulate_dx, float* dw, float* db,
                        bool accumulate_params);
 
+// RMS normalisation (Llama's RMSNorm): y = w * x * rstd per row of x
+// [rows, d], rstd = 1 / sqrt(mean(x^2) + eps); w may be null. rstd gets one
+// value per row.
+void rmsNormForward(const float* x, std::int64_t rows, std::int64_t d, const float* w, float eps, float* y,
+                    float* rstd);
+// dx (+)= input gradient; dw (+)= weight gradient (each may be null).
+void rmsNormBackward(const float* x, const float* dy, std::int64_t rows, std::int64_t d, const float* w,
+                     const float* rstd, float* dx, bool accumulate_dx, float* dw, bool accumulate_dw);
+
 struct BatchNormShape {
   std::int64_t n, c, hw;
 };

@@ -24,8 +24,8 @@ namespace hpu::core::nn {
 struct ParamBucket {
   std::shared_ptr<device::Buffer> values;
   std::shared_ptr<device::Buffer> grads;
-  std::vector<NamedTensor> members;     // views into `values`
-  std::vector<std::int64_t> offsets;    // element offset of each member
+  std::vector<NamedTensor> members;   // views into `values`
+  std::vector<std::int64_t> offsets;  // element offset of each member
   std::int64_t numel = 0;
   DType dtype = DType::kFloat32;
 
@@ -74,7 +74,7 @@ class FlatParameters {
   device::Device& device_;
   bool persistent_grads_;
   std::vector<ParamBucket> buckets_;
-  std::vector<int> pending_params_;  // per bucket, parameters without final gradient
+  std::vector<int> pending_params_;                         // per bucket, parameters without final gradient
   std::unordered_map<const void*, std::size_t> bucket_of_;  // Leaf::id() -> bucket
   std::function<void(std::size_t)> ready_;
   std::int64_t numel_ = 0;

@@ -37,8 +37,8 @@ struct LayerBuild {
 // Builds a layer from its validated init_args for samples of shape `in`
 // (no batch dimension). `where` names the layer in the config
 // ("model.init_args.layers[2]") for layerMisfit.
-using LayerBuilder =
-    std::function<LayerBuild(const config::Params& init_args, InitContext& ctx, const Shape& in, const std::string& where)>;
+using LayerBuilder = std::function<LayerBuild(const config::Params& init_args, InitContext& ctx, const Shape& in,
+                                              const std::string& where)>;
 
 // A layer from a config, its init_args bound, waiting for its input shape.
 class LayerRecipe {

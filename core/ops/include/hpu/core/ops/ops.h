@@ -11,6 +11,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -47,6 +50,10 @@ Tensor maxPool2d(const Tensor& x, const Pool2dOptions& o);
 Tensor avgPool2d(const Tensor& x, const Pool2dOptions& o);
 
 Tensor relu(const Tensor& x);
+// x * sigmoid(x).
+Tensor silu(const Tensor& x);
+// silu(gate) * up, elementwise (Llama's MLP); equal shapes.
+Tensor swiglu(const Tensor& gate, const Tensor& up);
 // approximate: false = exact (erf), true = tanh approximation.
 Tensor gelu(const Tensor& x, bool approximate = false);
 Tensor tanh(const Tensor& x);
@@ -57,21 +64,63 @@ Tensor dropout(const Tensor& x, float p, bool training, Generator& rng);
 
 // Same data, new shape (differentiable).
 Tensor reshape(const Tensor& x, const Shape& shape);
+// x with its dimensions reordered (output dimension i is x's perm[i]), as a
+// contiguous copy; negative entries count from the end.
+Tensor permute(const Tensor& x, std::span<const int> perm);
+Tensor permute(const Tensor& x, std::initializer_list<int> perm);
+// x with dimensions d0 and d1 swapped (a contiguous copy).
+Tensor transpose(const Tensor& x, int d0, int d1);
+// [B, T, heads * D] -> [B, heads, T, D], and back.
+Tensor splitHeads(const Tensor& x, std::int64_t heads);
+Tensor mergeHeads(const Tensor& x);
 // Collapses dims [start_dim, end] into one.
 Tensor flatten(const Tensor& x, int start_dim = 1);
 
 // Over the last dimension; weight/bias [D] or undefined.
 Tensor layerNorm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps = 1e-5f);
+// Llama's RMSNorm over the last dimension: weight * x / sqrt(mean(x^2) + eps);
+// weight [D] or undefined.
+Tensor rmsNorm(const Tensor& x, const Tensor& weight, float eps = 1e-6f);
+
+// Rotary position embedding of x [..., T, D] (Hugging Face's rotate-half
+// layout, float32 angles position * theta^(-2i/D)); positions int64 [T].
+Tensor rotaryEmbedding(const Tensor& x, const Tensor& positions, float theta = 10000.0f);
+
+// softmax(q k^T * scale + mask) v for q [B, H, T, D] and k, v [B, Hkv, S, D]
+// (H a multiple of Hkv: grouped-query attention, query head h reads key/value
+// head h / (H / Hkv)), without materialising the [T, S] scores (see
+// device/kernels/attention.h): the device keeps the output and one float per
+// query row. The causal mask aligns the T queries with the last T of the keys
+// used, so a decoding step over a KV cache masks correctly.
+struct AttentionOptions {
+  bool causal = true;
+  std::optional<float> scale;       // default 1 / sqrt(D)
+  std::int64_t sliding_window = 0;  // > 0: a query sees only the last `sliding_window` keys (Mistral)
+  float dropout_p = 0.0f;           // dropout on the probabilities, when `training`
+  bool training = false;
+  Generator* rng = nullptr;     // dropout's masks: one draw per call (REQUIRES: set with dropout)
+  std::int64_t kv_length = -1;  // keys used per head (a KV cache's filled part; -1: all S)
+};
+Tensor scaledDotProductAttention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o = {});
+
 // x [N, C, H, W]; running stats [C] are updated in training (momentum as
 // torch: new = (1 - momentum) * old + momentum * batch, unbiased variance).
-Tensor batchNorm2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& running_mean,
-                   Tensor& running_var, bool training, float momentum = 0.1f, float eps = 1e-5f);
+Tensor batchNorm2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& running_mean, Tensor& running_var,
+                   bool training, float momentum = 0.1f, float eps = 1e-5f);
 
-// indices int64 [...], weight [num, dim] -> [..., dim].
-Tensor embedding(const Tensor& indices, const Tensor& weight);
+// indices int64 [...], weight [num, dim] -> [..., dim]. The row
+// `padding_idx` (if given) receives no gradient, as torch's.
+Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<std::int64_t> padding_idx = std::nullopt);
 
-// Mean cross-entropy of logits [N, C] against int64 labels [N], with
-// PyTorch's label smoothing.
+// Mean cross-entropy of logits [..., C] against int64 labels [...] over the
+// labels that are not ignore_index (PyTorch's, with its label smoothing; a
+// language model's targets are [B, T] against logits [B, T, V]). The device
+// keeps one float per row for backward, not the probabilities.
+struct CrossEntropyOptions {
+  float label_smoothing = 0.0f;
+  std::int64_t ignore_index = -100;
+};
+Tensor crossEntropy(const Tensor& logits, const Tensor& labels, const CrossEntropyOptions& o);
 Tensor crossEntropy(const Tensor& logits, const Tensor& labels, float label_smoothing = 0.0f);
 // Mean squared error.
 Tensor mseLoss(const Tensor& prediction, const Tensor& target);

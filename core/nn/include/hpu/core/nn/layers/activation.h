@@ -14,21 +14,30 @@ class Activation : public Module {
   explicit Activation(ActivationKind kind) : kind_(kind) {}
   std::string typeName() const override {
     switch (kind_) {
-      case ActivationKind::kReLU: return "ReLU";
+      case ActivationKind::kReLU:
+        return "ReLU";
       case ActivationKind::kGELU:
-      case ActivationKind::kGELUTanh: return "GELU";
-      case ActivationKind::kTanh: return "Tanh";
-      case ActivationKind::kSigmoid: return "Sigmoid";
+      case ActivationKind::kGELUTanh:
+        return "GELU";
+      case ActivationKind::kTanh:
+        return "Tanh";
+      case ActivationKind::kSigmoid:
+        return "Sigmoid";
     }
     return "?";
   }
   Tensor forward(const Tensor& x) override {
     switch (kind_) {
-      case ActivationKind::kReLU: return ops::relu(x);
-      case ActivationKind::kGELU: return ops::gelu(x, false);
-      case ActivationKind::kGELUTanh: return ops::gelu(x, true);
-      case ActivationKind::kTanh: return ops::tanh(x);
-      case ActivationKind::kSigmoid: return ops::sigmoid(x);
+      case ActivationKind::kReLU:
+        return ops::relu(x);
+      case ActivationKind::kGELU:
+        return ops::gelu(x, false);
+      case ActivationKind::kGELUTanh:
+        return ops::gelu(x, true);
+      case ActivationKind::kTanh:
+        return ops::tanh(x);
+      case ActivationKind::kSigmoid:
+        return ops::sigmoid(x);
     }
     return x;
   }
@@ -41,11 +50,10 @@ class Activation : public Module {
 inline LayerBuild activationLayer(ActivationKind kind, const Shape& in) {
   return LayerBuild{std::make_shared<Activation>(kind), in};
 }
-inline const LayerRegistration kReLULayer{
-    layerSchema("ReLU", {}, "max(0, x)."),
-    [](const config::Params&, InitContext&, const Shape& in, const std::string&) {
-      return activationLayer(ActivationKind::kReLU, in);
-    }};
+inline const LayerRegistration kReLULayer{layerSchema("ReLU", {}, "max(0, x)."),
+                                          [](const config::Params&, InitContext&, const Shape& in, const std::string&) {
+                                            return activationLayer(ActivationKind::kReLU, in);
+                                          }};
 inline const LayerRegistration kGELULayer{
     layerSchema("GELU",
                 {{"approximate", config::Type::string({"none", "tanh"}), "none", "Exact (erf) or tanh approximation."}},
@@ -54,11 +62,10 @@ inline const LayerRegistration kGELULayer{
       return activationLayer(p.getString("approximate") == "tanh" ? ActivationKind::kGELUTanh : ActivationKind::kGELU,
                              in);
     }};
-inline const LayerRegistration kTanhLayer{
-    layerSchema("Tanh", {}, "Hyperbolic tangent."),
-    [](const config::Params&, InitContext&, const Shape& in, const std::string&) {
-      return activationLayer(ActivationKind::kTanh, in);
-    }};
+inline const LayerRegistration kTanhLayer{layerSchema("Tanh", {}, "Hyperbolic tangent."),
+                                          [](const config::Params&, InitContext&, const Shape& in, const std::string&) {
+                                            return activationLayer(ActivationKind::kTanh, in);
+                                          }};
 inline const LayerRegistration kSigmoidLayer{
     layerSchema("Sigmoid", {}, "Logistic sigmoid."),
     [](const config::Params&, InitContext&, const Shape& in, const std::string&) {

@@ -18,7 +18,8 @@ class Conv2d : public Module {
          std::int64_t stride = 1, std::int64_t padding = 0, bool bias = true)
       : options{stride, padding} {
     const float bound = 1.0f / std::sqrt(static_cast<float>(in_channels * kernel_size * kernel_size));
-    weight = registerParameter("weight", uniformInit(ctx, {out_channels, in_channels, kernel_size, kernel_size}, bound));
+    weight =
+        registerParameter("weight", uniformInit(ctx, {out_channels, in_channels, kernel_size, kernel_size}, bound));
     if (bias) this->bias = registerParameter("bias", uniformInit(ctx, {out_channels}, bound));
   }
   std::string typeName() const override { return "Conv2d"; }
@@ -41,7 +42,8 @@ inline const LayerRegistration kConv2dLayer{
                  {"bias", config::Type::boolean(), "true", "Learn an additive bias."}},
                 "2-D convolution."),
     [](const config::Params& p, InitContext& ctx, const Shape& in, const std::string& where) {
-      if (in.ndim() != 3) layerMisfit(where, fmt::format("Conv2d needs [channels, height, width] inputs; got {}", in.str()));
+      if (in.ndim() != 3)
+        layerMisfit(where, fmt::format("Conv2d needs [channels, height, width] inputs; got {}", in.str()));
       const std::int64_t out = p.getInt("out_channels"), k = p.getInt("kernel_size"), s = p.getInt("stride"),
                          pad = p.getInt("padding");
       const std::int64_t h = sweptSize(in[1], k, s, pad), w = sweptSize(in[2], k, s, pad);

@@ -36,9 +36,11 @@ inline const LayerRegistration kLinearLayer{
                  {"bias", config::Type::boolean(), "true", "Learn an additive bias."}},
                 "Fully connected layer."),
     [](const config::Params& p, InitContext& ctx, const Shape& in, const std::string& where) {
-      if (in.ndim() != 1) layerMisfit(where, fmt::format("Linear needs flat inputs; got {} (add Flatten before it)", in.str()));
+      if (in.ndim() != 1)
+        layerMisfit(where, fmt::format("Linear needs flat inputs; got {} (add Flatten before it)", in.str()));
       if (p.has("in_features") && p.getInt("in_features") != in[0])
-        layerMisfit(where, fmt::format("in_features is {} but the previous layer gives {}", p.getInt("in_features"), in[0]));
+        layerMisfit(where,
+                    fmt::format("in_features is {} but the previous layer gives {}", p.getInt("in_features"), in[0]));
       const std::int64_t out = p.getInt("out_features");
       return LayerBuild{std::make_shared<Linear>(ctx, in[0], out, p.getBool("bias")), Shape{out}};
     }};

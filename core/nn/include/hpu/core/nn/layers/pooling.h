@@ -30,18 +30,21 @@ using AvgPool2d = Pool2d<kAvgPool2dName, ops::avgPool2d>;
 template <class Pool>
 LayerRegistration poolLayer(const char* name, const char* doc) {
   return LayerRegistration{
-      layerSchema(name,
-                  {{"kernel_size", config::Type::integer().min(1), "2", "Window size."},
-                   {"stride", config::Type::optional(config::Type::integer().min(1)), "null", "Stride (default: kernel_size)."},
-                   {"padding", config::Type::integer().min(0), "0", "Padding on each side."}},
-                  doc),
+      layerSchema(
+          name,
+          {{"kernel_size", config::Type::integer().min(1), "2", "Window size."},
+           {"stride", config::Type::optional(config::Type::integer().min(1)), "null", "Stride (default: kernel_size)."},
+           {"padding", config::Type::integer().min(0), "0", "Padding on each side."}},
+          doc),
       [](const config::Params& p, InitContext&, const Shape& in, const std::string& where) {
-        const ops::Pool2dOptions o{p.getInt("kernel_size"), p.has("stride") ? p.getInt("stride") : 0, p.getInt("padding")};
+        const ops::Pool2dOptions o{p.getInt("kernel_size"), p.has("stride") ? p.getInt("stride") : 0,
+                                   p.getInt("padding")};
         if (in.ndim() != 3)
           layerMisfit(where, fmt::format("pooling needs [channels, height, width] inputs; got {}", in.str()));
         const std::int64_t s = o.stride ? o.stride : o.kernel;
         const std::int64_t h = sweptSize(in[1], o.kernel, s, o.padding), w = sweptSize(in[2], o.kernel, s, o.padding);
-        if (h <= 0 || w <= 0) layerMisfit(where, fmt::format("kernel {} does not fit the {} input", o.kernel, in.str()));
+        if (h <= 0 || w <= 0)
+          layerMisfit(where, fmt::format("kernel {} does not fit the {} input", o.kernel, in.str()));
         return LayerBuild{std::make_shared<Pool>(o), Shape{in[0], h, w}};
       }};
 }

@@ -1,0 +1,76 @@
+// Scaled dot-product attention (device/kernels/attention.h does the work).
+#include "hpu/device/kernels/attention.h"
+
+#include <cmath>
+#include <vector>
+
+#include "hpu/core/ops/ops.h"
+#include "op_support.h"
+
+namespace hpu::core::ops {
+
+using namespace detail;
+namespace k = device::kernels;
+
+Tensor scaledDotProductAttention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
+                                 const AttentionOptions& o) {
+  require(q_in.ndim() == 4 && k_in.ndim() == 4 && k_in.shape() == v_in.shape() && q_in.size(0) == k_in.size(0) &&
+              q_in.size(3) == k_in.size(3) && k_in.size(1) > 0 && q_in.size(1) % k_in.size(1) == 0,
+          op::kAttention, [&] {
+            return fmt::format(
+                "expects q [B, H, T, D] and k, v [B, Hkv, S, D] with H a multiple of Hkv; got {}, {} and {}",
+                q_in.shape().str(), k_in.shape().str(), v_in.shape().str());
+          });
+  const std::int64_t kv_len = o.kv_length < 0 ? k_in.size(2) : o.kv_length;
+  require(kv_len >= 1 && kv_len <= k_in.size(2) && (!o.causal || kv_len >= q_in.size(2)), op::kAttention, [&] {
+    return fmt::format("{} keys of {} for {} queries{}", kv_len, k_in.size(2), q_in.size(2),
+                       o.causal ? " (causal attention needs at least as many keys as queries)" : "");
+  });
+  require(o.dropout_p >= 0.0f && o.dropout_p < 1.0f && (o.dropout_p == 0.0f || !o.training || o.rng != nullptr),
+          op::kAttention, [&] { return fmt::format("dropout_p {} needs 0 <= p < 1 and a generator", o.dropout_p); });
+  const DType dt = computeDtype(op::kAttention, {&q_in, &k_in, &v_in});
+  const Tensor q = castTo(q_in, dt), key = castTo(k_in, dt), v = castTo(v_in, dt);
+  const OpRecord op_record = record(op::kAttention, {&q, &key, &v});
+  k::AttentionShape g;
+  g.batch = q.size(0);
+  g.heads = q.size(1);
+  g.kv_heads = key.size(1);
+  g.q_len = q.size(2);
+  g.kv_len = kv_len;
+  g.kv_rows = key.size(2);
+  g.head_dim = q.size(3);
+  g.scale = o.scale.value_or(1.0f / std::sqrt(static_cast<float>(g.head_dim)));
+  g.causal = o.causal;
+  g.window = o.sliding_window;
+  if (o.training && o.dropout_p > 0.0f) {
+    g.dropout_p = o.dropout_p;
+    g.dropout_seed = o.rng->next();
+  }
+  Tensor y = like(q, q.shape());
+  // One log-sum-exp per query row: what backward needs instead of the scores.
+  Tensor lse = Tensor::empty(q.device(), {g.batch, g.heads, g.q_len});
+  if (computes(y)) k::attentionForward(g, q.data(), key.data(), v.data(), y.data(), lse.data());
+  recordBackward(y, {&q, &key, &v}, [q, key, v, y, lse, g] {
+    Tensor gy = y.grad();
+    if (!gy.defined()) return;
+    require(g.kv_len == g.kv_rows || (!wants(key) && !wants(v)), op::kAttention,
+            "gradients of a partly filled KV cache are not defined");
+    // The kernel writes all three gradients in one pass; each is added to its
+    // input's gradient in turn, which is right whatever the inputs' states
+    // (q, k and v may even be one tensor).
+    std::vector<float> dq, dk, dv;
+    if (computes(y)) {
+      dq.resize(static_cast<std::size_t>(q.numel()));
+      dk.resize(static_cast<std::size_t>(key.numel()));
+      dv.resize(static_cast<std::size_t>(v.numel()));
+      k::attentionBackward(g, q.data(), key.data(), v.data(), y.data(), gy.data(), lse.data(), dq.data(), false,
+                           dk.data(), dv.data(), false);
+    }
+    if (wants(q)) accumulateGrad(q, dq.data());
+    if (wants(key)) accumulateGrad(key, dk.data());
+    if (wants(v)) accumulateGrad(v, dv.data());
+  });
+  return finish(y);
+}
+
+}  // namespace hpu::core::ops

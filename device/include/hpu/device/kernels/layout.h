@@ -1,0 +1,15 @@
+// Data movement between layouts of row-major tensors.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+namespace hpu::device::kernels {
+
+// dst = src with its dimensions reordered: dst dimension i is src dimension
+// perm[i] (torch's permute, made contiguous). `shape` is src's (at most 6
+// dimensions). With `accumulate`, dst += instead of =.
+void permute(const float* src, std::span<const std::int64_t> shape, std::span<const int> perm, float* dst,
+             bool accumulate = false);
+
+}  // namespace hpu::device::kernels
