@@ -86,7 +86,7 @@ TEST_F(BadInputTest, UnknownClassSuggestsTheClosest) {
   expectFitRejected({"--data=RandomDataModul"},
                     "error: command line: data: unknown DataModule class 'RandomDataModul'; did you mean "
                     "'RandomDataModule'? (registered: CSVDataModule, FashionMNISTDataModule, MNISTDataModule, "
-                    "RandomDataModule)\n");
+                    "RandomDataModule, RandomTokensDataModule, TextDataModule)\n");
   write("cb.yaml", "trainer:\n  callbacks:\n    - class_path: lightning.pytorch.callbacks.EarlyStoping\n");
   const RunResult r = run({"fit", "-c", boringConfig(), "-c", "cb.yaml"});
   EXPECT_EQ(r.exit_code, 2);
@@ -121,7 +121,7 @@ TEST_F(BadInputTest, EveryProblemOfOneRunIsReportedTogether) {
                  "error: bad.yaml:7:9: model.init_args.lr: expected float, got 'abc'\n"
                  "error: bad.yaml:9:7: data: unknown DataModule class 'RandomDataModul'; did you mean "
                  "'RandomDataModule'? (registered: CSVDataModule, FashionMNISTDataModule, MNISTDataModule, "
-                 "RandomDataModule)\n"
+                 "RandomDataModule, RandomTokensDataModule, TextDataModule)\n"
                  "error: bad.yaml:13:9: optimizer.init_args.lr: -1 is out of range; must be > 0\n");
   // Problems of loading are gathered across files too.
   write("dup.yaml", "a: 1\na: 2\n");

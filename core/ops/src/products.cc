@@ -11,30 +11,36 @@ namespace hpu::core::ops {
 using namespace detail;
 namespace k = device::kernels;
 
-Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
-  require(x_in.ndim() >= 1 && w_in.ndim() == 2 && x_in.size(-1) == w_in.size(1), op::kLinear,
+Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, const LinearOptions& o) {
+  const bool in_out = o.weight_in_out;
+  require(x_in.ndim() >= 1 && w_in.ndim() == 2 && x_in.size(-1) == w_in.size(in_out ? 0 : 1), op::kLinear,
           [&] { return fmt::format("input {} does not match weight {}", x_in.shape().str(), w_in.shape().str()); });
   const DType dt = computeDtype(op::kLinear, {&x_in, &w_in, &b_in});
   const Tensor x = castTo(x_in, dt), w = castTo(w_in, dt), b = castTo(b_in, dt);
   const OpRecord op_record = record(op::kLinear, {&x, &w, &b});
-  const std::int64_t in = w.size(1), out = w.size(0), n = x.numel() / in;
+  const std::int64_t in = w.size(in_out ? 0 : 1), out = w.size(in_out ? 1 : 0), n = x.numel() / in;
   Shape ys = x.shape();
   ys[-1] = out;
   Tensor y = like(x, ys);
   if (computes(y)) {
-    k::gemm(false, true, n, out, in, x.data(), w.data(), 0.0f, y.data());
+    k::gemm(false, !in_out, n, out, in, x.data(), w.data(), 0.0f, y.data());
     if (b.defined()) k::addRowBias(y.data(), b.data(), n, out);
   }
-  recordBackward(y, {&x, &w, &b}, [x, w, b, y, n, in, out] {
+  recordBackward(y, {&x, &w, &b}, [x, w, b, y, n, in, out, in_out] {
     Tensor gy = y.grad();
     if (!gy.defined()) return;
-    if (w.requiresGrad()) gemmGrad(w, true, false, out, in, n, gy.data(), x.data());
+    if (w.requiresGrad()) {
+      if (in_out)
+        gemmGrad(w, true, false, in, out, n, x.data(), gy.data());  // dW [in, out] = x^T dy
+      else
+        gemmGrad(w, true, false, out, in, n, gy.data(), x.data());  // dW [out, in] = dy^T x
+    }
     if (wants(b)) {
       GradTarget g = gradTarget(b);
       if (g.data != nullptr) k::columnSums(gy.data(), n, out, g.data, g.accumulate);
       gradWritten(b);
     }
-    if (x.requiresGrad()) gemmGrad(x, false, false, n, in, out, gy.data(), w.data());
+    if (x.requiresGrad()) gemmGrad(x, false, in_out, n, in, out, gy.data(), w.data());
   });
   return finish(y);
 }

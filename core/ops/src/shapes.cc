@@ -74,6 +74,42 @@ Tensor transpose(const Tensor& x, int d0, int d1) {
   return permute(x, perm);
 }
 
+std::vector<Tensor> split(const Tensor& x_in, std::span<const std::int64_t> sizes) {
+  std::int64_t total = 0;
+  for (std::int64_t s : sizes) total += s;
+  require(x_in.ndim() >= 1 && total == x_in.size(-1), op::kSplit, [&] {
+    return fmt::format("pieces [{}] do not add up to the last dimension of {}", fmt::join(sizes, ", "), x_in.shape().str());
+  });
+  const Tensor x = castTo(x_in, computeDtype(op::kSplit, {&x_in}));
+  const OpRecord op_record = record(op::kSplit, {&x});
+  const std::int64_t d = x.size(-1), rows = x.numel() / d;
+  std::vector<Tensor> pieces;
+  std::int64_t at = 0;
+  for (std::int64_t size : sizes) {
+    Shape shape = x.shape();
+    shape[-1] = size;
+    Tensor y = like(x, shape);
+    if (computes(y))
+      for (std::int64_t r = 0; r < rows; ++r) std::copy_n(x.data() + r * d + at, size, y.data() + r * size);
+    recordBackward(y, {&x}, [x, y, at, size, d, rows] {
+      Tensor gy = y.grad();
+      if (!gy.defined()) return;
+      // Each piece writes its own columns of x's gradient: the first piece
+      // back-propagated claims it (zeroing the rest), the others add.
+      GradTarget g = gradTarget(x);
+      if (g.data != nullptr) {
+        if (!g.accumulate) std::fill(g.data, g.data + x.numel(), 0.0f);
+        for (std::int64_t r = 0; r < rows; ++r)
+          for (std::int64_t j = 0; j < size; ++j) g.data[r * d + at + j] += gy.data()[r * size + j];
+      }
+      gradWritten(x);
+    });
+    pieces.push_back(finish(y));
+    at += size;
+  }
+  return pieces;
+}
+
 Tensor splitHeads(const Tensor& x, std::int64_t heads) {
   require(x.ndim() == 3 && heads > 0 && x.size(2) % heads == 0, "split_heads",
           [&] { return fmt::format("expects [B, T, heads * D] with {} heads, got {}", heads, x.shape().str()); });

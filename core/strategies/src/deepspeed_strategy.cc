@@ -257,12 +257,15 @@ class DeepSpeedStrategy final : public DistributedStrategy {
     DeepSpeedStrategy& s_;
   };
 
+  // The buckets of the parameters m's forward reads: its own and those it uses.
   std::vector<std::size_t> bucketsOf(const nn::Module& m) const {
     std::vector<std::size_t> out;
-    for (const auto& p : m.ownParameters()) {
-      const std::size_t b = params_->bucketOf(p.tensor);
+    const auto add = [&](const Tensor& t) {
+      const std::size_t b = params_->bucketOf(t);
       if (std::find(out.begin(), out.end(), b) == out.end()) out.push_back(b);
-    }
+    };
+    for (const auto& p : m.ownParameters()) add(p.tensor);
+    for (const Tensor& t : m.usedParameters()) add(t);
     return out;
   }
 

@@ -96,7 +96,8 @@ void Trainer::setupModel(LightningModule& model, data::DataModule& data, data::S
     if (!sample) sample = data.dataset(s);
   if (!sample) throw UsageError("the data module provides no data set for this stage");
   const auto& fields = sample->fields();
-  ModelInput input{Shape(std::span<const std::int64_t>(fields.front().shape)), data.numClasses(), fields};
+  ModelInput input{Shape(std::span<const std::int64_t>(fields.front().shape)), data.numClasses(), fields,
+                   data.tokenizer()};
   precision_->checkDevice(strategy_->device());
   nn::InitContext ctx{strategy_->device(), init_rng_, dropout_rng_, precision_->paramDtype(),
                       strategy_->activationCheckpointsOnHost()};
@@ -154,8 +155,9 @@ void Trainer::configureOptimizers() {
   if (scheduler_) scheduler_->attach(*optimizer_);
 }
 
-std::unique_ptr<data::DataLoader> Trainer::makeLoader(data::DataModule& data, data::Split split) {
-  auto dataset = data.dataset(split);
+std::unique_ptr<data::DataLoader> Trainer::makeLoader(data::DataModule& data, data::Split split,
+                                                     std::shared_ptr<const data::Dataset> dataset) {
+  if (!dataset) dataset = data.dataset(split);
   if (!dataset) return nullptr;
   data::LoaderOptions o = data.loaderOptions(split);
   if (options_.use_distributed_sampler && strategy_->worldSize() > 1) {
@@ -463,7 +465,8 @@ std::unique_ptr<data::DataLoader> Trainer::setupEvaluation(LightningModule& mode
     restore(path, /*full=*/false);
   callbacks([&](Callback& c) { c.setup(*this, stage); });
   if (!split) return nullptr;
-  auto loader = makeLoader(data, *split);
+  // A model may bring its predict data (a language model's prompts).
+  auto loader = makeLoader(data, *split, *split == data::Split::kPredict ? model.predictData() : nullptr);
   if (!loader) throw UsageError(fmt::format("the data module has no {} set", data::splitName(*split)));
   return loader;
 }
@@ -534,6 +537,30 @@ std::vector<Prediction> Trainer::predict(LightningModule& model, data::DataModul
 
 // ---------------------------------------------------------------- reporting
 
+namespace {
+
+// Lightning's get_human_readable_count: "66", "235 K", "124 M", "6.7 B".
+std::string humanReadableCount(std::int64_t n) {
+  static const char* const kUnits[] = {" ", "K", "M", "B", "T"};
+  const int digits = n > 0 ? static_cast<int>(std::floor(std::log10(static_cast<double>(n)))) + 1 : 1;
+  const int groups = std::min((digits + 2) / 3, 5);
+  const double scaled = static_cast<double>(n) * std::pow(10.0, -3 * (groups - 1));
+  if (groups == 1 || scaled >= 100) return fmt::format("{} {}", static_cast<std::int64_t>(scaled), kUnits[groups - 1]);
+  return fmt::format("{:.1f} {}", scaled, kUnits[groups - 1]);
+}
+
+// 6738415616 -> "6,738,415,616".
+std::string withThousands(std::int64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+}  // namespace
+
 void Trainer::printModelSummary() {
   // Out sizes are a batch of one sample's (recordOutputShapes).
   auto out_size = [](const nn::Module& m) {
@@ -541,15 +568,13 @@ void Trainer::printModelSummary() {
     return s.ndim() == 0 ? std::string("?") : s.str();
   };
   std::vector<std::array<std::string, 5>> rows;
-  std::int64_t total = 0;
   for (const auto& [name, child] : model_->children()) {
-    std::int64_t n = child->numParameters();
-    rows.push_back({name, child->typeName(), std::to_string(n), out_size(*child), ""});
+    rows.push_back({name, child->typeName(), std::to_string(child->numParameters()), out_size(*child), ""});
     for (const auto& [sub, grandchild] : child->children())
       rows.push_back({name + "." + sub, grandchild->typeName(), std::to_string(grandchild->numParameters()),
                       out_size(*grandchild), grandchild->describe()});
-    total += n;
   }
+  const std::int64_t total = model_->numParameters();
   std::size_t w[5] = {4, 4, 6, 9, 6};
   const char* head[5] = {"Name", "Type", "Params", "Out sizes", "Config"};
   for (auto& r : rows)
@@ -561,8 +586,12 @@ void Trainer::printModelSummary() {
     out += fmt::format("{:<2}| {:<{}} | {:<{}} | {:>{}} | {:<{}} | {}\n", i, rows[i][0], w[0], rows[i][1], w[1],
                        rows[i][2], w[2], rows[i][3], w[3], rows[i][4]);
   const double mb = static_cast<double>(total) * device::logicalSize(precision_->paramDtype()) / 1e6;
-  out += fmt::format("{:<8}Trainable params\n{:<8}Total params\n{:<8.3f}Total estimated model params size (MB)\n",
-                     total, total, mb);
+  // Lightning's totals (abbreviated counts), then the exact count.
+  const std::string count = humanReadableCount(total);
+  out += fmt::format("{:<10}Trainable params\n{:<10}Non-trainable params\n{:<10}Total params\n"
+                     "{:<10.3f}Total estimated model params size (MB)\nTotal params: {}{}\n",
+                     count, humanReadableCount(0), count, mb, withThousands(total),
+                     total >= 1000 ? " (" + count + ")" : "");
   std::fputs(out.c_str(), stdout);
   std::fflush(stdout);
 }

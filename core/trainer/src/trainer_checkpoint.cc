@@ -114,8 +114,8 @@ void Trainer::restoreOptimizerState(const checkpoint::Checkpoint& ckpt, const st
 void Trainer::saveCheckpoint(const std::string& path, bool weights_only) {
   GatheredParameters gathered(*strategy_, *params_, Strategy::GatherScope::kAll);
   checkpoint::Checkpoint ckpt;
-  for (const auto& p : model_->namedParameters()) ckpt.tensors.push_back(entryOf("model." + p.name, p.tensor));
-  for (const auto& b : model_->namedBuffers()) ckpt.tensors.push_back(entryOf("model." + b.name, b.tensor));
+  for (const auto& p : model_->namedParameters()) ckpt.tensors.push_back(entryOf(model_->checkpointKey(p.name), p.tensor));
+  for (const auto& b : model_->namedBuffers()) ckpt.tensors.push_back(entryOf(model_->checkpointKey(b.name), b.tensor));
   auto& m = ckpt.metadata;
   m["hpu_train.format"] = "1";
   m["epoch"] = std::to_string(current_epoch_);
@@ -210,8 +210,8 @@ std::string Trainer::resolveCheckpointPath(const std::string& ckpt_path) const {
 void Trainer::restore(const std::string& path, bool full) {
   const checkpoint::Checkpoint ckpt = checkpoint_io_->load(path);
   strategy_->gatherParameters(*params_, Strategy::GatherScope::kAll);
-  for (const auto& p : model_->namedParameters()) loadInto(ckpt, "model." + p.name, p.tensor, path);
-  for (const auto& b : model_->namedBuffers()) loadInto(ckpt, "model." + b.name, b.tensor, path);
+  for (const auto& p : model_->namedParameters()) loadInto(ckpt, model_->checkpointKey(p.name), p.tensor, path);
+  for (const auto& b : model_->namedBuffers()) loadInto(ckpt, model_->checkpointKey(b.name), b.tensor, path);
   strategy_->parametersLoaded(*params_);
   strategy_->releaseParameters(*params_, Strategy::GatherScope::kAll);
   if (!full) return;  // evaluation: the loops start at epoch 0, step 0, as in Lightning

@@ -9,6 +9,7 @@
 
 #include "hpu/core/data/dataloader.h"
 #include "hpu/core/data/dataset.h"
+#include "hpu/core/data/tokenizer.h"
 
 namespace hpu::core::data {
 
@@ -29,6 +30,8 @@ class DataModule {
   virtual LoaderOptions loaderOptions(Split split) const = 0;
   // Number of classes of labelled data sets (0: not a classification set).
   virtual std::int64_t numClasses() const { return 0; }
+  // Text data: how token ids map to text (null for other data). Valid after setup().
+  virtual std::shared_ptr<const Tokenizer> tokenizer() const { return nullptr; }
 };
 
 }  // namespace hpu::core::data

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "hpu/core/data/dataset.h"
+#include "hpu/core/data/tokenizer.h"
 #include "hpu/core/nn/module.h"
 #include "hpu/core/optim/lr_scheduler.h"
 #include "hpu/core/optim/optimizer.h"
@@ -39,6 +40,7 @@ struct ModelInput {
   Shape sample_shape;               // of the first field: {1, 28, 28} (classification features)
   std::int64_t num_classes = 0;     // 0 when the data is not labelled
   std::vector<data::Field> fields;  // of one sample, as the data set declares them
+  std::shared_ptr<const data::Tokenizer> tokenizer;  // text data: ids <-> text (null otherwise)
 };
 
 // What predict_step returns for a batch, one entry per sample: numeric
@@ -86,6 +88,14 @@ class LightningModule : public nn::Module {
   virtual void testStep(const Batch& batch, std::int64_t batch_idx) {}
   // Default: the rows of forward() on the batch.
   virtual Prediction predictStep(const Batch& batch, std::int64_t batch_idx);
+  // What predict runs over when the model brings its own (Lightning's
+  // predict_dataloader on the module: a language model's prompts); null:
+  // the data module's predict set. Called after configureModel.
+  virtual std::shared_ptr<const data::Dataset> predictData() { return nullptr; }
+  // The name of parameter or buffer `name` in checkpoints: "model.<name>";
+  // a model that follows another library's layout (Hugging Face's) keeps
+  // that layout's names, so its checkpoints map onto it 1:1.
+  virtual std::string checkpointKey(const std::string& name) const { return "model." + name; }
   // The optimizer (and scheduler) used when the config names none.
   virtual OptimizerConfig configureOptimizers();
 

@@ -72,6 +72,12 @@ class Module {
   void setForwardHooks(const std::shared_ptr<ForwardHooks>& hooks);
   // The parameters registered on this module itself (not its children).
   const std::vector<NamedTensor>& ownParameters() const { return params_; }
+  // Parameters of other modules this module's forward reads (a language
+  // model's output projection tied to its input embedding): not its own (not
+  // counted, saved or stepped twice), but present while it runs (ZeRO-3
+  // gathers them around its forward as its own).
+  void useParameter(const Tensor& t) { used_.push_back(t); }
+  const std::vector<Tensor>& usedParameters() const { return used_; }
 
   // Registration (call from constructors / configureModel).
   Tensor registerParameter(std::string name, Tensor t);
@@ -107,6 +113,7 @@ class Module {
   void collect(const std::string& prefix, bool params, std::vector<NamedTensor>& out) const;
 
   std::vector<NamedTensor> params_;
+  std::vector<Tensor> used_;
   std::vector<NamedTensor> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;

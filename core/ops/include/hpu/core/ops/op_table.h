@@ -48,6 +48,7 @@ inline constexpr OpInfo kScale{"scale", kPromote};
 inline constexpr OpInfo kSum{"sum", kFp32};
 inline constexpr OpInfo kSoftmax{"softmax", kFp32};
 inline constexpr OpInfo kPermute{"permute", kPromote};
+inline constexpr OpInfo kSplit{"split", kPromote};
 inline constexpr OpInfo kAttention{"scaled_dot_product_attention", kLower};
 inline constexpr OpInfo kRmsNorm{"rms_norm", kFp32};
 inline constexpr OpInfo kRotary{"rotary_embedding", kPromote};

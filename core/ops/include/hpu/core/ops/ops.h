@@ -25,7 +25,12 @@
 namespace hpu::core::ops {
 
 // y = x W^T + b. x [N, in] (or [..., in]), w [out, in], b [out] or undefined.
-Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b);
+// With weight_in_out, w is [in, out] and y = x W + b (Hugging Face's Conv1D,
+// GPT-2's layout).
+struct LinearOptions {
+  bool weight_in_out = false;
+};
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b, const LinearOptions& o = {});
 // torch.matmul on matrices: op(a) [..., M, K] @ op(b) [..., K, N] ->
 // [..., M, N], where op transposes the last two dimensions when asked; the
 // batch dimensions (all but the last two) broadcast as in torch.
@@ -70,6 +75,9 @@ Tensor permute(const Tensor& x, std::span<const int> perm);
 Tensor permute(const Tensor& x, std::initializer_list<int> perm);
 // x with dimensions d0 and d1 swapped (a contiguous copy).
 Tensor transpose(const Tensor& x, int d0, int d1);
+// x split along its last dimension into pieces of `sizes` (copies; they add
+// up to x's last dimension): GPT-2's fused q, k, v projection.
+std::vector<Tensor> split(const Tensor& x, std::span<const std::int64_t> sizes);
 // [B, T, heads * D] -> [B, heads, T, D], and back.
 Tensor splitHeads(const Tensor& x, std::int64_t heads);
 Tensor mergeHeads(const Tensor& x);

@@ -100,7 +100,9 @@ class Trainer {
  private:
   void setupModel(LightningModule& model, data::DataModule& data, data::Stage stage);
   void configureOptimizers();
-  std::unique_ptr<data::DataLoader> makeLoader(data::DataModule& data, data::Split split);
+  // The loader of `split`: over `dataset` if given, else the data module's.
+  std::unique_ptr<data::DataLoader> makeLoader(data::DataModule& data, data::Split split,
+                                               std::shared_ptr<const data::Dataset> dataset = nullptr);
   Batch toDevice(const data::HostBatch& hb);
   void restore(const std::string& ckpt_path, bool full);
   void restoreOptimizerState(const checkpoint::Checkpoint& ckpt, const std::string& path);
