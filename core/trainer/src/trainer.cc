@@ -99,8 +99,8 @@ void Trainer::setupModel(LightningModule& model, data::DataModule& data, data::S
   ModelInput input{Shape(std::span<const std::int64_t>(fields.front().shape)), data.numClasses(), fields,
                    data.tokenizer()};
   precision_->checkDevice(strategy_->device());
-  nn::InitContext ctx{strategy_->device(), init_rng_, dropout_rng_, precision_->paramDtype(),
-                      strategy_->activationCheckpointsOnHost()};
+  nn::InitContext ctx{strategy_->device(),    init_rng_, dropout_rng_, precision_->paramDtype(),
+                      strategy_->activationCheckpointsOnHost(), seed_};
   model.configureModel(ctx, input);
   precision_->convertModule(model);
   params_ = std::make_unique<nn::FlatParameters>(model, strategy_->device(), strategy_->bucketCapBytes(),

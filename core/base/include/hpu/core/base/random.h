@@ -16,6 +16,7 @@ enum class RandomStream : std::uint64_t {
   kDropout = 3,     // dropout masks
   kSplit = 4,       // train/validation split
   kData = 5,        // synthetic data sets
+  kSampling = 6,    // generation's sampling of tokens
 };
 
 // xoshiro256** seeded through splitmix64.

@@ -13,5 +13,10 @@ Tensor uniformInit(InitContext& ctx, const Shape& shape, float bound);
 Tensor normalInit(InitContext& ctx, const Shape& shape, float std = 1.0f);
 // Every element `value`.
 Tensor constantInit(InitContext& ctx, const Shape& shape, float value);
+// Overwrites an existing parameter with N(0, std^2) draws (a model's own
+// initialisation, as Hugging Face's _init_weights).
+void fillNormal(InitContext& ctx, const Tensor& t, float std);
+// Overwrites an existing parameter with `value`.
+void fillConstant(const Tensor& t, float value);
 
 }  // namespace hpu::core::nn

@@ -25,6 +25,9 @@ struct InitContext {
   // Activation checkpoints keep their saved inputs in host memory
   // (DeepSpeed's cpu_checkpointing).
   bool checkpoint_on_host = false;
+  // The run's seed (seed_everything), for streams a model draws itself
+  // (generation's sampling).
+  std::uint64_t seed = 0;
 };
 
 struct NamedTensor {

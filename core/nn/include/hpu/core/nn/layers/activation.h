@@ -1,13 +1,17 @@
-// Elementwise activations (torch.nn.ReLU, GELU, Tanh, Sigmoid) as one layer
-// class selected by kind.
+// Elementwise activations (torch.nn.ReLU, GELU, Tanh, Sigmoid, SiLU) as one
+// layer class selected by kind.
 #pragma once
+
+#include <spdlog/fmt/fmt.h>
+
+#include <vector>
 
 #include "hpu/core/nn/layer.h"
 #include "hpu/core/ops/ops.h"
 
 namespace hpu::core::nn {
 
-enum class ActivationKind { kReLU, kGELU, kGELUTanh, kTanh, kSigmoid };
+enum class ActivationKind { kReLU, kGELU, kGELUTanh, kTanh, kSigmoid, kSiLU };
 
 class Activation : public Module {
  public:
@@ -70,6 +74,34 @@ inline const LayerRegistration kSigmoidLayer{
     layerSchema("Sigmoid", {}, "Logistic sigmoid."),
     [](const config::Params&, InitContext&, const Shape& in, const std::string&) {
       return activationLayer(ActivationKind::kSigmoid, in);
+    }};
+
+inline const LayerRegistration kSiLULayer{layerSchema("SiLU", {}, "x * sigmoid(x)."),
+                                          [](const config::Params&, InitContext&, const Shape& in, const std::string&) {
+                                            return activationLayer(ActivationKind::kSiLU, in);
+                                          }};
+
+// SwiGLU on one input: its last dimension's first half is the gate, the
+// second the value: silu(gate) * value.
+class SwiGLU : public Module {
+ public:
+  std::string typeName() const override { return "SwiGLU"; }
+  Tensor forward(const Tensor& x) override {
+    const std::int64_t half = x.size(-1) / 2;
+    const std::int64_t sizes[] = {half, half};
+    const std::vector<Tensor> parts = ops::split(x, sizes);
+    return ops::swiglu(parts[0], parts[1]);
+  }
+};
+
+inline const LayerRegistration kSwiGLULayer{
+    layerSchema("SwiGLU", {}, "silu(first half) * second half of the last dimension."),
+    [](const config::Params&, InitContext&, const Shape& in, const std::string& where) {
+      if (in[in.ndim() - 1] % 2 != 0)
+        layerMisfit(where, fmt::format("SwiGLU needs an even last dimension; got {}", in.str()));
+      Shape out = in;
+      out[-1] = in[in.ndim() - 1] / 2;
+      return LayerBuild{std::make_shared<SwiGLU>(), out};
     }};
 
 }  // namespace hpu::core::nn

@@ -1,9 +1,15 @@
 // Embedding (torch.nn.Embedding): a [num_embeddings, embedding_dim] table,
-// initialised N(0, 1), looked up by int64 indices.
+// initialised N(0, 1), looked up by int64 indices. The row padding_idx (if
+// any) starts at zero and learns nothing, as torch's.
 #pragma once
 
+#include <spdlog/fmt/fmt.h>
+
+#include <algorithm>
+#include <optional>
 #include <vector>
 
+#include "hpu/core/base/errors.h"
 #include "hpu/core/nn/init.h"
 #include "hpu/core/nn/layer.h"
 #include "hpu/core/ops/ops.h"
@@ -12,24 +18,41 @@ namespace hpu::core::nn {
 
 class Embedding : public Module {
  public:
-  Embedding(InitContext& ctx, std::int64_t num_embeddings, std::int64_t embedding_dim) {
-    weight = registerParameter("weight", normalInit(ctx, {num_embeddings, embedding_dim}));
+  Embedding(InitContext& ctx, std::int64_t num_embeddings, std::int64_t embedding_dim,
+            std::optional<std::int64_t> padding_idx = std::nullopt, float std = 1.0f)
+      : padding_idx(padding_idx) {
+    if (padding_idx && (*padding_idx < 0 || *padding_idx >= num_embeddings))
+      throw UsageError(
+          fmt::format("Embedding: padding_idx {} is not a row of the {} embeddings", *padding_idx, num_embeddings));
+    weight = registerParameter("weight", normalInit(ctx, {num_embeddings, embedding_dim}, std));
+    if (padding_idx && !weight.shapeOnly())
+      std::fill_n(weight.data() + *padding_idx * embedding_dim, embedding_dim, 0.0f);
   }
   std::string typeName() const override { return "Embedding"; }
-  Tensor forward(const Tensor& indices) override { return ops::embedding(indices, weight); }
+  std::string describe() const override {
+    return fmt::format("{}, {}{}", weight.size(0), weight.size(1),
+                       padding_idx ? fmt::format(", padding_idx={}", *padding_idx) : "");
+  }
+  Tensor forward(const Tensor& indices) override { return ops::embedding(indices, weight, padding_idx); }
   Tensor weight;
+  std::optional<std::int64_t> padding_idx;
 };
 
 inline const LayerRegistration kEmbeddingLayer{
     layerSchema("Embedding",
                 {{"num_embeddings", config::Type::integer().min(1), "null", "Rows of the table (the vocabulary)."},
-                 {"embedding_dim", config::Type::integer().min(1), "null", "Width of each row."}},
+                 {"embedding_dim", config::Type::integer().min(1), "null", "Width of each row."},
+                 {"padding_idx", config::Type::optional(config::Type::integer().min(0)), "null",
+                  "A row that stays zero and learns nothing (padding tokens)."}},
                 "Looks up int64 indices in a table of vectors."),
     [](const config::Params& p, InitContext& ctx, const Shape& in, const std::string&) {
       std::vector<std::int64_t> out(in.dims().begin(), in.dims().end());
       out.push_back(p.getInt("embedding_dim"));
-      return LayerBuild{std::make_shared<Embedding>(ctx, p.getInt("num_embeddings"), p.getInt("embedding_dim")),
-                        Shape(std::span<const std::int64_t>(out))};
+      std::optional<std::int64_t> padding;
+      if (p.has("padding_idx")) padding = p.getInt("padding_idx");
+      return LayerBuild{
+          std::make_shared<Embedding>(ctx, p.getInt("num_embeddings"), p.getInt("embedding_dim"), padding),
+          Shape(std::span<const std::int64_t>(out))};
     }};
 
 }  // namespace hpu::core::nn

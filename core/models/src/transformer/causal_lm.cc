@@ -1,0 +1,243 @@
+#include "causal_lm.h"
+
+#include <spdlog/fmt/fmt.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <numeric>
+
+#include "hpu/core/base/errors.h"
+#include "hpu/core/ops/autocast.h"
+#include "hpu/core/tensor/autograd.h"
+
+namespace hpu::core::models {
+namespace {
+
+using config::Type;
+
+// The prompts of a predict run as its data: sample i is prompt i's index.
+class PromptIndices final : public data::Dataset {
+ public:
+  explicit PromptIndices(std::int64_t n) : n_(n) {}
+  std::int64_t size() const override { return n_; }
+  const std::vector<data::Field>& fields() const override { return fields_; }
+  void fetch(std::span<const std::int64_t> indices, std::span<const data::FieldBuffer> out) const override {
+    std::copy(indices.begin(), indices.end(), out[0].ints);
+  }
+
+ private:
+  std::int64_t n_;
+  std::vector<data::Field> fields_{{"prompt_index", DType::kInt64, {}}};
+};
+
+// The next token from the last position's logits: the arg-max (the first, as
+// torch's), or a draw from softmax(logits / temperature) over the top_k.
+std::int64_t pick(std::vector<float> logits, const GenerationOptions& o, Generator& rng) {
+  if (!o.do_sample) return std::max_element(logits.begin(), logits.end()) - logits.begin();
+  const auto n = static_cast<std::int64_t>(logits.size());
+  if (o.top_k > 0 && o.top_k < n) {
+    std::vector<float> sorted = logits;
+    std::nth_element(sorted.begin(), sorted.begin() + (o.top_k - 1), sorted.end(), std::greater<>());
+    const float kth = sorted[static_cast<std::size_t>(o.top_k - 1)];
+    for (float& l : logits)
+      if (l < kth) l = -std::numeric_limits<float>::infinity();
+  }
+  const float mx = *std::max_element(logits.begin(), logits.end());
+  std::vector<double> p(logits.size());
+  double total = 0;
+  for (std::size_t i = 0; i < p.size(); ++i) total += (p[i] = std::exp((logits[i] - mx) / o.temperature));
+  double u = rng.uniform() * total;
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    u -= p[i];
+    if (u < 0) return static_cast<std::int64_t>(i);
+  }
+  return static_cast<std::int64_t>(p.size() - 1);
+}
+
+}  // namespace
+
+CausalLM::CausalLM(Family family, const config::Params& p)
+    : config_(resolveTransformerConfig(family, p)),
+      lr_(p.getFloat("lr")),
+      weight_decay_(p.getFloat("weight_decay")),
+      gradient_checkpointing_(p.getBool("gradient_checkpointing")),
+      generation_{p.getInt("max_new_tokens"), p.getBool("do_sample"), static_cast<float>(p.getFloat("temperature")),
+                  p.getInt("top_k")} {
+  if (p.has("prompt")) prompt_ = p.getString("prompt");
+  if (p.has("prompts")) {
+    const config::Node& n = p.node("prompts");
+    if (n.isSequence())
+      prompt_list_ = p.getStringList("prompts");
+    else
+      prompt_file_ = n.str();
+  }
+}
+
+void CausalLM::configureModel(nn::InitContext& ctx, const ModelInput& input) {
+  tokenizer_ = input.tokenizer;
+  if (config_.vocab_size == 0)  // set neither in init_args nor in config.json: the data's
+    config_.vocab_size = tokenizer_ ? tokenizer_->vocabSize() : config_.family == Family::kLlama ? 32000 : 50257;
+  if (tokenizer_ && config_.vocab_size < tokenizer_->vocabSize())
+    throw UsageError(fmt::format(
+        "{}: vocab_size {} is smaller than the {} tokenizer's {} tokens; set "
+        "model.init_args.vocab_size to at least {} (or leave it unset)",
+        typeName(), config_.vocab_size, tokenizer_->name(), tokenizer_->vocabSize(), tokenizer_->vocabSize()));
+  if (config_.pad_token_id && *config_.pad_token_id >= config_.vocab_size) config_.pad_token_id.reset();
+  dropout_rng_ = &ctx.dropout_rng;
+  checkpoint_on_host_ = ctx.checkpoint_on_host;
+  sampling_rng_ = std::make_unique<Generator>(ctx.seed, RandomStream::kSampling);
+  build(ctx);
+}
+
+Tensor CausalLM::forward(const nn::Inputs& inputs) {
+  const Tensor& ids = inputs.tensors["input_ids"];
+  if (ids.ndim() != 2 || ids.dtype() != DType::kInt64)
+    throw Error(fmt::format("{}: input_ids must be int64 [batch, tokens], got {} {}", typeName(),
+                            device::dtypeName(ids.dtype()), ids.shape().str()));
+  const std::int64_t len = ids.size(1), start = inputs.kv_cache ? inputs.kv_cache->length() : 0;
+  if (start + len > config_.max_position_embeddings)
+    throw Error(fmt::format("{}: {} positions exceed max_position_embeddings {}", typeName(), start + len,
+                            config_.max_position_embeddings));
+  Tensor positions;
+  if (const Tensor* given = inputs.tensors.find("position_ids")) {
+    positions = *given;
+  } else {
+    std::vector<std::int64_t> p(static_cast<std::size_t>(len));
+    std::iota(p.begin(), p.end(), start);
+    positions = Tensor::fromHost(ids.device(), {len}, p);
+  }
+  Tensor out = logits(ids, positions, inputs.kv_cache);
+  if (inputs.kv_cache) inputs.kv_cache->advance(len);
+  return out;
+}
+
+Tensor CausalLM::runLayer(nn::Module& layer, const Tensor& hidden, const Tensor& positions, nn::KVCache* cache) {
+  const auto call = [&layer, positions, cache](const Tensor& h) {
+    return layer(nn::Inputs{{{"hidden_states", h}, {"position_ids", positions}}, cache});
+  };
+  if (gradient_checkpointing_ && training() && cache == nullptr && autograd::currentTape() != nullptr)
+    return ops::checkpoint(call, hidden, dropout_rng_, checkpoint_on_host_);
+  return call(hidden);
+}
+
+Tensor CausalLM::trainingStep(const Batch& batch, std::int64_t) {
+  Tensor loss = ops::crossEntropy((*this)(nn::Inputs{batch}), batch["labels"], ops::CrossEntropyOptions{});
+  log("train_loss", loss, {.prog_bar = true});
+  return loss;
+}
+
+void CausalLM::evaluate(const Batch& batch, const char* stage) {
+  Tensor loss = ops::crossEntropy((*this)(nn::Inputs{batch}), batch["labels"], ops::CrossEntropyOptions{});
+  log(std::string(stage) + "_loss", loss, {.prog_bar = true});
+  // A byte is a token: bits per byte are nats per token over ln 2.
+  if (tokenizer_ && tokenizer_->byteLevel() && !loss.shapeOnly())
+    log(std::string(stage) + "_bpb", static_cast<double>(loss.item()) / std::log(2.0), {.prog_bar = true});
+}
+
+void CausalLM::validationStep(const Batch& batch, std::int64_t) { evaluate(batch, "val"); }
+void CausalLM::testStep(const Batch& batch, std::int64_t) { evaluate(batch, "test"); }
+
+std::vector<std::string> CausalLM::prompts() const {
+  std::vector<std::string> out;
+  if (!prompt_.empty()) out.push_back(prompt_);
+  out.insert(out.end(), prompt_list_.begin(), prompt_list_.end());
+  if (!prompt_file_.empty()) {
+    std::ifstream in(prompt_file_);
+    if (!in) throw UsageError("model.init_args.prompts: cannot read the prompt file " + prompt_file_);
+    for (std::string line; std::getline(in, line);)
+      if (!line.empty()) out.push_back(line);
+  }
+  return out;
+}
+
+std::shared_ptr<const data::Dataset> CausalLM::predictData() {
+  const auto n = static_cast<std::int64_t>(prompts().size());
+  if (n == 0)
+    throw UsageError(typeName() +
+                     " generates from prompts: give model.init_args.prompt (--model.prompt='Once upon a "
+                     "time'), or prompts (a list, or a file with one per line)");
+  if (!tokenizer_)
+    throw UsageError(typeName() + " needs the data's tokenizer to read prompts and write text: use TextDataModule");
+  return std::make_shared<PromptIndices>(n);
+}
+
+Prediction CausalLM::predictStep(const Batch& batch, std::int64_t) {
+  const std::vector<std::string> all = prompts();
+  const Tensor& index = batch["prompt_index"];
+  Prediction out;
+  for (std::int64_t i = 0; i < index.numel(); ++i) {
+    const std::string& prompt = all.at(static_cast<std::size_t>(index.labels()[i]));
+    const std::vector<std::int64_t> ids = tokenizer_->encode(prompt, "model.init_args.prompt");
+    if (ids.empty()) throw UsageError("model.init_args.prompt: an empty prompt gives nothing to continue");
+    std::vector<std::int64_t> completion = generate(ids, generation_, *sampling_rng_);
+    out.texts.push_back({prompt, tokenizer_->decode(completion), std::move(completion)});
+  }
+  return out;
+}
+
+std::vector<std::int64_t> CausalLM::generate(const std::vector<std::int64_t>& prompt, const GenerationOptions& o,
+                                             Generator& rng, bool use_cache) {
+  const auto prompt_len = static_cast<std::int64_t>(prompt.size());
+  if (prompt_len + o.max_new_tokens > config_.max_position_embeddings)
+    throw UsageError(fmt::format("{}: a prompt of {} tokens and max_new_tokens {} exceed max_position_embeddings {}",
+                                 typeName(), prompt_len, o.max_new_tokens, config_.max_position_embeddings));
+  autograd::TapeScope no_grad(nullptr);
+  const Tensor anchor = parameters().front();
+  device::Device& dev = anchor.device();
+  // The cache holds keys and values in the dtype attention computes in.
+  const autocast::State& amp = autocast::current();
+  std::unique_ptr<nn::KVCache> cache;
+  if (use_cache)
+    cache = std::make_unique<nn::KVCache>(dev, config_.num_hidden_layers, 1, config_.num_key_value_heads,
+                                          prompt_len + o.max_new_tokens, config_.head_dim,
+                                          amp.enabled ? amp.dtype : anchor.dtype());
+  std::vector<std::int64_t> sequence = prompt, generated;
+  for (std::int64_t step = 0; step < o.max_new_tokens; ++step) {
+    // With the cache: the prompt once, then one token per step.
+    const std::vector<std::int64_t> feed =
+        use_cache && step > 0 ? std::vector<std::int64_t>{sequence.back()} : sequence;
+    const auto len = static_cast<std::int64_t>(feed.size());
+    const Tensor ids = Tensor::fromHost(dev, {1, len}, feed);
+    const Tensor out = (*this)(nn::Inputs{{{"input_ids", ids}}, cache.get()});
+    dev.graph().markStep();
+    const std::int64_t vocab = out.size(2);
+    const std::vector<float> all = out.toHost();
+    const std::int64_t next = pick(std::vector<float>(all.end() - vocab, all.end()), o, rng);
+    sequence.push_back(next);
+    generated.push_back(next);
+    if (config_.eos_token_id && next == *config_.eos_token_id) break;
+  }
+  return generated;
+}
+
+OptimizerConfig CausalLM::configureOptimizers() {
+  optim::AdamOptions o;
+  o.lr = lr_;
+  o.beta1 = 0.9;
+  o.beta2 = 0.95;
+  o.weight_decay = weight_decay_;
+  return {optim::makeAdamW(o), nullptr};
+}
+
+std::vector<config::ParamSpec> causalLMParams() {
+  return {
+      {"config", Type::optional(Type::string()), "null",
+       "A Hugging Face config.json to read the architecture from; init_args given beside it win."},
+      {"gradient_checkpointing", Type::boolean(), "false",
+       "Recompute each decoder layer's activations in backward instead of keeping them."},
+      {"lr", Type::real().min(0.0, true), "0.0003", "Learning rate of the default AdamW (betas 0.9, 0.95)."},
+      {"weight_decay", Type::real().min(0.0), "0.1", "Weight decay of the default AdamW."},
+      {"prompt", Type::optional(Type::string()), "null", "predict: a text to continue."},
+      {"prompts", Type::optional(Type::anyOf({Type::list(Type::string()), Type::string()})), "null",
+       "predict: texts to continue, a list or a file with one per line."},
+      {"max_new_tokens", Type::integer().min(1), "64", "predict: tokens generated per prompt at most."},
+      {"do_sample", Type::boolean(), "false", "predict: sample the next token (false: greedy, the most likely)."},
+      {"temperature", Type::real().min(0.0, true), "1.0", "predict, sampling: logits are divided by this."},
+      {"top_k", Type::integer().min(0), "50", "predict, sampling: draw among the k most likely tokens (0: all)."},
+  };
+}
+
+}  // namespace hpu::core::models

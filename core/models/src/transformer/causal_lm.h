@@ -1,0 +1,87 @@
+// What the decoder-only language models (LlamaForCausalLM, GPT2LMHeadModel)
+// share as LightningModules:
+//  - next-token cross-entropy: train_loss, val_loss, test_loss in nats per
+//    token, and val_bpb / test_bpb (bits per byte) with a byte tokenizer;
+//  - AdamW(lr, weight_decay, betas 0.9 / 0.95) by default;
+//  - generation (predict) over the prompts of its init_args with a KV cache:
+//    greedy by default, or sampled (temperature, top_k) from the run's seed;
+//  - checkpoint tensors under their Hugging Face names.
+// A family builds its network in Hugging Face's module layout and computes
+// the logits; this class drives them.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hpu/core/config/params.h"
+#include "hpu/core/module/lightning_module.h"
+#include "hpu/core/nn/kv_cache.h"
+#include "transformer_config.h"
+
+namespace hpu::core::models {
+
+struct GenerationOptions {
+  std::int64_t max_new_tokens = 64;
+  bool do_sample = false;  // false: greedy (Hugging Face generate's default)
+  float temperature = 1.0f;
+  std::int64_t top_k = 50;  // 0: all tokens
+};
+
+class CausalLM : public LightningModule {
+ public:
+  CausalLM(Family family, const config::Params& init_args);
+
+  void configureModel(nn::InitContext& ctx, const ModelInput& input) final;
+  // Logits [B, T, vocab] of inputs "input_ids" [B, T] (int64) at positions
+  // "position_ids" [T] (default: after what the KV cache holds).
+  Tensor forward(const nn::Inputs& inputs) override;
+  Tensor trainingStep(const Batch& batch, std::int64_t batch_idx) override;
+  void validationStep(const Batch& batch, std::int64_t batch_idx) override;
+  void testStep(const Batch& batch, std::int64_t batch_idx) override;
+  Prediction predictStep(const Batch& batch, std::int64_t batch_idx) override;
+  std::shared_ptr<const data::Dataset> predictData() override;
+  OptimizerConfig configureOptimizers() override;
+  std::string checkpointKey(const std::string& name) const override { return name; }
+
+  // The tokens that continue `prompt`: at most max_new_tokens, fewer if the
+  // end-of-text token comes. With `use_cache` false, every step recomputes
+  // the whole sequence (the reference the cache must equal).
+  std::vector<std::int64_t> generate(const std::vector<std::int64_t>& prompt, const GenerationOptions& options,
+                                     Generator& rng, bool use_cache = true);
+  const TransformerConfig& config() const { return config_; }
+
+ protected:
+  // Registers the network's modules (Hugging Face's names and layout).
+  virtual void build(nn::InitContext& ctx) = 0;
+  // Logits [B, T, vocab] of `ids` [B, T] at `positions` [T]; `cache` is the
+  // decoding cache, or null.
+  virtual Tensor logits(const Tensor& ids, const Tensor& positions, nn::KVCache* cache) = 0;
+  // Runs decoder layer `layer` on `hidden` [B, T, hidden]; with
+  // gradient_checkpointing in training, its activations are recomputed in
+  // backward instead of kept.
+  Tensor runLayer(nn::Module& layer, const Tensor& hidden, const Tensor& positions, nn::KVCache* cache);
+  TransformerConfig config_;
+  Generator* dropout_rng_ = nullptr;
+
+ private:
+  void evaluate(const Batch& batch, const char* stage);
+  std::vector<std::string> prompts() const;
+
+  double lr_, weight_decay_;
+  bool gradient_checkpointing_;
+  bool checkpoint_on_host_ = false;
+  GenerationOptions generation_;
+  std::string prompt_;
+  std::vector<std::string> prompt_list_;
+  std::string prompt_file_;
+  std::shared_ptr<const data::Tokenizer> tokenizer_;
+  std::unique_ptr<Generator> sampling_rng_;
+};
+
+// The init_args every causal LM takes beside its architecture's: config,
+// training and generation settings.
+std::vector<config::ParamSpec> causalLMParams();
+
+}  // namespace hpu::core::models

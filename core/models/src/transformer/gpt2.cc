@@ -1,0 +1,207 @@
+// GPT2LMHeadModel: Hugging Face's GPT-2 in its module layout and names:
+// transformer.wte, transformer.wpe, transformer.h.N.{ln_1, attn.c_attn,
+// attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj}, transformer.ln_f, and lm_head
+// tied to wte. Its linear layers are Conv1D (weights stored [in, out]), the
+// MLP's activation gelu_new (the tanh approximation), with dropout after the
+// embeddings, on the attention probabilities and on each residual branch.
+#include "causal_lm.h"
+#include "hpu/core/config/registry.h"
+#include "hpu/core/nn/layers.h"
+#include "hpu/core/nn/module_list.h"
+
+namespace hpu::core::models {
+namespace {
+
+using config::Type;
+
+Tensor activate(const std::string& name, const Tensor& x) {
+  if (name == "gelu") return ops::gelu(x, false);
+  if (name == "relu") return ops::relu(x);
+  if (name == "silu" || name == "swish") return ops::silu(x);
+  return ops::gelu(x, true);  // gelu_new, gelu_pytorch_tanh
+}
+
+class GPT2Attention final : public nn::Module {
+ public:
+  GPT2Attention(nn::InitContext& ctx, const TransformerConfig& c, std::int64_t layer, Generator& dropout_rng)
+      : c_(c), layer_(layer), dropout_rng_(&dropout_rng) {
+    c_attn = registerModule("c_attn", std::make_shared<nn::Conv1D>(ctx, c.hidden_size, 3 * c.hidden_size));
+    c_proj = registerModule("c_proj", std::make_shared<nn::Conv1D>(ctx, c.hidden_size, c.hidden_size));
+  }
+  std::string typeName() const override { return "GPT2Attention"; }
+  using Module::forward;
+  Tensor forward(const nn::Inputs& in) override {
+    const Tensor& x = in.tensors["hidden_states"];
+    const std::int64_t n = c_.hidden_size, sizes[] = {n, n, n};
+    const std::vector<Tensor> qkv = ops::split((*c_attn)(x), sizes);
+    const Tensor q = ops::splitHeads(qkv[0], c_.num_attention_heads);
+    Tensor k = ops::splitHeads(qkv[1], c_.num_attention_heads), v = ops::splitHeads(qkv[2], c_.num_attention_heads);
+    ops::AttentionOptions o{.causal = true};
+    if (in.kv_cache != nullptr) {
+      std::tie(k, v) = in.kv_cache->append(layer_, k, v);
+      o.kv_length = in.kv_cache->length() + x.size(1);
+    }
+    o.dropout_p = c_.attention_dropout;
+    o.training = training();
+    o.rng = dropout_rng_;
+    const Tensor y = (*c_proj)(ops::mergeHeads(ops::scaledDotProductAttention(q, k, v, o)));
+    return ops::dropout(y, c_.resid_dropout, training(), *dropout_rng_);
+  }
+  std::shared_ptr<nn::Conv1D> c_attn, c_proj;
+
+ private:
+  const TransformerConfig& c_;
+  std::int64_t layer_;
+  Generator* dropout_rng_;
+};
+
+class GPT2MLP final : public nn::Module {
+ public:
+  GPT2MLP(nn::InitContext& ctx, const TransformerConfig& c, Generator& dropout_rng)
+      : c_(c), dropout_rng_(&dropout_rng) {
+    c_fc = registerModule("c_fc", std::make_shared<nn::Conv1D>(ctx, c.hidden_size, c.intermediate_size));
+    c_proj = registerModule("c_proj", std::make_shared<nn::Conv1D>(ctx, c.intermediate_size, c.hidden_size));
+  }
+  std::string typeName() const override { return "GPT2MLP"; }
+  Tensor forward(const Tensor& x) override {
+    return ops::dropout((*c_proj)(activate(c_.activation, (*c_fc)(x))), c_.resid_dropout, training(), *dropout_rng_);
+  }
+  std::shared_ptr<nn::Conv1D> c_fc, c_proj;
+
+ private:
+  const TransformerConfig& c_;
+  Generator* dropout_rng_;
+};
+
+class GPT2Block final : public nn::Module {
+ public:
+  GPT2Block(nn::InitContext& ctx, const TransformerConfig& c, std::int64_t layer, Generator& dropout_rng) {
+    const auto eps = static_cast<float>(c.norm_eps);
+    ln_1 = registerModule("ln_1", std::make_shared<nn::LayerNorm>(ctx, c.hidden_size, eps));
+    attn = registerModule("attn", std::make_shared<GPT2Attention>(ctx, c, layer, dropout_rng));
+    ln_2 = registerModule("ln_2", std::make_shared<nn::LayerNorm>(ctx, c.hidden_size, eps));
+    mlp = registerModule("mlp", std::make_shared<GPT2MLP>(ctx, c, dropout_rng));
+  }
+  std::string typeName() const override { return "GPT2Block"; }
+  using Module::forward;
+  Tensor forward(const nn::Inputs& in) override {
+    const Tensor& x = in.tensors["hidden_states"];
+    const Tensor h =
+        ops::add(x, (*attn)(nn::Inputs{{{"hidden_states", (*ln_1)(x)}, {"position_ids", in.tensors["position_ids"]}},
+                                       in.kv_cache}));
+    return ops::add(h, (*mlp)((*ln_2)(h)));
+  }
+  std::shared_ptr<nn::LayerNorm> ln_1, ln_2;
+  std::shared_ptr<GPT2Attention> attn;
+  std::shared_ptr<GPT2MLP> mlp;
+};
+
+class GPT2Model final : public nn::Module {
+ public:
+  GPT2Model(nn::InitContext& ctx, const TransformerConfig& c, Generator& dropout_rng) {
+    const auto std = static_cast<float>(c.initializer_range);
+    wte = registerModule("wte", std::make_shared<nn::Embedding>(ctx, c.vocab_size, c.hidden_size, std::nullopt, std));
+    wpe = registerModule(
+        "wpe", std::make_shared<nn::Embedding>(ctx, c.max_position_embeddings, c.hidden_size, std::nullopt, std));
+    h = registerModule("h", std::make_shared<nn::ModuleList>());
+    for (std::int64_t l = 0; l < c.num_hidden_layers; ++l)
+      h->append(std::make_shared<GPT2Block>(ctx, c, l, dropout_rng));
+    ln_f = registerModule("ln_f", std::make_shared<nn::LayerNorm>(ctx, c.hidden_size, static_cast<float>(c.norm_eps)));
+  }
+  std::string typeName() const override { return "GPT2Model"; }
+  std::shared_ptr<nn::Embedding> wte, wpe;
+  std::shared_ptr<nn::ModuleList> h;
+  std::shared_ptr<nn::LayerNorm> ln_f;
+};
+
+// lm_head: the token embedding as the output projection (GPT-2 ties them),
+// or a linear layer of its own.
+class LMHead final : public nn::Module {
+ public:
+  LMHead(nn::InitContext& ctx, const TransformerConfig& c, const Tensor& wte) {
+    if (c.tie_word_embeddings) {
+      weight_ = wte;
+      useParameter(wte);
+    } else {
+      weight_ = registerParameter(
+          "weight", nn::normalInit(ctx, {c.vocab_size, c.hidden_size}, static_cast<float>(c.initializer_range)));
+    }
+  }
+  std::string typeName() const override { return "Linear"; }
+  std::string describe() const override { return ownParameters().empty() ? "tied to transformer.wte" : ""; }
+  Tensor forward(const Tensor& x) override { return ops::linear(x, weight_, Tensor()); }
+
+ private:
+  Tensor weight_;
+};
+
+class GPT2LMHeadModel final : public CausalLM {
+ public:
+  explicit GPT2LMHeadModel(const config::Params& p) : CausalLM(Family::kGpt2, p) {}
+  std::string typeName() const override { return "GPT2LMHeadModel"; }
+
+ protected:
+  void build(nn::InitContext& ctx) override {
+    transformer_ = registerModule("transformer", std::make_shared<GPT2Model>(ctx, config_, *dropout_rng_));
+    lm_head_ = registerModule("lm_head", std::make_shared<LMHead>(ctx, config_, transformer_->wte->weight));
+    // Hugging Face's _init_weights: the residual projections scaled by 1 / sqrt(2 n_layer).
+    const float std =
+        static_cast<float>(config_.initializer_range / std::sqrt(2.0 * static_cast<double>(config_.num_hidden_layers)));
+    for (const auto& [name, t] : namedParameters())
+      if (name.ends_with("c_proj.weight")) nn::fillNormal(ctx, t, std);
+  }
+  Tensor logits(const Tensor& ids, const Tensor& positions, nn::KVCache* cache) override {
+    // Positions broadcast over the batch: one row of position embeddings per sample.
+    const std::int64_t batch = ids.size(0), len = ids.size(1);
+    std::vector<std::int64_t> pos(static_cast<std::size_t>(batch * len));
+    if (!positions.shapeOnly())
+      for (std::int64_t b = 0; b < batch; ++b) std::copy_n(positions.labels(), len, pos.begin() + b * len);
+    const Tensor pos_ids = Tensor::fromHost(ids.device(), {batch, len}, pos);
+    Tensor h = ops::add((*transformer_->wte)(ids), (*transformer_->wpe)(pos_ids));
+    h = ops::dropout(h, config_.embd_dropout, training(), *dropout_rng_);
+    for (std::size_t l = 0; l < transformer_->h->size(); ++l) h = runLayer((*transformer_->h)[l], h, positions, cache);
+    return (*lm_head_)((*transformer_->ln_f)(h));
+  }
+
+ private:
+  std::shared_ptr<GPT2Model> transformer_;
+  std::shared_ptr<LMHead> lm_head_;
+};
+
+std::vector<config::ParamSpec> gpt2Params() {
+  const Type count = Type::optional(Type::integer().min(1));
+  const Type probability = Type::optional(Type::real().min(0.0).max(1.0, true));
+  std::vector<config::ParamSpec> params{
+      {"vocab_size", count, "null", "Tokens in the vocabulary (default: config.json's, else the data's tokenizer's)."},
+      {"n_positions", count, "null", "Longest sequence, generation included (GPT2Config's default: 1024)."},
+      {"n_embd", count, "null", "Width of the residual stream (default 768)."},
+      {"n_layer", count, "null", "Transformer blocks (default 12)."},
+      {"n_head", count, "null", "Attention heads (default 12)."},
+      {"n_inner", count, "null", "Width of the MLP (default 4 x n_embd)."},
+      {"activation_function", Type::optional(Type::string({"gelu_new", "gelu_pytorch_tanh", "gelu", "relu", "silu"})),
+       "null", "The MLP's activation (default gelu_new, the tanh approximation)."},
+      {"layer_norm_epsilon", Type::optional(Type::real().min(0.0, true)), "null",
+       "LayerNorm's epsilon (default 1e-5)."},
+      {"resid_pdrop", probability, "null", "Dropout on each residual branch in training (default 0.1)."},
+      {"embd_pdrop", probability, "null", "Dropout on the embeddings in training (default 0.1)."},
+      {"attn_pdrop", probability, "null", "Dropout on attention probabilities in training (default 0.1)."},
+      {"tie_word_embeddings", Type::optional(Type::boolean()), "null",
+       "Use the token embedding as the output projection (default true)."},
+      {"initializer_range", Type::optional(Type::real().min(0.0)), "null",
+       "Standard deviation of the initial weights (default 0.02)."},
+  };
+  for (auto& p : causalLMParams()) params.push_back(std::move(p));
+  return params;
+}
+
+HPU_REGISTER_COMPONENT(LightningModule,
+                       config::ComponentSchema{config::ComponentKind::kModel,
+                                               "GPT2LMHeadModel",
+                                               {"transformers.GPT2LMHeadModel"},
+                                               {"GPT2LMHeadModel", "", gpt2Params()},
+                                               "GPT-2 decoder-only language model (Hugging Face's math and names; "
+                                               "config: a config.json)."},
+                       [](const config::Params& p) { return std::make_unique<GPT2LMHeadModel>(p); });
+
+}  // namespace
+}  // namespace hpu::core::models
