@@ -154,12 +154,13 @@ TEST(Validate, UnknownClassSuggestsAndRequiredKeyIsNamed) {
   // The built-in models are registered too, in the same list.
   EXPECT_EQ(p[0],
             "t.yaml:1:8: model: unknown Model class 'TestNett'; did you mean 'TestNet'? "
-            "(registered: BoringModel, ConvNetClassifier, MLPClassifier, OtherNet, Sequential, TestNet)");
+            "(registered: BoringModel, ConvNetClassifier, GPT2LMHeadModel, LlamaForCausalLM, MLPClassifier, OtherNet, "
+            "Sequential, TestNet)");
   p = problemsOf([] { compose("epochs: 1"); });
   ASSERT_EQ(p.size(), 1u);
   EXPECT_EQ(p[0],
             "t.yaml:1:1: model: missing required key; choose a Model class (registered: BoringModel, "
-            "ConvNetClassifier, MLPClassifier, OtherNet, Sequential, TestNet)");
+            "ConvNetClassifier, GPT2LMHeadModel, LlamaForCausalLM, MLPClassifier, OtherNet, Sequential, TestNet)");
 }
 
 TEST(Validate, CompatibilityKeysAcceptOnlyTheirDefault) {
