@@ -1,4 +1,4 @@
-#include "causal_lm.h"
+#include "hpu/core/models/causal_lm.h"
 
 #include <spdlog/fmt/fmt.h>
 

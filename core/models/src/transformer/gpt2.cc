@@ -4,7 +4,7 @@
 // tied to wte. Its linear layers are Conv1D (weights stored [in, out]), the
 // MLP's activation gelu_new (the tanh approximation), with dropout after the
 // embeddings, on the attention probabilities and on each residual branch.
-#include "causal_lm.h"
+#include "hpu/core/models/causal_lm.h"
 #include "hpu/core/config/registry.h"
 #include "hpu/core/nn/layers.h"
 #include "hpu/core/nn/module_list.h"

@@ -6,7 +6,7 @@
 // rotate-half layout, grouped-query attention (each key/value head serves
 // heads / kv_heads query heads), a SwiGLU MLP, an optional sliding window
 // (Mistral).
-#include "causal_lm.h"
+#include "hpu/core/models/causal_lm.h"
 #include "hpu/core/config/registry.h"
 #include "hpu/core/nn/layers.h"
 #include "hpu/core/nn/module_list.h"

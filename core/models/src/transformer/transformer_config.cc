@@ -1,4 +1,4 @@
-#include "transformer_config.h"
+#include "hpu/core/models/transformer_config.h"
 
 #include <spdlog/fmt/fmt.h>
 

@@ -18,7 +18,7 @@
 #include "hpu/core/config/params.h"
 #include "hpu/core/module/lightning_module.h"
 #include "hpu/core/nn/kv_cache.h"
-#include "transformer_config.h"
+#include "hpu/core/models/transformer_config.h"
 
 namespace hpu::core::models {
 
