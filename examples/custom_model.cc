@@ -15,8 +15,8 @@
 #include "hpu/core/config/registry.h"
 #include "hpu/core/module/lightning_module.h"
 #include "hpu/core/nn/layers.h"
-#include "hpu/core/profilers/profiler.h"
 #include "hpu/core/ops/autocast.h"
+#include "hpu/core/profilers/profiler.h"
 
 namespace {
 
@@ -29,17 +29,19 @@ class ResidualMLP final : public LightningModule {
   std::string typeName() const override { return "ResidualMLP"; }
 
   void configureModel(nn::InitContext& ctx, const ModelInput& input) override {
-    in_ = registerModule("inp", std::make_shared<nn::Linear>(ctx, input.sample_shape.numel(), width_));
-    block_ = registerModule("block", std::make_shared<nn::Linear>(ctx, width_, width_));
-    out_ = registerModule("out", std::make_shared<nn::Linear>(ctx, width_, input.num_classes));
+    // Children are held through the handles registerChild returns: they
+    // follow replacements of the layer (precision: fp8 swaps its Linear layers).
+    in_ = registerChild("inp", std::make_shared<nn::Linear>(ctx, input.sample_shape.numel(), width_));
+    block_ = registerChild("block", std::make_shared<nn::Linear>(ctx, width_, width_));
+    out_ = registerChild("out", std::make_shared<nn::Linear>(ctx, width_, input.num_classes));
   }
 
   Tensor forward(const Tensor& x) override {
-    Tensor h = ops::relu((*in_)(ops::flatten(x)));
-    Tensor r = ops::relu((*block_)(h));
+    Tensor h = ops::relu(in_(ops::flatten(x)));
+    Tensor r = ops::relu(block_(h));
     // The classifier head always runs in fp32, even under bf16-mixed.
     autocast::Scope fp32(false);
-    return (*out_)(ops::add(h, r));
+    return out_(ops::add(h, r));
   }
 
   Tensor trainingStep(const Batch& batch, std::int64_t) override {
@@ -71,20 +73,20 @@ class ResidualMLP final : public LightningModule {
  private:
   std::int64_t width_;
   double lr_;
-  std::shared_ptr<nn::Linear> in_, block_, out_;
+  nn::Child<nn::Linear> in_, block_, out_;
 };
 
-HPU_REGISTER_COMPONENT(
-    LightningModule,
-    config::ComponentSchema{config::ComponentKind::kModel,
-                            "ResidualMLP",
-                            {"examples.ResidualMLP"},
-                            {"ResidualMLP",
-                             "",
-                             {{"width", config::Type::integer().min(1), "128", "Width of the hidden layers."},
-                              {"lr", config::Type::real().min(0.0, true), "0.05", "Learning rate of the default SGD."}}},
-                            "An example model defined outside the library (examples/custom_model.cc)."},
-    [](const config::Params& p) { return std::make_unique<ResidualMLP>(p); });
+HPU_REGISTER_COMPONENT(LightningModule,
+                       config::ComponentSchema{
+                           config::ComponentKind::kModel,
+                           "ResidualMLP",
+                           {"examples.ResidualMLP"},
+                           {"ResidualMLP",
+                            "",
+                            {{"width", config::Type::integer().min(1), "128", "Width of the hidden layers."},
+                             {"lr", config::Type::real().min(0.0, true), "0.05", "Learning rate of the default SGD."}}},
+                           "An example model defined outside the library (examples/custom_model.cc)."},
+                       [](const config::Params& p) { return std::make_unique<ResidualMLP>(p); });
 
 }  // namespace
 

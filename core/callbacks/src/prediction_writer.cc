@@ -6,6 +6,7 @@
 //      {"prompt": ..., "completion": ..., "token_ids": [...]}
 // write_interval "batch" rewrites the file (atomically) after every batch, so
 // a stopped run keeps what it predicted; "epoch" writes once at the end.
+// Generated text is also printed, prompt and completion, as it comes.
 #include <spdlog/fmt/fmt.h>
 
 #include <algorithm>
@@ -34,6 +35,8 @@ class PredictionWriter final : public Callback {
 
   void onPredictBatchEnd(Trainer& trainer, const Prediction& outputs, std::int64_t) override {
     if (!trainer.isGlobalZero()) return;
+    // Generated text is shown as it comes: the prompt and its completion.
+    for (const Prediction::Text& t : outputs.texts) std::printf("%s%s\n", t.prompt.c_str(), t.completion.c_str());
     append(outputs);
     if (interval_ != "epoch") write(trainer, false);
   }

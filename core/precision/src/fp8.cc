@@ -3,6 +3,7 @@
 #include <spdlog/fmt/fmt.h>
 
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "hpu/core/base/errors.h"
 #include "hpu/core/tensor/autograd.h"
@@ -23,14 +24,23 @@ std::vector<float> fakeQuantize(const float* data, std::int64_t n, DType format,
   return q;
 }
 
-// y = q(x) q(w)^T + b in fp32, then rounded to bf16 (the fp8 GEMM's output).
-Tensor fp8Gemm(const Tensor& x, const std::vector<float>& xq, const std::vector<float>& wq, const Tensor& w,
-               const Tensor& b) {
-  const std::int64_t in = w.size(1), out = w.size(0), n = x.numel() / in;
+// A linear layer's weight as the fp8 layers see it: [out, in] (nn::Linear)
+// or [in, out] (nn::Conv1D), and its bias.
+struct LinearWeights {
+  Tensor weight, bias;
+  bool in_out = false;
+  std::int64_t in() const { return weight.size(in_out ? 0 : 1); }
+  std::int64_t out() const { return weight.size(in_out ? 1 : 0); }
+};
+
+// y = q(x) op(q(w)) + b in fp32, then rounded to bf16 (the fp8 GEMM's output).
+Tensor fp8Gemm(const Tensor& x, const std::vector<float>& xq, const std::vector<float>& wq, const LinearWeights& l) {
+  const std::int64_t in = l.in(), out = l.out(), n = x.numel() / in;
+  const Tensor& b = l.bias;
   Shape ys = x.shape();
   ys[-1] = out;
   Tensor y = Tensor::empty(x.device(), ys, DType::kBFloat16);
-  k::gemm(false, true, n, out, in, xq.data(), wq.data(), 0.0f, y.data());
+  k::gemm(false, !l.in_out, n, out, in, xq.data(), wq.data(), 0.0f, y.data());
   if (b.defined()) k::addRowBias(y.data(), b.data(), n, out);
   device::roundInPlace(y.values(), DType::kBFloat16);
   return y;
@@ -44,14 +54,13 @@ ops::OpRecord recordGemm(device::OpName name, const Tensor& x, const Tensor& w, 
 
 class TrainingLinear final : public nn::Module {
  public:
-  TrainingLinear(const nn::Linear& linear, const Fp8Options& o) : o_(o) {
-    weight_ = registerParameter("weight", linear.weight);
-    if (linear.bias.defined()) bias_ = registerParameter("bias", linear.bias);
+  TrainingLinear(const LinearWeights& l, const Fp8Options& o) : o_(o), l_(l) {
+    weight_ = registerParameter("weight", l.weight);
+    if (l.bias.defined()) bias_ = registerParameter("bias", l.bias);
   }
   std::string typeName() const override { return "Fp8Linear"; }
   std::string describe() const override {
-    return fmt::format("in_features={}, out_features={}, {}", weight_.size(1), weight_.size(0),
-                       o_.hybrid ? "HYBRID" : "E4M3");
+    return fmt::format("in_features={}, out_features={}, {}", l_.in(), l_.out(), o_.hybrid ? "HYBRID" : "E4M3");
   }
 
   Tensor forward(const Tensor& x) override {
@@ -60,7 +69,7 @@ class TrainingLinear final : public nn::Module {
     const ops::OpRecord op_record = recordGemm("fp8_linear", x, weight_, fwd);
     auto xq = std::make_shared<std::vector<float>>(fakeQuantize(x.data(), x.numel(), fwd, x_.scale));
     auto wq = std::make_shared<std::vector<float>>(fakeQuantize(weight_.data(), weight_.numel(), fwd, w_.scale));
-    Tensor y = fp8Gemm(x, *xq, *wq, weight_, bias_);
+    Tensor y = fp8Gemm(x, *xq, *wq, l_);
     // Delayed scaling: this step's amax shapes the next step's scale.
     x_.update(device::absMax(x.values()), static_cast<std::size_t>(o_.amax_history_len), fwd, o_.margin);
     w_.update(device::absMax(weight_.values()), static_cast<std::size_t>(o_.amax_history_len), fwd, o_.margin);
@@ -68,43 +77,49 @@ class TrainingLinear final : public nn::Module {
     y.setRequiresGrad(true);
     for (const Tensor* t : std::initializer_list<const Tensor*>{&x, &weight_, &bias_})
       if (t->defined() && t->requiresGrad()) autograd::noteUse(*t);
-    autograd::currentTape()->record([this, x, y, xq, wq, bwd] {
-      Tensor gy = y.grad();
-      if (!gy.defined()) return;
-      const std::int64_t in = weight_.size(1), out = weight_.size(0), n = x.numel() / in;
-      const std::vector<float> gq = fakeQuantize(gy.data(), gy.numel(), bwd, g_.scale);
-      g_.update(device::absMax(gy.values()), static_cast<std::size_t>(o_.amax_history_len), bwd, o_.margin);
-      if (weight_.requiresGrad()) {
-        autograd::GradTarget g = autograd::gradTarget(weight_);
-        k::gemm(true, false, out, in, n, gq.data(), xq->data(), g.accumulate ? 1.0f : 0.0f, g.data);
-        autograd::gradWritten(weight_);
-      }
-      if (bias_.defined() && bias_.requiresGrad()) {
-        autograd::GradTarget g = autograd::gradTarget(bias_);
-        k::columnSums(gy.data(), n, out, g.data, g.accumulate);
-        autograd::gradWritten(bias_);
-      }
-      if (x.requiresGrad()) {
-        autograd::GradTarget g = autograd::gradTarget(x);
-        k::gemm(false, false, n, in, out, gq.data(), wq->data(), g.accumulate ? 1.0f : 0.0f, g.data);
-        autograd::gradWritten(x);
-      }
-    }, "fp8_linear");
+    autograd::currentTape()->record(
+        [this, x, y, xq, wq, bwd] {
+          Tensor gy = y.grad();
+          if (!gy.defined()) return;
+          const std::int64_t in = l_.in(), out = l_.out(), n = x.numel() / in;
+          const std::vector<float> gq = fakeQuantize(gy.data(), gy.numel(), bwd, g_.scale);
+          g_.update(device::absMax(gy.values()), static_cast<std::size_t>(o_.amax_history_len), bwd, o_.margin);
+          if (weight_.requiresGrad()) {
+            autograd::GradTarget g = autograd::gradTarget(weight_);
+            if (l_.in_out)  // dW [in, out] = x^T dy
+              k::gemm(true, false, in, out, n, xq->data(), gq.data(), g.accumulate ? 1.0f : 0.0f, g.data);
+            else  // dW [out, in] = dy^T x
+              k::gemm(true, false, out, in, n, gq.data(), xq->data(), g.accumulate ? 1.0f : 0.0f, g.data);
+            autograd::gradWritten(weight_);
+          }
+          if (bias_.defined() && bias_.requiresGrad()) {
+            autograd::GradTarget g = autograd::gradTarget(bias_);
+            k::columnSums(gy.data(), n, out, g.data, g.accumulate);
+            autograd::gradWritten(bias_);
+          }
+          if (x.requiresGrad()) {
+            autograd::GradTarget g = autograd::gradTarget(x);
+            k::gemm(false, l_.in_out, n, in, out, gq.data(), wq->data(), g.accumulate ? 1.0f : 0.0f, g.data);
+            autograd::gradWritten(x);
+          }
+        },
+        "fp8_linear");
     return y;
   }
 
  private:
   Fp8Options o_;
+  LinearWeights l_;
   Tensor weight_, bias_;
   DelayedScale x_, w_, g_;
 };
 
 class InferenceLinear final : public nn::Module {
  public:
-  InferenceLinear(const nn::Linear& linear, std::string path, bool quant, std::shared_ptr<Stats> stats)
-      : path_(std::move(path)), quant_(quant), stats_(std::move(stats)) {
-    weight_ = registerParameter("weight", linear.weight);
-    if (linear.bias.defined()) bias_ = registerParameter("bias", linear.bias);
+  InferenceLinear(const LinearWeights& l, std::string path, bool quant, std::shared_ptr<Stats> stats)
+      : path_(std::move(path)), quant_(quant), stats_(std::move(stats)), l_(l) {
+    weight_ = registerParameter("weight", l.weight);
+    if (l.bias.defined()) bias_ = registerParameter("bias", l.bias);
   }
   std::string typeName() const override { return quant_ ? "QuantizedLinear" : "MeasuredLinear"; }
 
@@ -113,39 +128,47 @@ class InferenceLinear final : public nn::Module {
       float& in = stats_->inputs[path_];
       in = std::max(in, device::absMax(x.values()));
       stats_->weights[path_] = device::absMax(weight_.values());
-      return ops::linear(x, weight_, bias_);
+      return ops::linear(x, weight_, bias_, {.weight_in_out = l_.in_out});
     }
     const DType fmt8 = DType::kFloat8E4M3;
     auto in = stats_->inputs.find(path_);
     auto w = stats_->weights.find(path_);
     if (in == stats_->inputs.end() || w == stats_->weights.end())
-      throw Error(fmt::format("fp8 quantization: the measurements have no entry for layer '{}'; measure this model "
-                              "first (HPUPrecisionPlugin inference: true, quant: false)",
-                              path_));
+      throw Error(
+          fmt::format("fp8 quantization: the measurements have no entry for layer '{}'; measure this model "
+                      "first (HPUPrecisionPlugin inference: true, quant: false)",
+                      path_));
     const ops::OpRecord op_record = recordGemm("fp8_linear", x, weight_, fmt8);
     const float sx = device::fp8ScaleFromAmax(in->second, 1.0f, fmt8);
     const float sw = device::fp8ScaleFromAmax(w->second, 1.0f, fmt8);
-    return fp8Gemm(x, fakeQuantize(x.data(), x.numel(), fmt8, sx), fakeQuantize(weight_.data(), weight_.numel(), fmt8, sw),
-                   weight_, bias_);
+    return fp8Gemm(x, fakeQuantize(x.data(), x.numel(), fmt8, sx),
+                   fakeQuantize(weight_.data(), weight_.numel(), fmt8, sw), l_);
   }
 
  private:
   std::string path_;
   bool quant_;
   std::shared_ptr<Stats> stats_;
+  LinearWeights l_;
   Tensor weight_, bias_;
 };
 
+// Replaces the linear layers (nn::Linear, nn::Conv1D) under `root` with
+// make(weights, path), but for the modules at the paths in `keep`.
 template <class Make>
-int replaceLinears(nn::Module& root, const std::string& prefix, Make make) {
+int replaceLinears(nn::Module& root, const std::string& prefix, const std::set<std::string>& keep, Make make) {
   int n = 0;
   for (auto& [name, child] : root.mutableChildren()) {
     const std::string path = prefix.empty() ? name : prefix + "." + name;
+    if (keep.count(path)) continue;
     if (auto* linear = dynamic_cast<nn::Linear*>(child.get())) {
-      child = make(*linear, path);
+      child = make(LinearWeights{linear->weight, linear->bias, false}, path);
+      ++n;
+    } else if (auto* conv1d = dynamic_cast<nn::Conv1D*>(child.get())) {
+      child = make(LinearWeights{conv1d->weight, conv1d->bias, true}, path);
       ++n;
     } else {
-      n += replaceLinears(*child, path, make);
+      n += replaceLinears(*child, path, keep, make);
     }
   }
   return n;
@@ -161,14 +184,14 @@ void DelayedScale::update(float amax, std::size_t window, DType format, int marg
   scale = device::fp8ScaleFromAmax(m, scale, format, margin);
 }
 
-int convertForTraining(nn::Module& root, const Fp8Options& options) {
-  return replaceLinears(root, "", [&](const nn::Linear& l, const std::string&) {
+int convertForTraining(nn::Module& root, const Fp8Options& options, const std::set<std::string>& keep) {
+  return replaceLinears(root, "", keep, [&](const LinearWeights& l, const std::string&) {
     return std::make_shared<TrainingLinear>(l, options);
   });
 }
 
-int convertForInference(nn::Module& root, bool quant, std::shared_ptr<Stats> stats) {
-  return replaceLinears(root, "", [&](const nn::Linear& l, const std::string& path) {
+int convertForInference(nn::Module& root, bool quant, std::shared_ptr<Stats> stats, const std::set<std::string>& keep) {
+  return replaceLinears(root, "", keep, [&](const LinearWeights& l, const std::string& path) {
     return std::make_shared<InferenceLinear>(l, path, quant, stats);
   });
 }
@@ -177,7 +200,9 @@ std::string Stats::toJson() const {
   nlohmann::json nodes = nlohmann::json::object();
   for (const auto& [path, amax] : inputs) nodes[path]["inputs"] = {amax};
   for (const auto& [path, amax] : weights) nodes[path]["params"]["weight"] = amax;
-  return nlohmann::json{{"GlobalRank", nullptr}, {"LocalRank", nullptr}, {"Mode", "MEASURE"}, {"Nodes", nodes}}.dump(2) + "\n";
+  return nlohmann::json{{"GlobalRank", nullptr}, {"LocalRank", nullptr}, {"Mode", "MEASURE"}, {"Nodes", nodes}}.dump(
+             2) +
+         "\n";
 }
 
 Stats Stats::fromJson(const std::string& text, const std::string& origin) {

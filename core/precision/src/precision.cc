@@ -9,11 +9,11 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "hpu/core/precision/fp8.h"
+#include "hpu/core/base/errors.h"
 #include "hpu/core/base/file_io.h"
 #include "hpu/core/config/registry.h"
-#include "hpu/core/base/errors.h"
 #include "hpu/core/ops/autocast.h"
+#include "hpu/core/precision/fp8.h"
 #include "hpu/device/errors.h"
 #include "hpu/device/numerics.h"
 
@@ -23,7 +23,8 @@ namespace {
 using nlohmann::json;
 
 [[noreturn]] void requireGaudi2(const device::Device& dev, const char* format) {
-  throw device::UnsupportedDTypeError(fmt::format("{}: {} not supported on Gaudi, Gaudi2 or higher required", dev.name(), format));
+  throw device::UnsupportedDTypeError(
+      fmt::format("{}: {} not supported on Gaudi, Gaudi2 or higher required", dev.name(), format));
 }
 
 class FullPrecision final : public PrecisionPlugin {
@@ -81,8 +82,12 @@ class MixedPrecision : public PrecisionPlugin {
   }
   std::string stateJson() const override {
     if (dtype_ != DType::kFloat16) return "";
-    return json{{"scale", scale_},     {"growth_tracker", growth_tracker_}, {"hysteresis_left", hysteresis_left_},
-                {"skipped", skipped_}, {"steps", steps_}}.dump();
+    return json{{"scale", scale_},
+                {"growth_tracker", growth_tracker_},
+                {"hysteresis_left", hysteresis_left_},
+                {"skipped", skipped_},
+                {"steps", steps_}}
+        .dump();
   }
   void loadStateJson(const std::string& text) override {
     if (text.empty() || dtype_ != DType::kFloat16) return;
@@ -125,8 +130,9 @@ class Fp8Precision final : public MixedPrecision {
  public:
   explicit Fp8Precision(Fp8Options o) : MixedPrecision(DType::kBFloat16), o_(std::move(o)) {
     if (!o_.inference && !o_.replace_layers)
-      throw UsageError("precision fp8 computes in fp8 only inside converted layers: set replace_layers: true "
-                       "(HPUPrecisionPlugin.convert_modules(model, replace_layers=True)), or inference: true");
+      throw UsageError(
+          "precision fp8 computes in fp8 only inside converted layers: set replace_layers: true "
+          "(HPUPrecisionPlugin.convert_modules(model, replace_layers=True)), or inference: true");
     if (o_.inference) resolveQuantConfig();
   }
   std::string precision() const override { return "fp8"; }
@@ -136,24 +142,26 @@ class Fp8Precision final : public MixedPrecision {
 
   void convertModule(LightningModule& model) override {
     if (!o_.inference) {
-      const int n = fp8::convertForTraining(model, o_);
+      const int n = fp8::convertForTraining(model, o_, model.modulesToNotConvert());
       if (n == 0) spdlog::warn("precision fp8: the model has no Linear layer to run in fp8");
       return;
     }
     const int mode = quant_ ? 2 : 1;
     int expected = 0;
     if (!g_fp8_inference_mode.compare_exchange_strong(expected, mode) && expected != mode)
-      throw UsageError("Measurement mode and Quantization mode cannot be run in single process. Please run in measurement "
-                       "mode first, followed by quantization mode.");
+      throw UsageError(
+          "Measurement mode and Quantization mode cannot be run in single process. Please run in measurement "
+          "mode first, followed by quantization mode.");
     stats_ = std::make_shared<fp8::Stats>();
     if (quant_) {
       if (!std::filesystem::exists(stats_path_))
-        throw UsageError(fmt::format("fp8 quantization needs the measurements in {}; run predict with "
-                                     "HPUPrecisionPlugin(inference: true, quant: false) first",
-                                     stats_path_));
+        throw UsageError(
+            fmt::format("fp8 quantization needs the measurements in {}; run predict with "
+                        "HPUPrecisionPlugin(inference: true, quant: false) first",
+                        stats_path_));
       *stats_ = fp8::Stats::fromJson(readFile(stats_path_), stats_path_);
     }
-    if (fp8::convertForInference(model, quant_, stats_) == 0)
+    if (fp8::convertForInference(model, quant_, stats_, model.modulesToNotConvert()) == 0)
       spdlog::warn("precision fp8: the model has no Linear layer to {}; it runs in bf16 as without fp8",
                    quant_ ? "quantize" : "measure");
   }
@@ -175,8 +183,8 @@ class Fp8Precision final : public MixedPrecision {
       const std::string text = readFile(o_.quant_config);
       const json j = json::parse(text, nullptr, false);
       if (!j.is_object() || !j.contains("mode"))
-        throw UsageError(fmt::format("QUANT_CONFIG={}: expected a JSON object with \"mode\": \"MEASURE\" or \"QUANTIZE\"",
-                                     o_.quant_config));
+        throw UsageError(fmt::format(
+            "QUANT_CONFIG={}: expected a JSON object with \"mode\": \"MEASURE\" or \"QUANTIZE\"", o_.quant_config));
       const std::string mode = j["mode"].get<std::string>();
       if (mode != "MEASURE" && mode != "QUANTIZE")
         throw UsageError(fmt::format("QUANT_CONFIG={}: mode '{}' is not MEASURE or QUANTIZE", o_.quant_config, mode));
@@ -232,41 +240,44 @@ struct PrecisionChoice {
 
 std::vector<config::ParamSpec> pluginParams() {
   using config::Type;
-  return {{"precision", precisionType(), "32-true", "Precision: 32-true, bf16-mixed, bf16-true, 16-mixed, fp8."},
-          {"device", Type::string({"hpu"}), "hpu", "Device type (always hpu)."},
-          {"replace_layers", Type::boolean(), "true", "fp8 training: replace Linear layers with fp8 ones (convert_modules)."},
-          {"recipe", Type::optional(Type::dict()), "null",
-           "fp8 DelayedScaling recipe: {margin: 0, amax_history_len: 1024, fp8_format: HYBRID|E4M3}."},
-          {"inference", Type::boolean(), "false", "fp8 inference (convert_modules(inference=True)) instead of training."},
-          {"quant", Type::boolean(), "true", "fp8 inference: quantize (true) or measure statistics (false)."}};
+  return {
+      {"precision", precisionType(), "32-true", "Precision: 32-true, bf16-mixed, bf16-true, 16-mixed, fp8."},
+      {"device", Type::string({"hpu"}), "hpu", "Device type (always hpu)."},
+      {"replace_layers", Type::boolean(), "true",
+       "fp8 training: replace Linear layers with fp8 ones (convert_modules)."},
+      {"recipe", Type::optional(Type::dict()), "null",
+       "fp8 DelayedScaling recipe: {margin: 0, amax_history_len: 1024, fp8_format: HYBRID|E4M3}."},
+      {"inference", Type::boolean(), "false", "fp8 inference (convert_modules(inference=True)) instead of training."},
+      {"quant", Type::boolean(), "true", "fp8 inference: quantize (true) or measure statistics (false)."}};
 }
 
-HPU_REGISTER_COMPONENT(PrecisionChoice,
-                       config::ComponentSchema{config::ComponentKind::kPrecisionPlugin,
-                                               "HPUPrecisionPlugin",
-                                               {"lightning_habana.pytorch.plugins.precision.HPUPrecisionPlugin",
-                                                "lightning_habana.pytorch.plugins.HPUPrecisionPlugin",
-                                                "lightning_habana.HPUPrecisionPlugin"},
-                                               {"HPUPrecisionPlugin", "", pluginParams()},
-                                               "Mixed precision, fp8 training and fp8 inference on HPU."},
-                       [](const config::Params& p) {
-                         return std::make_unique<PrecisionChoice>(PrecisionChoice{p.getString("precision"), fp8OptionsFrom(p)});
-                       });
+HPU_REGISTER_COMPONENT(
+    PrecisionChoice,
+    config::ComponentSchema{
+        config::ComponentKind::kPrecisionPlugin,
+        "HPUPrecisionPlugin",
+        {"lightning_habana.pytorch.plugins.precision.HPUPrecisionPlugin",
+         "lightning_habana.pytorch.plugins.HPUPrecisionPlugin", "lightning_habana.HPUPrecisionPlugin"},
+        {"HPUPrecisionPlugin", "", pluginParams()},
+        "Mixed precision, fp8 training and fp8 inference on HPU."},
+    [](const config::Params& p) {
+      return std::make_unique<PrecisionChoice>(PrecisionChoice{p.getString("precision"), fp8OptionsFrom(p)});
+    });
 
 HPU_REGISTER_COMPONENT(PrecisionChoice,
-                       config::ComponentSchema{config::ComponentKind::kPrecisionPlugin,
-                                               "HPUDeepSpeedPrecisionPlugin",
-                                               {"lightning_habana.pytorch.plugins.HPUDeepSpeedPrecisionPlugin",
-                                                "lightning_habana.pytorch.plugins.deepspeed_precision.HPUDeepSpeedPrecisionPlugin",
-                                                "DeepSpeedPrecisionPlugin", "lightning.pytorch.plugins.DeepSpeedPrecisionPlugin",
-                                                "lightning.pytorch.plugins.precision.DeepSpeedPrecisionPlugin"},
-                                               {"HPUDeepSpeedPrecisionPlugin", "", pluginParams()},
-                                               "The precision plugin of the DeepSpeed strategies."},
+                       config::ComponentSchema{
+                           config::ComponentKind::kPrecisionPlugin,
+                           "HPUDeepSpeedPrecisionPlugin",
+                           {"lightning_habana.pytorch.plugins.HPUDeepSpeedPrecisionPlugin",
+                            "lightning_habana.pytorch.plugins.deepspeed_precision.HPUDeepSpeedPrecisionPlugin",
+                            "DeepSpeedPrecisionPlugin", "lightning.pytorch.plugins.DeepSpeedPrecisionPlugin",
+                            "lightning.pytorch.plugins.precision.DeepSpeedPrecisionPlugin"},
+                           {"HPUDeepSpeedPrecisionPlugin", "", pluginParams()},
+                           "The precision plugin of the DeepSpeed strategies."},
                        [](const config::Params& p) {
                          return std::make_unique<PrecisionChoice>(
                              PrecisionChoice{p.getString("precision"), fp8OptionsFrom(p), /*deepspeed=*/true});
                        });
-
 
 std::unique_ptr<PrecisionPlugin> makeFull(const Fp8Options&, const LossScalerOptions&) {
   return std::make_unique<FullPrecision>();
@@ -288,10 +299,14 @@ std::unique_ptr<PrecisionPlugin> makeFp8(const Fp8Options& fp8, const LossScaler
 
 std::span<const PrecisionName> precisionNames() {
   static constexpr PrecisionName kNames[] = {
-      {"32", "32-true", makeFull},           {"32-true", "32-true", makeFull},
-      {"bf16", "bf16-mixed", makeBf16Mixed}, {"bf16-mixed", "bf16-mixed", makeBf16Mixed},
-      {"bf16-true", "bf16-true", makeBf16True}, {"16", "16-mixed", makeFp16Mixed},
-      {"16-mixed", "16-mixed", makeFp16Mixed}, {"fp8", "fp8", makeFp8},
+      {"32", "32-true", makeFull},
+      {"32-true", "32-true", makeFull},
+      {"bf16", "bf16-mixed", makeBf16Mixed},
+      {"bf16-mixed", "bf16-mixed", makeBf16Mixed},
+      {"bf16-true", "bf16-true", makeBf16True},
+      {"16", "16-mixed", makeFp16Mixed},
+      {"16-mixed", "16-mixed", makeFp16Mixed},
+      {"fp8", "fp8", makeFp8},
   };
   return kNames;
 }
@@ -319,8 +334,9 @@ std::unique_ptr<PrecisionPlugin> makePrecisionFromPlugin(const config::Node& com
                                                          const std::string& quant_config) {
   auto choice = config::ComponentFactory<PrecisionChoice>::instance().create(component, path);
   if (choice->deepspeed && !deepspeed_strategy)
-    throw UsageError(path + ": " + component.find("class_path")->str() +
-                     " works with the DeepSpeed strategies (trainer.strategy: hpu_deepspeed...); use HPUPrecisionPlugin");
+    throw UsageError(
+        path + ": " + component.find("class_path")->str() +
+        " works with the DeepSpeed strategies (trainer.strategy: hpu_deepspeed...); use HPUPrecisionPlugin");
   choice->fp8.default_stats_dir = default_stats_dir;
   choice->fp8.quant_config = quant_config;
   return makePrecisionPlugin(choice->precision, choice->fp8);

@@ -4,8 +4,8 @@
 // tied to wte. Its linear layers are Conv1D (weights stored [in, out]), the
 // MLP's activation gelu_new (the tanh approximation), with dropout after the
 // embeddings, on the attention probabilities and on each residual branch.
-#include "hpu/core/models/causal_lm.h"
 #include "hpu/core/config/registry.h"
+#include "hpu/core/models/causal_lm.h"
 #include "hpu/core/nn/layers.h"
 #include "hpu/core/nn/module_list.h"
 
@@ -25,15 +25,15 @@ class GPT2Attention final : public nn::Module {
  public:
   GPT2Attention(nn::InitContext& ctx, const TransformerConfig& c, std::int64_t layer, Generator& dropout_rng)
       : c_(c), layer_(layer), dropout_rng_(&dropout_rng) {
-    c_attn = registerModule("c_attn", std::make_shared<nn::Conv1D>(ctx, c.hidden_size, 3 * c.hidden_size));
-    c_proj = registerModule("c_proj", std::make_shared<nn::Conv1D>(ctx, c.hidden_size, c.hidden_size));
+    c_attn = registerChild("c_attn", std::make_shared<nn::Conv1D>(ctx, c.hidden_size, 3 * c.hidden_size));
+    c_proj = registerChild("c_proj", std::make_shared<nn::Conv1D>(ctx, c.hidden_size, c.hidden_size));
   }
   std::string typeName() const override { return "GPT2Attention"; }
   using Module::forward;
   Tensor forward(const nn::Inputs& in) override {
     const Tensor& x = in.tensors["hidden_states"];
     const std::int64_t n = c_.hidden_size, sizes[] = {n, n, n};
-    const std::vector<Tensor> qkv = ops::split((*c_attn)(x), sizes);
+    const std::vector<Tensor> qkv = ops::split(c_attn(x), sizes);
     const Tensor q = ops::splitHeads(qkv[0], c_.num_attention_heads);
     Tensor k = ops::splitHeads(qkv[1], c_.num_attention_heads), v = ops::splitHeads(qkv[2], c_.num_attention_heads);
     ops::AttentionOptions o{.causal = true};
@@ -44,10 +44,10 @@ class GPT2Attention final : public nn::Module {
     o.dropout_p = c_.attention_dropout;
     o.training = training();
     o.rng = dropout_rng_;
-    const Tensor y = (*c_proj)(ops::mergeHeads(ops::scaledDotProductAttention(q, k, v, o)));
+    const Tensor y = c_proj(ops::mergeHeads(ops::scaledDotProductAttention(q, k, v, o)));
     return ops::dropout(y, c_.resid_dropout, training(), *dropout_rng_);
   }
-  std::shared_ptr<nn::Conv1D> c_attn, c_proj;
+  nn::Child<nn::Conv1D> c_attn, c_proj;
 
  private:
   const TransformerConfig& c_;
@@ -59,14 +59,14 @@ class GPT2MLP final : public nn::Module {
  public:
   GPT2MLP(nn::InitContext& ctx, const TransformerConfig& c, Generator& dropout_rng)
       : c_(c), dropout_rng_(&dropout_rng) {
-    c_fc = registerModule("c_fc", std::make_shared<nn::Conv1D>(ctx, c.hidden_size, c.intermediate_size));
-    c_proj = registerModule("c_proj", std::make_shared<nn::Conv1D>(ctx, c.intermediate_size, c.hidden_size));
+    c_fc = registerChild("c_fc", std::make_shared<nn::Conv1D>(ctx, c.hidden_size, c.intermediate_size));
+    c_proj = registerChild("c_proj", std::make_shared<nn::Conv1D>(ctx, c.intermediate_size, c.hidden_size));
   }
   std::string typeName() const override { return "GPT2MLP"; }
   Tensor forward(const Tensor& x) override {
-    return ops::dropout((*c_proj)(activate(c_.activation, (*c_fc)(x))), c_.resid_dropout, training(), *dropout_rng_);
+    return ops::dropout(c_proj(activate(c_.activation, c_fc(x))), c_.resid_dropout, training(), *dropout_rng_);
   }
-  std::shared_ptr<nn::Conv1D> c_fc, c_proj;
+  nn::Child<nn::Conv1D> c_fc, c_proj;
 
  private:
   const TransformerConfig& c_;
@@ -77,41 +77,40 @@ class GPT2Block final : public nn::Module {
  public:
   GPT2Block(nn::InitContext& ctx, const TransformerConfig& c, std::int64_t layer, Generator& dropout_rng) {
     const auto eps = static_cast<float>(c.norm_eps);
-    ln_1 = registerModule("ln_1", std::make_shared<nn::LayerNorm>(ctx, c.hidden_size, eps));
-    attn = registerModule("attn", std::make_shared<GPT2Attention>(ctx, c, layer, dropout_rng));
-    ln_2 = registerModule("ln_2", std::make_shared<nn::LayerNorm>(ctx, c.hidden_size, eps));
-    mlp = registerModule("mlp", std::make_shared<GPT2MLP>(ctx, c, dropout_rng));
+    ln_1 = registerChild("ln_1", std::make_shared<nn::LayerNorm>(ctx, c.hidden_size, eps));
+    attn = registerChild("attn", std::make_shared<GPT2Attention>(ctx, c, layer, dropout_rng));
+    ln_2 = registerChild("ln_2", std::make_shared<nn::LayerNorm>(ctx, c.hidden_size, eps));
+    mlp = registerChild("mlp", std::make_shared<GPT2MLP>(ctx, c, dropout_rng));
   }
   std::string typeName() const override { return "GPT2Block"; }
   using Module::forward;
   Tensor forward(const nn::Inputs& in) override {
     const Tensor& x = in.tensors["hidden_states"];
-    const Tensor h =
-        ops::add(x, (*attn)(nn::Inputs{{{"hidden_states", (*ln_1)(x)}, {"position_ids", in.tensors["position_ids"]}},
-                                       in.kv_cache}));
-    return ops::add(h, (*mlp)((*ln_2)(h)));
+    const Tensor h = ops::add(
+        x, attn(nn::Inputs{{{"hidden_states", ln_1(x)}, {"position_ids", in.tensors["position_ids"]}}, in.kv_cache}));
+    return ops::add(h, mlp(ln_2(h)));
   }
-  std::shared_ptr<nn::LayerNorm> ln_1, ln_2;
-  std::shared_ptr<GPT2Attention> attn;
-  std::shared_ptr<GPT2MLP> mlp;
+  nn::Child<nn::LayerNorm> ln_1, ln_2;
+  nn::Child<GPT2Attention> attn;
+  nn::Child<GPT2MLP> mlp;
 };
 
 class GPT2Model final : public nn::Module {
  public:
   GPT2Model(nn::InitContext& ctx, const TransformerConfig& c, Generator& dropout_rng) {
     const auto std = static_cast<float>(c.initializer_range);
-    wte = registerModule("wte", std::make_shared<nn::Embedding>(ctx, c.vocab_size, c.hidden_size, std::nullopt, std));
-    wpe = registerModule(
+    wte = registerChild("wte", std::make_shared<nn::Embedding>(ctx, c.vocab_size, c.hidden_size, std::nullopt, std));
+    wpe = registerChild(
         "wpe", std::make_shared<nn::Embedding>(ctx, c.max_position_embeddings, c.hidden_size, std::nullopt, std));
-    h = registerModule("h", std::make_shared<nn::ModuleList>());
+    h = registerChild("h", std::make_shared<nn::ModuleList>());
     for (std::int64_t l = 0; l < c.num_hidden_layers; ++l)
       h->append(std::make_shared<GPT2Block>(ctx, c, l, dropout_rng));
-    ln_f = registerModule("ln_f", std::make_shared<nn::LayerNorm>(ctx, c.hidden_size, static_cast<float>(c.norm_eps)));
+    ln_f = registerChild("ln_f", std::make_shared<nn::LayerNorm>(ctx, c.hidden_size, static_cast<float>(c.norm_eps)));
   }
   std::string typeName() const override { return "GPT2Model"; }
-  std::shared_ptr<nn::Embedding> wte, wpe;
-  std::shared_ptr<nn::ModuleList> h;
-  std::shared_ptr<nn::LayerNorm> ln_f;
+  nn::Child<nn::Embedding> wte, wpe;
+  nn::Child<nn::ModuleList> h;
+  nn::Child<nn::LayerNorm> ln_f;
 };
 
 // lm_head: the token embedding as the output projection (GPT-2 ties them),
@@ -142,8 +141,8 @@ class GPT2LMHeadModel final : public CausalLM {
 
  protected:
   void build(nn::InitContext& ctx) override {
-    transformer_ = registerModule("transformer", std::make_shared<GPT2Model>(ctx, config_, *dropout_rng_));
-    lm_head_ = registerModule("lm_head", std::make_shared<LMHead>(ctx, config_, transformer_->wte->weight));
+    transformer_ = registerChild("transformer", std::make_shared<GPT2Model>(ctx, config_, *dropout_rng_));
+    lm_head_ = registerChild("lm_head", std::make_shared<LMHead>(ctx, config_, transformer_->wte->weight));
     // Hugging Face's _init_weights: the residual projections scaled by 1 / sqrt(2 n_layer).
     const float std =
         static_cast<float>(config_.initializer_range / std::sqrt(2.0 * static_cast<double>(config_.num_hidden_layers)));
@@ -157,15 +156,15 @@ class GPT2LMHeadModel final : public CausalLM {
     if (!positions.shapeOnly())
       for (std::int64_t b = 0; b < batch; ++b) std::copy_n(positions.labels(), len, pos.begin() + b * len);
     const Tensor pos_ids = Tensor::fromHost(ids.device(), {batch, len}, pos);
-    Tensor h = ops::add((*transformer_->wte)(ids), (*transformer_->wpe)(pos_ids));
+    Tensor h = ops::add(transformer_->wte(ids), transformer_->wpe(pos_ids));
     h = ops::dropout(h, config_.embd_dropout, training(), *dropout_rng_);
     for (std::size_t l = 0; l < transformer_->h->size(); ++l) h = runLayer((*transformer_->h)[l], h, positions, cache);
-    return (*lm_head_)((*transformer_->ln_f)(h));
+    return lm_head_(transformer_->ln_f(h));
   }
 
  private:
-  std::shared_ptr<GPT2Model> transformer_;
-  std::shared_ptr<LMHead> lm_head_;
+  nn::Child<GPT2Model> transformer_;
+  nn::Child<LMHead> lm_head_;
 };
 
 std::vector<config::ParamSpec> gpt2Params() {

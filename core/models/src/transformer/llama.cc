@@ -6,8 +6,8 @@
 // rotate-half layout, grouped-query attention (each key/value head serves
 // heads / kv_heads query heads), a SwiGLU MLP, an optional sliding window
 // (Mistral).
-#include "hpu/core/models/causal_lm.h"
 #include "hpu/core/config/registry.h"
+#include "hpu/core/models/causal_lm.h"
 #include "hpu/core/nn/layers.h"
 #include "hpu/core/nn/module_list.h"
 
@@ -21,10 +21,10 @@ class LlamaAttention final : public nn::Module {
   LlamaAttention(nn::InitContext& ctx, const TransformerConfig& c, std::int64_t layer, Generator& dropout_rng)
       : c_(c), layer_(layer), dropout_rng_(&dropout_rng) {
     const std::int64_t q = c.num_attention_heads * c.head_dim, kv = c.num_key_value_heads * c.head_dim;
-    q_proj = registerModule("q_proj", std::make_shared<nn::Linear>(ctx, c.hidden_size, q, c.attention_bias));
-    k_proj = registerModule("k_proj", std::make_shared<nn::Linear>(ctx, c.hidden_size, kv, c.attention_bias));
-    v_proj = registerModule("v_proj", std::make_shared<nn::Linear>(ctx, c.hidden_size, kv, c.attention_bias));
-    o_proj = registerModule("o_proj", std::make_shared<nn::Linear>(ctx, q, c.hidden_size, c.attention_bias));
+    q_proj = registerChild("q_proj", std::make_shared<nn::Linear>(ctx, c.hidden_size, q, c.attention_bias));
+    k_proj = registerChild("k_proj", std::make_shared<nn::Linear>(ctx, c.hidden_size, kv, c.attention_bias));
+    v_proj = registerChild("v_proj", std::make_shared<nn::Linear>(ctx, c.hidden_size, kv, c.attention_bias));
+    o_proj = registerChild("o_proj", std::make_shared<nn::Linear>(ctx, q, c.hidden_size, c.attention_bias));
   }
   std::string typeName() const override { return "LlamaAttention"; }
   using Module::forward;
@@ -32,9 +32,9 @@ class LlamaAttention final : public nn::Module {
     const Tensor& x = in.tensors["hidden_states"];
     const Tensor& positions = in.tensors["position_ids"];
     const auto theta = static_cast<float>(c_.rope_theta);
-    const Tensor q = ops::rotaryEmbedding(ops::splitHeads((*q_proj)(x), c_.num_attention_heads), positions, theta);
-    Tensor k = ops::rotaryEmbedding(ops::splitHeads((*k_proj)(x), c_.num_key_value_heads), positions, theta);
-    Tensor v = ops::splitHeads((*v_proj)(x), c_.num_key_value_heads);
+    const Tensor q = ops::rotaryEmbedding(ops::splitHeads(q_proj(x), c_.num_attention_heads), positions, theta);
+    Tensor k = ops::rotaryEmbedding(ops::splitHeads(k_proj(x), c_.num_key_value_heads), positions, theta);
+    Tensor v = ops::splitHeads(v_proj(x), c_.num_key_value_heads);
     ops::AttentionOptions o{.causal = true, .sliding_window = c_.sliding_window};
     if (in.kv_cache != nullptr) {
       std::tie(k, v) = in.kv_cache->append(layer_, k, v);
@@ -43,9 +43,9 @@ class LlamaAttention final : public nn::Module {
     o.dropout_p = c_.attention_dropout;
     o.training = training();
     o.rng = dropout_rng_;
-    return (*o_proj)(ops::mergeHeads(ops::scaledDotProductAttention(q, k, v, o)));
+    return o_proj(ops::mergeHeads(ops::scaledDotProductAttention(q, k, v, o)));
   }
-  std::shared_ptr<nn::Linear> q_proj, k_proj, v_proj, o_proj;
+  nn::Child<nn::Linear> q_proj, k_proj, v_proj, o_proj;
 
  private:
   const TransformerConfig& c_;
@@ -57,39 +57,39 @@ class LlamaMLP final : public nn::Module {
  public:
   LlamaMLP(nn::InitContext& ctx, const TransformerConfig& c) {
     gate_proj =
-        registerModule("gate_proj", std::make_shared<nn::Linear>(ctx, c.hidden_size, c.intermediate_size, c.mlp_bias));
+        registerChild("gate_proj", std::make_shared<nn::Linear>(ctx, c.hidden_size, c.intermediate_size, c.mlp_bias));
     up_proj =
-        registerModule("up_proj", std::make_shared<nn::Linear>(ctx, c.hidden_size, c.intermediate_size, c.mlp_bias));
+        registerChild("up_proj", std::make_shared<nn::Linear>(ctx, c.hidden_size, c.intermediate_size, c.mlp_bias));
     down_proj =
-        registerModule("down_proj", std::make_shared<nn::Linear>(ctx, c.intermediate_size, c.hidden_size, c.mlp_bias));
+        registerChild("down_proj", std::make_shared<nn::Linear>(ctx, c.intermediate_size, c.hidden_size, c.mlp_bias));
   }
   std::string typeName() const override { return "LlamaMLP"; }
-  Tensor forward(const Tensor& x) override { return (*down_proj)(ops::swiglu((*gate_proj)(x), (*up_proj)(x))); }
-  std::shared_ptr<nn::Linear> gate_proj, up_proj, down_proj;
+  Tensor forward(const Tensor& x) override { return down_proj(ops::swiglu(gate_proj(x), up_proj(x))); }
+  nn::Child<nn::Linear> gate_proj, up_proj, down_proj;
 };
 
 class LlamaDecoderLayer final : public nn::Module {
  public:
   LlamaDecoderLayer(nn::InitContext& ctx, const TransformerConfig& c, std::int64_t layer, Generator& dropout_rng) {
     const auto eps = static_cast<float>(c.norm_eps);
-    input_layernorm = registerModule("input_layernorm", std::make_shared<nn::RMSNorm>(ctx, c.hidden_size, eps));
-    self_attn = registerModule("self_attn", std::make_shared<LlamaAttention>(ctx, c, layer, dropout_rng));
+    input_layernorm = registerChild("input_layernorm", std::make_shared<nn::RMSNorm>(ctx, c.hidden_size, eps));
+    self_attn = registerChild("self_attn", std::make_shared<LlamaAttention>(ctx, c, layer, dropout_rng));
     post_attention_layernorm =
-        registerModule("post_attention_layernorm", std::make_shared<nn::RMSNorm>(ctx, c.hidden_size, eps));
-    mlp = registerModule("mlp", std::make_shared<LlamaMLP>(ctx, c));
+        registerChild("post_attention_layernorm", std::make_shared<nn::RMSNorm>(ctx, c.hidden_size, eps));
+    mlp = registerChild("mlp", std::make_shared<LlamaMLP>(ctx, c));
   }
   std::string typeName() const override { return "LlamaDecoderLayer"; }
   using Module::forward;
   Tensor forward(const nn::Inputs& in) override {
     const Tensor& x = in.tensors["hidden_states"];
-    nn::Inputs attn_in{{{"hidden_states", (*input_layernorm)(x)}, {"position_ids", in.tensors["position_ids"]}},
+    nn::Inputs attn_in{{{"hidden_states", input_layernorm(x)}, {"position_ids", in.tensors["position_ids"]}},
                        in.kv_cache};
-    const Tensor h = ops::add(x, (*self_attn)(attn_in));
-    return ops::add(h, (*mlp)((*post_attention_layernorm)(h)));
+    const Tensor h = ops::add(x, self_attn(attn_in));
+    return ops::add(h, mlp(post_attention_layernorm(h)));
   }
-  std::shared_ptr<nn::RMSNorm> input_layernorm, post_attention_layernorm;
-  std::shared_ptr<LlamaAttention> self_attn;
-  std::shared_ptr<LlamaMLP> mlp;
+  nn::Child<nn::RMSNorm> input_layernorm, post_attention_layernorm;
+  nn::Child<LlamaAttention> self_attn;
+  nn::Child<LlamaMLP> mlp;
 };
 
 // The embedding matrix as the output projection (tie_word_embeddings): it
@@ -109,17 +109,17 @@ class LlamaModel final : public nn::Module {
  public:
   LlamaModel(nn::InitContext& ctx, const TransformerConfig& c, Generator& dropout_rng) {
     embed_tokens =
-        registerModule("embed_tokens", std::make_shared<nn::Embedding>(ctx, c.vocab_size, c.hidden_size, c.pad_token_id,
-                                                                       static_cast<float>(c.initializer_range)));
-    layers = registerModule("layers", std::make_shared<nn::ModuleList>());
+        registerChild("embed_tokens", std::make_shared<nn::Embedding>(ctx, c.vocab_size, c.hidden_size, c.pad_token_id,
+                                                                      static_cast<float>(c.initializer_range)));
+    layers = registerChild("layers", std::make_shared<nn::ModuleList>());
     for (std::int64_t l = 0; l < c.num_hidden_layers; ++l)
       layers->append(std::make_shared<LlamaDecoderLayer>(ctx, c, l, dropout_rng));
-    norm = registerModule("norm", std::make_shared<nn::RMSNorm>(ctx, c.hidden_size, static_cast<float>(c.norm_eps)));
+    norm = registerChild("norm", std::make_shared<nn::RMSNorm>(ctx, c.hidden_size, static_cast<float>(c.norm_eps)));
   }
   std::string typeName() const override { return "LlamaModel"; }
-  std::shared_ptr<nn::Embedding> embed_tokens;
-  std::shared_ptr<nn::ModuleList> layers;
-  std::shared_ptr<nn::RMSNorm> norm;
+  nn::Child<nn::Embedding> embed_tokens;
+  nn::Child<nn::ModuleList> layers;
+  nn::Child<nn::RMSNorm> norm;
 };
 
 class LlamaForCausalLM final : public CausalLM {
@@ -129,12 +129,12 @@ class LlamaForCausalLM final : public CausalLM {
 
  protected:
   void build(nn::InitContext& ctx) override {
-    model_ = registerModule("model", std::make_shared<LlamaModel>(ctx, config_, *dropout_rng_));
+    model_ = registerChild("model", std::make_shared<LlamaModel>(ctx, config_, *dropout_rng_));
     if (config_.tie_word_embeddings) {
-      lm_head_ = registerModule("lm_head", std::make_shared<TiedHead>(model_->embed_tokens->weight));
+      lm_head_ = registerChild("lm_head", std::make_shared<TiedHead>(model_->embed_tokens->weight));
     } else {
       lm_head_ =
-          registerModule("lm_head", std::make_shared<nn::Linear>(ctx, config_.hidden_size, config_.vocab_size, false));
+          registerChild("lm_head", std::make_shared<nn::Linear>(ctx, config_.hidden_size, config_.vocab_size, false));
     }
     // Hugging Face's _init_weights: linear weights N(0, initializer_range), biases zero.
     const auto std = static_cast<float>(config_.initializer_range);
@@ -144,14 +144,14 @@ class LlamaForCausalLM final : public CausalLM {
     }
   }
   Tensor logits(const Tensor& ids, const Tensor& positions, nn::KVCache* cache) override {
-    Tensor h = (*model_->embed_tokens)(ids);
+    Tensor h = model_->embed_tokens(ids);
     for (std::size_t l = 0; l < model_->layers->size(); ++l) h = runLayer((*model_->layers)[l], h, positions, cache);
-    return (*lm_head_)((*model_->norm)(h));
+    return lm_head_(model_->norm(h));
   }
 
  private:
-  std::shared_ptr<LlamaModel> model_;
-  std::shared_ptr<nn::Module> lm_head_;
+  nn::Child<LlamaModel> model_;
+  nn::Child<nn::Module> lm_head_;
 };
 
 std::vector<config::ParamSpec> llamaParams() {

@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "hpu/core/config/params.h"
+#include "hpu/core/models/transformer_config.h"
 #include "hpu/core/module/lightning_module.h"
 #include "hpu/core/nn/kv_cache.h"
-#include "hpu/core/models/transformer_config.h"
 
 namespace hpu::core::models {
 
@@ -44,6 +44,9 @@ class CausalLM : public LightningModule {
   std::shared_ptr<const data::Dataset> predictData() override;
   OptimizerConfig configureOptimizers() override;
   std::string checkpointKey(const std::string& name) const override { return name; }
+  // fp8 converts the attention and MLP projections, as Transformer Engine
+  // recipes do; the output projection stays in its precision.
+  std::set<std::string> modulesToNotConvert() const override { return {"lm_head"}; }
 
   // The tokens that continue `prompt`: at most max_new_tokens, fewer if the
   // end-of-text token comes. With `use_cache` false, every step recomputes

@@ -12,14 +12,15 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "hpu/core/data/dataset.h"
 #include "hpu/core/data/tokenizer.h"
 #include "hpu/core/nn/module.h"
+#include "hpu/core/ops/ops.h"
 #include "hpu/core/optim/lr_scheduler.h"
 #include "hpu/core/optim/optimizer.h"
-#include "hpu/core/ops/ops.h"
 
 namespace hpu::core {
 
@@ -37,9 +38,9 @@ class Batch : public TensorDict {
 
 // What the data tells a model about its inputs.
 struct ModelInput {
-  Shape sample_shape;               // of the first field: {1, 28, 28} (classification features)
-  std::int64_t num_classes = 0;     // 0 when the data is not labelled
-  std::vector<data::Field> fields;  // of one sample, as the data set declares them
+  Shape sample_shape;                                // of the first field: {1, 28, 28} (classification features)
+  std::int64_t num_classes = 0;                      // 0 when the data is not labelled
+  std::vector<data::Field> fields;                   // of one sample, as the data set declares them
   std::shared_ptr<const data::Tokenizer> tokenizer;  // text data: ids <-> text (null otherwise)
 };
 
@@ -66,8 +67,8 @@ struct LogOptions {
   // validation/test steps: per epoch, averaged weighted by batch size).
   std::optional<bool> on_step{};
   std::optional<bool> on_epoch{};
-  bool prog_bar = false;  // show in the progress bar
-  bool sync_dist = false; // average across ranks when logged per step
+  bool prog_bar = false;   // show in the progress bar
+  bool sync_dist = false;  // average across ranks when logged per step
 };
 
 // Where log() goes; the Trainer implements it.
@@ -92,6 +93,10 @@ class LightningModule : public nn::Module {
   // predict_dataloader on the module: a language model's prompts); null:
   // the data module's predict set. Called after configureModel.
   virtual std::shared_ptr<const data::Dataset> predictData() { return nullptr; }
+  // Module paths that reduced-precision conversions (fp8 layers) leave as
+  // they are (Hugging Face's modules_to_not_convert; a language model's
+  // lm_head).
+  virtual std::set<std::string> modulesToNotConvert() const { return {}; }
   // The name of parameter or buffer `name` in checkpoints: "model.<name>";
   // a model that follows another library's layout (Hugging Face's) keeps
   // that layout's names, so its checkpoints map onto it 1:1.

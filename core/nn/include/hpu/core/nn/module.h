@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -55,6 +56,9 @@ class ForwardHooks {
   virtual void after(Module& m) = 0;
 };
 
+template <class M>
+class Child;
+
 class Module {
  public:
   virtual ~Module() = default;
@@ -90,6 +94,14 @@ class Module {
     children_.emplace_back(std::move(name), m);
     return m;
   }
+  // Registers `m` and returns the handle its owner calls it through: unlike
+  // a pointer to `m`, the handle follows a replacement of the child (fp8
+  // layers replacing nn::Linear).
+  template <class M>
+  Child<M> registerChild(std::string name, std::shared_ptr<M> m) {
+    children_.emplace_back(std::move(name), std::move(m));
+    return Child<M>(this, children_.size() - 1);
+  }
 
   // Recursive, in registration order, names dotted ("fc1.weight").
   std::vector<NamedTensor> namedParameters() const;
@@ -122,6 +134,35 @@ class Module {
   bool training_ = true;
   Shape last_output_shape_;
   std::shared_ptr<ForwardHooks> hooks_;
+};
+
+// A registered child as its owner holds it (see Module::registerChild).
+template <class M = Module>
+class Child {
+ public:
+  Child() = default;
+  Child(Module* owner, std::size_t index) : owner_(owner), index_(index) {}
+  // A handle of a derived type converts to one of its base (lm_head: a Linear, or a tied projection).
+  template <class N>
+  Child(const Child<N>& other) : owner_(other.owner_), index_(other.index_) {}
+  Module& module() const { return *owner_->children()[index_].second; }
+  Tensor operator()(const Tensor& x) const { return module()(x); }
+  Tensor operator()(const Inputs& inputs) const { return module()(inputs); }
+  // The child as an M. REQUIRES: it still is one (not replaced by another type).
+  M* operator->() const {
+    auto* m = dynamic_cast<M*>(&module());
+    if (m == nullptr)
+      throw std::logic_error(owner_->typeName() + ": child " + owner_->children()[index_].first +
+                             " was replaced by a " + module().typeName());
+    return m;
+  }
+  M& operator*() const { return *operator->(); }
+
+ private:
+  template <class N>
+  friend class Child;
+  Module* owner_ = nullptr;
+  std::size_t index_ = 0;
 };
 
 }  // namespace hpu::core::nn

@@ -9,6 +9,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "hpu/core/nn/layers.h"
@@ -25,9 +26,10 @@ struct DelayedScale {
   void update(float amax, std::size_t window, DType format, int margin);
 };
 
-// Replaces every nn::Linear under `root` with an fp8 training layer sharing
+// Replaces every linear layer (nn::Linear, nn::Conv1D) under `root`, but
+// those at the module paths in `keep`, with an fp8 training layer sharing
 // its weight and bias (parameter names stay the same). Returns how many.
-int convertForTraining(nn::Module& root, const Fp8Options& options);
+int convertForTraining(nn::Module& root, const Fp8Options& options, const std::set<std::string>& keep = {});
 
 // Measured max |x| per layer input and weight, by module path.
 struct Stats {
@@ -36,9 +38,10 @@ struct Stats {
   static Stats fromJson(const std::string& text, const std::string& origin);
 };
 
-// Replaces every nn::Linear under `root` with an inference layer that
-// measures into `stats` (quant = false) or runs in fp8 with the scales from
-// `stats` (quant = true). Returns how many.
-int convertForInference(nn::Module& root, bool quant, std::shared_ptr<Stats> stats);
+// Replaces every linear layer under `root`, but those in `keep`, with an
+// inference layer that measures into `stats` (quant = false) or runs in fp8
+// with the scales from `stats` (quant = true). Returns how many.
+int convertForInference(nn::Module& root, bool quant, std::shared_ptr<Stats> stats,
+                        const std::set<std::string>& keep = {});
 
 }  // namespace hpu::core::fp8
