@@ -85,15 +85,19 @@ TEST_F(HelpTest, FitHelpListsTheLayersOfAYamlSequentialWithTheirInitArgs) {
   ASSERT_EQ(r.exit_code, 0) << r.describe();
   const auto lines = linesOf(r.out);
   const auto at = [&](const std::string& line) { return std::find(lines.begin(), lines.end(), line) - lines.begin(); };
-  const auto heading = at("Layers of a YAML Sequential (model.init_args.layers: - {class_path: CLASS, init_args: {...}}):");
+  const auto heading =
+      at("Layers of a YAML Sequential (model.init_args.layers: - {class_path: CLASS, init_args: {...}}):");
   ASSERT_LT(heading, static_cast<std::ptrdiff_t>(lines.size())) << r.out;
   const auto linear = at("  Linear  (also: torch.nn.Linear)");
   ASSERT_GT(linear, heading);
   EXPECT_EQ(trim(lines[static_cast<std::size_t>(linear + 2)]), "init_args.out_features     int = null");
-  for (const char* layer : {"  Conv2d  (also: torch.nn.Conv2d)", "  ReLU  (also: torch.nn.ReLU)",
-                            "  Checkpoint  (also: deepspeed.checkpointing.checkpoint "
-                            "torch.utils.checkpoint.checkpoint)"})
+  for (const char* layer :
+       {"  Conv2d  (also: torch.nn.Conv2d)", "  ReLU  (also: torch.nn.ReLU)",
+        "  Checkpoint  (also: deepspeed.checkpointing.checkpoint "
+        "torch.utils.checkpoint.checkpoint)",
+        "  SelfAttention", "  Residual", "  RotaryEmbedding", "  Conv1D  (also: transformers.pytorch_utils.Conv1D)"})
     EXPECT_GT(at(layer), heading) << layer;
+  EXPECT_EQ(r.out.find("torch.nn.SelfAttention"), std::string::npos) << "no torch.nn alias torch does not have";
 }
 
 TEST_F(HelpTest, EverySubcommandHasTheSameKeyHelp) {

@@ -1,7 +1,7 @@
 // BoringModel: Lightning's test model. One Linear(32, 2) layer trained to
 // output ones (MSE loss) on RandomDataModule's Gaussian noise, with SGD(lr=0.1).
-#include "hpu/core/config/registry.h"
 #include "hpu/core/base/errors.h"
+#include "hpu/core/config/registry.h"
 #include "hpu/core/module/lightning_module.h"
 #include "hpu/core/nn/layers.h"
 
@@ -44,17 +44,17 @@ class BoringModel final : public LightningModule {
   std::shared_ptr<nn::Linear> layer_;
 };
 
-HPU_REGISTER_COMPONENT(
-    LightningModule,
-    config::ComponentSchema{config::ComponentKind::kModel,
-                            "BoringModel",
-                            {"lightning.pytorch.demos.boring_classes.BoringModel"},
-                            {"BoringModel",
-                             "",
-                             {{"out_features", config::Type::integer().min(1), "2", "Outputs of the linear layer."},
-                              {"lr", config::Type::real().min(0.0, true), "0.1", "Learning rate of the default SGD."}}},
-                            "Lightning's BoringModel: Linear(32, 2) pushed towards ones; for smoke tests."},
-    [](const config::Params& p) { return std::make_unique<BoringModel>(p); });
+HPU_REGISTER_COMPONENT(LightningModule,
+                       config::ComponentSchema{
+                           config::ComponentKind::kModel,
+                           "BoringModel",
+                           {"lightning.pytorch.demos.boring_classes.BoringModel"},
+                           {"BoringModel",
+                            "",
+                            {{"out_features", config::Type::integer().min(1), "2", "Outputs of the linear layer."},
+                             {"lr", config::Type::real().min(0.0, true), "0.1", "Learning rate of the default SGD."}}},
+                           "Lightning's BoringModel: Linear(32, 2) pushed towards ones; for smoke tests."},
+                       [](const config::Params& p) { return std::make_unique<BoringModel>(p); });
 
 }  // namespace
 }  // namespace hpu::core::models

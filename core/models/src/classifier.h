@@ -1,7 +1,10 @@
 // Shared behaviour of the built-in classifiers (MLPClassifier,
 // ConvNetClassifier, Sequential): a network of layers trained with
 // cross-entropy, logging train_loss, val_loss/val_acc and test_loss/test_acc,
-// with Adam(lr) as the default optimizer.
+// with Adam(lr) as the default optimizer. The network reads the data's first
+// field and is scored against its second: an image and its class, or (for a
+// model that readsTokens) a block of token ids and the next token of each,
+// the tokenizer's vocabulary being the classes.
 #pragma once
 
 #include <memory>
@@ -26,16 +29,18 @@ class Classifier : public LightningModule {
  protected:
   // Appends the layers for `input` to `net`.
   virtual void build(nn::InitContext& ctx, const ModelInput& input, nn::Sequential& net) = 0;
+  // Whether the network can read token ids (text data) as well as features.
+  virtual bool readsTokens() const { return false; }
+  // The classes its outputs score: the data's, or the tokenizer's vocabulary.
+  static std::int64_t classesOf(const ModelInput& input);
 
  private:
   void evaluate(const Batch& batch, const char* prefix);
 
+  std::string input_field_ = "x", label_field_ = "y";
   double lr_;
   float label_smoothing_;
   std::shared_ptr<nn::Sequential> net_;
 };
-
-// Requires labelled data with classes; throws UsageError naming the model.
-void requireClasses(const std::string& model, const ModelInput& input);
 
 }  // namespace hpu::core::models

@@ -1,8 +1,8 @@
 // ConvNetClassifier: [Conv2d -> ReLU -> MaxPool2d(2)] x len(channels) ->
 // Flatten -> Linear(hidden) -> ReLU -> Dropout -> Linear(classes).
 #include "classifier.h"
-#include "hpu/core/config/registry.h"
 #include "hpu/core/base/errors.h"
+#include "hpu/core/config/registry.h"
 
 namespace hpu::core::models {
 namespace {
@@ -34,8 +34,8 @@ class ConvNetClassifier final : public Classifier {
       h /= 2;
       w /= 2;
       if (h == 0 || w == 0)
-        throw UsageError("ConvNetClassifier: " + std::to_string(channels_.size()) +
-                         " conv blocks pool a " + input.sample_shape.str() + " image to nothing; use fewer channels");
+        throw UsageError("ConvNetClassifier: " + std::to_string(channels_.size()) + " conv blocks pool a " +
+                         input.sample_shape.str() + " image to nothing; use fewer channels");
     }
     net.append(std::make_shared<nn::Flatten>());
     net.append(std::make_shared<nn::Linear>(ctx, c * h * w, hidden_));

@@ -84,8 +84,8 @@ Tensor mseLoss(const Tensor& p_in, const Tensor& t_in) {
 
 std::int64_t countCorrect(const Tensor& logits, const Tensor& labels) {
   if (!computes(logits)) return 0;
-  const std::int64_t n = logits.size(0);
-  return k::countArgmaxMatches(logits.data(), labels.labels(), n, logits.numel() / n);
+  const std::int64_t classes = logits.size(logits.ndim() - 1);
+  return k::countArgmaxMatches(logits.data(), labels.labels(), logits.numel() / classes, classes);
 }
 
 }  // namespace hpu::core::ops

@@ -7,9 +7,9 @@
 #include <fstream>
 #include <functional>
 #include <limits>
-#include <numeric>
 
 #include "hpu/core/base/errors.h"
+#include "hpu/core/nn/layers/rotary.h"
 #include "hpu/core/ops/autocast.h"
 #include "hpu/core/tensor/autograd.h"
 
@@ -101,15 +101,8 @@ Tensor CausalLM::forward(const nn::Inputs& inputs) {
   if (start + len > config_.max_position_embeddings)
     throw Error(fmt::format("{}: {} positions exceed max_position_embeddings {}", typeName(), start + len,
                             config_.max_position_embeddings));
-  Tensor positions;
-  if (const Tensor* given = inputs.tensors.find("position_ids")) {
-    positions = *given;
-  } else {
-    std::vector<std::int64_t> p(static_cast<std::size_t>(len));
-    std::iota(p.begin(), p.end(), start);
-    positions = Tensor::fromHost(ids.device(), {len}, p);
-  }
-  Tensor out = logits(ids, positions, inputs.kv_cache);
+  const Tensor* given = inputs.tensors.find("position_ids");
+  Tensor out = logits(ids, given ? *given : nn::positionRange(ids.device(), start, len), inputs.kv_cache);
   if (inputs.kv_cache) inputs.kv_cache->advance(len);
   return out;
 }

@@ -16,41 +16,21 @@ namespace {
 
 using config::Type;
 
-class LlamaAttention final : public nn::Module {
+// Hugging Face's LlamaAttention is nn::SelfAttention with rotary embeddings.
+class LlamaAttention final : public nn::SelfAttention {
  public:
-  LlamaAttention(nn::InitContext& ctx, const TransformerConfig& c, std::int64_t layer, Generator& dropout_rng)
-      : c_(c), layer_(layer), dropout_rng_(&dropout_rng) {
-    const std::int64_t q = c.num_attention_heads * c.head_dim, kv = c.num_key_value_heads * c.head_dim;
-    q_proj = registerChild("q_proj", std::make_shared<nn::Linear>(ctx, c.hidden_size, q, c.attention_bias));
-    k_proj = registerChild("k_proj", std::make_shared<nn::Linear>(ctx, c.hidden_size, kv, c.attention_bias));
-    v_proj = registerChild("v_proj", std::make_shared<nn::Linear>(ctx, c.hidden_size, kv, c.attention_bias));
-    o_proj = registerChild("o_proj", std::make_shared<nn::Linear>(ctx, q, c.hidden_size, c.attention_bias));
-  }
+  LlamaAttention(nn::InitContext& ctx, const TransformerConfig& c, std::int64_t layer)
+      : SelfAttention(ctx, {.hidden_size = c.hidden_size,
+                            .num_heads = c.num_attention_heads,
+                            .num_key_value_heads = c.num_key_value_heads,
+                            .head_dim = c.head_dim,
+                            .bias = c.attention_bias,
+                            .rope_theta = static_cast<float>(c.rope_theta),
+                            .causal = true,
+                            .sliding_window = c.sliding_window,
+                            .dropout = static_cast<float>(c.attention_dropout),
+                            .cache_layer = layer}) {}
   std::string typeName() const override { return "LlamaAttention"; }
-  using Module::forward;
-  Tensor forward(const nn::Inputs& in) override {
-    const Tensor& x = in.tensors["hidden_states"];
-    const Tensor& positions = in.tensors["position_ids"];
-    const auto theta = static_cast<float>(c_.rope_theta);
-    const Tensor q = ops::rotaryEmbedding(ops::splitHeads(q_proj(x), c_.num_attention_heads), positions, theta);
-    Tensor k = ops::rotaryEmbedding(ops::splitHeads(k_proj(x), c_.num_key_value_heads), positions, theta);
-    Tensor v = ops::splitHeads(v_proj(x), c_.num_key_value_heads);
-    ops::AttentionOptions o{.causal = true, .sliding_window = c_.sliding_window};
-    if (in.kv_cache != nullptr) {
-      std::tie(k, v) = in.kv_cache->append(layer_, k, v);
-      o.kv_length = in.kv_cache->length() + x.size(1);
-    }
-    o.dropout_p = c_.attention_dropout;
-    o.training = training();
-    o.rng = dropout_rng_;
-    return o_proj(ops::mergeHeads(ops::scaledDotProductAttention(q, k, v, o)));
-  }
-  nn::Child<nn::Linear> q_proj, k_proj, v_proj, o_proj;
-
- private:
-  const TransformerConfig& c_;
-  std::int64_t layer_;
-  Generator* dropout_rng_;
 };
 
 class LlamaMLP final : public nn::Module {
@@ -70,10 +50,10 @@ class LlamaMLP final : public nn::Module {
 
 class LlamaDecoderLayer final : public nn::Module {
  public:
-  LlamaDecoderLayer(nn::InitContext& ctx, const TransformerConfig& c, std::int64_t layer, Generator& dropout_rng) {
+  LlamaDecoderLayer(nn::InitContext& ctx, const TransformerConfig& c, std::int64_t layer) {
     const auto eps = static_cast<float>(c.norm_eps);
     input_layernorm = registerChild("input_layernorm", std::make_shared<nn::RMSNorm>(ctx, c.hidden_size, eps));
-    self_attn = registerChild("self_attn", std::make_shared<LlamaAttention>(ctx, c, layer, dropout_rng));
+    self_attn = registerChild("self_attn", std::make_shared<LlamaAttention>(ctx, c, layer));
     post_attention_layernorm =
         registerChild("post_attention_layernorm", std::make_shared<nn::RMSNorm>(ctx, c.hidden_size, eps));
     mlp = registerChild("mlp", std::make_shared<LlamaMLP>(ctx, c));
@@ -107,13 +87,13 @@ class TiedHead final : public nn::Module {
 
 class LlamaModel final : public nn::Module {
  public:
-  LlamaModel(nn::InitContext& ctx, const TransformerConfig& c, Generator& dropout_rng) {
+  LlamaModel(nn::InitContext& ctx, const TransformerConfig& c) {
     embed_tokens =
         registerChild("embed_tokens", std::make_shared<nn::Embedding>(ctx, c.vocab_size, c.hidden_size, c.pad_token_id,
                                                                       static_cast<float>(c.initializer_range)));
     layers = registerChild("layers", std::make_shared<nn::ModuleList>());
     for (std::int64_t l = 0; l < c.num_hidden_layers; ++l)
-      layers->append(std::make_shared<LlamaDecoderLayer>(ctx, c, l, dropout_rng));
+      layers->append(std::make_shared<LlamaDecoderLayer>(ctx, c, l));
     norm = registerChild("norm", std::make_shared<nn::RMSNorm>(ctx, c.hidden_size, static_cast<float>(c.norm_eps)));
   }
   std::string typeName() const override { return "LlamaModel"; }
@@ -129,7 +109,7 @@ class LlamaForCausalLM final : public CausalLM {
 
  protected:
   void build(nn::InitContext& ctx) override {
-    model_ = registerChild("model", std::make_shared<LlamaModel>(ctx, config_, *dropout_rng_));
+    model_ = registerChild("model", std::make_shared<LlamaModel>(ctx, config_));
     if (config_.tie_word_embeddings) {
       lm_head_ = registerChild("lm_head", std::make_shared<TiedHead>(model_->embed_tokens->weight));
     } else {

@@ -6,7 +6,7 @@
 // before it.
 //
 //   inline const LayerRegistration kReLULayer{
-//       layerSchema("ReLU", {}, "max(0, x)."),
+//       torchLayerSchema("ReLU", {}, "max(0, x)."),
 //       [](const config::Params&, InitContext&, const Shape& in, const std::string&) {
 //         return LayerBuild{std::make_shared<Activation>(ActivationKind::kReLU), in};
 //       }};
@@ -53,9 +53,11 @@ class LayerRecipe {
   LayerBuilder build_;
 };
 
-// The schema of a layer class: its name, "torch.nn.<name>" as class path.
+// The schema of a layer class, with other class paths it answers to.
 config::ComponentSchema layerSchema(const char* name, std::vector<config::ParamSpec> params, const char* doc,
                                     std::vector<std::string> aliases = {});
+// The schema of a layer torch.nn has: "torch.nn.<name>" is its class path too.
+config::ComponentSchema torchLayerSchema(const char* name, std::vector<config::ParamSpec> params, const char* doc);
 
 // Registers a layer class at static initialisation (an inline variable in
 // its header).

@@ -149,7 +149,8 @@ Tensor softmax(const Tensor& logits);  // over the last dimension
 Tensor checkpoint(const std::function<Tensor(const Tensor&)>& f, const Tensor& x, Generator* rng = nullptr,
                   bool on_host = false);
 
-// Not differentiable: number of rows whose arg-max equals the label.
+// Not differentiable: for logits [..., C] and labels [...], the number of
+// positions whose arg-max over C equals the label.
 std::int64_t countCorrect(const Tensor& logits, const Tensor& labels);
 
 }  // namespace hpu::core::ops

@@ -27,6 +27,8 @@ class Activation : public Module {
         return "Tanh";
       case ActivationKind::kSigmoid:
         return "Sigmoid";
+      case ActivationKind::kSiLU:
+        return "SiLU";
     }
     return "?";
   }
@@ -42,6 +44,8 @@ class Activation : public Module {
         return ops::tanh(x);
       case ActivationKind::kSigmoid:
         return ops::sigmoid(x);
+      case ActivationKind::kSiLU:
+        return ops::silu(x);
     }
     return x;
   }
@@ -54,29 +58,29 @@ class Activation : public Module {
 inline LayerBuild activationLayer(ActivationKind kind, const Shape& in) {
   return LayerBuild{std::make_shared<Activation>(kind), in};
 }
-inline const LayerRegistration kReLULayer{layerSchema("ReLU", {}, "max(0, x)."),
+inline const LayerRegistration kReLULayer{torchLayerSchema("ReLU", {}, "max(0, x)."),
                                           [](const config::Params&, InitContext&, const Shape& in, const std::string&) {
                                             return activationLayer(ActivationKind::kReLU, in);
                                           }};
 inline const LayerRegistration kGELULayer{
-    layerSchema("GELU",
-                {{"approximate", config::Type::string({"none", "tanh"}), "none", "Exact (erf) or tanh approximation."}},
-                "Gaussian error linear unit."),
+    torchLayerSchema(
+        "GELU", {{"approximate", config::Type::string({"none", "tanh"}), "none", "Exact (erf) or tanh approximation."}},
+        "Gaussian error linear unit."),
     [](const config::Params& p, InitContext&, const Shape& in, const std::string&) {
       return activationLayer(p.getString("approximate") == "tanh" ? ActivationKind::kGELUTanh : ActivationKind::kGELU,
                              in);
     }};
-inline const LayerRegistration kTanhLayer{layerSchema("Tanh", {}, "Hyperbolic tangent."),
+inline const LayerRegistration kTanhLayer{torchLayerSchema("Tanh", {}, "Hyperbolic tangent."),
                                           [](const config::Params&, InitContext&, const Shape& in, const std::string&) {
                                             return activationLayer(ActivationKind::kTanh, in);
                                           }};
 inline const LayerRegistration kSigmoidLayer{
-    layerSchema("Sigmoid", {}, "Logistic sigmoid."),
+    torchLayerSchema("Sigmoid", {}, "Logistic sigmoid."),
     [](const config::Params&, InitContext&, const Shape& in, const std::string&) {
       return activationLayer(ActivationKind::kSigmoid, in);
     }};
 
-inline const LayerRegistration kSiLULayer{layerSchema("SiLU", {}, "x * sigmoid(x)."),
+inline const LayerRegistration kSiLULayer{torchLayerSchema("SiLU", {}, "x * sigmoid(x)."),
                                           [](const config::Params&, InitContext&, const Shape& in, const std::string&) {
                                             return activationLayer(ActivationKind::kSiLU, in);
                                           }};

@@ -32,11 +32,11 @@ class BatchNorm2d : public Module {
 };
 
 inline const LayerRegistration kBatchNorm2dLayer{
-    layerSchema("BatchNorm2d",
-                {{"eps", config::Type::real().min(0.0, true), "1.0e-05", "Added to the variance."},
-                 {"momentum", config::Type::real().min(0.0).max(1.0), "0.1", "Running statistics update factor."},
-                 {"affine", config::Type::boolean(), "true", "Learn a scale and a shift."}},
-                "Batch normalisation over [N, C, H, W] per channel."),
+    torchLayerSchema("BatchNorm2d",
+                     {{"eps", config::Type::real().min(0.0, true), "1.0e-05", "Added to the variance."},
+                      {"momentum", config::Type::real().min(0.0).max(1.0), "0.1", "Running statistics update factor."},
+                      {"affine", config::Type::boolean(), "true", "Learn a scale and a shift."}},
+                     "Batch normalisation over [N, C, H, W] per channel."),
     [](const config::Params& p, InitContext& ctx, const Shape& in, const std::string& where) {
       if (in.ndim() != 3)
         layerMisfit(where, fmt::format("BatchNorm2d needs [channels, height, width] inputs; got {}", in.str()));

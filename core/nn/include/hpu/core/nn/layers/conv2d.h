@@ -34,13 +34,13 @@ class Conv2d : public Module {
 };
 
 inline const LayerRegistration kConv2dLayer{
-    layerSchema("Conv2d",
-                {{"out_channels", config::Type::integer().min(1), "null", "Output channels."},
-                 {"kernel_size", config::Type::integer().min(1), "3", "Square kernel size."},
-                 {"stride", config::Type::integer().min(1), "1", "Stride."},
-                 {"padding", config::Type::integer().min(0), "0", "Zero padding on each side."},
-                 {"bias", config::Type::boolean(), "true", "Learn an additive bias."}},
-                "2-D convolution."),
+    torchLayerSchema("Conv2d",
+                     {{"out_channels", config::Type::integer().min(1), "null", "Output channels."},
+                      {"kernel_size", config::Type::integer().min(1), "3", "Square kernel size."},
+                      {"stride", config::Type::integer().min(1), "1", "Stride."},
+                      {"padding", config::Type::integer().min(0), "0", "Zero padding on each side."},
+                      {"bias", config::Type::boolean(), "true", "Learn an additive bias."}},
+                     "2-D convolution."),
     [](const config::Params& p, InitContext& ctx, const Shape& in, const std::string& where) {
       if (in.ndim() != 3)
         layerMisfit(where, fmt::format("Conv2d needs [channels, height, width] inputs; got {}", in.str()));

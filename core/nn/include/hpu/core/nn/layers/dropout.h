@@ -23,9 +23,9 @@ class Dropout : public Module {
 };
 
 inline const LayerRegistration kDropoutLayer{
-    layerSchema("Dropout",
-                {{"p", config::Type::real().min(0.0).max(1.0, true), "0.5", "Probability of zeroing an element."}},
-                "Randomly zeroes elements in training."),
+    torchLayerSchema("Dropout",
+                     {{"p", config::Type::real().min(0.0).max(1.0, true), "0.5", "Probability of zeroing an element."}},
+                     "Randomly zeroes elements in training."),
     [](const config::Params& p, InitContext& ctx, const Shape& in, const std::string&) {
       return LayerBuild{std::make_shared<Dropout>(static_cast<float>(p.getFloat("p")), ctx.dropout_rng), in};
     }};

@@ -39,12 +39,12 @@ class Embedding : public Module {
 };
 
 inline const LayerRegistration kEmbeddingLayer{
-    layerSchema("Embedding",
-                {{"num_embeddings", config::Type::integer().min(1), "null", "Rows of the table (the vocabulary)."},
-                 {"embedding_dim", config::Type::integer().min(1), "null", "Width of each row."},
-                 {"padding_idx", config::Type::optional(config::Type::integer().min(0)), "null",
-                  "A row that stays zero and learns nothing (padding tokens)."}},
-                "Looks up int64 indices in a table of vectors."),
+    torchLayerSchema("Embedding",
+                     {{"num_embeddings", config::Type::integer().min(1), "null", "Rows of the table (the vocabulary)."},
+                      {"embedding_dim", config::Type::integer().min(1), "null", "Width of each row."},
+                      {"padding_idx", config::Type::optional(config::Type::integer().min(0)), "null",
+                       "A row that stays zero and learns nothing (padding tokens)."}},
+                     "Looks up int64 indices in a table of vectors."),
     [](const config::Params& p, InitContext& ctx, const Shape& in, const std::string&) {
       std::vector<std::int64_t> out(in.dims().begin(), in.dims().end());
       out.push_back(p.getInt("embedding_dim"));

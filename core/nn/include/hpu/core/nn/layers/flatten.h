@@ -17,7 +17,7 @@ class Flatten : public Module {
 };
 
 inline const LayerRegistration kFlattenLayer{
-    layerSchema("Flatten", {}, "Flattens each sample to a vector."),
+    torchLayerSchema("Flatten", {}, "Flattens each sample to a vector."),
     [](const config::Params&, InitContext&, const Shape& in, const std::string&) {
       return LayerBuild{std::make_shared<Flatten>(), Shape{in.numel()}};
     }};

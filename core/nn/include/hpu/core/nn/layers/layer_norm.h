@@ -24,10 +24,10 @@ class LayerNorm : public Module {
 };
 
 inline const LayerRegistration kLayerNormLayer{
-    layerSchema("LayerNorm",
-                {{"eps", config::Type::real().min(0.0, true), "1.0e-05", "Added to the variance."},
-                 {"elementwise_affine", config::Type::boolean(), "true", "Learn a scale and a shift."}},
-                "Normalises over the last dimension."),
+    torchLayerSchema("LayerNorm",
+                     {{"eps", config::Type::real().min(0.0, true), "1.0e-05", "Added to the variance."},
+                      {"elementwise_affine", config::Type::boolean(), "true", "Learn a scale and a shift."}},
+                     "Normalises over the last dimension."),
     [](const config::Params& p, InitContext& ctx, const Shape& in, const std::string&) {
       return LayerBuild{std::make_shared<LayerNorm>(ctx, in[in.ndim() - 1], static_cast<float>(p.getFloat("eps")),
                                                     p.getBool("elementwise_affine")),

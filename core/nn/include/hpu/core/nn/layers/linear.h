@@ -29,20 +29,20 @@ class Linear : public Module {
 };
 
 inline const LayerRegistration kLinearLayer{
-    layerSchema("Linear",
-                {{"out_features", config::Type::integer().min(1), "null", "Output features."},
-                 {"in_features", config::Type::optional(config::Type::integer().min(1)), "null",
-                  "Input features (inferred; checked if given)."},
-                 {"bias", config::Type::boolean(), "true", "Learn an additive bias."}},
-                "Fully connected layer."),
+    torchLayerSchema("Linear",
+                     {{"out_features", config::Type::integer().min(1), "null", "Output features."},
+                      {"in_features", config::Type::optional(config::Type::integer().min(1)), "null",
+                       "Input features (inferred; checked if given)."},
+                      {"bias", config::Type::boolean(), "true", "Learn an additive bias."}},
+                     "Fully connected layer over the last dimension."),
     [](const config::Params& p, InitContext& ctx, const Shape& in, const std::string& where) {
-      if (in.ndim() != 1)
-        layerMisfit(where, fmt::format("Linear needs flat inputs; got {} (add Flatten before it)", in.str()));
-      if (p.has("in_features") && p.getInt("in_features") != in[0])
-        layerMisfit(where,
-                    fmt::format("in_features is {} but the previous layer gives {}", p.getInt("in_features"), in[0]));
-      const std::int64_t out = p.getInt("out_features");
-      return LayerBuild{std::make_shared<Linear>(ctx, in[0], out, p.getBool("bias")), Shape{out}};
+      const std::int64_t features = in[-1];
+      if (p.has("in_features") && p.getInt("in_features") != features)
+        layerMisfit(where, fmt::format("in_features is {} but the previous layer gives {} features ({} per sample)",
+                                       p.getInt("in_features"), features, in.str()));
+      Shape out = in;
+      out[-1] = p.getInt("out_features");
+      return LayerBuild{std::make_shared<Linear>(ctx, features, out[-1], p.getBool("bias")), out};
     }};
 
 }  // namespace hpu::core::nn

@@ -30,7 +30,7 @@ using AvgPool2d = Pool2d<kAvgPool2dName, ops::avgPool2d>;
 template <class Pool>
 LayerRegistration poolLayer(const char* name, const char* doc) {
   return LayerRegistration{
-      layerSchema(
+      torchLayerSchema(
           name,
           {{"kernel_size", config::Type::integer().min(1), "2", "Window size."},
            {"stride", config::Type::optional(config::Type::integer().min(1)), "null", "Stride (default: kernel_size)."},

@@ -25,8 +25,8 @@ class RMSNorm : public Module {
 };
 
 inline const LayerRegistration kRMSNormLayer{
-    layerSchema("RMSNorm", {{"eps", config::Type::real().min(0.0, true), "1.0e-06", "Added to the mean square."}},
-                "Root-mean-square normalisation over the last dimension (Llama's)."),
+    torchLayerSchema("RMSNorm", {{"eps", config::Type::real().min(0.0, true), "1.0e-06", "Added to the mean square."}},
+                     "Root-mean-square normalisation over the last dimension (Llama's)."),
     [](const config::Params& p, InitContext& ctx, const Shape& in, const std::string&) {
       return LayerBuild{std::make_shared<RMSNorm>(ctx, in[in.ndim() - 1], static_cast<float>(p.getFloat("eps"))), in};
     }};

@@ -1,0 +1,80 @@
+// SelfAttention: multi-head self-attention over [B, T, hidden] with
+// Hugging Face's projections (q_proj, k_proj, v_proj, o_proj): optional
+// rotary embeddings, grouped-query attention, causal mask, sliding window,
+// dropout on the probabilities, and a KV cache when generating. Llama's
+// attention is this module; in YAML it is one layer of a Sequential.
+#pragma once
+
+#include "hpu/core/nn/layer.h"
+#include "hpu/core/nn/layers/linear.h"
+
+namespace hpu::core::nn {
+
+struct SelfAttentionOptions {
+  std::int64_t hidden_size = 0;
+  std::int64_t num_heads = 1;
+  std::int64_t num_key_value_heads = 1;  // fewer than num_heads: grouped-query attention
+  std::int64_t head_dim = 0;             // 0: hidden_size / num_heads
+  bool bias = false;                     // of the four projections
+  float rope_theta = 0.0f;               // rotary embeddings' base; 0: none
+  bool causal = true;
+  std::int64_t sliding_window = 0;  // > 0: each query sees only that many latest keys
+  float dropout = 0.0f;             // on the attention probabilities, in training
+  std::int64_t cache_layer = 0;     // this module's layer in a KVCache
+};
+
+class SelfAttention : public Module {
+ public:
+  // Dropout masks come from ctx.dropout_rng.
+  SelfAttention(InitContext& ctx, const SelfAttentionOptions& o);
+  std::string typeName() const override { return "SelfAttention"; }
+  std::string describe() const override;
+  // x [B, T, hidden] at positions 0 .. T - 1, no cache.
+  Tensor forward(const Tensor& x) override;
+  // "hidden_states" [B, T, hidden], "position_ids" int64 [T] (default: from
+  // the cache's length on), and the KV cache, if any: this step's keys and
+  // values are appended to layer cache_layer and attention reads all of it.
+  Tensor forward(const Inputs& in) override;
+
+  Child<Linear> q_proj, k_proj, v_proj, o_proj;
+
+ private:
+  SelfAttentionOptions o_;
+  Generator* dropout_rng_;
+};
+
+inline const LayerRegistration kSelfAttentionLayer{
+    layerSchema("SelfAttention",
+                {{"num_heads", config::Type::integer().min(1), "null", "Query heads."},
+                 {"num_key_value_heads", config::Type::optional(config::Type::integer().min(1)), "null",
+                  "Key/value heads; fewer than num_heads is grouped-query attention (default: num_heads)."},
+                 {"causal", config::Type::boolean(), "true", "Each token attends only to itself and earlier ones."},
+                 {"rope_theta", config::Type::optional(config::Type::real().min(0.0, true)), "null",
+                  "Rotary position embeddings of queries and keys with this base (default: none)."},
+                 {"dropout", config::Type::real().min(0.0).max(1.0, true), "0.0",
+                  "Dropout on the attention probabilities in training."},
+                 {"bias", config::Type::boolean(), "false", "Biases on the q, k, v and output projections."}},
+                "Multi-head self-attention over [tokens, features] samples, memory linear in tokens."),
+    [](const config::Params& p, InitContext& ctx, const Shape& in, const std::string& where) {
+      SelfAttentionOptions o;
+      o.num_heads = p.getInt("num_heads");
+      o.num_key_value_heads = p.has("num_key_value_heads") ? p.getInt("num_key_value_heads") : o.num_heads;
+      if (in.ndim() != 2 || in[1] % o.num_heads != 0)
+        layerMisfit(where, fmt::format("SelfAttention needs [tokens, features] samples with features a multiple of "
+                                       "num_heads {}; got {}",
+                                       o.num_heads, in.str()));
+      if (o.num_heads % o.num_key_value_heads != 0)
+        layerMisfit(where, fmt::format("num_heads {} is not a multiple of num_key_value_heads {}", o.num_heads,
+                                       o.num_key_value_heads));
+      o.hidden_size = in[1];
+      o.causal = p.getBool("causal");
+      if (p.has("rope_theta")) o.rope_theta = static_cast<float>(p.getFloat("rope_theta"));
+      if (o.rope_theta > 0 && (o.hidden_size / o.num_heads) % 2 != 0)
+        layerMisfit(where, fmt::format("rotary embeddings need an even head_dim; {} / {} heads is {}", o.hidden_size,
+                                       o.num_heads, o.hidden_size / o.num_heads));
+      o.dropout = static_cast<float>(p.getFloat("dropout"));
+      o.bias = p.getBool("bias");
+      return LayerBuild{std::make_shared<SelfAttention>(ctx, o), in};
+    }};
+
+}  // namespace hpu::core::nn
