@@ -29,3 +29,13 @@ def hpu_rate(binary, kind, batch, steps, workdir, threads, devices=1, extra=()):
     t_long = hpu_run(binary, kind, batch, steps, workdir, threads, devices, extra)
     t_short = hpu_run(binary, kind, batch, short, workdir, threads, devices, extra)
     return (steps - short) * batch * devices / max(t_long - t_short, 1e-9)
+
+
+def steps_per_second(step, steps, warmup):
+    """Runs step(i) for i < warmup untimed, then `steps` times timed; returns steps/s."""
+    for i in range(warmup):
+        step(i)
+    t = time.perf_counter()
+    for i in range(steps):
+        step(i)
+    return steps / (time.perf_counter() - t)

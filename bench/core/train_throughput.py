@@ -19,13 +19,12 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 
 import numpy as np
 import torch
 import torch.nn as nn
 
-from hpu_bench import hpu_rate
+from hpu_bench import hpu_rate, steps_per_second
 
 DATA = "/usr/share/datasets/fashion-mnist"
 
@@ -62,12 +61,7 @@ def torch_rate(kind, batch, steps, images, labels):
         loss.backward()
         opt.step()
 
-    for i in range(10):
-        step(i)
-    t = time.perf_counter()
-    for i in range(steps):
-        step(i)
-    return steps * batch / (time.perf_counter() - t)
+    return steps_per_second(step, steps, 10) * batch
 
 
 def main():

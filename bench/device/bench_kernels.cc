@@ -10,6 +10,7 @@
 
 #include "hpu/device/kernels/conv.h"
 #include "hpu/device/kernels/gemm.h"
+#include "hpu/device/numerics.h"
 #include "hpu/device/threading.h"
 
 namespace {
@@ -25,27 +26,41 @@ std::vector<float> randomVector(std::size_t n) {
   return v;
 }
 
-// (trans_a, trans_b, m, n, k): the three products of a Linear layer's step.
+// (trans_a, trans_b, m, n, k): the three products of a Linear layer's step,
+// for the MLP's first layer and the small Llama's MLP (2048 tokens, hidden
+// 256, intermediate 688).
 void gemmArgs(benchmark::internal::Benchmark* b) {
   for (int batch : {64, 256}) {
     b->Args({0, 1, batch, 256, 784});  // forward  Y = X W^T
     b->Args({1, 0, 256, 784, batch});  // weight   dW = dY^T X
     b->Args({0, 0, batch, 784, 256});  // input    dX = dY W
   }
+  b->Args({0, 1, 2048, 688, 256});
+  b->Args({1, 0, 688, 256, 2048});
+  b->Args({0, 0, 2048, 256, 688});
 }
 
-void BM_GemmOurs(benchmark::State& state) {
+// Normal samples rounded to bfloat16 (a bf16 tensor's values).
+std::vector<float> bf16Vector(std::size_t n) {
+  std::vector<float> v = randomVector(n);
+  hpu::device::roundInPlace(v, hpu::device::DType::kBFloat16);
+  return v;
+}
+
+void runGemm(benchmark::State& state, GemmOperands operands) {
   const bool ta = state.range(0), tb = state.range(1);
   const auto m = state.range(2), n = state.range(3), k = state.range(4);
-  auto a = randomVector(static_cast<std::size_t>(m * k)), b = randomVector(static_cast<std::size_t>(k * n));
+  auto a = bf16Vector(static_cast<std::size_t>(m * k)), b = bf16Vector(static_cast<std::size_t>(k * n));
   std::vector<float> c(static_cast<std::size_t>(m * n));
   for (auto _ : state) {
-    gemm(ta, tb, m, n, k, a.data(), b.data(), 0.0f, c.data());
+    gemm(ta, tb, m, n, k, a.data(), b.data(), 0.0f, c.data(), operands);
     benchmark::DoNotOptimize(c.data());
   }
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * m * n * k, benchmark::Counter::kIsIterationInvariantRate,
                                                   benchmark::Counter::kIs1000);
 }
+void BM_GemmOurs(benchmark::State& state) { runGemm(state, GemmOperands::kFloat32); }
+void BM_GemmOursBf16(benchmark::State& state) { runGemm(state, GemmOperands::kBFloat16); }
 
 void BM_GemmEigen(benchmark::State& state) {
   const bool ta = state.range(0), tb = state.range(1);
@@ -68,6 +83,7 @@ void BM_GemmEigen(benchmark::State& state) {
 }
 
 BENCHMARK(BM_GemmOurs)->Apply(gemmArgs)->UseRealTime();
+BENCHMARK(BM_GemmOursBf16)->Apply(gemmArgs)->UseRealTime();
 BENCHMARK(BM_GemmEigen)->Apply(gemmArgs)->UseRealTime();
 
 // The CNN's two convolutions at batch 64: forward, then all three gradients.

@@ -59,7 +59,7 @@ struct E4M3Format {
   static constexpr bool kSubnormalPath = true;
   static constexpr std::uint32_t kMinNormal = 0x3C800000u;  // 2^-6
   static constexpr float kSubnormalC = 0x1p14f;
-  static constexpr std::uint32_t kMax = 0x43E00000u;  // 448
+  static constexpr std::uint32_t kMax = 0x43E00000u;         // 448
   static constexpr std::uint32_t kOverflow = kQuietNanBits;  // no Inf in E4M3
   static constexpr bool kSignedNan = true;
   static constexpr std::uint32_t kNan = kQuietNanBits;
@@ -102,11 +102,19 @@ inline float roundValue(float x) {
   return std::bit_cast<float>(roundBits<F, kSaturate>(std::bit_cast<std::uint32_t>(x)));
 }
 
+// In blocks of 16K values, on the intra-op threads when there are several.
 template <class F, bool kSaturate>
 void roundSpan(std::span<float> data) {
+  constexpr std::int64_t kBlock = 1 << 14;
   float* p = data.data();
-  const std::size_t n = data.size();
-  for (std::size_t i = 0; i < n; ++i) p[i] = roundValue<F, kSaturate>(p[i]);
+  const auto n = static_cast<std::int64_t>(data.size());
+  const std::int64_t blocks = (n + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static) if (blocks > 1)
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    float* __restrict q = p + b * kBlock;
+    const std::int64_t len = std::min(kBlock, n - b * kBlock);
+    for (std::int64_t i = 0; i < len; ++i) q[i] = roundValue<F, kSaturate>(q[i]);
+  }
 }
 
 // Encodes x in F (sign bit at bit 15 for float16, bit 7 for fp8).
@@ -118,10 +126,8 @@ std::uint32_t encode(float x) {
   if (a > kInfBits) return sign | F::kNanCode;
   if (a == kInfBits) return sign | F::kInfCode;
   if (a < F::kMinNormal)  // exact: a is a multiple of the subnormal spacing
-    return sign | static_cast<std::uint32_t>(std::ldexp(std::bit_cast<float>(a),
-                                                        F::kMantissaBits - (1 - F::kBias)));
-  return sign | ((a >> (23 - F::kMantissaBits)) - (static_cast<std::uint32_t>(127 - F::kBias)
-                                                   << F::kMantissaBits));
+    return sign | static_cast<std::uint32_t>(std::ldexp(std::bit_cast<float>(a), F::kMantissaBits - (1 - F::kBias)));
+  return sign | ((a >> (23 - F::kMantissaBits)) - (static_cast<std::uint32_t>(127 - F::kBias) << F::kMantissaBits));
 }
 
 // Decodes an IEEE-like code (all-ones exponent is Inf/NaN), or E4M3 where
@@ -145,8 +151,7 @@ float decode(std::uint32_t code) {
 }
 
 void requireFp8(DType t) {
-  HPU_CHECK(t == DType::kFloat8E4M3 || t == DType::kFloat8E5M2, "{} is not an fp8 dtype",
-            dtypeName(t));
+  HPU_CHECK(t == DType::kFloat8E4M3 || t == DType::kFloat8E5M2, "{} is not an fp8 dtype", dtypeName(t));
 }
 
 }  // namespace
@@ -155,13 +160,9 @@ std::uint16_t toBFloat16Bits(float x) {
   return static_cast<std::uint16_t>(roundBits<BFloat16Format, false>(std::bit_cast<std::uint32_t>(x)) >> 16);
 }
 
-float fromBFloat16Bits(std::uint16_t bits) {
-  return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16);
-}
+float fromBFloat16Bits(std::uint16_t bits) { return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16); }
 
-std::uint16_t toFloat16Bits(float x) {
-  return static_cast<std::uint16_t>(encode<Float16Format, false, 16>(x));
-}
+std::uint16_t toFloat16Bits(float x) { return static_cast<std::uint16_t>(encode<Float16Format, false, 16>(x)); }
 
 float fromFloat16Bits(std::uint16_t bits) { return decode<Float16Format, 16, 5, true>(bits); }
 
@@ -183,30 +184,41 @@ std::uint8_t toFp8Bits(float x, DType fp8, Fp8Overflow overflow) {
 
 float fromFp8Bits(std::uint8_t bits, DType fp8) {
   requireFp8(fp8);
-  return fp8 == DType::kFloat8E4M3 ? decode<E4M3Format, 24, 4, false>(bits)
-                                   : decode<E5M2Format, 24, 5, true>(bits);
+  return fp8 == DType::kFloat8E4M3 ? decode<E4M3Format, 24, 4, false>(bits) : decode<E5M2Format, 24, 5, true>(bits);
 }
 
 float roundTo(float x, DType t) {
   switch (t) {
-    case DType::kFloat32: return x;
-    case DType::kBFloat16: return roundValue<BFloat16Format, false>(x);
-    case DType::kFloat16: return roundValue<Float16Format, false>(x);
-    case DType::kFloat8E4M3: return roundValue<E4M3Format, true>(x);
-    case DType::kFloat8E5M2: return roundValue<E5M2Format, true>(x);
-    default: break;
+    case DType::kFloat32:
+      return x;
+    case DType::kBFloat16:
+      return roundValue<BFloat16Format, false>(x);
+    case DType::kFloat16:
+      return roundValue<Float16Format, false>(x);
+    case DType::kFloat8E4M3:
+      return roundValue<E4M3Format, true>(x);
+    case DType::kFloat8E5M2:
+      return roundValue<E5M2Format, true>(x);
+    default:
+      break;
   }
   HPU_CHECK(false, "roundTo: {} is not a device floating dtype", dtypeName(t));
 }
 
 void roundInPlace(std::span<float> data, DType t) {
   switch (t) {
-    case DType::kFloat32: return;
-    case DType::kBFloat16: return roundSpan<BFloat16Format, false>(data);
-    case DType::kFloat16: return roundSpan<Float16Format, false>(data);
-    case DType::kFloat8E4M3: return roundSpan<E4M3Format, true>(data);
-    case DType::kFloat8E5M2: return roundSpan<E5M2Format, true>(data);
-    default: break;
+    case DType::kFloat32:
+      return;
+    case DType::kBFloat16:
+      return roundSpan<BFloat16Format, false>(data);
+    case DType::kFloat16:
+      return roundSpan<Float16Format, false>(data);
+    case DType::kFloat8E4M3:
+      return roundSpan<E4M3Format, true>(data);
+    case DType::kFloat8E5M2:
+      return roundSpan<E5M2Format, true>(data);
+    default:
+      break;
   }
   HPU_CHECK(false, "roundInPlace: {} is not a device floating dtype", dtypeName(t));
 }

@@ -55,6 +55,44 @@ DType dtypeOf(const std::vector<ops::OpTraceEntry>& trace, const std::string& op
   return DType::kFloat64;
 }
 
+// bf16 products run on bf16 operands (products exact, sums in fp32); attention
+// also rounds its probabilities and their gradients to bf16 for its
+// products, as FlashAttention does. Against the same values in fp32: linear
+// within one bf16 rounding of its output, attention within bf16 precision.
+TEST_F(PrecisionTest, Bf16ProductsMatchFp32OnTheSameValues) {
+  const auto run = [&](DType dt, std::uint64_t seed) {
+    rng_ = Generator(seed);
+    Tensor q = random({2, 4, 70, 16}, dt), k = random({2, 2, 70, 16}, dt), v = random({2, 2, 70, 16}, dt);
+    Tensor x = random({70, 40}, dt), w = random({24, 40}, dt), dy = random({2, 4, 70, 16}, dt);
+    for (Tensor* t : {&q, &k, &v, &x, &w}) t->setRequiresGrad(true);
+    autograd::Tape tape;
+    std::vector<Tensor> out;
+    {
+      autograd::TapeScope scope(&tape);
+      Tensor y = ops::scaledDotProductAttention(q, k, v, {.causal = true});
+      out = {y, ops::linear(x, w, Tensor())};
+      tape.backward(ops::add(ops::sum(ops::mul(y, dy)), ops::sum(out[1])));
+    }
+    for (Tensor* t : {&q, &k, &v, &x, &w}) out.push_back(t->grad());
+    return out;
+  };
+  const std::vector<Tensor> low = run(DType::kBFloat16, 11), full = run(DType::kFloat32, 11);
+  const char* names[] = {"attention", "linear", "dq", "dk", "dv", "dx", "dw"};
+  for (std::size_t i = 0; i < low.size(); ++i) {
+    SCOPED_TRACE(names[i]);
+    const std::vector<float> a = low[i].toHost(), b = full[i].toHost();
+    ASSERT_EQ(a.size(), b.size());
+    double err = 0, scale = 0;
+    for (std::size_t j = 0; j < a.size(); ++j) {
+      err = std::max(err, static_cast<double>(std::fabs(a[j] - b[j])));
+      scale = std::max(scale, static_cast<double>(std::fabs(b[j])));
+    }
+    // bf16 keeps 8 significant bits: a rounding is at most 2^-9 of the value.
+    EXPECT_LE(err, (i == 1 ? 0x1p-8 : 0x1p-5) * scale) << "largest |value| " << scale;
+    EXPECT_GT(err, 0.0) << "the bf16 run rounds";
+  }
+}
+
 TEST_F(PrecisionTest, Bf16AutocastRunsMatmulsLowAndLossesInFp32) {
   Tensor x = random({4, 8}), w1 = random({6, 8}), w2 = random({3, 6});
   Tensor labels = Tensor::fromHost(dev_, {4}, std::vector<std::int64_t>{0, 1, 2, 0});

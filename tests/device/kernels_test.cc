@@ -5,11 +5,13 @@
 
 #include <cmath>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "hpu/device/kernels/activation.h"
 #include "hpu/device/kernels/conv.h"
 #include "hpu/device/kernels/gemm.h"
+#include "hpu/device/numerics.h"
 #include "hpu/device/kernels/loss.h"
 #include "hpu/device/kernels/norm.h"
 #include "hpu/device/kernels/pool.h"
@@ -37,11 +39,24 @@ struct GemmCase {
   std::int64_t m, n, k;
 };
 
-class GemmTest : public ::testing::TestWithParam<GemmCase> {};
+// Normal samples rounded to bfloat16 (as a bf16 tensor stores them: float32
+// with the low 16 bits zero).
+std::vector<float> bf16Vector(std::size_t n, unsigned seed) {
+  std::vector<float> v = randomVector(n, seed);
+  roundInPlace(v, DType::kBFloat16);
+  return v;
+}
+
+class GemmTest : public ::testing::TestWithParam<std::tuple<GemmCase, GemmOperands>> {};
 
 TEST_P(GemmTest, MatchesReferenceForEveryTransposeAndBeta) {
-  const auto [ta, tb, m, n, k] = GetParam();
-  const auto a = randomVector(static_cast<std::size_t>(m * k), 1), b = randomVector(static_cast<std::size_t>(k * n), 2);
+  const auto [shape, operands] = GetParam();
+  const auto [ta, tb, m, n, k] = shape;
+  const bool bf16 = operands == GemmOperands::kBFloat16;
+  const auto make = [bf16](std::size_t size, unsigned seed) {
+    return bf16 ? bf16Vector(size, seed) : randomVector(size, seed);
+  };
+  const auto a = make(static_cast<std::size_t>(m * k), 1), b = make(static_cast<std::size_t>(k * n), 2);
   const auto c0 = randomVector(static_cast<std::size_t>(m * n), 3);
   for (float beta : {0.0f, 1.0f}) {
     std::vector<double> want(static_cast<std::size_t>(m * n));
@@ -56,15 +71,41 @@ TEST_P(GemmTest, MatchesReferenceForEveryTransposeAndBeta) {
         want[static_cast<std::size_t>(i * n + j)] = s;
       }
     std::vector<float> c = c0;
-    gemm(ta, tb, m, n, k, a.data(), b.data(), beta, c.data());
-    expectNear(c, want, 1e-4);
+    gemm(ta, tb, m, n, k, a.data(), b.data(), beta, c.data(), operands);
+    // fp32 sums of k products (exact products for bf16 operands).
+    expectNear(c, want, 1e-6 * static_cast<double>(k) + 1e-5);
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, GemmTest,
-                         ::testing::Values(GemmCase{false, false, 1, 1, 1}, GemmCase{false, true, 7, 5, 3},
-                                           GemmCase{true, false, 33, 17, 9}, GemmCase{true, true, 4, 64, 65},
-                                           GemmCase{false, true, 64, 256, 784}));
+// Sizes on both sides of the kernel's 8 x 48 tile, 256-deep k blocks (odd k:
+// a bf16 pair half empty), and products large enough to be cut into chunks
+// by rows (300, 688) or columns (few rows).
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, GemmTest,
+    ::testing::Combine(::testing::Values(GemmCase{false, false, 1, 1, 1}, GemmCase{false, true, 7, 5, 3},
+                                         GemmCase{true, false, 33, 17, 9}, GemmCase{true, true, 4, 64, 65},
+                                         GemmCase{false, true, 64, 256, 784}, GemmCase{false, false, 300, 200, 513},
+                                         GemmCase{true, false, 688, 100, 301}, GemmCase{false, true, 20, 700, 333}),
+                       ::testing::Values(GemmOperands::kFloat32, GemmOperands::kBFloat16)));
+
+TEST(GemmDeterminism, SameBitsForAnyThreadCount) {
+  for (GemmOperands operands : {GemmOperands::kFloat32, GemmOperands::kBFloat16}) {
+    const auto a = bf16Vector(700 * 300, 4), b = bf16Vector(300 * 260, 5);
+    const auto run = [&](int threads, bool ta) {
+      const int before = intraOpThreads();
+      setIntraOpThreads(threads);
+      std::vector<float> c(700 * 260);
+      gemm(ta, false, 700, 260, 300, a.data(), b.data(), 0.0f, c.data(), operands);
+      setIntraOpThreads(before);
+      return c;
+    };
+    for (bool ta : {false, true}) {
+      const auto one = run(1, ta);
+      EXPECT_EQ(one, run(2, ta));
+      EXPECT_EQ(one, run(3, ta));
+    }
+  }
+}
 
 // gemmSerial on strided matrices (each row padded by 3 floats that must stay
 // untouched), with sizes on both sides of the packed kernel's 8-row, 32-column,

@@ -42,6 +42,7 @@ Tensor scaledDotProductAttention(const Tensor& q_in, const Tensor& k_in, const T
   g.scale = o.scale.value_or(1.0f / std::sqrt(static_cast<float>(g.head_dim)));
   g.causal = o.causal;
   g.window = o.sliding_window;
+  g.bf16 = dt == DType::kBFloat16;
   if (o.training && o.dropout_p > 0.0f) {
     g.dropout_p = o.dropout_p;
     g.dropout_seed = o.rng->next();
@@ -58,14 +59,14 @@ Tensor scaledDotProductAttention(const Tensor& q_in, const Tensor& k_in, const T
     // The kernel writes all three gradients in one pass; each is added to its
     // input's gradient in turn, which is right whatever the inputs' states
     // (q, k and v may even be one tensor).
-    std::vector<float> dq, dk, dv;
-    if (computes(y)) {
-      dq.resize(static_cast<std::size_t>(q.numel()));
-      dk.resize(static_cast<std::size_t>(key.numel()));
-      dv.resize(static_cast<std::size_t>(v.numel()));
-      k::attentionBackward(g, q.data(), key.data(), v.data(), y.data(), gy.data(), lse.data(), dq.data(), false,
+    // In device memory (the allocator's cached blocks: no fresh pages per step).
+    k::AttentionShape gb = g;
+    gb.bf16 = g.bf16 && gy.dtype() == DType::kBFloat16;
+    Tensor dq = Tensor::empty(q.device(), q.shape()), dk = Tensor::empty(q.device(), key.shape()),
+           dv = Tensor::empty(q.device(), v.shape());
+    if (computes(y))
+      k::attentionBackward(gb, q.data(), key.data(), v.data(), y.data(), gy.data(), lse.data(), dq.data(), false,
                            dk.data(), dv.data(), false);
-    }
     if (wants(q)) accumulateGrad(q, dq.data());
     if (wants(key)) accumulateGrad(key, dk.data());
     if (wants(v)) accumulateGrad(v, dv.data());

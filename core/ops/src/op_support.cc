@@ -112,10 +112,16 @@ void accumulateScaledGrad(const Tensor& t, const float* src, float scale) {
 }
 
 void gemmGrad(const Tensor& target, bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, const float* a,
-              const float* b) {
+              const float* b, device::kernels::GemmOperands operands) {
   GradTarget g = gradTarget(target);
-  if (g.data != nullptr) device::kernels::gemm(ta, tb, m, n, k, a, b, g.accumulate ? 1.0f : 0.0f, g.data);
+  if (g.data != nullptr) device::kernels::gemm(ta, tb, m, n, k, a, b, g.accumulate ? 1.0f : 0.0f, g.data, operands);
   gradWritten(target);
+}
+
+device::kernels::GemmOperands gemmOperands(std::initializer_list<DType> dtypes) {
+  for (DType d : dtypes)
+    if (d != DType::kBFloat16) return device::kernels::GemmOperands::kFloat32;
+  return device::kernels::GemmOperands::kBFloat16;
 }
 
 }  // namespace hpu::core::ops::detail

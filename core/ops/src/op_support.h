@@ -19,6 +19,7 @@
 #include "hpu/core/tensor/autograd.h"
 #include "hpu/core/tensor/op_record.h"
 #include "hpu/core/tensor/tensor.h"
+#include "hpu/device/kernels/gemm.h"
 
 namespace hpu::core::ops::detail {
 
@@ -91,6 +92,8 @@ void accumulateGrad(const Tensor& t, const float* src);
 void accumulateScaledGrad(const Tensor& t, const float* src, float scale);
 // target's gradient (+)= op(a) op(b), a GEMM into the gradient buffer.
 void gemmGrad(const Tensor& target, bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, const float* a,
-              const float* b);
+              const float* b, device::kernels::GemmOperands operands = device::kernels::GemmOperands::kFloat32);
+// The GEMM operands of tensors of these dtypes: bfloat16 when all are.
+device::kernels::GemmOperands gemmOperands(std::initializer_list<DType> dtypes);
 
 }  // namespace hpu::core::ops::detail

@@ -23,24 +23,26 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, const 
   ys[-1] = out;
   Tensor y = like(x, ys);
   if (computes(y)) {
-    k::gemm(false, !in_out, n, out, in, x.data(), w.data(), 0.0f, y.data());
+    k::gemm(false, !in_out, n, out, in, x.data(), w.data(), 0.0f, y.data(), gemmOperands({x.dtype(), w.dtype()}));
     if (b.defined()) k::addRowBias(y.data(), b.data(), n, out);
   }
   recordBackward(y, {&x, &w, &b}, [x, w, b, y, n, in, out, in_out] {
     Tensor gy = y.grad();
     if (!gy.defined()) return;
     if (w.requiresGrad()) {
+      const k::GemmOperands ops = gemmOperands({gy.dtype(), x.dtype()});
       if (in_out)
-        gemmGrad(w, true, false, in, out, n, x.data(), gy.data());  // dW [in, out] = x^T dy
+        gemmGrad(w, true, false, in, out, n, x.data(), gy.data(), ops);  // dW [in, out] = x^T dy
       else
-        gemmGrad(w, true, false, out, in, n, gy.data(), x.data());  // dW [out, in] = dy^T x
+        gemmGrad(w, true, false, out, in, n, gy.data(), x.data(), ops);  // dW [out, in] = dy^T x
     }
     if (wants(b)) {
       GradTarget g = gradTarget(b);
       if (g.data != nullptr) k::columnSums(gy.data(), n, out, g.data, g.accumulate);
       gradWritten(b);
     }
-    if (x.requiresGrad()) gemmGrad(x, false, in_out, n, in, out, gy.data(), w.data());
+    if (x.requiresGrad())
+      gemmGrad(x, false, in_out, n, in, out, gy.data(), w.data(), gemmOperands({gy.dtype(), w.dtype()}));
   });
   return finish(y);
 }
@@ -134,27 +136,29 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in, const MatmulOptions& o) {
   // B shared by every item and A not transposed: one GEMM over all A's rows.
   const bool fold = batch.b_items == 1 && !ta;
   if (computes(y)) {
+    const k::GemmOperands ops = gemmOperands({a.dtype(), b.dtype()});
     if (fold) {
-      k::gemm(false, tb, items * m, n, kk, a.data(), b.data(), 0.0f, y.data());
+      k::gemm(false, tb, items * m, n, kk, a.data(), b.data(), 0.0f, y.data(), ops);
     } else {
       for (std::int64_t i = 0; i < items; ++i) {
         const auto u = static_cast<std::size_t>(i);
         k::gemm(ta, tb, m, n, kk, a.data() + batch.a_item[u] * m * kk, b.data() + batch.b_item[u] * kk * n, 0.0f,
-                y.data() + i * m * n);
+                y.data() + i * m * n, ops);
       }
     }
   }
   recordBackward(y, {&a, &b}, [a, b, y, batch, m, n, kk, ta, tb, fold, items] {
     Tensor gy = y.grad();
     if (!gy.defined()) return;
+    const k::GemmOperands a_ops = gemmOperands({gy.dtype(), b.dtype()}), b_ops = gemmOperands({gy.dtype(), a.dtype()});
     if (fold) {
       // dA = dY op(B)^T; dB = A^T dY (or its transpose), over all rows at once.
-      if (a.requiresGrad()) gemmGrad(a, false, !tb, items * m, kk, n, gy.data(), b.data());
+      if (a.requiresGrad()) gemmGrad(a, false, !tb, items * m, kk, n, gy.data(), b.data(), a_ops);
       if (b.requiresGrad()) {
         if (tb)
-          gemmGrad(b, true, false, n, kk, items * m, gy.data(), a.data());
+          gemmGrad(b, true, false, n, kk, items * m, gy.data(), a.data(), b_ops);
         else
-          gemmGrad(b, true, false, kk, n, items * m, a.data(), gy.data());
+          gemmGrad(b, true, false, kk, n, items * m, a.data(), gy.data(), b_ops);
       }
       return;
     }
@@ -164,18 +168,18 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in, const MatmulOptions& o) {
         const float* bi = b.data() + batch.b_item[i] * kk * n;
         const float* dyi = dy + static_cast<std::int64_t>(i) * m * n;
         if (!ta)
-          k::gemm(false, !tb, m, kk, n, dyi, bi, beta, ga);  // dA = dY op(B)^T
+          k::gemm(false, !tb, m, kk, n, dyi, bi, beta, ga, a_ops);  // dA = dY op(B)^T
         else
-          k::gemm(tb, true, kk, m, n, bi, dyi, beta, ga);  // dA = op(B) dY^T
+          k::gemm(tb, true, kk, m, n, bi, dyi, beta, ga, a_ops);  // dA = op(B) dY^T
       });
     if (b.requiresGrad())
       gradPerItem(b, batch.b_item, batch.b_items, kk * n, [&](std::size_t i, float* gb, float beta) {
         const float* ai = a.data() + batch.a_item[i] * m * kk;
         const float* dyi = dy + static_cast<std::int64_t>(i) * m * n;
         if (!tb)
-          k::gemm(!ta, false, kk, n, m, ai, dyi, beta, gb);  // dB = op(A)^T dY
+          k::gemm(!ta, false, kk, n, m, ai, dyi, beta, gb, b_ops);  // dB = op(A)^T dY
         else
-          k::gemm(true, ta, n, kk, m, dyi, ai, beta, gb);  // dB = dY^T op(A)
+          k::gemm(true, ta, n, kk, m, dyi, ai, beta, gb, b_ops);  // dB = dY^T op(A)
       });
   });
   return finish(y);

@@ -1,5 +1,6 @@
 #include "hpu/device/kernels/activation.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "fast_exp.h"
@@ -17,7 +18,9 @@ struct ReLU {
 };
 struct GELU {  // exact: x * Phi(x)
   static float f(float x) { return 0.5f * x * (1.0f + std::erf(x * kInvSqrt2)); }
-  static float df(float x, float) { return 0.5f * (1.0f + std::erf(x * kInvSqrt2)) + x * kInvSqrt2Pi * std::exp(-0.5f * x * x); }
+  static float df(float x, float) {
+    return 0.5f * (1.0f + std::erf(x * kInvSqrt2)) + x * kInvSqrt2Pi * std::exp(-0.5f * x * x);
+  }
 };
 struct GELUTanh {
   static float f(float x) { return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x))); }
@@ -44,29 +47,77 @@ struct SiLU {  // x * sigmoid(x)
   }
 };
 
+// Runs body(begin, end) over [0, n) in blocks of 16K elements, on the
+// intra-op threads when there are several blocks.
+template <class Body>
+void forBlocks(std::int64_t n, Body body) {
+  constexpr std::int64_t kBlock = 1 << 14;
+  const std::int64_t blocks = (n + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static) if (blocks > 1)
+  for (std::int64_t b = 0; b < blocks; ++b) body(b * kBlock, std::min(n, (b + 1) * kBlock));
+}
+
+// The loops over a block, on restrict pointers to it (so that they vectorise).
 template <class F>
-void forward(const float* __restrict x, float* __restrict y, std::int64_t n) {
+void forwardBlock(const float* __restrict x, float* __restrict y, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) y[i] = F::f(x[i]);
 }
 
+template <class F, bool kAdd>
+void backwardBlock(const float* __restrict x, const float* __restrict y, const float* __restrict dy,
+                   float* __restrict dx, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) dx[i] = kAdd ? dx[i] + dy[i] * F::df(x[i], y[i]) : dy[i] * F::df(x[i], y[i]);
+}
+
 template <class F>
-void backward(const float* __restrict x, const float* __restrict y, const float* __restrict dy, float* __restrict dx,
-              std::int64_t n, bool accumulate) {
-  if (accumulate)
-    for (std::int64_t i = 0; i < n; ++i) dx[i] += dy[i] * F::df(x[i], y[i]);
-  else
-    for (std::int64_t i = 0; i < n; ++i) dx[i] = dy[i] * F::df(x[i], y[i]);
+void forward(const float* x, float* y, std::int64_t n) {
+  forBlocks(n, [=](std::int64_t i0, std::int64_t i1) { forwardBlock<F>(x + i0, y + i0, i1 - i0); });
+}
+
+template <class F>
+void backward(const float* x, const float* y, const float* dy, float* dx, std::int64_t n, bool accumulate) {
+  forBlocks(n, [=](std::int64_t i0, std::int64_t i1) {
+    if (accumulate)
+      backwardBlock<F, true>(x + i0, y + i0, dy + i0, dx + i0, i1 - i0);
+    else
+      backwardBlock<F, false>(x + i0, y + i0, dy + i0, dx + i0, i1 - i0);
+  });
+}
+
+void swigluForwardBlock(const float* __restrict gate, const float* __restrict up, float* __restrict y, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) y[i] = SiLU::f(gate[i]) * up[i];
+}
+
+// d/dgate and d/dup of silu(gate) * up over a block, into the gradients
+// wanted (kGate, kUp), added when kAdd.
+template <bool kGate, bool kUp, bool kAdd>
+void swigluBackwardBlock(const float* __restrict gate, const float* __restrict up, const float* __restrict dy,
+                         float* __restrict dgate, float* __restrict dup, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float s = SiLU::sigmoid(gate[i]), silu = gate[i] * s;
+    if constexpr (kGate) {
+      const float dg = dy[i] * up[i] * (s + silu * (1.0f - s));
+      dgate[i] = kAdd ? dgate[i] + dg : dg;
+    }
+    if constexpr (kUp) dup[i] = kAdd ? dup[i] + dy[i] * silu : dy[i] * silu;
+  }
 }
 
 template <template <class> class Run, class... Args>
 void dispatch(Activation a, Args&&... args) {
   switch (a) {
-    case Activation::kReLU: return Run<ReLU>::go(args...);
-    case Activation::kGELU: return Run<GELU>::go(args...);
-    case Activation::kGELUTanh: return Run<GELUTanh>::go(args...);
-    case Activation::kTanh: return Run<Tanh>::go(args...);
-    case Activation::kSigmoid: return Run<Sigmoid>::go(args...);
-    case Activation::kSiLU: return Run<SiLU>::go(args...);
+    case Activation::kReLU:
+      return Run<ReLU>::go(args...);
+    case Activation::kGELU:
+      return Run<GELU>::go(args...);
+    case Activation::kGELUTanh:
+      return Run<GELUTanh>::go(args...);
+    case Activation::kTanh:
+      return Run<Tanh>::go(args...);
+    case Activation::kSigmoid:
+      return Run<Sigmoid>::go(args...);
+    case Activation::kSiLU:
+      return Run<SiLU>::go(args...);
   }
 }
 
@@ -90,18 +141,28 @@ void activationBackward(Activation a, const float* x, const float* y, const floa
   dispatch<Backward>(a, x, y, dy, dx, n, accumulate);
 }
 
-void swigluForward(const float* __restrict gate, const float* __restrict up, float* __restrict y, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) y[i] = SiLU::f(gate[i]) * up[i];
+void swigluForward(const float* gate, const float* up, float* y, std::int64_t n) {
+  forBlocks(n, [=](std::int64_t i0, std::int64_t i1) { swigluForwardBlock(gate + i0, up + i0, y + i0, i1 - i0); });
 }
 
-void swigluBackward(const float* __restrict gate, const float* __restrict up, const float* __restrict dy,
-                    float* __restrict dgate, float* __restrict dup, std::int64_t n, bool accumulate) {
-  for (std::int64_t i = 0; i < n; ++i) {
-    const float s = SiLU::sigmoid(gate[i]), silu = gate[i] * s;
-    const float dg = dy[i] * up[i] * (s + silu * (1.0f - s)), du = dy[i] * silu;
-    if (dgate != nullptr) dgate[i] = accumulate ? dgate[i] + dg : dg;
-    if (dup != nullptr) dup[i] = accumulate ? dup[i] + du : du;
-  }
+void swigluBackward(const float* gate, const float* up, const float* dy, float* dgate, float* dup, std::int64_t n,
+                    bool accumulate) {
+  forBlocks(n, [=](std::int64_t i0, std::int64_t i1) {
+    const auto run = [&]<bool kGate, bool kUp>() {
+      float* dg = kGate ? dgate + i0 : nullptr;
+      float* du = kUp ? dup + i0 : nullptr;
+      if (accumulate)
+        swigluBackwardBlock<kGate, kUp, true>(gate + i0, up + i0, dy + i0, dg, du, i1 - i0);
+      else
+        swigluBackwardBlock<kGate, kUp, false>(gate + i0, up + i0, dy + i0, dg, du, i1 - i0);
+    };
+    if (dgate != nullptr && dup != nullptr)
+      run.template operator()<true, true>();
+    else if (dgate != nullptr)
+      run.template operator()<true, false>();
+    else if (dup != nullptr)
+      run.template operator()<false, true>();
+  });
 }
 
 }  // namespace hpu::device::kernels

@@ -10,6 +10,7 @@
 #include "fast_exp.h"
 #include "hpu/device/check.h"
 #include "hpu/device/kernels/gemm.h"
+#include "hpu/device/numerics.h"
 
 namespace hpu::device::kernels {
 namespace {
@@ -58,11 +59,20 @@ class DropoutMask {
   bool active_;
 };
 
+// The operands of the block products.
+GemmOperands operandsOf(const AttentionShape& g) { return g.bf16 ? GemmOperands::kBFloat16 : GemmOperands::kFloat32; }
+
+// A [rows, kCols] block as the next product's operand: rounded to bf16 when
+// the attention runs in bf16.
+void asOperand(const AttentionShape& g, float* block, std::int64_t rows) {
+  if (g.bf16) roundInPlace({block, static_cast<std::size_t>(rows * kCols)}, DType::kBFloat16);
+}
+
 // Scores s[r, c] = (q_r . k_c) * scale of a block, -inf where masked.
 void scores(const AttentionShape& g, const float* q, std::int64_t i0, std::int64_t rows, const float* k,
             std::int64_t j0, std::int64_t cols, float* s) {
   const std::int64_t d = g.head_dim;
-  gemmSerial(false, true, rows, cols, d, q, d, k + j0 * d, d, false, s, kCols);
+  gemmSerial(false, true, rows, cols, d, q, d, k + j0 * d, d, false, s, kCols, operandsOf(g));
   for (std::int64_t r = 0; r < rows; ++r) {
     const KeyRange keys = keysOf(g, i0 + r);
     float* row = s + r * kCols;
@@ -122,7 +132,8 @@ void attentionForward(const AttentionShape& g, const float* q, const float* k, c
           if (dropout.active())
             for (std::int64_t c = 0; c < cols; ++c) row[c] *= dropout.factor(bh * g.q_len + i0 + r, j0 + c);
         }
-        gemmSerial(false, false, rows, d, cols, s.data(), kCols, vh + j0 * d, d, true, ob, d);
+        asOperand(g, s.data(), rows);
+        gemmSerial(false, false, rows, d, cols, s.data(), kCols, vh + j0 * d, d, true, ob, d, operandsOf(g));
       }
       for (std::int64_t r = 0; r < rows; ++r) {
         const std::size_t u = static_cast<std::size_t>(r);
@@ -182,16 +193,20 @@ void attentionBackward(const AttentionShape& g, const float* q, const float* k, 
             }
             // With dropout O = (P * M) V for the mask factors M: dV = (P * M)^T dO,
             // dP = (dO V^T) * M, and rowdot = dO . O still equals sum_j P dP.
+            // dV's operand: P, or a copy (P * M, or rounded to bf16): dS needs P itself.
             const float* pv = p.data();
-            if (dropout.active()) {
+            if (dropout.active() || g.bf16) {
               for (std::int64_t r = 0; r < rows; ++r)
-                for (std::int64_t c = 0; c < cols; ++c)
-                  pd[static_cast<std::size_t>(r * kCols + c)] =
-                      p[static_cast<std::size_t>(r * kCols + c)] * dropout.factor(bh * g.q_len + i0 + r, j0 + c);
+                for (std::int64_t c = 0; c < cols; ++c) {
+                  const std::size_t x = static_cast<std::size_t>(r * kCols + c);
+                  pd[x] = dropout.active() ? p[x] * dropout.factor(bh * g.q_len + i0 + r, j0 + c) : p[x];
+                }
+              asOperand(g, pd.data(), rows);
               pv = pd.data();
             }
-            gemmSerial(true, false, cols, d, rows, pv, kCols, dob, d, true, dvb.data(), d);
-            gemmSerial(false, true, rows, cols, d, dob, d, vh + j0 * d, d, false, dp.data(), kCols);
+            const GemmOperands ops = operandsOf(g);
+            gemmSerial(true, false, cols, d, rows, pv, kCols, dob, d, true, dvb.data(), d, ops);
+            gemmSerial(false, true, rows, cols, d, dob, d, vh + j0 * d, d, false, dp.data(), kCols, ops);
             // dS = P * (dP - rowdot) * scale, in place of dP.
             for (std::int64_t r = 0; r < rows; ++r)
               for (std::int64_t c = 0; c < cols; ++c) {
@@ -199,8 +214,9 @@ void attentionBackward(const AttentionShape& g, const float* q, const float* k, 
                 const float dpx = dropout.active() ? dp[x] * dropout.factor(bh * g.q_len + i0 + r, j0 + c) : dp[x];
                 dp[x] = p[x] * (dpx - rowdot[static_cast<std::size_t>(r)]) * g.scale;
               }
-            gemmSerial(false, false, rows, d, cols, dp.data(), kCols, kh + j0 * d, d, true, dqb, d);
-            gemmSerial(true, false, cols, d, rows, dp.data(), kCols, qb, d, true, dkb.data(), d);
+            asOperand(g, dp.data(), rows);
+            gemmSerial(false, false, rows, d, cols, dp.data(), kCols, kh + j0 * d, d, true, dqb, d, ops);
+            gemmSerial(true, false, cols, d, rows, dp.data(), kCols, qb, d, true, dkb.data(), d, ops);
           }
         }
         float* dkh = dk + item * g.kv_rows * d + j0 * d;

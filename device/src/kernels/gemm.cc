@@ -1,11 +1,12 @@
-// gemm: Eigen's product (threaded by Eigen). gemmSerial: the packed AVX-512
-// kernel (packed_gemm.h) where the CPU has it, Eigen elsewhere; on the
-// convolution's shapes the packed kernel runs ~1.3x Eigen's single-threaded
-// product.
+// gemm and gemmSerial: the packed AVX-512 kernel (packed_gemm.h) where the
+// CPU has it (gemm on the intra-op threads), Eigen's product elsewhere.
 #include "hpu/device/kernels/gemm.h"
+
+#include <omp.h>
 
 #include <Eigen/Core>
 
+#include "hpu/device/threading.h"
 #include "packed_gemm.h"
 
 namespace hpu::device::kernels {
@@ -36,19 +37,48 @@ void eigenProduct(bool trans_a, bool trans_b, const AMap& A, const BMap& B, bool
     run(A, B);
 }
 
+#if defined(__AVX512F__)
+// C (+)= op(A) op(B) with the packed kernel: on the intra-op threads, or on
+// this thread inside a parallel region and for small products.
+void packedGemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, const float* a, const float* b,
+                bool accumulate, float* c, GemmOperands operands) {
+  const bool bf16 = operands == GemmOperands::kBFloat16;
+  if (omp_in_parallel() || intraOpThreads() == 1 || 2 * m * n * k < (std::int64_t{1} << 21)) {
+    const packed::DenseSource as{a, ta ? m : k}, bs{b, tb ? k : n};
+    if (bf16)
+      packed::gemm<packed::Operands::kBFloat16>(ta, tb, m, n, k, as, bs, accumulate, c, n);
+    else
+      packed::gemm(ta, tb, m, n, k, as, bs, accumulate, c, n);
+  } else if (bf16) {
+    packed::gemmThreaded<packed::Operands::kBFloat16>(ta, tb, m, n, k, a, b, accumulate, c);
+  } else {
+    packed::gemmThreaded<packed::Operands::kFloat32>(ta, tb, m, n, k, a, b, accumulate, c);
+  }
+}
+#endif
+
 }  // namespace
 
-void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, const float* a,
-          const float* b, float beta, float* c) {
+void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, const float* a, const float* b,
+          float beta, float* c, GemmOperands operands) {
+#if defined(__AVX512F__)
+  packedGemm(trans_a, trans_b, m, n, k, a, b, beta != 0.0f, c, operands);
+#else
   Map C(c, m, n);
   eigenProduct(trans_a, trans_b, ConstMap(a, trans_a ? k : m, trans_a ? m : k),
                ConstMap(b, trans_b ? n : k, trans_b ? k : n), beta != 0.0f, C);
+#endif
 }
 
 void gemmSerial(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, const float* a,
-                std::int64_t lda, const float* b, std::int64_t ldb, bool accumulate, float* c, std::int64_t ldc) {
+                std::int64_t lda, const float* b, std::int64_t ldb, bool accumulate, float* c, std::int64_t ldc,
+                GemmOperands operands) {
 #if defined(__AVX512F__)
-  packed::gemm(trans_a, trans_b, m, n, k, packed::DenseSource{a, lda}, packed::DenseSource{b, ldb}, accumulate, c, ldc);
+  const packed::DenseSource as{a, lda}, bs{b, ldb};
+  if (operands == GemmOperands::kBFloat16)
+    packed::gemm<packed::Operands::kBFloat16>(trans_a, trans_b, m, n, k, as, bs, accumulate, c, ldc);
+  else
+    packed::gemm(trans_a, trans_b, m, n, k, as, bs, accumulate, c, ldc);
 #else
   if (m == 0 || n == 0) return;
   Strided C(c, m, n, Eigen::OuterStride<>(ldc));

@@ -32,6 +32,10 @@ struct AttentionShape {
   std::int64_t window = 0;    // > 0 (causal only): and only the last `window` of them (sliding window)
   float dropout_p = 0.0f;     // probabilities dropped, the rest scaled by 1 / (1 - dropout_p)
   std::uint64_t dropout_seed = 0;
+  // q, k, v (and dout) hold bfloat16 values: the products run on bf16
+  // operands, the probabilities and their gradients rounded to bf16 for
+  // theirs, as FlashAttention computes in bf16 (softmax statistics in fp32).
+  bool bf16 = false;
 };
 
 // q and out [batch, heads, q_len, D]; k, v [batch, kv_heads, kv_rows, D] (the
