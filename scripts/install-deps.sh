@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything hpu-train needs to build, test and train, with apt-get.
 # Idempotent and silent when all is installed. Run as root (or with sudo).
-#   scripts/install-deps.sh          build + test + data set
+#   scripts/install-deps.sh          build + test + data sets (Fashion-MNIST, the fortunes text)
 #   scripts/install-deps.sh --bench  also the benchmark yardsticks (PyTorch, OpenBLAS, Open MPI)
 set -euo pipefail
 
@@ -10,7 +10,7 @@ packages=(
   libyaml-cpp-dev libcli11-dev libeigen3-dev libspdlog-dev libfmt-dev
   libzmq3-dev cppzmq-dev libsodium-dev zlib1g-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  dataset-fashion-mnist
+  dataset-fashion-mnist fortunes
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(python3-torch libopenblas0-openmp openmpi-bin libopenmpi-dev)

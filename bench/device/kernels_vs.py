@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Kernel benchmarks side by side.
 
-GEMM: hpu-train's gemm vs a bare Eigen product on the same shapes (Google
-Benchmark with random interleaving of the two, medians over repetitions).
+GEMM: hpu-train's gemm (fp32, and bf16 operands) vs a bare Eigen product
+(Google Benchmark with random interleaving) and torch.mm on the same
+shapes, rounds alternating A B A B.
 Conv: the Fashion-MNIST CNN's convolutions, forward + backward at batch 64,
 hpu-train's kernels vs torch.nn.functional.conv2d (oneDNN) with the same
 thread count, alternating rounds A B A B.
@@ -47,6 +48,20 @@ def torch_conv_us(layer, iters=20):
     return (time.perf_counter() - t) / iters * 1e6
 
 
+def torch_gemm_us(shape, iters=20):
+    """torch's fp32 product for a BM_Gemm* shape "ta/tb/m/n/k/..."."""
+    ta, tb, m, n, k = (int(x) for x in shape.split("/")[:5])
+    a = torch.randn(k, m) if ta else torch.randn(m, k)
+    b = torch.randn(n, k) if tb else torch.randn(k, n)
+    opa, opb = (a.t() if ta else a), (b.t() if tb else b)
+    for _ in range(3):
+        torch.mm(opa, opb)
+    t = time.perf_counter()
+    for _ in range(iters):
+        torch.mm(opa, opb)
+    return (time.perf_counter() - t) / iters * 1e6
+
+
 def spread(v):
     return f"{statistics.median(v):9.1f} [{min(v):.1f}..{max(v):.1f}]"
 
@@ -60,13 +75,22 @@ def main():
     torch.set_num_threads(a.threads)
     print(f"threads={a.threads}, torch {torch.__version__}, mkldnn={torch.backends.mkldnn.is_available()}")
 
-    gemm = run_bench(a.bin, "Gemm", a.rounds, a.threads)
-    print("\nGEMM (us per product; ratio = Eigen time / ours, >= 0.70 required)")
-    for name in sorted(n for n in gemm if n.startswith("BM_GemmOurs")):
-        eigen = name.replace("Ours", "Eigen")
-        ours, ref = statistics.median(gemm[name]), statistics.median(gemm[eigen])
+    gemm, torch_us = {}, {}
+    for _ in range(a.rounds):  # A B A B ...
+        for name, times in run_bench(a.bin, "Gemm", 1, a.threads).items():
+            gemm.setdefault(name, []).extend(times)
+        for name in gemm:
+            if name.startswith("BM_GemmOurs/"):
+                shape = name.split("/", 1)[1]
+                torch_us.setdefault(shape, []).append(torch_gemm_us(shape))
+    print("\nGEMM ta/tb/m/n/k (us per product; ratios are time of the other / ours)")
+    for name in sorted(n for n in gemm if n.startswith("BM_GemmOurs/")):
         shape = name.split("/", 1)[1]
-        print(f"  {shape:22} ours {spread(gemm[name])}  eigen {spread(gemm[eigen])}  ratio {ref / ours:.2f}")
+        ours = statistics.median(gemm[name])
+        eigen = statistics.median(gemm[name.replace("Ours", "Eigen")])
+        bf16 = statistics.median(gemm[name.replace("Ours", "OursBf16")])
+        print(f"  {shape:28} ours {spread(gemm[name])}  eigen x{eigen / ours:.2f}  torch x{statistics.median(torch_us[shape]) / ours:.2f}"
+              f"  ours bf16 {spread(gemm[name.replace('Ours', 'OursBf16')])} x{ours / bf16:.2f} our fp32")
 
     print("\nConv forward+backward, CNN shapes at batch 64 (us; ratio = ours / torch, <= 1.2 required)")
     for layer in (1, 2):

@@ -102,18 +102,18 @@ inline float roundValue(float x) {
   return std::bit_cast<float>(roundBits<F, kSaturate>(std::bit_cast<std::uint32_t>(x)));
 }
 
-// In blocks of 16K values, on the intra-op threads when there are several.
+// to[i] = round(from[i]) in blocks of 16K values, on the intra-op threads
+// when there are several; from may be to.
 template <class F, bool kSaturate>
-void roundSpan(std::span<float> data) {
+void roundSpan(const float* from, float* to, std::int64_t n) {
   constexpr std::int64_t kBlock = 1 << 14;
-  float* p = data.data();
-  const auto n = static_cast<std::int64_t>(data.size());
   const std::int64_t blocks = (n + kBlock - 1) / kBlock;
 #pragma omp parallel for schedule(static) if (blocks > 1)
   for (std::int64_t b = 0; b < blocks; ++b) {
-    float* __restrict q = p + b * kBlock;
+    const float* src = from + b * kBlock;
+    float* dst = to + b * kBlock;
     const std::int64_t len = std::min(kBlock, n - b * kBlock);
-    for (std::int64_t i = 0; i < len; ++i) q[i] = roundValue<F, kSaturate>(q[i]);
+    for (std::int64_t i = 0; i < len; ++i) dst[i] = roundValue<F, kSaturate>(src[i]);
   }
 }
 
@@ -205,23 +205,30 @@ float roundTo(float x, DType t) {
   HPU_CHECK(false, "roundTo: {} is not a device floating dtype", dtypeName(t));
 }
 
-void roundInPlace(std::span<float> data, DType t) {
+void roundCopy(std::span<const float> from, std::span<float> to, DType t) {
+  HPU_CHECK(from.size() == to.size(), "roundCopy: {} values into {}", from.size(), to.size());
+  const float* src = from.data();
+  float* dst = to.data();
+  const auto n = static_cast<std::int64_t>(from.size());
   switch (t) {
     case DType::kFloat32:
+      if (src != dst) std::copy(src, src + n, dst);
       return;
     case DType::kBFloat16:
-      return roundSpan<BFloat16Format, false>(data);
+      return roundSpan<BFloat16Format, false>(src, dst, n);
     case DType::kFloat16:
-      return roundSpan<Float16Format, false>(data);
+      return roundSpan<Float16Format, false>(src, dst, n);
     case DType::kFloat8E4M3:
-      return roundSpan<E4M3Format, true>(data);
+      return roundSpan<E4M3Format, true>(src, dst, n);
     case DType::kFloat8E5M2:
-      return roundSpan<E5M2Format, true>(data);
+      return roundSpan<E5M2Format, true>(src, dst, n);
     default:
       break;
   }
-  HPU_CHECK(false, "roundInPlace: {} is not a device floating dtype", dtypeName(t));
+  HPU_CHECK(false, "roundCopy: {} is not a device floating dtype", dtypeName(t));
 }
+
+void roundInPlace(std::span<float> data, DType t) { roundCopy(data, data, t); }
 
 float absMax(std::span<const float> data) {
   // On magnitude bit patterns unsigned order is value order, and every NaN

@@ -183,6 +183,31 @@ TEST_F(LanguageModelTest, ASequentialOfLayersTrainsOnTextAsANextTokenModel) {
   EXPECT_LE(acc, 1.0);
 }
 
+// Attention keeps no [T, T] scores: a step's peak device memory (what
+// DeviceStatsMonitor logs) grows linearly with the sequence length.
+TEST_F(LanguageModelTest, DeviceStatsShowMemoryLinearInTheSequenceLength) {
+  std::string text;
+  for (int i = 0; i < 400; ++i) text += "a longer text so that blocks of 256 bytes fit " + std::to_string(i) + ". ";
+  write("corpus.txt", text);
+  std::vector<double> peak;
+  for (int t : {64, 128, 256}) {
+    const std::string root = "t" + std::to_string(t);
+    const RunResult r =
+        lm("fit", {"--trainer.default_root_dir=" + root, "--data.init_args.block_size=" + std::to_string(t),
+                   "--model.init_args.max_position_embeddings=256", "--data.init_args.batch_size=2",
+                   "--trainer.max_steps=2", "--trainer.log_every_n_steps=1", "--trainer.callbacks=[DeviceStatsMonitor]",
+                   "--trainer.limit_val_batches=0"});
+    ASSERT_EQ(r.exit_code, 0) << r.describe();
+    peak.push_back(readCsv(dir() / root / "lightning_logs/version_0/metrics.csv")
+                       .valueAt("DeviceStatsMonitor.on_train_batch_end/MaxInUse", 1));
+  }
+  // Each doubling of T adds twice what the one before added (linear); scores
+  // of [T, T] per head would add four times as much.
+  const double first = peak[1] - peak[0], second = peak[2] - peak[1];
+  EXPECT_GT(first, 0.0);
+  EXPECT_NEAR(second / first, 2.0, 0.1) << "peaks " << peak[0] << ", " << peak[1] << ", " << peak[2];
+}
+
 // Every strategy on 2 ranks, each with half of the global batch of 8,
 // ends where one device does: weights within float summation order.
 class LanguageModelStrategies : public LanguageModelTest, public ::testing::WithParamInterface<std::string> {};

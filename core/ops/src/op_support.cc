@@ -42,10 +42,7 @@ Tensor castTo(const Tensor& x, DType dt) {
   if (!x.defined() || x.dtype() == dt || !device::isFloating(x.dtype())) return x;
   const OpRecord op_record = record("cast", {&x});
   Tensor y = Tensor::empty(x.device(), x.shape(), dt);
-  if (computes(y)) {
-    std::copy(x.data(), x.data() + x.numel(), y.data());
-    device::roundInPlace(y.values(), dt);
-  }
+  if (computes(y)) device::roundCopy(x.values(), y.values(), dt);
   recordBackward(y, {&x}, [x, y] {
     if (Tensor gy = y.grad(); gy.defined()) accumulateGrad(x, gy.data());
   });
@@ -92,7 +89,9 @@ void accumulateGrad(const Tensor& t, const float* src) {
   const std::int64_t n = t.numel();
   if (g.data == nullptr) {
   } else if (g.accumulate) {
-    for (std::int64_t i = 0; i < n; ++i) g.data[i] += src[i];
+    float* __restrict dst = g.data;
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
+    for (std::int64_t i = 0; i < n; ++i) dst[i] += src[i];
   } else {
     std::copy(src, src + n, g.data);
   }

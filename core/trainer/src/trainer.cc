@@ -569,7 +569,8 @@ void Trainer::printModelSummary() {
   };
   std::vector<std::array<std::string, 5>> rows;
   for (const auto& [name, child] : model_->children()) {
-    rows.push_back({name, child->typeName(), std::to_string(child->numParameters()), out_size(*child), ""});
+    rows.push_back(
+        {name, child->typeName(), std::to_string(child->numParameters()), out_size(*child), child->describe()});
     for (const auto& [sub, grandchild] : child->children())
       rows.push_back({name + "." + sub, grandchild->typeName(), std::to_string(grandchild->numParameters()),
                       out_size(*grandchild), grandchild->describe()});

@@ -44,8 +44,11 @@ float fromFp8Bits(std::uint8_t bits, DType fp8);
 // REQUIRES: t is a floating dtype other than kFloat64. kFloat32 is the
 // identity; fp8 saturates (as Transformer Engine's casts do).
 float roundTo(float x, DType t);
-// Bulk form of roundTo; branch-free and vectorized.
+// Bulk form of roundTo; branch-free and vectorized, on the intra-op threads
+// for large spans.
 void roundInPlace(std::span<float> data, DType t);
+// to[i] = roundTo(from[i], t) in one pass (a cast). REQUIRES: equal sizes.
+void roundCopy(std::span<const float> from, std::span<float> to, DType t);
 
 // ---- per-tensor fp8 scaling (Transformer Engine's DelayedScaling recipe) ----
 // max |x|; NaN if data holds a NaN; 0 for empty data.
