@@ -42,6 +42,31 @@ TEST_F(BadInputTest, DuplicateKeyNamesBothPlaces) {
                  "error: dup.yaml:3:3: trainer.max_epochs: duplicate key (first defined at dup.yaml:2:15)\n");
 }
 
+TEST_F(BadInputTest, ADuplicateKeyDoesNotHideTheOtherProblems) {
+  write("dup_and_more.yaml",
+        "trainer:\n"
+        "  max_step: 10\n"
+        "  max_epochs: 1\n"
+        "  max_epochs: 2\n"
+        "model:\n"
+        "  class_path: MLPClassifier\n"
+        "  init_args:\n"
+        "    dropout: .nan\n"
+        "    lr: abc\n"
+        "data: RandomDataModule\n"
+        "optimizer:\n"
+        "  class_path: SGD\n"
+        "  init_args:\n"
+        "    lr: -1\n");
+  expectRejected({"fit", "-c", "dup_and_more.yaml"},
+                 "error: dup_and_more.yaml:4:3: trainer.max_epochs: duplicate key (first defined at "
+                 "dup_and_more.yaml:3:15)\n"
+                 "error: dup_and_more.yaml:2:13: trainer.max_step: unknown key; did you mean 'max_steps'?\n"
+                 "error: dup_and_more.yaml:8:14: model.init_args.dropout: expected a finite float, got '.nan'\n"
+                 "error: dup_and_more.yaml:9:9: model.init_args.lr: expected float, got 'abc'\n"
+                 "error: dup_and_more.yaml:14:9: optimizer.init_args.lr: -1 is out of range; must be > 0\n");
+}
+
 TEST_F(BadInputTest, NanOrInfinityWhereAFloatIsExpected) {
   write("nan.yaml", "model:\n  init_args:\n    lr: .nan\ntrainer:\n  gradient_clip_val: .inf\n");
   expectFitRejected({"-c", "nan.yaml"},

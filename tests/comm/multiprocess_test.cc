@@ -159,6 +159,25 @@ TEST(MultiProcess, RankThatNeverArrivesIsNamedAfterTheTimeout) {
   EXPECT_THAT(job.ranks[1]->output(), HasSubstr("missing: 2"));
 }
 
+TEST(MultiProcess, RankZeroGivesUpAtTheRendezvousTimeoutNotAPeerTimeoutLaterAndSaysSoOnce) {
+  // A long peer timeout makes the old overshoot (rank 0's rendezvous server
+  // lingering a peer timeout after failing) plain: 31 s instead of 1 s.
+  ProcessJob job{2, 1};
+  EnvMap env = job.envFor(0, 0);
+  env["HPU_RENDEZVOUS_TIMEOUT"] = "1s";
+  env["HPU_PEER_TIMEOUT"] = "30s";
+  const auto start = Clock::now();
+  job.start("collectives", env);
+  const auto codes = job.waitAll(start + 60s);
+  EXPECT_EQ(codes[0], 4);
+  EXPECT_LT(Clock::now() - start, 15s);
+  const std::string out = job.ranks[0]->output();
+  const std::string verdict = "timed out after 1s: 1/2 ranks joined, missing: 1";
+  const auto first = out.find(verdict);
+  ASSERT_NE(first, std::string::npos) << out;
+  EXPECT_EQ(out.find(verdict, first + 1), std::string::npos) << "printed twice:\n" << out;
+}
+
 TEST(MultiProcess, MismatchedAllreduceSizesFailWithBothSidesNamed) {
   ProcessJob job{1, 3};
   job.startAll("mismatch");

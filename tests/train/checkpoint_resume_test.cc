@@ -4,6 +4,8 @@
 // rename; truncated, altered, missing or mismatched files are refused with
 // the path and the reason.
 #include <gmock/gmock.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -13,9 +15,10 @@
 namespace hpu::cli::testing {
 namespace {
 
-using ::testing::ElementsAre;
-using ::testing::IsEmpty;
 using core::checkpoint::Checkpoint;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 
 // Every tensor (model.* and optimizer.*) bit for bit, and the training state.
 void expectSameState(Checkpoint got, Checkpoint want) {
@@ -231,6 +234,40 @@ TEST_F(CheckpointFileTest, SavingReplacesFilesByRenameAndResumesTheCallbackState
   // The old inode still holds the old file, whole: last.ckpt was renamed over, not rewritten.
   EXPECT_EQ(read("epoch0.ckpt"), before);
   EXPECT_EQ(readCheckpoint(dir() / "epoch0.ckpt").meta("global_step"), "32");
+}
+
+TEST_F(CheckpointFileTest, ARestartAfterKillsKeepsSaveTopKAndRemovesOnlyDeadWritersTemporaries) {
+  const auto fitWithLast = [&](std::vector<std::string> args) {
+    args.insert(args.end(), {"--trainer.logger=false", "--trainer.callbacks+=ModelCheckpoint",
+                             "--trainer.callbacks.dirpath=ckpts", "--trainer.callbacks.save_last=true"});
+    return fitBoring(args);
+  };
+  fitWithLast({"--trainer.max_epochs=1"});
+  std::filesystem::create_hard_link(dir() / "ckpts/epoch=0-step=32.ckpt", dir() / "epoch0.ckpt");
+  fitWithLast({"--trainer.max_epochs=2", "--ckpt_path", "last"});
+  ASSERT_THAT(fileNames(dir() / "ckpts"), ElementsAre("epoch=1-step=64.ckpt", "last.ckpt"));
+  // What kills leave: epoch 0's file, as a process killed between saving
+  // epoch 1's and removing epoch 0's leaves it (last.ckpt, of epoch 1, does
+  // not list it), and the temporaries of writers killed mid-write, beside one
+  // of a live process (this one).
+  std::filesystem::create_hard_link(dir() / "epoch0.ckpt", dir() / "ckpts/epoch=0-step=32.ckpt");
+  const pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  ASSERT_GT(dead, 0);
+  ASSERT_EQ(::waitpid(dead, nullptr, 0), dead);
+  char host[256] = {};
+  ASSERT_EQ(::gethostname(host, sizeof host - 1), 0);
+  const std::string prefix = std::string(".tmp-") + host + "-";
+  const std::string killed = prefix + std::to_string(dead) + "-epoch=2-step=96.ckpt";
+  const std::string live = prefix + std::to_string(::getpid()) + "-last.ckpt";
+  write("ckpts/" + killed, "partial");
+  write("ckpts/" + live, "being written");
+
+  env()["HPU_LOG_LEVEL"] = "info";
+  const RunResult r = fitWithLast({"--trainer.max_epochs=3", "--ckpt_path", "last"});
+  EXPECT_THAT(r.err, HasSubstr("removed " + killed + " in ckpts, left by a writer that was killed"));
+  EXPECT_THAT(r.err, HasSubstr("removed ckpts/epoch=0-step=32.ckpt: it falls out of save_top_k=1 of the resumed run"));
+  EXPECT_THAT(fileNames(dir() / "ckpts"), ElementsAre(live, "epoch=2-step=96.ckpt", "last.ckpt"));
 }
 
 }  // namespace

@@ -265,7 +265,8 @@ class RendezvousServer::Session {
     phase_ = Phase::kFailed;
     failureOffender_ = offender;
     failureReason_ = reason;
-    spdlog::error("rank 0: rendezvous on {} failed: {}", config_.displayAddress, reason);
+    // Rank 0's own client is admitted and raises the reason: logging it here too would print it twice.
+    spdlog::debug("rank 0: rendezvous on {} failed: {}", config_.displayAddress, reason);
     const Reject reject{offender, reason};
     if (!offenderRouting.empty()) send(offenderRouting, reject);
     for (const auto& m : members_) {
@@ -302,6 +303,7 @@ class RendezvousServer::Session {
     if (phase_ == Phase::kGathering) {
       const auto elapsed = std::chrono::duration_cast<milliseconds>(now - start_);
       if (elapsed >= config_.rendezvousTimeout) {
+        timedOut_ = true;
         fail("", -1, fmt::format("rendezvous on {} timed out after {}: {}/{} ranks joined, missing: {}; start every "
                                  "node with the same MASTER_ADDR, MASTER_PORT and WORLD_SIZE, or raise "
                                  "HPU_RENDEZVOUS_TIMEOUT",
@@ -345,10 +347,11 @@ class RendezvousServer::Session {
   }
 
   // Running: once every other rank left or is down. Failed: at the deadline,
-  // so that ranks arriving late still learn why. Gathering: at once.
+  // so that ranks arriving late still learn why, except after the rendezvous
+  // timed out, which is every rank's deadline: at once. Gathering: at once.
   bool readyToLeave(Clock::time_point now) const {
     if (now.time_since_epoch().count() >= owner_.finishDeadline_.load() || phase_ == Phase::kGathering) return true;
-    if (phase_ == Phase::kFailed) return false;
+    if (phase_ == Phase::kFailed) return timedOut_;
     for (int r = 1; r < config_.worldSize; ++r) {
       if (!members_[static_cast<std::size_t>(r)].down) return false;
     }
@@ -462,6 +465,7 @@ class RendezvousServer::Session {
   const ServerConfig& config_;
   zmq::socket_t& socket_;
   Phase phase_ = Phase::kGathering;
+  bool timedOut_ = false;  // failed because HPU_RENDEZVOUS_TIMEOUT passed
   std::vector<Member> members_;
   std::map<std::string, int> rankByRouting_;
   int joined_ = 0;

@@ -1,6 +1,7 @@
 #include "hpu/core/base/file_io.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <spdlog/fmt/fmt.h>
 #include <unistd.h>
 
@@ -13,6 +14,18 @@
 
 namespace hpu::core {
 
+namespace {
+
+// ".tmp-<host>-": the start of the name of every temporary this host writes;
+// "<pid>-<target name>" follows.
+std::string temporaryPrefix() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+  return std::string(".tmp-") + host + "-";
+}
+
+}  // namespace
+
 void writeFileAtomically(const std::string& path, const std::string& bytes) {
   namespace fs = std::filesystem;
   const fs::path target(path);
@@ -20,7 +33,8 @@ void writeFileAtomically(const std::string& path, const std::string& bytes) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw CheckpointError(fmt::format("cannot create directory {}: {}", dir.string(), ec.message()));
-  const std::string tmp = (dir / (".tmp-" + std::to_string(::getpid()) + "-" + target.filename().string())).string();
+  const std::string tmp =
+      (dir / (temporaryPrefix() + std::to_string(::getpid()) + "-" + target.filename().string())).string();
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw CheckpointError(fmt::format("cannot write {}: {}", tmp, std::strerror(errno)));
   std::size_t done = 0;
@@ -50,6 +64,25 @@ void writeFileAtomically(const std::string& path, const std::string& bytes) {
     ::fsync(dfd);
     ::close(dfd);
   }
+}
+
+std::vector<std::string> removeDeadTemporaries(const std::string& dir) {
+  namespace fs = std::filesystem;
+  const std::string prefix = temporaryPrefix();
+  std::vector<std::string> removed;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const std::size_t dash = name.find('-', prefix.size());
+    if (dash == std::string::npos || dash == prefix.size()) continue;
+    const std::string digits = name.substr(prefix.size(), dash - prefix.size());
+    if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 9) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(digits));
+    if (pid <= 0 || ::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive, or not ours to judge
+    if (fs::remove(e.path(), ec)) removed.push_back(name);
+  }
+  return removed;
 }
 
 std::string readFile(const std::string& path) {

@@ -6,12 +6,17 @@
 #include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <utility>
 
-#include "hpu/core/config/registry.h"
 #include "hpu/core/base/errors.h"
+#include "hpu/core/base/file_io.h"
+#include "hpu/core/checkpoint/checkpoint.h"
+#include "hpu/core/config/registry.h"
 #include "hpu/core/trainer/trainer.h"
 
 namespace hpu::core {
@@ -46,8 +51,14 @@ class ModelCheckpoint final : public Callback {
                        every_n_epochs_);
   }
 
-  void setup(Trainer& trainer, data::Stage) override {
+  void setup(Trainer& trainer, data::Stage stage) override {
     if (dirpath_.empty()) dirpath_ = (fs::path(trainer.logDir()) / "checkpoints").string();
+    const bool resumed = restoreState();
+    if (stage != data::Stage::kFit) return;
+    for (const std::string& name : removeDeadTemporaries(dirpath_))
+      spdlog::info("rank {}: removed {} in {}, left by a writer that was killed", trainer.strategy().globalRank(), name,
+                   dirpath_);
+    if (resumed) rejoinTopK(trainer);
   }
 
   void onTrainBatchEnd(Trainer& trainer, std::int64_t) override {
@@ -70,17 +81,106 @@ class ModelCheckpoint final : public Callback {
                 {"last_model_path", last_path_}, {"kept", best}}
         .dump();
   }
-  void loadStateJson(const std::string& text) override {
-    const json j = json::parse(text);
-    if (j.value("dirpath", "") != dirpath_) return;  // another directory: start afresh, as Lightning does
-    best_path_ = j.value("best_model_path", "");
-    best_score_ = j.value("best_model_score", 0.0);
-    last_path_ = j.value("last_model_path", "");
-    for (const auto& [path, score] : j["kept"].items()) kept_.emplace_back(path, score.get<double>());
-  }
+  // Kept until setup(), which knows the directory.
+  void loadStateJson(const std::string& text) override { restored_ = text; }
 
  private:
   bool better(double a, double b) const { return mode_max_ ? a > b : a < b; }
+
+  // The state loaded from the checkpoint resumed from, when it was saved to
+  // this directory (another directory: start afresh, as Lightning does).
+  bool restoreState() {
+    if (restored_.empty()) return false;
+    const json j = json::parse(std::exchange(restored_, ""));
+    if (j.value("dirpath", "") != dirpath_) return false;
+    best_path_ = j.value("best_model_path", "");
+    best_score_ = j.value("best_model_score", 0.0);
+    last_path_ = j.value("last_model_path", "");
+    kept_.clear();
+    for (const auto& [path, score] : j["kept"].items()) kept_.emplace_back(path, score.get<double>());
+    return true;
+  }
+
+  struct Saved {
+    std::string path;
+    double score;
+    std::int64_t step;
+  };
+
+  // A checkpoint of this callback in dirpath_, with its score and step as
+  // stored in it (its own state lists it among the kept), or nullopt.
+  std::optional<Saved> savedByThis(const std::string& path) const {
+    try {
+      const auto meta = checkpoint::readMetadata(path);
+      const json states = json::parse(meta.at("callbacks"));
+      const json own = json::parse(states.at(stateKey()).get<std::string>());
+      if (own.value("dirpath", "") != dirpath_ || !own.at("kept").contains(path)) return std::nullopt;
+      return Saved{path, own["kept"][path].get<double>(), std::stoll(meta.at("global_step"))};
+    } catch (const std::exception&) {  // not a checkpoint, another callback's, or unreadable
+      return std::nullopt;
+    }
+  }
+
+  // A run resumed into this directory: the checkpoints an earlier process of
+  // the run saved that the resumed state does not list (saved after it, or
+  // dropped by a process killed before it removed them) rejoin the top k by
+  // their stored scores (without a monitor: the newest), and what falls out
+  // is removed, so that save_top_k holds across restarts. Rank 0 decides; the
+  // ranks agree on the outcome, since each one's saves depend on it.
+  void rejoinTopK(Trainer& trainer) {
+    json decision;
+    if (trainer.isGlobalZero()) {
+      std::vector<Saved> saved;
+      for (const auto& [path, score] : kept_)
+        if (auto s = savedByThis(path)) saved.push_back(*s);
+      const std::size_t earlier = saved.size();
+      std::error_code ec;
+      for (const fs::directory_entry& e : fs::directory_iterator(dirpath_, ec)) {
+        const std::string path = (fs::path(dirpath_) / e.path().filename()).string();
+        if (e.path().extension() != ".ckpt" || e.path().filename() == "last.ckpt" || isKept(path)) continue;
+        if (auto s = savedByThis(path)) saved.push_back(*s);
+      }
+      const bool unchanged = saved.size() == earlier && saved.size() == kept_.size();
+      if (!unchanged) decision = decide(std::move(saved));
+    }
+    const std::string text = trainer.strategy().broadcast(decision.is_null() ? "" : decision.dump(), 0);
+    if (text.empty()) return;
+    decision = json::parse(text);
+    kept_.clear();
+    for (const json& e : decision["kept"]) {
+      kept_.emplace_back(e[0].get<std::string>(), e[1].get<double>());
+      if (monitor_.empty() || kept_.size() == 1 || better(kept_.back().second, best_score_))
+        std::tie(best_path_, best_score_) = kept_.back();
+    }
+    for (const json& e : decision["removed"]) {
+      const std::string path = e[0].get<std::string>();
+      if (trainer.isGlobalZero())
+        spdlog::info("removed {}: it falls out of save_top_k={} of the resumed run", path, save_top_k_);
+      trainer.removeCheckpoint(path);
+    }
+  }
+
+  // {"kept": [[path, score], ...] oldest first, "removed": [...]}: the top
+  // save_top_k of `saved` by score (ties and no monitor: the newest).
+  json decide(std::vector<Saved> saved) const {
+    std::sort(saved.begin(), saved.end(), [](const Saved& a, const Saved& b) { return a.step < b.step; });
+    // The ones to keep, oldest first (the order saveTopK drops from).
+    std::vector<bool> keep(saved.size(), true);
+    const auto k = static_cast<std::size_t>(save_top_k_);
+    if (save_top_k_ >= 0 && saved.size() > k) {
+      std::vector<std::size_t> rank(saved.size());
+      for (std::size_t i = 0; i < rank.size(); ++i) rank[i] = i;
+      std::stable_sort(rank.begin(), rank.end(), [&](std::size_t a, std::size_t b) {
+        if (monitor_.empty() || saved[a].score == saved[b].score) return saved[a].step > saved[b].step;
+        return better(saved[a].score, saved[b].score);
+      });
+      for (std::size_t i = k; i < rank.size(); ++i) keep[rank[i]] = false;
+    }
+    json decision = {{"kept", json::array()}, {"removed", json::array()}};
+    for (std::size_t i = 0; i < saved.size(); ++i)
+      decision[keep[i] ? "kept" : "removed"].push_back({saved[i].path, saved[i].score});
+    return decision;
+  }
 
   static bool savesOnTrainEpochEnd(const Trainer& trainer) {
     const TrainerOptions& o = trainer.options();
@@ -212,6 +312,7 @@ class ModelCheckpoint final : public Callback {
   std::int64_t every_n_epochs_, every_n_steps_;
   bool weights_only_, auto_names_, verbose_;
   std::vector<std::pair<std::string, double>> kept_;
+  std::string restored_;  // the state of the checkpoint resumed from, until setup()
   std::string best_path_, last_path_;
   double best_score_ = 0;
   std::int64_t last_saved_step_ = 0;  // as Lightning: nothing is saved at global step 0

@@ -129,29 +129,66 @@ std::string encodeSafetensors(const Checkpoint& ckpt) {
   return out;
 }
 
-Checkpoint decodeSafetensors(const std::string& bytes, const std::string& origin) {
-  auto bad = [&](const std::string& why) {
-    return CheckpointError(fmt::format("{} is not a valid checkpoint: {}", origin, why));
-  };
-  if (bytes.size() < 8) throw bad(fmt::format("{} bytes is shorter than the 8-byte header length", bytes.size()));
+namespace {
+
+CheckpointError invalid(const std::string& origin, const std::string& why) {
+  return CheckpointError(fmt::format("{} is not a valid checkpoint: {}", origin, why));
+}
+
+// The header length from the first 8 bytes of a file of `file_size` bytes.
+std::uint64_t headerLength(std::string_view first8, std::uint64_t file_size, const std::string& origin) {
+  if (first8.size() < 8)
+    throw invalid(origin, fmt::format("{} bytes is shorter than the 8-byte header length", first8.size()));
   std::uint64_t n = 0;
-  for (int i = 0; i < 8; ++i) n |= static_cast<std::uint64_t>(static_cast<unsigned char>(bytes[static_cast<std::size_t>(i)])) << (8 * i);
-  if (n > kMaxHeader || 8 + n > bytes.size())
-    throw bad(fmt::format("header length {} exceeds the file's {} bytes (truncated?)", n, bytes.size()));
+  for (int i = 0; i < 8; ++i)
+    n |= static_cast<std::uint64_t>(static_cast<unsigned char>(first8[static_cast<std::size_t>(i)])) << (8 * i);
+  if (n > kMaxHeader || 8 + n > file_size)
+    throw invalid(origin, fmt::format("header length {} exceeds the file's {} bytes (truncated?)", n, file_size));
+  return n;
+}
+
+// The JSON header and its "__metadata__" strings.
+json parseHeader(std::string_view text, const std::string& origin, std::map<std::string, std::string>& metadata) {
   json header;
   try {
-    header = json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(n));
+    header = json::parse(text.begin(), text.end());
   } catch (const json::exception& e) {
-    throw bad(std::string("corrupt header: ") + e.what());
+    throw invalid(origin, std::string("corrupt header: ") + e.what());
   }
-  if (!header.is_object()) throw bad("header is not a JSON object");
-  Checkpoint ckpt;
+  if (!header.is_object()) throw invalid(origin, "header is not a JSON object");
   if (header.contains("__metadata__")) {
     for (const auto& [k, v] : header["__metadata__"].items()) {
-      if (!v.is_string()) throw bad("metadata '" + k + "' is not a string");
-      ckpt.metadata[k] = v.get<std::string>();
+      if (!v.is_string()) throw invalid(origin, "metadata '" + k + "' is not a string");
+      metadata[k] = v.get<std::string>();
     }
   }
+  return header;
+}
+
+}  // namespace
+
+std::map<std::string, std::string> readMetadata(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw CheckpointError(fmt::format("cannot read checkpoint {}: {}", path, std::strerror(errno)));
+  in.seekg(0, std::ios::end);
+  const auto size = static_cast<std::uint64_t>(in.tellg());
+  in.seekg(0);
+  std::string first8(8, '\0');
+  in.read(first8.data(), 8);
+  first8.resize(static_cast<std::size_t>(in.gcount()));
+  std::string text(headerLength(first8, size, path), '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (static_cast<std::size_t>(in.gcount()) != text.size()) throw invalid(path, "its header could not be read");
+  std::map<std::string, std::string> metadata;
+  parseHeader(text, path, metadata);
+  return metadata;
+}
+
+Checkpoint decodeSafetensors(const std::string& bytes, const std::string& origin) {
+  auto bad = [&](const std::string& why) { return invalid(origin, why); };
+  const std::uint64_t n = headerLength(std::string_view(bytes).substr(0, 8), bytes.size(), origin);
+  Checkpoint ckpt;
+  const json header = parseHeader(std::string_view(bytes).substr(8, n), origin, ckpt.metadata);
   // Required, not optional: were a file without it accepted, one altered
   // byte in the key's name would switch the check off.
   auto crc = ckpt.metadata.find(kCrcKey);

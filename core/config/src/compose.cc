@@ -263,11 +263,14 @@ std::vector<Override> envOverrides(const std::map<std::string, std::string>& env
 }
 
 Node composeConfig(const ConfigSources& sources, const Type& root_type) {
-  std::vector<std::string> problems;
+  // `problems` stop the composition before validation; `whole_tree` problems
+  // (a duplicate key, ...) leave a tree that validation still checks, so a
+  // user sees every error at once.
+  std::vector<std::string> problems, whole_tree;
   Node root = Node::map();
   for (const std::string& file : sources.files) {
     try {
-      Node doc = loadYamlFile(file);
+      Node doc = loadYamlFile(file, {}, &whole_tree);
       if (doc.isNull()) continue;
       if (!doc.isMap()) {
         problems.push_back(doc.loc().str() + ": a config file must be a mapping of keys");
@@ -281,9 +284,12 @@ Node composeConfig(const ConfigSources& sources, const Type& root_type) {
   for (const Override& o : envOverrides(sources.env, sources.subcommand, problems))
     applyOverride(root, root_type, o, problems);
   for (const Override& o : sources.overrides) applyOverride(root, root_type, o, problems);
-  if (!problems.empty()) throw ConfigError(std::move(problems));
-  Node out = normalize(root, root_type, "", problems);
-  if (!problems.empty()) throw ConfigError(std::move(problems));
+  if (!problems.empty()) {
+    whole_tree.insert(whole_tree.end(), problems.begin(), problems.end());
+    throw ConfigError(std::move(whole_tree));
+  }
+  Node out = normalize(root, root_type, "", whole_tree);
+  if (!whole_tree.empty()) throw ConfigError(std::move(whole_tree));
   return out;
 }
 

@@ -28,6 +28,7 @@ class TreeBuilder : public YAML::EventHandler {
   Node takeRoot() { return std::move(root_); }
   std::vector<std::string>& problems() { return problems_; }
   int documents() const { return documents_; }
+  bool tooDeep() const { return depth_error_once_ > 0; }
 
   void OnDocumentStart(const YAML::Mark&) override { ++documents_; }
   void OnDocumentEnd() override {}
@@ -261,7 +262,7 @@ class Emitter {
   const EmitOptions& options_;
 };
 
-Node parse(std::istream& in, const std::string& origin, const LoadLimits& limits) {
+Node parse(std::istream& in, const std::string& origin, const LoadLimits& limits, std::vector<std::string>* problems) {
   auto origin_ptr = std::make_shared<const std::string>(origin);
   TreeBuilder builder(origin_ptr, limits.max_depth);
   try {
@@ -281,7 +282,10 @@ Node parse(std::istream& in, const std::string& origin, const LoadLimits& limits
     const SourceLoc at{origin_ptr, e.mark.line + 1, e.mark.column + 1};
     throw ConfigError(at.str() + ": invalid YAML: " + e.msg);
   }
-  if (!builder.problems().empty()) throw ConfigError(std::move(builder.problems()));
+  if (problems != nullptr && !builder.tooDeep())
+    problems->insert(problems->end(), builder.problems().begin(), builder.problems().end());
+  else if (!builder.problems().empty())
+    throw ConfigError(std::move(builder.problems()));
   return builder.takeRoot();
 }
 
@@ -291,7 +295,7 @@ bool isNullScalar(std::string_view s) {
   return s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL";
 }
 
-Node loadYamlFile(const std::string& path, const LoadLimits& limits) {
+Node loadYamlFile(const std::string& path, const LoadLimits& limits, std::vector<std::string>* problems) {
   const auto tooBig = [&](const std::string& size) {
     return ConfigError(path + ": config file is " + size + " bytes; the limit is " + std::to_string(limits.max_bytes));
   };
@@ -314,15 +318,16 @@ Node loadYamlFile(const std::string& path, const LoadLimits& limits) {
   if (in.bad()) throw ConfigError("cannot read config file '" + path + "': " + std::strerror(errno));
   if (text.size() > limits.max_bytes) throw tooBig("over " + std::to_string(limits.max_bytes));
   std::istringstream stream(std::move(text));
-  return parse(stream, path, limits);
+  return parse(stream, path, limits, problems);
 }
 
-Node loadYamlString(std::string_view text, const std::string& origin, const LoadLimits& limits) {
+Node loadYamlString(std::string_view text, const std::string& origin, const LoadLimits& limits,
+                    std::vector<std::string>* problems) {
   if (text.size() > limits.max_bytes)
     throw ConfigError(origin + ": value is " + std::to_string(text.size()) +
                       " bytes; the limit is " + std::to_string(limits.max_bytes));
   std::istringstream in{std::string(text)};
-  return parse(in, origin, limits);
+  return parse(in, origin, limits, problems);
 }
 
 std::string emitYaml(const Node& root, const EmitOptions& options) {

@@ -56,4 +56,9 @@ std::string shardPath(const std::string& checkpoint, int rank);
 std::string encodeSafetensors(const Checkpoint& ckpt);
 Checkpoint decodeSafetensors(const std::string& bytes, const std::string& origin);
 
+// The metadata of the checkpoint file at `path`, read from its header alone:
+// the checksum, which covers the whole file, is not verified. Throws
+// CheckpointError for an unreadable file or a malformed header.
+std::map<std::string, std::string> readMetadata(const std::string& path);
+
 }  // namespace hpu::core::checkpoint

@@ -8,6 +8,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "hpu/core/config/node.h"
 
@@ -20,9 +21,14 @@ struct LoadLimits {
 
 // Throws ConfigError listing every problem found (all duplicate keys, or the
 // first syntax error). An empty document loads as a null Node.
-Node loadYamlFile(const std::string& path, const LoadLimits& limits = {});
-Node loadYamlString(std::string_view text, const std::string& origin,
-                    const LoadLimits& limits = {});
+// With `problems`, the problems that leave a whole tree (duplicate keys, of
+// which the first value is kept; documents after the first, which are not
+// read; non-string keys) are appended there and the tree is returned, so
+// that a caller can report them with the tree's own. Unreadable files, syntax
+// errors and nesting past the limit always throw.
+Node loadYamlFile(const std::string& path, const LoadLimits& limits = {}, std::vector<std::string>* problems = nullptr);
+Node loadYamlString(std::string_view text, const std::string& origin, const LoadLimits& limits = {},
+                    std::vector<std::string>* problems = nullptr);
 
 struct EmitOptions {
   // Returns a one-line comment for the key at `path` ("trainer.max_epochs"),
