@@ -1,22 +1,24 @@
 #include "hpu/cli/app.h"
 
-#include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 
 #include "hpu/cli/help.h"
 #include "hpu/cli/overrides.h"
 #include "hpu/cli/version.h"
 #include "hpu/comm/errors.h"
+#include "hpu/core/app/estimate.h"
+#include "hpu/core/app/root.h"
+#include "hpu/core/app/run.h"
+#include "hpu/core/base/errors.h"
 #include "hpu/core/checkpoint/consolidate.h"
 #include "hpu/core/config/print.h"
-#include "hpu/core/app/root.h"
 #include "hpu/core/config/scalars.h"
-#include "hpu/core/base/errors.h"
-#include "hpu/core/app/run.h"
 #include "hpu/device/errors.h"
 
 extern char** environ;
@@ -99,8 +101,10 @@ void rejectMisplaced(const std::vector<std::string>& extras, const std::string& 
   }
 }
 
-int runTrainerCommand(const std::string& sub, const TrainerArgs& top, const TrainerArgs& args,
-                      std::vector<std::string> extras, int argc, char** argv) {
+// The run a trainer subcommand's command line asks for, or nothing when it
+// only printed the config (--print_config).
+std::optional<core::RunRequest> composeRequest(const std::string& sub, const TrainerArgs& top, const TrainerArgs& args,
+                                               std::vector<std::string> extras, int argc, char** argv) {
   rejectMisplaced(extras, sub);
   core::config::ConfigSources sources;
   sources.subcommand = sub;
@@ -116,13 +120,48 @@ int runTrainerCommand(const std::string& sub, const TrainerArgs& top, const Trai
   if (print->count()) {
     const std::string& flags = print == args.print_config ? args.print_config_flags : top.print_config_flags;
     std::cout << core::config::printConfig(request.config, core::config::rootType(), parsePrintFlags(flags));
-    return kExitOk;
+    return std::nullopt;
   }
   request.save_config_overwrite = args.save_config_overwrite || top.save_config_overwrite;
   request.argv.assign(argv, argv + argc);
   request.version = std::string(version());
   request.env = std::move(sources.env);
-  return core::run(request);
+  return request;
+}
+
+int runTrainerCommand(const std::string& sub, const TrainerArgs& top, const TrainerArgs& args,
+                      std::vector<std::string> extras, int argc, char** argv) {
+  auto request = composeRequest(sub, top, args, std::move(extras), argc, argv);
+  return request ? core::run(*request) : kExitOk;
+}
+
+// hpu-train estimate [fit|predict] ...: the stage is the first word after
+// the subcommand (fit when none).
+struct EstimateArgs {
+  TrainerArgs trainer;
+  std::int64_t steps = 2;
+  std::string json;
+  bool verbose = false;
+};
+
+int estimateCommand(const TrainerArgs& top, const EstimateArgs& args, std::vector<std::string> extras, int argc,
+                    char** argv) {
+  std::string stage = "fit";
+  if (!extras.empty() && (extras.front() == "fit" || extras.front() == "predict")) {
+    stage = extras.front();
+    extras.erase(extras.begin());
+  } else if (!extras.empty() && extras.front().rfind('-', 0) != 0) {
+    throw core::UsageError("estimate: unknown stage '" + extras.front() + "'" +
+                           core::config::didYouMean(extras.front(), {"fit", "predict"}) + " (fit or predict)");
+  }
+  auto run = composeRequest(stage, top, args.trainer, std::move(extras), argc, argv);
+  if (!run) return kExitOk;
+  core::EstimateRequest request;
+  request.run = std::move(*run);
+  request.steps = args.steps;
+  request.json_path = args.json;
+  request.verbose = args.verbose;
+  return core::runEstimate(request);
 }
 
 void setLogLevel(bool verbose) {
@@ -158,6 +197,19 @@ int dispatch(int argc, char** argv) {
     sub->footer([] { return configKeysHelp(); });
     trainer_apps[name] = sub;
   }
+  EstimateArgs estimate_args;
+  CLI::App* estimate = app.add_subcommand(
+      "estimate",
+      "Estimate a run on Gaudi without running it: hpu-train estimate [fit|predict] -c cfg.yaml. Runs the step graph "
+      "shape-only (no data, no arithmetic) and reports device memory per rank, step time, throughput and MFU.");
+  estimate->allow_extras();
+  addTrainerOptions(*estimate, estimate_args.trainer);
+  estimate->add_option("--steps", estimate_args.steps, "fit: optimizer steps to trace (the last is priced)")
+      ->check(CLI::Range(1, 1000))
+      ->type_name("N");
+  estimate->add_option("--json", estimate_args.json, "Also write the report as JSON to FILE")->type_name("FILE");
+  estimate->add_flag("--verbose", estimate_args.verbose, "List every constant of the Gaudi model with its source");
+  estimate->footer([] { return configKeysHelp(); });
   CLI::App* devices = app.add_subcommand("devices", "List the emulated HPU devices (like hl-smi).");
   devices->allow_extras();
   std::string consolidate_in, consolidate_out;
@@ -185,6 +237,12 @@ int dispatch(int argc, char** argv) {
     extras.insert(extras.end(), after.begin(), after.end());
     return runTrainerCommand(name, top, trainer_args[name], std::move(extras), argc, argv);
   }
+  if (estimate->parsed()) {
+    std::vector<std::string> extras = before;
+    const auto after = estimate->remaining();
+    extras.insert(extras.end(), after.begin(), after.end());
+    return estimateCommand(top, estimate_args, std::move(extras), argc, argv);
+  }
   if (devices->parsed()) {
     std::vector<std::string> misplaced = before;
     const auto after = devices->remaining();
@@ -205,11 +263,11 @@ int dispatch(int argc, char** argv) {
     return kExitOk;
   }
   if (!before.empty() && before.front().rfind('-', 0) != 0) {
-    std::vector<std::string> names{"devices", "consolidate"};
+    std::vector<std::string> names{"devices", "consolidate", "estimate"};
     for (const auto& [name, doc] : kTrainerCommands) names.emplace_back(name);
     throw core::UsageError("unknown subcommand '" + before.front() + "'" +
                            core::config::didYouMean(before.front(), names) +
-                           " (subcommands: fit, validate, test, predict, devices, consolidate)");
+                           " (subcommands: fit, validate, test, predict, estimate, devices, consolidate)");
   }
   if (!before.empty() || !top.configs.empty())
     throw core::UsageError("missing subcommand before the options: hpu-train fit|validate|test|predict " +

@@ -19,6 +19,7 @@ struct ProcessGroup::Operation {
   std::chrono::milliseconds timeout;
   std::function<void(CollectiveContext&)> body;
   std::shared_ptr<detail::WorkState> work;
+  bool async = false;  // issued by allreduceAsync
 };
 
 namespace {
@@ -154,7 +155,8 @@ void ProcessGroup::abort(std::string_view reason) {
 
 void ProcessGroup::run(std::shared_ptr<Operation> op, bool wait) {
   std::unique_lock lock(mutex_);
-  if (!wait) {
+  op->async = !wait;
+  if (!wait && !options_.simulated) {
     op->descriptor.sequence = nextSequence_++;
     op->work = std::make_shared<detail::WorkState>(detail::describe(op->descriptor));
     queue_.push_back(std::move(op));
@@ -187,10 +189,9 @@ void ProcessGroup::execute(std::unique_lock<std::mutex>& lock, Operation& op) {
   runningTimeout_ = op.timeout;
   std::exception_ptr error = failure_;
   const std::shared_ptr<CollectiveObserver> observer = observer_;
-  const bool async = std::this_thread::get_id() == commThread_.get_id();
   lock.unlock();
   const auto begin = Clock::now();
-  if (!error) {
+  if (!error && !options_.simulated) {
     try {
       transport_->setActivity(detail::describe(op.descriptor));
       CollectiveContext ctx(*transport_, op.descriptor, Clock::now() + op.timeout, op.timeout, options_.chunkBytes);
@@ -211,7 +212,7 @@ void ProcessGroup::execute(std::unique_lock<std::mutex>& lock, Operation& op) {
                             .dtype = op.descriptor.dtype,
                             .count = op.descriptor.count,
                             .sequence = op.descriptor.sequence,
-                            .async = async,
+                            .async = op.async,
                             .failed = error != nullptr,
                             .begin = begin,
                             .end = Clock::now()});

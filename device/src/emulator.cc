@@ -119,7 +119,9 @@ void validate(const EmulatorSettings& s) {
     throw configError(kDevicesVariable, fmt::format("{} devices per node is out of range; use 1 to {}",
                                                     s.devicesPerNode, kMaxDevicesPerNode));
   const DeviceSpec& spec = specFor(s.generation);
-  if (s.memoryLimit && (*s.memoryLimit == 0 || *s.memoryLimit > spec.hbmBytes))
+  // A shape-only device may trace past the HBM (estimate measures a whole
+  // need, then compares it with the limit).
+  if (s.memoryLimit && (*s.memoryLimit == 0 || (*s.memoryLimit > spec.hbmBytes && !s.shapeOnly)))
     throw configError(kMemoryLimitVariable,
                       fmt::format("{} is not within 1 B and {}'s {} of HBM; lower it or pick a generation "
                                   "with more memory ({})",

@@ -203,7 +203,7 @@ TEST_F(BadInputTest, MissingOrUnknownSubcommand) {
                  "--trainer.max_epochs=3\n");
   expectRejected({"fti", "-c", boringConfig()},
                  "error: unknown subcommand 'fti'; did you mean 'fit'? (subcommands: fit, validate, test, predict, "
-                 "devices, consolidate)\n");
+                 "estimate, devices, consolidate)\n");
 }
 
 TEST_F(BadInputTest, PrintConfigFlagsAreChecked) {

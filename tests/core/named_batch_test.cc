@@ -67,6 +67,7 @@ class TokenData final : public data::DataModule {
   std::shared_ptr<const data::Dataset> dataset(data::Split) const override { return set_; }
   data::LoaderOptions loaderOptions(data::Split) const override { return {.batch_size = 4}; }
   std::int64_t numClasses() const override { return 3; }
+  std::string name() const override { return "TokenData"; }
 
  private:
   std::shared_ptr<const data::Dataset> set_;

@@ -86,9 +86,10 @@ void resolveSeed(config::Node& cfg, const std::map<std::string, std::string>& en
   *seed = config::Node::scalar(std::to_string(rd()), seed->loc());
 }
 
-int run(const RunRequest& request) {
+Pipeline buildPipeline(const RunRequest& request, device::Platform& platform, int simulated_rank) {
   const Node& cfg = request.config;
-  TrainerParts parts;
+  Pipeline pipeline;
+  TrainerParts& parts = pipeline.parts;
   parts.options = TrainerOptions::parse(*cfg.find("trainer"));
   TrainerOptions& o = parts.options;
   parts.seed = seedOf(cfg);
@@ -98,23 +99,24 @@ int run(const RunRequest& request) {
   if (o.accelerator.isScalar() && o.accelerator.str() == "cpu")
     throw UsageError("trainer.accelerator=cpu: hpu-train runs on the emulated HPU; use accelerator: hpu or auto");
 
-  device::Platform platform = device::Platform::fromEnv(envOf(request.env));
-  const int devices = devicesRequested(o.devices, platform);
+  pipeline.devices = devicesRequested(o.devices, platform);
+  const int devices = pipeline.devices;
   const Node& det = *cfg.find("trainer")->find("deterministic");
   device::setIntraOpThreads(intraOpThreads(request.env, devices, det.isScalar() && det.str() == "true"));
   parts.strategy = app::selectStrategy(o, devices);
   RunEnvironment run_env{
       request.env,     request.argv,        devices, static_cast<int>(o.num_nodes), deviceIndices(o.devices),
       request.version, config::flatten(cfg)};
+  run_env.simulated_rank = simulated_rank;
   // Local workers re-read the command line: they must draw the same seed.
   run_env.env["PL_GLOBAL_SEED"] = std::to_string(parts.seed);
   parts.strategy->setup(run_env, platform);
   Strategy& strategy = *parts.strategy;
 
-  auto model = build<LightningModule>(*cfg.find("model"), "model");
-  auto data = build<data::DataModule>(*cfg.find("data"), "data");
+  pipeline.model = build<LightningModule>(*cfg.find("model"), "model");
+  pipeline.data = build<data::DataModule>(*cfg.find("data"), "data");
   TrainingSettings settings{o.accumulate_grad_batches, o.gradient_clip_val};
-  strategy.configureTraining(settings, data->loaderOptions(data::Split::kTrain).batch_size);
+  strategy.configureTraining(settings, pipeline.data->loaderOptions(data::Split::kTrain).batch_size);
   o.accumulate_grad_batches = settings.accumulate_grad_batches;
   o.gradient_clip_val = settings.gradient_clip_val;
   parts.precision = app::selectPrecision(o, strategy, request.env);
@@ -126,6 +128,18 @@ int run(const RunRequest& request) {
       throw UsageError("lr_scheduler needs an optimizer from the config too (optimizer: {class_path: Adam, ...})");
     parts.scheduler = build<optim::LRScheduler>(n, "lr_scheduler");
   }
+  return pipeline;
+}
+
+int run(const RunRequest& request) {
+  const Node& cfg = request.config;
+  device::Platform platform = device::Platform::fromEnv(envOf(request.env));
+  Pipeline pipeline = buildPipeline(request, platform, -1);
+  TrainerParts& parts = pipeline.parts;
+  TrainerOptions& o = parts.options;
+  Strategy& strategy = *parts.strategy;
+  auto& model = pipeline.model;
+  auto& data = pipeline.data;
 
   // Loggers: true means the default CSVLogger; fast_dev_run disables them.
   if (o.fast_dev_run == 0) {

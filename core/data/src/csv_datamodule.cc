@@ -78,6 +78,7 @@ class CSVDataModule : public DataModule {
   }
   LoaderOptions loaderOptions(Split split) const override { return batching_.options(split); }
   std::int64_t numClasses() const override { return num_classes_; }
+  std::string name() const override { return "CSVDataModule"; }
 
  private:
   struct Table {

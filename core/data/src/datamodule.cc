@@ -1,5 +1,7 @@
 #include "hpu/core/data/datamodule.h"
 
+#include "hpu/core/base/errors.h"
+
 namespace hpu::core::data {
 
 std::string_view splitName(Split s) {
@@ -14,6 +16,12 @@ std::string_view splitName(Split s) {
       return "predict";
   }
   return "?";
+}
+
+std::vector<Field> DataModule::batchFields(Split) const {
+  throw UsageError(name() +
+                   " cannot declare its samples without reading its files, which estimate does not do; estimate with "
+                   "a data module of the same shapes (RandomDataModule, RandomTokensDataModule)");
 }
 
 }  // namespace hpu::core::data

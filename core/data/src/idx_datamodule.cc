@@ -53,6 +53,9 @@ class IdxDataModule : public DataModule {
   }
   LoaderOptions loaderOptions(Split split) const override { return batching_.options(split); }
   std::int64_t numClasses() const override { return 10; }
+  std::string name() const override { return name_ == "MNIST" ? "MNISTDataModule" : "FashionMNISTDataModule"; }
+  // The IDX headers' 28x28 images and class labels, as the files declare them.
+  std::vector<Field> batchFields(Split) const override { return classificationFields({1, 28, 28}, true); }
 
  private:
   std::int64_t valSplitCount(std::int64_t total) const {

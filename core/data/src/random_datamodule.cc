@@ -23,6 +23,8 @@ class RandomDataModule : public DataModule {
   }
   std::shared_ptr<const Dataset> dataset(Split) const override { return data_; }
   LoaderOptions loaderOptions(Split split) const override { return batching_.options(split); }
+  std::string name() const override { return "RandomDataModule"; }
+  std::vector<Field> batchFields(Split) const override { return classificationFields({size_}, false); }
 
  private:
   std::int64_t size_, length_;

@@ -34,6 +34,8 @@ class RandomTokensDataModule final : public DataModule {
     return split == Split::kTrain ? train_ : split == Split::kPredict ? nullptr : val_;
   }
   LoaderOptions loaderOptions(Split split) const override { return batching_.options(split); }
+  std::string name() const override { return "RandomTokensDataModule"; }
+  std::vector<Field> batchFields(Split) const override { return tokenBlockFields(block_); }
 
  private:
   std::int64_t vocab_, block_, samples_;

@@ -71,6 +71,9 @@ class TextDataModule final : public DataModule {
   }
   LoaderOptions loaderOptions(Split split) const override { return batching_.options(split); }
   std::shared_ptr<const Tokenizer> tokenizer() const override { return tokenizer_; }
+  std::string name() const override { return "TextDataModule"; }
+  // Blocks of block_size tokens (predict: prompts of block_size tokens).
+  std::vector<Field> batchFields(Split) const override { return tokenBlockFields(block_size_); }
 
  private:
   bool excluded(const fs::path& file) const {

@@ -14,6 +14,7 @@ OptimizerConfig LightningModule::configureOptimizers() {
 }
 
 void LightningModule::log(const std::string& name, const Tensor& scalar, const LogOptions& options) {
+  if (scalar.shapeOnly()) return;  // a dry run (estimate) has no values to log
   log(name, static_cast<double>(scalar.item()), options);
 }
 

@@ -1,6 +1,7 @@
 // Activation checkpointing: ops::checkpoint (see ops.h).
 #include <optional>
 
+#include "hpu/core/ops/autocast.h"
 #include "hpu/core/ops/ops.h"
 #include "hpu/core/tensor/autograd.h"
 
@@ -9,6 +10,8 @@ namespace hpu::core::ops {
 Tensor checkpoint(const std::function<Tensor(const Tensor&)>& f, const Tensor& x, Generator* rng, bool on_host) {
   autograd::Tape* tape = autograd::currentTape();
   const std::optional<Generator::State> rng_state = rng ? std::optional(rng->state()) : std::nullopt;
+  // The recompute runs in the forward's autocast state, as torch's checkpoint does.
+  const autocast::State amp = autocast::current();
   Tensor y;
   {
     autograd::TapeScope no_record(nullptr);
@@ -32,7 +35,7 @@ Tensor checkpoint(const std::function<Tensor(const Tensor&)>& f, const Tensor& x
   device::Device& dev = x.device();
   y.setRequiresGrad(true);
   if (x.requiresGrad()) autograd::noteUse(x);
-  tape->record([f, x, y, saved, rng, rng_state, &dev] {
+  tape->record([f, x, y, saved, rng, rng_state, amp, &dev] {
     Tensor gy = y.grad();
     if (!gy.defined()) return;
     Tensor input = saved->device.defined() ? saved->device.detach()
@@ -48,6 +51,7 @@ Tensor checkpoint(const std::function<Tensor(const Tensor&)>& f, const Tensor& x
     Tensor recomputed;
     {
       autograd::TapeScope record(&local);
+      autocast::Scope forward_precision(amp.enabled, amp.dtype);
       recomputed = f(input);
     }
     if (rng) rng->setState(outer);

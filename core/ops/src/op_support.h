@@ -74,7 +74,7 @@ template <class Backward>
 void recordBackward(Tensor& out, std::initializer_list<const Tensor*> inputs, Backward backward) {
   if (!autograd::needsGrad(inputs)) return;
   track(out, inputs);
-  autograd::currentTape()->record(std::move(backward), lastRecordedOp());
+  autograd::currentTape()->record(std::move(backward), lastRecordedOp(), lastRecordedOpId());
 }
 
 // The gradient targets of an input, a weight and a bias that one kernel

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
+#include "hpu/core/tensor/op_record.h"
 #include "hpu/device/numerics.h"
 
 namespace hpu::core::optim {
@@ -21,6 +23,8 @@ StateBuffer::StateBuffer(device::Device& device, std::int64_t size, bool on_host
 void Optimizer::attach(std::vector<ParamSlice> slices, device::Device& device, bool offload) {
   slices_ = std::move(slices);
   shape_only_ = device.shapeOnly();
+  device_ = &device;
+  offload_ = offload;
   attached_empty_ = slices_.empty();
   state_.clear();
   const std::size_t per_slice = stateNames().size();
@@ -33,6 +37,20 @@ void Optimizer::attach(std::vector<ParamSlice> slices, device::Device& device, b
 
 void Optimizer::step() {
   ++step_;
+  // The step is one fused op over this rank's slices, as HPU optimizers
+  // (FusedAdamW) run: recorded with the elements it reads and writes
+  // (values [n], gradients [n], state [n x buffers]), on the device's record
+  // even when offloaded to the host, under a name that says where it runs.
+  std::int64_t n = 0;
+  for (const ParamSlice& s : slices_) n += s.numel;
+  const std::int64_t values_dims[] = {n}, state_dims[] = {n * static_cast<std::int64_t>(stateNames().size())};
+  const device::OperandInfo operands[] = {{values_dims, slices_.empty() ? DType::kFloat32 : slices_.front().dtype},
+                                          {values_dims, DType::kFloat32},
+                                          {state_dims, DType::kFloat32}};
+  std::optional<ops::OpRecord> record;
+  if (device_ != nullptr && n > 0)
+    record.emplace(*device_, offload_ ? device::OpName("optimizer_step_host") : device::OpName("optimizer_step"),
+                   operands);
   if (shape_only_) return;  // nothing to compute; the state is allocated
   std::vector<float*> ptrs;
   for (std::size_t i = 0; i < slices_.size(); ++i) {

@@ -16,8 +16,10 @@ namespace {
 
 namespace k = device::kernels;
 
-// The values an fp8 tensor of `t` holds, dequantized: round(t * s) / s.
+// The values an fp8 tensor of `t` holds, dequantized: round(t * s) / s
+// (none for a shape-only tensor, whose data is null).
 std::vector<float> fakeQuantize(const float* data, std::int64_t n, DType format, float scale) {
+  if (data == nullptr) return {};
   std::vector<float> q(data, data + n);
   device::quantizeFp8InPlace(q, format, scale);
   device::dequantizeFp8InPlace(q, scale);
@@ -40,6 +42,7 @@ Tensor fp8Gemm(const Tensor& x, const std::vector<float>& xq, const std::vector<
   Shape ys = x.shape();
   ys[-1] = out;
   Tensor y = Tensor::empty(x.device(), ys, DType::kBFloat16);
+  if (x.shapeOnly()) return y;
   k::gemm(false, !l.in_out, n, out, in, xq.data(), wq.data(), 0.0f, y.data());
   if (b.defined()) k::addRowBias(y.data(), b.data(), n, out);
   device::roundInPlace(y.values(), DType::kBFloat16);
@@ -70,40 +73,45 @@ class TrainingLinear final : public nn::Module {
     auto xq = std::make_shared<std::vector<float>>(fakeQuantize(x.data(), x.numel(), fwd, x_.scale));
     auto wq = std::make_shared<std::vector<float>>(fakeQuantize(weight_.data(), weight_.numel(), fwd, w_.scale));
     Tensor y = fp8Gemm(x, *xq, *wq, l_);
+    const bool computes = !x.shapeOnly();
     // Delayed scaling: this step's amax shapes the next step's scale.
-    x_.update(device::absMax(x.values()), static_cast<std::size_t>(o_.amax_history_len), fwd, o_.margin);
-    w_.update(device::absMax(weight_.values()), static_cast<std::size_t>(o_.amax_history_len), fwd, o_.margin);
+    if (computes) {
+      x_.update(device::absMax(x.values()), static_cast<std::size_t>(o_.amax_history_len), fwd, o_.margin);
+      w_.update(device::absMax(weight_.values()), static_cast<std::size_t>(o_.amax_history_len), fwd, o_.margin);
+    }
     if (!autograd::needsGrad({&x, &weight_, &bias_})) return y;
     y.setRequiresGrad(true);
     for (const Tensor* t : std::initializer_list<const Tensor*>{&x, &weight_, &bias_})
       if (t->defined() && t->requiresGrad()) autograd::noteUse(*t);
     autograd::currentTape()->record(
-        [this, x, y, xq, wq, bwd] {
+        [this, x, y, xq, wq, bwd, computes] {
           Tensor gy = y.grad();
           if (!gy.defined()) return;
           const std::int64_t in = l_.in(), out = l_.out(), n = x.numel() / in;
           const std::vector<float> gq = fakeQuantize(gy.data(), gy.numel(), bwd, g_.scale);
-          g_.update(device::absMax(gy.values()), static_cast<std::size_t>(o_.amax_history_len), bwd, o_.margin);
+          if (computes)
+            g_.update(device::absMax(gy.values()), static_cast<std::size_t>(o_.amax_history_len), bwd, o_.margin);
           if (weight_.requiresGrad()) {
             autograd::GradTarget g = autograd::gradTarget(weight_);
-            if (l_.in_out)  // dW [in, out] = x^T dy
+            if (computes && l_.in_out)  // dW [in, out] = x^T dy
               k::gemm(true, false, in, out, n, xq->data(), gq.data(), g.accumulate ? 1.0f : 0.0f, g.data);
-            else  // dW [out, in] = dy^T x
+            else if (computes)  // dW [out, in] = dy^T x
               k::gemm(true, false, out, in, n, gq.data(), xq->data(), g.accumulate ? 1.0f : 0.0f, g.data);
             autograd::gradWritten(weight_);
           }
           if (bias_.defined() && bias_.requiresGrad()) {
             autograd::GradTarget g = autograd::gradTarget(bias_);
-            k::columnSums(gy.data(), n, out, g.data, g.accumulate);
+            if (computes) k::columnSums(gy.data(), n, out, g.data, g.accumulate);
             autograd::gradWritten(bias_);
           }
           if (x.requiresGrad()) {
             autograd::GradTarget g = autograd::gradTarget(x);
-            k::gemm(false, l_.in_out, n, in, out, gq.data(), wq->data(), g.accumulate ? 1.0f : 0.0f, g.data);
+            if (computes)
+              k::gemm(false, l_.in_out, n, in, out, gq.data(), wq->data(), g.accumulate ? 1.0f : 0.0f, g.data);
             autograd::gradWritten(x);
           }
         },
-        "fp8_linear");
+        "fp8_linear", ops::lastRecordedOpId());
     return y;
   }
 
@@ -124,6 +132,10 @@ class InferenceLinear final : public nn::Module {
   std::string typeName() const override { return quant_ ? "QuantizedLinear" : "MeasuredLinear"; }
 
   Tensor forward(const Tensor& x) override {
+    if (x.shapeOnly()) {  // a dry run: the quantized GEMM's record and output, no measurements needed
+      const ops::OpRecord op_record = recordGemm("fp8_linear", x, weight_, quant_ ? DType::kFloat8E4M3 : x.dtype());
+      return fp8Gemm(x, {}, {}, l_);
+    }
     if (!quant_) {  // measurement: exact forward, record max |x|
       float& in = stats_->inputs[path_];
       in = std::max(in, device::absMax(x.values()));

@@ -153,7 +153,9 @@ class Fp8Precision final : public MixedPrecision {
           "Measurement mode and Quantization mode cannot be run in single process. Please run in measurement "
           "mode first, followed by quantization mode.");
     stats_ = std::make_shared<fp8::Stats>();
-    if (quant_) {
+    // A dry run (estimate) quantizes without values: it needs no measurements.
+    const bool dry_run = !model.parameters().empty() && model.parameters().front().shapeOnly();
+    if (quant_ && !dry_run) {
       if (!std::filesystem::exists(stats_path_))
         throw UsageError(
             fmt::format("fp8 quantization needs the measurements in {}; run predict with "

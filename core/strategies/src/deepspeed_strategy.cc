@@ -194,8 +194,12 @@ class DeepSpeedStrategy final : public DistributedStrategy {
     // Every rank updated its shard: gather them so every rank has all values.
     for (std::size_t i = 0; i < params.buckets().size(); ++i) {
       auto values = params.buckets()[i].valueSpan();
-      std::vector<float> mine(values.begin() + shards_[i].offset, values.begin() + shards_[i].offset + shards_[i].size);
-      group().allgather(comm::ConstBufferView(std::span<const float>(mine)), values);
+      const auto shard = static_cast<std::size_t>(shards_[i].size);
+      // The input is a copy: allgather's output overlaps it (a dry run's holds no values).
+      std::vector<float> mine(values.data() ? shard : 0);
+      if (values.data()) std::copy_n(values.begin() + shards_[i].offset, shard, mine.begin());
+      group().allgather(comm::ConstBufferView(std::span<const float>(values.data() ? mine.data() : nullptr, shard)),
+                        values);
     }
   }
 
@@ -216,7 +220,7 @@ class DeepSpeedStrategy final : public DistributedStrategy {
   }
 
   void parametersLoaded(nn::FlatParameters& params) override {
-    if (settings_.stage != 3) return;
+    if (settings_.stage != 3 || device().shapeOnly()) return;
     for (std::size_t i = 0; i < params.buckets().size(); ++i) {
       auto values = params.buckets()[i].valueSpan();
       std::copy(values.begin() + shards_[i].offset, values.begin() + shards_[i].offset + shards_[i].size,

@@ -8,6 +8,7 @@
 #include "hpu/comm/cluster_environment.h"
 #include "hpu/comm/errors.h"
 #include "hpu/comm/rendezvous.h"
+#include "hpu/comm/simulated.h"
 #include "hpu/core/base/errors.h"
 
 namespace hpu::core {
@@ -22,6 +23,7 @@ comm::ClusterInfo DistributedStrategy::resolve(const comm::EnvMap& env, const co
 }
 
 void DistributedStrategy::setup(const RunEnvironment& run, device::Platform& platform) {
+  if (run.simulated_rank >= 0) return setupSimulated(run, platform);
   comm::EnvMap env(run.env.begin(), run.env.end());
   const comm::Topology topology{run.devices_per_node, run.num_nodes};
   cluster_ = resolve(env, topology);
@@ -51,6 +53,19 @@ void DistributedStrategy::setup(const RunEnvironment& run, device::Platform& pla
   if (isGlobalZero())
     spdlog::info("{}: {} processes on {} node(s) joined ({}:{} via {})", name(), cluster_.worldSize, cluster_.numNodes,
                  cluster_.masterAddr, cluster_.masterPort, cluster_.environment);
+}
+
+void DistributedStrategy::setupSimulated(const RunEnvironment& run, device::Platform& platform) {
+  cluster_ = {};
+  cluster_.worldSize = run.devices_per_node * run.num_nodes;
+  cluster_.globalRank = run.simulated_rank;
+  cluster_.localWorldSize = run.devices_per_node;
+  cluster_.localRank = run.simulated_rank % run.devices_per_node;
+  cluster_.nodeRank = run.simulated_rank / run.devices_per_node;
+  cluster_.numNodes = run.num_nodes;
+  cluster_.environment = "simulated";
+  device_ = &deviceFor(platform, run, cluster_.localRank);
+  group_ = comm::makeSimulatedProcessGroup(cluster_.globalRank, cluster_.worldSize);
 }
 
 void DistributedStrategy::broadcastParameters(nn::FlatParameters& params, const std::vector<nn::NamedTensor>& buffers) {

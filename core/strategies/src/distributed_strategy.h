@@ -46,6 +46,8 @@ class DistributedStrategy : public Strategy {
 
  private:
   comm::ClusterInfo resolve(const comm::EnvMap& env, const comm::Topology& topology) const;
+  // RunEnvironment::simulated_rank: this rank of the job, traced alone.
+  void setupSimulated(const RunEnvironment& run, device::Platform& platform);
 
   std::string environment_;
   comm::ClusterInfo cluster_;

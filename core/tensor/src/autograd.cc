@@ -80,7 +80,11 @@ void Tape::runBackward() {
     }
     const auto begin = std::chrono::steady_clock::now();
     it->fn();
-    observer->onOp({.op = it->op, .backward = true, .begin = begin, .end = std::chrono::steady_clock::now()});
+    observer->onOp({.op = it->op,
+                    .backward = true,
+                    .id = it->forward_op,
+                    .begin = begin,
+                    .end = std::chrono::steady_clock::now()});
   }
   entries_.clear();
 }

@@ -9,6 +9,7 @@ thread_local std::vector<OpTraceEntry>* tls_trace = nullptr;
 thread_local bool tls_graph_paused = false;
 thread_local OpObserver* tls_observer = nullptr;
 thread_local std::string_view tls_last_op;
+thread_local std::uint64_t tls_op_count = 0;
 
 }  // namespace
 
@@ -17,7 +18,7 @@ OpObserverScope::~OpObserverScope() { tls_observer = previous_; }
 OpObserver* currentOpObserver() { return tls_observer; }
 
 OpRecord::OpRecord(device::Device& device, device::OpName op, std::span<const device::OperandInfo> operands)
-    : observer_(tls_observer), op_(op.name()) {
+    : observer_(tls_observer), op_(op.name()), id_(++tls_op_count) {
   HPU_CHECK(operands.size() <= operands_.size(), "{} records {} operands", op_, operands.size());
   tls_last_op = op_;
   if (!tls_graph_paused) device.graph().recordOp(op, operands);
@@ -33,12 +34,14 @@ OpRecord::OpRecord(device::Device& device, device::OpName op, std::span<const de
 OpRecord::~OpRecord() {
   if (observer_ != nullptr)
     observer_->onOp({.op = op_,
+                     .id = id_,
                      .operands = std::span<const device::OperandInfo>(operands_.data(), count_),
                      .begin = begin_,
                      .end = std::chrono::steady_clock::now()});
 }
 
 std::string_view lastRecordedOp() { return tls_last_op; }
+std::uint64_t lastRecordedOpId() { return tls_op_count; }
 
 OpTraceScope::OpTraceScope(std::vector<OpTraceEntry>& sink) : previous_(tls_trace) { tls_trace = &sink; }
 OpTraceScope::~OpTraceScope() { tls_trace = previous_; }

@@ -32,8 +32,8 @@ Tensor Tensor::full(device::Device& dev, const Shape& shape, float value, DType 
 }
 
 Tensor Tensor::fromHost(device::Device& dev, const Shape& shape, std::span<const float> values, DType dtype) {
-  HPU_CHECK(static_cast<std::int64_t>(values.size()) == shape.numel(), "{} values for shape {}", values.size(),
-            shape.str());
+  HPU_CHECK(static_cast<std::int64_t>(values.size()) == shape.numel() || (dev.shapeOnly() && values.empty()),
+            "{} values for shape {}", values.size(), shape.str());
   Tensor t = empty(dev, shape, dtype);
   if (dev.shapeOnly()) return t;
   if (!values.empty()) std::memcpy(t.data(), values.data(), values.size() * sizeof(float));
@@ -42,8 +42,8 @@ Tensor Tensor::fromHost(device::Device& dev, const Shape& shape, std::span<const
 }
 
 Tensor Tensor::fromHost(device::Device& dev, const Shape& shape, std::span<const std::int64_t> values) {
-  HPU_CHECK(static_cast<std::int64_t>(values.size()) == shape.numel(), "{} values for shape {}", values.size(),
-            shape.str());
+  HPU_CHECK(static_cast<std::int64_t>(values.size()) == shape.numel() || (dev.shapeOnly() && values.empty()),
+            "{} values for shape {}", values.size(), shape.str());
   Tensor t = empty(dev, shape, DType::kInt64);
   if (!values.empty() && !dev.shapeOnly()) std::memcpy(t.labels(), values.data(), values.size() * sizeof(std::int64_t));
   return t;

@@ -88,14 +88,19 @@ void Trainer::logMetrics(std::map<std::string, double> metrics, std::int64_t ste
 void Trainer::setupModel(LightningModule& model, data::DataModule& data, data::Stage stage) {
   stage_ = stage;
   data_ = &data;
-  data.setup(stage);
+  if (!dryRun()) data.setup(stage);
   if (model_ready_) return;
   model_ = &model;
   std::shared_ptr<const data::Dataset> sample;
-  for (data::Split s : {data::Split::kTrain, data::Split::kVal, data::Split::kTest, data::Split::kPredict})
-    if (!sample) sample = data.dataset(s);
-  if (!sample) throw UsageError("the data module provides no data set for this stage");
-  const auto& fields = sample->fields();
+  std::vector<data::Field> fields;
+  if (dryRun()) {
+    fields = data.batchFields(stage == data::Stage::kPredict ? data::Split::kPredict : data::Split::kTrain);
+  } else {
+    for (data::Split s : {data::Split::kTrain, data::Split::kVal, data::Split::kTest, data::Split::kPredict})
+      if (!sample) sample = data.dataset(s);
+    if (!sample) throw UsageError("the data module provides no data set for this stage");
+    fields = sample->fields();
+  }
   ModelInput input{Shape(std::span<const std::int64_t>(fields.front().shape)), data.numClasses(), fields,
                    data.tokenizer()};
   precision_->checkDevice(strategy_->device());
@@ -108,7 +113,7 @@ void Trainer::setupModel(LightningModule& model, data::DataModule& data, data::S
   strategy_->setupParameters(model, *params_, model.namedBuffers());
   model.attachTrainer(metrics_.get(), profiler_.get());
   model_ready_ = true;
-  if (options_.enable_model_summary && stage == data::Stage::kFit) {
+  if (options_.enable_model_summary && stage == data::Stage::kFit && sample) {
     recordOutputShapes(sample);
     if (isGlobalZero()) printModelSummary();
   }
@@ -361,7 +366,7 @@ bool Trainer::trainStep(const Batch& batch, std::int64_t batch_idx, bool optimiz
     auto s = profiler_->profile("backward");
     tape_.backward(loss, precision_->lossScale() / static_cast<float>(options_.accumulate_grad_batches));
   }
-  progress_metrics_["loss"] = loss.item();
+  if (!loss.shapeOnly()) progress_metrics_["loss"] = loss.item();
   if (!optimizer_turn) return false;
   {
     // Waiting for the gradient reduction (all-reduce, or ZeRO's reduce-scatter).
@@ -370,8 +375,9 @@ bool Trainer::trainStep(const Batch& batch, std::int64_t batch_idx, bool optimiz
     strategy_->afterBackward(*params_);
   }
   const optim::GradientView grads = strategy_->gradients(*params_);
-  if (!precision_->prepareStep(grads)) return false;
-  clipGradients(grads);
+  // A dry run's gradients have no values to unscale, check or clip.
+  if (!dryRun() && !precision_->prepareStep(grads)) return false;
+  if (!dryRun()) clipGradients(grads);
   {
     auto s = profiler_->profile("optimizer_step");
     optimizer_->step();

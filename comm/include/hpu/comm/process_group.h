@@ -64,6 +64,8 @@ struct ProcessGroupOptions {
   // Ring and chain pipelines stream chunks of this size (at least 64 bytes;
   // a step never uses more than 1024 chunks, so huge buffers get larger ones).
   std::size_t chunkBytes = 256 * 1024;
+  // No data moves: see simulated.h (makeSimulatedProcessGroup sets it).
+  bool simulated = false;
 };
 
 struct CollectiveOptions {

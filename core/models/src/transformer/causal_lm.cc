@@ -158,6 +158,7 @@ std::shared_ptr<const data::Dataset> CausalLM::predictData() {
 }
 
 Prediction CausalLM::predictStep(const Batch& batch, std::int64_t) {
+  if (const Tensor* ids = batch.find("input_ids")) return continueBatch(*ids);
   const std::vector<std::string> all = prompts();
   const Tensor& index = batch["prompt_index"];
   Prediction out;
@@ -171,6 +172,58 @@ Prediction CausalLM::predictStep(const Batch& batch, std::int64_t) {
   return out;
 }
 
+Prediction CausalLM::continueBatch(const Tensor& ids) {
+  const std::int64_t batch = ids.size(0), prompt_len = ids.size(1);
+  const GenerationOptions& o = generation_;
+  if (prompt_len + o.max_new_tokens > config_.max_position_embeddings)
+    throw UsageError(fmt::format("{}: prompts of {} tokens and max_new_tokens {} exceed max_position_embeddings {}",
+                                 typeName(), prompt_len, o.max_new_tokens, config_.max_position_embeddings));
+  autograd::TapeScope no_grad(nullptr);
+  device::Device& dev = ids.device();
+  nn::KVCache cache(dev, config_.num_hidden_layers, batch, config_.num_key_value_heads, prompt_len + o.max_new_tokens,
+                    config_.head_dim, cacheDtype());
+  std::vector<std::vector<std::int64_t>> rows(static_cast<std::size_t>(batch));
+  std::vector<bool> ended(static_cast<std::size_t>(batch), false);
+  Tensor feed = ids;
+  for (std::int64_t step = 0; step < o.max_new_tokens; ++step) {
+    const Tensor out = (*this)(nn::Inputs{{{"input_ids", feed}}, &cache});
+    dev.graph().markStep();
+    if (out.shapeOnly()) {  // a dry run: the next tokens' shape, no values
+      feed = Tensor::fromHost(dev, {batch, 1}, std::span<const std::int64_t>{});
+      continue;
+    }
+    const std::int64_t vocab = out.size(2), len = out.size(1);
+    const std::vector<float> all = out.toHost();
+    std::vector<std::int64_t> next(static_cast<std::size_t>(batch));
+    for (std::int64_t b = 0; b < batch; ++b) {
+      const auto last = all.begin() + ((b + 1) * len - 1) * vocab;
+      next[static_cast<std::size_t>(b)] = pick(std::vector<float>(last, last + vocab), o, *sampling_rng_);
+      if (!ended[static_cast<std::size_t>(b)])
+        rows[static_cast<std::size_t>(b)].push_back(next[static_cast<std::size_t>(b)]);
+      if (config_.eos_token_id && next[static_cast<std::size_t>(b)] == *config_.eos_token_id)
+        ended[static_cast<std::size_t>(b)] = true;
+    }
+    if (std::all_of(ended.begin(), ended.end(), [](bool e) { return e; })) break;
+    feed = Tensor::fromHost(dev, {batch, 1}, next);
+  }
+  Prediction out;
+  if (ids.shapeOnly()) return out;
+  for (std::int64_t b = 0; b < batch; ++b) {
+    const std::int64_t* first = ids.labels() + b * prompt_len;
+    const std::vector<std::int64_t> prompt(first, first + prompt_len);
+    std::vector<std::int64_t>& completion = rows[static_cast<std::size_t>(b)];
+    out.texts.push_back({tokenizer_ ? tokenizer_->decode(prompt) : "", tokenizer_ ? tokenizer_->decode(completion) : "",
+                         std::move(completion)});
+  }
+  return out;
+}
+
+DType CausalLM::cacheDtype() const {
+  // Keys and values in the dtype attention computes in.
+  const autocast::State& amp = autocast::current();
+  return amp.enabled ? amp.dtype : parameters().front().dtype();
+}
+
 std::vector<std::int64_t> CausalLM::generate(const std::vector<std::int64_t>& prompt, const GenerationOptions& o,
                                              Generator& rng, bool use_cache) {
   const auto prompt_len = static_cast<std::int64_t>(prompt.size());
@@ -178,15 +231,11 @@ std::vector<std::int64_t> CausalLM::generate(const std::vector<std::int64_t>& pr
     throw UsageError(fmt::format("{}: a prompt of {} tokens and max_new_tokens {} exceed max_position_embeddings {}",
                                  typeName(), prompt_len, o.max_new_tokens, config_.max_position_embeddings));
   autograd::TapeScope no_grad(nullptr);
-  const Tensor anchor = parameters().front();
-  device::Device& dev = anchor.device();
-  // The cache holds keys and values in the dtype attention computes in.
-  const autocast::State& amp = autocast::current();
+  device::Device& dev = parameters().front().device();
   std::unique_ptr<nn::KVCache> cache;
   if (use_cache)
     cache = std::make_unique<nn::KVCache>(dev, config_.num_hidden_layers, 1, config_.num_key_value_heads,
-                                          prompt_len + o.max_new_tokens, config_.head_dim,
-                                          amp.enabled ? amp.dtype : anchor.dtype());
+                                          prompt_len + o.max_new_tokens, config_.head_dim, cacheDtype());
   std::vector<std::int64_t> sequence = prompt, generated;
   for (std::int64_t step = 0; step < o.max_new_tokens; ++step) {
     // With the cache: the prompt once, then one token per step.

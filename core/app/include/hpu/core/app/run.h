@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "hpu/core/config/node.h"
+#include "hpu/core/trainer/trainer.h"
+#include "hpu/device/platform.h"
 
 namespace hpu::core {
 
@@ -26,6 +28,19 @@ void resolveSeed(config::Node& config, const std::map<std::string, std::string>&
 // Builds the pipeline from the registry and runs the subcommand. Returns the
 // exit code; throws core::Error (or a device/comm error) on failure.
 int run(const RunRequest& request);
+
+// What a config builds before the Trainer: its parts (strategy set up on
+// `platform`, precision, optimizer and scheduler from the config; no
+// callbacks, loggers or profiler yet), the model and the data module.
+struct Pipeline {
+  TrainerParts parts;
+  std::unique_ptr<LightningModule> model;
+  std::unique_ptr<data::DataModule> data;
+  int devices = 1;  // per node
+};
+// `simulated_rank` >= 0: the strategy traces that rank of the job alone
+// (RunEnvironment::simulated_rank).
+Pipeline buildPipeline(const RunRequest& request, device::Platform& platform, int simulated_rank);
 
 // The `hpu-train devices` table for this environment.
 std::string describeDevices(const std::map<std::string, std::string>& env);

@@ -32,6 +32,12 @@ class DataModule {
   virtual std::int64_t numClasses() const { return 0; }
   // Text data: how token ids map to text (null for other data). Valid after setup().
   virtual std::shared_ptr<const Tokenizer> tokenizer() const { return nullptr; }
+  // The fields of one sample of `split`, declared without setup() and
+  // without reading any data (`hpu-train estimate`). The default throws a
+  // UsageError saying the data module cannot.
+  virtual std::vector<Field> batchFields(Split split) const;
+  // The registered class name, for messages.
+  virtual std::string name() const = 0;
 };
 
 }  // namespace hpu::core::data

@@ -10,6 +10,9 @@
 
 namespace hpu::core::data {
 
+// The fields of a block of `block_size`: "input_ids" and "labels", int64 [block_size].
+std::vector<Field> tokenBlockFields(std::int64_t block_size);
+
 class TokenBlocks final : public Dataset {
  public:
   // REQUIRES: tokens.size() > block_size.

@@ -70,6 +70,11 @@ class CausalLM : public LightningModule {
 
  private:
   void evaluate(const Batch& batch, const char* stage);
+  // predict on a batch of token ids [B, T] (prompts of T tokens each): the
+  // continuations of every row, decoded together with one KV cache of B
+  // rows; a shape-only batch runs the steps without values (estimate).
+  Prediction continueBatch(const Tensor& ids);
+  DType cacheDtype() const;
   std::vector<std::string> prompts() const;
 
   double lr_, weight_decay_;

@@ -104,6 +104,7 @@ class LightningModule : public nn::Module {
   // The optimizer (and scheduler) used when the config names none.
   virtual OptimizerConfig configureOptimizers();
 
+  // A shape-only scalar (a dry run's) is not logged: it has no value.
   void log(const std::string& name, const Tensor& scalar, const LogOptions& options = {});
   void log(const std::string& name, double value, const LogOptions& options = {});
 

@@ -67,6 +67,8 @@ class Optimizer {
   std::vector<std::vector<StateBuffer>> state_;  // [slice][state buffer]
   bool attached_empty_ = false;
   bool shape_only_ = false;  // attached on a shape-only device: step() updates nothing
+  device::Device* device_ = nullptr;  // where step() is recorded
+  bool offload_ = false;
 };
 
 struct SGDOptions {

@@ -44,6 +44,10 @@ struct RunEnvironment {
   std::string version;  // the program version, compared at rendezvous
   // The resolved config as (key path, value), compared at rendezvous.
   std::vector<std::pair<std::string, std::string>> config_entries;
+  // `hpu-train estimate`: this process traces global rank simulated_rank of
+  // the job (devices_per_node x num_nodes ranks) alone: no workers, no
+  // rendezvous, collectives that move no data. -1: a real run.
+  int simulated_rank = -1;
 };
 
 class Strategy {

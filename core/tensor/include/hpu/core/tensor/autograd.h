@@ -22,8 +22,11 @@ class Tape {
   using Backward = std::function<void()>;
 
   // `op` names the function for profilers ("linear": traced as linear's
-  // backward); it must outlive the tape (a literal).
-  void record(Backward fn, std::string_view op = "backward_hook") { entries_.push_back({std::move(fn), op}); }
+  // backward); it must outlive the tape (a literal). `forward_op` is the
+  // OpEvent::id of the op it differentiates (0: none).
+  void record(Backward fn, std::string_view op = "backward_hook", std::uint64_t forward_op = 0) {
+    entries_.push_back({std::move(fn), op, forward_op});
+  }
   // Seeds d(root)/d(root) = `seed` (a loss scale for mixed precision), runs
   // every recorded function in reverse and clears the tape (releasing the
   // activations it kept). REQUIRES: root is a scalar that requires grad.
@@ -38,6 +41,7 @@ class Tape {
   struct Entry {
     Backward fn;
     std::string_view op;
+    std::uint64_t forward_op;
   };
   // Runs the entries in reverse, each reported to the thread's OpObserver.
   void runBackward();

@@ -10,6 +10,7 @@
 
 #include <array>
 #include <chrono>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
@@ -23,6 +24,9 @@ namespace hpu::core::ops {
 struct OpEvent {
   std::string_view op;                            // "linear"; backward functions: the op that recorded them
   bool backward = false;                          // a backward function run by the tape
+  // Forward ops: this op's number on its thread (from 1); backward
+  // functions: the number of the forward op that recorded them (0: none).
+  std::uint64_t id = 0;
   std::span<const device::OperandInfo> operands{};  // forward ops only
   std::chrono::steady_clock::time_point begin{}, end{};
 };
@@ -59,12 +63,14 @@ class [[nodiscard]] OpRecord {
   std::string_view op_;
   std::array<device::OperandInfo, 4> operands_{};
   std::size_t count_ = 0;
+  std::uint64_t id_;
   std::chrono::steady_clock::time_point begin_;
 };
 
 // The op whose OpRecord was constructed last on this thread ("" before any):
-// the name backward functions are traced under.
+// the name backward functions are traced under, and its number (OpEvent::id).
 std::string_view lastRecordedOp();
+std::uint64_t lastRecordedOpId();
 
 // Records (op, dtype it ran in) for every op on this thread while alive:
 // makes autocast decisions observable (tests, debugging).

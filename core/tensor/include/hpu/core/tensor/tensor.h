@@ -59,7 +59,8 @@ class Tensor {
   static Tensor empty(device::Device& dev, const Shape& shape, DType dtype = DType::kFloat32);
   static Tensor zeros(device::Device& dev, const Shape& shape, DType dtype = DType::kFloat32);
   static Tensor full(device::Device& dev, const Shape& shape, float value, DType dtype = DType::kFloat32);
-  // Copies `values` (rounded to `dtype`). REQUIRES: values.size() == shape.numel().
+  // Copies `values` (rounded to `dtype`). REQUIRES: values.size() == shape.numel(),
+  // or no values on a shape-only device.
   static Tensor fromHost(device::Device& dev, const Shape& shape, std::span<const float> values,
                          DType dtype = DType::kFloat32);
   static Tensor fromHost(device::Device& dev, const Shape& shape, std::span<const std::int64_t> values);

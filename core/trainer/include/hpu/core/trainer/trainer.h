@@ -9,24 +9,25 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "hpu/core/base/random.h"
+#include "hpu/core/callbacks/callback.h"
 #include "hpu/core/checkpoint/checkpoint_io.h"
 #include "hpu/core/config/node.h"
 #include "hpu/core/data/datamodule.h"
+#include "hpu/core/loggers/logger.h"
 #include "hpu/core/module/lightning_module.h"
 #include "hpu/core/nn/flat_parameters.h"
 #include "hpu/core/precision/precision.h"
 #include "hpu/core/profilers/profiler.h"
-#include "hpu/core/base/random.h"
-#include "hpu/core/tensor/autograd.h"
-#include "hpu/core/callbacks/callback.h"
-#include "hpu/core/loggers/logger.h"
 #include "hpu/core/strategies/strategy.h"
+#include "hpu/core/tensor/autograd.h"
 #include "hpu/core/trainer/trainer_options.h"
 
 namespace hpu::core {
@@ -61,6 +62,22 @@ class Trainer {
   // Returns what predictStep returned for each batch (callbacks such as
   // BasePredictionWriter write them).
   std::vector<Prediction> predict(LightningModule& model, data::DataModule& data, const std::string& ckpt_path);
+
+  // --- estimate: shape-only dry runs ---
+  // REQUIRES: the strategy's device is shape-only. Batches have the fields
+  // the data module declares (DataModule::batchFields) and no values: no
+  // data is read; nothing is logged, checkpointed or called back.
+  // fit: `steps` optimizer steps, each of accumulate_grad_batches
+  // micro-batches of the training batch size, calling the hooks (each may
+  // be empty) once the model is placed, once the optimizer is, and after
+  // each step.
+  struct DryRunHooks {
+    std::function<void()> model_ready, optimizer_ready;
+    std::function<void(std::int64_t step)> step_end;
+  };
+  void dryRunFit(LightningModule& model, data::DataModule& data, std::int64_t steps, const DryRunHooks& hooks);
+  // predict: predict_step on one batch of the predict batch size.
+  void dryRunPredict(LightningModule& model, data::DataModule& data);
 
   // --- state for callbacks ---
   const TrainerOptions& options() const { return options_; }
@@ -104,6 +121,9 @@ class Trainer {
   std::unique_ptr<data::DataLoader> makeLoader(data::DataModule& data, data::Split split,
                                                std::shared_ptr<const data::Dataset> dataset = nullptr);
   Batch toDevice(const data::HostBatch& hb);
+  // A batch of `size` samples of `split`'s declared fields, without values.
+  Batch dryRunBatch(data::Split split, std::int64_t size);
+  bool dryRun() { return strategy_->device().shapeOnly(); }
   void restore(const std::string& ckpt_path, bool full);
   void restoreOptimizerState(const checkpoint::Checkpoint& ckpt, const std::string& path);
   // ckpt_path as a file: "last" and "best" looked up; "" (with a warning)

@@ -1,0 +1,25 @@
+// `hpu-train estimate [fit|predict]`: runs a config's step graph with
+// shape-only tensors (no data read, no arithmetic) for one or two ranks of
+// the job in this process, and prices it on the emulated generation
+// (device/gaudi_model.h): device memory per rank as the emulator's
+// allocator counts it, and step time, throughput and MFU on Gaudi.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "hpu/core/app/run.h"
+
+namespace hpu::core {
+
+struct EstimateRequest {
+  RunRequest run;          // run.subcommand: "fit" or "predict"
+  std::int64_t steps = 2;  // fit: optimizer steps traced (the last is priced)
+  std::string json_path;   // also write the report here ("": no)
+  bool verbose = false;    // print the model's assumptions
+};
+
+// Prints the report. Returns 0 when the run fits, 1 when it does not.
+int runEstimate(const EstimateRequest& request);
+
+}  // namespace hpu::core

@@ -1,0 +1,270 @@
+#include "hpu/core/app/estimate.h"
+
+#include <spdlog/fmt/fmt.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "hpu/core/base/errors.h"
+#include "hpu/core/base/file_io.h"
+#include "hpu/core/config/params.h"
+#include "hpu/core/estimate/step_recorder.h"
+#include "hpu/device/byte_size.h"
+#include "hpu/device/errors.h"
+
+namespace hpu::core {
+namespace {
+
+using estimate::StepRecorder;
+using estimate::StepTime;
+using nlohmann::json;
+
+// Traces run with this much device memory, so a run that does not fit is
+// traced to its end and its whole need measured; the real limit is checked
+// after.
+constexpr std::uint64_t kTraceMemoryLimit = 1ull << 60;
+
+// One traced rank: its memory and its priced step.
+struct RankTrace {
+  int rank = 0;
+  std::uint64_t weights = 0, optimizer_state = 0, gradients = 0;  // persistent, by kind
+  std::uint64_t persistent = 0, peak = 0;
+  std::string peak_at;
+  StepTime step;
+  std::vector<estimate::OpTotal> ops;
+  std::int64_t total_params = 0;
+};
+
+// What the traced job looks like, from rank 0's trace.
+struct JobShape {
+  int devices = 1, nodes = 1, world = 1;
+  std::int64_t accumulate = 1, micro_batch = 1, tokens_per_sample = 0, max_new_tokens = 0;
+  std::string strategy, precision;
+  device::DType matrix_dtype = device::DType::kFloat32;
+};
+
+device::DType matrixDtypeOf(const std::string& precision) {
+  if (precision == "fp8") return device::DType::kFloat8E4M3;
+  if (precision.rfind("bf16", 0) == 0) return device::DType::kBFloat16;
+  if (precision.rfind("16", 0) == 0) return device::DType::kFloat16;
+  return device::DType::kFloat32;
+}
+
+std::int64_t maxNewTokens(const config::Node& cfg) {
+  const config::Node* init = cfg.find("model") ? cfg.find("model")->find("init_args") : nullptr;
+  const config::Node* n = init ? init->find("max_new_tokens") : nullptr;
+  return n && n->isScalar() ? config::asInt(*n) : 0;
+}
+
+RankTrace traceRank(const EstimateRequest& request, const device::EmulatorSettings& settings, int rank,
+                    JobShape& shape) {
+  device::Platform platform(settings);
+  Pipeline pipeline = buildPipeline(request.run, platform, rank);
+  const bool predict = request.run.subcommand == "predict";
+  shape.devices = pipeline.devices;
+  shape.nodes = static_cast<int>(pipeline.parts.options.num_nodes);
+  shape.world = pipeline.parts.strategy->worldSize();
+  shape.accumulate = pipeline.parts.options.accumulate_grad_batches;
+  shape.strategy = pipeline.parts.strategy->name();
+  const data::Split split = predict ? data::Split::kPredict : data::Split::kTrain;
+  shape.micro_batch = pipeline.data->loaderOptions(split).batch_size;
+  for (const data::Field& f : pipeline.data->batchFields(split))
+    if (f.name == "input_ids") shape.tokens_per_sample = f.numel();
+  shape.max_new_tokens = maxNewTokens(request.run.config);
+
+  Trainer trainer(std::move(pipeline.parts));
+  shape.precision = trainer.precision().precision();
+  shape.matrix_dtype = matrixDtypeOf(shape.precision);
+  device::Device& dev = trainer.device();
+  const device::GaudiModel model(platform.settings().generation, {shape.devices, shape.nodes});
+  auto recorder = std::make_shared<StepRecorder>(model, dev);
+  trainer.strategy().observeCollectives(recorder);
+  ops::OpObserverScope observe(recorder.get());
+
+  RankTrace t;
+  t.rank = rank;
+  const auto in_use = [&dev] { return dev.allocator().stats().inUse; };
+  std::uint64_t graphs = 0;
+  const auto graphs_since = [&] {
+    const std::uint64_t now = dev.graph().stats().steps, n = now - graphs;
+    graphs = now;
+    return static_cast<std::int64_t>(n);
+  };
+  if (predict) {
+    trainer.dryRunPredict(*pipeline.model, *pipeline.data);
+    t.weights = in_use();
+    t.step = recorder->endStep(graphs_since());
+  } else {
+    Trainer::DryRunHooks hooks;
+    hooks.model_ready = [&] { t.weights = in_use(); };
+    hooks.optimizer_ready = [&] {
+      t.optimizer_state = in_use() - t.weights;
+      recorder->endStep(graphs_since());  // setup is not a step
+    };
+    hooks.step_end = [&](std::int64_t) { t.step = recorder->endStep(graphs_since()); };
+    trainer.dryRunFit(*pipeline.model, *pipeline.data, request.steps, hooks);
+    t.persistent = in_use();
+    t.gradients = t.persistent > t.weights + t.optimizer_state ? t.persistent - t.weights - t.optimizer_state : 0;
+  }
+  if (predict) t.persistent = t.weights;
+  trainer.strategy().observeCollectives(nullptr);
+  t.peak = dev.allocator().stats().maxInUse;
+  t.peak_at = recorder->peakAt();
+  t.ops = recorder->lastStepOps();
+  t.total_params = pipeline.model->numParameters();
+  return t;
+}
+
+std::string gib(std::uint64_t bytes) { return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1ull << 30)); }
+
+// What would make a run that does not fit fit, from rank 0's measured parts:
+// each change's effect on the peak, approximately.
+std::vector<std::string> suggestions(const RankTrace& r, const JobShape& s, std::uint64_t limit) {
+  std::vector<std::string> out;
+  const double activations = static_cast<double>(r.peak - r.persistent);
+  const double model_states = static_cast<double>(r.persistent);
+  const auto line = [&](const std::string& change, double peak) {
+    out.push_back(fmt::format("{}: peak about {} ({})", change, gib(static_cast<std::uint64_t>(peak)),
+                              peak <= static_cast<double>(limit) ? "fits" : "does not fit"));
+  };
+  if (s.world > 1)
+    line(fmt::format("DeepSpeed ZeRO stage 3 over the {} ranks (strategy: deepspeed_stage_3)", s.world),
+         model_states / s.world + activations + static_cast<double>(r.weights) / s.world);
+  line("optimizer state in host memory (deepspeed_stage_2_offload or _3_offload)",
+       static_cast<double>(r.peak - r.optimizer_state));
+  line("activation checkpointing (model.init_args.gradient_checkpointing: true)", model_states + activations / 4);
+  if (s.micro_batch > 1)
+    line(fmt::format("micro-batch {} instead of {} (data.init_args.batch_size; raise accumulate_grad_batches)",
+                     s.micro_batch / 2, s.micro_batch),
+         model_states + activations / 2);
+  return out;
+}
+
+}  // namespace
+
+int runEstimate(const EstimateRequest& request) {
+  device::Env env;
+  for (const auto& [k, v] : request.run.env) env.set(k, v);
+  device::EmulatorSettings settings = device::loadEmulatorSettings(env);
+  const device::MemoryLimit limit = device::memoryLimitOf(settings);
+  settings.shapeOnly = true;
+  settings.recipeCache.reset();
+  settings.memoryLimit = kTraceMemoryLimit;
+  const bool predict = request.run.subcommand == "predict";
+
+  JobShape shape;
+  std::vector<RankTrace> ranks;
+  ranks.push_back(traceRank(request, settings, 0, shape));
+  // Sharded state differs by at most one element per bucket between ranks;
+  // the first ranks hold the larger shards, the last the smaller.
+  if (shape.world > 1) ranks.push_back(traceRank(request, settings, shape.world - 1, shape));
+
+  const RankTrace& r0 = ranks.front();
+  const device::GaudiModel model(settings.generation, {shape.devices, shape.nodes});
+  std::uint64_t peak = 0;
+  for (const RankTrace& r : ranks) peak = std::max(peak, r.peak);
+  const bool fits = peak <= limit.bytes;
+  const double seconds = r0.step.seconds;
+  const double samples = static_cast<double>(shape.micro_batch) * (predict ? 1 : shape.accumulate) * shape.world;
+  const bool tokens = shape.tokens_per_sample > 0;
+  const double per_sample =
+      predict ? static_cast<double>(shape.max_new_tokens) : static_cast<double>(shape.tokens_per_sample);
+  const double throughput = seconds > 0 ? samples * (tokens ? per_sample : 1.0) / seconds : 0;
+  const double mfu = seconds > 0 ? r0.step.matrix_flops / (seconds * model.matrixPeakFlops(shape.matrix_dtype)) : 0;
+
+  // ---- the table
+  const device::DeviceSpec& spec = model.spec();
+  std::string out = fmt::format("Estimate: {} on {} x {} ({} node(s) x {}), {}, {}\n", predict ? "predict" : "fit",
+                                shape.world, spec.product, shape.nodes, shape.devices, shape.strategy, shape.precision);
+  out += fmt::format("  parameters            {}\n", r0.total_params);
+  if (predict)
+    out += fmt::format("  batch                 {} prompts of {} tokens, {} new tokens each, per rank\n",
+                       shape.micro_batch, shape.tokens_per_sample, shape.max_new_tokens);
+  else
+    out += fmt::format("  batch                 micro {} x accumulation {} x world {}{}\n", shape.micro_batch,
+                       shape.accumulate, shape.world,
+                       tokens ? fmt::format(" x {} tokens", shape.tokens_per_sample) : std::string());
+  out +=
+      fmt::format("  step time             {:.4f} s{}\n", seconds, predict ? " (prefill and every decode step)" : "");
+  const StepTime& st = r0.step;
+  const auto share = [&](double s) {
+    return fmt::format("{:.4f} s ({:4.1f}%)", s, seconds > 0 ? 100 * s / seconds : 0);
+  };
+  out += fmt::format("    matrix engine       {}\n    vector engine       {}\n    exposed comm        {}\n",
+                     share(st.breakdown.matrix), share(st.breakdown.vector), share(st.breakdown.exposed_comm));
+  out += fmt::format("    optimizer           {}\n    offload / host link {}\n    host                {}\n",
+                     share(st.breakdown.optimizer), share(st.breakdown.offload), share(st.breakdown.host));
+  out += fmt::format("  communication         {:.4f} s in {} collectives (overlapped or not)\n", st.comm_seconds,
+                     st.collectives);
+  out += fmt::format("  throughput            {:.0f} {}/s{}\n", throughput, tokens ? "tokens" : "samples",
+                     predict && tokens ? " (generated)" : "");
+  out +=
+      fmt::format("  MFU                   {:.1f}% of the {} peak\n", 100 * mfu, device::dtypeName(shape.matrix_dtype));
+  out += fmt::format("  device memory limit   {} ({})\n", gib(limit.bytes), limit.source);
+  for (const RankTrace& r : ranks) {
+    out += fmt::format("  rank {:<4}             peak {} at {}\n", r.rank, gib(r.peak), r.peak_at);
+    out += fmt::format(
+        "                        persistent {} (weights {}, optimizer state {}, gradients {}), "
+        "activations {}\n",
+        gib(r.persistent), gib(r.weights), gib(r.optimizer_state), gib(r.gradients), gib(r.peak - r.persistent));
+  }
+  out += fmt::format("  fits                  {}\n", fits ? "yes" : "NO");
+  if (!fits)
+    for (const std::string& s : suggestions(r0, shape, limit.bytes)) out += "    try " + s + "\n";
+  out += "  most expensive ops (rank 0, one step):\n";
+  for (std::size_t i = 0; i < std::min<std::size_t>(10, r0.ops.size()); ++i) {
+    const estimate::OpTotal& o = r0.ops[i];
+    out += fmt::format("    {:>9.3f} ms  {:>5}x  {} {}\n", 1e3 * o.seconds, o.calls, o.op, o.operands);
+  }
+  if (request.verbose) {
+    out += "  assumptions:\n";
+    for (const device::Assumption& a : model.assumptions())
+      out += fmt::format("    {:<24} {:>10.4g} {:<24} {}\n", a.name, a.value, a.unit, a.source);
+  }
+  std::fputs(out.c_str(), stdout);
+  std::fflush(stdout);
+
+  // ---- the JSON
+  if (!request.json_path.empty()) {
+    json j;
+    j["subcommand"] = predict ? "predict" : "fit";
+    j["generation"] = std::string(spec.name);
+    j["world_size"] = shape.world;
+    j["step_time_s"] = seconds;
+    j[tokens ? "tokens_per_s" : "samples_per_s"] = throughput;
+    j["mfu"] = mfu;
+    j["total_params"] = r0.total_params;
+    j["peak_device_memory_bytes"] = peak;
+    j["device_memory_limit_bytes"] = limit.bytes;
+    j["fits"] = fits;
+    j["breakdown"] = {{"matrix_engine_s", st.breakdown.matrix},      {"vector_engine_s", st.breakdown.vector},
+                      {"exposed_comm_s", st.breakdown.exposed_comm}, {"optimizer_s", st.breakdown.optimizer},
+                      {"offload_s", st.breakdown.offload},           {"host_s", st.breakdown.host}};
+    j["per_rank"] = json::array();
+    for (const RankTrace& r : ranks)
+      j["per_rank"].push_back({{"rank", r.rank},
+                               {"peak_bytes", r.peak},
+                               {"peak_at", r.peak_at},
+                               {"persistent_bytes", r.persistent},
+                               {"weights_bytes", r.weights},
+                               {"optimizer_state_bytes", r.optimizer_state},
+                               {"gradients_bytes", r.gradients},
+                               {"activations_bytes", r.peak - r.persistent}});
+    j["top_ops"] = json::array();
+    for (std::size_t i = 0; i < std::min<std::size_t>(10, r0.ops.size()); ++i)
+      j["top_ops"].push_back({{"op", r0.ops[i].op},
+                              {"operands", r0.ops[i].operands},
+                              {"calls", r0.ops[i].calls},
+                              {"seconds", r0.ops[i].seconds}});
+    j["assumptions"] = json::object();
+    for (const device::Assumption& a : model.assumptions())
+      j["assumptions"][a.name] = {{"value", a.value}, {"unit", a.unit}, {"source", a.source}};
+    if (!fits) j["suggestions"] = suggestions(r0, shape, limit.bytes);
+    writeFileAtomically(request.json_path, j.dump(2) + "\n");
+  }
+  return fits ? 0 : 1;
+}
+
+}  // namespace hpu::core

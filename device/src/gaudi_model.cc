@@ -1,0 +1,186 @@
+#include "hpu/device/gaudi_model.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "hpu/device/check.h"
+
+namespace hpu::device {
+namespace {
+
+// Sources, beside spec.cc's [HC24], [G3WP], [G2WP], [G1WP]:
+//  [G3WP]  Intel Gaudi 3 AI Accelerator White Paper (2024): 8 MMEs, each a
+//          256x256 array of MACs; 64 TPCs with 256-byte SIMD; vector BF16
+//          28.7 TFLOP/s; PCIe Gen5 x16; in a server 21 of the 24 200 GbE
+//          ports connect the 8 cards all-to-all and 3 go to the scale-out
+//          network.
+//  [G2WP]  Habana Gaudi2 White Paper (2022): 2 MMEs, 24 TPCs (the same
+//          256-byte SIMD), PCIe Gen4 x16; HLS-Gaudi2 server: 21 of the 24
+//          100 GbE ports all-to-all between the 8 cards, 3 for scale-out.
+//  [G1WP]  Habana Gaudi Training Platform White Paper (2019): one GEMM
+//          engine, 8 TPCs, PCIe Gen4 x16; HLS-1: 7 of the 10 ports
+//          all-to-all between the 8 cards, 3 for scale-out.
+//  [PCIE]  PCI-SIG: Gen4 16 GT/s, Gen5 32 GT/s per lane, 128b/130b coding:
+//          x16 carries 31.5 / 63.0 GB/s per direction.
+//  [ROCE]  RoCE v2 framing: per 4096-byte payload, 82 bytes of Ethernet
+//          (14 + 4 FCS + 20 preamble and gap), IP (20), UDP (8), BTH (12)
+//          and ICRC (4): 4096 / 4178 of the line rate is payload.
+
+constexpr double kRoceEfficiency = 4096.0 / 4178.0;  // [ROCE]
+
+// Sustained fraction of HBM peak for streaming reads and writes.
+// Assumed: STREAM-like kernels on HBM2e parts reach 85-92% of peak (no
+// Gaudi figure is published); 0.9.
+constexpr double kHbmEfficiency = 0.9;
+// TPC instructions per element of a pass are per op (the estimator's op
+// table); a TPC issues one 256-byte vector FMA per cycle [G3WP]: 128 bf16
+// or 64 fp32 lanes.
+constexpr double kTpcVectorBytes = 256.0;
+// One-way latency of one collective step between two cards (one RDMA write
+// and its completion over one switch or a direct link). Assumed: typical
+// RoCE v2 figures are 2-5 microseconds; 5.
+constexpr double kLinkLatencySeconds = 5e-6;
+// The host's share of one step: launching a cached lazy-mode graph and the
+// Python around it. Assumed (not published): 1 ms.
+constexpr double kHostSecondsPerGraph = 1e-3;
+// Host memory bandwidth one card's offloaded optimizer gets: a two-socket
+// server of 16 DDR4-3200 channels (409.6 GB/s) shared by 8 cards. Assumed
+// server configuration; 51.2 GB/s.
+constexpr double kHostMemoryGBpsPerCard = 409.6 / 8;
+// Cards per server, wired all-to-all [G2WP], [G3WP].
+constexpr int kCardsPerServer = 8;
+
+struct EngineTable {
+  int mmes, mmeSide, tpcs;
+  double pcieGBps;
+  int scaleUpPorts, scaleOutPorts;
+};
+
+EngineTable enginesOf(Generation g) {
+  switch (g) {
+    case Generation::kGaudi:
+      // The GEMM engine's geometry is not published; assumed one 128x128 array.
+      return {1, 128, 8, 31.5, 7, 3};  // [G1WP], [PCIE]
+    case Generation::kGaudi2:
+      return {2, 256, 24, 31.5, 21, 3};  // [G2WP], [PCIE]
+    case Generation::kGaudi3:
+      return {8, 256, 64, 63.0, 21, 3};  // [G3WP], [PCIE]
+  }
+  HPU_CHECK(false, "unknown generation");
+  return {};
+}
+
+double ceilDiv(double a, double b) { return std::ceil(a / b); }
+
+}  // namespace
+
+GaudiModel::GaudiModel(Generation generation, JobTopology topology) : spec_(specFor(generation)), topology_(topology) {
+  const EngineTable e = enginesOf(generation);
+  engines_ = {e.mmes, e.mmeSide, e.tpcs, e.pcieGBps, e.scaleUpPorts, e.scaleOutPorts};
+  // Clock from the published bf16 peak: peak = MMEs x side^2 MACs x 2 FLOP
+  // x clock (Gaudi 2: 1.65 GHz, Gaudi 3: 1.75 GHz).
+  clockHz_ = *peakTflops(spec_, DType::kBFloat16) * 1e12 / (2.0 * engines_.mmes * engines_.mmeSide * engines_.mmeSide);
+}
+
+double GaudiModel::matrixPeakFlops(DType dtype) const {
+  if (auto p = peakTflops(spec_, dtype)) return *p * 1e12;
+  const double bf16 = *peakTflops(spec_, DType::kBFloat16) * 1e12;
+  // fp16 shares bf16's multipliers (same 16-bit operand width). fp32 has no
+  // published MME figure: assumed a quarter of bf16 (a 24-bit mantissa
+  // product needs several 8-bit-mantissa multiplier passes).
+  if (dtype == DType::kFloat16) return bf16;
+  return bf16 / 4;
+}
+
+double GaudiModel::matrixSeconds(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k, DType dtype,
+                                 DType out_dtype) const {
+  if (batch <= 0 || m <= 0 || n <= 0 || k <= 0) return 0;
+  const double side = engines_.mmeSide;
+  // Output tiles spread over the engines; each takes K steps (one rank-1
+  // update of its side x side accumulators per cycle) plus `side` cycles
+  // for the operands' wavefront to cross the array.
+  const double tiles =
+      static_cast<double>(batch) * ceilDiv(static_cast<double>(m), side) * ceilDiv(static_cast<double>(n), side);
+  const double waves = ceilDiv(tiles, engines_.mmes);
+  const double dtype_rate = matrixPeakFlops(dtype) / matrixPeakFlops(DType::kBFloat16);
+  const double compute = waves * (static_cast<double>(k) + side) / clockHz_ / dtype_rate;
+  const double bytes =
+      static_cast<double>(batch) *
+      ((static_cast<double>(m) * k + static_cast<double>(k) * n) * static_cast<double>(logicalSize(dtype)) +
+       static_cast<double>(m) * n * static_cast<double>(logicalSize(out_dtype)));
+  return std::max(compute, bytes / (spec_.hbmTerabytesPerSecond * 1e12 * kHbmEfficiency));
+}
+
+double GaudiModel::vectorSeconds(double bytes, double elements, double vector_instructions, DType dtype) const {
+  const double lanes = kTpcVectorBytes / static_cast<double>(std::max<std::size_t>(1, logicalSize(dtype)));
+  const double compute = elements * vector_instructions / (lanes * engines_.tpcs * clockHz_);
+  return std::max(compute, bytes / (spec_.hbmTerabytesPerSecond * 1e12 * kHbmEfficiency));
+}
+
+double GaudiModel::hostLinkSeconds(double bytes) const { return bytes / (engines_.pcieGBps * 1e9); }
+
+double GaudiModel::hostMemorySeconds(double bytes) const { return bytes / (kHostMemoryGBpsPerCard * 1e9); }
+
+double GaudiModel::hostSecondsPerGraph() const { return kHostSecondsPerGraph; }
+
+double GaudiModel::collectiveSeconds(CollectiveKind kind, double bytes) const {
+  const int n = std::min(topology_.devicesPerNode, kCardsPerServer), nodes = topology_.numNodes;
+  if (topology_.worldSize() <= 1) return 0;
+  const double gbit = spec_.nicGbitPerPort * 1e9 / 8 * kRoceEfficiency;  // bytes/s of one port
+  // Inside a server each card has scaleUpPorts / 7 ports to each other card,
+  // so a direct (all-to-all) reduce-scatter or allgather moves its n - 1
+  // blocks of bytes / n in parallel, one per peer link.
+  const double peer_link = engines_.scaleUpPorts / static_cast<double>(kCardsPerServer - 1) * gbit;
+  const double out_link = engines_.scaleOutPorts * gbit;
+  const double block = bytes / n;
+  const double intra_half = n > 1 ? block / peer_link + kLinkLatencySeconds : 0;  // a reduce-scatter or allgather
+  // Across nodes: a ring over the nodes among the cards of the same local
+  // rank, on each card's own bytes / n, over its scale-out ports.
+  const double ring = nodes > 1 ? (nodes - 1.0) / nodes * block / out_link + (nodes - 1.0) * kLinkLatencySeconds : 0;
+  switch (kind) {
+    case CollectiveKind::kAllreduce:
+      return 2 * intra_half + 2 * ring;
+    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kAllgather:
+      return intra_half + ring;
+    case CollectiveKind::kBroadcast:
+      return (n > 1 ? bytes / (peer_link * (n - 1)) + kLinkLatencySeconds : 0) +
+             (nodes > 1 ? bytes / out_link + std::log2(nodes) * kLinkLatencySeconds : 0);
+    case CollectiveKind::kBarrier:
+      return 2 * std::ceil(std::log2(topology_.worldSize())) * kLinkLatencySeconds;
+  }
+  return 0;
+}
+
+std::vector<Assumption> GaudiModel::assumptions() const {
+  const double gbit = spec_.nicGbitPerPort * 1e9 / 8 * kRoceEfficiency;
+  return {
+      {"mme_count", static_cast<double>(engines_.mmes), "engines", "Gaudi white papers ([G2WP], [G3WP])"},
+      {"mme_array_side", static_cast<double>(engines_.mmeSide), "MACs",
+       "[G3WP]: 256x256 per MME (Gaudi 1: assumed 128)"},
+      {"mme_clock", clockHz_ / 1e9, "GHz", "bf16 peak / (MMEs x side^2 x 2 FLOP)"},
+      {"mme_tile_fill", static_cast<double>(engines_.mmeSide), "cycles per output tile", "systolic array depth"},
+      {"matrix_peak_bf16", matrixPeakFlops(DType::kBFloat16) / 1e12, "TFLOP/s", "[HC24], [G3WP]"},
+      {"matrix_peak_fp8", matrixPeakFlops(DType::kFloat8E4M3) / 1e12, "TFLOP/s",
+       peakTflops(spec_, DType::kFloat8E4M3) ? "[G3WP]" : "no fp8 on this generation: priced as fp32"},
+      {"matrix_peak_fp32", matrixPeakFlops(DType::kFloat32) / 1e12, "TFLOP/s", "assumed bf16 peak / 4 (unpublished)"},
+      {"tpc_count", static_cast<double>(engines_.tpcs), "cores", "[G1WP], [G2WP], [G3WP]"},
+      {"tpc_vector_bytes", kTpcVectorBytes, "bytes per cycle", "[G3WP]: 256-byte SIMD, one FMA per cycle"},
+      {"hbm_bandwidth", spec_.hbmTerabytesPerSecond, "TB/s", "[HC24]"},
+      {"hbm_efficiency", kHbmEfficiency, "of peak", "assumed: STREAM on HBM2e reaches 85-92%"},
+      {"pcie_bandwidth", engines_.pcieGBps, "GB/s per direction", "[PCIE]: Gen4 / Gen5 x16"},
+      {"host_memory_bandwidth", kHostMemoryGBpsPerCard, "GB/s per card", "assumed: 16 DDR4-3200 channels / 8 cards"},
+      {"nic_port_rate", static_cast<double>(spec_.nicGbitPerPort), "Gbit/s", "[G1WP], [G2WP], [G3WP]"},
+      {"roce_payload_efficiency", kRoceEfficiency, "of line rate", "[ROCE]: 4096 of 4178 bytes"},
+      {"scale_up_ports", static_cast<double>(engines_.scaleUpPorts), "ports", "all-to-all inside a server"},
+      {"scale_up_bandwidth", engines_.scaleUpPorts * gbit / 1e9, "GB/s per card", "ports x rate x payload"},
+      {"scale_out_ports", static_cast<double>(engines_.scaleOutPorts), "ports", "to other servers"},
+      {"scale_out_bandwidth", engines_.scaleOutPorts * gbit / 1e9, "GB/s per card", "ports x rate x payload"},
+      {"link_latency", kLinkLatencySeconds * 1e6, "us per collective step", "assumed: RoCE v2, 2-5 us"},
+      {"host_per_graph", kHostSecondsPerGraph * 1e3, "ms per launched graph", "assumed (unpublished)"},
+  };
+}
+
+}  // namespace hpu::device
