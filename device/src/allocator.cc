@@ -1,11 +1,14 @@
 #include "hpu/device/allocator.h"
 
+#include <fmt/core.h>
+
 #include <algorithm>
 #include <bit>
 #include <cstdlib>
+#include <fstream>
 #include <limits>
-
-#include <fmt/core.h>
+#include <optional>
+#include <string>
 
 #include "hpu/device/byte_size.h"
 #include "hpu/device/device.h"
@@ -59,6 +62,23 @@ Allocator::Allocator(Device& device, MemoryLimit limit) : device_(device), limit
   stats_.limit = limit_.bytes;
 }
 
+namespace {
+
+// Blocks from this size up are checked against the host's available memory,
+// which is kept this far from exhausted.
+constexpr std::size_t kCheckedBlockBytes = std::size_t{1} << 20;
+constexpr std::size_t kHostReserveBytes = std::size_t{256} << 20;
+
+// MemAvailable of /proc/meminfo in bytes (none where it cannot be read).
+std::optional<std::uint64_t> hostMemoryAvailable() {
+  std::ifstream in("/proc/meminfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("MemAvailable:", 0) == 0) return std::stoull(line.substr(13)) * 1024;  // "MemAvailable: N kB"
+  return std::nullopt;
+}
+
+}  // namespace
+
 Allocator::~Allocator() {
   std::lock_guard lock(mu_);
   HPU_CHECK(stats_.activeAllocs == 0, "{}: allocator destroyed with {} live buffers ({} bytes in use)",
@@ -98,15 +118,25 @@ void* Allocator::takeBlock(std::uint32_t sizeClass, std::size_t classBytes) {
     cachedBytes_ -= classBytes;
     return head;
   }
+  const auto hostFull = [&] {
+    return DeviceError(fmt::format(
+        "{}: the host has no {} left to emulate device memory ({} in use on the device). To see whether the run "
+        "fits a Gaudi, and how fast it trains, without allocating: hpu-train estimate with the same arguments. "
+        "To run here: lower data.init_args.batch_size or the model's size",
+        device_.name(), formatByteSize(classBytes), formatByteSize(stats_.inUse)));
+  };
+  // Large blocks are checked against the memory the host has left: past it
+  // the kernel would kill the process, not fail the allocation.
+  if (classBytes >= kCheckedBlockBytes)
+    if (const auto available = hostMemoryAvailable(); available && classBytes + kHostReserveBytes > *available) {
+      emptyCacheLocked();
+      if (const auto again = hostMemoryAvailable(); again && classBytes + kHostReserveBytes > *again) throw hostFull();
+    }
   void* block = std::aligned_alloc(64, classBytes);
   if (block == nullptr) {
     emptyCacheLocked();
     block = std::aligned_alloc(64, classBytes);
-    if (block == nullptr)
-      throw DeviceError(fmt::format(
-          "{}: the host has no {} left to emulate device memory ({} in use on the device); lower "
-          "data.init_args.batch_size or set HPU_EMULATOR_MEMORY_LIMIT below what this machine can hold",
-          device_.name(), formatByteSize(classBytes), formatByteSize(stats_.inUse)));
+    if (block == nullptr) throw hostFull();
   }
   ++stats_.totalSystemAllocs;
   ++stats_.totalActiveAllocs;

@@ -23,6 +23,8 @@ std::size_t logicalSize(DType t) {
 
 std::size_t physicalSize(DType t) { return isFloating(t) ? sizeof(float) : logicalSize(t); }
 
+bool isFp8(DType t) { return t == DType::kFloat8E4M3 || t == DType::kFloat8E5M2; }
+
 bool isFloating(DType t) {
   switch (t) {
     case DType::kFloat32:

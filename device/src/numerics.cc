@@ -150,9 +150,7 @@ float decode(std::uint32_t code) {
   return std::bit_cast<float>(sign | ((e + 127u - F::kBias) << 23) | (m << (23 - F::kMantissaBits)));
 }
 
-void requireFp8(DType t) {
-  HPU_CHECK(t == DType::kFloat8E4M3 || t == DType::kFloat8E5M2, "{} is not an fp8 dtype", dtypeName(t));
-}
+void requireFp8(DType t) { HPU_CHECK(isFp8(t), "{} is not an fp8 dtype", dtypeName(t)); }
 
 }  // namespace
 

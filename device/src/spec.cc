@@ -105,7 +105,7 @@ void requireSupported(const DeviceSpec& spec, DType t, std::string_view where) {
   if (t == DType::kFloat64)
     throw UnsupportedDTypeError(fmt::format(
         "{}: float64 is not supported on HPU ({}); use float32", where, spec.name));
-  if (t == DType::kFloat8E4M3 || t == DType::kFloat8E5M2)
+  if (isFp8(t))
     throw UnsupportedDTypeError(fmt::format(
         "{}: FP8 not supported on Gaudi, Gaudi2 or higher required ({} asked on {}; set "
         "HPU_EMULATOR_GENERATION=gaudi2 or gaudi3)",

@@ -56,25 +56,107 @@ TEST_P(EstimateMatchesFit, PeakDeviceMemoryIsFitsMaxInUse) {
   EXPECT_GT(j["step_time_s"].get<double>(), 0.0);
 }
 
+std::vector<std::string> llamaWith(std::initializer_list<std::string> more) {
+  auto a = kLlama;
+  a.insert(a.end(), more);
+  return a;
+}
+
+class EstimateMemory : public TrainRunTest {
+ protected:
+  // The peak of `estimate fit` with `args`, from its JSON report.
+  double estimatedPeak(std::vector<std::string> args) {
+    args.insert(args.begin(), {"estimate", "fit", "--json", "peak.json", "--seed_everything=1"});
+    const RunResult e = run(args);
+    EXPECT_EQ(e.exit_code, 0) << e.describe();
+    return nlohmann::json::parse(read("peak.json"))["peak_device_memory_bytes"].get<double>();
+  }
+};
+
+// ZeRO-2 and ZeRO-3 reduce-scatter every micro-batch: accumulating four of
+// them adds one bucket's gradient shard to the peak (the reduction's
+// buffer), not the model's full gradients, which waiting for the last
+// micro-batch would hold. Buckets of at most 1000 elements (ZeRO-3: one per
+// parameter), so no bucket is near the whole model.
+TEST_F(EstimateMemory, ZeroAccumulationHoldsShardsNotFullGradients) {
+  for (const char* stage : {"2", "3"}) {
+    const std::vector<std::string> zero = {"--trainer.devices=2", "--trainer.strategy=HPUDeepSpeedStrategy",
+                                           std::string("--trainer.strategy.stage=") + stage,
+                                           "--trainer.strategy.config={zero_optimization: {reduce_bucket_size: 1000}}"};
+    auto args = llamaWith({});
+    args.insert(args.end(), zero.begin(), zero.end());
+    const double one = estimatedPeak(args);
+    args.push_back("--trainer.accumulate_grad_batches=4");
+    const double four = estimatedPeak(args);
+    // 2 layers x (4 x 32 x 32 + 3 x 32 x 64 + 2 x 32) + 2 x 64 x 32 + 32 parameters, fp32.
+    const double full_gradients = 4.0 * (2 * (4 * 32 * 32 + 3 * 32 * 64 + 2 * 32) + 2 * 64 * 32 + 32);
+    EXPECT_GE(four, one) << "stage " << stage;
+    EXPECT_LE(four - one, 4.0 * 64 * 32 / 2) << "stage " << stage << ": at most the largest parameter's shard";
+    EXPECT_LT(four - one, full_gradients / 8) << "stage " << stage;
+  }
+}
+
+// Llama 2 70B on 64 Gaudi2 under ZeRO-3 with activation checkpointing fits:
+// the model is built in host memory and partitioned (no rank holds it
+// whole), gradients are reduce-scattered every micro-batch. Its parameter
+// count is Hugging Face's for the model.
+TEST_F(EstimateMemory, Llama2_70BOn64Gaudi2UnderZero3Fits) {
+  env()["HPU_EMULATOR_GENERATION"] = "gaudi2";
+  const RunResult e =
+      run({"estimate", "fit", "-c", HPU_SOURCE_DIR "/configs/estimate/llama2_70b_train_64x_gaudi2.yaml",
+           "--model.init_args.config=" HPU_SOURCE_DIR "/configs/estimate/llama2_70b.json", "--json", "70b.json"});
+  ASSERT_EQ(e.exit_code, 0) << e.describe();
+  const auto j = nlohmann::json::parse(read("70b.json"));
+  EXPECT_EQ(j["world_size"], 64);
+  EXPECT_EQ(j["total_params"], 68976648192);
+  EXPECT_TRUE(j["fits"].get<bool>());
+  // fp32 parameter, gradient and two Adam shards: 16 bytes x 69e9 / 64.
+  const double persistent = j["per_rank"][0]["persistent_bytes"].get<double>();
+  EXPECT_NEAR(persistent, 16.0 * 68976648192 / 64, 0.01 * persistent);
+  EXPECT_LT(j["peak_device_memory_bytes"].get<double>(), 96.0 * (1ull << 30));
+}
+
+// fit on a model too large for this host's memory stops before the kernel
+// would kill it, and points to estimate (a 784 x 2e7 layer: 63 GB of fp32,
+// under Gaudi2's 96 GiB but beyond any CI machine).
+TEST_F(EstimateMemory, FitBeyondTheHostsMemoryPointsToEstimate) {
+  env()["HPU_EMULATOR_GENERATION"] = "gaudi2";
+  const RunResult r = run({"fit", "-c", HPU_SOURCE_DIR "/configs/fashion_mnist_mlp.yaml", "--model.hidden=[20000000]",
+                           "--trainer.max_steps=1", "--trainer.enable_model_summary=false"});
+  EXPECT_EQ(r.exit_code, 1) << r.describe();
+  EXPECT_EQ(r.err,
+            "error: hpu:0: the host has no 64 GiB left to emulate device memory (0 B in use on the device). To see "
+            "whether the run fits a Gaudi, and how fast it trains, without allocating: hpu-train estimate with the "
+            "same arguments. To run here: lower data.init_args.batch_size or the model's size\n");
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Strategies, EstimateMatchesFit,
-    ::testing::Values(EstimateCase{"MlpSingle",
-                                   {"-c", HPU_SOURCE_DIR "/configs/fashion_mnist_mlp.yaml", "--trainer.devices=1",
-                                    "--trainer.logger=true"}},
-                      EstimateCase{"LlamaSingle", kLlama},
-                      EstimateCase{"LlamaParallel",
-                                   [] {
-                                     auto a = kLlama;
-                                     a.insert(a.end(), {"--trainer.devices=2", "--trainer.strategy=hpu_parallel"});
-                                     return a;
-                                   }()},
-                      EstimateCase{
-                          "LlamaZeRO3",
-                          [] {
-                            auto a = kLlama;
-                            a.insert(a.end(), {"--trainer.devices=2", "--trainer.strategy=hpu_deepspeed_stage_3"});
-                            return a;
-                          }()}),
+    ::testing::Values(
+        EstimateCase{
+            "MlpSingle",
+            {"-c", HPU_SOURCE_DIR "/configs/fashion_mnist_mlp.yaml", "--trainer.devices=1", "--trainer.logger=true"}},
+        EstimateCase{"LlamaSingle", kLlama},
+        EstimateCase{"LlamaParallel",
+                     [] {
+                       auto a = kLlama;
+                       a.insert(a.end(), {"--trainer.devices=2", "--trainer.strategy=hpu_parallel"});
+                       return a;
+                     }()},
+        EstimateCase{
+            "CnnSingle",
+            {"-c", HPU_SOURCE_DIR "/configs/fashion_mnist_cnn.yaml", "--trainer.devices=1", "--trainer.logger=true"}},
+        EstimateCase{"LlamaZeRO1", llamaWith({"--trainer.devices=2", "--trainer.strategy=hpu_deepspeed_stage_1"})},
+        EstimateCase{"LlamaZeRO2Accumulation",
+                     llamaWith({"--trainer.devices=2", "--trainer.strategy=hpu_deepspeed_stage_2",
+                                "--trainer.accumulate_grad_batches=2"})},
+        EstimateCase{"LlamaZeRO2Offload",
+                     llamaWith({"--trainer.devices=2", "--trainer.strategy=hpu_deepspeed_stage_2_offload"})},
+        EstimateCase{"LlamaZeRO3", llamaWith({"--trainer.devices=2", "--trainer.strategy=hpu_deepspeed_stage_3"})},
+        EstimateCase{
+            "LlamaZeRO3CheckpointingAccumulation",
+            llamaWith({"--trainer.devices=2", "--trainer.strategy=hpu_deepspeed_stage_3",
+                       "--model.init_args.gradient_checkpointing=true", "--trainer.accumulate_grad_batches=2"})}),
     [](const auto& info) { return info.param.name; });
 
 }  // namespace

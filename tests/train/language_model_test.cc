@@ -208,14 +208,18 @@ TEST_F(LanguageModelTest, DeviceStatsShowMemoryLinearInTheSequenceLength) {
   EXPECT_NEAR(second / first, 2.0, 0.1) << "peaks " << peak[0] << ", " << peak[1] << ", " << peak[2];
 }
 
-// Every strategy on 2 ranks, each with half of the global batch of 8,
-// ends where one device does: weights within float summation order.
+// Every strategy on 2 ranks, each with half of the global batch of 8 (or
+// two micro-batches of 2: ZeRO-2/3 reduce-scatter each into the gradient
+// shards), ends where one device does: weights within float summation order.
 class LanguageModelStrategies : public LanguageModelTest, public ::testing::WithParamInterface<std::string> {};
 
 TEST_P(LanguageModelStrategies, TrainToOneDevicesWeights) {
   ASSERT_EQ(lm("fit", {"--trainer.default_root_dir=one"}).exit_code, 0);
-  std::vector<std::string> args{"--trainer.default_root_dir=two", "--trainer.devices=2",
-                                "--data.init_args.batch_size=4"};
+  std::vector<std::string> args{"--trainer.default_root_dir=two", "--trainer.devices=2"};
+  if (GetParam().ends_with("_accumulation"))
+    args.insert(args.end(), {"--data.init_args.batch_size=2", "--trainer.accumulate_grad_batches=2"});
+  else
+    args.push_back("--data.init_args.batch_size=4");
   if (GetParam() == "hpu_parallel") {
     args.push_back("--trainer.strategy=hpu_parallel");
   } else {  // ZeRO with plain SGD: DeepSpeed wants to be told
@@ -242,7 +246,9 @@ TEST_P(LanguageModelStrategies, TrainToOneDevicesWeights) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Strategies, LanguageModelStrategies,
-                         ::testing::Values("hpu_parallel", "1", "2", "3", "3_cpu_checkpointing"), [](const auto& info) {
+                         ::testing::Values("hpu_parallel", "1", "2", "3", "3_cpu_checkpointing", "2_accumulation",
+                                           "3_accumulation"),
+                         [](const auto& info) {
                            return info.param == "hpu_parallel" ? info.param : "zero_stage_" + info.param;
                          });
 

@@ -7,8 +7,10 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "hpu/core/app/root.h"
 #include "hpu/core/base/errors.h"
 #include "hpu/core/base/file_io.h"
+#include "hpu/core/config/compose.h"
 #include "hpu/core/config/params.h"
 #include "hpu/core/estimate/step_recorder.h"
 #include "hpu/device/byte_size.h"
@@ -98,15 +100,17 @@ RankTrace traceRank(const EstimateRequest& request, const device::EmulatorSettin
     t.step = recorder->endStep(graphs_since());
   } else {
     Trainer::DryRunHooks hooks;
-    hooks.model_ready = [&] { t.weights = in_use(); };
+    hooks.model_ready = [&] {
+      t.gradients = trainer.gradientDeviceBytes();
+      t.weights = in_use() - t.gradients;
+    };
     hooks.optimizer_ready = [&] {
-      t.optimizer_state = in_use() - t.weights;
+      t.optimizer_state = in_use() - t.weights - t.gradients;
       recorder->endStep(graphs_since());  // setup is not a step
     };
     hooks.step_end = [&](std::int64_t) { t.step = recorder->endStep(graphs_since()); };
     trainer.dryRunFit(*pipeline.model, *pipeline.data, request.steps, hooks);
     t.persistent = in_use();
-    t.gradients = t.persistent > t.weights + t.optimizer_state ? t.persistent - t.weights - t.optimizer_state : 0;
   }
   if (predict) t.persistent = t.weights;
   trainer.strategy().observeCollectives(nullptr);
@@ -119,26 +123,108 @@ RankTrace traceRank(const EstimateRequest& request, const device::EmulatorSettin
 
 std::string gib(std::uint64_t bytes) { return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1ull << 30)); }
 
-// What would make a run that does not fit fit, from rank 0's measured parts:
-// each change's effect on the peak, approximately.
-std::vector<std::string> suggestions(const RankTrace& r, const JobShape& s, std::uint64_t limit) {
+// A change that may make a run fit: what it is, and its settings (dotted
+// keys and YAML values, as on the command line).
+struct Change {
+  std::string what;
+  std::vector<std::pair<std::string, std::string>> settings;
+};
+
+EstimateRequest withChange(const EstimateRequest& request, const Change& change) {
+  EstimateRequest out = request;
+  std::vector<std::string> problems;
+  for (const auto& [key, value] : change.settings)
+    config::applyOverride(out.run.config, config::rootType(), {key, config::Node::scalar(value)}, problems);
+  if (!problems.empty()) throw UsageError(problems.front());
+  return out;
+}
+
+// Rank 0's peak under `change` (rank 0 holds the larger shards), traced
+// quietly.
+std::uint64_t peakWith(const EstimateRequest& request, const device::EmulatorSettings& settings, const Change& change) {
+  const spdlog::level::level_enum level = spdlog::get_level();
+  spdlog::set_level(spdlog::level::warn);
+  JobShape ignored;
+  try {
+    const std::uint64_t peak = traceRank(withChange(request, change), settings, 0, ignored).peak;
+    spdlog::set_level(level);
+    return peak;
+  } catch (...) {
+    spdlog::set_level(level);
+    throw;
+  }
+}
+
+const config::Node* configAt(const config::Node& root, std::initializer_list<std::string_view> path) {
+  const config::Node* n = &root;
+  for (std::string_view key : path)
+    if (n == nullptr || !(n = n->find(key))) return nullptr;
+  return n;
+}
+
+// What would make a run that does not fit fit, each change traced again
+// (a trace takes a fraction of a second): a ZeRO stage, offload,
+// activation checkpointing, and the largest micro-batch (prompt batch for
+// predict) that fits.
+std::vector<std::string> suggestions(const EstimateRequest& request, const device::EmulatorSettings& settings,
+                                     const JobShape& s, std::uint64_t limit) {
   std::vector<std::string> out;
-  const double activations = static_cast<double>(r.peak - r.persistent);
-  const double model_states = static_cast<double>(r.persistent);
-  const auto line = [&](const std::string& change, double peak) {
-    out.push_back(fmt::format("{}: peak about {} ({})", change, gib(static_cast<std::uint64_t>(peak)),
-                              peak <= static_cast<double>(limit) ? "fits" : "does not fit"));
+  const bool predict = request.run.subcommand == "predict";
+  const auto verdict = [&](std::uint64_t peak) {
+    return fmt::format("peak {} ({})", gib(peak), peak <= limit ? "fits" : "does not fit");
   };
-  if (s.world > 1)
-    line(fmt::format("DeepSpeed ZeRO stage 3 over the {} ranks (strategy: deepspeed_stage_3)", s.world),
-         model_states / s.world + activations + static_cast<double>(r.weights) / s.world);
-  line("optimizer state in host memory (deepspeed_stage_2_offload or _3_offload)",
-       static_cast<double>(r.peak - r.optimizer_state));
-  line("activation checkpointing (model.init_args.gradient_checkpointing: true)", model_states + activations / 4);
-  if (s.micro_batch > 1)
-    line(fmt::format("micro-batch {} instead of {} (data.init_args.batch_size; raise accumulate_grad_batches)",
-                     s.micro_batch / 2, s.micro_batch),
-         model_states + activations / 2);
+  const auto tryChange = [&](const Change& c) {
+    try {
+      out.push_back(fmt::format("{}: {}", c.what, verdict(peakWith(request, settings, c))));
+    } catch (const std::exception& e) {
+      spdlog::debug("estimate: could not trace '{}': {}", c.what, e.what());
+    }
+  };
+  const config::Node& cfg = request.run.config;
+  if (!predict) {
+    // A strategy named by alias moves to the next ZeRO stage, then to offload.
+    const config::Node* strategy = configAt(cfg, {"trainer", "strategy"});
+    const std::string name = strategy && strategy->isScalar() ? strategy->str() : "";
+    const bool deepspeed = name.find("deepspeed") != std::string::npos;
+    if (!name.empty() && (!deepspeed || name.find("offload") == std::string::npos)) {
+      std::vector<std::string> next;
+      if (s.world > 1 && name.find("stage_3") == std::string::npos) next.push_back("hpu_deepspeed_stage_3");
+      next.push_back(s.world > 1 ? "hpu_deepspeed_stage_3_offload" : "hpu_deepspeed_stage_2_offload");
+      for (const std::string& n : next) tryChange({fmt::format("trainer.strategy: {}", n), {{"trainer.strategy", n}}});
+    }
+    const config::Node* checkpointing = configAt(cfg, {"model", "init_args", "gradient_checkpointing"});
+    if (checkpointing && checkpointing->isScalar() && !config::asBool(*checkpointing))
+      tryChange({"model.init_args.gradient_checkpointing: true", {{"model.init_args.gradient_checkpointing", "true"}}});
+  }
+  // The largest batch under the current one that fits (the peak grows with
+  // the batch): a binary search.
+  if (configAt(cfg, {"data", "init_args", "batch_size"}) && s.micro_batch > 1) {
+    const auto change = [&](std::int64_t b) {
+      Change c{fmt::format("data.init_args.batch_size: {}", b), {{"data.init_args.batch_size", std::to_string(b)}}};
+      if (!predict && (s.micro_batch * s.accumulate) % b == 0) {
+        const std::int64_t accumulate = s.micro_batch * s.accumulate / b;
+        c.what += fmt::format(", trainer.accumulate_grad_batches: {} (the same global batch)", accumulate);
+        c.settings.emplace_back("trainer.accumulate_grad_batches", std::to_string(accumulate));
+      }
+      return c;
+    };
+    std::int64_t lo = 0, hi = s.micro_batch;  // lo fits (0: none known), hi does not
+    std::uint64_t lo_peak = 0, hi_peak = 0;
+    try {
+      while (hi - lo > 1) {
+        const std::int64_t mid = lo + (hi - lo) / 2;
+        const std::uint64_t peak = peakWith(request, settings, change(mid));
+        (peak <= limit ? lo : hi) = mid;
+        (peak <= limit ? lo_peak : hi_peak) = peak;
+      }
+      if (lo > 0)
+        out.push_back(fmt::format("{}: {}", change(lo).what, verdict(lo_peak)));
+      else if (hi == 1)
+        out.push_back(fmt::format("{}: {}", change(1).what, verdict(hi_peak)));
+    } catch (const std::exception& e) {
+      spdlog::debug("estimate: could not trace a smaller batch: {}", e.what());
+    }
+  }
   return out;
 }
 
@@ -211,8 +297,9 @@ int runEstimate(const EstimateRequest& request) {
         gib(r.persistent), gib(r.weights), gib(r.optimizer_state), gib(r.gradients), gib(r.peak - r.persistent));
   }
   out += fmt::format("  fits                  {}\n", fits ? "yes" : "NO");
-  if (!fits)
-    for (const std::string& s : suggestions(r0, shape, limit.bytes)) out += "    try " + s + "\n";
+  const std::vector<std::string> changes =
+      fits ? std::vector<std::string>{} : suggestions(request, settings, shape, limit.bytes);
+  for (const std::string& s : changes) out += "    try " + s + "\n";
   out += "  most expensive ops (rank 0, one step):\n";
   for (std::size_t i = 0; i < std::min<std::size_t>(10, r0.ops.size()); ++i) {
     const estimate::OpTotal& o = r0.ops[i];
@@ -261,7 +348,7 @@ int runEstimate(const EstimateRequest& request) {
     j["assumptions"] = json::object();
     for (const device::Assumption& a : model.assumptions())
       j["assumptions"][a.name] = {{"value", a.value}, {"unit", a.unit}, {"source", a.source}};
-    if (!fits) j["suggestions"] = suggestions(r0, shape, limit.bytes);
+    if (!fits) j["suggestions"] = changes;
     writeFileAtomically(request.json_path, j.dump(2) + "\n");
   }
   return fits ? 0 : 1;

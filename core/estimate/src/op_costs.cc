@@ -38,7 +38,7 @@ double instructionsPerElement(std::string_view op) {
 OpCost product(const device::GaudiModel& m, std::int64_t batch, std::int64_t rows, std::int64_t cols,
                std::int64_t inner, DType dtype) {
   // fp8 products write bf16 (the fp8 GEMM's output).
-  const DType out = dtype == DType::kFloat8E4M3 || dtype == DType::kFloat8E5M2 ? DType::kBFloat16 : dtype;
+  const DType out = device::isFp8(dtype) ? DType::kBFloat16 : dtype;
   const double b = static_cast<double>(batch), r = static_cast<double>(rows), c = static_cast<double>(cols),
                k = static_cast<double>(inner);
   const double flops = 2.0 * b * r * c * k;
@@ -82,8 +82,9 @@ OpCost forwardCost(const device::GaudiModel& m, std::string_view op, std::span<c
     // causal where T == S, and a fused kernel skips the masked half;
     // decoding (T < S) reads the whole cache as static-shape HPU graphs do.
     const OperandInfo& k = operands[1];
+    // An fp8 cache runs both products in fp8.
     const std::int64_t b = dim(a, 0), h = dim(a, 1), t = dim(a, 2), d = dim(a, 3), s = dim(k, 2);
-    OpCost c = product(m, b * h, t, s, d, a.dtype);
+    OpCost c = product(m, b * h, t, s, d, device::isFp8(k.dtype) ? k.dtype : a.dtype);
     c.seconds *= 2;
     c.flops *= 2;
     if (t == s && t > 1) {
@@ -95,6 +96,10 @@ OpCost forwardCost(const device::GaudiModel& m, std::string_view op, std::span<c
   if (op == "kv_cache_update" && operands.size() >= 2) {
     // Writes the step's keys or values into their rows of the cache.
     return {Engine::kVector, m.vectorSeconds(2 * bytes(a), numel(a), 1, a.dtype), 0};
+  }
+  if (op == "narrow" && operands.size() >= 2) {
+    // Copies the slice (recorded second) out of the input.
+    return {Engine::kVector, m.vectorSeconds(2 * bytes(operands[1]), numel(operands[1]), 1, operands[1].dtype), 0};
   }
   if (op == "h2d") {
     double total = 0;

@@ -10,16 +10,18 @@ namespace hpu::core::nn {
 
 FlatParameters::FlatParameters(const Module& module, device::Device& device, std::int64_t bucket_cap_bytes,
                                bool persistent_grads)
-    : device_(device), persistent_grads_(persistent_grads) {
+    : device_(&device), persistent_grads_(persistent_grads) {
   std::vector<NamedTensor> params = module.namedParameters();
   std::reverse(params.begin(), params.end());
   const std::int64_t cap = std::max<std::int64_t>(1, bucket_cap_bytes / static_cast<std::int64_t>(sizeof(float)));
   std::vector<std::vector<NamedTensor>> groups;
   std::int64_t in_group = 0;
   for (const NamedTensor& p : params) {
-    HPU_CHECK(p.tensor.dtype() == DType::kFloat32 || p.tensor.dtype() == DType::kBFloat16, "parameter {} of dtype {}",
-              p.name, device::dtypeName(p.tensor.dtype()));
-    if (groups.empty() || in_group + p.tensor.numel() > cap) {
+    HPU_CHECK(device::isFloating(p.tensor.dtype()), "parameter {} of dtype {}", p.name,
+              device::dtypeName(p.tensor.dtype()));
+    // A bucket holds one dtype (fp8 inference keeps quantized weights beside bf16 ones).
+    if (groups.empty() || in_group + p.tensor.numel() > cap ||
+        groups.back().front().tensor.dtype() != p.tensor.dtype()) {
       groups.emplace_back();
       in_group = 0;
     }
@@ -60,7 +62,7 @@ FlatParameters::FlatParameters(const Module& module, device::Device& device, std
 void FlatParameters::allocateGrads(std::size_t i) {
   ParamBucket& b = buckets_[i];
   const DType dtype = b.dtype;
-  b.grads = std::make_shared<device::Buffer>(device_.allocator().allocate(dtype, static_cast<std::size_t>(b.numel)));
+  b.grads = std::make_shared<device::Buffer>(device_->allocator().allocate(dtype, static_cast<std::size_t>(b.numel)));
   for (std::size_t j = 0; j < b.members.size(); ++j) {
     const Tensor& t = b.members[j].tensor;
     Leaf(t).setGrad(Tensor::view(b.grads, b.offsets[j], t.shape(), dtype), false);
@@ -83,8 +85,15 @@ void FlatParameters::releaseValues(std::size_t i) {
 void FlatParameters::allocateValues(std::size_t i) {
   ParamBucket& b = buckets_[i];
   if (b.values) return;
-  b.values = std::make_shared<device::Buffer>(device_.allocator().allocate(b.dtype, static_cast<std::size_t>(b.numel)));
+  b.values =
+      std::make_shared<device::Buffer>(device_->allocator().allocate(b.dtype, static_cast<std::size_t>(b.numel)));
   for (std::size_t j = 0; j < b.members.size(); ++j) Leaf(b.members[j].tensor).rebind(b.values, b.offsets[j]);
+}
+
+void FlatParameters::moveTo(device::Device& device) {
+  for (const ParamBucket& b : buckets_)
+    HPU_CHECK(b.values == nullptr && b.grads == nullptr, "moveTo {} with a bucket still allocated", device.name());
+  device_ = &device;
 }
 
 std::size_t FlatParameters::bucketOf(const Tensor& param) const { return bucket_of_.at(Leaf(param).id()); }
@@ -101,7 +110,7 @@ void FlatParameters::zeroMissingGrads() {
     for (std::size_t i = 0; i < b.members.size(); ++i) {
       const Tensor& t = b.members[i].tensor;
       if (t.gradValid()) continue;
-      if (!device_.shapeOnly())
+      if (!device_->shapeOnly())
         std::memset(b.grads->as<float>().data() + b.offsets[i], 0, static_cast<std::size_t>(t.numel()) * sizeof(float));
       Leaf(t).markGradValid();
     }

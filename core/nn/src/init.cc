@@ -7,18 +7,28 @@
 
 namespace hpu::core::nn {
 
+namespace {
+
+// A parameter of `shape` filled in place by `draw` (no host copy: a model
+// as large as the host allows fits), rounded to the parameter dtype.
+template <class Draw>
+Tensor initialized(InitContext& ctx, const Shape& shape, Draw draw) {
+  Tensor t = Tensor::empty(ctx.device, shape, ctx.param_dtype);
+  if (t.shapeOnly()) return t;
+  std::span<float> values = t.values();
+  for (float& x : values) x = draw();
+  if (ctx.param_dtype != DType::kFloat32) device::roundInPlace(values, ctx.param_dtype);
+  return t;
+}
+
+}  // namespace
+
 Tensor uniformInit(InitContext& ctx, const Shape& shape, float bound) {
-  if (ctx.device.shapeOnly()) return Tensor::empty(ctx.device, shape, ctx.param_dtype);
-  std::vector<float> v(static_cast<std::size_t>(shape.numel()));
-  for (float& x : v) x = ctx.rng.uniform(-bound, bound);
-  return Tensor::fromHost(ctx.device, shape, v, ctx.param_dtype);
+  return initialized(ctx, shape, [&] { return ctx.rng.uniform(-bound, bound); });
 }
 
 Tensor normalInit(InitContext& ctx, const Shape& shape, float std) {
-  if (ctx.device.shapeOnly()) return Tensor::empty(ctx.device, shape, ctx.param_dtype);
-  std::vector<float> v(static_cast<std::size_t>(shape.numel()));
-  for (float& x : v) x = std * ctx.rng.normal();
-  return Tensor::fromHost(ctx.device, shape, v, ctx.param_dtype);
+  return initialized(ctx, shape, [&] { return std * ctx.rng.normal(); });
 }
 
 void fillNormal(InitContext& ctx, const Tensor& t, float std) {

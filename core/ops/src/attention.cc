@@ -28,8 +28,11 @@ Tensor scaledDotProductAttention(const Tensor& q_in, const Tensor& k_in, const T
   });
   require(o.dropout_p >= 0.0f && o.dropout_p < 1.0f && (o.dropout_p == 0.0f || !o.training || o.rng != nullptr),
           op::kAttention, [&] { return fmt::format("dropout_p {} needs 0 <= p < 1 and a generator", o.dropout_p); });
-  const DType dt = computeDtype(op::kAttention, {&q_in, &k_in, &v_in});
-  const Tensor q = castTo(q_in, dt), key = castTo(k_in, dt), v = castTo(v_in, dt);
+  // An fp8 KV cache is read as it is: fp8 quantization runs attention's
+  // products on the stored keys and values (no widened copy of the cache).
+  const bool fp8_kv = device::isFp8(k_in.dtype()) && v_in.dtype() == k_in.dtype();
+  const DType dt = fp8_kv ? computeDtype(op::kAttention, {&q_in}) : computeDtype(op::kAttention, {&q_in, &k_in, &v_in});
+  const Tensor q = castTo(q_in, dt), key = fp8_kv ? k_in : castTo(k_in, dt), v = fp8_kv ? v_in : castTo(v_in, dt);
   const OpRecord op_record = record(op::kAttention, {&q, &key, &v});
   k::AttentionShape g;
   g.batch = q.size(0);

@@ -110,6 +110,37 @@ std::vector<Tensor> split(const Tensor& x_in, std::span<const std::int64_t> size
   return pieces;
 }
 
+Tensor narrow(const Tensor& x_in, int dim, std::int64_t start, std::int64_t length) {
+  const int n = x_in.ndim();
+  if (dim < 0) dim += n;
+  require(dim >= 0 && dim < n && start >= 0 && length >= 0 && start + length <= x_in.size(dim), op::kNarrow, [&] {
+    return fmt::format("positions {} .. {} of dimension {} of {}", start, start + length - 1, dim, x_in.shape().str());
+  });
+  const Tensor x = castTo(x_in, computeDtype(op::kNarrow, {&x_in}));
+  Shape shape = x.shape();
+  shape[dim] = length;
+  Tensor y = like(x, shape);
+  // Recorded with the slice it copies: the op moves that much, not all of x.
+  const OpRecord op_record = record(op::kNarrow, {&x, &y});
+  // x as [outer, size(dim) * inner] rows, of which y takes a contiguous run.
+  const std::int64_t inner = x.shape().tail(dim + 1), outer = x.numel() / (x.size(dim) * inner);
+  const std::int64_t row = x.size(dim) * inner, run = length * inner, at = start * inner;
+  if (computes(y))
+    for (std::int64_t o = 0; o < outer; ++o) std::copy_n(x.data() + o * row + at, run, y.data() + o * run);
+  recordBackward(y, {&x}, [x, y, outer, row, run, at] {
+    Tensor gy = y.grad();
+    if (!gy.defined()) return;
+    GradTarget g = gradTarget(x);
+    if (g.data != nullptr) {
+      if (!g.accumulate) std::fill(g.data, g.data + x.numel(), 0.0f);
+      for (std::int64_t o = 0; o < outer; ++o)
+        for (std::int64_t j = 0; j < run; ++j) g.data[o * row + at + j] += gy.data()[o * run + j];
+    }
+    gradWritten(x);
+  });
+  return finish(y);
+}
+
 Tensor splitHeads(const Tensor& x, std::int64_t heads) {
   require(x.ndim() == 3 && heads > 0 && x.size(2) % heads == 0, "split_heads",
           [&] { return fmt::format("expects [B, T, heads * D] with {} heads, got {}", heads, x.shape().str()); });

@@ -126,7 +126,16 @@ class InferenceLinear final : public nn::Module {
  public:
   InferenceLinear(const LinearWeights& l, std::string path, bool quant, std::shared_ptr<Stats> stats)
       : path_(std::move(path)), quant_(quant), stats_(std::move(stats)), l_(l) {
-    weight_ = registerParameter("weight", l.weight);
+    // Quantized, the weight is held in fp8 on the device (a byte an element)
+    // instead of the layer's. The values stay as loaded (a checkpoint loads
+    // after conversion) and are quantized with the measured scale in each
+    // GEMM: the same numbers as quantizing them once.
+    if (quant_) {
+      Tensor w = Tensor::empty(l.weight.device(), l.weight.shape(), DType::kFloat8E4M3);
+      if (!w.shapeOnly()) std::copy_n(l.weight.data(), l.weight.numel(), w.data());
+      l_.weight = w;
+    }
+    weight_ = registerParameter("weight", l_.weight);
     if (l.bias.defined()) bias_ = registerParameter("bias", l.bias);
   }
   std::string typeName() const override { return quant_ ? "QuantizedLinear" : "MeasuredLinear"; }

@@ -136,6 +136,10 @@ class Fp8Precision final : public MixedPrecision {
     if (o_.inference) resolveQuantConfig();
   }
   std::string precision() const override { return "fp8"; }
+  // fp8 inference quantizes a bf16 model (Intel Neural Compressor's fp8 flow
+  // takes one, as Optimum Habana's runs load it with --bf16): the layers it
+  // leaves alone, and the activations between layers, are bf16.
+  DType paramDtype() const override { return o_.inference ? DType::kBFloat16 : DType::kFloat32; }
   void checkDevice(const device::Device& dev) const override {
     if (!device::supports(dev.spec(), DType::kFloat8E4M3)) requireGaudi2(dev, "FP8");
   }
@@ -166,6 +170,10 @@ class Fp8Precision final : public MixedPrecision {
     if (fp8::convertForInference(model, quant_, stats_, model.modulesToNotConvert()) == 0)
       spdlog::warn("precision fp8: the model has no Linear layer to {}; it runs in bf16 as without fp8",
                    quant_ ? "quantize" : "measure");
+    // The toolkit quantizes the KV cache too: keys and values are stored as
+    // E4M3 at unit scale (they lie inside its normal range, 2^-6 .. 448,
+    // where a scale changes no relative precision).
+    if (quant_) model.setKVCacheDtype(DType::kFloat8E4M3);
   }
 
   void onRunEnd(bool is_global_zero) override {

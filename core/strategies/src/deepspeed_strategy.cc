@@ -106,6 +106,14 @@ class DeepSpeedStrategy final : public DistributedStrategy {
     return settings_.reduce_bucket_elements > 0 ? settings_.reduce_bucket_elements * 4 : Strategy::bucketCapBytes();
   }
   bool persistentGradients() const override { return settings_.stage < 2; }
+  bool partitionsParameters() const override { return settings_.stage == 3; }
+  std::uint64_t gradientDeviceBytes(const nn::FlatParameters& params) const override {
+    if (settings_.stage < 2) return Strategy::gradientDeviceBytes(params);
+    if (settings_.offload_optimizer) return 0;
+    std::uint64_t bytes = 0;
+    for (const Shard& s : shards_) bytes += static_cast<std::uint64_t>(s.size) * sizeof(float);
+    return bytes;
+  }
   bool offloadOptimizerState() const override { return settings_.offload_optimizer; }
   bool activationCheckpointsOnHost() const override { return settings_.cpu_checkpointing; }
 
@@ -154,16 +162,18 @@ class DeepSpeedStrategy final : public DistributedStrategy {
     return out;
   }
 
-  void beforeBackward(nn::FlatParameters& params, bool sync) override {
+  void beforeBackward(nn::FlatParameters& params, MicroBatch m) override {
     std::fill(reduced_.begin(), reduced_.end(), false);
-    if (!sync) {
+    first_micro_batch_ = m.first;
+    if (!reducesNow(m)) {
       params.setBucketReadyCallback(nullptr);
       return;
     }
     params.setBucketReadyCallback([this, &params](std::size_t i) { reduce(params, i); });
   }
 
-  void afterBackward(nn::FlatParameters& params) override {
+  void afterBackward(nn::FlatParameters& params, MicroBatch m) override {
+    if (!reducesNow(m)) return;
     for (std::size_t i = 0; i < params.buckets().size(); ++i) {
       if (reduced_[i]) continue;
       if (!params.gradsAllocated(i)) params.zeroMissingGrads();
@@ -291,6 +301,11 @@ class DeepSpeedStrategy final : public DistributedStrategy {
     return out;
   }
 
+  // Stages 0 and 1 all-reduce whole gradients once per optimizer step;
+  // stages 2 and 3 reduce-scatter every micro-batch, so no rank ever holds
+  // more than one micro-batch's full gradients.
+  bool reducesNow(MicroBatch m) const { return m.last || settings_.stage >= 2; }
+
   void reduce(nn::FlatParameters& params, std::size_t i) {
     reduced_[i] = true;
     auto grads = params.buckets()[i].gradSpan();
@@ -298,9 +313,19 @@ class DeepSpeedStrategy final : public DistributedStrategy {
       pending_[i] = group().allreduceAsync(grads, comm::ReduceOp::kAvg);
       return;
     }
-    group().reduceScatter(comm::ConstBufferView(std::span<const float>(grads)),
-                          std::span<float>(grad_shards_[i].data(), static_cast<std::size_t>(shards_[i].size)),
-                          comm::ReduceOp::kAvg);
+    const auto shard = static_cast<std::size_t>(shards_[i].size);
+    const auto scatter = [&](float* into) {
+      group().reduceScatter(comm::ConstBufferView(std::span<const float>(grads)), std::span<float>(into, shard),
+                            comm::ReduceOp::kAvg);
+    };
+    if (first_micro_batch_) {
+      scatter(grad_shards_[i].data());
+    } else {  // accumulation: this micro-batch's shard is added to the step's
+      optim::StateBuffer part(device(), shards_[i].size, grad_shards_[i].onHost());
+      scatter(part.data());
+      if (float* acc = grad_shards_[i].data(); acc != nullptr)
+        for (std::size_t j = 0; j < shard; ++j) acc[j] += part.data()[j];
+    }
     params.releaseGrads(i);  // only this rank's shard of the gradient stays
   }
 
@@ -311,6 +336,7 @@ class DeepSpeedStrategy final : public DistributedStrategy {
   std::vector<optim::StateBuffer> grad_shards_, value_shards_;
   std::vector<comm::Work> pending_;
   std::vector<bool> reduced_;
+  bool first_micro_batch_ = true;
   nn::FlatParameters* params_ = nullptr;
   std::vector<int> refs_;
   std::vector<std::size_t> step_buckets_;

@@ -36,16 +36,17 @@ class ParallelStrategy final : public DistributedStrategy {
     launched_.assign(params.buckets().size(), false);
   }
 
-  void beforeBackward(nn::FlatParameters& params, bool sync) override {
+  void beforeBackward(nn::FlatParameters& params, MicroBatch m) override {
     std::fill(launched_.begin(), launched_.end(), false);
-    if (!sync) {
+    if (!m.last) {
       params.setBucketReadyCallback(nullptr);
       return;
     }
     params.setBucketReadyCallback([this, &params](std::size_t i) { launch(params, i); });
   }
 
-  void afterBackward(nn::FlatParameters& params) override {
+  void afterBackward(nn::FlatParameters& params, MicroBatch m) override {
+    if (!m.last) return;
     // Buckets with a parameter that got no gradient this step were never
     // reported ready: zero those gradients and reduce them now, in order.
     params.zeroMissingGrads();

@@ -21,6 +21,16 @@ optim::GradientView Strategy::gradients(nn::FlatParameters& params) {
   return v;
 }
 
+std::uint64_t Strategy::gradientDeviceBytes(const nn::FlatParameters& params) const {
+  std::uint64_t bytes = 0;
+  for (std::size_t i = 0; i < params.buckets().size(); ++i)
+    if (params.gradsAllocated(i)) {
+      const nn::ParamBucket& b = params.buckets()[i];
+      bytes += static_cast<std::uint64_t>(b.numel) * device::logicalSize(b.dtype);
+    }
+  return bytes;
+}
+
 device::Device& deviceFor(device::Platform& platform, const RunEnvironment& run, int local_rank) {
   const int index = run.device_indices.empty() ? local_rank : run.device_indices.at(static_cast<std::size_t>(local_rank));
   platform.requireDevices(index + 1);

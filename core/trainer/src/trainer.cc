@@ -6,11 +6,14 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <nlohmann/json.hpp>
 
-#include "hpu/core/config/yaml_io.h"
-#include "hpu/core/tensor/op_record.h"
 #include "hpu/core/base/errors.h"
+#include "hpu/core/config/yaml_io.h"
+#include "hpu/core/tensor/leaf.h"
+#include "hpu/core/tensor/op_record.h"
+#include "hpu/device/check.h"
 #include "metric_collector.h"
 
 namespace hpu::core {
@@ -43,6 +46,20 @@ class ProfiledStage {
   Strategy& strategy_;
   std::optional<ops::OpObserverScope> ops_;
 };
+
+// Moves the module's buffers to `device` (every handle to one follows).
+void moveBuffers(const nn::Module& model, device::Device& device) {
+  for (const nn::NamedTensor& b : model.namedBuffers()) {
+    const Tensor& t = b.tensor;
+    auto storage =
+        std::make_shared<device::Buffer>(device.allocator().allocate(t.dtype(), static_cast<std::size_t>(t.numel())));
+    if (!device.shapeOnly() && t.dtype() == DType::kInt64)
+      std::copy_n(t.labels(), t.numel(), storage->as<std::int64_t>().data());
+    else if (!device.shapeOnly())
+      std::copy_n(t.data(), t.numel(), storage->as<float>().data());
+    Leaf(t).rebind(storage, 0);
+  }
+}
 
 }  // namespace
 
@@ -103,14 +120,31 @@ void Trainer::setupModel(LightningModule& model, data::DataModule& data, data::S
   }
   ModelInput input{Shape(std::span<const std::int64_t>(fields.front().shape)), data.numClasses(), fields,
                    data.tokenizer()};
-  precision_->checkDevice(strategy_->device());
-  nn::InitContext ctx{strategy_->device(),    init_rng_, dropout_rng_, precision_->paramDtype(),
-                      strategy_->activationCheckpointsOnHost(), seed_};
+  device::Device& dev = strategy_->device();
+  precision_->checkDevice(dev);
+  // A partitioning strategy's model is built in host memory: a device of the
+  // same kind without a memory limit, kept for the trainer's life.
+  if (strategy_->partitionsParameters() && !host_staging_) {
+    device::DeviceOptions host;
+    host.memoryLimit = {std::numeric_limits<std::uint64_t>::max(), "host memory"};
+    host.shapeOnly = dev.shapeOnly();
+    host_staging_ = std::make_unique<device::Device>(-1, -1, dev.spec().generation, host);
+  }
+  device::Device& build_on = strategy_->partitionsParameters() ? *host_staging_ : dev;
+  nn::InitContext ctx{
+      build_on, init_rng_, dropout_rng_, precision_->paramDtype(), strategy_->activationCheckpointsOnHost(), seed_};
   model.configureModel(ctx, input);
   precision_->convertModule(model);
-  params_ = std::make_unique<nn::FlatParameters>(model, strategy_->device(), strategy_->bucketCapBytes(),
-                                                 strategy_->persistentGradients());
+  // Gradients exist for training only (evaluation and prediction allocate none).
+  params_ = std::make_unique<nn::FlatParameters>(model, build_on, strategy_->bucketCapBytes(),
+                                                 strategy_->persistentGradients() && stage == data::Stage::kFit);
+  if (&build_on != &dev) moveBuffers(model, dev);
   strategy_->setupParameters(model, *params_, model.namedBuffers());
+  if (&build_on != &dev) {
+    params_->moveTo(dev);
+    HPU_CHECK(host_staging_->allocator().stats().inUse == 0, "{} bytes of the model left in host memory",
+              host_staging_->allocator().stats().inUse);
+  }
   model.attachTrainer(metrics_.get(), profiler_.get());
   model_ready_ = true;
   if (options_.enable_model_summary && stage == data::Stage::kFit && sample) {
@@ -346,10 +380,11 @@ bool Trainer::trainStep(const Batch& batch, std::int64_t batch_idx, bool optimiz
   dropout_rng_ = Generator(seed_, RandomStream::kDropout,
                            (static_cast<std::uint64_t>(strategy_->globalRank()) << 48) ^
                                (static_cast<std::uint64_t>(current_epoch_) << 24) ^ static_cast<std::uint64_t>(batch_idx));
-  if (batch_idx % options_.accumulate_grad_batches == 0) params_->invalidateGrads();
+  const Strategy::MicroBatch micro{.first = batch_idx % options_.accumulate_grad_batches == 0, .last = optimizer_turn};
+  if (micro.first) params_->invalidateGrads();
   GatheredParameters gathered(*strategy_, *params_, Strategy::GatherScope::kStep);
   params_->beginStep();
-  strategy_->beforeBackward(*params_, optimizer_turn);
+  strategy_->beforeBackward(*params_, micro);
   Tensor loss;
   {
     autograd::TapeScope scope(&tape_);
@@ -367,13 +402,13 @@ bool Trainer::trainStep(const Batch& batch, std::int64_t batch_idx, bool optimiz
     tape_.backward(loss, precision_->lossScale() / static_cast<float>(options_.accumulate_grad_batches));
   }
   if (!loss.shapeOnly()) progress_metrics_["loss"] = loss.item();
-  if (!optimizer_turn) return false;
   {
     // Waiting for the gradient reduction (all-reduce, or ZeRO's reduce-scatter).
     std::optional<Profiler::Scope> s;
-    if (strategy_->worldSize() > 1) s.emplace(*profiler_, "allreduce");
-    strategy_->afterBackward(*params_);
+    if (strategy_->worldSize() > 1 && optimizer_turn) s.emplace(*profiler_, "allreduce");
+    strategy_->afterBackward(*params_, micro);
   }
+  if (!optimizer_turn) return false;
   const optim::GradientView grads = strategy_->gradients(*params_);
   // A dry run's gradients have no values to unscale, check or clip.
   if (!dryRun() && !precision_->prepareStep(grads)) return false;

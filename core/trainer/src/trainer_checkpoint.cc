@@ -13,9 +13,10 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
-#include "hpu/core/config/yaml_io.h"
 #include "hpu/core/base/errors.h"
+#include "hpu/core/config/yaml_io.h"
 #include "hpu/core/trainer/trainer.h"
+#include "hpu/device/numerics.h"
 #include "metric_collector.h"
 
 namespace hpu::core {
@@ -49,6 +50,10 @@ void loadInto(const checkpoint::Checkpoint& ckpt, const std::string& name, Tenso
     std::copy(e->ints.begin(), e->ints.end(), t.labels());
   else
     std::copy(e->values.begin(), e->values.end(), t.data());
+  // Half-precision parameters hold their dtype's values (fp8 weights keep
+  // theirs: they are quantized with their scale where they are used).
+  if (t.dtype() == DType::kBFloat16 || t.dtype() == DType::kFloat16)
+    device::roundInPlace({t.data(), static_cast<std::size_t>(t.numel())}, t.dtype());
 }
 
 // `key` of a callback's JSON state if it is a string there, else "".

@@ -107,6 +107,10 @@ Tensor CausalLM::forward(const nn::Inputs& inputs) {
   return out;
 }
 
+Tensor CausalLM::statesToPredict(const Tensor& hidden, const nn::KVCache* cache) {
+  return cache == nullptr ? hidden : ops::narrow(hidden, 1, hidden.size(1) - 1, 1);
+}
+
 Tensor CausalLM::runLayer(nn::Module& layer, const Tensor& hidden, const Tensor& positions, nn::KVCache* cache) {
   const auto call = [&layer, positions, cache](const Tensor& h) {
     return layer(nn::Inputs{{{"hidden_states", h}, {"position_ids", positions}}, cache});
@@ -219,6 +223,7 @@ Prediction CausalLM::continueBatch(const Tensor& ids) {
 }
 
 DType CausalLM::cacheDtype() const {
+  if (kv_cache_dtype_) return *kv_cache_dtype_;
   // Keys and values in the dtype attention computes in.
   const autocast::State& amp = autocast::current();
   return amp.enabled ? amp.dtype : parameters().front().dtype();

@@ -159,7 +159,7 @@ class GPT2LMHeadModel final : public CausalLM {
     Tensor h = ops::add(transformer_->wte(ids), transformer_->wpe(pos_ids));
     h = ops::dropout(h, config_.embd_dropout, training(), *dropout_rng_);
     for (std::size_t l = 0; l < transformer_->h->size(); ++l) h = runLayer((*transformer_->h)[l], h, positions, cache);
-    return lm_head_(transformer_->ln_f(h));
+    return lm_head_(transformer_->ln_f(statesToPredict(h, cache)));
   }
 
  private:

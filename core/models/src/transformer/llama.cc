@@ -44,7 +44,11 @@ class LlamaMLP final : public nn::Module {
         registerChild("down_proj", std::make_shared<nn::Linear>(ctx, c.intermediate_size, c.hidden_size, c.mlp_bias));
   }
   std::string typeName() const override { return "LlamaMLP"; }
-  Tensor forward(const Tensor& x) override { return down_proj(ops::swiglu(gate_proj(x), up_proj(x))); }
+  Tensor forward(const Tensor& x) override {
+    // The projections are freed once combined (outside autograd), as in eager PyTorch.
+    const Tensor hidden = ops::swiglu(gate_proj(x), up_proj(x));
+    return down_proj(hidden);
+  }
   nn::Child<nn::Linear> gate_proj, up_proj, down_proj;
 };
 
@@ -126,7 +130,7 @@ class LlamaForCausalLM final : public CausalLM {
   Tensor logits(const Tensor& ids, const Tensor& positions, nn::KVCache* cache) override {
     Tensor h = model_->embed_tokens(ids);
     for (std::size_t l = 0; l < model_->layers->size(); ++l) h = runLayer((*model_->layers)[l], h, positions, cache);
-    return lm_head_(model_->norm(h));
+    return lm_head_(model_->norm(statesToPredict(h, cache)));
   }
 
  private:

@@ -30,6 +30,8 @@ std::size_t logicalSize(DType t);
 // Bytes one element occupies in the emulator's host buffer.
 std::size_t physicalSize(DType t);
 bool isFloating(DType t);
+// E4M3 or E5M2.
+bool isFp8(DType t);
 // Canonical name, as PyTorch spells it: "float32", "bfloat16", "float8_e4m3fn" ...
 std::string_view dtypeName(DType t);
 // Accepts canonical names and common aliases ("fp32", "bf16", "fp16", "half").

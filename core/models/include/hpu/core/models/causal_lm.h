@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,7 +36,9 @@ class CausalLM : public LightningModule {
 
   void configureModel(nn::InitContext& ctx, const ModelInput& input) final;
   // Logits [B, T, vocab] of inputs "input_ids" [B, T] (int64) at positions
-  // "position_ids" [T] (default: after what the KV cache holds).
+  // "position_ids" [T] (default: after what the KV cache holds). With a KV
+  // cache (generation) the last position's only, [B, 1, vocab], as Hugging
+  // Face's generate computes them (logits_to_keep = 1).
   Tensor forward(const nn::Inputs& inputs) override;
   Tensor trainingStep(const Batch& batch, std::int64_t batch_idx) override;
   void validationStep(const Batch& batch, std::int64_t batch_idx) override;
@@ -47,6 +50,10 @@ class CausalLM : public LightningModule {
   // fp8 converts the attention and MLP projections, as Transformer Engine
   // recipes do; the output projection stays in its precision.
   std::set<std::string> modulesToNotConvert() const override { return {"lm_head"}; }
+  bool setKVCacheDtype(DType dtype) override {
+    kv_cache_dtype_ = dtype;
+    return true;
+  }
 
   // The tokens that continue `prompt`: at most max_new_tokens, fewer if the
   // end-of-text token comes. With `use_cache` false, every step recomputes
@@ -58,9 +65,12 @@ class CausalLM : public LightningModule {
  protected:
   // Registers the network's modules (Hugging Face's names and layout).
   virtual void build(nn::InitContext& ctx) = 0;
-  // Logits [B, T, vocab] of `ids` [B, T] at `positions` [T]; `cache` is the
-  // decoding cache, or null.
+  // Logits of `ids` [B, T] at `positions` [T]: [B, T, vocab], or with
+  // `cache` (the decoding cache, or null) [B, 1, vocab] (see forward).
   virtual Tensor logits(const Tensor& ids, const Tensor& positions, nn::KVCache* cache) = 0;
+  // The final hidden states [B, T, hidden] whose logits forward returns:
+  // all, or with a decoding cache the last position's.
+  static Tensor statesToPredict(const Tensor& hidden, const nn::KVCache* cache);
   // Runs decoder layer `layer` on `hidden` [B, T, hidden]; with
   // gradient_checkpointing in training, its activations are recomputed in
   // backward instead of kept.
@@ -80,6 +90,7 @@ class CausalLM : public LightningModule {
   double lr_, weight_decay_;
   bool gradient_checkpointing_;
   bool checkpoint_on_host_ = false;
+  std::optional<DType> kv_cache_dtype_;  // set by fp8 quantization
   GenerationOptions generation_;
   std::string prompt_;
   std::vector<std::string> prompt_list_;

@@ -97,6 +97,9 @@ class LightningModule : public nn::Module {
   // they are (Hugging Face's modules_to_not_convert; a language model's
   // lm_head).
   virtual std::set<std::string> modulesToNotConvert() const { return {}; }
+  // Stores the keys and values of generation's KV cache in `dtype` (fp8
+  // quantization does); returns false for a model without one.
+  virtual bool setKVCacheDtype(DType) { return false; }
   // The name of parameter or buffer `name` in checkpoints: "model.<name>";
   // a model that follows another library's layout (Hugging Face's) keeps
   // that layout's names, so its checkpoints map onto it 1:1.

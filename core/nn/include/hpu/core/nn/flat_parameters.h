@@ -67,11 +67,15 @@ class FlatParameters {
   void releaseValues(std::size_t i);
   void allocateValues(std::size_t i);
   bool valuesAllocated(std::size_t i) const { return buckets_[i].values != nullptr; }
+  // Allocates values and gradients on `device` from now on (ZeRO-3 builds
+  // its buckets in host memory). REQUIRES: every bucket's values and
+  // gradients released.
+  void moveTo(device::Device& device);
 
  private:
   void allocateGrads(std::size_t i);
 
-  device::Device& device_;
+  device::Device* device_;
   bool persistent_grads_;
   std::vector<ParamBucket> buckets_;
   std::vector<int> pending_params_;                         // per bucket, parameters without final gradient

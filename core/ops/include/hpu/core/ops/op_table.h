@@ -49,8 +49,11 @@ inline constexpr OpInfo kSum{"sum", kFp32};
 inline constexpr OpInfo kSoftmax{"softmax", kFp32};
 inline constexpr OpInfo kPermute{"permute", kPromote};
 inline constexpr OpInfo kSplit{"split", kPromote};
+inline constexpr OpInfo kNarrow{"narrow", kPromote};
 inline constexpr OpInfo kAttention{"scaled_dot_product_attention", kLower};
-inline constexpr OpInfo kRmsNorm{"rms_norm", kFp32};
+// Computes in fp32 and returns its input's dtype, as Hugging Face's LlamaRMSNorm
+// and Gaudi's FusedRMSNorm do.
+inline constexpr OpInfo kRmsNorm{"rms_norm", kPromote};
 inline constexpr OpInfo kRotary{"rotary_embedding", kPromote};
 inline constexpr OpInfo kSilu{"silu", kPromote};
 inline constexpr OpInfo kSwiglu{"swiglu", kPromote};

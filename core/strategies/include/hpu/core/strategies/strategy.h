@@ -71,6 +71,14 @@ class Strategy {
   // False when gradient buckets live only during backward (ZeRO-2/3 keep
   // gradient shards).
   virtual bool persistentGradients() const { return true; }
+  // Device bytes of the gradient storage this rank keeps between steps:
+  // whole buckets, or ZeRO's shards (none in host memory).
+  virtual std::uint64_t gradientDeviceBytes(const nn::FlatParameters& params) const;
+  // Whether parameters reach the device as shards only (ZeRO-3): the model
+  // is then built in host memory and setupParameters releases every bucket,
+  // as DeepSpeed partitions a model at initialisation; no device ever holds
+  // it whole.
+  virtual bool partitionsParameters() const { return false; }
   // Whether the optimizer state lives in host memory (ZeRO-Offload).
   virtual bool offloadOptimizerState() const { return false; }
   // Whether activation checkpoints keep their inputs in host memory.
@@ -107,13 +115,21 @@ class Strategy {
     std::int64_t offset, size, total;
   };
   virtual std::vector<SliceShard> optimizerShards(nn::FlatParameters& params);
-  // Around backward: gradient synchronisation (DDP all-reduces buckets as
-  // they complete and waits for them in afterBackward). `sync` is false on
-  // gradient-accumulation steps that do not end with an optimizer step.
-  virtual void beforeBackward(nn::FlatParameters&, bool sync) {}
-  // After backward of an optimizer step: parameters that got no gradient get
-  // zeros, then gradients are synchronised.
-  virtual void afterBackward(nn::FlatParameters& params) { params.zeroMissingGrads(); }
+  // Where a backward sits in gradient accumulation.
+  struct MicroBatch {
+    bool first = true;  // the first of an optimizer step: gradients start from zero
+    bool last = true;   // the last: an optimizer step follows
+  };
+  // Around every backward: gradient synchronisation. DDP all-reduces buckets
+  // as they complete on an optimizer step's last micro-batch and waits for
+  // them in afterBackward; ZeRO-2/3 reduce-scatter on every micro-batch and
+  // accumulate in their gradient shards, as DeepSpeed does.
+  virtual void beforeBackward(nn::FlatParameters&, MicroBatch) {}
+  // After every backward. On the last micro-batch, parameters that got no
+  // gradient get zeros, then gradients are synchronised.
+  virtual void afterBackward(nn::FlatParameters& params, MicroBatch m) {
+    if (m.last) params.zeroMissingGrads();
+  }
   // The gradients this rank's optimizer steps with (all buckets, or this
   // rank's shards), for clipping and loss-scale checks.
   virtual optim::GradientView gradients(nn::FlatParameters& params);

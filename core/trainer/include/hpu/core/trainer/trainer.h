@@ -78,6 +78,9 @@ class Trainer {
   void dryRunFit(LightningModule& model, data::DataModule& data, std::int64_t steps, const DryRunHooks& hooks);
   // predict: predict_step on one batch of the predict batch size.
   void dryRunPredict(LightningModule& model, data::DataModule& data);
+  // Device bytes of the gradients kept between steps (see
+  // Strategy::gradientDeviceBytes). REQUIRES: the model is set up.
+  std::uint64_t gradientDeviceBytes() const { return strategy_->gradientDeviceBytes(*params_); }
 
   // --- state for callbacks ---
   const TrainerOptions& options() const { return options_; }
@@ -165,6 +168,8 @@ class Trainer {
 
   LightningModule* model_ = nullptr;
   data::DataModule* data_ = nullptr;
+  // Host memory a partitioning strategy builds the model in (empty after setup).
+  std::unique_ptr<device::Device> host_staging_;
   std::unique_ptr<nn::FlatParameters> params_;
   std::unique_ptr<MetricCollector> metrics_;
   Generator init_rng_, dropout_rng_;
