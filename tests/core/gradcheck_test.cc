@@ -358,6 +358,26 @@ TEST(Gradcheck, PermuteTransposeAndHeads) {
   checkGradients([](const auto& in) { return ops::mergeHeads(in[0]); }, {randomTensor({2, 3, 4, 2}, g)});
 }
 
+TEST(Gradcheck, Narrow) {
+  Generator g(44);
+  // The last position of a sequence (generation's logits), and a middle run of another dimension.
+  checkGradients([](const auto& in) { return ops::narrow(in[0], 1, 3, 1); }, {randomTensor({2, 4, 3}, g)});
+  checkGradients([](const auto& in) { return ops::narrow(in[0], -1, 1, 2); }, {randomTensor({3, 2, 5}, g)});
+  checkGradients([](const auto& in) { return ops::narrow(in[0], 0, 1, 2); }, {randomTensor({4, 3}, g)});
+}
+
+TEST(Narrow, CopiesTheRunAndRefusesOneOutOfRange) {
+  const Tensor x = tensorOf({2, 3, 2}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11});
+  EXPECT_EQ(ops::narrow(x, 1, 2, 1).toHost(), (std::vector<float>{4, 5, 10, 11}));
+  EXPECT_EQ(ops::narrow(x, 1, 2, 1).shape(), Shape({2, 1, 2}));
+  try {
+    ops::narrow(x, 1, 2, 2);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "narrow: positions 2 .. 3 of dimension 1 of [2, 3, 2]");
+  }
+}
+
 TEST(Gradcheck, SiluAndSwiglu) {
   Generator g(41);
   checkGradients([](const auto& in) { return ops::silu(in[0]); }, {randomTensor({4, 7}, g, 2.0f)});

@@ -2,8 +2,12 @@
 // peak is fit's MaxInUse (DeviceStatsMonitor) under every strategy.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <spdlog/fmt/fmt.h>
+#include <spdlog/fmt/ranges.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "train_support.h"
 
@@ -114,6 +118,93 @@ TEST_F(EstimateMemory, Llama2_70BOn64Gaudi2UnderZero3Fits) {
   const double persistent = j["per_rank"][0]["persistent_bytes"].get<double>();
   EXPECT_NEAR(persistent, 16.0 * 68976648192 / 64, 0.01 * persistent);
   EXPECT_LT(j["peak_device_memory_bytes"].get<double>(), 96.0 * (1ull << 30));
+}
+
+// Ranks differ only in their shards: with 30-element norm weights over 4
+// ranks (ranks 0 and 1 hold 8, ranks 2 and 3 hold 7) there are two classes,
+// each traced; rank 0's holds the largest peak, which is the job's.
+TEST_F(EstimateMemory, EveryRankIsAccountedForByItsClass) {
+  auto args = llamaWith({"--trainer.devices=4", "--trainer.strategy=hpu_deepspeed_stage_3",
+                         "--model.init_args.hidden_size=30", "--model.init_args.num_attention_heads=3"});
+  args.insert(args.begin(), {"estimate", "fit", "--json", "ranks.json"});
+  const RunResult e = run(args);
+  ASSERT_EQ(e.exit_code, 0) << e.describe();
+  EXPECT_THAT(e.out, HasSubstr("  ranks 0-1             peak "));
+  EXPECT_THAT(e.out, HasSubstr("  ranks 2-3             peak "));
+  const auto j = nlohmann::json::parse(read("ranks.json"));
+  ASSERT_EQ(j["per_rank"].size(), 2u) << j["per_rank"].dump();
+  EXPECT_EQ(j["per_rank"][0]["ranks"], nlohmann::json({0, 1}));
+  EXPECT_EQ(j["per_rank"][1]["ranks"], nlohmann::json({2, 3}));
+  EXPECT_GT(j["per_rank"][0]["peak_bytes"].get<double>(), j["per_rank"][1]["peak_bytes"].get<double>());
+  EXPECT_EQ(j["peak_device_memory_bytes"], j["per_rank"][0]["peak_bytes"]);
+}
+
+// The estimate prices the ops fit runs: one training step of a small Llama
+// traced by HPUProfiler (the second step: schedule skip 1, active 1) lists
+// the same forward ops with the same operand shapes and dtypes, as many
+// times, and the same backward ops as many times, as the estimate's step.
+TEST_F(EstimateMemory, EstimatesTheOpsFitsProfilerTraces) {
+  const std::vector<std::string> common = llamaWith({"--trainer.limit_val_batches=0", "--seed_everything=1"});
+  std::vector<std::string> fit = {
+      "fit",
+      "--trainer.max_steps=2",
+      "--trainer.enable_checkpointing=false",
+      "--trainer.profiler=HPUProfiler",
+      "--trainer.profiler.dirpath=traces",
+      "--trainer.profiler.schedule={skip_first: 1, wait: 0, warmup: 0, active: 1, repeat: 1}"};
+  fit.insert(fit.end(), common.begin(), common.end());
+  const RunResult f = run(fit);
+  ASSERT_EQ(f.exit_code, 0) << f.describe();
+  std::map<std::string, std::int64_t> traced;  // "op operands" (forward) or "op" (backward) -> count
+  const auto doc = nlohmann::json::parse(read("traces/rank0-fit.pt.trace.json"));
+  for (const auto& e : doc["traceEvents"]) {
+    if (e["ph"] != "X" || e["tid"] != 1) continue;
+    std::string key = e["name"];
+    if (e.contains("args") && e["args"].contains("Input Dims"))
+      for (std::size_t i = 0; i < e["args"]["Input Dims"].size(); ++i) {
+        std::vector<std::int64_t> dims = e["args"]["Input Dims"][i];
+        key += fmt::format("{}{}[{}]", i == 0 ? " " : " ", e["args"]["Input type"][i].get<std::string>(),
+                           fmt::join(dims, ","));
+      }
+    ++traced[key];
+  }
+  std::vector<std::string> est = {"estimate", "fit", "--json", "ops.json"};
+  est.insert(est.end(), common.begin(), common.end());
+  const RunResult e = run(est);
+  ASSERT_EQ(e.exit_code, 0) << e.describe();
+  std::map<std::string, std::int64_t> estimated;
+  const auto report = nlohmann::json::parse(read("ops.json"));
+  for (const auto& o : report["ops"]) {
+    const std::string op = o["op"];
+    // Backward ops carry their forward op's operands in the estimate only.
+    const bool backward = op.ends_with("_backward");
+    estimated[backward
+                  ? op
+                  : op + (o["operands"].get<std::string>().empty() ? "" : " " + o["operands"].get<std::string>())] +=
+        o["calls"].get<std::int64_t>();
+  }
+  EXPECT_EQ(estimated, traced);
+}
+
+// fp8 inference as the quantization toolkit leaves a model: Linear weights in
+// fp8, the rest bf16 (2 layers x 10240 projection weights at a byte; 4256
+// embedding, head and norm weights at two), and decoding's attention reading
+// an fp8 KV cache of prompt + max_new_tokens rows.
+TEST_F(EstimateMemory, Fp8InferenceHoldsFp8WeightsAndAnFp8KVCache) {
+  auto args = llamaWith({"--model.init_args.max_new_tokens=8", "--trainer.precision=32-true",
+                         "--trainer.plugins=HPUPrecisionPlugin", "--trainer.plugins.precision=fp8",
+                         "--trainer.plugins.inference=true"});
+  args.insert(args.begin(), {"estimate", "predict", "--json", "fp8.json"});
+  const RunResult e = run(args);
+  ASSERT_EQ(e.exit_code, 0) << e.describe();
+  const auto j = nlohmann::json::parse(read("fp8.json"));
+  EXPECT_EQ(j["per_rank"][0]["weights_bytes"], 2 * 10240 + 2 * 4256);
+  std::set<std::string> attention;
+  for (const auto& o : j["ops"])
+    if (o["op"] == "scaled_dot_product_attention") attention.insert(o["operands"].get<std::string>());
+  EXPECT_EQ(attention, (std::set<std::string>{
+                           "bfloat16[4,4,16,8] float8_e4m3fn[4,4,24,8] float8_e4m3fn[4,4,24,8]",    // the prompt
+                           "bfloat16[4,4,1,8] float8_e4m3fn[4,4,24,8] float8_e4m3fn[4,4,24,8]"}));  // each new token
 }
 
 // fit on a model too large for this host's memory stops before the kernel

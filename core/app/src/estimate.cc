@@ -3,6 +3,7 @@
 #include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -30,14 +31,29 @@ constexpr std::uint64_t kTraceMemoryLimit = 1ull << 60;
 
 // One traced rank: its memory and its priced step.
 struct RankTrace {
-  int rank = 0;
+  int rank = 0, last_rank = 0;  // the ranks [rank, last_rank] it stands for (identical shards)
   std::uint64_t weights = 0, optimizer_state = 0, gradients = 0;  // persistent, by kind
   std::uint64_t persistent = 0, peak = 0;
   std::string peak_at;
   StepTime step;
   std::vector<estimate::OpTotal> ops;
   std::int64_t total_params = 0;
+  std::vector<std::int64_t> buckets;  // parameter bucket sizes
 };
+
+// At most this many classes of ranks are traced (see runEstimate).
+constexpr std::size_t kMaxTracedClasses = 16;
+
+// The first rank of each class of ranks with identical shards of `buckets`
+// over `world` ranks, in order (0 first).
+std::vector<int> classStarts(const std::vector<std::int64_t>& buckets, int world) {
+  std::vector<int> starts{0};
+  for (std::int64_t n : buckets)
+    if (const auto extra = static_cast<int>(n % world); extra > 0) starts.push_back(extra);
+  std::sort(starts.begin(), starts.end());
+  starts.erase(std::unique(starts.begin(), starts.end()), starts.end());
+  return starts;
+}
 
 // What the traced job looks like, from rank 0's trace.
 struct JobShape {
@@ -118,6 +134,7 @@ RankTrace traceRank(const EstimateRequest& request, const device::EmulatorSettin
   t.peak_at = recorder->peakAt();
   t.ops = recorder->lastStepOps();
   t.total_params = pipeline.model->numParameters();
+  t.buckets = trainer.bucketSizes();
   return t;
 }
 
@@ -243,9 +260,22 @@ int runEstimate(const EstimateRequest& request) {
   JobShape shape;
   std::vector<RankTrace> ranks;
   ranks.push_back(traceRank(request, settings, 0, shape));
-  // Sharded state differs by at most one element per bucket between ranks;
-  // the first ranks hold the larger shards, the last the smaller.
-  if (shape.world > 1) ranks.push_back(traceRank(request, settings, shape.world - 1, shape));
+  // Every rank runs the same graph; they differ only in their shards, a
+  // bucket of n elements giving ranks below n % world one element more.
+  // The distinct remainders cut the world into classes of identical ranks,
+  // and one rank of each is traced. Rank 0 holds the largest shard of every
+  // bucket, so its memory bounds every other rank's at every point; past
+  // kMaxTracedClasses only the first and last classes are traced.
+  const std::vector<int> starts = classStarts(ranks.front().buckets, shape.world);
+  ranks.front().last_rank = (starts.size() > 1 ? starts[1] : shape.world) - 1;
+  const bool all = starts.size() <= kMaxTracedClasses;
+  for (std::size_t c = 1; c < starts.size(); ++c) {
+    if (!all && c + 1 < starts.size()) continue;
+    JobShape ignored;
+    RankTrace t = traceRank(request, settings, starts[c], ignored);
+    t.last_rank = (c + 1 < starts.size() ? starts[c + 1] : shape.world) - 1;
+    ranks.push_back(std::move(t));
+  }
 
   const RankTrace& r0 = ranks.front();
   const device::GaudiModel model(settings.generation, {shape.devices, shape.nodes});
@@ -289,8 +319,14 @@ int runEstimate(const EstimateRequest& request) {
   out +=
       fmt::format("  MFU                   {:.1f}% of the {} peak\n", 100 * mfu, device::dtypeName(shape.matrix_dtype));
   out += fmt::format("  device memory limit   {} ({})\n", gib(limit.bytes), limit.source);
-  for (const RankTrace& r : ranks) {
-    out += fmt::format("  rank {:<4}             peak {} at {}\n", r.rank, gib(r.peak), r.peak_at);
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    const RankTrace& r = ranks[i];
+    if (i > 0 && ranks[i - 1].last_rank + 1 < r.rank)
+      out += fmt::format("  ranks {}-{}          between the ranks above and below (not traced)\n",
+                         ranks[i - 1].last_rank + 1, r.rank - 1);
+    const std::string who =
+        r.last_rank > r.rank ? fmt::format("ranks {}-{}", r.rank, r.last_rank) : fmt::format("rank {}", r.rank);
+    out += fmt::format("  {:<21} peak {} at {}\n", who, gib(r.peak), r.peak_at);
     out += fmt::format(
         "                        persistent {} (weights {}, optimizer state {}, gradients {}), "
         "activations {}\n",
@@ -329,9 +365,11 @@ int runEstimate(const EstimateRequest& request) {
     j["breakdown"] = {{"matrix_engine_s", st.breakdown.matrix},      {"vector_engine_s", st.breakdown.vector},
                       {"exposed_comm_s", st.breakdown.exposed_comm}, {"optimizer_s", st.breakdown.optimizer},
                       {"offload_s", st.breakdown.offload},           {"host_s", st.breakdown.host}};
+    // One entry per class of identical ranks: the ranks it stands for.
     j["per_rank"] = json::array();
     for (const RankTrace& r : ranks)
       j["per_rank"].push_back({{"rank", r.rank},
+                               {"ranks", {r.rank, r.last_rank}},
                                {"peak_bytes", r.peak},
                                {"peak_at", r.peak_at},
                                {"persistent_bytes", r.persistent},
@@ -339,12 +377,12 @@ int runEstimate(const EstimateRequest& request) {
                                {"optimizer_state_bytes", r.optimizer_state},
                                {"gradients_bytes", r.gradients},
                                {"activations_bytes", r.peak - r.persistent}});
+    // Every op of rank 0's step, most expensive first; top_ops are the first 10.
+    j["ops"] = json::array();
+    for (const estimate::OpTotal& o : r0.ops)
+      j["ops"].push_back({{"op", o.op}, {"operands", o.operands}, {"calls", o.calls}, {"seconds", o.seconds}});
     j["top_ops"] = json::array();
-    for (std::size_t i = 0; i < std::min<std::size_t>(10, r0.ops.size()); ++i)
-      j["top_ops"].push_back({{"op", r0.ops[i].op},
-                              {"operands", r0.ops[i].operands},
-                              {"calls", r0.ops[i].calls},
-                              {"seconds", r0.ops[i].seconds}});
+    for (std::size_t i = 0; i < std::min<std::size_t>(10, r0.ops.size()); ++i) j["top_ops"].push_back(j["ops"][i]);
     j["assumptions"] = json::object();
     for (const device::Assumption& a : model.assumptions())
       j["assumptions"][a.name] = {{"value", a.value}, {"unit", a.unit}, {"source", a.source}};

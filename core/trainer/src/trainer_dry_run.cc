@@ -49,4 +49,10 @@ void Trainer::dryRunPredict(LightningModule& model, data::DataModule& data) {
   strategy_->device().graph().markStep();
 }
 
+std::vector<std::int64_t> Trainer::bucketSizes() const {
+  std::vector<std::int64_t> out;
+  for (const nn::ParamBucket& b : params_->buckets()) out.push_back(b.numel);
+  return out;
+}
+
 }  // namespace hpu::core

@@ -81,6 +81,9 @@ class Trainer {
   // Device bytes of the gradients kept between steps (see
   // Strategy::gradientDeviceBytes). REQUIRES: the model is set up.
   std::uint64_t gradientDeviceBytes() const { return strategy_->gradientDeviceBytes(*params_); }
+  // Elements of each parameter bucket (what sharding strategies split
+  // across ranks). REQUIRES: the model is set up.
+  std::vector<std::int64_t> bucketSizes() const;
 
   // --- state for callbacks ---
   const TrainerOptions& options() const { return options_; }
