@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <spdlog/fmt/fmt.h>
 #include <spdlog/fmt/ranges.h>
+#include <sys/resource.h>
 
 #include <map>
 #include <nlohmann/json.hpp>
@@ -118,6 +119,10 @@ TEST_F(EstimateMemory, Llama2_70BOn64Gaudi2UnderZero3Fits) {
   const double persistent = j["per_rank"][0]["persistent_bytes"].get<double>();
   EXPECT_NEAR(persistent, 16.0 * 68976648192 / 64, 0.01 * persistent);
   EXPECT_LT(j["peak_device_memory_bytes"].get<double>(), 96.0 * (1ull << 30));
+  // Shape-only tensors hold no storage: the largest child this test ran stayed small.
+  rusage children{};
+  ASSERT_EQ(getrusage(RUSAGE_CHILDREN, &children), 0);
+  EXPECT_LT(children.ru_maxrss, 2l << 20) << "KiB of peak resident memory";
 }
 
 // Ranks differ only in their shards: with 30-element norm weights over 4

@@ -64,7 +64,8 @@ class GPT2MLP final : public nn::Module {
   }
   std::string typeName() const override { return "GPT2MLP"; }
   Tensor forward(const Tensor& x) override {
-    return ops::dropout(c_proj(activate(c_.activation, c_fc(x))), c_.resid_dropout, training(), *dropout_rng_);
+    const Tensor hidden = activate(c_.activation, c_fc(x));  // c_fc's output is freed here (outside autograd)
+    return ops::dropout(c_proj(hidden), c_.resid_dropout, training(), *dropout_rng_);
   }
   nn::Child<nn::Conv1D> c_fc, c_proj;
 

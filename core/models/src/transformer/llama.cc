@@ -66,9 +66,9 @@ class LlamaDecoderLayer final : public nn::Module {
   using Module::forward;
   Tensor forward(const nn::Inputs& in) override {
     const Tensor& x = in.tensors["hidden_states"];
-    nn::Inputs attn_in{{{"hidden_states", input_layernorm(x)}, {"position_ids", in.tensors["position_ids"]}},
-                       in.kv_cache};
-    const Tensor h = ops::add(x, self_attn(attn_in));
+    const Tensor h = ops::add(
+        x, self_attn(nn::Inputs{{{"hidden_states", input_layernorm(x)}, {"position_ids", in.tensors["position_ids"]}},
+                                in.kv_cache}));  // the normalised input is freed here, before the MLP
     return ops::add(h, mlp(post_attention_layernorm(h)));
   }
   nn::Child<nn::RMSNorm> input_layernorm, post_attention_layernorm;
