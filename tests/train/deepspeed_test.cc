@@ -18,9 +18,12 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include "train_support.h"
@@ -207,6 +210,38 @@ TEST_F(DeepSpeedTest, EveryStageTrainsToTheWeightsOfHpuParallelOnFourRanks) {
     args.insert(args.end(), variants[v].begin(), variants[v].end());
     fit(root, args);
     expectSameWeights(reference, checkpoint(root), root + " (" + variants[v].back() + ")");
+  }
+}
+
+// DeepSpeed's bf16 mode holds the model in bf16: gradients are reduced, and
+// ZeRO-3's parameters gathered, in bf16 (communication_data_type defaults to
+// the model's dtype; fp32 asks for full width). The collectives' dtypes in
+// the HPUProfiler trace say which; the step count is the same either way.
+TEST_F(DeepSpeedTest, Bf16ModeCommunicatesInBf16) {
+  const auto dtypes = [&](const std::string& root) {
+    std::map<std::string, std::set<std::string>> out;  // collective -> dtypes
+    std::ifstream in(dir() / root / "traces/rank0-fit.pt.trace.json");
+    const auto trace = nlohmann::json::parse(in);
+    for (const auto& e : trace["traceEvents"])
+      if (e["ph"] == "X" && e["tid"] == 2) out[e["name"]].insert(e["args"]["dtype"].get<std::string>());
+
+    return out;
+  };
+  for (const char* wire : {"", "fp32"}) {
+    const std::string root = std::string("bf16") + wire;
+    std::vector<std::string> args = {"--trainer.devices=2",
+                                     std::string("--trainer.strategy=") + kClassPath,
+                                     "--trainer.strategy.stage=3",
+                                     "--trainer.precision=bf16-mixed",
+                                     "--trainer.profiler=HPUProfiler",
+                                     "--trainer.profiler.dirpath=" + root + "/traces"};
+    if (*wire) args.push_back(std::string("--trainer.strategy.config={communication_data_type: ") + wire + "}");
+    fit(root, args);
+    EXPECT_EQ(checkpoint(root).meta("global_step"), "24");
+    const std::string dtype = *wire ? "float32" : "bfloat16";
+    auto seen = dtypes(root);
+    EXPECT_EQ(seen["reduce_scatter"], std::set<std::string>{dtype}) << root;
+    EXPECT_EQ(seen["allgather"], std::set<std::string>{dtype}) << root;
   }
 }
 

@@ -110,7 +110,7 @@ DeepSpeedSettings resolveDeepSpeed(const config::Node& args, const std::map<std:
   refuseUnknown(cfg,
                 {"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "bf16", "fp16",
                  "zero_optimization", "zero_allow_untested_optimizer", "scheduler", "optimizer", "gradient_clipping",
-                 "steps_per_print", "wall_clock_breakdown", "activation_checkpointing"},
+                 "steps_per_print", "wall_clock_breakdown", "activation_checkpointing", "communication_data_type"},
                 origin, "");
   if (cfg.contains("zero_optimization")) {
     const json& z = cfg["zero_optimization"];
@@ -136,6 +136,12 @@ DeepSpeedSettings resolveDeepSpeed(const config::Node& args, const std::map<std:
     s.cpu_checkpointing = get<bool>(a, "cpu_checkpointing", s.cpu_checkpointing, origin);
   }
   s.allow_untested_optimizer = get<bool>(cfg, "zero_allow_untested_optimizer", false, origin);
+  if (cfg.contains("communication_data_type")) {
+    const json& t = cfg["communication_data_type"];
+    if (!t.is_string() || (t != "fp32" && t != "bf16"))
+      fail(origin, fmt::format("communication_data_type {} is not supported by hpu-train (fp32, bf16)", t.dump()));
+    s.communication_data_type = t.get<std::string>();
+  }
   if (cfg.contains("gradient_clipping")) s.gradient_clipping = get<double>(cfg, "gradient_clipping", 0.0, origin);
 
   // Precision: bf16.enabled / fp16.enabled.

@@ -13,11 +13,12 @@
 #include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
 
-#include "hpu/core/strategies/deepspeed_config.h"
 #include "distributed_strategy.h"
-#include "hpu/core/config/registry.h"
 #include "hpu/core/base/errors.h"
+#include "hpu/core/config/registry.h"
+#include "hpu/core/strategies/deepspeed_config.h"
 #include "hpu/core/tensor/autograd.h"
+#include "hpu/device/numerics.h"
 
 namespace hpu::core {
 namespace {
@@ -42,6 +43,13 @@ class DeepSpeedStrategy final : public DistributedStrategy {
   }
 
   std::string configuredPrecision() const override { return settings_.precision; }
+  // DeepSpeed's bf16 mode holds the model in bf16, so gradients and ZeRO-3's
+  // parameter gathers travel in bf16 (communication_data_type defaults to
+  // the model's dtype); fp8 training runs on a bf16 model too.
+  void usePrecision(const std::string& precision) override {
+    const bool bf16_model = precision == "bf16-mixed" || precision == "bf16-true" || precision == "fp8";
+    bf16_wire_ = settings_.communication_data_type.empty() ? bf16_model : settings_.communication_data_type == "bf16";
+  }
   LossScalerOptions configuredLossScaler() const override { return settings_.loss_scaler; }
 
   std::unique_ptr<optim::Optimizer> configuredOptimizer() const override {
@@ -127,6 +135,7 @@ class DeepSpeedStrategy final : public DistributedStrategy {
       shards_[i] = {static_cast<std::int64_t>(r.offset), static_cast<std::int64_t>(r.size)};
     }
     pending_.assign(n, comm::Work());
+    wire_.assign(n, {});
     reduced_.assign(n, false);
     if (settings_.stage >= 2) grad_shards_ = makeShards(settings_.offload_optimizer);
     if (settings_.stage == 3) {
@@ -181,6 +190,8 @@ class DeepSpeedStrategy final : public DistributedStrategy {
       reduce(params, i);
     }
     for (auto& w : pending_) w.wait(comm::Work::Clock::time_point::max());
+    if (bf16_wire_ && settings_.stage < 2)
+      for (std::size_t i = 0; i < params.buckets().size(); ++i) fromWire(wire_[i], params.buckets()[i].gradSpan());
     params.setBucketReadyCallback(nullptr);
   }
 
@@ -287,9 +298,30 @@ class DeepSpeedStrategy final : public DistributedStrategy {
   void acquire(std::size_t i) {
     if (refs_[i]++ > 0) return;
     params_->allocateValues(i);
-    group().allgather(
-        comm::ConstBufferView(std::span<const float>(value_shards_[i].data(), static_cast<std::size_t>(shards_[i].size))),
-        params_->buckets()[i].valueSpan());
+    const std::span<const float> shard(value_shards_[i].data(), static_cast<std::size_t>(shards_[i].size));
+    const std::span<float> values = params_->buckets()[i].valueSpan();
+    if (!bf16_wire_) {
+      group().allgather(comm::ConstBufferView(shard), values);
+      return;
+    }
+    // The fp32 shards are the master weights; the model sees their bf16 values.
+    std::vector<std::uint16_t> mine, all(values.data() != nullptr ? values.size() : 0);
+    toWire(shard, mine);
+    group().allgather(wireView(mine, shard.size()), wireView(all, values.size()));
+    fromWire(all, values.data() != nullptr ? values : std::span<float>());
+  }
+
+  // bf16 on the wire: values rounded to bf16 bits and back (nothing on a
+  // shape-only device, whose spans hold no data).
+  static void toWire(std::span<const float> values, std::vector<std::uint16_t>& bits) {
+    bits.resize(values.data() != nullptr ? values.size() : 0);
+    for (std::size_t j = 0; j < bits.size(); ++j) bits[j] = device::toBFloat16Bits(values[j]);
+  }
+  static void fromWire(const std::vector<std::uint16_t>& bits, std::span<float> values) {
+    for (std::size_t j = 0; j < bits.size() && j < values.size(); ++j) values[j] = device::fromBFloat16Bits(bits[j]);
+  }
+  static comm::BufferView wireView(std::vector<std::uint16_t>& bits, std::size_t count) {
+    return comm::BufferView::bfloat16(std::span<std::uint16_t>(bits.empty() ? nullptr : bits.data(), count));
   }
   void release(std::size_t i) {
     if (--refs_[i] == 0) params_->releaseValues(i);
@@ -310,13 +342,25 @@ class DeepSpeedStrategy final : public DistributedStrategy {
     reduced_[i] = true;
     auto grads = params.buckets()[i].gradSpan();
     if (settings_.stage < 2) {
-      pending_[i] = group().allreduceAsync(grads, comm::ReduceOp::kAvg);
+      if (!bf16_wire_) {
+        pending_[i] = group().allreduceAsync(grads, comm::ReduceOp::kAvg);
+        return;
+      }
+      toWire(grads, wire_[i]);  // read back in afterBackward
+      pending_[i] = group().allreduceAsync(wireView(wire_[i], grads.size()), {.op = comm::ReduceOp::kAvg});
       return;
     }
     const auto shard = static_cast<std::size_t>(shards_[i].size);
     const auto scatter = [&](float* into) {
-      group().reduceScatter(comm::ConstBufferView(std::span<const float>(grads)), std::span<float>(into, shard),
-                            comm::ReduceOp::kAvg);
+      if (!bf16_wire_) {
+        group().reduceScatter(comm::ConstBufferView(std::span<const float>(grads)), std::span<float>(into, shard),
+                              comm::ReduceOp::kAvg);
+        return;
+      }
+      std::vector<std::uint16_t> in, out(into != nullptr ? shard : 0);
+      toWire(grads, in);
+      group().reduceScatter(wireView(in, grads.size()), wireView(out, shard), comm::ReduceOp::kAvg);
+      fromWire(out, std::span<float>(into, into != nullptr ? shard : 0));
     };
     if (first_micro_batch_) {
       scatter(grad_shards_[i].data());
@@ -337,6 +381,8 @@ class DeepSpeedStrategy final : public DistributedStrategy {
   std::vector<comm::Work> pending_;
   std::vector<bool> reduced_;
   bool first_micro_batch_ = true;
+  bool bf16_wire_ = false;
+  std::vector<std::vector<std::uint16_t>> wire_;  // per bucket: bf16 gradients in flight (stages 0 and 1)
   nn::FlatParameters* params_ = nullptr;
   std::vector<int> refs_;
   std::vector<std::size_t> step_buckets_;

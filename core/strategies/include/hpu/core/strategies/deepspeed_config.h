@@ -28,6 +28,7 @@ struct DeepSpeedSettings {
   std::int64_t micro_batch_size = 0;
   std::int64_t gradient_accumulation_steps = 1;
   std::string precision;  // from bf16.enabled / fp16.enabled: "bf16-mixed", "16-mixed" or ""
+  std::string communication_data_type;  // "fp32", "bf16", or "" (the model's: bf16 under bf16 or fp8)
   LossScalerOptions loss_scaler;  // fp16's loss_scale, initial_scale_power, loss_scale_window, hysteresis, min_loss_scale
   std::optional<double> gradient_clipping;
   std::optional<optim::WarmupDecayOptions> scheduler;

@@ -98,6 +98,9 @@ class Strategy {
   // What the strategy's own config asks for (a DeepSpeed config's bf16/fp16,
   // optimizer and scheduler), used when nothing else chose: "" / nullptr.
   virtual std::string configuredPrecision() const { return ""; }
+  // The precision the run trains in, once chosen (DeepSpeed communicates in
+  // the model's half type).
+  virtual void usePrecision(const std::string& precision) {}
   virtual LossScalerOptions configuredLossScaler() const { return {}; }
   virtual std::unique_ptr<optim::Optimizer> configuredOptimizer() const { return nullptr; }
   virtual std::unique_ptr<optim::LRScheduler> configuredScheduler() const { return nullptr; }
