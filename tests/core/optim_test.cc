@@ -174,6 +174,42 @@ TEST(Optimizers, LowPrecisionSlicesAreRoundedAfterEachUpdate) {
   EXPECT_EQ(p[0], 1.0f) << "1 - 1.23e-4 rounds back to 1 in bfloat16";
 }
 
+// A half-precision model's slices (DeepSpeed's bf16 mode) are stepped through
+// fp32 master weights, the "master" state of each slice (on the device): the
+// masters follow the fp32 trajectory exactly and the values are the masters
+// rounded to bf16. Steps of 1.23e-4 below 1, where bf16's spacing is 2^-8,
+// leave the value at 1 but accumulate in the master.
+TEST(Optimizers, HalfPrecisionModelsStepFp32MasterWeights) {
+  std::vector<float> p = {1.0f, -0.3f, 0.7f}, g = {0.0123f, -0.0456f, 0.0789f};
+  device::roundInPlace(p, DType::kBFloat16);
+  std::vector<float> reference = p;  // the same steps in fp32
+  auto sgd = makeSGD({.lr = 0.01}), fp32 = makeSGD({.lr = 0.01});
+  const std::uint64_t in_use = testDevice().allocator().stats().inUse;
+  sgd->attach({{p.data(), g.data(), 3, DType::kBFloat16, /*master=*/true}}, testDevice());
+  EXPECT_EQ(testDevice().allocator().stats().inUse - in_use, 3u * 4) << "an fp32 master on the device";
+  fp32->attach({{reference.data(), g.data(), 3, DType::kFloat32}}, testDevice());
+  EXPECT_EQ(stateNames(*sgd), (std::vector<std::string>{"master.0"}));
+  for (int step = 0; step < 4; ++step) {
+    sgd->step();
+    fp32->step();
+  }
+  const auto master = sgd->stateBuffers()[0].values;
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    EXPECT_EQ(master[i], reference[i]) << i;
+    EXPECT_EQ(p[i], device::roundTo(reference[i], DType::kBFloat16)) << i;
+  }
+  EXPECT_NE(master[0], 1.0f) << "the updates a bf16 parameter would lose stay in the master";
+  // Loaded weights (a checkpoint's) replace the masters.
+  p = {0.5f, 0.25f, -2.0f};
+  sgd->parametersLoaded();
+  EXPECT_EQ(std::vector<float>(master.begin(), master.end()), p);
+  std::vector<float> q = {1, 2};
+  EXPECT_DEATH(makeSGD({.lr = 0.1})->attach({{p.data(), g.data(), 3, DType::kBFloat16, true},
+                                               {q.data(), g.data(), 2, DType::kBFloat16, false}},
+                                              testDevice()),
+               "master weights for some slices only");
+}
+
 // ------------------------------------------------------------------ schedulers
 
 void expectLrs(const std::vector<double>& got, const json& expected) {

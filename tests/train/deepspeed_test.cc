@@ -213,10 +213,10 @@ TEST_F(DeepSpeedTest, EveryStageTrainsToTheWeightsOfHpuParallelOnFourRanks) {
   }
 }
 
-// DeepSpeed's bf16 mode holds the model in bf16: gradients are reduced, and
-// ZeRO-3's parameters gathered, in bf16 (communication_data_type defaults to
-// the model's dtype; fp32 asks for full width). The collectives' dtypes in
-// the HPUProfiler trace say which; the step count is the same either way.
+// DeepSpeed's bf16 mode holds the model in bf16: ZeRO-3's parameters are
+// gathered in bf16, and gradients reduced in bf16 unless
+// communication_data_type asks for fp32. The collectives' dtypes in the
+// HPUProfiler trace say which; the step count is the same either way.
 TEST_F(DeepSpeedTest, Bf16ModeCommunicatesInBf16) {
   const auto dtypes = [&](const std::string& root) {
     std::map<std::string, std::set<std::string>> out;  // collective -> dtypes
@@ -238,10 +238,69 @@ TEST_F(DeepSpeedTest, Bf16ModeCommunicatesInBf16) {
     if (*wire) args.push_back(std::string("--trainer.strategy.config={communication_data_type: ") + wire + "}");
     fit(root, args);
     EXPECT_EQ(checkpoint(root).meta("global_step"), "24");
-    const std::string dtype = *wire ? "float32" : "bfloat16";
     auto seen = dtypes(root);
-    EXPECT_EQ(seen["reduce_scatter"], std::set<std::string>{dtype}) << root;
-    EXPECT_EQ(seen["allgather"], std::set<std::string>{dtype}) << root;
+    EXPECT_EQ(seen["reduce_scatter"], std::set<std::string>{*wire ? "float32" : "bfloat16"}) << root;
+    EXPECT_EQ(seen["allgather"], std::set<std::string>{"bfloat16"}) << root;
+  }
+}
+
+// In bf16 mode every stage steps the same fp32 master weights of the same
+// bf16 model on 2 ranks: ZeRO-1/2/3 end with the weights of DeepSpeed
+// without ZeRO. The checkpoint holds the bf16 model; each rank's optimizer
+// file holds its fp32 master shard beside the Adam state.
+TEST_F(DeepSpeedTest, Bf16ModelStepsFp32MastersAlikeOnEveryStage) {
+  const std::vector<std::string> bf16{"--trainer.devices=2", std::string("--trainer.strategy=") + kClassPath,
+                                      "--trainer.precision=bf16-mixed"};
+  auto with = [&](const std::vector<std::string>& more) {
+    std::vector<std::string> args = bf16;
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+  };
+  fit("stage0", with({"--trainer.strategy.zero_optimization=false"}));
+  const Checkpoint reference = checkpoint("stage0");
+  int tensors = 0;
+  for (const auto& e : reference.tensors)
+    if (e.name.starts_with("model.")) {
+      ++tensors;
+      EXPECT_EQ(e.dtype, device::DType::kBFloat16) << e.name;
+    }
+  EXPECT_GT(tensors, 0);
+  EXPECT_NE(reference.find("optimizer.master.0"), nullptr) << "stage 0 keeps whole masters in the main file";
+  for (const char* stage : {"1", "2", "3"}) {
+    const std::string root = std::string("stage") + stage;
+    fit(root, with({std::string("--trainer.strategy.stage=") + stage,
+                    "--trainer.strategy.config={zero_optimization: {reduce_bucket_size: 50}}"}));
+    expectSameWeights(reference, checkpoint(root), root);
+    const Checkpoint shard = readCheckpoint(dir() / (checkpointOf(root) + ".rank1"));
+    EXPECT_NE(shard.find("optimizer.master.0"), nullptr) << root;
+  }
+}
+
+// A bf16 model resumed from its sharded checkpoint takes its fp32 masters
+// from the optimizer files, not from the bf16 weights: stopped after one
+// epoch and resumed, it ends bit for bit where an uninterrupted run does.
+TEST_F(DeepSpeedTest, Bf16ModelResumesFromItsMasterWeights) {
+  for (const char* stage : {"1", "3"}) {
+    const std::vector<std::string> args{"--trainer.devices=2", std::string("--trainer.strategy=") + kClassPath,
+                                        "--trainer.precision=bf16-mixed",
+                                        std::string("--trainer.strategy.stage=") + stage};
+    auto with = [&](const std::string& more) {
+      std::vector<std::string> a = args;
+      a.push_back(more);
+      return a;
+    };
+    const std::string whole = std::string("whole") + stage, first = std::string("first") + stage,
+                      resumed = std::string("resumed") + stage;
+    fit(whole, args);
+    fit(first, with("--trainer.max_epochs=1"));
+    fit(resumed, with("--ckpt_path=" + checkpointOf(first)));
+    for (const char* file : {"", ".rank0", ".rank1"}) {
+      const Checkpoint a = readCheckpoint(dir() / (checkpointOf(whole) + file));
+      const Checkpoint b = readCheckpoint(dir() / (checkpointOf(resumed) + file));
+      ASSERT_EQ(a.tensors.size(), b.tensors.size()) << whole << file;
+      for (std::size_t i = 0; i < a.tensors.size(); ++i)
+        EXPECT_EQ(a.tensors[i].values, b.tensors[i].values) << "stage " << stage << file << " " << a.tensors[i].name;
+    }
   }
 }
 
@@ -287,16 +346,26 @@ TEST_F(DeepSpeedTest, ActivationCheckpointingUnderZeroThreeKeepsTheWeights) {
 // gradients 4Ψ, Adam state 8Ψ bytes for Ψ parameters, N ranks):
 //   stage 0 (hpu_parallel) 16Ψ   stage 1 8Ψ + 8Ψ/N   stage 2 4Ψ + 12Ψ/N
 //   stage 3 16Ψ/N   stage 2 + offload_optimizer 4Ψ   stage 3 + offload 0
+// and in bf16 mode (bf16 weights 2Ψ, fp32 masters and Adam state 12Ψ;
+// stage 1 accumulates fp32 gradients, 4Ψ; stages 2 and 3 keep bf16 shards):
+//   stage 1 6Ψ + 12Ψ/N   stage 2 2Ψ + 14Ψ/N   stage 3 16Ψ/N
+//   stage 2 + offload_optimizer 2Ψ   stage 3 + offload 0
+// (hpu_parallel under bf16-mixed keeps fp32 weights: 16Ψ)
 // held between steps (InUse at on_train_batch_start, with the batch), within
 // 1% of 16Ψ (shards round up per bucket). The peak (MaxInUse) adds
 // activations and the buckets in flight: it must fall with every stage, and
 // offload must lower it further. Stages 1 and 2 get buckets of one
 // parameter (reduce_bucket_size: 1), so that a single gradient bucket is in
 // flight; stage 3 has them by itself (it gathers per module).
-class DeepSpeedMemoryTest : public DeepSpeedTest, public ::testing::WithParamInterface<int> {};
+struct MemoryCase {
+  int world;
+  bool bf16;
+};
+
+class DeepSpeedMemoryTest : public DeepSpeedTest, public ::testing::WithParamInterface<MemoryCase> {};
 
 TEST_P(DeepSpeedMemoryTest, DeviceMemoryFollowsTheZeroFormulas) {
-  const int world = GetParam();
+  const auto [world, bf16] = GetParam();
   // MLP 6 -> 32 -> 32 -> 32 -> 32 -> 3.
   const double psi = (6 * 32 + 32) + 3 * (32 * 32 + 32) + (32 * 3 + 3);
   const double batch_bytes = 4 * 6 * 4 + 4 * 8;  // features (float32) and labels (int64)
@@ -318,12 +387,12 @@ model:
   const std::string buckets = "--trainer.strategy.config={zero_optimization: {reduce_bucket_size: 1}}";
   const std::vector<Case> cases = {
       {"stage 0", {"--trainer.strategy=hpu_parallel"}, 16 * psi},
-      {"stage 1", {zero, buckets, "--trainer.strategy.stage=1"}, 8 * psi + 8 * psi / n},
-      {"stage 2", {zero, buckets, "--trainer.strategy.stage=2"}, 4 * psi + 12 * psi / n},
+      {"stage 1", {zero, buckets, "--trainer.strategy.stage=1"}, bf16 ? 6 * psi + 12 * psi / n : 8 * psi + 8 * psi / n},
+      {"stage 2", {zero, buckets, "--trainer.strategy.stage=2"}, bf16 ? 2 * psi + 14 * psi / n : 4 * psi + 12 * psi / n},
       {"stage 3", {zero, "--trainer.strategy.stage=3"}, 16 * psi / n},
       {"stage 2 offload",
        {zero, buckets, "--trainer.strategy.stage=2", "--trainer.strategy.offload_optimizer=true"},
-       4 * psi},
+       bf16 ? 2 * psi : 4 * psi},
       {"stage 3 offload",
        {zero, "--trainer.strategy.stage=3", "--trainer.strategy.offload_optimizer=true",
         "--trainer.strategy.offload_parameters=true"},
@@ -331,11 +400,13 @@ model:
   };
   std::map<std::string, double> peak;
   std::ostringstream table;
-  table << "world " << world << ", psi " << psi << ": stage, InUse between steps (predicted), MaxInUse\n";
+  table << "world " << world << (bf16 ? ", bf16" : "") << ", psi " << psi
+        << ": stage, InUse between steps (predicted), MaxInUse\n";
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const Case& c = cases[i];
     const std::string root = "memory" + std::to_string(i);
     std::vector<std::string> args{"--trainer.devices=" + std::to_string(world)};
+    if (bf16) args.push_back("--trainer.precision=bf16-mixed");
     args.insert(args.end(), c.args.begin(), c.args.end());
     fit(root, args, extra);
     const CsvTable m = metricsOf(root);
@@ -352,8 +423,11 @@ model:
   EXPECT_GT(peak["stage 2 offload"], peak["stage 3 offload"]) << table.str();
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, DeepSpeedMemoryTest, ::testing::Values(2, 4),
-                         [](const auto& info) { return std::to_string(info.param) + "ranks"; });
+INSTANTIATE_TEST_SUITE_P(Ranks, DeepSpeedMemoryTest,
+                         ::testing::Values(MemoryCase{2, false}, MemoryCase{4, false}, MemoryCase{2, true}),
+                         [](const auto& info) {
+                           return std::to_string(info.param.world) + "ranks" + (info.param.bf16 ? "Bf16" : "");
+                         });
 
 // DeepSpeed's learning rate of WarmupDecayLR at optimizer step t (linear
 // warmup): min + (max - min) * gamma, gamma = t / W while t < W, then

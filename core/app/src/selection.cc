@@ -85,7 +85,10 @@ std::unique_ptr<Strategy> selectStrategy(const TrainerOptions& o, int devices) {
   throw std::logic_error("unhandled strategy family");
 }
 
-std::unique_ptr<PrecisionPlugin> selectPrecision(const TrainerOptions& o, const Strategy& strategy,
+namespace {
+
+// The plugin the config chooses, as Lightning's accelerator connector does.
+std::unique_ptr<PrecisionPlugin> choosePrecision(const TrainerOptions& o, const Strategy& strategy,
                                                  const std::map<std::string, std::string>& env) {
   const std::string quant_config = env.count("QUANT_CONFIG") ? env.at("QUANT_CONFIG") : "";
   std::unique_ptr<PrecisionPlugin> chosen;
@@ -113,6 +116,14 @@ std::unique_ptr<PrecisionPlugin> selectPrecision(const TrainerOptions& o, const 
   fp8.default_stats_dir = o.default_root_dir;
   fp8.quant_config = quant_config;
   return makePrecisionPlugin(o.precision, fp8);
+}
+
+}  // namespace
+
+std::unique_ptr<PrecisionPlugin> selectPrecision(const TrainerOptions& o, const Strategy& strategy,
+                                                 const std::map<std::string, std::string>& env) {
+  std::unique_ptr<PrecisionPlugin> plugin = choosePrecision(o, strategy, env);
+  return isDeepSpeed(o.strategy) ? forDeepSpeed(std::move(plugin)) : std::move(plugin);
 }
 
 }  // namespace hpu::core::app

@@ -41,7 +41,8 @@ std::unique_ptr<Strategy> selectStrategy(const TrainerOptions& o, int devices);
 
 // The precision plugin: one named in trainer.plugins, else the strategy's
 // own config (DeepSpeed's bf16/fp16), else trainer.precision. Two different
-// choices are an error.
+// choices are an error. Under a DeepSpeed strategy it holds the model in the
+// half type (forDeepSpeed).
 std::unique_ptr<PrecisionPlugin> selectPrecision(const TrainerOptions& o, const Strategy& strategy,
                                                  const std::map<std::string, std::string>& env);
 

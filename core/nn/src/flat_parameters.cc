@@ -9,8 +9,8 @@
 namespace hpu::core::nn {
 
 FlatParameters::FlatParameters(const Module& module, device::Device& device, std::int64_t bucket_cap_bytes,
-                               bool persistent_grads)
-    : device_(&device), persistent_grads_(persistent_grads) {
+                               bool persistent_grads, std::optional<DType> grad_dtype)
+    : device_(&device), persistent_grads_(persistent_grads), grad_dtype_(grad_dtype) {
   std::vector<NamedTensor> params = module.namedParameters();
   std::reverse(params.begin(), params.end());
   const std::int64_t cap = std::max<std::int64_t>(1, bucket_cap_bytes / static_cast<std::int64_t>(sizeof(float)));
@@ -61,7 +61,7 @@ FlatParameters::FlatParameters(const Module& module, device::Device& device, std
 
 void FlatParameters::allocateGrads(std::size_t i) {
   ParamBucket& b = buckets_[i];
-  const DType dtype = b.dtype;
+  const DType dtype = grad_dtype_.value_or(b.dtype);
   b.grads = std::make_shared<device::Buffer>(device_->allocator().allocate(dtype, static_cast<std::size_t>(b.numel)));
   for (std::size_t j = 0; j < b.members.size(); ++j) {
     const Tensor& t = b.members[j].tensor;

@@ -8,16 +8,17 @@
 #include <optional>
 
 #include "hpu/core/tensor/op_record.h"
+#include "hpu/device/check.h"
 #include "hpu/device/numerics.h"
 
 namespace hpu::core::optim {
 
-StateBuffer::StateBuffer(device::Device& device, std::int64_t size, bool on_host)
-    : size_(static_cast<std::size_t>(size)) {
+StateBuffer::StateBuffer(device::Device& device, std::int64_t size, bool on_host, DType dtype)
+    : size_(static_cast<std::size_t>(size)), dtype_(dtype) {
   if (on_host)
     host_.assign(static_cast<std::size_t>(device.shapeOnly() ? 0 : size), 0.0f);
   else
-    device_ = Tensor::zeros(device, {size});
+    device_ = Tensor::zeros(device, {size}, dtype);
 }
 
 void Optimizer::attach(std::vector<ParamSlice> slices, device::Device& device, bool offload) {
@@ -27,12 +28,21 @@ void Optimizer::attach(std::vector<ParamSlice> slices, device::Device& device, b
   offload_ = offload;
   attached_empty_ = slices_.empty();
   state_.clear();
-  const std::size_t per_slice = stateNames().size();
+  masters_ = !slices_.empty() && slices_.front().master;
+  const std::size_t per_slice = stateNames().size() + (masters_ ? 1 : 0);
   for (const ParamSlice& s : slices_) {
+    HPU_CHECK(s.master == masters_, "an optimizer with master weights for some slices only");
     std::vector<StateBuffer> buffers;
     for (std::size_t j = 0; j < per_slice; ++j) buffers.emplace_back(device, s.numel, offload);
     state_.push_back(std::move(buffers));
   }
+  parametersLoaded();
+}
+
+void Optimizer::parametersLoaded() {
+  if (!masters_ || shape_only_) return;
+  for (std::size_t i = 0; i < slices_.size(); ++i)
+    std::copy_n(slices_[i].values, slices_[i].numel, state_[i].back().data());
 }
 
 void Optimizer::step() {
@@ -43,7 +53,8 @@ void Optimizer::step() {
   // even when offloaded to the host, under a name that says where it runs.
   std::int64_t n = 0;
   for (const ParamSlice& s : slices_) n += s.numel;
-  const std::int64_t values_dims[] = {n}, state_dims[] = {n * static_cast<std::int64_t>(stateNames().size())};
+  const std::int64_t values_dims[] = {n},
+                     state_dims[] = {n * static_cast<std::int64_t>(stateNames().size() + (masters_ ? 1 : 0))};
   const device::OperandInfo operands[] = {{values_dims, slices_.empty() ? DType::kFloat32 : slices_.front().dtype},
                                           {values_dims, DType::kFloat32},
                                           {state_dims, DType::kFloat32}};
@@ -56,15 +67,23 @@ void Optimizer::step() {
   for (std::size_t i = 0; i < slices_.size(); ++i) {
     ptrs.clear();
     for (StateBuffer& b : state_[i]) ptrs.push_back(b.data());
-    update(slices_[i], ptrs.data(), step_);
-    if (slices_[i].dtype != DType::kFloat32)
-      device::roundInPlace({slices_[i].values, static_cast<std::size_t>(slices_[i].numel)}, slices_[i].dtype);
+    const ParamSlice& s = slices_[i];
+    const std::span<float> values(s.values, static_cast<std::size_t>(s.numel));
+    if (!masters_) {
+      update(s, ptrs.data(), step_);
+      if (s.dtype != DType::kFloat32) device::roundInPlace(values, s.dtype);
+      continue;
+    }
+    float* master = ptrs.back();
+    update({master, s.grads, s.numel, DType::kFloat32}, ptrs.data(), step_);
+    device::roundCopy({master, values.size()}, values, s.dtype);
   }
 }
 
 std::vector<Optimizer::NamedState> Optimizer::stateBuffers() {
   std::vector<NamedState> out;
-  const auto names = stateNames();
+  auto names = stateNames();
+  if (masters_) names.push_back("master");
   for (std::size_t i = 0; i < state_.size(); ++i)
     for (std::size_t j = 0; j < names.size(); ++j)
       out.push_back({names[j] + "." + std::to_string(i), {state_[i][j].data(), state_[i][j].size()}});

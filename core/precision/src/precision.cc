@@ -27,6 +27,13 @@ using nlohmann::json;
       fmt::format("{}: {} not supported on Gaudi, Gaudi2 or higher required", dev.name(), format));
 }
 
+// The batch's floating fields in `dtype` (integer fields, token ids and
+// labels, stay as they are).
+void convertFloatFields(Batch& batch, DType dtype) {
+  for (auto& [name, t] : batch)
+    if (t.dtype() == DType::kFloat32) t = Tensor::fromHost(t.device(), t.shape(), t.values(), dtype);
+}
+
 class FullPrecision final : public PrecisionPlugin {
  public:
   std::string precision() const override { return "32-true"; }
@@ -116,10 +123,32 @@ class TruePrecision final : public PrecisionPlugin {
  public:
   std::string precision() const override { return "bf16-true"; }
   DType paramDtype() const override { return DType::kBFloat16; }
-  void convertInput(Batch& batch) override {
-    for (auto& [name, t] : batch)
-      if (t.dtype() == DType::kFloat32) t = Tensor::fromHost(t.device(), t.shape(), t.values(), DType::kBFloat16);
-  }
+  void convertInput(Batch& batch) override { convertFloatFields(batch, DType::kBFloat16); }
+};
+
+// A plugin as the DeepSpeed strategies run it (Lightning's
+// DeepSpeedPrecision): the DeepSpeed engine holds the model in the half type
+// and takes inputs in it; the rest is the plugin's own.
+class DeepSpeedPrecision final : public PrecisionPlugin {
+ public:
+  DeepSpeedPrecision(std::unique_ptr<PrecisionPlugin> plugin, DType model)
+      : plugin_(std::move(plugin)), model_(model) {}
+  std::string precision() const override { return plugin_->precision(); }
+  void checkDevice(const device::Device& dev) const override { plugin_->checkDevice(dev); }
+  DType paramDtype() const override { return model_; }
+  void convertModule(LightningModule& model) override { plugin_->convertModule(model); }
+  void convertInput(Batch& batch) override { convertFloatFields(batch, model_); }
+  std::shared_ptr<void> forwardContext() override { return plugin_->forwardContext(); }
+  float lossScale() const override { return plugin_->lossScale(); }
+  bool prepareStep(const optim::GradientView& grads) override { return plugin_->prepareStep(grads); }
+  void onRunEnd(bool is_global_zero) override { plugin_->onRunEnd(is_global_zero); }
+  std::string summary() const override { return plugin_->summary(); }
+  std::string stateJson() const override { return plugin_->stateJson(); }
+  void loadStateJson(const std::string& text) override { plugin_->loadStateJson(text); }
+
+ private:
+  std::unique_ptr<PrecisionPlugin> plugin_;
+  DType model_;
 };
 
 // Process-wide: measurement and quantization cannot share a process (the
@@ -337,6 +366,14 @@ std::unique_ptr<PrecisionPlugin> makePrecisionPlugin(const std::string& name, co
     throw ConfigError("trainer.precision: '" + name + "' is not one of " + list);
   }
   return it->make(fp8, scaler);
+}
+
+std::unique_ptr<PrecisionPlugin> forDeepSpeed(std::unique_ptr<PrecisionPlugin> plugin) {
+  const std::string p = plugin->precision();
+  if (p == "16-mixed") return std::make_unique<DeepSpeedPrecision>(std::move(plugin), DType::kFloat16);
+  if (p == "bf16-mixed" || p == "bf16-true" || p == "fp8")
+    return std::make_unique<DeepSpeedPrecision>(std::move(plugin), DType::kBFloat16);
+  return plugin;
 }
 
 std::unique_ptr<PrecisionPlugin> makePrecisionFromPlugin(const config::Node& component, const std::string& path,

@@ -10,6 +10,15 @@
 // memory (the optimizer step runs on the host); offload_parameters keeps
 // stage 3's parameter shards there. Shards are the balanced partition of
 // comm::ProcessGroup::shardRange, so every rank knows every rank's part.
+//
+// A half-precision model (DeepSpeed's bf16 and fp16 modes: the DeepSpeed
+// precision plugin builds the model in bf16 or fp16) is stepped through fp32
+// master weights in the optimizer's state, as DeepSpeed's ZeRO and bf16
+// optimizers keep them: the parameters, their shards and ZeRO-2/3's gradient
+// shards are in the model's dtype; stages 0 and 1 accumulate gradients in
+// fp32. Parameters travel in the model's dtype; gradients in
+// communication_data_type, which defaults to the model's dtype (bf16 on the
+// wire; fp16 travels as fp32).
 #include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
 
@@ -43,13 +52,6 @@ class DeepSpeedStrategy final : public DistributedStrategy {
   }
 
   std::string configuredPrecision() const override { return settings_.precision; }
-  // DeepSpeed's bf16 mode holds the model in bf16, so gradients and ZeRO-3's
-  // parameter gathers travel in bf16 (communication_data_type defaults to
-  // the model's dtype); fp8 training runs on a bf16 model too.
-  void usePrecision(const std::string& precision) override {
-    const bool bf16_model = precision == "bf16-mixed" || precision == "bf16-true" || precision == "fp8";
-    bf16_wire_ = settings_.communication_data_type.empty() ? bf16_model : settings_.communication_data_type == "bf16";
-  }
   LossScalerOptions configuredLossScaler() const override { return settings_.loss_scaler; }
 
   std::unique_ptr<optim::Optimizer> configuredOptimizer() const override {
@@ -114,12 +116,16 @@ class DeepSpeedStrategy final : public DistributedStrategy {
     return settings_.reduce_bucket_elements > 0 ? settings_.reduce_bucket_elements * 4 : Strategy::bucketCapBytes();
   }
   bool persistentGradients() const override { return settings_.stage < 2; }
+  std::optional<DType> gradientDtype() const override {
+    if (settings_.stage < 2) return DType::kFloat32;
+    return std::nullopt;
+  }
   bool partitionsParameters() const override { return settings_.stage == 3; }
   std::uint64_t gradientDeviceBytes(const nn::FlatParameters& params) const override {
     if (settings_.stage < 2) return Strategy::gradientDeviceBytes(params);
     if (settings_.offload_optimizer) return 0;
     std::uint64_t bytes = 0;
-    for (const Shard& s : shards_) bytes += static_cast<std::uint64_t>(s.size) * sizeof(float);
+    for (const optim::StateBuffer& s : grad_shards_) bytes += s.size() * device::logicalSize(s.dtype());
     return bytes;
   }
   bool offloadOptimizerState() const override { return settings_.offload_optimizer; }
@@ -130,16 +136,26 @@ class DeepSpeedStrategy final : public DistributedStrategy {
     broadcastParameters(params, buffers);
     const std::size_t n = params.buckets().size();
     shards_.resize(n);
+    half_model_ = false;
     for (std::size_t i = 0; i < n; ++i) {
-      const auto r = comm::ProcessGroup::shardRange(static_cast<std::size_t>(params.buckets()[i].numel), worldSize(), globalRank());
+      const nn::ParamBucket& b = params.buckets()[i];
+      half_model_ |= b.dtype != DType::kFloat32;
+      if (settings_.stage == 0) {
+        shards_[i] = {0, b.numel};
+        continue;
+      }
+      const auto r = comm::ProcessGroup::shardRange(static_cast<std::size_t>(b.numel), worldSize(), globalRank());
       shards_[i] = {static_cast<std::int64_t>(r.offset), static_cast<std::int64_t>(r.size)};
     }
+    const DType model_dtype = n == 0 ? DType::kFloat32 : params.buckets().front().dtype;
+    bf16_grad_wire_ = settings_.communication_data_type.empty() ? model_dtype == DType::kBFloat16
+                                                                : settings_.communication_data_type == "bf16";
     pending_.assign(n, comm::Work());
     wire_.assign(n, {});
     reduced_.assign(n, false);
-    if (settings_.stage >= 2) grad_shards_ = makeShards(settings_.offload_optimizer);
+    if (settings_.stage >= 2) grad_shards_ = makeShards(params, settings_.offload_optimizer);
     if (settings_.stage == 3) {
-      value_shards_ = makeShards(settings_.offload_parameters);
+      value_shards_ = makeShards(params, settings_.offload_parameters);
       parametersLoaded(params);
       for (std::size_t i = 0; i < n; ++i) params.releaseValues(i);
       refs_.assign(n, 0);
@@ -152,20 +168,18 @@ class DeepSpeedStrategy final : public DistributedStrategy {
   }
 
   std::vector<optim::ParamSlice> optimizerSlices(nn::FlatParameters& params) override {
-    if (settings_.stage == 0) return Strategy::optimizerSlices(params);
     std::vector<optim::ParamSlice> slices;
     for (std::size_t i = 0; i < params.buckets().size(); ++i) {
       auto& b = params.buckets()[i];
       const Shard& s = shards_[i];
       float* values = settings_.stage == 3 ? value_shards_[i].data() : b.valueSpan().data() + s.offset;
       const float* grads = settings_.stage >= 2 ? grad_shards_[i].data() : b.gradSpan().data() + s.offset;
-      slices.push_back({values, grads, s.size, b.dtype});
+      slices.push_back({values, grads, s.size, b.dtype, /*master=*/half_model_});
     }
     return slices;
   }
 
   std::vector<SliceShard> optimizerShards(nn::FlatParameters& params) override {
-    if (settings_.stage == 0) return Strategy::optimizerShards(params);
     std::vector<SliceShard> out;
     for (std::size_t i = 0; i < shards_.size(); ++i) out.push_back({shards_[i].offset, shards_[i].size, params.buckets()[i].numel});
     return out;
@@ -190,7 +204,7 @@ class DeepSpeedStrategy final : public DistributedStrategy {
       reduce(params, i);
     }
     for (auto& w : pending_) w.wait(comm::Work::Clock::time_point::max());
-    if (bf16_wire_ && settings_.stage < 2)
+    if (bf16_grad_wire_ && settings_.stage < 2)
       for (std::size_t i = 0; i < params.buckets().size(); ++i) fromWire(wire_[i], params.buckets()[i].gradSpan());
     params.setBucketReadyCallback(nullptr);
   }
@@ -214,13 +228,13 @@ class DeepSpeedStrategy final : public DistributedStrategy {
     if (settings_.stage == 0 || settings_.stage == 3) return;
     // Every rank updated its shard: gather them so every rank has all values.
     for (std::size_t i = 0; i < params.buckets().size(); ++i) {
+      const nn::ParamBucket& b = params.buckets()[i];
       auto values = params.buckets()[i].valueSpan();
       const auto shard = static_cast<std::size_t>(shards_[i].size);
       // The input is a copy: allgather's output overlaps it (a dry run's holds no values).
       std::vector<float> mine(values.data() ? shard : 0);
       if (values.data()) std::copy_n(values.begin() + shards_[i].offset, shard, mine.begin());
-      group().allgather(comm::ConstBufferView(std::span<const float>(values.data() ? mine.data() : nullptr, shard)),
-                        values);
+      allgatherValues(std::span<const float>(values.data() ? mine.data() : nullptr, shard), values, b.dtype);
     }
   }
 
@@ -299,16 +313,19 @@ class DeepSpeedStrategy final : public DistributedStrategy {
     if (refs_[i]++ > 0) return;
     params_->allocateValues(i);
     const std::span<const float> shard(value_shards_[i].data(), static_cast<std::size_t>(shards_[i].size));
-    const std::span<float> values = params_->buckets()[i].valueSpan();
-    if (!bf16_wire_) {
-      group().allgather(comm::ConstBufferView(shard), values);
+    allgatherValues(shard, params_->buckets()[i].valueSpan(), params_->buckets()[i].dtype);
+  }
+
+  // Parameter values travel in the model's dtype: bf16 as its bits.
+  void allgatherValues(std::span<const float> mine, std::span<float> all, DType dtype) {
+    if (dtype != DType::kBFloat16) {
+      group().allgather(comm::ConstBufferView(mine), all);
       return;
     }
-    // The fp32 shards are the master weights; the model sees their bf16 values.
-    std::vector<std::uint16_t> mine, all(values.data() != nullptr ? values.size() : 0);
-    toWire(shard, mine);
-    group().allgather(wireView(mine, shard.size()), wireView(all, values.size()));
-    fromWire(all, values.data() != nullptr ? values : std::span<float>());
+    std::vector<std::uint16_t> in, out(all.data() != nullptr ? all.size() : 0);
+    toWire(mine, in);
+    group().allgather(wireView(in, mine.size()), wireView(out, all.size()));
+    fromWire(out, all.data() != nullptr ? all : std::span<float>());
   }
 
   // bf16 on the wire: values rounded to bf16 bits and back (nothing on a
@@ -327,9 +344,11 @@ class DeepSpeedStrategy final : public DistributedStrategy {
     if (--refs_[i] == 0) params_->releaseValues(i);
   }
 
-  std::vector<optim::StateBuffer> makeShards(bool on_host) {
+  // A shard of every bucket, in the bucket's dtype.
+  std::vector<optim::StateBuffer> makeShards(const nn::FlatParameters& params, bool on_host) {
     std::vector<optim::StateBuffer> out;
-    for (const Shard& s : shards_) out.emplace_back(device(), s.size, on_host);
+    for (std::size_t i = 0; i < shards_.size(); ++i)
+      out.emplace_back(device(), shards_[i].size, on_host, params.buckets()[i].dtype);
     return out;
   }
 
@@ -342,7 +361,7 @@ class DeepSpeedStrategy final : public DistributedStrategy {
     reduced_[i] = true;
     auto grads = params.buckets()[i].gradSpan();
     if (settings_.stage < 2) {
-      if (!bf16_wire_) {
+      if (!bf16_grad_wire_) {
         pending_[i] = group().allreduceAsync(grads, comm::ReduceOp::kAvg);
         return;
       }
@@ -351,8 +370,9 @@ class DeepSpeedStrategy final : public DistributedStrategy {
       return;
     }
     const auto shard = static_cast<std::size_t>(shards_[i].size);
+    const DType dtype = grad_shards_[i].dtype();
     const auto scatter = [&](float* into) {
-      if (!bf16_wire_) {
+      if (!bf16_grad_wire_) {
         group().reduceScatter(comm::ConstBufferView(std::span<const float>(grads)), std::span<float>(into, shard),
                               comm::ReduceOp::kAvg);
         return;
@@ -362,14 +382,18 @@ class DeepSpeedStrategy final : public DistributedStrategy {
       group().reduceScatter(wireView(in, grads.size()), wireView(out, shard), comm::ReduceOp::kAvg);
       fromWire(out, std::span<float>(into, into != nullptr ? shard : 0));
     };
+    // Accumulation adds each micro-batch's shard to the step's, in the
+    // shard's dtype.
     if (first_micro_batch_) {
       scatter(grad_shards_[i].data());
-    } else {  // accumulation: this micro-batch's shard is added to the step's
-      optim::StateBuffer part(device(), shards_[i].size, grad_shards_[i].onHost());
+    } else {
+      optim::StateBuffer part(device(), shards_[i].size, grad_shards_[i].onHost(), dtype);
       scatter(part.data());
       if (float* acc = grad_shards_[i].data(); acc != nullptr)
         for (std::size_t j = 0; j < shard; ++j) acc[j] += part.data()[j];
     }
+    if (float* acc = grad_shards_[i].data(); acc != nullptr && dtype != DType::kFloat32)
+      device::roundInPlace({acc, shard}, dtype);
     params.releaseGrads(i);  // only this rank's shard of the gradient stays
   }
 
@@ -381,7 +405,8 @@ class DeepSpeedStrategy final : public DistributedStrategy {
   std::vector<comm::Work> pending_;
   std::vector<bool> reduced_;
   bool first_micro_batch_ = true;
-  bool bf16_wire_ = false;
+  bool half_model_ = false;      // bf16 or fp16 parameters: fp32 masters in the optimizer
+  bool bf16_grad_wire_ = false;  // gradients reduced as bf16
   std::vector<std::vector<std::uint16_t>> wire_;  // per bucket: bf16 gradients in flight (stages 0 and 1)
   nn::FlatParameters* params_ = nullptr;
   std::vector<int> refs_;

@@ -24,10 +24,7 @@ optim::GradientView Strategy::gradients(nn::FlatParameters& params) {
 std::uint64_t Strategy::gradientDeviceBytes(const nn::FlatParameters& params) const {
   std::uint64_t bytes = 0;
   for (std::size_t i = 0; i < params.buckets().size(); ++i)
-    if (params.gradsAllocated(i)) {
-      const nn::ParamBucket& b = params.buckets()[i];
-      bytes += static_cast<std::uint64_t>(b.numel) * device::logicalSize(b.dtype);
-    }
+    if (params.gradsAllocated(i)) bytes += params.buckets()[i].grads->logicalBytes();
   return bytes;
 }
 

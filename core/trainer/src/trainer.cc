@@ -137,7 +137,8 @@ void Trainer::setupModel(LightningModule& model, data::DataModule& data, data::S
   precision_->convertModule(model);
   // Gradients exist for training only (evaluation and prediction allocate none).
   params_ = std::make_unique<nn::FlatParameters>(model, build_on, strategy_->bucketCapBytes(),
-                                                 strategy_->persistentGradients() && stage == data::Stage::kFit);
+                                                 strategy_->persistentGradients() && stage == data::Stage::kFit,
+                                                 strategy_->gradientDtype());
   if (&build_on != &dev) moveBuffers(model, dev);
   strategy_->setupParameters(model, *params_, model.namedBuffers());
   if (&build_on != &dev) {

@@ -219,6 +219,7 @@ void Trainer::restore(const std::string& path, bool full) {
   for (const auto& b : model_->namedBuffers()) loadInto(ckpt, model_->checkpointKey(b.name), b.tensor, path);
   strategy_->parametersLoaded(*params_);
   strategy_->releaseParameters(*params_, Strategy::GatherScope::kAll);
+  if (optimizer_) optimizer_->parametersLoaded();
   if (!full) return;  // evaluation: the loops start at epoch 0, step 0, as in Lightning
   global_step_ = std::stoll(ckpt.meta("global_step"));
   current_epoch_ = std::stoll(ckpt.meta("epoch"));

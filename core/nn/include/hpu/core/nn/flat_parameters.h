@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -39,8 +40,10 @@ class FlatParameters {
   // parameter handle rebound to its bucket view). With `persistent_grads`
   // false, a bucket's gradient buffer is allocated when backward first needs
   // it and lives until releaseGrads(bucket) (ZeRO-2 keeps only shards).
+  // Gradients have their bucket's dtype unless `grad_dtype` says otherwise
+  // (DeepSpeed's bf16 optimizer accumulates a bf16 model's gradients in fp32).
   FlatParameters(const Module& module, device::Device& device, std::int64_t bucket_cap_bytes,
-                 bool persistent_grads = true);
+                 bool persistent_grads = true, std::optional<DType> grad_dtype = std::nullopt);
 
   std::vector<ParamBucket>& buckets() { return buckets_; }
   const std::vector<ParamBucket>& buckets() const { return buckets_; }
@@ -77,6 +80,7 @@ class FlatParameters {
 
   device::Device* device_;
   bool persistent_grads_;
+  std::optional<DType> grad_dtype_;
   std::vector<ParamBucket> buckets_;
   std::vector<int> pending_params_;                         // per bucket, parameters without final gradient
   std::unordered_map<const void*, std::size_t> bucket_of_;  // Leaf::id() -> bucket

@@ -24,6 +24,11 @@ struct ParamSlice {
   const float* grads;
   std::int64_t numel;
   DType dtype;  // the parameters' dtype: values are rounded to it after an update
+  // The values are a half-precision model's (DeepSpeed's bf16 and fp16
+  // modes): the optimizer steps fp32 master weights kept in its state
+  // ("master", from the values at attach) and writes them into the values
+  // rounded to dtype. Either every slice of an optimizer has one or none.
+  bool master = false;
 };
 
 class Optimizer {
@@ -45,7 +50,11 @@ class Optimizer {
   std::int64_t stepCount() const { return step_; }
   void setStepCount(std::int64_t s) { step_ = s; }
 
-  // State buffers by name ("exp_avg.0": slice 0), for checkpoints.
+  // The parameter values were replaced (checkpoint weights): fp32 master
+  // weights start again from them.
+  void parametersLoaded();
+  // State buffers by name ("exp_avg.0": slice 0; "master.0" with master
+  // weights), for checkpoints.
   struct NamedState {
     std::string name;
     std::span<float> values;
@@ -64,11 +73,12 @@ class Optimizer {
   double initial_lr_;
   std::int64_t step_ = 0;
   std::vector<ParamSlice> slices_;
-  std::vector<std::vector<StateBuffer>> state_;  // [slice][state buffer]
+  std::vector<std::vector<StateBuffer>> state_;  // [slice][state buffer], then the master if any
   bool attached_empty_ = false;
   bool shape_only_ = false;  // attached on a shape-only device: step() updates nothing
   device::Device* device_ = nullptr;  // where step() is recorded
   bool offload_ = false;
+  bool masters_ = false;  // fp32 master weights: the last state buffer of each slice
 };
 
 struct SGDOptions {

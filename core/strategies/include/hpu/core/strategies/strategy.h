@@ -71,6 +71,9 @@ class Strategy {
   // False when gradient buckets live only during backward (ZeRO-2/3 keep
   // gradient shards).
   virtual bool persistentGradients() const { return true; }
+  // The dtype of gradient buckets when it is not their parameters' own
+  // (DeepSpeed's bf16 optimizer accumulates a bf16 model's gradients in fp32).
+  virtual std::optional<DType> gradientDtype() const { return std::nullopt; }
   // Device bytes of the gradient storage this rank keeps between steps:
   // whole buckets, or ZeRO's shards (none in host memory).
   virtual std::uint64_t gradientDeviceBytes(const nn::FlatParameters& params) const;
@@ -98,9 +101,6 @@ class Strategy {
   // What the strategy's own config asks for (a DeepSpeed config's bf16/fp16,
   // optimizer and scheduler), used when nothing else chose: "" / nullptr.
   virtual std::string configuredPrecision() const { return ""; }
-  // The precision the run trains in, once chosen (DeepSpeed communicates in
-  // the model's half type).
-  virtual void usePrecision(const std::string& precision) {}
   virtual LossScalerOptions configuredLossScaler() const { return {}; }
   virtual std::unique_ptr<optim::Optimizer> configuredOptimizer() const { return nullptr; }
   virtual std::unique_ptr<optim::LRScheduler> configuredScheduler() const { return nullptr; }
