@@ -69,12 +69,12 @@ OpCost forwardCost(const device::GaudiModel& m, std::string_view op, std::span<c
     const double batch = std::max(numel(a) / (rows * k), numel(b) / (k * cols));
     return product(m, static_cast<std::int64_t>(batch), rows, cols, k, a.dtype);
   }
-  if (op == "conv2d" && operands.size() >= 2) {
-    // Implicit GEMM: [N x H x W, C/g x kh x kw] by [.., O]; the record has
-    // no stride or padding, so the output is taken as the input's size
-    // (stride 1, "same" padding).
+  if (op == "conv2d" && operands.size() >= 3) {
+    // Implicit GEMM: [N x Ho x Wo, C x kh x kw] by [.., O]; the output
+    // [N, O, Ho, Wo] is the record's last operand.
     const OperandInfo& w = operands[1];
-    const std::int64_t pixels = dim(a, 0) * dim(a, 2) * dim(a, 3);
+    const OperandInfo& y = operands.back();
+    const std::int64_t pixels = dim(y, 0) * dim(y, 2) * dim(y, 3);
     return product(m, 1, pixels, dim(w, 0), dim(w, 1) * dim(w, 2) * dim(w, 3), a.dtype);
   }
   if (op == "scaled_dot_product_attention" && operands.size() >= 3) {

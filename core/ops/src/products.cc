@@ -198,8 +198,9 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, const 
   // Not outH() > 0: integer division truncates toward zero, so a kernel up
   // to stride-1 larger than the padded input would yield one output row.
   require(g.h + 2 * g.pad >= g.r && g.w + 2 * g.pad >= g.s, op::kConv2d, "kernel larger than the padded input");
-  const OpRecord op_record = record(op::kConv2d, {&x, &w, &b});
   Tensor y = like(x, {g.n, g.k, g.outH(), g.outW()});
+  // The output is recorded last: its size carries the stride and padding.
+  const OpRecord op_record = record(op::kConv2d, {&x, &w, &b, &y});
   if (computes(y)) k::conv2dForward(g, x.data(), w.data(), b.defined() ? b.data() : nullptr, y.data());
   recordBackward(y, {&x, &w, &b}, [x, w, b, y, g] {
     Tensor gy = y.grad();

@@ -1,0 +1,99 @@
+// The Gaudi time model against its formulas, worked by hand from the
+// published figures (spec.cc, gaudi_model.cc): the MME clock derived from the
+// bf16 peak, output tiles plus the array's fill, the HBM roofline, TPC SIMD
+// lanes, and collectives over 21 scale-up and 3 scale-out ports.
+#include "hpu/device/gaudi_model.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace hpu::device {
+namespace {
+
+constexpr double kRel = 1e-12;
+
+// Gaudi 2: 2 MMEs of 256 x 256 MACs at 432 TFLOP/s bf16: 432e12 / (2 x
+// 256^2 x 2) = 1.648 GHz; HBM 2.46 TB/s at 90%.
+const double kClock2 = 432e12 / (2.0 * 2 * 256 * 256);
+const double kHbm2 = 2.46e12 * 0.9;
+
+TEST(GaudiModel, LargeProductsRunTileByTileWithTheArraysFill) {
+  const GaudiModel m(Generation::kGaudi2, {});
+  // 4096^3: 16 x 16 tiles on 2 engines, 128 waves of 4096 + 256 cycles:
+  // 94% of the peak (4096 / 4352).
+  const double s = m.matrixSeconds(1, 4096, 4096, 4096, DType::kBFloat16, DType::kBFloat16);
+  EXPECT_NEAR(s, 128 * 4352 / kClock2, kRel * s);
+  EXPECT_NEAR(2.0 * 4096 * 4096 * 4096 / s / 432e12, 4096.0 / 4352, 1e-9);
+  // One row past a tile costs a whole row of tiles: 17 x 16 tiles.
+  EXPECT_NEAR(m.matrixSeconds(1, 4097, 4096, 4096, DType::kBFloat16, DType::kBFloat16), 136 * 4352 / kClock2,
+              kRel * s);
+  // fp8 at its 865 TFLOP/s peak takes 432/865 of the bf16 time.
+  EXPECT_NEAR(m.matrixSeconds(1, 4096, 4096, 4096, DType::kFloat8E4M3, DType::kBFloat16), s * 432 / 865, kRel * s);
+  // fp32 has no published MME figure: a quarter of bf16's rate.
+  EXPECT_NEAR(m.matrixSeconds(1, 4096, 4096, 4096, DType::kFloat32, DType::kFloat32), 4 * s, kRel * s);
+  EXPECT_EQ(m.matrixSeconds(1, 0, 4096, 4096, DType::kBFloat16, DType::kBFloat16), 0);
+}
+
+TEST(GaudiModel, ProductsThatReadMoreThanTheyComputeAreBoundByHbm) {
+  const GaudiModel m(Generation::kGaudi2, {});
+  // [256, 2^20] by [2^20, 512]: one tile per engine, 2^20 + 256 cycles, but
+  // 1.5 GiB of bf16 operands to stream: 0.69 ms of HBM against 0.64 ms.
+  const double k = 1 << 20;
+  const double bytes = (256 * k + k * 512 + 256 * 512) * 2;
+  EXPECT_GT(bytes / kHbm2, (k + 256) / kClock2);
+  EXPECT_NEAR(m.matrixSeconds(1, 256, 512, 1 << 20, DType::kBFloat16, DType::kBFloat16), bytes / kHbm2, 1e-12);
+}
+
+TEST(GaudiModel, VectorPassesAreBoundByHbmOrTpcLanes) {
+  const GaudiModel m(Generation::kGaudi2, {});
+  // 24 TPCs of 256-byte SIMD: 128 bf16 lanes each per cycle.
+  const double elements = 1e9, lanes = 128.0 * 24;
+  EXPECT_NEAR(m.vectorSeconds(0, elements, 10, DType::kBFloat16), elements * 10 / (lanes * kClock2), 1e-12);
+  EXPECT_NEAR(m.vectorSeconds(4e9, elements, 1, DType::kBFloat16), 4e9 / kHbm2, 1e-12);
+  // fp32 has half the lanes.
+  EXPECT_NEAR(m.vectorSeconds(0, elements, 10, DType::kFloat32), 2 * elements * 10 / (lanes * kClock2), 1e-12);
+}
+
+TEST(GaudiModel, CollectivesFollowTheServerAndScaleOutTopology) {
+  // A port carries 100 Gbit/s x 4096/4178 of payload (RoCE v2 framing).
+  const double port = 100e9 / 8 * 4096.0 / 4178;
+  const double latency = 5e-6;
+  const double bytes = 1 << 30;
+  // One server of 8: 21 ports all-to-all, 3 to each peer; an all-reduce is a
+  // reduce-scatter and an all-gather of bytes / 8 to each peer in parallel.
+  const GaudiModel server(Generation::kGaudi2, {8, 1});
+  const double half = bytes / 8 / (3 * port) + latency;
+  EXPECT_NEAR(server.collectiveSeconds(CollectiveKind::kAllreduce, bytes), 2 * half, 1e-12);
+  EXPECT_NEAR(server.collectiveSeconds(CollectiveKind::kReduceScatter, bytes), half, 1e-12);
+  EXPECT_NEAR(server.collectiveSeconds(CollectiveKind::kAllgather, bytes), half, 1e-12);
+  // 4 servers: a ring among the cards of each local rank over 3 scale-out
+  // ports, on each card's bytes / 8.
+  const GaudiModel four(Generation::kGaudi2, {8, 4});
+  const double ring = 3.0 / 4 * (bytes / 8) / (3 * port) + 3 * latency;
+  EXPECT_NEAR(four.collectiveSeconds(CollectiveKind::kAllreduce, bytes), 2 * half + 2 * ring, 1e-12);
+  EXPECT_EQ(GaudiModel(Generation::kGaudi2, {1, 1}).collectiveSeconds(CollectiveKind::kAllreduce, bytes), 0);
+  // Gaudi 3's ports are twice as fast.
+  const GaudiModel g3(Generation::kGaudi3, {8, 1});
+  EXPECT_NEAR(g3.collectiveSeconds(CollectiveKind::kAllreduce, bytes), 2 * (bytes / 8 / (6 * port) + latency), 1e-12);
+}
+
+TEST(GaudiModel, EveryAssumptionIsNamedWithItsSource) {
+  const GaudiModel m(Generation::kGaudi3, {8, 2});
+  const auto all = m.assumptions();
+  ASSERT_FALSE(all.empty());
+  for (const Assumption& a : all) {
+    EXPECT_FALSE(a.name.empty());
+    EXPECT_FALSE(a.unit.empty()) << a.name;
+    EXPECT_FALSE(a.source.empty()) << a.name;
+    EXPECT_TRUE(std::isfinite(a.value)) << a.name;
+  }
+  // Gaudi 3: 8 MMEs; clock 1835e12 / (8 x 256^2 x 2) = 1.75 GHz.
+  const auto clock = std::find_if(all.begin(), all.end(), [](const Assumption& a) { return a.name == "mme_clock"; });
+  ASSERT_NE(clock, all.end());
+  EXPECT_NEAR(clock->value, 1835e12 / (8.0 * 256 * 256 * 2) / 1e9, 1e-12);
+}
+
+}  // namespace
+}  // namespace hpu::device
