@@ -7,6 +7,7 @@
 #include "hpu/core/module/lightning_module.h"
 #include "hpu/core/tensor/autograd.h"
 #include "hpu/device/device.h"
+#include "hpu/device/platform.h"
 #include "test_support.h"
 
 namespace hpu::core {
@@ -63,6 +64,17 @@ TEST(LanguageModel, ParameterCountsAreHuggingFacesAtFullSize) {
     "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "sliding_window": 4096, "tie_word_embeddings": false,
     "torch_dtype": "bfloat16", "transformers_version": "4.34.0.dev0", "use_cache": true, "vocab_size": 32000})");
   EXPECT_EQ(parameterCount("LlamaForCausalLM", "{config: " + mistral + "}"), 7'241'732'096);
+  // Llama-3.1-8B: rope_scaling llama3, a 128256-token vocabulary.
+  const std::string llama31 = writeJson(dir, "llama31.json", R"({
+    "architectures": ["LlamaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0, "bos_token_id": 128000,
+    "eos_token_id": 128001, "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02,
+    "intermediate_size": 14336, "max_position_embeddings": 131072, "mlp_bias": false, "model_type": "llama",
+    "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8, "pretraining_tp": 1,
+    "rms_norm_eps": 1e-05, "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 8192, "rope_type": "llama3"}, "rope_theta": 500000.0,
+    "tie_word_embeddings": false, "torch_dtype": "bfloat16", "transformers_version": "4.43.0.dev0",
+    "use_cache": true, "vocab_size": 128256})");
+  EXPECT_EQ(parameterCount("LlamaForCausalLM", "{config: " + llama31 + "}"), 8'030'261'248);
   // gpt2 (124M), its defaults, embeddings tied.
   EXPECT_EQ(parameterCount("GPT2LMHeadModel", "{vocab_size: 50257}"), 124'439'808);
 }
@@ -86,10 +98,13 @@ TEST(LanguageModel, ConfigJsonKeysAreReadIgnoredOrRefusedByName) {
     const std::string path = writeJson(dir, name, "{" + base + ", " + extra + "}");
     return errorOf<UsageError>([&] { buildModel("LlamaForCausalLM", "{config: " + path + "}"); });
   };
-  EXPECT_EQ(refusal("scaling.json", R"("rope_scaling": {"type": "linear", "factor": 2.0})"),
+  EXPECT_EQ(refusal("scaling.json", R"("rope_scaling": {"type": "dynamic", "factor": 2.0})"),
             (dir.path() / "scaling.json").string() +
-                R"(: rope_scaling: {"factor":2.0,"type":"linear"} is not implemented: hpu-train's rotary embedding is )"
-                "unscaled (null)");
+                R"(: rope_scaling: {"factor":2.0,"type":"dynamic"}: rope_type 'dynamic' is not implemented )"
+                "(default, linear, llama3)");
+  EXPECT_EQ(refusal("factor.json", R"("rope_scaling": {"rope_type": "llama3", "factor": 8.0})"),
+            (dir.path() / "factor.json").string() +
+                R"(: rope_scaling: {"factor":8.0,"rope_type":"llama3"}: no low_freq_factor)");
   EXPECT_EQ(refusal("act.json", R"("hidden_act": "gelu")"),
             (dir.path() / "act.json").string() +
                 R"(: hidden_act: "gelu" is not implemented: Llama and Mistral's MLP uses silu)");
@@ -104,10 +119,10 @@ TEST(LanguageModel, ConfigJsonKeysAreReadIgnoredOrRefusedByName) {
 
 // A small model on the test device, weights from the seed.
 std::unique_ptr<models::CausalLM> small(const std::string& class_name, const std::string& init_args,
-                                        std::uint64_t seed = 5) {
+                                        std::uint64_t seed = 5, device::Device& dev = testDevice()) {
   auto model = buildModel(class_name, init_args);
   Generator init(seed), dropout(seed + 1);
-  nn::InitContext ctx{testDevice(), init, dropout};
+  nn::InitContext ctx{dev, init, dropout};
   model->configureModel(ctx, {});
   return std::unique_ptr<models::CausalLM>(static_cast<models::CausalLM*>(model.release()));
 }
@@ -176,6 +191,32 @@ TEST(LanguageModel, GreedyGenerationWithTheCacheEqualsItWithoutTokenForToken) {
     EXPECT_EQ(model->generate(prompt, sample, a), model->generate(prompt, sample, b));
     EXPECT_NE(model->generate(prompt, sample, a), model->generate(prompt, sample, c));
   }
+}
+
+// Decoding in buckets (optimum-habana's --bucket_size --bucket_internal)
+// attends to the same keys, so it yields the same tokens; its graphs read the
+// cache's filled part rounded up to a bucket, one graph per bucket: a prompt
+// of 4 and 20 new tokens (capacity 24) decode over 8, 12, ..., 24 keys in
+// buckets of 4 against the whole 24: in lazy mode, a prefill graph and four
+// decoding graphs more (the one over 24 keys is the unbucketed run's).
+TEST(LanguageModel, BucketedDecodingGivesTheSameTokensWithAGraphPerBucket) {
+  device::Platform platform =
+      device::Platform::fromEnv(device::Env{{"HPU_EMULATOR_DEVICES", "1"}, {"PT_HPU_LAZY_MODE", "1"}});
+  device::Device& dev = platform.device(0);
+  auto model = small("LlamaForCausalLM", kTinyLlama, 11, dev);
+  model->eval();
+  const std::vector<std::int64_t> prompt{5, 17, 2, 30};
+  const auto compilations = [&](const models::GenerationOptions& o, std::vector<std::int64_t>& tokens) {
+    const std::uint64_t before = dev.graph().stats().compilations;
+    Generator rng(3);
+    tokens = model->generate(prompt, o, rng);
+    return dev.graph().stats().compilations - before;
+  };
+  std::vector<std::int64_t> whole, bucketed;
+  EXPECT_EQ(compilations({.max_new_tokens = 20}, whole), 2u) << "the prefill and one decoding graph";
+  EXPECT_EQ(compilations({.max_new_tokens = 20}, whole), 0u);
+  EXPECT_EQ(compilations({.max_new_tokens = 20, .bucket_size = 4}, bucketed), 5u);
+  EXPECT_EQ(bucketed, whole);
 }
 
 TEST(LanguageModel, GenerationLongerThanThePositionsIsRefused) {

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 namespace hpu::core::estimate {
@@ -33,22 +34,33 @@ const GaudiModel& gaudi2() {
 TEST(OpCosts, LinearIsOneProductOverEveryLeadingDimension) {
   // x [2, 4096, 4096] by w [11008, 4096]: 8192 x 11008 x 4096.
   const Operands o{{{2, 4096, 4096}, {11008, 4096}}, {DType::kBFloat16, DType::kBFloat16}};
-  const OpCost c = forwardCost(gaudi2(), "linear", o.infos());
-  EXPECT_EQ(c.engine, Engine::kMatrix);
-  EXPECT_EQ(c.flops, 2.0 * 8192 * 11008 * 4096);
-  EXPECT_EQ(c.seconds, gaudi2().matrixSeconds(1, 8192, 11008, 4096, DType::kBFloat16, DType::kBFloat16));
+  const OpPrice p = priceOp(gaudi2(), "linear", o.infos());
+  EXPECT_EQ(p.forward.engine, Engine::kMatrix);
+  EXPECT_EQ(p.forward.flops, 2.0 * 8192 * 11008 * 4096);
+  EXPECT_EQ(p.forward.seconds, gaudi2().matrixSeconds(1, 8192, 11008, 4096, DType::kBFloat16, DType::kBFloat16));
   // Conv1D's [in, out] weight is the same product.
   const Operands conv1d{{{2, 4096, 4096}, {4096, 11008}}, {DType::kBFloat16, DType::kBFloat16}};
-  EXPECT_EQ(forwardCost(gaudi2(), "linear", conv1d.infos()).flops, c.flops);
+  EXPECT_EQ(priceOp(gaudi2(), "linear", conv1d.infos()).forward.flops, p.forward.flops);
   // Backward: dX and dW, two products of the forward's size.
-  EXPECT_EQ(backwardCost("linear", c).flops, 2 * c.flops);
-  EXPECT_EQ(backwardCost("linear", c).seconds, 2 * c.seconds);
+  EXPECT_EQ(p.backward.flops, 2 * p.forward.flops);
+  EXPECT_EQ(p.backward.seconds, 2 * p.forward.seconds);
 }
 
 TEST(OpCosts, Fp8ProductsRunAtTheFp8PeakAndWriteBf16) {
   const Operands o{{{8192, 4096}, {4096, 4096}}, {DType::kFloat8E4M3, DType::kFloat8E4M3}};
-  const OpCost c = forwardCost(gaudi2(), "fp8_linear", o.infos());
-  EXPECT_EQ(c.seconds, gaudi2().matrixSeconds(1, 8192, 4096, 4096, DType::kFloat8E4M3, DType::kBFloat16));
+  EXPECT_EQ(priceOp(gaudi2(), "fp8_linear", o.infos()).forward.seconds,
+            gaudi2().matrixSeconds(1, 8192, 4096, 4096, DType::kFloat8E4M3, DType::kBFloat16));
+}
+
+TEST(OpCosts, MatrixVectorProductsRunOnTheVectorEngine) {
+  // One row against a [4096, 4096] bf16 weight: 1/256 of a tile's rows on
+  // the matrix engine; on the TPCs, the 32 MiB of weights stream at HBM speed.
+  const Operands o{{{1, 4096}, {4096, 4096}}, {DType::kBFloat16, DType::kBFloat16}};
+  const OpCost c = priceOp(gaudi2(), "linear", o.infos()).forward;
+  EXPECT_EQ(c.engine, Engine::kVector);
+  const double traffic = (4096.0 + 4096.0 * 4096 + 4096) * 2;
+  EXPECT_EQ(c.seconds, gaudi2().vectorSeconds(traffic, 4096.0 * 4096, 1, DType::kBFloat16));
+  EXPECT_LT(c.seconds, gaudi2().matrixSeconds(1, 1, 4096, 4096, DType::kBFloat16, DType::kBFloat16));
 }
 
 TEST(OpCosts, ConvolutionsAreImplicitGemmsOverTheirOutputPixels) {
@@ -56,34 +68,73 @@ TEST(OpCosts, ConvolutionsAreImplicitGemmsOverTheirOutputPixels) {
   // product of 8 x 28 x 28 pixels by 128 outputs over 64 x 9.
   const Operands o{{{8, 64, 56, 56}, {128, 64, 3, 3}, {128}, {8, 128, 28, 28}},
                    {DType::kBFloat16, DType::kBFloat16, DType::kBFloat16, DType::kBFloat16}};
-  const OpCost c = forwardCost(gaudi2(), "conv2d", o.infos());
+  const OpCost c = priceOp(gaudi2(), "conv2d", o.infos()).forward;
   EXPECT_EQ(c.engine, Engine::kMatrix);
   EXPECT_EQ(c.flops, 2.0 * 8 * 28 * 28 * 128 * 64 * 9);
 }
 
-TEST(OpCosts, CausalAttentionSkipsTheMaskedHalfAndDecodingReadsTheWholeCache) {
-  // q, k, v [2, 32, 4096, 128]: Q K^T and P V, half of each under the mask.
-  const Operands prefill{{{2, 32, 4096, 128}, {2, 32, 4096, 128}, {2, 32, 4096, 128}},
-                         {DType::kBFloat16, DType::kBFloat16, DType::kBFloat16}};
-  const OpCost c = forwardCost(gaudi2(), "scaled_dot_product_attention", prefill.infos());
-  EXPECT_EQ(c.flops, 2.0 * 64 * 4096 * 4096 * 128);
-  // FlashAttention's backward: five products against the forward's two.
-  EXPECT_EQ(backwardCost("scaled_dot_product_attention", c).flops, 2.5 * c.flops);
-  // One new query against 256 cached keys, all of them read.
-  const Operands decode{{{2, 32, 1, 128}, {2, 32, 256, 128}, {2, 32, 256, 128}},
-                        {DType::kBFloat16, DType::kBFloat16, DType::kBFloat16}};
-  EXPECT_EQ(forwardCost(gaudi2(), "scaled_dot_product_attention", decode.infos()).flops, 2 * 2.0 * 64 * 256 * 128);
+// Causal prefill at sequence 8192, 32 query heads sharing 8 key/value heads
+// of 128: the 4 query heads of a key/value head are one product's rows, the
+// masked half is skipped, the softmax's exponentials (10 instructions a
+// score) run on the TPCs, and the fused kernel takes as long as its busiest
+// engine.
+TEST(OpCosts, AttentionIsAFusedKernelBoundByItsBusiestEngine) {
+  const GaudiModel& m = gaudi2();
+  const Operands o{{{1, 32, 8192, 128}, {1, 8, 8192, 128}, {1, 8, 8192, 128}},
+                   {DType::kBFloat16, DType::kBFloat16, DType::kBFloat16}};
+  const OpPrice p = priceOp(m, "scaled_dot_product_attention", o.infos());
+  const double scores = 32.0 * 8192 * 8192 / 2;
+  EXPECT_EQ(p.forward.flops, 4 * scores * 128);
+  const double products = (m.matrixSeconds(8, 4 * 8192, 8192, 128, DType::kBFloat16, DType::kBFloat16) +
+                           m.matrixSeconds(8, 4 * 8192, 128, 8192, DType::kBFloat16, DType::kBFloat16)) /
+                          2;
+  const double softmax = m.vectorSeconds(0, scores * 10, 1, DType::kBFloat16);
+  const double hbm = m.vectorSeconds(4.0 * 32 * 8192 * 128 + 4.0 * 8 * 8192 * 128, 0, 0, DType::kBFloat16);
+  EXPECT_EQ(p.forward.engine, Engine::kMatrix);
+  EXPECT_EQ(p.forward.seconds, std::max({products, softmax, hbm}));
+  EXPECT_GT(softmax, 0.5 * products) << "the softmax is no small part of attention";
+  // Backward: five products against two; the softmax recomputed and its
+  // gradient, 12 instructions a score; twice the traffic.
+  EXPECT_EQ(p.backward.flops, 2.5 * p.forward.flops);
+  EXPECT_EQ(p.backward.seconds,
+            std::max({2.5 * products, m.vectorSeconds(0, scores * 12, 1, DType::kBFloat16), 2 * hbm}));
+}
+
+// Decoding: one query row per head against a 2048-position fp8 cache, 8
+// key/value heads for 32 query heads. The products run on the TPCs (4 rows would leave the MME's arrays
+// nearly empty), which read each key/value head once for its four query
+// heads.
+TEST(OpCosts, DecodingAttentionReadsEachKeyValueHeadOnce) {
+  const GaudiModel& m = gaudi2();
+  const Operands o{{{64, 32, 1, 128}, {64, 8, 2048, 128}, {64, 8, 2048, 128}},
+                   {DType::kBFloat16, DType::kFloat8E4M3, DType::kFloat8E4M3}};
+  const OpPrice p = priceOp(m, "scaled_dot_product_attention", o.infos());
+  EXPECT_EQ(p.forward.engine, Engine::kVector);
+  const double macs = 64.0 * 32 * 2048 * 128;  // per product
+  const double qk = m.vectorSeconds(512 * ((4.0 * 128 + 128.0 * 2048) + 4.0 * 2048 * 2), macs, 1, DType::kBFloat16);
+  const double pv = m.vectorSeconds(512 * ((4.0 * 2048 + 2048.0 * 128) + 4.0 * 128 * 2), macs, 1, DType::kBFloat16);
+  const double softmax = m.vectorSeconds(0, 64.0 * 32 * 2048 * 10, 1, DType::kBFloat16);
+  const double hbm = m.vectorSeconds(2 * (64.0 * 32 * 128 * 2) + 2 * (64.0 * 8 * 2048 * 128), 0, 0, DType::kBFloat16);
+  EXPECT_DOUBLE_EQ(p.forward.seconds, std::max(qk + pv + softmax, hbm));
+  EXPECT_EQ(p.forward.flops, 4 * macs);
 }
 
 TEST(OpCosts, ElementwiseOpsAreVectorPasses) {
   // add of two [1024, 1024] bf16 tensors: 3 x 2 MiB of HBM traffic.
   const Operands o{{{1024, 1024}, {1024, 1024}}, {DType::kBFloat16, DType::kBFloat16}};
-  const OpCost c = forwardCost(gaudi2(), "add", o.infos());
-  EXPECT_EQ(c.engine, Engine::kVector);
-  EXPECT_EQ(c.flops, 0);
-  EXPECT_EQ(c.seconds, gaudi2().vectorSeconds(3.0 * 1024 * 1024 * 2, 1024.0 * 1024, 1, DType::kBFloat16));
+  const OpPrice p = priceOp(gaudi2(), "add", o.infos());
+  EXPECT_EQ(p.forward.engine, Engine::kVector);
+  EXPECT_EQ(p.forward.flops, 0);
+  EXPECT_EQ(p.forward.seconds, gaudi2().vectorSeconds(3.0 * 1024 * 1024 * 2, 1024.0 * 1024, 1, DType::kBFloat16));
   // Backward reads the output's gradient and the input, writes one: 1.5x.
-  EXPECT_EQ(backwardCost("add", c).seconds, 1.5 * c.seconds);
+  EXPECT_EQ(p.backward.seconds, 1.5 * p.forward.seconds);
+}
+
+TEST(OpCosts, EveryPricingConstantIsNamedWithItsSource) {
+  for (const device::Assumption& a : opCostAssumptions()) {
+    EXPECT_FALSE(a.source.empty()) << a.name;
+    EXPECT_GT(a.value, 0) << a.name;
+  }
 }
 
 }  // namespace

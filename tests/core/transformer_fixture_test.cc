@@ -96,6 +96,14 @@ TEST(TorchFixture, Attention) {
 TEST(TorchFixture, NormsPositionsActivationsEmbeddingAndLosses) {
   checkCase("rms_norm", [](const auto& in, const auto&) { return ops::rmsNorm(in[0], in[1], 1e-6f); });
   checkCase("rotary", [](const auto& in, const auto& c) { return ops::rotaryEmbedding(in[0], c[0], 10000.0f); });
+  checkCase("rotary_llama3_scaling", [](const auto& in, const auto& c) {
+    const ops::RopeScaling llama3{.type = ops::RopeScaling::Type::kLlama3,
+                                  .factor = 8.0f,
+                                  .low_freq_factor = 1.0f,
+                                  .high_freq_factor = 4.0f,
+                                  .original_max_position_embeddings = 8192};
+    return ops::rotaryEmbedding(in[0], c[0], 500000.0f, llama3);
+  });
   checkCase("silu", [](const auto& in, const auto&) { return ops::silu(in[0]); });
   checkCase("swiglu", [](const auto& in, const auto&) { return ops::swiglu(in[0], in[1]); });
   checkCase("embedding_padding", [](const auto& in, const auto& c) { return ops::embedding(c[0], in[0], 2); });

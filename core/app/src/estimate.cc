@@ -29,6 +29,13 @@ using nlohmann::json;
 // after.
 constexpr std::uint64_t kTraceMemoryLimit = 1ull << 60;
 
+// Every constant the estimate rests on: the Gaudi model's and the pricing's.
+std::vector<device::Assumption> assumptionsOf(const device::GaudiModel& model) {
+  std::vector<device::Assumption> all = model.assumptions();
+  for (device::Assumption& a : estimate::opCostAssumptions()) all.push_back(std::move(a));
+  return all;
+}
+
 // One traced rank: its memory and its priced step.
 struct RankTrace {
   int rank = 0, last_rank = 0;  // the ranks [rank, last_rank] it stands for (identical shards)
@@ -343,7 +350,7 @@ int runEstimate(const EstimateRequest& request) {
   }
   if (request.verbose) {
     out += "  assumptions:\n";
-    for (const device::Assumption& a : model.assumptions())
+    for (const device::Assumption& a : assumptionsOf(model))
       out += fmt::format("    {:<24} {:>10.4g} {:<24} {}\n", a.name, a.value, a.unit, a.source);
   }
   std::fputs(out.c_str(), stdout);
@@ -384,7 +391,7 @@ int runEstimate(const EstimateRequest& request) {
     j["top_ops"] = json::array();
     for (std::size_t i = 0; i < std::min<std::size_t>(10, r0.ops.size()); ++i) j["top_ops"].push_back(j["ops"][i]);
     j["assumptions"] = json::object();
-    for (const device::Assumption& a : model.assumptions())
+    for (const device::Assumption& a : assumptionsOf(model))
       j["assumptions"][a.name] = {{"value", a.value}, {"unit", a.unit}, {"source", a.source}};
     if (!fits) j["suggestions"] = changes;
     writeFileAtomically(request.json_path, j.dump(2) + "\n");

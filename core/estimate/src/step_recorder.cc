@@ -52,12 +52,12 @@ void StepRecorder::addOp(std::string name, const std::string& operands, const Op
 
 void StepRecorder::onOp(const ops::OpEvent& event) {
   if (!event.backward) {
-    const OpCost cost = forwardCost(model_, event.op, event.operands);
+    const OpPrice price = priceOp(model_, event.op, event.operands);
     std::string operands = describe(event.operands);
     if (event.op == "optimizer_step" || event.op == "optimizer_step_host") optimizer_seen_ = true;
-    addOp(std::string(event.op), operands, cost);
+    addOp(std::string(event.op), operands, price.forward);
     notePeak(fmt::format("{} {}", event.op, operands));
-    forward_[event.id] = {cost, std::move(operands)};
+    forward_[event.id] = {price.backward, std::move(operands)};
     return;
   }
   backward_seen_ = true;
@@ -67,7 +67,7 @@ void StepRecorder::onOp(const ops::OpEvent& event) {
     return;
   }
   const std::string name = std::string(event.op) + "_backward";
-  addOp(name, it->second.operands, backwardCost(event.op, it->second.cost));
+  addOp(name, it->second.operands, it->second.backward);
   notePeak(name + " " + it->second.operands);
 }
 

@@ -11,8 +11,8 @@
 namespace hpu::core::nn {
 
 KVCache::KVCache(device::Device& device, std::int64_t layers, std::int64_t batch, std::int64_t kv_heads,
-                 std::int64_t capacity, std::int64_t head_dim, DType dtype)
-    : capacity_(capacity) {
+                 std::int64_t capacity, std::int64_t head_dim, DType dtype, std::int64_t bucket)
+    : capacity_(capacity), bucket_(bucket) {
   for (std::int64_t l = 0; l < layers; ++l) {
     keys_.push_back(Tensor::zeros(device, {batch, kv_heads, capacity, head_dim}, dtype));
     values_.push_back(Tensor::zeros(device, {batch, kv_heads, capacity, head_dim}, dtype));
@@ -41,6 +41,11 @@ std::pair<Tensor, Tensor> KVCache::append(std::int64_t layer, const Tensor& keys
     }
   }
   return {kc, vc};
+}
+
+std::int64_t KVCache::attendedRows(std::int64_t filled) const {
+  if (bucket_ <= 0) return capacity_;
+  return std::min(capacity_, (filled + bucket_ - 1) / bucket_ * bucket_);
 }
 
 void KVCache::advance(std::int64_t tokens) { length_ += tokens; }

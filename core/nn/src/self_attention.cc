@@ -18,6 +18,7 @@ std::string SelfAttention::describe() const {
   std::string s = fmt::format("heads={}", o_.num_heads);
   if (o_.num_key_value_heads != o_.num_heads) s += fmt::format(", kv_heads={}", o_.num_key_value_heads);
   if (o_.rope_theta > 0) s += fmt::format(", rope_theta={}", o_.rope_theta);
+  if (o_.rope_scaling.type != ops::RopeScaling::Type::kNone) s += fmt::format(", rope_scaling x{}", o_.rope_scaling.factor);
   if (!o_.causal) s += ", bidirectional";
   return s;
 }
@@ -33,13 +34,14 @@ Tensor SelfAttention::forward(const Inputs& in) {
   if (o_.rope_theta > 0) {
     const Tensor* given = in.tensors.find("position_ids");
     const Tensor positions = given ? *given : positionRange(x.device(), cached, x.size(1));
-    q = ops::rotaryEmbedding(q, positions, o_.rope_theta);
-    k = ops::rotaryEmbedding(k, positions, o_.rope_theta);
+    q = ops::rotaryEmbedding(q, positions, o_.rope_theta, o_.rope_scaling);
+    k = ops::rotaryEmbedding(k, positions, o_.rope_theta, o_.rope_scaling);
   }
   ops::AttentionOptions a{.causal = o_.causal, .sliding_window = o_.sliding_window};
   if (in.kv_cache != nullptr) {
     std::tie(k, v) = in.kv_cache->append(o_.cache_layer, k, v);
     a.kv_length = cached + x.size(1);
+    a.kv_graph_length = in.kv_cache->attendedRows(a.kv_length);
   }
   a.dropout_p = o_.dropout;
   a.training = training();

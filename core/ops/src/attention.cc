@@ -33,7 +33,14 @@ Tensor scaledDotProductAttention(const Tensor& q_in, const Tensor& k_in, const T
   const bool fp8_kv = device::isFp8(k_in.dtype()) && v_in.dtype() == k_in.dtype();
   const DType dt = fp8_kv ? computeDtype(op::kAttention, {&q_in}) : computeDtype(op::kAttention, {&q_in, &k_in, &v_in});
   const Tensor q = castTo(q_in, dt), key = fp8_kv ? k_in : castTo(k_in, dt), v = fp8_kv ? v_in : castTo(v_in, dt);
-  const OpRecord op_record = record(op::kAttention, {&q, &key, &v});
+  const std::int64_t graph_len = o.kv_graph_length < 0 ? key.size(2) : o.kv_graph_length;
+  require(graph_len >= kv_len && graph_len <= key.size(2), op::kAttention, [&] {
+    return fmt::format("a graph over {} keys of {} for {} attended", graph_len, key.size(2), kv_len);
+  });
+  // Keys and values are recorded as the rows the graph reads.
+  const std::int64_t kv_shape[] = {key.size(0), key.size(1), graph_len, key.size(3)};
+  const device::OperandInfo operands[] = {operandInfo(q), {kv_shape, key.dtype()}, {kv_shape, v.dtype()}};
+  const OpRecord op_record(q.device(), op::kAttention.name, operands);
   k::AttentionShape g;
   g.batch = q.size(0);
   g.heads = q.size(1);

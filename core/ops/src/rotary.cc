@@ -1,6 +1,10 @@
 // Rotary position embeddings (device/kernels/rotary.h).
 #include "hpu/device/kernels/rotary.h"
 
+#include <cmath>
+#include <memory>
+#include <numbers>
+
 #include "hpu/core/ops/ops.h"
 #include "op_support.h"
 
@@ -9,7 +13,29 @@ namespace hpu::core::ops {
 using namespace detail;
 namespace k = device::kernels;
 
-Tensor rotaryEmbedding(const Tensor& x_in, const Tensor& positions, float theta) {
+std::vector<float> ropeInverseFrequencies(std::int64_t d, float theta, const RopeScaling& s) {
+  std::vector<float> inv(static_cast<std::size_t>(d / 2));
+  for (std::size_t i = 0; i < inv.size(); ++i)
+    inv[i] = 1.0f / std::pow(theta, static_cast<float>(2 * i) / static_cast<float>(d));
+  if (s.type == RopeScaling::Type::kLinear)
+    for (float& f : inv) f /= s.factor;
+  if (s.type == RopeScaling::Type::kLlama3) {
+    const auto old_context = static_cast<float>(s.original_max_position_embeddings);
+    const float low_freq_wavelen = old_context / s.low_freq_factor, high_freq_wavelen = old_context / s.high_freq_factor;
+    for (float& f : inv) {
+      const float wavelen = 2.0f * std::numbers::pi_v<float> / f;
+      if (wavelen > low_freq_wavelen) {
+        f /= s.factor;
+      } else if (wavelen >= high_freq_wavelen) {
+        const float smooth = (old_context / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+        f = (1 - smooth) * f / s.factor + smooth * f;
+      }
+    }
+  }
+  return inv;
+}
+
+Tensor rotaryEmbedding(const Tensor& x_in, const Tensor& positions, float theta, const RopeScaling& scaling) {
   require(x_in.ndim() >= 2 && x_in.size(-1) % 2 == 0 && positions.dtype() == DType::kInt64 && positions.ndim() == 1 &&
               positions.size(0) == x_in.size(-2),
           op::kRotary, [&] {
@@ -20,13 +46,14 @@ Tensor rotaryEmbedding(const Tensor& x_in, const Tensor& positions, float theta)
   const OpRecord op_record = record(op::kRotary, {&x, &positions});
   const std::int64_t len = x.size(-2), d = x.size(-1), groups = x.numel() / (len * d);
   Tensor y = like(x, x.shape());
-  if (computes(y)) k::rotaryForward(x.data(), groups, len, d, positions.labels(), theta, y.data());
-  recordBackward(y, {&x}, [x, y, positions, groups, len, d, theta] {
+  auto inv_freq = std::make_shared<const std::vector<float>>(ropeInverseFrequencies(d, theta, scaling));
+  if (computes(y)) k::rotaryForward(x.data(), groups, len, d, positions.labels(), inv_freq->data(), y.data());
+  recordBackward(y, {&x}, [x, y, positions, groups, len, d, inv_freq] {
     Tensor gy = y.grad();
     if (!gy.defined()) return;
     GradTarget g = gradTarget(x);
     if (g.data != nullptr)
-      k::rotaryBackward(gy.data(), groups, len, d, positions.labels(), theta, g.data, g.accumulate);
+      k::rotaryBackward(gy.data(), groups, len, d, positions.labels(), inv_freq->data(), g.data, g.accumulate);
     gradWritten(x);
   });
   return finish(y);

@@ -7,21 +7,17 @@ namespace hpu::device::kernels {
 namespace {
 
 // cos and sin of a_i for every (row, i): [len, D/2] each, in float32 as
-// Hugging Face's LlamaRotaryEmbedding: inv_freq = 1 / theta^(arange(0, D, 2)
-// / D), angles = position * inv_freq.
+// Hugging Face's LlamaRotaryEmbedding: angles = position * inv_freq.
 struct Angles {
   std::vector<float> cos, sin;
 };
-Angles anglesOf(std::int64_t len, std::int64_t d, const std::int64_t* positions, float theta) {
+Angles anglesOf(std::int64_t len, std::int64_t d, const std::int64_t* positions, const float* inv_freq) {
   const std::int64_t half = d / 2;
-  std::vector<float> inv_freq(static_cast<std::size_t>(half));
-  for (std::int64_t i = 0; i < half; ++i)
-    inv_freq[static_cast<std::size_t>(i)] = 1.0f / std::pow(theta, static_cast<float>(2 * i) / static_cast<float>(d));
   Angles a{std::vector<float>(static_cast<std::size_t>(len * half)),
            std::vector<float>(static_cast<std::size_t>(len * half))};
   for (std::int64_t t = 0; t < len; ++t)
     for (std::int64_t i = 0; i < half; ++i) {
-      const float angle = static_cast<float>(positions[t]) * inv_freq[static_cast<std::size_t>(i)];
+      const float angle = static_cast<float>(positions[t]) * inv_freq[i];
       a.cos[static_cast<std::size_t>(t * half + i)] = std::cos(angle);
       a.sin[static_cast<std::size_t>(t * half + i)] = std::sin(angle);
     }
@@ -50,13 +46,13 @@ void rotate(const float* x, std::int64_t groups, std::int64_t len, std::int64_t 
 }  // namespace
 
 void rotaryForward(const float* x, std::int64_t groups, std::int64_t len, std::int64_t d, const std::int64_t* positions,
-                   float theta, float* y) {
-  rotate(x, groups, len, d, anglesOf(len, d, positions, theta), 1.0f, y, false);
+                   const float* inv_freq, float* y) {
+  rotate(x, groups, len, d, anglesOf(len, d, positions, inv_freq), 1.0f, y, false);
 }
 
 void rotaryBackward(const float* dy, std::int64_t groups, std::int64_t len, std::int64_t d,
-                    const std::int64_t* positions, float theta, float* dx, bool accumulate) {
-  rotate(dy, groups, len, d, anglesOf(len, d, positions, theta), -1.0f, dx, accumulate);
+                    const std::int64_t* positions, const float* inv_freq, float* dx, bool accumulate) {
+  rotate(dy, groups, len, d, anglesOf(len, d, positions, inv_freq), -1.0f, dx, accumulate);
 }
 
 }  // namespace hpu::device::kernels

@@ -65,7 +65,7 @@ CausalLM::CausalLM(Family family, const config::Params& p)
       weight_decay_(p.getFloat("weight_decay")),
       gradient_checkpointing_(p.getBool("gradient_checkpointing")),
       generation_{p.getInt("max_new_tokens"), p.getBool("do_sample"), static_cast<float>(p.getFloat("temperature")),
-                  p.getInt("top_k")} {
+                  p.getInt("top_k"), p.getInt("bucket_size")} {
   if (p.has("prompt")) prompt_ = p.getString("prompt");
   if (p.has("prompts")) {
     const config::Node& n = p.node("prompts");
@@ -185,7 +185,7 @@ Prediction CausalLM::continueBatch(const Tensor& ids) {
   autograd::TapeScope no_grad(nullptr);
   device::Device& dev = ids.device();
   nn::KVCache cache(dev, config_.num_hidden_layers, batch, config_.num_key_value_heads, prompt_len + o.max_new_tokens,
-                    config_.head_dim, cacheDtype());
+                    config_.head_dim, cacheDtype(), o.bucket_size);
   std::vector<std::vector<std::int64_t>> rows(static_cast<std::size_t>(batch));
   std::vector<bool> ended(static_cast<std::size_t>(batch), false);
   Tensor feed = ids;
@@ -240,7 +240,8 @@ std::vector<std::int64_t> CausalLM::generate(const std::vector<std::int64_t>& pr
   std::unique_ptr<nn::KVCache> cache;
   if (use_cache)
     cache = std::make_unique<nn::KVCache>(dev, config_.num_hidden_layers, 1, config_.num_key_value_heads,
-                                          prompt_len + o.max_new_tokens, config_.head_dim, cacheDtype());
+                                          prompt_len + o.max_new_tokens, config_.head_dim, cacheDtype(),
+                                          o.bucket_size);
   std::vector<std::int64_t> sequence = prompt, generated;
   for (std::int64_t step = 0; step < o.max_new_tokens; ++step) {
     // With the cache: the prompt once, then one token per step.
@@ -284,6 +285,9 @@ std::vector<config::ParamSpec> causalLMParams() {
       {"do_sample", Type::boolean(), "false", "predict: sample the next token (false: greedy, the most likely)."},
       {"temperature", Type::real().min(0.0, true), "1.0", "predict, sampling: logits are divided by this."},
       {"top_k", Type::integer().min(0), "50", "predict, sampling: draw among the k most likely tokens (0: all)."},
+      {"bucket_size", Type::integer().min(0), "0",
+       "predict: attend to the KV cache in buckets of this many positions, a graph per bucket (0: the whole "
+       "cache, one graph), as optimum-habana's --bucket_size --bucket_internal."},
   };
 }
 

@@ -26,6 +26,7 @@ class LlamaAttention final : public nn::SelfAttention {
                             .head_dim = c.head_dim,
                             .bias = c.attention_bias,
                             .rope_theta = static_cast<float>(c.rope_theta),
+                            .rope_scaling = c.rope_scaling,
                             .causal = true,
                             .sliding_window = c.sliding_window,
                             .dropout = static_cast<float>(c.attention_dropout),

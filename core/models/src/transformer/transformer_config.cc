@@ -93,6 +93,40 @@ class ConfigFile {
   std::set<std::string> read_;
 };
 
+// rope_scaling as Hugging Face's rope initialisation reads it: "linear" and
+// "llama3" (rope_type, or type in older files); the rest is refused.
+ops::RopeScaling readRopeScaling(const ConfigFile& f, const json& v) {
+  const auto fail = [&](const std::string& why) { f.refuse("rope_scaling", v.dump() + ": " + why); };
+  if (!v.is_object()) fail("expected an object with rope_type and factor");
+  const json* type = v.contains("rope_type") ? &v["rope_type"] : v.contains("type") ? &v["type"] : nullptr;
+  if (type == nullptr || !type->is_string()) fail("no rope_type");
+  const auto number = [&](const char* key, bool required, double fallback) {
+    if (!v.contains(key)) {
+      if (required) fail(std::string("no ") + key);
+      return fallback;
+    }
+    if (!v[key].is_number() || v[key].get<double>() <= 0) fail(std::string(key) + " must be a positive number");
+    return v[key].get<double>();
+  };
+  ops::RopeScaling s;
+  const std::string name = type->get<std::string>();
+  if (name == "default") return s;
+  s.factor = static_cast<float>(number("factor", true, 1));
+  if (name == "linear") {
+    s.type = ops::RopeScaling::Type::kLinear;
+  } else if (name == "llama3") {
+    s.type = ops::RopeScaling::Type::kLlama3;
+    s.low_freq_factor = static_cast<float>(number("low_freq_factor", true, 1));
+    s.high_freq_factor = static_cast<float>(number("high_freq_factor", true, 4));
+    s.original_max_position_embeddings =
+        static_cast<std::int64_t>(number("original_max_position_embeddings", true, 8192));
+    if (s.high_freq_factor <= s.low_freq_factor) fail("high_freq_factor must exceed low_freq_factor");
+  } else {
+    fail("rope_type '" + name + "' is not implemented (default, linear, llama3)");
+  }
+  return s;
+}
+
 void readLlama(ConfigFile& f, TransformerConfig& c) {
   if (const json* v = f.take("model_type")) {
     c.model_type = f.string("model_type", *v);
@@ -130,8 +164,7 @@ void readLlama(ConfigFile& f, TransformerConfig& c) {
     c.attention_dropout = static_cast<float>(f.number("attention_dropout", *v));
   if (const json* v = f.take("initializer_range")) c.initializer_range = f.number("initializer_range", *v);
   f.require("hidden_act", "silu", "is not implemented: Llama and Mistral's MLP uses silu");
-  if (const json* v = f.take("rope_scaling"))
-    f.refuse("rope_scaling", v->dump() + " is not implemented: hpu-train's rotary embedding is unscaled (null)");
+  if (const json* v = f.take("rope_scaling")) c.rope_scaling = readRopeScaling(f, *v);
 }
 
 void readGpt2(ConfigFile& f, TransformerConfig& c) {

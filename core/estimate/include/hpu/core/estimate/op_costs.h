@@ -1,9 +1,13 @@
 // The price of each recorded op on a Gaudi: which engine runs it, how many
 // FLOPs it does and how long it takes (device/gaudi_model.h), from the op's
-// name and operand shapes as the lazy graph records them.
-//  - Products (linear, matmul, conv2d, attention, fp8_linear) run on the
-//    matrix engine; their backward does the two products of the gradient
-//    (attention: FlashAttention's five against the forward's two).
+// name and operand shapes as the lazy graph records them, for its forward
+// and for its backward function.
+//  - Products (linear, matmul, conv2d, fp8_linear) run on the matrix engine,
+//    or as multiply-adds on the vector engine when their output tiles would
+//    leave the arrays mostly empty; their backward does the two products of
+//    the gradient.
+//  - Attention is a fused FlashAttention kernel: its products, the softmax
+//    over every score on the vector engine and its HBM traffic overlap.
 //  - Everything else is a vector (TPC) pass over its operands and output.
 //  - h2d copies cross the host link; optimizer_step_host runs on the host.
 // Thread-safety: pure functions.
@@ -11,6 +15,7 @@
 
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "hpu/device/gaudi_model.h"
 #include "hpu/device/graph.h"
@@ -25,8 +30,15 @@ struct OpCost {
   double flops = 0;  // matrix-engine FLOPs
 };
 
-OpCost forwardCost(const device::GaudiModel& model, std::string_view op, std::span<const device::OperandInfo> operands);
-// The backward function of an op whose forward cost `forward`.
-OpCost backwardCost(std::string_view op, const OpCost& forward);
+struct OpPrice {
+  OpCost forward;
+  OpCost backward;  // of its backward function (kNone: it has none)
+};
+
+OpPrice priceOp(const device::GaudiModel& model, std::string_view op, std::span<const device::OperandInfo> operands);
+
+// The pricing's own constants (instructions per element, kernel structure),
+// with their sources, as --verbose lists them beside the model's.
+std::vector<device::Assumption> opCostAssumptions();
 
 }  // namespace hpu::core::estimate

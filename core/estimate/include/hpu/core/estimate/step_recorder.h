@@ -87,7 +87,7 @@ class StepRecorder final : public ops::OpObserver, public comm::CollectiveObserv
   device::Device& device_;
   std::vector<Event> events_;
   struct Forward {
-    OpCost cost;
+    OpCost backward;  // the price of its backward function
     std::string operands;
   };
   std::unordered_map<std::uint64_t, Forward> forward_;  // this step's forward ops by id

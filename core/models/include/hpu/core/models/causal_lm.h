@@ -28,6 +28,10 @@ struct GenerationOptions {
   bool do_sample = false;  // false: greedy (Hugging Face generate's default)
   float temperature = 1.0f;
   std::int64_t top_k = 50;  // 0: all tokens
+  // > 0: decoding attends to the KV cache in buckets of this many positions
+  // (a graph per bucket, optimum-habana's --bucket_size --bucket_internal);
+  // 0: to the whole cache, one graph.
+  std::int64_t bucket_size = 0;
 };
 
 class CausalLM : public LightningModule {

@@ -7,8 +7,9 @@
 // config.json keys are read by table: a key hpu-train implements sets its
 // field; a key that cannot change the math (torch_dtype, architectures,
 // generation settings, ...) is ignored; a key that would change the
-// architecture in a way hpu-train does not implement (rope_scaling, another
-// hidden_act, ...) or that it does not know is refused by name (UsageError).
+// architecture in a way hpu-train does not implement (a rope_scaling other
+// than linear or llama3, another hidden_act, ...) or that it does not know is
+// refused by name (UsageError).
 #pragma once
 
 #include <cstdint>
@@ -16,6 +17,7 @@
 #include <string>
 
 #include "hpu/core/config/params.h"
+#include "hpu/core/ops/ops.h"
 
 namespace hpu::core::models {
 
@@ -34,6 +36,7 @@ struct TransformerConfig {
   std::int64_t max_position_embeddings = 0;
   double norm_eps = 1e-6;       // rms_norm_eps (Llama), layer_norm_epsilon (GPT-2)
   double rope_theta = 10000.0;  // Llama
+  ops::RopeScaling rope_scaling;  // Llama 3's rope_scaling
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // Llama (GPT-2's projections always have biases)
   bool mlp_bias = false;

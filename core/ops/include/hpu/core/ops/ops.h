@@ -93,9 +93,28 @@ Tensor layerNorm(const Tensor& x, const Tensor& weight, const Tensor& bias, floa
 // weight [D] or undefined.
 Tensor rmsNorm(const Tensor& x, const Tensor& weight, float eps = 1e-6f);
 
+// Hugging Face's rope_scaling: how rotary embeddings' inverse frequencies
+// are rescaled for a context longer than the one trained at.
+struct RopeScaling {
+  enum class Type { kNone, kLinear, kLlama3 };
+  Type type = Type::kNone;
+  // linear: every frequency divided by it; llama3: those of wavelengths
+  // above original_max_position_embeddings / low_freq_factor divided by it,
+  // those below original_max_position_embeddings / high_freq_factor kept,
+  // a smooth blend between.
+  float factor = 1.0f;
+  float low_freq_factor = 1.0f;
+  float high_freq_factor = 4.0f;
+  std::int64_t original_max_position_embeddings = 8192;
+};
+// The D/2 inverse frequencies 1 / theta^(2i / D), rescaled, in float32 as
+// Hugging Face's rope initialisation functions compute them.
+std::vector<float> ropeInverseFrequencies(std::int64_t d, float theta, const RopeScaling& scaling = {});
+
 // Rotary position embedding of x [..., T, D] (Hugging Face's rotate-half
-// layout, float32 angles position * theta^(-2i/D)); positions int64 [T].
-Tensor rotaryEmbedding(const Tensor& x, const Tensor& positions, float theta = 10000.0f);
+// layout, float32 angles position * inv_freq_i); positions int64 [T].
+Tensor rotaryEmbedding(const Tensor& x, const Tensor& positions, float theta = 10000.0f,
+                       const RopeScaling& scaling = {});
 
 // softmax(q k^T * scale + mask) v for q [B, H, T, D] and k, v [B, Hkv, S, D]
 // (H a multiple of Hkv: grouped-query attention, query head h reads key/value
@@ -111,6 +130,10 @@ struct AttentionOptions {
   bool training = false;
   Generator* rng = nullptr;     // dropout's masks: one draw per call (REQUIRES: set with dropout)
   std::int64_t kv_length = -1;  // keys used per head (a KV cache's filled part; -1: all S)
+  // Keys per head the op's graph reads (static shapes: a whole cache, or its
+  // bucket), at least kv_length; -1: all S. What the lazy graph and the
+  // estimate see; the result depends on kv_length alone.
+  std::int64_t kv_graph_length = -1;
 };
 Tensor scaledDotProductAttention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o = {});
 

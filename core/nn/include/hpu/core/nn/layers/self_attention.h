@@ -17,6 +17,7 @@ struct SelfAttentionOptions {
   std::int64_t head_dim = 0;             // 0: hidden_size / num_heads
   bool bias = false;                     // of the four projections
   float rope_theta = 0.0f;               // rotary embeddings' base; 0: none
+  ops::RopeScaling rope_scaling;         // their rescaling (Llama 3's)
   bool causal = true;
   std::int64_t sliding_window = 0;  // > 0: each query sees only that many latest keys
   float dropout = 0.0f;             // on the attention probabilities, in training
