@@ -136,10 +136,8 @@ class DeepSpeedStrategy final : public DistributedStrategy {
     broadcastParameters(params, buffers);
     const std::size_t n = params.buckets().size();
     shards_.resize(n);
-    half_model_ = false;
     for (std::size_t i = 0; i < n; ++i) {
       const nn::ParamBucket& b = params.buckets()[i];
-      half_model_ |= b.dtype != DType::kFloat32;
       if (settings_.stage == 0) {
         shards_[i] = {0, b.numel};
         continue;
@@ -148,6 +146,7 @@ class DeepSpeedStrategy final : public DistributedStrategy {
       shards_[i] = {static_cast<std::int64_t>(r.offset), static_cast<std::int64_t>(r.size)};
     }
     const DType model_dtype = n == 0 ? DType::kFloat32 : params.buckets().front().dtype;
+    half_model_ = model_dtype != DType::kFloat32;
     bf16_grad_wire_ = settings_.communication_data_type.empty() ? model_dtype == DType::kBFloat16
                                                                 : settings_.communication_data_type == "bf16";
     pending_.assign(n, comm::Work());
@@ -228,8 +227,8 @@ class DeepSpeedStrategy final : public DistributedStrategy {
     if (settings_.stage == 0 || settings_.stage == 3) return;
     // Every rank updated its shard: gather them so every rank has all values.
     for (std::size_t i = 0; i < params.buckets().size(); ++i) {
-      const nn::ParamBucket& b = params.buckets()[i];
-      auto values = params.buckets()[i].valueSpan();
+      nn::ParamBucket& b = params.buckets()[i];
+      auto values = b.valueSpan();
       const auto shard = static_cast<std::size_t>(shards_[i].size);
       // The input is a copy: allgather's output overlaps it (a dry run's holds no values).
       std::vector<float> mine(values.data() ? shard : 0);
