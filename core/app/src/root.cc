@@ -28,7 +28,7 @@ StructSchema makeTrainer() {
           {"precision", Type::string(precisionNameList()), "32-true",
            "Numeric precision: 32-true, bf16-mixed, bf16-true, 16-mixed or fp8."},
           {"logger", Type::optional(Type::anyOf({Type::boolean(), logger, Type::list(logger)})), "true",
-           "Logger(s); true uses a CSVLogger under default_root_dir, false disables logging."},
+           "Logger(s); true: TensorBoardLogger and CSVLogger under default_root_dir; false disables logging."},
           {"callbacks", Type::optional(Type::anyOf({Type::list(callback), callback})), "null",
            "Callbacks to add to the ones the Trainer configures itself."},
           {"fast_dev_run", Type::anyOf({Type::boolean(), Type::integer().min(0)}), "false",

@@ -142,10 +142,11 @@ int run(const RunRequest& request) {
   auto& model = pipeline.model;
   auto& data = pipeline.data;
 
-  // Loggers: true means the default CSVLogger; fast_dev_run disables them.
+  // Loggers: true means the default set; fast_dev_run disables them.
   if (o.fast_dev_run == 0) {
     if (o.logger.isScalar() && o.logger.str() == "true")
-      parts.loggers.push_back(buildDefault<Logger>("CSVLogger", ComponentKind::kLogger, "trainer.logger"));
+      for (const std::string& name : app::defaultLoggerClasses())
+        parts.loggers.push_back(buildDefault<Logger>(name, ComponentKind::kLogger, "trainer.logger"));
     for (const Node* l : componentsOf(o.logger)) parts.loggers.push_back(build<Logger>(*l, "trainer.logger"));
   }
   for (auto& l : parts.loggers) l->setup(o.default_root_dir, strategy);
@@ -193,6 +194,14 @@ int run(const RunRequest& request) {
       trainer.predict(*model, *data, ckpt_path);
     }
   } catch (const std::exception& e) {
+    if (trainer.isGlobalZero())
+      for (const auto& l : trainer.loggers()) {
+        try {
+          l->finalize(/*succeeded=*/false);
+        } catch (const std::exception& secondary) {
+          spdlog::warn("{}", secondary.what());  // the run's own error is the one to report
+        }
+      }
     // A local worker's failure is the job's: exit with its code.
     const int code = trainer.strategy().teardown(/*failed=*/true);
     if (code != 1) {

@@ -516,7 +516,7 @@ void Trainer::endStage() {
   auto s = profiler_->profile("teardown");
   if (stage_ == data::Stage::kFit) callbacks([&](Callback& c) { c.onFitEnd(*this); });
   precision_->onRunEnd(isGlobalZero());
-  for (auto& l : loggers_) l->save();
+  for (auto& l : loggers_) l->finalize(/*succeeded=*/true);
 }
 
 std::map<std::string, double> Trainer::validate(LightningModule& model, data::DataModule& data,
