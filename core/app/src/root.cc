@@ -79,8 +79,11 @@ StructSchema makeTrainer() {
            "training)."},
           {"use_distributed_sampler", Type::boolean(), "true",
            "Split every dataloader across ranks with a DistributedSampler."},
-          {"profiler", Type::optional(Type::anyOf({Type::string({"simple"}), Type::component({K::kProfiler})})), "null",
-           "Profiler: simple, or a Profiler class (SimpleProfiler, HPUProfiler)."},
+          {"profiler",
+           Type::optional(Type::anyOf({Type::string({"simple", "advanced", "pytorch"}), Type::component({K::kProfiler})})),
+           "null",
+           "Profiler: simple, advanced, pytorch, or a Profiler class (SimpleProfiler, AdvancedProfiler, "
+           "PyTorchProfiler, HPUProfiler)."},
           {"detect_anomaly", Type::boolean(), "false", "Anomaly detection for autograd.", true},
           {"barebones", Type::boolean(), "false", "Disable all features that may impact raw speed.", true},
           {"plugins", Type::optional(Type::anyOf({Type::list(plugin), plugin})), "null",

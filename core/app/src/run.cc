@@ -151,11 +151,13 @@ int run(const RunRequest& request) {
   }
   for (auto& l : parts.loggers) l->setup(o.default_root_dir, strategy);
 
-  bool has_checkpoint = false, has_progress = false, has_writer = false;
+  bool has_checkpoint = false, has_progress = false, has_writer = false, has_summary = false;
   for (const Node* c : componentsOf(o.callbacks)) {
-    has_checkpoint = has_checkpoint || classOf(*c) == "ModelCheckpoint";
-    has_progress = has_progress || classOf(*c) == "TQDMProgressBar";
-    has_writer = has_writer || classOf(*c) == "BasePredictionWriter";
+    const std::string cls = classOf(*c);
+    has_checkpoint = has_checkpoint || cls == "ModelCheckpoint";
+    has_progress = has_progress || cls == "TQDMProgressBar" || cls == "RichProgressBar";
+    has_writer = has_writer || cls == "BasePredictionWriter";
+    has_summary = has_summary || cls == "ModelSummary" || cls == "RichModelSummary";
     parts.callbacks.push_back(build<Callback>(*c, "trainer.callbacks"));
   }
   if (request.subcommand == "fit" && !parts.loggers.empty())
@@ -170,12 +172,16 @@ int run(const RunRequest& request) {
     parts.callbacks.push_back(build<Callback>(app::component("BasePredictionWriter", ComponentKind::kCallback,
                                                              "trainer.callbacks", {{"write_interval", "epoch"}}),
                                               "trainer.callbacks"));
+  if (o.enable_model_summary && !has_summary && request.subcommand == "fit")
+    parts.callbacks.push_back(buildDefault<Callback>("ModelSummary", ComponentKind::kCallback, "trainer.callbacks"));
   if (o.enable_progress_bar && !has_progress)
     parts.callbacks.push_back(buildDefault<Callback>("TQDMProgressBar", ComponentKind::kCallback, "trainer.callbacks"));
 
-  // trainer.profiler: "simple" is SimpleProfiler with its defaults.
-  if (o.profiler.isScalar() && o.profiler.str() == "simple")
-    parts.profiler = buildDefault<Profiler>("SimpleProfiler", ComponentKind::kProfiler, "trainer.profiler");
+  // trainer.profiler: a name is its Profiler class with the defaults, as Lightning's.
+  static const std::map<std::string, std::string> kProfilerNames{
+      {"simple", "SimpleProfiler"}, {"advanced", "AdvancedProfiler"}, {"pytorch", "PyTorchProfiler"}};
+  if (o.profiler.isScalar() && kProfilerNames.count(o.profiler.str()))
+    parts.profiler = buildDefault<Profiler>(kProfilerNames.at(o.profiler.str()), ComponentKind::kProfiler, "trainer.profiler");
   else if (o.profiler.isMap())
     parts.profiler = build<Profiler>(o.profiler, "trainer.profiler");
 
@@ -194,6 +200,7 @@ int run(const RunRequest& request) {
       trainer.predict(*model, *data, ckpt_path);
     }
   } catch (const std::exception& e) {
+    trainer.notifyException(e);
     if (trainer.isGlobalZero())
       for (const auto& l : trainer.loggers()) {
         try {
