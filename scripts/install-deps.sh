@@ -9,6 +9,7 @@ packages=(
   g++ cmake ninja-build ccache pkg-config
   libyaml-cpp-dev libcli11-dev libeigen3-dev libspdlog-dev libfmt-dev
   libzmq3-dev cppzmq-dev libsodium-dev zlib1g-dev nlohmann-json3-dev
+  libprotobuf-dev protobuf-compiler gnuplot-nox
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist fortunes
 )

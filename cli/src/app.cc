@@ -20,6 +20,7 @@
 #include "hpu/core/config/print.h"
 #include "hpu/core/config/scalars.h"
 #include "hpu/device/errors.h"
+#include "plot_command.h"
 
 extern char** environ;
 
@@ -217,6 +218,8 @@ int dispatch(int argc, char** argv) {
       "consolidate", "Merge a ZeRO checkpoint's per-rank optimizer shards (<ckpt>.rank<R>) into one checkpoint file.");
   consolidate->add_option("checkpoint", consolidate_in, "The sharded checkpoint")->required()->type_name("INPUT");
   consolidate->add_option("output", consolidate_out, "Where to write the consolidated checkpoint")->required()->type_name("OUTPUT");
+  PlotArgs plot_args;
+  setupPlotCommand(app, plot_args);
 
   try {
     app.parse(argc, argv);
@@ -262,18 +265,23 @@ int dispatch(int argc, char** argv) {
     std::cout << "wrote " << consolidate_out << "\n";
     return kExitOk;
   }
+  if (plot_args.command->parsed()) {
+    if (!before.empty()) throw core::UsageError(before.front() + " belongs to the fit, validate, test and predict subcommands, not 'plot'");
+    return runPlot(plot_args);
+  }
   if (!before.empty() && before.front().rfind('-', 0) != 0) {
-    std::vector<std::string> names{"devices", "consolidate", "estimate"};
+    std::vector<std::string> names{"devices", "consolidate", "estimate", "plot"};
     for (const auto& [name, doc] : kTrainerCommands) names.emplace_back(name);
     throw core::UsageError("unknown subcommand '" + before.front() + "'" +
                            core::config::didYouMean(before.front(), names) +
-                           " (subcommands: fit, validate, test, predict, estimate, devices, consolidate)");
+                           " (subcommands: fit, validate, test, predict, estimate, devices, consolidate, plot)");
   }
   if (!before.empty() || !top.configs.empty())
     throw core::UsageError("missing subcommand before the options: hpu-train fit|validate|test|predict " +
                            (before.empty() ? std::string("--config FILE") : before.front()));
   throw core::UsageError(
-      "missing subcommand: hpu-train fit|validate|test|predict|devices|consolidate [OPTIONS] (hpu-train --help lists them)");
+      "missing subcommand: hpu-train fit|validate|test|predict|estimate|devices|consolidate|plot [OPTIONS] (hpu-train "
+      "--help lists them)");
 }
 
 }  // namespace

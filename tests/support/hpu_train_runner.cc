@@ -195,6 +195,8 @@ void writeFile(const std::filesystem::path& path, const std::string& text) {
   if (!f.flush()) throw std::runtime_error("cannot write " + path.string());
 }
 
+std::filesystem::path sourcePath(const std::string& relative) { return std::filesystem::path(HPU_SOURCE_DIR) / relative; }
+
 std::string boringConfig() { return HPU_SOURCE_DIR "/tests/support/boring.yaml"; }
 
 RunResult HpuTrainTest::run(const std::vector<std::string>& args) {

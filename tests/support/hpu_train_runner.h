@@ -57,6 +57,9 @@ class ScratchDir {
 std::string readFile(const std::filesystem::path& path);
 void writeFile(const std::filesystem::path& path, const std::string& text);
 
+// A file or folder of this checkout, by its path from the top ("core/loggers/proto").
+std::filesystem::path sourcePath(const std::string& relative);
+
 // The canonical base config of most tests: BoringModel on RandomDataModule,
 // seed 42, one device (tests/support/boring.yaml).
 std::string boringConfig();

@@ -15,6 +15,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::StartsWith;
 
 using CsvLoggerTest = FashionRunTest;
 
@@ -22,7 +23,9 @@ TEST_F(CsvLoggerTest, FitWritesMetricsHparamsAndConfigIntoOneVersionFolder) {
   const RunResult fit = run({"fit", "-c", fashionConfig(), "--trainer.max_epochs=2",
                              "--trainer.callbacks+=ModelCheckpoint", "--trainer.callbacks.save_last=true"});
   ASSERT_EQ(fit.exit_code, 0) << fit.describe();
-  EXPECT_THAT(fileNames(dir() / "lightning_logs/version_0"), ElementsAre("config.yaml", "hparams.yaml", "metrics.csv"));
+  // The default loggers share the folder: TensorBoard's event file beside metrics.csv.
+  EXPECT_THAT(fileNames(dir() / "lightning_logs/version_0"),
+              ElementsAre("config.yaml", StartsWith("events.out.tfevents."), "hparams.yaml", "metrics.csv"));
   EXPECT_THAT(fileNames(dir() / "lightning_logs/version_0/checkpoints"), ElementsAre("epoch=1-step=8.ckpt", "last.ckpt"));
   EXPECT_EQ(read("lightning_logs/version_0/hparams.yaml"),
             "hidden: [32]\ndropout: 0.2\nactivation: relu\nlr: 0.001\nlabel_smoothing: 0.0\n");

@@ -141,19 +141,22 @@ int run(const RunRequest& request) {
   auto& model = pipeline.model;
   auto& data = pipeline.data;
 
-  // Loggers: true means the default CSVLogger; fast_dev_run disables them.
+  // Loggers: true means the default set; fast_dev_run disables them.
   if (o.fast_dev_run == 0) {
     if (o.logger.isScalar() && o.logger.str() == "true")
-      parts.loggers.push_back(buildDefault<Logger>("CSVLogger", ComponentKind::kLogger, "trainer.logger"));
+      for (const std::string& name : app::defaultLoggerClasses())
+        parts.loggers.push_back(buildDefault<Logger>(name, ComponentKind::kLogger, "trainer.logger"));
     for (const Node* l : componentsOf(o.logger)) parts.loggers.push_back(build<Logger>(*l, "trainer.logger"));
   }
   for (auto& l : parts.loggers) l->setup(o.default_root_dir, strategy);
 
-  bool has_checkpoint = false, has_progress = false, has_writer = false;
+  bool has_checkpoint = false, has_progress = false, has_writer = false, has_summary = false;
   for (const Node* c : componentsOf(o.callbacks)) {
-    has_checkpoint = has_checkpoint || classOf(*c) == "ModelCheckpoint";
-    has_progress = has_progress || classOf(*c) == "TQDMProgressBar";
-    has_writer = has_writer || classOf(*c) == "BasePredictionWriter";
+    const std::string cls = classOf(*c);
+    has_checkpoint = has_checkpoint || cls == "ModelCheckpoint";
+    has_progress = has_progress || cls == "TQDMProgressBar" || cls == "RichProgressBar";
+    has_writer = has_writer || cls == "BasePredictionWriter";
+    has_summary = has_summary || cls == "ModelSummary" || cls == "RichModelSummary";
     parts.callbacks.push_back(build<Callback>(*c, "trainer.callbacks"));
   }
   if (request.subcommand == "fit" && !parts.loggers.empty())
@@ -168,12 +171,16 @@ int run(const RunRequest& request) {
     parts.callbacks.push_back(build<Callback>(app::component("BasePredictionWriter", ComponentKind::kCallback,
                                                              "trainer.callbacks", {{"write_interval", "epoch"}}),
                                               "trainer.callbacks"));
+  if (o.enable_model_summary && !has_summary && request.subcommand == "fit")
+    parts.callbacks.push_back(buildDefault<Callback>("ModelSummary", ComponentKind::kCallback, "trainer.callbacks"));
   if (o.enable_progress_bar && !has_progress)
     parts.callbacks.push_back(buildDefault<Callback>("TQDMProgressBar", ComponentKind::kCallback, "trainer.callbacks"));
 
-  // trainer.profiler: "simple" is SimpleProfiler with its defaults.
-  if (o.profiler.isScalar() && o.profiler.str() == "simple")
-    parts.profiler = buildDefault<Profiler>("SimpleProfiler", ComponentKind::kProfiler, "trainer.profiler");
+  // trainer.profiler: a name is its Profiler class with the defaults, as Lightning's.
+  static const std::map<std::string, std::string> kProfilerNames{
+      {"simple", "SimpleProfiler"}, {"advanced", "AdvancedProfiler"}, {"pytorch", "PyTorchProfiler"}};
+  if (o.profiler.isScalar() && kProfilerNames.count(o.profiler.str()))
+    parts.profiler = buildDefault<Profiler>(kProfilerNames.at(o.profiler.str()), ComponentKind::kProfiler, "trainer.profiler");
   else if (o.profiler.isMap())
     parts.profiler = build<Profiler>(o.profiler, "trainer.profiler");
 
@@ -192,6 +199,15 @@ int run(const RunRequest& request) {
       trainer.predict(*model, *data, ckpt_path);
     }
   } catch (const std::exception& e) {
+    trainer.notifyException(e);
+    if (trainer.isGlobalZero())
+      for (const auto& l : trainer.loggers()) {
+        try {
+          l->finalize(/*succeeded=*/false);
+        } catch (const std::exception& secondary) {
+          spdlog::warn("{}", secondary.what());  // the run's own error is the one to report
+        }
+      }
     // A local worker's failure is the job's: exit with its code.
     const int code = trainer.strategy().teardown(/*failed=*/true);
     if (code != 1) {

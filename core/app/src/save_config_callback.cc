@@ -27,6 +27,7 @@ class SaveConfigCallback final : public Callback {
                       "pass --save_config_overwrite",
                       path));
     writeFileAtomically(path, config::emitYaml(config_));
+    for (const auto& logger : trainer.loggers()) logger->logConfig(config_);
   }
 
  private:

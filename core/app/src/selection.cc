@@ -62,6 +62,11 @@ std::vector<const Node*> componentsOf(const Node& n) {
 
 std::string classOf(const Node& component) { return component.find("class_path")->str(); }
 
+const std::vector<std::string>& defaultLoggerClasses() {
+  static const std::vector<std::string> classes{"TensorBoardLogger", "CSVLogger"};
+  return classes;
+}
+
 std::unique_ptr<Strategy> selectStrategy(const TrainerOptions& o, int devices) {
   if (o.strategy.isMap()) return build<Strategy>(o.strategy, "trainer.strategy");
   const int world = devices * static_cast<int>(o.num_nodes);

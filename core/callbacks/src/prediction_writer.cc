@@ -2,6 +2,8 @@
 // into output_dir (default: the run's log directory):
 //  - numeric rows (a classifier's logits) to predictions.csv:
 //      index,prediction,output_0,output_1,...   (prediction: the arg-max)
+//    and, whole, to predictions.safetensors: "outputs" (float32 [N, width])
+//    and "prediction" (int64 [N]), which numpy, torch and safetensors load;
 //  - generated text to predictions.jsonl, one object per prompt:
 //      {"prompt": ..., "completion": ..., "token_ids": [...]}
 // write_interval "batch" rewrites the file (atomically) after every batch, so
@@ -15,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hpu/core/base/file_io.h"
+#include "hpu/core/checkpoint/checkpoint.h"
 #include "hpu/core/config/registry.h"
 #include "hpu/core/trainer/trainer.h"
 
@@ -30,6 +33,8 @@ class PredictionWriter final : public Callback {
   void onPredictStart(Trainer&) override {
     csv_.clear();
     jsonl_.clear();
+    outputs_.clear();
+    argmax_.clear();
     rows_ = texts_ = 0;
   }
 
@@ -55,9 +60,12 @@ class PredictionWriter final : public Callback {
         csv_ += "\n";
       }
       const float* v = p.rows.data();
+      width_ = width;
+      outputs_.insert(outputs_.end(), v, v + n * width);
       for (std::int64_t r = 0; r < n; ++r, ++rows_) {
         const float* row = v + r * width;
-        csv_ += fmt::format("{},{}", rows_, std::max_element(row, row + width) - row);
+        argmax_.push_back(std::max_element(row, row + width) - row);
+        csv_ += fmt::format("{},{}", rows_, argmax_.back());
         for (std::int64_t j = 0; j < width; ++j) csv_ += fmt::format(",{}", row[j]);
         csv_ += "\n";
       }
@@ -78,13 +86,21 @@ class PredictionWriter final : public Callback {
       if (final) std::printf("wrote %lld predictions to %s\n", static_cast<long long>(count), path.c_str());
     };
     if (rows_ > 0 || (texts_ == 0 && final)) save("predictions.csv", csv_.empty() ? "index,prediction\n" : csv_, rows_);
+    if (rows_ > 0) {
+      checkpoint::Checkpoint tensors;
+      tensors.tensors.push_back({"outputs", DType::kFloat32, {rows_, width_}, outputs_, {}});
+      tensors.tensors.push_back({"prediction", DType::kInt64, {rows_}, {}, argmax_});
+      save("predictions.safetensors", checkpoint::encodeSafetensors(tensors), rows_);
+    }
     if (texts_ > 0) save("predictions.jsonl", jsonl_, texts_);
     if (final) std::fflush(stdout);
   }
 
   std::string output_dir_, interval_;
   std::string csv_, jsonl_;
-  std::int64_t rows_ = 0, texts_ = 0;
+  std::int64_t rows_ = 0, texts_ = 0, width_ = 0;
+  std::vector<float> outputs_;
+  std::vector<std::int64_t> argmax_;
 };
 
 HPU_REGISTER_COMPONENT(
@@ -96,10 +112,11 @@ HPU_REGISTER_COMPONENT(
         {"BasePredictionWriter",
          "",
          {{"output_dir", config::Type::optional(config::Type::string()), "null",
-           "Directory of predictions.csv / predictions.jsonl (null: the run's log directory)."},
+           "Directory of predictions.csv / .safetensors / .jsonl (null: the run's log directory)."},
           {"write_interval", config::Type::string({"batch", "epoch", "batch_and_epoch"}), "batch",
            "Write after every batch (the file grows, atomically) or once at the end."}}},
-        "Writes predict's outputs: numeric rows to predictions.csv, generated text to predictions.jsonl "
+        "Writes predict's outputs: numeric rows to predictions.csv and predictions.safetensors, generated text to "
+        "predictions.jsonl "
         "(added to predict when no writer is configured)."},
     [](const config::Params& p) {
       return std::make_unique<PredictionWriter>(p.has("output_dir") ? p.getString("output_dir") : "",

@@ -5,7 +5,6 @@
 
 #include <cmath>
 #include <filesystem>
-#include <regex>
 #include <set>
 
 #include "hpu/core/base/file_io.h"
@@ -13,6 +12,7 @@
 #include "hpu/core/config/yaml_io.h"
 #include "hpu/core/loggers/logger.h"
 #include "hpu/core/strategies/strategy.h"
+#include "log_directory.h"
 
 namespace hpu::core {
 namespace {
@@ -22,27 +22,14 @@ namespace fs = std::filesystem;
 class CSVLogger final : public Logger {
  public:
   explicit CSVLogger(const config::Params& p)
-      : save_dir_(p.has("save_dir") ? p.getString("save_dir") : ""),
-        name_(p.getString("name")),
-        version_(p.has("version") ? p.node("version").str() : ""),
-        version_is_int_(p.has("version") && !p.node("version").quoted()),
-        prefix_(p.getString("prefix")),
-        flush_every_(p.getInt("flush_logs_every_n_steps")) {}
+      : dir_(p), prefix_(p.getString("prefix")), flush_every_(p.getInt("flush_logs_every_n_steps")) {}
 
   void setup(const std::string& default_root_dir, Strategy& strategy) override {
-    if (save_dir_.empty()) save_dir_ = default_root_dir;
-    if (version_.empty()) {
-      std::string next;
-      if (strategy.isGlobalZero()) next = std::to_string(nextVersion());
-      version_ = strategy.broadcast(next, 0);
-      version_is_int_ = true;
-    }
+    dir_.resolve(default_root_dir, strategy);
   }
-  std::string name() const override { return name_; }
-  std::string version() const override { return version_; }
-  std::string logDir() const override {
-    return (fs::path(save_dir_) / name_ / (version_is_int_ ? "version_" + version_ : version_)).string();
-  }
+  std::string name() const override { return dir_.name(); }
+  std::string version() const override { return dir_.version(); }
+  std::string logDir() const override { return dir_.path(); }
   void logHyperparams(const config::Node& hparams) override {
     writeFileAtomically((fs::path(logDir()) / "hparams.yaml").string(), config::emitYaml(hparams));
   }
@@ -80,20 +67,7 @@ class CSVLogger final : public Logger {
   }
 
  private:
-  int nextVersion() const {
-    static const std::regex kVersion("version_([0-9]+)");
-    int next = 0;
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(fs::path(save_dir_) / name_, ec)) {
-      std::smatch m;
-      const std::string n = e.path().filename().string();
-      if (e.is_directory() && std::regex_match(n, m, kVersion)) next = std::max(next, std::stoi(m[1]) + 1);
-    }
-    return next;
-  }
-
-  std::string save_dir_, name_, version_;
-  bool version_is_int_;
+  LogDirectory dir_;
   std::string prefix_;
   std::int64_t flush_every_;
   std::int64_t since_flush_ = 0;
@@ -109,12 +83,13 @@ HPU_REGISTER_COMPONENT(
         {"lightning.pytorch.loggers.CSVLogger", "pytorch_lightning.loggers.CSVLogger", "lightning.pytorch.loggers.csv_logs.CSVLogger"},
         {"CSVLogger",
          "",
-         {{"save_dir", config::Type::optional(config::Type::string()), "null", "Root directory (default: trainer.default_root_dir)."},
-          {"name", config::Type::string(), "lightning_logs", "Experiment name: the folder under save_dir."},
-          {"version", config::Type::optional(config::Type::anyOf({config::Type::integer().min(0), config::Type::string()})),
-           "null", "Version: an int (version_N), a folder name, or null for the next free version_N."},
-          {"prefix", config::Type::string(), "''", "Prefix of every metric key."},
-          {"flush_logs_every_n_steps", config::Type::integer().min(1), "100", "Rewrite metrics.csv every N logged rows."}}},
+         [] {
+           auto params = logDirectoryParams();
+           params.push_back({"prefix", config::Type::string(), "''", "Prefix of every metric key."});
+           params.push_back({"flush_logs_every_n_steps", config::Type::integer().min(1), "100",
+                             "Rewrite metrics.csv every N logged rows."});
+           return params;
+         }()},
         "Writes metrics.csv and hparams.yaml under <save_dir>/<name>/version_<N>."},
     [](const config::Params& p) { return std::make_unique<CSVLogger>(p); });
 

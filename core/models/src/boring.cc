@@ -27,6 +27,10 @@ class BoringModel final : public LightningModule {
   }
   void validationStep(const Batch& batch, std::int64_t) override { log("val_loss", step(batch)); }
   void testStep(const Batch& batch, std::int64_t) override { log("test_loss", step(batch)); }
+  // The layer's three GEMMs (forward, input and weight gradients): 2·in·out each per sample.
+  std::optional<double> flopsPerBatch(std::int64_t batch_size) const override {
+    return 6.0 * static_cast<double>(layer_->numParameters() - out_) * static_cast<double>(batch_size);
+  }
   OptimizerConfig configureOptimizers() override {
     optim::SGDOptions o;
     o.lr = lr_;

@@ -6,11 +6,9 @@
 #include <spdlog/fmt/fmt.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <unordered_map>
 
 #include "action_timer.h"
-#include "hpu/core/base/file_io.h"
 #include "hpu/core/config/registry.h"
 #include "hpu/core/profilers/profiler.h"
 #include "hpu/device/device.h"
@@ -52,15 +50,10 @@ class SimpleProfiler final : public Profiler {
   void teardown() override {
     const double run = std::chrono::duration<double>(detail::ActionTimer::Clock::now() - begin_).count();
     std::string report = summary(run);
-    if (!filename_.empty()) {
-      // The end-of-run summary prints the lazy-mode statistics to stdout;
-      // the file carries them itself.
-      if (context_.device != nullptr) report += "\n" + context_.device->graph().summary() + "\n";
-      writeFileAtomically(profilerReportPath(dirpath_, filename_, context_, ".txt"), report);
-    } else if (context_.rank == 0) {
-      std::fputs(report.c_str(), stdout);
-      std::fflush(stdout);
-    }
+    // The end-of-run summary prints the lazy-mode statistics to stdout; a
+    // file carries them itself.
+    if (!filename_.empty() && context_.device != nullptr) report += "\n" + context_.device->graph().summary() + "\n";
+    emitProfilerReport(dirpath_, filename_, context_, report);
   }
 
  private:

@@ -94,6 +94,16 @@ std::string Trainer::logDir() const {
   return options_.default_root_dir;
 }
 
+void Trainer::notifyException(const std::exception& error) {
+  for (auto& c : callbacks_) {
+    try {
+      c->onException(*this, error);
+    } catch (const std::exception& secondary) {
+      spdlog::warn("{}.onException: {}", c->stateKey(), secondary.what());
+    }
+  }
+}
+
 void Trainer::logMetrics(std::map<std::string, double> metrics, std::int64_t step) {
   if (!isGlobalZero() || metrics.empty()) return;
   metrics["epoch"] = static_cast<double>(current_epoch_);
@@ -148,17 +158,13 @@ void Trainer::setupModel(LightningModule& model, data::DataModule& data, data::S
   }
   model.attachTrainer(metrics_.get(), profiler_.get());
   model_ready_ = true;
-  if (options_.enable_model_summary && stage == data::Stage::kFit && sample) {
-    recordOutputShapes(sample);
-    if (isGlobalZero()) printModelSummary();
-  }
 }
 
-// One sample through the model, outside the lazy graph and autograd, so the
-// summary can show every layer's output shape before training starts. Every
-// rank runs it (a sharded model gathers its parameters collectively).
-void Trainer::recordOutputShapes(std::shared_ptr<const data::Dataset> dataset) {
-  if (dataset->size() == 0) return;
+void Trainer::recordOutputShapes() {
+  std::shared_ptr<const data::Dataset> dataset;
+  for (data::Split split : {data::Split::kTrain, data::Split::kVal, data::Split::kTest, data::Split::kPredict})
+    if (!dataset) dataset = data_->dataset(split);
+  if (!dataset || dataset->size() == 0 || dryRun()) return;
   data::DataLoader one(std::move(dataset), data::LoaderOptions{.batch_size = 1});
   one.startEpoch(0);
   Batch batch;
@@ -317,6 +323,7 @@ void Trainer::trainEpoch() {
     if (batch_idx < skip_batches_) continue;  // resuming inside an epoch
     auto batch_scope = profiler_->profile("run_training_batch");
     Batch batch = toDevice(*hb);
+    train_batch_size_ = batch.size();
     callbacks([&](Callback& c) { c.onTrainBatchStart(*this, batch_idx); });
     const bool last = batch_idx + 1 == num_train_batches_;
     const bool optimizer_turn = (batch_idx + 1) % options_.accumulate_grad_batches == 0 || last;
@@ -517,7 +524,7 @@ void Trainer::endStage() {
   auto s = profiler_->profile("teardown");
   if (stage_ == data::Stage::kFit) callbacks([&](Callback& c) { c.onFitEnd(*this); });
   precision_->onRunEnd(isGlobalZero());
-  for (auto& l : loggers_) l->save();
+  for (auto& l : loggers_) l->finalize(/*succeeded=*/true);
 }
 
 std::map<std::string, double> Trainer::validate(LightningModule& model, data::DataModule& data,
@@ -578,66 +585,6 @@ std::vector<Prediction> Trainer::predict(LightningModule& model, data::DataModul
 }
 
 // ---------------------------------------------------------------- reporting
-
-namespace {
-
-// Lightning's get_human_readable_count: "66", "235 K", "124 M", "6.7 B".
-std::string humanReadableCount(std::int64_t n) {
-  static const char* const kUnits[] = {" ", "K", "M", "B", "T"};
-  const int digits = n > 0 ? static_cast<int>(std::floor(std::log10(static_cast<double>(n)))) + 1 : 1;
-  const int groups = std::min((digits + 2) / 3, 5);
-  const double scaled = static_cast<double>(n) * std::pow(10.0, -3 * (groups - 1));
-  if (groups == 1 || scaled >= 100) return fmt::format("{} {}", static_cast<std::int64_t>(scaled), kUnits[groups - 1]);
-  return fmt::format("{:.1f} {}", scaled, kUnits[groups - 1]);
-}
-
-// 6738415616 -> "6,738,415,616".
-std::string withThousands(std::int64_t n) {
-  std::string digits = std::to_string(n), out;
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
-}
-
-}  // namespace
-
-void Trainer::printModelSummary() {
-  // Out sizes are a batch of one sample's (recordOutputShapes).
-  auto out_size = [](const nn::Module& m) {
-    const Shape& s = m.lastOutputShape();
-    return s.ndim() == 0 ? std::string("?") : s.str();
-  };
-  std::vector<std::array<std::string, 5>> rows;
-  for (const auto& [name, child] : model_->children()) {
-    rows.push_back(
-        {name, child->typeName(), std::to_string(child->numParameters()), out_size(*child), child->describe()});
-    for (const auto& [sub, grandchild] : child->children())
-      rows.push_back({name + "." + sub, grandchild->typeName(), std::to_string(grandchild->numParameters()),
-                      out_size(*grandchild), grandchild->describe()});
-  }
-  const std::int64_t total = model_->numParameters();
-  std::size_t w[5] = {4, 4, 6, 9, 6};
-  const char* head[5] = {"Name", "Type", "Params", "Out sizes", "Config"};
-  for (auto& r : rows)
-    for (int i = 0; i < 5; ++i) w[i] = std::max(w[i], r[static_cast<std::size_t>(i)].size());
-  std::string out = fmt::format("  | {:<{}} | {:<{}} | {:>{}} | {:<{}} | {}\n", head[0], w[0], head[1], w[1], head[2],
-                                w[2], head[3], w[3], head[4]);
-  out += std::string(out.size() - 1, '-') + "\n";
-  for (std::size_t i = 0; i < rows.size(); ++i)
-    out += fmt::format("{:<2}| {:<{}} | {:<{}} | {:>{}} | {:<{}} | {}\n", i, rows[i][0], w[0], rows[i][1], w[1],
-                       rows[i][2], w[2], rows[i][3], w[3], rows[i][4]);
-  const double mb = static_cast<double>(total) * device::logicalSize(precision_->paramDtype()) / 1e6;
-  // Lightning's totals (abbreviated counts), then the exact count.
-  const std::string count = humanReadableCount(total);
-  out += fmt::format("{:<10}Trainable params\n{:<10}Non-trainable params\n{:<10}Total params\n"
-                     "{:<10.3f}Total estimated model params size (MB)\nTotal params: {}{}\n",
-                     count, humanReadableCount(0), count, mb, withThousands(total),
-                     total >= 1000 ? " (" + count + ")" : "");
-  std::fputs(out.c_str(), stdout);
-  std::fflush(stdout);
-}
 
 void Trainer::printResults(const std::map<std::string, double>& metrics, const char* stage) const {
   if (metrics.empty()) return;

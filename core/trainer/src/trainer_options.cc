@@ -11,10 +11,12 @@ namespace {
 
 bool isFloatText(const std::string& s) { return s.find_first_of(".eE") != std::string::npos; }
 
-std::chrono::milliseconds parseDuration(const config::Node& n) {
+}  // namespace
+
+std::chrono::milliseconds parseDuration(const config::Node& n, const std::string& key_path) {
   auto bad = [&](const std::string& why) {
     std::string where = n.loc().str();
-    return ConfigError((where.empty() ? "" : where + ": ") + "trainer.max_time: " + why);
+    return ConfigError((where.empty() ? "" : where + ": ") + key_path + ": " + why);
   };
   double seconds = 0;
   if (n.isScalar()) {
@@ -44,7 +46,6 @@ std::chrono::milliseconds parseDuration(const config::Node& n) {
   return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000.0));
 }
 
-}  // namespace
 
 std::int64_t BatchLimit::of(std::int64_t available) const {
   if (!is_fraction) return std::min(count, available);
@@ -93,7 +94,7 @@ TrainerOptions TrainerOptions::parse(const config::Node& t) {
     o.max_epochs = o.max_steps == -1 ? 1000 : -1;
   o.min_epochs = optInt("min_epochs").value_or(0);
   o.min_steps = optInt("min_steps").value_or(0);
-  if (!get("max_time").isNull()) o.max_time = parseDuration(get("max_time"));
+  if (!get("max_time").isNull()) o.max_time = parseDuration(get("max_time"), "trainer.max_time");
   o.limit_train = BatchLimit::parse(get("limit_train_batches"));
   o.limit_val = BatchLimit::parse(get("limit_val_batches"));
   o.limit_test = BatchLimit::parse(get("limit_test_batches"));

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <string>
 
 #include "hpu/core/data/datamodule.h"
@@ -41,6 +42,9 @@ class Callback {
   virtual void onPredictBatchStart(Trainer&, std::int64_t batch_idx) {}
   // `outputs`: what predictStep returned for the batch.
   virtual void onPredictBatchEnd(Trainer&, const Prediction& outputs, std::int64_t batch_idx) {}
+
+  // The stage failed with `error`; the error propagates after the hooks.
+  virtual void onException(Trainer&, const std::exception& error) {}
 
   // State carried in checkpoints, as JSON text ("" for none).
   virtual std::string stateJson() const { return ""; }

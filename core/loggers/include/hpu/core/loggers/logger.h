@@ -24,8 +24,14 @@ class Logger {
   virtual std::string logDir() const = 0;
   virtual void logHyperparams(const config::Node& hparams) = 0;
   virtual void logMetrics(const std::map<std::string, double>& metrics, std::int64_t step) = 0;
+  // The run's resolved config, once at the start of fit (LightningCLI's
+  // SaveConfigCallback hands it to the loggers). Default: not logged.
+  virtual void logConfig(const config::Node& config) {}
   // Writes what is buffered.
   virtual void save() = 0;
+  // The stage ended (`succeeded`) or failed: writes what is buffered and
+  // marks the run's end where the format records it.
+  virtual void finalize(bool succeeded) { save(); }
 };
 
 }  // namespace hpu::core

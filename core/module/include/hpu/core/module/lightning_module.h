@@ -105,6 +105,10 @@ class LightningModule : public nn::Module {
   // that layout's names, so its checkpoints map onto it 1:1.
   virtual std::string checkpointKey(const std::string& name) const { return "model." + name; }
   // The optimizer (and scheduler) used when the config names none.
+  // The floating-point operations of one training step on a batch of
+  // `batch_size` samples (forward and backward), for ThroughputMonitor's
+  // FLOP/s and MFU; none when the model does not say.
+  virtual std::optional<double> flopsPerBatch(std::int64_t batch_size) const { return std::nullopt; }
   virtual OptimizerConfig configureOptimizers();
 
   // A shape-only scalar (a dry run's) is not logged: it has no value.

@@ -18,6 +18,8 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "hpu/comm/collective_observer.h"
 
@@ -82,5 +84,14 @@ class PassThroughProfiler final : public Profiler {
 // without a filename). Creates dirpath.
 std::string profilerReportPath(const std::string& dirpath, const std::string& filename, const ProfilerContext& context,
                                std::string_view extension);
+
+// Lightning's report of a stage: "<STAGE> Profiler Report", then for each
+// section "Profile stats for: <name>" and its text.
+std::string profilerReport(const ProfilerContext& context,
+                           const std::vector<std::pair<std::string, std::string>>& sections);
+// Where a profiler's text report goes: with a filename, every rank writes
+// profilerReportPath(..., ".txt"); without, global rank 0 prints it.
+void emitProfilerReport(const std::string& dirpath, const std::string& filename, const ProfilerContext& context,
+                        const std::string& report);
 
 }  // namespace hpu::core

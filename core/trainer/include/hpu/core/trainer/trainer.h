@@ -105,6 +105,8 @@ class Trainer {
   const std::map<std::string, double>& callbackMetrics() const { return callback_metrics_; }
   const std::map<std::string, double>& progressBarMetrics() const { return progress_metrics_; }
   std::int64_t numTrainingBatches() const { return num_train_batches_; }
+  // Samples in the training batch being run (or last run).
+  std::int64_t trainBatchSize() const { return train_batch_size_; }
   std::int64_t numEvalBatches() const { return num_eval_batches_; }
   // logDir() of the first logger, else default_root_dir.
   std::string logDir() const;
@@ -112,7 +114,18 @@ class Trainer {
   void logMetrics(std::map<std::string, double> metrics, std::int64_t step);
   // Stops fit at the end of the current step (after min_epochs/min_steps).
   void requestStop() { should_stop_ = true; }
+  // Micro-batches per optimizer step from now on. REQUIRES: at an epoch's
+  // start (GradientAccumulationScheduler sets it in onTrainEpochStart).
+  void setAccumulateGradBatches(std::int64_t n) { options_.accumulate_grad_batches = n; }
+  // A stage failed with `error`: every callback's onException runs (errors
+  // they raise are logged, the stage's error is the one reported).
+  void notifyException(const std::exception& error);
   bool shouldStop() const { return should_stop_; }
+
+  // Runs one sample through the model, outside the lazy graph and autograd,
+  // so that every module's lastOutputShape() is known (the model summary's
+  // out sizes). Every rank calls it (a sharded model gathers its parameters).
+  void recordOutputShapes();
 
   // Writes a full training checkpoint (global rank 0 writes; every rank
   // takes part). `weights_only` leaves out optimizer and loop state.
@@ -148,8 +161,6 @@ class Trainer {
   void clipGradients(const optim::GradientView& grads);
   std::map<std::string, double> evaluationLoop(data::Split split, std::int64_t max_batches, bool sanity);
   bool timeUp() const;
-  void recordOutputShapes(std::shared_ptr<const data::Dataset> dataset);
-  void printModelSummary();
   void printResults(const std::map<std::string, double>& metrics, const char* stage) const;
 
   template <class Hook>
@@ -184,6 +195,7 @@ class Trainer {
   std::int64_t global_step_ = 0;
   std::int64_t num_train_batches_ = 0;
   std::int64_t num_eval_batches_ = 0;
+  std::int64_t train_batch_size_ = 0;
   std::int64_t batch_in_epoch_ = 0;  // batches of current_epoch_ done (for checkpoints)
   std::int64_t skip_batches_ = 0;    // batches to skip when resuming inside an epoch
   bool epoch_completed_ = false;     // true while onTrainEpochEnd runs

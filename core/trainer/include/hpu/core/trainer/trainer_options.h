@@ -22,6 +22,11 @@ struct BatchLimit {
   static BatchLimit parse(const config::Node& n);  // null = all
 };
 
+// A duration as Lightning's max_time and Timer take it: "DD:HH:MM:SS" or a
+// mapping of weeks, days, hours, minutes, seconds, milliseconds. Throws
+// ConfigError naming `key_path` and the node's location.
+std::chrono::milliseconds parseDuration(const config::Node& n, const std::string& key_path);
+
 struct TrainerOptions {
   config::Node accelerator, strategy, devices, logger, callbacks, profiler, plugins;
   std::int64_t num_nodes = 1;

@@ -1,0 +1,102 @@
+// ThroughputMonitor: Lightning's callback that logs training throughput over
+// a sliding window of the last window_size steps, every log_every_n_steps:
+//   train/batches_per_sec, train/samples_per_sec (the whole job's),
+//   train/device/batches_per_sec, train/device/samples_per_sec (one device's),
+//   and, when the model reports its FLOPs per batch
+//   (LightningModule::flopsPerBatch), train/flops_per_sec and
+//   train/device/flops_per_sec, with train/device/mfu against the emulated
+//   generation's peak for the run's precision;
+// plus the running totals train/time, train/batches, train/samples.
+// Samples are each batch's own size; time is the training step's wall time
+// (the loop without validation).
+#include <chrono>
+#include <deque>
+
+#include "hpu/core/config/registry.h"
+#include "hpu/core/trainer/trainer.h"
+#include "hpu/device/device.h"
+#include "hpu/device/spec.h"
+
+namespace hpu::core {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The dtype the matrix engine computes in under a precision setting.
+DType computeDtype(const std::string& precision) {
+  if (precision == "fp8") return DType::kFloat8E4M3;
+  if (precision.starts_with("bf16")) return DType::kBFloat16;
+  if (precision.starts_with("16")) return DType::kFloat16;
+  return DType::kFloat32;
+}
+
+class ThroughputMonitor final : public Callback {
+ public:
+  explicit ThroughputMonitor(std::int64_t window) : window_(static_cast<std::size_t>(window)) {}
+  std::string stateKey() const override { return "ThroughputMonitor"; }
+
+  void onTrainBatchStart(Trainer& t, std::int64_t) override { batch_start_ = Clock::now(); }
+  void onTrainBatchEnd(Trainer& t, std::int64_t) override {
+    const double step = std::chrono::duration<double>(Clock::now() - batch_start_).count();
+    time_ += step;
+    ++batches_;
+    samples_ += t.trainBatchSize();
+    window_points_.push_back({time_, batches_, samples_});
+    if (window_points_.size() > window_) window_points_.pop_front();
+    if (t.globalStep() == logged_step_ || t.globalStep() % t.options().log_every_n_steps != 0) return;
+    logged_step_ = t.globalStep();
+    std::map<std::string, double> m{{"train/time", time_},
+                                    {"train/batches", static_cast<double>(batches_)},
+                                    {"train/samples", static_cast<double>(samples_)}};
+    if (window_points_.size() >= 2) {
+      const Point& a = window_points_.front();
+      const Point& b = window_points_.back();
+      const double dt = b.time - a.time;
+      if (dt > 0) {
+        const double world = t.strategy().worldSize();
+        const double batches = static_cast<double>(b.batches - a.batches) / dt;
+        const double samples = static_cast<double>(b.samples - a.samples) / dt;
+        m["train/device/batches_per_sec"] = batches;
+        m["train/device/samples_per_sec"] = samples;
+        m["train/batches_per_sec"] = batches * world;
+        m["train/samples_per_sec"] = samples * world;
+        if (const std::optional<double> flops = t.model().flopsPerBatch(t.trainBatchSize())) {
+          const double per_device = *flops * batches;
+          m["train/device/flops_per_sec"] = per_device;
+          m["train/flops_per_sec"] = per_device * world;
+          if (const auto peak = device::peakTflops(t.device().spec(), computeDtype(t.precision().precision())))
+            m["train/device/mfu"] = per_device / (*peak * 1e12);
+        }
+      }
+    }
+    t.logMetrics(m, t.globalStep() - 1);
+  }
+
+ private:
+  struct Point {
+    double time;
+    std::int64_t batches, samples;
+  };
+  std::size_t window_;
+  Clock::time_point batch_start_;
+  double time_ = 0;
+  std::int64_t batches_ = 0, samples_ = 0, logged_step_ = -1;
+  std::deque<Point> window_points_;
+};
+
+HPU_REGISTER_COMPONENT(
+    Callback,
+    config::ComponentSchema{config::ComponentKind::kCallback,
+                            "ThroughputMonitor",
+                            {"lightning.pytorch.callbacks.ThroughputMonitor",
+                             "pytorch_lightning.callbacks.ThroughputMonitor",
+                             "lightning.pytorch.callbacks.throughput_monitor.ThroughputMonitor"},
+                            {"ThroughputMonitor",
+                             "",
+                             {{"window_size", config::Type::integer().min(2), "100",
+                               "Steps of the sliding window the rates are measured over."}}},
+                            "Logs samples/s, batches/s (and FLOP/s and MFU where the model reports its FLOPs)."},
+    [](const config::Params& p) { return std::make_unique<ThroughputMonitor>(p.getInt("window_size")); });
+
+}  // namespace
+}  // namespace hpu::core

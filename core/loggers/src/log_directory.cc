@@ -1,0 +1,55 @@
+#include "log_directory.h"
+
+#include <filesystem>
+#include <regex>
+
+#include "hpu/core/strategies/strategy.h"
+
+namespace hpu::core {
+namespace {
+
+namespace fs = std::filesystem;
+
+// One past the largest N of the version_N folders in `root` (0 if none).
+int nextVersion(const fs::path& root) {
+  static const std::regex kVersion("version_([0-9]+)");
+  int next = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(root, ec)) {
+    std::smatch m;
+    const std::string n = e.path().filename().string();
+    if (e.is_directory() && std::regex_match(n, m, kVersion)) next = std::max(next, std::stoi(m[1]) + 1);
+  }
+  return next;
+}
+
+}  // namespace
+
+LogDirectory::LogDirectory(const config::Params& p)
+    : save_dir_(p.has("save_dir") ? p.getString("save_dir") : ""),
+      name_(p.has("name") ? p.getString("name") : ""),
+      version_(p.has("version") ? p.node("version").str() : ""),
+      version_is_int_(p.has("version") && !p.node("version").quoted()) {}
+
+void LogDirectory::resolve(const std::string& default_root_dir, Strategy& strategy) {
+  if (save_dir_.empty()) save_dir_ = default_root_dir;
+  if (!version_.empty()) return;
+  std::string next;
+  if (strategy.isGlobalZero()) next = std::to_string(nextVersion(fs::path(save_dir_) / name_));
+  version_ = strategy.broadcast(next, 0);
+  version_is_int_ = true;
+}
+
+std::string LogDirectory::path() const {
+  return (fs::path(save_dir_) / name_ / (version_is_int_ ? "version_" + version_ : version_)).string();
+}
+
+std::vector<config::ParamSpec> logDirectoryParams() {
+  using config::Type;
+  return {{"save_dir", Type::optional(Type::string()), "null", "Root directory (default: trainer.default_root_dir)."},
+          {"name", Type::optional(Type::string()), "lightning_logs", "Experiment name: the folder under save_dir."},
+          {"version", Type::optional(Type::anyOf({Type::integer().min(0), Type::string()})), "null",
+           "Version: an int (version_N), a folder name, or null for the next free version_N."}};
+}
+
+}  // namespace hpu::core
