@@ -126,7 +126,7 @@ TEST_F(CallbacksTest, ModelCheckpointSavesAfterValidationWhenItIsNotOncePerEpoch
 
 TEST_F(CallbacksTest, ModelCheckpointWithoutTheMonitoredMetric) {
   // Never validated: a warning per epoch, nothing saved.
-  const RunResult none = fitBoring({"--trainer.max_epochs=2", "--trainer.limit_val_batches=0",
+  const RunResult none = fitBoring({"--trainer.max_epochs=2", "--trainer.limit_val_batches=0", "--trainer.log_every_n_steps=16",
                                     "--trainer.callbacks+=ModelCheckpoint", "--trainer.callbacks.monitor=val_loss"});
   const std::string warning =
       "warning: ModelCheckpoint(monitor='val_loss') could not find the monitored key in the returned metrics: "
@@ -134,8 +134,8 @@ TEST_F(CallbacksTest, ModelCheckpointWithoutTheMonitoredMetric) {
   EXPECT_EQ(none.err, warning + warning);
   EXPECT_THAT(checkpoints(), IsEmpty());
   // Validated, but the metric was never logged: an error.
-  const RunResult typo = boring("fit", {"--trainer.max_epochs=2", "--trainer.callbacks+=ModelCheckpoint",
-                                        "--trainer.callbacks.monitor=val_acc"});
+  const RunResult typo = boring("fit", {"--trainer.max_epochs=2", "--trainer.log_every_n_steps=16",
+                                        "--trainer.callbacks+=ModelCheckpoint", "--trainer.callbacks.monitor=val_acc"});
   EXPECT_EQ(typo.exit_code, 2) << typo.describe();
   EXPECT_EQ(typo.err,
             "error: ModelCheckpoint(monitor='val_acc') could not find the monitored key in the returned metrics: "
@@ -206,8 +206,8 @@ TEST_F(EarlyStoppingTest, StoppingInsideAnEpochEndsItAtOnce) {
 }
 
 TEST_F(EarlyStoppingTest, AMissingMetricIsAnErrorUnlessNotStrict) {
-  const RunResult r = boring("fit", {"--trainer.max_epochs=2", "--trainer.callbacks+=EarlyStopping",
-                                     "--trainer.callbacks.monitor=val_acc"});
+  const RunResult r = boring("fit", {"--trainer.max_epochs=2", "--trainer.log_every_n_steps=16",
+                                     "--trainer.callbacks+=EarlyStopping", "--trainer.callbacks.monitor=val_acc"});
   EXPECT_EQ(r.exit_code, 2) << r.describe();
   EXPECT_EQ(r.err, "error: Early stopping conditioned on metric `val_acc` which is not available. Pass in or modify your "
                    "`EarlyStopping` callback to use any of the following: `train_loss`, `val_loss`\n");

@@ -96,8 +96,6 @@ Pipeline buildPipeline(const RunRequest& request, device::Platform& platform, in
   parts.config = cfg;
 
   autocast::installPolicy(autocast::Policy::fromEnv(request.env));
-  if (o.accelerator.isScalar() && o.accelerator.str() == "cpu")
-    throw UsageError("trainer.accelerator=cpu: hpu-train runs on the emulated HPU; use accelerator: hpu or auto");
 
   pipeline.devices = devicesRequested(o.devices, platform);
   const int devices = pipeline.devices;
@@ -112,6 +110,8 @@ Pipeline buildPipeline(const RunRequest& request, device::Platform& platform, in
   run_env.env["PL_GLOBAL_SEED"] = std::to_string(parts.seed);
   parts.strategy->setup(run_env, platform);
   Strategy& strategy = *parts.strategy;
+  if (strategy.isGlobalZero())
+    for (const std::string& note : request.notes) spdlog::warn("{}", note);
 
   pipeline.model = build<LightningModule>(*cfg.find("model"), "model");
   pipeline.data = build<data::DataModule>(*cfg.find("data"), "data");
@@ -137,15 +137,20 @@ int run(const RunRequest& request) {
   device::Platform platform = device::Platform::fromEnv(envOf(request.env));
   Pipeline pipeline = buildPipeline(request, platform, -1);
   TrainerParts& parts = pipeline.parts;
+  // Lightning's seed_everything line.
+  if (cfg.find("seed_everything")->str() != "false" && parts.strategy->isGlobalZero())
+    spdlog::info("Seed set to {}", parts.seed);
   TrainerOptions& o = parts.options;
   Strategy& strategy = *parts.strategy;
   auto& model = pipeline.model;
   auto& data = pipeline.data;
 
-  // Loggers: true means the default CSVLogger; fast_dev_run disables them.
+  // Loggers: null (Lightning's default) and true mean the default set;
+  // fast_dev_run disables them.
   if (o.fast_dev_run == 0) {
-    if (o.logger.isScalar() && o.logger.str() == "true")
-      parts.loggers.push_back(buildDefault<Logger>("CSVLogger", ComponentKind::kLogger, "trainer.logger"));
+    if (o.logger.isNull() || (o.logger.isScalar() && o.logger.str() == "true"))
+      for (const std::string& cls : defaultLoggerClasses())
+        parts.loggers.push_back(buildDefault<Logger>(cls, ComponentKind::kLogger, "trainer.logger"));
     for (const Node* l : componentsOf(o.logger)) parts.loggers.push_back(build<Logger>(*l, "trainer.logger"));
   }
   for (auto& l : parts.loggers) l->setup(o.default_root_dir, strategy);

@@ -60,7 +60,10 @@ std::vector<const Node*> componentsOf(const Node& n) {
   return out;
 }
 
-std::string classOf(const Node& component) { return component.find("class_path")->str(); }
+std::string classOf(const Node& component) {
+  const std::string& path = component.find("class_path")->str();
+  return path.substr(path.rfind('.') + 1);  // a canonical class path ends in the class's name
+}
 
 std::unique_ptr<Strategy> selectStrategy(const TrainerOptions& o, int devices) {
   if (o.strategy.isMap()) return build<Strategy>(o.strategy, "trainer.strategy");

@@ -32,7 +32,7 @@ std::unique_ptr<Base> buildDefault(const std::string& class_name, config::Compon
 
 // The component nodes of a "component or list of components" value.
 std::vector<const config::Node*> componentsOf(const config::Node& n);
-// The canonical class name of a component node.
+// The registered name of a canonical component node's class ("ModelCheckpoint").
 std::string classOf(const config::Node& component);
 
 // trainer.strategy for a job of `devices` per node: a name from the strategy

@@ -114,7 +114,7 @@ HPU_REGISTER_COMPONENT(
     config::ComponentSchema{
         config::ComponentKind::kCallback,
         "EarlyStopping",
-        {"lightning.pytorch.callbacks.EarlyStopping", "pytorch_lightning.callbacks.EarlyStopping"},
+        "lightning.pytorch.callbacks",
         {"EarlyStopping",
          "",
          {{"monitor", Type::string(), "val_loss", "Logged metric to watch."},

@@ -49,13 +49,13 @@ HPU_REGISTER_COMPONENT(
     Callback,
     config::ComponentSchema{config::ComponentKind::kCallback,
                             "LearningRateMonitor",
-                            {"lightning.pytorch.callbacks.LearningRateMonitor", "pytorch_lightning.callbacks.LearningRateMonitor"},
+                            "lightning.pytorch.callbacks",
                             {"LearningRateMonitor",
                              "",
                              {{"logging_interval", config::Type::optional(config::Type::string({"step", "epoch"})), "null",
                                "step: every log_every_n_steps steps; epoch: every epoch start; null: the scheduler's interval (both without one)."},
-                              {"log_momentum", config::Type::boolean(), "false", "Also log momentum.", true},
-                              {"log_weight_decay", config::Type::boolean(), "false", "Also log weight decay.", true}}},
+                              {"log_momentum", config::Type::boolean(), "false", "Also log momentum.", "not implemented yet"},
+                              {"log_weight_decay", config::Type::boolean(), "false", "Also log weight decay.", "not implemented yet"}}},
                             "Logs the learning rate (lr-<Optimizer>)."},
     [](const config::Params& p) { return std::make_unique<LearningRateMonitor>(p); });
 

@@ -323,7 +323,7 @@ HPU_REGISTER_COMPONENT(
     config::ComponentSchema{
         config::ComponentKind::kCallback,
         "ModelCheckpoint",
-        {"lightning.pytorch.callbacks.ModelCheckpoint", "pytorch_lightning.callbacks.ModelCheckpoint"},
+        "lightning.pytorch.callbacks",
         {"ModelCheckpoint",
          "",
          {{"dirpath", Type::optional(Type::string()), "null", "Directory (default: <log_dir>/checkpoints)."},

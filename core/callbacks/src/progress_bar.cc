@@ -108,7 +108,7 @@ HPU_REGISTER_COMPONENT(
     Callback,
     config::ComponentSchema{config::ComponentKind::kCallback,
                             "TQDMProgressBar",
-                            {"lightning.pytorch.callbacks.TQDMProgressBar", "pytorch_lightning.callbacks.TQDMProgressBar"},
+                            "lightning.pytorch.callbacks",
                             {"TQDMProgressBar",
                              "",
                              {{"refresh_rate", config::Type::integer().min(0), "1", "Redraw every N batches (0: off)."}}},

@@ -106,7 +106,7 @@ HPU_REGISTER_COMPONENT(
     config::ComponentSchema{
         config::ComponentKind::kLogger,
         "CSVLogger",
-        {"lightning.pytorch.loggers.CSVLogger", "pytorch_lightning.loggers.CSVLogger", "lightning.pytorch.loggers.csv_logs.CSVLogger"},
+        "lightning.pytorch.loggers",
         {"CSVLogger",
          "",
          {{"save_dir", config::Type::optional(config::Type::string()), "null", "Root directory (default: trainer.default_root_dir)."},

@@ -1,6 +1,9 @@
 #include "hpu/core/optim/lr_scheduler.h"
 
+#include <spdlog/fmt/fmt.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <cmath>
 #include <limits>
 #include <numbers>
@@ -17,7 +20,17 @@ void LRScheduler::attach(Optimizer& optimizer) {
 void LRScheduler::step(std::optional<double> metric) {
   observe(metric);
   ++last_epoch_;
-  optimizer_->setLr(computeLr(optimizer_->lr()));
+  const double previous = optimizer_->lr();
+  optimizer_->setLr(computeLr(previous));
+  if (verbose_)
+    if (const std::string line = verboseLine(previous); !line.empty()) {
+      std::fputs(line.c_str(), stdout);
+      std::fflush(stdout);
+    }
+}
+
+std::string LRScheduler::verboseLine(double) const {
+  return fmt::format("Adjusting learning rate of group 0 to {:.4e}.\n", optimizer_->lr());
 }
 
 namespace {
@@ -119,6 +132,10 @@ class ReduceLROnPlateau final : public LRScheduler {
 
  protected:
   void observe(std::optional<double> metric) override { pending_ = metric; }
+  std::string verboseLine(double previous) const override {
+    if (optimizer_->lr() == previous) return "";
+    return fmt::format("Epoch {:05d}: reducing learning rate of group 0 to {:.4e}.\n", last_epoch_, optimizer_->lr());
+  }
   double computeLr(double current) override {
     if (!pending_) return current;  // the constructor's step and steps without a metric
     const double m = *pending_;

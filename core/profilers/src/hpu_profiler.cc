@@ -370,8 +370,7 @@ HPU_REGISTER_COMPONENT(
     config::ComponentSchema{
         config::ComponentKind::kProfiler,
         "HPUProfiler",
-        {"lightning_habana.pytorch.profiler.profiler.HPUProfiler", "lightning_habana.pytorch.profiler.HPUProfiler",
-         "lightning_habana.HPUProfiler"},
+        "lightning_habana",
         {"HPUProfiler",
          "",
          {{"dirpath", Type::optional(Type::string()), "null", "Directory of the trace files (null: the logger's log_dir)."},

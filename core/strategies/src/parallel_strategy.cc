@@ -77,8 +77,7 @@ HPU_REGISTER_COMPONENT(
     config::ComponentSchema{
         config::ComponentKind::kStrategy,
         "HPUParallelStrategy",
-        {"lightning_habana.pytorch.strategies.HPUParallelStrategy",
-         "lightning_habana.pytorch.strategies.parallel.HPUParallelStrategy", "lightning_habana.HPUParallelStrategy"},
+        "lightning_habana",
         {"HPUParallelStrategy",
          "",
          {{"bucket_cap_mb", config::Type::real().min(0.0, true), "25.0", "Gradient bucket size (MiB) for all-reduce."},
@@ -86,8 +85,10 @@ HPU_REGISTER_COMPONENT(
            "Parameters without a gradient in a step are found every step (they get zeros), whatever this says."},
           {"cluster_environment", strategyEnvType(), "null",
            "Force a cluster environment instead of detecting it (see trainer.plugins too)."},
-          {"process_group_backend", config::Type::string({"hccl"}), "hccl", "Collective backend.", true}}},
-        "Data-parallel training over processes and nodes (strategy: hpu_parallel)."},
+          {"process_group_backend", config::Type::string({"hccl"}), "hccl", "Collective backend.",
+           "HPUs communicate through HCCL, which hpu-train's collectives emulate"}}},
+        "Data-parallel training over processes and nodes (strategy: hpu_parallel).",
+        {"lightning.pytorch.strategies.DDPStrategy", "lightning_habana.HPUDDPStrategy"}},
     [](const config::Params& p) {
       return makeParallelStrategy(static_cast<std::int64_t>(p.getFloat("bucket_cap_mb") * 1024 * 1024),
                                   p.has("cluster_environment") ? p.getString("cluster_environment") : "");

@@ -280,9 +280,25 @@ void Trainer::fitLoop() {
         "you want to disable validation set trainer.limit_val_batches to 0.0 instead. If you want to validate based "
         "on the total training batches, set trainer.check_val_every_n_epoch=null.",
         interval.count, num_train_batches_));
+  if (isGlobalZero() && !loggers_.empty() && options_.fast_dev_run == 0 &&
+      num_train_batches_ < options_.log_every_n_steps)
+    spdlog::warn(
+        "The number of training batches ({}) is smaller than the logging interval Trainer(log_every_n_steps={}). Set "
+        "a lower value for log_every_n_steps if you want to see logs for the training epoch.",
+        num_train_batches_, options_.log_every_n_steps);
+  // Lightning's words for the limits that end fit.
+  const auto reached = [&](const char* limit, std::int64_t value) {
+    if (isGlobalZero()) spdlog::info("`Trainer.fit` stopped: `{}={}` reached.", limit, value);
+  };
   while (true) {
-    if (options_.max_epochs >= 0 && current_epoch_ >= options_.max_epochs) break;
-    if (options_.max_steps >= 0 && global_step_ >= options_.max_steps) break;
+    if (options_.max_steps >= 0 && global_step_ >= options_.max_steps) {
+      reached("max_steps", options_.max_steps);
+      break;
+    }
+    if (options_.max_epochs >= 0 && current_epoch_ >= options_.max_epochs) {
+      reached("max_epochs", options_.max_epochs);
+      break;
+    }
     if (timeUp()) break;
     if (should_stop_ && current_epoch_ >= options_.min_epochs && global_step_ >= options_.min_steps) break;
     should_stop_ = false;

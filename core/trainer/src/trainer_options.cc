@@ -80,7 +80,7 @@ TrainerOptions TrainerOptions::parse(const config::Node& t) {
   o.profiler = get("profiler");
   o.plugins = get("plugins");
   o.num_nodes = config::asInt(get("num_nodes"));
-  o.precision = get("precision").str();
+  if (!get("precision").isNull()) o.precision = get("precision").str();  // null: Lightning's 32-true
   const auto& fdr = get("fast_dev_run");
   if (auto b = fdr.str() == "true" || fdr.str() == "false" ? std::optional<bool>(config::asBool(fdr)) : std::nullopt)
     o.fast_dev_run = *b ? 1 : 0;

@@ -23,6 +23,10 @@ std::string formatFloat(double v);
 // enough to be a likely typo.
 std::optional<std::string> closestMatch(std::string_view word,
                                         const std::vector<std::string>& candidates);
+// Indices of up to `count` candidates close enough to `word` to be what was
+// meant (equal ones included), closest first.
+std::vector<std::size_t> closeMatches(std::string_view word, const std::vector<std::string>& candidates,
+                                      std::size_t count);
 // "; did you mean 'x'?" or "".
 std::string didYouMean(std::string_view word, const std::vector<std::string>& candidates);
 

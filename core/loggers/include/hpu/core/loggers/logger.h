@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "hpu/core/config/node.h"
 
@@ -27,5 +28,9 @@ class Logger {
   // Writes what is buffered.
   virtual void save() = 0;
 };
+
+// The loggers that `trainer.logger: true` and `null` (Lightning's default)
+// build, as registered class names, in order: the one place that says which.
+const std::vector<std::string>& defaultLoggerClasses();
 
 }  // namespace hpu::core

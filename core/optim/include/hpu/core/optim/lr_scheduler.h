@@ -29,6 +29,8 @@ class LRScheduler {
   void attach(Optimizer& optimizer);
   // Advances one interval. `metric` is the monitored value when monitor() is set.
   void step(std::optional<double> metric = std::nullopt);
+  // torch's verbose: print every lr change to stdout, in torch's words.
+  void setVerbose(bool verbose) { verbose_ = verbose; }
   std::int64_t lastEpoch() const { return last_epoch_; }
 
   // Checkpoint state: the counters (and, for ReduceLROnPlateau, its tracking).
@@ -39,12 +41,17 @@ class LRScheduler {
   // The lr for `last_epoch_` given the current lr (chainable forms need it).
   virtual double computeLr(double current) = 0;
   virtual void observe(std::optional<double>) {}
+  // What verbose prints after a step changed the lr from `previous`:
+  // torch's line, or "" for nothing (ReduceLROnPlateau speaks only when it
+  // reduces).
+  virtual std::string verboseLine(double previous) const;
   double baseLr() const { return base_lr_; }
   std::int64_t last_epoch_ = -1;
   Optimizer* optimizer_ = nullptr;
 
  private:
   double base_lr_ = 0.0;
+  bool verbose_ = false;
 };
 
 std::unique_ptr<LRScheduler> makeStepLR(std::int64_t step_size, double gamma);
