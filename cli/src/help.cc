@@ -49,7 +49,9 @@ std::vector<ComponentKind> componentKindsAt(const std::string& key) {
   }
   std::vector<ComponentKind> kinds;
   const auto collect = [&](const auto& self, const Type& t) -> void {
-    if (t.tag() == Type::Tag::kComponent) kinds.insert(kinds.end(), t.kinds().begin(), t.kinds().end());
+    if (t.tag() == Type::Tag::kComponent)
+      for (ComponentKind k : t.kinds())
+        if (std::find(kinds.begin(), kinds.end(), k) == kinds.end()) kinds.push_back(k);
     for (const Type& a : t.args()) self(self, a);
   };
   if (type != nullptr) collect(collect, *type);

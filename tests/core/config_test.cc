@@ -260,6 +260,8 @@ TEST(Scalars, ParsingAndSuggestions) {
   EXPECT_FALSE(parseFloat("0x10").has_value());
   EXPECT_EQ(formatFloat(3.0), "3.0");
   EXPECT_EQ(formatFloat(0.001), "0.001");
+  EXPECT_EQ(formatFloat(1e-8), "1.0e-08");  // PyYAML reads "1e-08" as a string
+  EXPECT_EQ(formatFloat(2.5e-7), "2.5e-07");
   EXPECT_EQ(closestMatch("max_epoch", {"max_epochs", "max_steps"}), "max_epochs");
   EXPECT_FALSE(closestMatch("zzzzzz", {"max_epochs"}).has_value());
 }

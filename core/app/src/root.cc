@@ -75,8 +75,9 @@ StructSchema makeTrainer() {
            "Use this fraction (float) or number (int) of test batches."},
           {"limit_predict_batches", fractionOrCount(), "null",
            "Use this fraction (float) or number (int) of predict batches."},
-          {"overfit_batches", Type::anyOf({Type::integer().min(0), Type::real().min(0.0)}), "0.0",
-           "Overfit a subset of train batches.", "not implemented yet"},
+          {"overfit_batches", Type::anyOf({Type::integer().min(0), Type::real().min(0.0).max(1.0)}), "0.0",
+           "Train and validate on this many batches (int) or this fraction (float) of the training set, unshuffled, "
+           "every epoch (0: off)."},
           {"val_check_interval",
            Type::optional(Type::anyOf({Type::integer().min(1), Type::real().min(0.0, true).max(1.0)})), "null",
            "Validate every N train batches (int) or this fraction of an epoch (float)."},
@@ -100,7 +101,9 @@ StructSchema makeTrainer() {
           {"deterministic", Type::optional(Type::anyOf({Type::boolean(), Type::string({"warn"})})), "null",
            "Runs are always reproducible for a given intra-op thread count; true also pins kernels to one thread so "
            "results match on machines with any number of cores (HPU_INTRA_OP_THREADS still wins)."},
-          {"benchmark", Type::optional(Type::boolean()), "null", "cudnn.benchmark (no effect on HPU).", "not implemented yet"},
+          {"benchmark", Type::optional(Type::boolean()), "null",
+           "cudnn.benchmark's kernel autotuning; on HPU, lazy mode always caches each compiled graph (recipe) and "
+           "reuses it, so every value runs the same."},
           {"inference_mode", Type::boolean(), "true",
            "Evaluate without recording gradients (always true on hpu-train: no autograd tape is recorded outside "
            "training)."},
@@ -108,13 +111,18 @@ StructSchema makeTrainer() {
            "Split every dataloader across ranks with a DistributedSampler."},
           {"profiler", Type::optional(Type::anyOf({Type::string({"simple"}), Type::component({K::kProfiler})})), "null",
            "Profiler: simple, or a Profiler class (SimpleProfiler, HPUProfiler)."},
-          {"detect_anomaly", Type::boolean(), "false", "Anomaly detection for autograd.", "not implemented yet"},
-          {"barebones", Type::boolean(), "false", "Disable all features that may impact raw speed.", "not implemented yet"},
+          {"detect_anomaly", Type::boolean(), "false",
+           "Check every op's output in training's forward and every gradient in backward for nan/inf; fail naming "
+           "the first op that produced one."},
+          {"barebones", Type::boolean(), "false",
+           "Disable every feature that may impact raw speed: loggers, checkpointing, progress bar, model summary, "
+           "sanity check (asking for one is an error, as in Lightning)."},
           {"plugins", Type::optional(Type::anyOf({Type::list(plugin), plugin})), "null",
            "Plugins: HPUPrecisionPlugin, HPUCheckpointIO, a ClusterEnvironment."},
-          {"sync_batchnorm", Type::boolean(), "false", "Synchronize batch norm statistics across ranks.", "not implemented yet"},
-          {"reload_dataloaders_every_n_epochs", Type::integer().min(0), "0", "Reload dataloaders every N epochs.",
-           "not implemented yet"},
+          {"sync_batchnorm", Type::boolean(), "false",
+           "Batch norms in training use the statistics of every rank's batch together (SyncBatchNorm)."},
+          {"reload_dataloaders_every_n_epochs", Type::integer().min(0), "0",
+           "Ask the data module for its train and val data again every N epochs (0: never)."},
           {"default_root_dir", Type::optional(Type::string()), "null",
            "Directory for logs and checkpoints when no logger/callback path is given (null: current directory)."},
       }};

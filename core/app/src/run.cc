@@ -146,8 +146,17 @@ int run(const RunRequest& request) {
   auto& data = pipeline.data;
 
   // Loggers: null (Lightning's default) and true mean the default set;
-  // fast_dev_run disables them.
-  if (o.fast_dev_run == 0) {
+  // fast_dev_run and barebones disable them.
+  if (o.barebones && strategy.isGlobalZero())
+    spdlog::info(
+        "You are running in `Trainer(barebones=True)` mode. All features that may impact raw speed have been disabled "
+        "to facilitate analyzing the Trainer overhead. Specifically, the following features are deactivated:\n"
+        " - Checkpointing: `Trainer(enable_checkpointing=True)`\n - Progress bar: `Trainer(enable_progress_bar=True)`\n"
+        " - Model summary: `Trainer(enable_model_summary=True)`\n - Logging: `Trainer(logger=True)`, "
+        "`Trainer(log_every_n_steps>0)`\n - Sanity checking: `Trainer(num_sanity_val_steps>0)`\n"
+        " - Development run: `Trainer(fast_dev_run=True)`\n - Anomaly detection: `Trainer(detect_anomaly=True)`\n"
+        " - Profiling: `Trainer(profiler=...)`");
+  if (o.fast_dev_run == 0 && !o.barebones) {
     if (o.logger.isNull() || (o.logger.isScalar() && o.logger.str() == "true"))
       for (const std::string& cls : defaultLoggerClasses())
         parts.loggers.push_back(buildDefault<Logger>(cls, ComponentKind::kLogger, "trainer.logger"));
@@ -156,11 +165,14 @@ int run(const RunRequest& request) {
   for (auto& l : parts.loggers) l->setup(o.default_root_dir, strategy);
 
   bool has_checkpoint = false, has_progress = false, has_writer = false;
-  for (const Node* c : componentsOf(o.callbacks)) {
-    has_checkpoint = has_checkpoint || classOf(*c) == "ModelCheckpoint";
-    has_progress = has_progress || classOf(*c) == "TQDMProgressBar";
-    has_writer = has_writer || classOf(*c) == "BasePredictionWriter";
-    parts.callbacks.push_back(build<Callback>(*c, "trainer.callbacks"));
+  const std::vector<const Node*> callbacks = componentsOf(o.callbacks);
+  for (std::size_t i = 0; i < callbacks.size(); ++i) {
+    const Node& c = *callbacks[i];
+    has_checkpoint = has_checkpoint || classOf(c) == "ModelCheckpoint";
+    has_progress = has_progress || classOf(c) == "TQDMProgressBar";
+    has_writer = has_writer || classOf(c) == "BasePredictionWriter";
+    parts.callbacks.push_back(
+        build<Callback>(c, o.callbacks.isSequence() ? fmt::format("trainer.callbacks[{}]", i) : "trainer.callbacks"));
   }
   if (request.subcommand == "fit" && !parts.loggers.empty())
     parts.callbacks.push_back(app::makeSaveConfigCallback(cfg, request.save_config_overwrite));

@@ -68,9 +68,11 @@ std::optional<double> parseFloat(std::string_view s) {
 
 std::string formatFloat(double v) {
   std::string s = fmt::format("{}", v);
-  // Keep a float-looking spelling so the emitted YAML reads back as a float.
-  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
-  return s;
+  // A spelling every YAML reader takes as a float, PyYAML's (and so
+  // LightningCLI's) included: it wants a '.' before an exponent ("1.0e-08").
+  if (s.find_first_of(".n") != std::string::npos) return s;
+  const auto e = s.find('e');
+  return e == std::string::npos ? s + ".0" : s.insert(e, ".0");
 }
 
 namespace {

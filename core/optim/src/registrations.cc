@@ -1,5 +1,9 @@
 // Optimizers and LR schedulers selectable from a config (optimizer:,
 // lr_scheduler:), under their torch class paths too.
+#include <spdlog/fmt/fmt.h>
+
+#include <algorithm>
+
 #include "hpu/core/config/registry.h"
 #include "hpu/core/optim/lr_scheduler.h"
 #include "hpu/core/optim/optimizer.h"
@@ -132,6 +136,51 @@ HPU_REGISTER_COMPONENT(Optimizer,
                                        "Adam with decoupled weight decay (torch.optim.AdamW)."},
                        [](const Params& p) { return makeAdamW(adamOptions(p)); });
 
+HPU_REGISTER_COMPONENT(Optimizer,
+                       ComponentSchema{ComponentKind::kOptimizer,
+                                       "RMSprop",
+                                       "torch.optim",
+                                       {"RMSprop",
+                                        "",
+                                        {{"lr", positive(), "0.01", "Learning rate."},
+                                         {"alpha", nonNegative(), "0.99", "Smoothing constant of the squared gradient average."},
+                                         {"eps", positive(), "1.0e-08", "Term added to the denominator for numerical stability."},
+                                         {"weight_decay", nonNegative(), "0", "L2 penalty."},
+                                         {"momentum", nonNegative(), "0", "Momentum factor."},
+                                         {"centered", Type::boolean(), "false",
+                                          "Normalise by the gradient's estimated variance."},
+                                         capturableParam(),
+                                         foreachParam(),
+                                         maximizeParam(),
+                                         differentiableParam()}},
+                                       "RMSprop (torch.optim.RMSprop)."},
+                       [](const Params& p) {
+                         return makeRMSprop({p.getFloat("lr"), p.getFloat("alpha"), p.getFloat("eps"),
+                                             p.getFloat("weight_decay"), p.getFloat("momentum"), p.getBool("centered")});
+                       });
+
+HPU_REGISTER_COMPONENT(Optimizer,
+                       ComponentSchema{ComponentKind::kOptimizer,
+                                       "Adagrad",
+                                       "torch.optim",
+                                       {"Adagrad",
+                                        "",
+                                        {{"lr", positive(), "0.01", "Learning rate."},
+                                         {"lr_decay", nonNegative(), "0", "Learning-rate decay per step."},
+                                         {"weight_decay", nonNegative(), "0", "L2 penalty."},
+                                         {"initial_accumulator_value", nonNegative(), "0",
+                                          "Starting value of the sum of squared gradients."},
+                                         {"eps", positive(), "1.0e-10", "Term added to the denominator for numerical stability."},
+                                         foreachParam(),
+                                         maximizeParam(),
+                                         differentiableParam(),
+                                         fusedParam()}},
+                                       "Adagrad (torch.optim.Adagrad)."},
+                       [](const Params& p) {
+                         return makeAdagrad({p.getFloat("lr"), p.getFloat("lr_decay"), p.getFloat("weight_decay"),
+                                             p.getFloat("initial_accumulator_value"), p.getFloat("eps")});
+                       });
+
 HPU_REGISTER_COMPONENT(LRScheduler,
                        schedulerSchema("StepLR",
                                        {{"step_size", Type::integer().min(1), "1", "Epochs between decays."},
@@ -152,6 +201,91 @@ HPU_REGISTER_COMPONENT(LRScheduler,
                                         {"eta_min", nonNegative(), "0.0", "Minimum lr."}},
                                        "Cosine annealing of the lr over T_max epochs."),
                        scheduler([](const Params& p) { return makeCosineAnnealingLR(p.getInt("T_max"), p.getFloat("eta_min")); }));
+
+HPU_REGISTER_COMPONENT(LRScheduler,
+                       schedulerSchema("ExponentialLR", {{"gamma", positive(), "null", "Multiplicative decay factor per epoch."}},
+                                       "Decays the lr by gamma every epoch."),
+                       scheduler([](const Params& p) { return makeExponentialLR(p.getFloat("gamma")); }));
+
+HPU_REGISTER_COMPONENT(
+    LRScheduler,
+    schedulerSchema("LinearLR",
+                    {{"start_factor", Type::real().min(0.0, true).max(1.0), "0.3333333333333333",
+                      "Factor of the base lr at the first epoch."},
+                     {"end_factor", Type::real().min(0.0).max(1.0), "1.0", "Factor of the base lr after total_iters."},
+                     {"total_iters", Type::integer().min(1), "5", "Epochs of the linear change."}},
+                    "Moves the lr linearly from start_factor to end_factor of the base lr (warmup)."),
+    scheduler([](const Params& p) {
+      return makeLinearLR(p.getFloat("start_factor"), p.getFloat("end_factor"), p.getInt("total_iters"));
+    }));
+
+HPU_REGISTER_COMPONENT(
+    LRScheduler,
+    schedulerSchema(
+        "OneCycleLR",
+        {{"max_lr", positive(), "null", "Peak learning rate."},
+         {"total_steps", Type::optional(Type::integer().min(1)), "null",
+          "Steps of the cycle (or epochs x steps_per_epoch); the lr_scheduler key steps once per epoch."},
+         {"epochs", Type::optional(Type::integer().min(1)), "null", "With steps_per_epoch, gives total_steps."},
+         {"steps_per_epoch", Type::optional(Type::integer().min(1)), "null", "With epochs, gives total_steps."},
+         {"pct_start", Type::real().min(0.0).max(1.0), "0.3", "Share of the cycle spent increasing the lr."},
+         {"anneal_strategy", Type::string({"cos", "linear"}), "cos", "Annealing curve."},
+         {"cycle_momentum", Type::boolean(), "true", "Cycle the momentum (SGD's, Adam's beta1) inversely."},
+         {"base_momentum", nonNegative(), "0.85", "Lowest momentum (at the peak lr)."},
+         {"max_momentum", nonNegative(), "0.95", "Highest momentum (at the start and end)."},
+         {"div_factor", positive(), "25.0", "Initial lr = max_lr / div_factor."},
+         {"final_div_factor", positive(), "10000.0", "Final lr = initial lr / final_div_factor."},
+         {"three_phase", Type::boolean(), "false", "Annealing back to the initial lr before the final decay."}},
+        "The 1cycle policy: lr up to max_lr and down, momentum the other way."),
+    scheduler([](const Params& p) {
+      OneCycleOptions o;
+      o.max_lr = p.getFloat("max_lr");
+      if (p.has("total_steps"))
+        o.total_steps = p.getInt("total_steps");
+      else if (p.has("epochs") && p.has("steps_per_epoch"))
+        o.total_steps = p.getInt("epochs") * p.getInt("steps_per_epoch");
+      else
+        p.fail("total_steps", "You must define either total_steps OR (epochs AND steps_per_epoch)");
+      o.pct_start = p.getFloat("pct_start");
+      o.cos_anneal = p.getString("anneal_strategy") == "cos";
+      o.cycle_momentum = p.getBool("cycle_momentum");
+      o.base_momentum = p.getFloat("base_momentum");
+      o.max_momentum = p.getFloat("max_momentum");
+      o.div_factor = p.getFloat("div_factor");
+      o.final_div_factor = p.getFloat("final_div_factor");
+      o.three_phase = p.getBool("three_phase");
+      return makeOneCycleLR(o);
+    }));
+
+HPU_REGISTER_COMPONENT(
+    LRScheduler,
+    schedulerSchema("SequentialLR",
+                    {{"schedulers", Type::list(Type::component({ComponentKind::kLRScheduler})), "null",
+                      "The schedulers, in turn (each a {class_path, init_args} without the optimizer)."},
+                     {"milestones", Type::list(Type::integer().min(1)), "null",
+                      "Epochs at which the next scheduler takes over (one fewer than schedulers)."}},
+                    "Runs schedulers one after another (warmup then decay)."),
+    scheduler([](const Params& p) {
+      const auto milestones = p.getIntList("milestones");
+      const auto& nodes = p.node("schedulers").items();
+      if (nodes.size() != milestones.size() + 1)
+        p.fail("milestones", fmt::format("Sequential Schedulers expects number of schedulers provided to be one more than "
+                                         "the number of milestone points, but got number of schedulers {} and the "
+                                         "number of milestones to be equal to {}",
+                                         nodes.size(), milestones.size()));
+      if (!std::is_sorted(milestones.begin(), milestones.end()))
+        p.fail("milestones", "milestones must increase");
+      std::vector<std::unique_ptr<LRScheduler>> schedulers;
+      for (std::size_t i = 0; i < nodes.size(); ++i) {
+        const std::string where = p.pathOf("schedulers") + "[" + std::to_string(i) + "]";
+        schedulers.push_back(config::ComponentFactory<LRScheduler>::instance().create(nodes[i], where));
+        const LRScheduler& s = *schedulers.back();
+        if (s.interval() != LRScheduler::Interval::kEpoch || !s.monitor().empty())
+          p.fail("schedulers", s.name() + " cannot run inside SequentialLR: it " +
+                                   (s.monitor().empty() ? "steps every optimizer step" : "needs a monitored metric"));
+      }
+      return makeSequentialLR(std::move(schedulers), milestones);
+    }));
 
 HPU_REGISTER_COMPONENT(
     LRScheduler,

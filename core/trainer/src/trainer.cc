@@ -11,6 +11,7 @@
 
 #include "hpu/core/base/errors.h"
 #include "hpu/core/config/yaml_io.h"
+#include "hpu/core/ops/ops.h"
 #include "hpu/core/tensor/leaf.h"
 #include "hpu/core/tensor/op_record.h"
 #include "hpu/device/check.h"
@@ -190,8 +191,10 @@ void Trainer::configureOptimizers() {
   }
   if (!scheduler_) scheduler_ = strategy_->configuredScheduler();
   strategy_->checkOptimizer(*optimizer_);
-  optimizer_->attach(strategy_->optimizerSlices(*params_), strategy_->device(), strategy_->offloadOptimizerState());
+  // The scheduler first: it may set the momentum (OneCycleLR), which decides
+  // the state the optimizer allocates (SGD's momentum buffer).
   if (scheduler_) scheduler_->attach(*optimizer_);
+  optimizer_->attach(strategy_->optimizerSlices(*params_), strategy_->device(), strategy_->offloadOptimizerState());
 }
 
 std::unique_ptr<data::DataLoader> Trainer::makeLoader(data::DataModule& data, data::Split split,
@@ -199,6 +202,14 @@ std::unique_ptr<data::DataLoader> Trainer::makeLoader(data::DataModule& data, da
   if (!dataset) dataset = data.dataset(split);
   if (!dataset) return nullptr;
   data::LoaderOptions o = data.loaderOptions(split);
+  if (options_.overfit && split == data::Split::kTrain && o.sampler.shuffle) {
+    // As Lightning: the overfitted batches are the same ones every epoch.
+    if (isGlobalZero() && !overfit_warned_)
+      spdlog::warn("You requested to overfit but enabled training dataloader shuffling. We are turning off the "
+                   "training dataloader shuffling for you.");
+    overfit_warned_ = true;
+    o.sampler.shuffle = false;
+  }
   if (options_.use_distributed_sampler && strategy_->worldSize() > 1) {
     o.sampler = strategy_->samplerFor(o.sampler);
     // Training splits pad so every rank steps the same number of times;
@@ -244,6 +255,7 @@ void Trainer::fit(LightningModule& model, data::DataModule& data, const std::str
     if (!train_loader_) throw UsageError("the data module has no training set: fit needs one");
     val_loader_ = makeLoader(data, data::Split::kVal);
     num_train_batches_ = options_.limit_train.of(train_loader_->numBatches());
+    loaders_epoch_ = 0;
     if (const std::string path = ckpt_path.empty() ? "" : resolveCheckpointPath(ckpt_path); !path.empty())
       restore(path, /*full=*/true);
     callbacks([&](Callback& c) { c.setup(*this, data::Stage::kFit); });
@@ -251,6 +263,9 @@ void Trainer::fit(LightningModule& model, data::DataModule& data, const std::str
     if (isGlobalZero())
       for (auto& l : loggers_) l->logHyperparams(*config_.find("model")->find("init_args"));
   }
+  if (options_.barebones && isGlobalZero())
+    spdlog::info("`Trainer(barebones=True)` started running. The progress bar is disabled so you might want to "
+                 "manually print the progress in your model.");
   // The sanity check runs at most the validation batches the epochs will run.
   const std::int64_t val_batches = val_loader_ ? options_.limit_val.of(val_loader_->numBatches()) : 0;
   if (val_batches > 0 && options_.num_sanity_val_steps != 0 && global_step_ == 0) {
@@ -266,6 +281,18 @@ void Trainer::fit(LightningModule& model, data::DataModule& data, const std::str
   fitLoop();
   endStage();
   profiled.finish();
+}
+
+// reload_dataloaders_every_n_epochs: the data module is asked for its
+// train and val data again, as Lightning calls train_dataloader() and
+// val_dataloader() again.
+void Trainer::reloadDataloaders() {
+  train_loader_ = makeLoader(*data_, data::Split::kTrain);
+  if (!train_loader_) throw UsageError("the data module has no training set: fit needs one");
+  val_loader_ = makeLoader(*data_, data::Split::kVal);
+  num_train_batches_ = options_.limit_train.of(train_loader_->numBatches());
+  loaders_epoch_ = current_epoch_;
+  spdlog::debug("reloaded the train and val dataloaders at epoch {}", current_epoch_);
 }
 
 bool Trainer::timeUp() const {
@@ -302,6 +329,8 @@ void Trainer::fitLoop() {
     if (timeUp()) break;
     if (should_stop_ && current_epoch_ >= options_.min_epochs && global_step_ >= options_.min_steps) break;
     should_stop_ = false;
+    const std::int64_t reload_every = options_.reload_dataloaders_every_n_epochs;
+    if (reload_every > 0 && current_epoch_ - loaders_epoch_ >= reload_every) reloadDataloaders();
     trainEpoch();
   }
 }
@@ -401,6 +430,11 @@ bool Trainer::trainStep(const Batch& batch, std::int64_t batch_idx, bool optimiz
   GatheredParameters gathered(*strategy_, *params_, Strategy::GatherScope::kStep);
   params_->beginStep();
   strategy_->beforeBackward(*params_, micro);
+  std::optional<autograd::AnomalyDetection> anomaly;
+  if (options_.detect_anomaly) anomaly.emplace();
+  std::optional<ops::SyncBatchNormScope> sync_batchnorm;
+  if (options_.sync_batchnorm && strategy_->worldSize() > 1)
+    sync_batchnorm.emplace([this](std::span<double> sums) { strategy_->allReduceSum(sums); });
   Tensor loss;
   {
     autograd::TapeScope scope(&tape_);

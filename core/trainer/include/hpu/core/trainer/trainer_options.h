@@ -22,6 +22,11 @@ struct BatchLimit {
   static BatchLimit parse(const config::Node& n);  // null = all
 };
 
+// A duration as Lightning's max_time takes it: "DD:HH:MM:SS" or a mapping
+// of weeks, days, hours, minutes, seconds, milliseconds. Throws ConfigError
+// naming `key` ("trainer.max_time").
+std::chrono::milliseconds parseDuration(const config::Node& n, const std::string& key);
+
 struct TrainerOptions {
   config::Node accelerator, strategy, devices, logger, callbacks, profiler, plugins;
   std::int64_t num_nodes = 1;
@@ -45,6 +50,15 @@ struct TrainerOptions {
   bool clip_by_value = false;  // gradient_clip_algorithm: value (else norm)
   bool use_distributed_sampler = true;
   std::string default_root_dir = ".";
+  // overfit_batches: when set, the train and val limits, with the training
+  // set in order (no shuffling).
+  std::optional<BatchLimit> overfit;
+  std::int64_t reload_dataloaders_every_n_epochs = 0;  // 0: never
+  bool detect_anomaly = false;
+  bool sync_batchnorm = false;
+  // barebones: no loggers, checkpointing, progress bar, model summary or
+  // sanity check (parse() refuses a config that asks for one).
+  bool barebones = false;
 
   // REQUIRES: `trainer` is canonical. Throws ConfigError for values whose
   // meaning is wrong in combination (e.g. an unparseable max_time).
