@@ -80,7 +80,7 @@ HPU_REGISTER_COMPONENT(LightningModule,
                        config::ComponentSchema{
                            config::ComponentKind::kModel,
                            "ResidualMLP",
-                           {"examples.ResidualMLP"},
+                           "examples",
                            {"ResidualMLP",
                             "",
                             {{"width", config::Type::integer().min(1), "128", "Width of the hidden layers."},

@@ -103,22 +103,28 @@ void rejectMisplaced(const std::vector<std::string>& extras, const std::string& 
 }
 
 // The run a trainer subcommand's command line asks for, or nothing when it
-// only printed the config (--print_config).
+// only printed the config (--print_config) or a class's help (--model.help).
 std::optional<core::RunRequest> composeRequest(const std::string& sub, const TrainerArgs& top, const TrainerArgs& args,
                                                std::vector<std::string> extras, int argc, char** argv) {
   rejectMisplaced(extras, sub);
+  if (const std::optional<std::string> help = classHelpRequest(extras)) {
+    std::cout << *help;
+    return std::nullopt;
+  }
+  const CLI::Option* print = args.print_config->count() ? args.print_config : top.print_config;
   core::config::ConfigSources sources;
   sources.subcommand = sub;
+  sources.template_only = print->count() > 0;
   sources.files = top.configs;
   sources.files.insert(sources.files.end(), args.configs.begin(), args.configs.end());
   sources.overrides = parseOverrides(extras);
   sources.env = processEnv();
   core::RunRequest request;
   request.subcommand = sub;
-  request.config = core::config::composeConfig(sources, core::config::rootType());
+  request.config = core::config::composeConfig(sources, core::config::rootType(), &request.notes);
   core::resolveSeed(request.config, sources.env);
-  const CLI::Option* print = args.print_config->count() ? args.print_config : top.print_config;
   if (print->count()) {
+    for (const std::string& note : request.notes) spdlog::warn("{}", note);
     const std::string& flags = print == args.print_config ? args.print_config_flags : top.print_config_flags;
     std::cout << core::config::printConfig(request.config, core::config::rootType(), parsePrintFlags(flags));
     return std::nullopt;

@@ -54,9 +54,14 @@ std::vector<core::config::Override> parseOverrides(const std::vector<std::string
     }
     if (!validKey(key))
       throw core::UsageError("'" + tok + "' is not an option; options are dotted keys like --trainer.max_epochs=3");
-    Node v = core::config::loadYamlString(value, "command line (--" + key + ")");
-    relocate(v, SourceLoc{origin});
-    out.push_back({key, std::move(v), append});
+    core::config::Override o{key, Node::null(SourceLoc{origin}), append, value, {}};
+    try {
+      o.value = core::config::loadYamlString(value, "command line (--" + key + ")");
+      relocate(o.value, SourceLoc{origin});
+    } catch (const core::ConfigError& e) {
+      o.yaml_problems = e.problems();  // the key's type decides (Override::text)
+    }
+    out.push_back(std::move(o));
   }
   return out;
 }

@@ -75,7 +75,7 @@ TEST_F(ConfigMergeTest, FlagsOverrideEveryConfigWhereverTheyStand) {
 
 TEST_F(ConfigMergeTest, AnotherClassDropsTheEarlierInitArgs) {
   YAML::Node model = resolved({"-c", "a.yaml", "-c", "b.yaml"})["model"];
-  EXPECT_EQ(model["class_path"].Scalar(), "BoringModel");
+  EXPECT_EQ(model["class_path"].Scalar(), "lightning.pytorch.demos.boring_classes.BoringModel");
   EXPECT_EQ(model["init_args"]["lr"].Scalar(), "0.5");
   EXPECT_EQ(model["init_args"]["out_features"].Scalar(), "2");
   EXPECT_FALSE(model["init_args"]["hidden"].IsDefined());
@@ -110,7 +110,7 @@ TEST_F(ConfigMergeTest, ClassOnTheCommandLineFollowsTheSameRule) {
   args = resolved({"-c", "a.yaml", "--model.class_path=MLPClassifier"})["model"]["init_args"];
   EXPECT_EQ(args["dropout"].Scalar(), "0.5");
   YAML::Node model = resolved({"-c", "a.yaml", "--model.class_path", "BoringModel", "--model.lr=0.3"})["model"];
-  EXPECT_EQ(model["class_path"].Scalar(), "BoringModel");
+  EXPECT_EQ(model["class_path"].Scalar(), "lightning.pytorch.demos.boring_classes.BoringModel");
   EXPECT_FALSE(model["init_args"]["dropout"].IsDefined());
   EXPECT_EQ(model["init_args"]["lr"].Scalar(), "0.3");
 }

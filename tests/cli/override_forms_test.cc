@@ -72,10 +72,10 @@ TEST_F(OverrideFormsTest, AppendedCallbackTakesTheKeysThatFollowIt) {
                              "--trainer.callbacks.monitor=val_loss"})["trainer"]["callbacks"];
   ASSERT_TRUE(cbs.IsSequence());
   ASSERT_EQ(cbs.size(), 2u);
-  EXPECT_EQ(cbs[0]["class_path"].Scalar(), "EarlyStopping");
+  EXPECT_EQ(cbs[0]["class_path"].Scalar(), "lightning.pytorch.callbacks.EarlyStopping");
   EXPECT_EQ(cbs[0]["init_args"]["patience"].Scalar(), "5");
   EXPECT_EQ(cbs[0]["init_args"]["monitor"].Scalar(), "val_loss");  // its default
-  EXPECT_EQ(cbs[1]["class_path"].Scalar(), "ModelCheckpoint");
+  EXPECT_EQ(cbs[1]["class_path"].Scalar(), "lightning.pytorch.callbacks.ModelCheckpoint");
   EXPECT_EQ(cbs[1]["init_args"]["save_top_k"].Scalar(), "2");
   EXPECT_EQ(cbs[1]["init_args"]["monitor"].Scalar(), "val_loss");
   EXPECT_FALSE(cbs[1]["init_args"]["patience"].IsDefined());
@@ -92,10 +92,10 @@ TEST_F(OverrideFormsTest, AppendGoesAfterTheCallbacksOfTheConfig) {
       resolved({"-c", "callbacks.yaml", "--trainer.callbacks+=EarlyStopping", "--trainer.callbacks.patience=5",
                 "--trainer.callbacks.0.save_last=true"})["trainer"]["callbacks"];
   ASSERT_EQ(cbs.size(), 2u);
-  EXPECT_EQ(cbs[0]["class_path"].Scalar(), "ModelCheckpoint");
+  EXPECT_EQ(cbs[0]["class_path"].Scalar(), "lightning.pytorch.callbacks.ModelCheckpoint");
   EXPECT_EQ(cbs[0]["init_args"]["save_top_k"].Scalar(), "3");
   EXPECT_EQ(cbs[0]["init_args"]["save_last"].Scalar(), "true");  // by index
-  EXPECT_EQ(cbs[1]["class_path"].Scalar(), "EarlyStopping");
+  EXPECT_EQ(cbs[1]["class_path"].Scalar(), "lightning.pytorch.callbacks.EarlyStopping");
   EXPECT_EQ(cbs[1]["init_args"]["patience"].Scalar(), "5");
 }
 
@@ -119,11 +119,11 @@ TEST_F(OverrideFormsTest, ModelShorthandImpliesInitArgs) {
 TEST_F(OverrideFormsTest, OptimizerAndSchedulerGroups) {
   YAML::Node cfg = resolved({"--optimizer", "AdamW", "--optimizer.lr", "1e-3", "--lr_scheduler", "StepLR",
                              "--lr_scheduler.step_size", "1", "--lr_scheduler.gamma=0.5"});
-  EXPECT_EQ(cfg["optimizer"]["class_path"].Scalar(), "AdamW");
+  EXPECT_EQ(cfg["optimizer"]["class_path"].Scalar(), "torch.optim.AdamW");
   EXPECT_EQ(cfg["optimizer"]["init_args"]["lr"].Scalar(), "0.001");  // canonical spelling
   EXPECT_EQ(cfg["optimizer"]["init_args"]["weight_decay"].Scalar(), "0.01");
   EXPECT_EQ(ints(cfg["optimizer"]["init_args"]["betas"]), (std::vector<std::string>{"0.9", "0.999"}));
-  EXPECT_EQ(cfg["lr_scheduler"]["class_path"].Scalar(), "StepLR");
+  EXPECT_EQ(cfg["lr_scheduler"]["class_path"].Scalar(), "torch.optim.lr_scheduler.StepLR");
   EXPECT_EQ(cfg["lr_scheduler"]["init_args"]["step_size"].Scalar(), "1");
   EXPECT_EQ(cfg["lr_scheduler"]["init_args"]["gamma"].Scalar(), "0.5");
   cfg = resolved({"--lr_scheduler=StepLR", "--lr_scheduler.step_size=4", "--optimizer=SGD"});
@@ -134,7 +134,7 @@ TEST_F(OverrideFormsTest, OptimizerAndSchedulerGroups) {
 TEST_F(OverrideFormsTest, ComponentAsAFlowMapping) {
   YAML::Node logger =
       resolved({"--trainer.logger={class_path: CSVLogger, init_args: {version: 3}}"})["trainer"]["logger"];
-  EXPECT_EQ(logger["class_path"].Scalar(), "CSVLogger");
+  EXPECT_EQ(logger["class_path"].Scalar(), "lightning.pytorch.loggers.CSVLogger");
   EXPECT_EQ(logger["init_args"]["version"].Scalar(), "3");
   EXPECT_EQ(logger["init_args"]["name"].Scalar(), "lightning_logs");
 }

@@ -59,7 +59,8 @@ TEST_F(PrintConfigTest, PrintedConfigReproducesItself) {
   EXPECT_EQ(cfg["optimizer"]["init_args"]["lr"].Scalar(), "0.0003");
   EXPECT_EQ(cfg["trainer"]["limit_train_batches"].Scalar(), "0.25");
   // Every default is expanded.
-  EXPECT_EQ(cfg["trainer"]["num_sanity_val_steps"].Scalar(), "2");
+  EXPECT_EQ(cfg["trainer"]["accumulate_grad_batches"].Scalar(), "1");
+  EXPECT_TRUE(cfg["trainer"]["num_sanity_val_steps"].IsNull());  // Lightning's default: null (2 sanity batches)
   EXPECT_EQ(cfg["trainer"]["callbacks"][1]["init_args"]["save_top_k"].Scalar(), "1");
   EXPECT_EQ(cfg["data"]["init_args"]["length"].Scalar(), "64");
 }
@@ -73,12 +74,11 @@ TEST_F(PrintConfigTest, SkipDefaultKeepsOnlyWhatDiffers) {
             "  devices: 1\n"
             "  max_epochs: 5\n"
             "model:\n"
-            "  class_path: BoringModel\n"
+            "  class_path: lightning.pytorch.demos.boring_classes.BoringModel\n"
             "  init_args:\n"
             "    lr: 0.2\n"
             "data:\n"
-            "  class_path: RandomDataModule\n"
-            "  init_args: {}\n");
+            "  class_path: RandomDataModule\n");
   expectFeedsBackTo({"-c", boringConfig(), "--trainer.max_epochs=5", "--model.lr=0.2"}, "skip_default",
                     printConfig({"-c", boringConfig(), "--trainer.max_epochs=5", "--model.lr=0.2"}));
   expectFeedsBackTo({"-c", "rich.yaml"}, "skip_default", printConfig({"-c", "rich.yaml"}));
@@ -103,7 +103,7 @@ TEST_F(PrintConfigTest, CommentsDescribeEveryKeyAndStillLoad) {
             std::string::npos)
       << commented;
   EXPECT_NE(commented.find("  # Lightning's BoringModel: Linear(32, 2) pushed towards ones; for smoke tests.\n"
-                           "  class_path: BoringModel\n"),
+                           "  class_path: lightning.pytorch.demos.boring_classes.BoringModel\n"),
             std::string::npos)
       << commented;
   EXPECT_NE(commented.find("    # Learning rate of the default SGD. (type: float, default: 0.1)\n    lr: 0.1\n"),
@@ -136,6 +136,40 @@ TEST_F(PrintConfigTest, SeedTrueBecomesTheSeedThatWasPicked) {
             "false");
   EXPECT_EQ(YAML::Load(printConfig({"-c", boringConfig(), "--seed_everything=123"}))["seed_everything"].Scalar(),
             "123");
+}
+
+}  // namespace
+}  // namespace hpu::cli::testing
+
+namespace hpu::cli::testing {
+namespace {
+
+TEST_F(PrintConfigTest, WithoutAModelPrintsACompleteTemplate) {
+  const RunResult r = run({"fit", "--print_config"});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  YAML::Node cfg = YAML::Load(r.out);
+  // Every group, in LightningCLI's order, the classes left for the user.
+  std::vector<std::string> keys;
+  for (const auto& kv : cfg) keys.push_back(kv.first.Scalar());
+  EXPECT_EQ(keys, (std::vector<std::string>{"seed_everything", "trainer", "model", "data", "optimizer", "lr_scheduler",
+                                            "ckpt_path"}));
+  EXPECT_TRUE(cfg["model"].IsNull());
+  EXPECT_TRUE(cfg["data"].IsNull());
+  EXPECT_EQ(cfg["trainer"].size(), 39u);  // every Trainer key of Lightning 2.4
+  EXPECT_EQ(cfg["trainer"]["max_steps"].Scalar(), "-1");
+  // The template is a config: given a model and data it runs.
+  write("template.yaml", r.out);
+  const RunResult filled = run({"fit", "-c", "template.yaml", "--model=BoringModel", "--data=RandomDataModule",
+                                "--trainer.max_epochs=1", "--trainer.limit_train_batches=1",
+                                "--trainer.limit_val_batches=0"});
+  EXPECT_EQ(filled.exit_code, 0) << filled.describe();
+  // Running without a model still says what is missing.
+  const RunResult missing = run({"fit", "-c", "template.yaml"});
+  EXPECT_EQ(missing.exit_code, 2) << missing.describe();
+  EXPECT_EQ(missing.err.rfind("error: template.yaml:", 0), 0u) << missing.err;
+  EXPECT_NE(missing.err.find("model: expected a Model class name or {class_path, init_args}, got null"),
+            std::string::npos)
+      << missing.err;
 }
 
 }  // namespace

@@ -156,3 +156,66 @@ TEST(Tape, GradReadyHookFiresAfterTheLastRecordedUse) {
 
 }  // namespace
 }  // namespace hpu::core
+
+namespace hpu::core {
+namespace {
+
+// trainer.detect_anomaly: the first op whose forward output, or whose
+// backward's input gradient, holds nan or inf is named.
+TEST(AnomalyDetection, NamesTheFirstOpWithANonFiniteForwardOutput) {
+  Tensor x = leaf({1.0f, 2.0f, 3e30f});
+  Tape tape;
+  autograd::AnomalyDetection detect;
+  Tensor loss;
+  {
+    TapeScope scope(&tape);
+    const Tensor h = ops::mul(x, x);  // 9e60: inf, the first non-finite output
+    loss = ops::sum(ops::tanh(ops::sub(h, h)));  // inf - inf: nan, after it
+  }
+  try {
+    tape.backward(loss);
+    FAIL() << "no anomaly reported";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "trainer.detect_anomaly: 'mul' produced inf values in the forward pass, the first op of the "
+                           "step that did");
+  }
+}
+
+TEST(AnomalyDetection, NamesTheBackwardThatReturnedANonFiniteGradient) {
+  // Finite forward; a loss scale of 1e30 overflows in scale's backward (1e30 x 1e30).
+  Tensor x = leaf({1e-10f, 2e-10f});
+  Tape tape;
+  autograd::AnomalyDetection detect;
+  Tensor loss;
+  {
+    TapeScope scope(&tape);
+    loss = ops::sum(ops::scale(x, 1e30f));
+  }
+  try {
+    tape.backward(loss, 1e30f);
+    FAIL() << "no anomaly reported";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "trainer.detect_anomaly: the backward of 'scale' returned inf values in the gradient of its "
+                           "input 0 (its forward's outputs were finite)");
+  }
+}
+
+TEST(AnomalyDetection, OffChecksNothingAndFiniteRunsPass) {
+  Tensor x = leaf({1.0f, 2.0f, 3e30f});
+  {
+    Tape tape;
+    TapeScope scope(&tape);
+    const Tensor loss = ops::sum(ops::mul(x, x));
+    EXPECT_NO_THROW(tape.backward(loss));  // detection off: inf flows on
+  }
+  Tensor y = leaf({1.0f, 2.0f});
+  Tape tape;
+  autograd::AnomalyDetection detect;
+  TapeScope scope(&tape);
+  const Tensor loss = ops::sum(ops::mul(y, y));
+  EXPECT_NO_THROW(tape.backward(loss));
+  EXPECT_EQ(y.grad().data()[1], 4.0f);
+}
+
+}  // namespace
+}  // namespace hpu::core

@@ -64,7 +64,11 @@ class TokenDataset final : public data::Dataset {
 class TokenData final : public data::DataModule {
  public:
   void setup(data::Stage) override { set_ = std::make_shared<TokenDataset>(12); }
-  std::shared_ptr<const data::Dataset> dataset(data::Split) const override { return set_; }
+  std::shared_ptr<const data::Dataset> dataset(data::Split split) const override {
+    ++asked[static_cast<int>(split)];
+    return set_;
+  }
+  mutable int asked[4] = {0, 0, 0, 0};  // per data::Split
   data::LoaderOptions loaderOptions(data::Split) const override { return {.batch_size = 4}; }
   std::int64_t numClasses() const override { return 3; }
   std::string name() const override { return "TokenData"; }
@@ -170,6 +174,33 @@ TEST(NamedBatches, PredictReturnsWhatTheModelReturnsAndTheWriterWritesTextAsJson
   ASSERT_EQ(lines.size(), 12u);
   EXPECT_EQ(lines[6], R"({"completion":"ids 6","prompt":"prompt 6","token_ids":[6]})");
   EXPECT_FALSE(std::filesystem::exists(dir.path().string() + "/out/predictions.csv")) << "no numeric rows were predicted";
+}
+
+}  // namespace
+}  // namespace hpu::core
+
+namespace hpu::core {
+namespace {
+
+// reload_dataloaders_every_n_epochs: the data module is asked for its train
+// and val data at the start, then every N epochs (as Lightning calls
+// train_dataloader() and val_dataloader() again).
+TEST(NamedBatches, DataloadersAreReloadedEveryNEpochs) {
+  TempDir dir;
+  device::Platform platform = device::Platform::fromEnv(device::Env{{"HPU_EMULATOR_DEVICES", "1"}});
+  for (const auto& [every, expected] : {std::pair{0, 1}, std::pair{2, 3}, std::pair{1, 5}}) {
+    auto trainer = makeTrainer(dir.path().string(),
+                               "{max_epochs: 5, logger: false, enable_checkpointing: false, enable_progress_bar: false, "
+                               "enable_model_summary: false, num_sanity_val_steps: 0, "
+                               "reload_dataloaders_every_n_epochs: " + std::to_string(every) + "}",
+                               {}, platform);
+    TokenClassifier model;
+    TokenData data;
+    trainer->fit(model, data, "");
+    // setupModel asks for a sample set once more at the start.
+    EXPECT_EQ(data.asked[static_cast<int>(data::Split::kTrain)], expected + 1) << "every " << every;
+    EXPECT_EQ(data.asked[static_cast<int>(data::Split::kVal)], expected) << "every " << every;
+  }
 }
 
 }  // namespace

@@ -47,6 +47,10 @@ std::vector<const json*> casesOf(const char* section, const std::string& kind) {
 std::unique_ptr<Optimizer> makeFromOptions(const std::string& kind, const json& o) {
   if (kind == "SGD")
     return makeSGD({o["lr"], o["momentum"], o["dampening"], o["weight_decay"], o["nesterov"]});
+  if (kind == "RMSprop")
+    return makeRMSprop({o["lr"], o["alpha"], o["eps"], o["weight_decay"], o["momentum"], o["centered"]});
+  if (kind == "Adagrad")
+    return makeAdagrad({o["lr"], o["lr_decay"], o["weight_decay"], o["initial_accumulator_value"], o["eps"]});
   AdamOptions a;
   a.lr = o["lr"];
   a.beta1 = o["betas"][0];
@@ -59,7 +63,8 @@ std::unique_ptr<Optimizer> makeFromOptions(const std::string& kind, const json& 
 // The same hyper-parameters as a config's optimizer: section.
 std::unique_ptr<Optimizer> makeFromConfig(const std::string& kind, const json& o) {
   std::string args = "lr: " + o["lr"].dump();
-  for (const char* key : {"momentum", "dampening", "weight_decay", "nesterov", "betas", "eps"})
+  for (const char* key : {"momentum", "dampening", "weight_decay", "nesterov", "betas", "eps", "alpha", "centered",
+                          "lr_decay", "initial_accumulator_value"})
     if (o.contains(key)) args += std::string(", ") + key + ": " + o[key].dump();
   return buildComponent<Optimizer>(config::ComponentKind::kOptimizer,
                                    "class_path: torch.optim." + kind + "\ninit_args: {" + args + "}", "optimizer");
@@ -109,6 +114,8 @@ void runKind(const std::string& kind, std::size_t expected_cases, bool via_confi
 TEST(OptimizersVsTorch, SGDPlainMomentumDampeningNesterovWeightDecay) { runKind("SGD", 7, false); }
 TEST(OptimizersVsTorch, Adam) { runKind("Adam", 4, false); }
 TEST(OptimizersVsTorch, AdamW) { runKind("AdamW", 3, false); }
+TEST(OptimizersVsTorch, RMSpropPlainMomentumCenteredWeightDecay) { runKind("RMSprop", 4, false); }
+TEST(OptimizersVsTorch, AdagradLrDecayWeightDecayInitialAccumulator) { runKind("Adagrad", 2, false); }
 
 // The registered components (torch class paths, config defaults such as
 // AdamW's weight_decay 0.01) reach the same numbers.
@@ -116,6 +123,8 @@ TEST(OptimizersVsTorch, BuiltFromConfig) {
   runKind("SGD", 7, true);
   runKind("Adam", 4, true);
   runKind("AdamW", 3, true);
+  runKind("RMSprop", 4, true);
+  runKind("Adagrad", 2, true);
   for (const json* c : casesOf("optimizers", "AdamW")) {
     if ((*c)["name"] != "adamw_default_decay") continue;
     auto opt = buildComponent<Optimizer>(config::ComponentKind::kOptimizer, "class_path: AdamW\ninit_args: {lr: 0.02}",
@@ -277,6 +286,58 @@ TEST(SchedulersVsTorch, ReduceLROnPlateauModesThresholdsCooldownMinLr) {
     }
     expectLrs(lrs, (*c)["lrs"]);
   }
+}
+
+// Schedulers built from their config section, as the lr_scheduler key
+// gives them (SequentialLR's schedulers nested), on SGD or Adam with lr 0.1:
+// the lr and the momentum (Adam's beta1) after construction and each epoch.
+TEST(SchedulersVsTorch, ExponentialLinearOneCycleSequentialFromConfig) {
+  const json& cases = fixture()["configured_schedulers"];
+  EXPECT_EQ(cases.size(), 7u);
+  for (const json& c : cases) {
+    SCOPED_TRACE(c["name"].get<std::string>());
+    std::unique_ptr<Optimizer> opt = c["optimizer"] == "Adam" ? makeAdam({.lr = 0.1}) : makeSGD({.lr = 0.1});
+    auto sched = buildComponent<LRScheduler>(config::ComponentKind::kLRScheduler, c["config"].dump(), "lr_scheduler");
+    EXPECT_EQ(sched->interval(), LRScheduler::Interval::kEpoch);
+    sched->attach(*opt);
+    std::vector<double> lrs{opt->lr()}, momentums{*opt->momentum()};
+    for (std::size_t e = 1; e < c["lrs"].size(); ++e) {
+      sched->step();
+      lrs.push_back(opt->lr());
+      momentums.push_back(*opt->momentum());
+    }
+    expectLrs(lrs, c["lrs"]);
+    expectLrs(momentums, c["momentums"]);
+  }
+}
+
+TEST(SchedulersVsTorch, OneCycleAndSequentialRefuseWhatTorchRefuses) {
+  auto sched = buildComponent<LRScheduler>(config::ComponentKind::kLRScheduler,
+                                           "{class_path: OneCycleLR, init_args: {max_lr: 1.0, total_steps: 2}}",
+                                           "lr_scheduler");
+  auto opt = makeSGD({.lr = 0.1});
+  sched->attach(*opt);
+  sched->step();
+  sched->step();
+  EXPECT_THROW(
+      try { sched->step(); } catch (const UsageError& e) {
+        EXPECT_STREQ(e.what(), "Tried to step 3 times. The specified number of total steps is 2");
+        throw;
+      },
+      UsageError);
+  auto adagrad = makeAdagrad({});
+  auto cycling = buildComponent<LRScheduler>(config::ComponentKind::kLRScheduler,
+                                             "{class_path: OneCycleLR, init_args: {max_lr: 1.0, total_steps: 4}}",
+                                             "lr_scheduler");
+  EXPECT_THROW(cycling->attach(*adagrad), UsageError);
+  EXPECT_THROW(buildComponent<LRScheduler>(config::ComponentKind::kLRScheduler,
+                                           "{class_path: OneCycleLR, init_args: {max_lr: 1.0}}", "lr_scheduler"),
+               ConfigError);
+  EXPECT_THROW(buildComponent<LRScheduler>(config::ComponentKind::kLRScheduler,
+                                           "{class_path: SequentialLR, init_args: {schedulers: [ExponentialLR], "
+                                           "milestones: [2]}}",
+                                           "lr_scheduler"),
+               ConfigError);
 }
 
 // A scheduler restored from state() (with the optimizer's lr) continues

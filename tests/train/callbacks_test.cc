@@ -126,7 +126,7 @@ TEST_F(CallbacksTest, ModelCheckpointSavesAfterValidationWhenItIsNotOncePerEpoch
 
 TEST_F(CallbacksTest, ModelCheckpointWithoutTheMonitoredMetric) {
   // Never validated: a warning per epoch, nothing saved.
-  const RunResult none = fitBoring({"--trainer.max_epochs=2", "--trainer.limit_val_batches=0",
+  const RunResult none = fitBoring({"--trainer.max_epochs=2", "--trainer.limit_val_batches=0", "--trainer.log_every_n_steps=16",
                                     "--trainer.callbacks+=ModelCheckpoint", "--trainer.callbacks.monitor=val_loss"});
   const std::string warning =
       "warning: ModelCheckpoint(monitor='val_loss') could not find the monitored key in the returned metrics: "
@@ -134,8 +134,8 @@ TEST_F(CallbacksTest, ModelCheckpointWithoutTheMonitoredMetric) {
   EXPECT_EQ(none.err, warning + warning);
   EXPECT_THAT(checkpoints(), IsEmpty());
   // Validated, but the metric was never logged: an error.
-  const RunResult typo = boring("fit", {"--trainer.max_epochs=2", "--trainer.callbacks+=ModelCheckpoint",
-                                        "--trainer.callbacks.monitor=val_acc"});
+  const RunResult typo = boring("fit", {"--trainer.max_epochs=2", "--trainer.log_every_n_steps=16",
+                                        "--trainer.callbacks+=ModelCheckpoint", "--trainer.callbacks.monitor=val_acc"});
   EXPECT_EQ(typo.exit_code, 2) << typo.describe();
   EXPECT_EQ(typo.err,
             "error: ModelCheckpoint(monitor='val_acc') could not find the monitored key in the returned metrics: "
@@ -206,8 +206,8 @@ TEST_F(EarlyStoppingTest, StoppingInsideAnEpochEndsItAtOnce) {
 }
 
 TEST_F(EarlyStoppingTest, AMissingMetricIsAnErrorUnlessNotStrict) {
-  const RunResult r = boring("fit", {"--trainer.max_epochs=2", "--trainer.callbacks+=EarlyStopping",
-                                     "--trainer.callbacks.monitor=val_acc"});
+  const RunResult r = boring("fit", {"--trainer.max_epochs=2", "--trainer.log_every_n_steps=16",
+                                     "--trainer.callbacks+=EarlyStopping", "--trainer.callbacks.monitor=val_acc"});
   EXPECT_EQ(r.exit_code, 2) << r.describe();
   EXPECT_EQ(r.err, "error: Early stopping conditioned on metric `val_acc` which is not available. Pass in or modify your "
                    "`EarlyStopping` callback to use any of the following: `train_loss`, `val_loss`\n");
@@ -387,6 +387,91 @@ TEST_F(CallbacksTest, ProgressBarRefreshRateZeroPrintsNothing) {
                            "--trainer.callbacks+=TQDMProgressBar", "--trainer.callbacks.refresh_rate=0"});
   ASSERT_EQ(r.exit_code, 0) << r.describe();
   EXPECT_EQ(r.out.find("Epoch"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace hpu::cli::testing
+
+// ------------------------------------------------------------------ keys of Lightning 2.4
+
+namespace hpu::cli::testing {
+namespace {
+
+TEST_F(CallbacksTest, ModelCheckpointTrainTimeIntervalSavesByWallTime) {
+  // A zero interval has always elapsed: a checkpoint after every step.
+  fitBoring({"--trainer.max_epochs=1", "--trainer.limit_train_batches=3", "--trainer.limit_val_batches=0",
+             "--trainer.callbacks+=ModelCheckpoint", "--trainer.callbacks.save_top_k=-1",
+             "--trainer.callbacks.train_time_interval=00:00:00:00"});
+  EXPECT_THAT(checkpoints(), ElementsAre("epoch=0-step=1.ckpt", "epoch=0-step=2.ckpt", "epoch=0-step=3.ckpt"));
+  // An hour has not: nothing by time, and no epoch trigger either.
+  std::filesystem::remove_all(dir() / "lightning_logs");
+  fitBoring({"--trainer.max_epochs=1", "--trainer.limit_train_batches=3", "--trainer.limit_val_batches=0",
+             "--trainer.callbacks+=ModelCheckpoint", "--trainer.callbacks.save_top_k=-1",
+             "--trainer.callbacks.train_time_interval={hours: 1}", "--trainer.callbacks.save_last=true"});
+  EXPECT_THAT(checkpoints(), ElementsAre("last.ckpt"));
+  // Triggers exclude each other, as in Lightning.
+  const RunResult both = boring("fit", {"--trainer.callbacks+=ModelCheckpoint", "--trainer.callbacks.every_n_epochs=1",
+                                        "--trainer.callbacks.train_time_interval=00:01:00:00"});
+  EXPECT_EQ(both.exit_code, 2) << both.describe();
+  EXPECT_EQ(both.err,
+            "error: command line: trainer.callbacks[0].init_args.train_time_interval: Combination of parameters "
+            "every_n_train_steps=0, every_n_epochs=1 and train_time_interval=3600s should be mutually exclusive; "
+            "set one\n");
+}
+
+TEST_F(CallbacksTest, ModelCheckpointSaveOnTrainEpochEndOverridesTheSchedule) {
+  // Validation twice an epoch saves after each validation by default ...
+  fitBoring({"--trainer.max_epochs=1", "--trainer.val_check_interval=0.5", "--trainer.callbacks+=ModelCheckpoint",
+             "--trainer.callbacks.save_top_k=-1"});
+  EXPECT_THAT(checkpoints(), ElementsAre("epoch=0-step=16.ckpt", "epoch=0-step=32.ckpt"));
+  // ... and once, at the epoch's end, when asked.
+  std::filesystem::remove_all(dir() / "lightning_logs");
+  fitBoring({"--trainer.max_epochs=2", "--trainer.val_check_interval=0.5", "--trainer.callbacks+=ModelCheckpoint",
+             "--trainer.callbacks.save_top_k=-1", "--trainer.callbacks.save_on_train_epoch_end=true"});
+  EXPECT_THAT(checkpoints(), ElementsAre("epoch=0-step=32.ckpt", "epoch=1-step=64.ckpt"));
+}
+
+TEST_F(CallbacksTest, ModelCheckpointVersionCounterOrOverwrite) {
+  const std::vector<std::string> same_name{"--trainer.max_epochs=1", "--trainer.limit_val_batches=0",
+                                           "--trainer.callbacks+=ModelCheckpoint",
+                                           "--trainer.callbacks.dirpath=ckpts", "--trainer.callbacks.filename=model"};
+  fitBoring(same_name);
+  fitBoring(same_name);
+  EXPECT_THAT(fileNames(dir() / "ckpts"), ElementsAre("model-v1.ckpt", "model.ckpt"));
+  std::filesystem::remove_all(dir() / "ckpts");
+  auto overwrite = same_name;
+  overwrite.push_back("--trainer.callbacks.enable_version_counter=false");
+  fitBoring(overwrite);
+  fitBoring(overwrite);
+  EXPECT_THAT(fileNames(dir() / "ckpts"), ElementsAre("model.ckpt"));
+}
+
+TEST_F(CallbacksTest, LearningRateMonitorLogsMomentumAndWeightDecay) {
+  fitBoring({"--trainer.max_epochs=1", "--trainer.limit_val_batches=0", "--optimizer=SGD", "--optimizer.lr=0.1",
+             "--optimizer.momentum=0.9", "--optimizer.weight_decay=0.01", "--trainer.callbacks+=LearningRateMonitor",
+             "--trainer.callbacks.logging_interval=epoch", "--trainer.callbacks.log_momentum=true",
+             "--trainer.callbacks.log_weight_decay=true"});
+  CsvTable m = metrics();
+  EXPECT_THAT(m.column("lr-SGD-momentum"), ::testing::Contains("0.9"));
+  EXPECT_THAT(m.column("lr-SGD-weight_decay"), ::testing::Contains("0.01"));
+  // Adam's momentum is its beta1.
+  std::filesystem::remove_all(dir() / "lightning_logs");
+  fitBoring({"--trainer.max_epochs=1", "--trainer.limit_val_batches=0", "--optimizer=Adam",
+             "--optimizer.betas=[0.8, 0.99]", "--trainer.callbacks+=LearningRateMonitor",
+             "--trainer.callbacks.logging_interval=epoch", "--trainer.callbacks.log_momentum=true"});
+  m = metrics();
+  EXPECT_THAT(m.column("lr-Adam-momentum"), ::testing::Contains("0.8"));
+}
+
+TEST_F(CallbacksTest, EarlyStoppingVerboseLogsItsChecks) {
+  env()["HPU_LOG_LEVEL"] = "info";
+  const RunResult r = boring("fit", {"--trainer.max_epochs=2", "--trainer.enable_progress_bar=false",
+                                     "--trainer.enable_model_summary=false", "--trainer.log_every_n_steps=16",
+                                     "--trainer.callbacks+=EarlyStopping", "--trainer.callbacks.verbose=true",
+                                     "--trainer.callbacks.log_rank_zero_only=true"});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_THAT(r.err, HasSubstr("info: Metric val_loss improved to 0.626\n"));
+  EXPECT_THAT(r.err, HasSubstr("info: Metric val_loss improved to 0.191\n"));
 }
 
 }  // namespace

@@ -173,7 +173,7 @@ TEST_F(CheckpointFileTest, WeightsOnlyCheckpointsEvaluateButDoNotResume) {
 }
 
 TEST_F(CheckpointFileTest, LastWithoutALastCheckpointStartsFromScratchSayingWhereItLooked) {
-  const RunResult r = boring("fit", {"--trainer.max_epochs=1", "--ckpt_path", "last"});
+  const RunResult r = boring("fit", {"--trainer.max_epochs=1", "--trainer.log_every_n_steps=16", "--ckpt_path", "last"});
   EXPECT_EQ(r.exit_code, 0) << r.describe();
   EXPECT_EQ(r.err, "warning: ckpt_path=last: no last.ckpt under ./lightning_logs, so no checkpoint is loaded "
                    "(ModelCheckpoint writes one with save_last: true)\n");

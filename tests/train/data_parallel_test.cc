@@ -267,3 +267,39 @@ TEST_F(DataParallelTest, KilledWorkerMakesTheJobExitWithItsCode) {
 
 }  // namespace
 }  // namespace hpu::cli::testing
+
+namespace hpu::cli::testing {
+namespace {
+
+// A convolutional net with batch norm: per-rank batch statistics differ
+// from the global batch's unless trainer.sync_batchnorm sums them.
+const char* const kBatchNormNet =
+    "{class_path: Sequential, init_args: {layers: [{class_path: Conv2d, init_args: {out_channels: 4, kernel_size: 3, "
+    "padding: 1}}, BatchNorm2d, ReLU, {class_path: MaxPool2d, init_args: {kernel_size: 4}}, Flatten, "
+    "{class_path: Linear, init_args: {out_features: 10}}]}}";
+
+TEST_F(DataParallelTest, SyncBatchnormTrainsAsOneDeviceWithTheGlobalBatch) {
+  const std::string model = std::string("--model=") + kBatchNormNet;
+  const RunResult single = fit(1, {model});
+  ASSERT_EQ(single.exit_code, 0) << single.describe();
+  const RunResult synced = fit(2, {model, "--trainer.sync_batchnorm=true"});
+  ASSERT_EQ(synced.exit_code, 0) << synced.describe();
+  const auto want = readCheckpoint(logDir(1) / "checkpoints" / "last.ckpt");
+  expectSameTensors(readCheckpoint(logDir(2) / "checkpoints" / "last.ckpt"), want);
+  const core::checkpoint::TensorEntry* mean = want.find("model.net.1.running_mean");
+  ASSERT_NE(mean, nullptr) << "the batch norm's running mean is saved";
+  // Without it, the ranks normalise by their own half of the batch.
+  const RunResult unsynced = run({"fit", "-c", "dp.yaml", model, "--trainer.devices=2",
+                                  "--data.init_args.batch_size=" + std::to_string(kGlobalBatch / 2),
+                                  "--trainer.default_root_dir=unsynced"});
+  ASSERT_EQ(unsynced.exit_code, 0) << unsynced.describe();
+  const auto apart = readCheckpoint(dir() / "unsynced/lightning_logs/version_0/checkpoints/last.ckpt");
+  double largest = 0;
+  for (std::size_t i = 0; i < mean->values.size(); ++i)
+    largest = std::max(largest, std::abs(double(apart.find("model.net.1.running_mean")->values[i]) -
+                                         double(mean->values[i])));
+  EXPECT_GT(largest, 1e-4);
+}
+
+}  // namespace
+}  // namespace hpu::cli::testing

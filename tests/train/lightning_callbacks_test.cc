@@ -81,7 +81,7 @@ TEST_F(LightningCallbacksTest, TimerStopsAfterItsDurationAndCheckpointsItsTimes)
   // A malformed duration is a config error naming the key.
   const RunResult bad = boring("fit", {"--trainer.callbacks+=Timer", "--trainer.callbacks.duration=1:00"});
   EXPECT_EQ(bad.exit_code, 2) << bad.describe();
-  EXPECT_THAT(bad.err, HasSubstr("command line: trainer.callbacks.init_args.duration: expected \"DD:HH:MM:SS\", got '1:00'"));
+  EXPECT_THAT(bad.err, HasSubstr("command line: trainer.callbacks[0].init_args.duration: expected \"DD:HH:MM:SS\", got '1:00'"));
 }
 
 TEST_F(LightningCallbacksTest, GradientAccumulationSchedulerChangesStepsPerEpoch) {

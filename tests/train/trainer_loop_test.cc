@@ -254,3 +254,81 @@ TEST_F(BadDataTest, MismatchedImagesAndLabels) {
 
 }  // namespace
 }  // namespace hpu::cli::testing
+
+// ------------------------------------------------------------------ Lightning 2.4's other Trainer keys
+
+namespace hpu::cli::testing {
+namespace {
+
+TEST_F(TrainerLoopTest, OverfitBatchesTrainsAndValidatesOnTheSameFewBatchesInOrder) {
+  const RunResult r = fitBoring({"--trainer.max_epochs=2", "--trainer.overfit_batches=2", "--trainer.log_every_n_steps=1"});
+  EXPECT_EQ(r.err,
+            "warning: You requested to overfit but enabled training dataloader shuffling. We are turning off the "
+            "training dataloader shuffling for you.\n");
+  const CsvTable m = metrics();
+  EXPECT_THAT(m.loggedAt("train_loss"), ElementsAre("0,0", "0,1", "1,2", "1,3"));
+  EXPECT_THAT(m.loggedAt("val_loss"), ElementsAre("0,1", "1,3"));
+  EXPECT_EQ(deviceSteps(r), 2 + 2 * (2 + 2));  // sanity check of 2, then 2 train and 2 val batches an epoch
+  // A fraction of the training set: 8 of 32 batches.
+  std::filesystem::remove_all(dir() / "lightning_logs");
+  const RunResult f = fitBoring({"--trainer.max_epochs=1", "--trainer.overfit_batches=0.25", "--data.shuffle=false",
+                                 "--trainer.log_every_n_steps=1"});
+  EXPECT_EQ(f.err, "");  // nothing was shuffled
+  EXPECT_EQ(metrics().loggedAt("train_loss").size(), 8u);
+}
+
+TEST_F(TrainerLoopTest, BenchmarkIsAcceptedAndChangesNothing) {
+  const RunResult plain = fitBoring({"--trainer.max_epochs=1", "--trainer.log_every_n_steps=8"});
+  const std::string plain_metrics = read("lightning_logs/version_0/metrics.csv");
+  const RunResult bench = fitBoring({"--trainer.max_epochs=1", "--trainer.log_every_n_steps=8", "--trainer.benchmark=true"});
+  EXPECT_EQ(read("lightning_logs/version_1/metrics.csv"), plain_metrics);
+  EXPECT_EQ(deviceSteps(bench), deviceSteps(plain));
+}
+
+TEST_F(TrainerLoopTest, DetectAnomalyNamesTheFirstOpThatProducedNanOrInf) {
+  // An lr of 1e38 sends the weights to inf in the first step; the second
+  // step's forward is the first to produce a non-finite value.
+  const RunResult r = boring("fit", {"--trainer.max_epochs=1", "--trainer.detect_anomaly=true", "--optimizer=SGD",
+                                     "--optimizer.lr=1e38", "--trainer.num_sanity_val_steps=0",
+                                     "--trainer.log_every_n_steps=8"});
+  EXPECT_EQ(r.exit_code, 1) << r.describe();
+  EXPECT_EQ(r.err,
+            "error: trainer.detect_anomaly: 'linear' produced inf values in the forward pass, the first op of the step "
+            "that did\n");
+  // Without detection the same run trains on (to a nan loss).
+  const RunResult off = boring("fit", {"--trainer.max_epochs=1", "--optimizer=SGD", "--optimizer.lr=1e38",
+                                       "--trainer.num_sanity_val_steps=0", "--trainer.log_every_n_steps=8"});
+  EXPECT_EQ(off.exit_code, 0) << off.describe();
+}
+
+TEST_F(TrainerLoopTest, BarebonesRunsWithoutLoggersCheckpointsOrProgress) {
+  env()["HPU_LOG_LEVEL"] = "info";
+  const RunResult r = boring("fit", {"--trainer.max_epochs=1", "--trainer.barebones=true"});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_FALSE(std::filesystem::exists(dir() / "lightning_logs"));
+  EXPECT_FALSE(std::filesystem::exists(dir() / "checkpoints"));
+  EXPECT_EQ(r.out.find("Epoch 0"), std::string::npos) << r.out;  // no progress bar
+  EXPECT_EQ(r.out.find("Trainable params"), std::string::npos) << r.out;  // no model summary
+  EXPECT_THAT(r.err, HasSubstr("info: You are running in `Trainer(barebones=True)` mode."));
+  EXPECT_THAT(r.err, HasSubstr("info: `Trainer(barebones=True)` started running. The progress bar is disabled so you "
+                               "might want to manually print the progress in your model.\n"));
+}
+
+TEST_F(TrainerLoopTest, BarebonesRefusesWhatItDisables) {
+  const RunResult r = boring("fit", {"--trainer.barebones=true", "--trainer.enable_checkpointing=true",
+                                     "--trainer.logger=true", "--trainer.num_sanity_val_steps=2",
+                                     "--trainer.profiler=simple"});
+  EXPECT_EQ(r.exit_code, 2) << r.describe();
+  EXPECT_EQ(r.err,
+            "error: command line: trainer.enable_checkpointing: `Trainer(barebones=True, enable_checkpointing=True)` "
+            "was passed. Checkpointing can impact raw speed so it is disabled in barebones mode.\n"
+            "error: command line: trainer.logger: `Trainer(barebones=True, logger=True)` was passed. Logging can "
+            "impact raw speed so it is disabled in barebones mode.\n"
+            "error: command line: trainer.num_sanity_val_steps: `Trainer(barebones=True, num_sanity_val_steps=2)` was "
+            "passed. Sanity checking can impact raw speed so it is disabled in barebones mode.\n"
+            "error: command line: trainer.profiler: `Trainer(barebones=True, profiler=...)` was passed. Profiling can "
+            "impact raw speed so it is disabled in barebones mode.\n");
+}
+
+}  // namespace
+}  // namespace hpu::cli::testing

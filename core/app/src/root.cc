@@ -1,11 +1,26 @@
 #include "hpu/core/app/root.h"
 
+#include "hpu/core/loggers/logger.h"
 #include "hpu/core/precision/precision.h"
 #include "hpu/core/strategies/strategy_names.h"
 
 namespace hpu::core::config {
 namespace {
 using K = ComponentKind;
+
+// Lightning's GPU strategy names, each mapped to the HPU name it runs as.
+std::vector<ForeignSpelling> gpuStrategySpellings() {
+  std::vector<ForeignSpelling> out;
+  for (const GpuStrategyName& n : gpuStrategyNames())
+    out.push_back({{std::string(n.gpu)}, std::string(n.hpu), "lightning-habana's name for it"});
+  return out;
+}
+
+std::string defaultLoggerList() {
+  std::string out;
+  for (const std::string& c : defaultLoggerClasses()) out += (out.empty() ? "" : " + ") + c;
+  return out;
+}
 
 Type fractionOrCount() { return Type::optional(Type::anyOf({Type::integer().min(0), Type::real().min(0.0).max(1.0)})); }
 
@@ -17,18 +32,28 @@ StructSchema makeTrainer() {
       "trainer",
       "Lightning Trainer arguments.",
       {
-          {"accelerator", Type::anyOf({Type::string(acceleratorNames()), Type::component({K::kAccelerator})}), "auto",
-           "Accelerator: auto (hpu when devices are visible), hpu, cpu, or an Accelerator class."},
-          {"strategy", Type::anyOf({Type::string(strategyNameList()), Type::component({K::kStrategy})}), "auto",
-           "Strategy: auto, hpu_single, hpu_parallel, hpu_deepspeed[_stage_N[_offload]], or a Strategy class."},
+          {"accelerator",
+           Type::anyOf({Type::string(acceleratorNames(), {{{"gpu", "cuda", "cpu", "mps", "tpu"},
+                                                            "",
+                                                            "hpu-train runs on the emulated HPU; use auto or hpu"}}),
+                        Type::component({K::kAccelerator})}),
+           "auto", "Accelerator: auto or hpu (the emulated Gaudi), or an Accelerator class."},
+          {"strategy",
+           Type::anyOf({Type::string(strategyNameList(), gpuStrategySpellings()), Type::component({K::kStrategy})}),
+           "auto",
+           "Strategy: auto, hpu_single, hpu_parallel, hpu_deepspeed[_stage_N[_offload]], or a Strategy class "
+           "(Lightning's ddp* and deepspeed* names run as their hpu_ counterparts)."},
           {"devices",
            Type::anyOf({Type::integer().min(-1), Type::string({"auto"}), Type::list(Type::integer().min(0))}), "auto",
            "Devices per node: a count, -1 or auto for all visible, or a list of device indices."},
           {"num_nodes", Type::integer().min(1), "1", "Number of nodes (machines) in the job."},
-          {"precision", Type::string(precisionNameList()), "32-true",
-           "Numeric precision: 32-true, bf16-mixed, bf16-true, 16-mixed or fp8."},
-          {"logger", Type::optional(Type::anyOf({Type::boolean(), logger, Type::list(logger)})), "true",
-           "Logger(s); true: TensorBoardLogger and CSVLogger under default_root_dir; false disables logging."},
+          {"precision",
+           Type::optional(Type::string(precisionNameList(),
+                                       {{{"64", "64-true"}, "", "Gaudi has no float64; use 32-true or a 16-bit precision"}})),
+           "null", "Numeric precision: 32-true (null), bf16-mixed, bf16-true, 16-mixed or fp8."},
+          {"logger", Type::optional(Type::anyOf({Type::boolean(), logger, Type::list(logger)})), "null",
+           "Logger(s): null or true for the default (" + defaultLoggerList() +
+               ") under default_root_dir, false for none, or Logger classes."},
           {"callbacks", Type::optional(Type::anyOf({Type::list(callback), callback})), "null",
            "Callbacks to add to the ones the Trainer configures itself."},
           {"fast_dev_run", Type::anyOf({Type::boolean(), Type::integer().min(0)}), "false",
@@ -50,20 +75,23 @@ StructSchema makeTrainer() {
            "Use this fraction (float) or number (int) of test batches."},
           {"limit_predict_batches", fractionOrCount(), "null",
            "Use this fraction (float) or number (int) of predict batches."},
-          {"overfit_batches", Type::anyOf({Type::integer().min(0), Type::real().min(0.0)}), "0.0",
-           "Overfit a subset of train batches.", true},
+          {"overfit_batches", Type::anyOf({Type::integer().min(0), Type::real().min(0.0).max(1.0)}), "0.0",
+           "Train and validate on this many batches (int) or this fraction (float) of the training set, unshuffled, "
+           "every epoch (0: off)."},
           {"val_check_interval",
            Type::optional(Type::anyOf({Type::integer().min(1), Type::real().min(0.0, true).max(1.0)})), "null",
            "Validate every N train batches (int) or this fraction of an epoch (float)."},
           {"check_val_every_n_epoch", Type::optional(Type::integer().min(1)), "1",
            "Validate every N epochs (null: only by val_check_interval)."},
-          {"num_sanity_val_steps", Type::optional(Type::integer().min(-1)), "2",
-           "Validation batches run before training to catch bugs (-1: all)."},
-          {"log_every_n_steps", Type::optional(Type::integer().min(1)), "50", "Log training metrics every N steps."},
-          {"enable_checkpointing", Type::optional(Type::boolean()), "true",
-           "Add a ModelCheckpoint callback unless one is configured."},
-          {"enable_progress_bar", Type::optional(Type::boolean()), "true", "Show a progress bar."},
-          {"enable_model_summary", Type::optional(Type::boolean()), "true", "Print a model summary at fit start."},
+          {"num_sanity_val_steps", Type::optional(Type::integer().min(-1)), "null",
+           "Validation batches run before training to catch bugs (null: 2; -1: all)."},
+          {"log_every_n_steps", Type::optional(Type::integer().min(1)), "null",
+           "Log training metrics every N steps (null: 50)."},
+          {"enable_checkpointing", Type::optional(Type::boolean()), "null",
+           "Add a ModelCheckpoint callback unless one is configured (null: true)."},
+          {"enable_progress_bar", Type::optional(Type::boolean()), "null", "Show a progress bar (null: true)."},
+          {"enable_model_summary", Type::optional(Type::boolean()), "null",
+           "Print a model summary at fit start (null: true)."},
           {"accumulate_grad_batches", Type::integer().min(1), "1",
            "Accumulate gradients over N batches per optimizer step."},
           {"gradient_clip_val", Type::optional(Type::real().min(0.0)), "null",
@@ -73,7 +101,9 @@ StructSchema makeTrainer() {
           {"deterministic", Type::optional(Type::anyOf({Type::boolean(), Type::string({"warn"})})), "null",
            "Runs are always reproducible for a given intra-op thread count; true also pins kernels to one thread so "
            "results match on machines with any number of cores (HPU_INTRA_OP_THREADS still wins)."},
-          {"benchmark", Type::optional(Type::boolean()), "null", "cudnn.benchmark (no effect on HPU).", true},
+          {"benchmark", Type::optional(Type::boolean()), "null",
+           "cudnn.benchmark's kernel autotuning; on HPU, lazy mode always caches each compiled graph (recipe) and "
+           "reuses it, so every value runs the same."},
           {"inference_mode", Type::boolean(), "true",
            "Evaluate without recording gradients (always true on hpu-train: no autograd tape is recorded outside "
            "training)."},
@@ -84,13 +114,18 @@ StructSchema makeTrainer() {
            "null",
            "Profiler: simple, advanced, pytorch, or a Profiler class (SimpleProfiler, AdvancedProfiler, "
            "PyTorchProfiler, HPUProfiler)."},
-          {"detect_anomaly", Type::boolean(), "false", "Anomaly detection for autograd.", true},
-          {"barebones", Type::boolean(), "false", "Disable all features that may impact raw speed.", true},
+          {"detect_anomaly", Type::boolean(), "false",
+           "Check every op's output in training's forward and every gradient in backward for nan/inf; fail naming "
+           "the first op that produced one."},
+          {"barebones", Type::boolean(), "false",
+           "Disable every feature that may impact raw speed: loggers, checkpointing, progress bar, model summary, "
+           "sanity check (asking for one is an error, as in Lightning)."},
           {"plugins", Type::optional(Type::anyOf({Type::list(plugin), plugin})), "null",
            "Plugins: HPUPrecisionPlugin, HPUCheckpointIO, a ClusterEnvironment."},
-          {"sync_batchnorm", Type::boolean(), "false", "Synchronize batch norm statistics across ranks.", true},
-          {"reload_dataloaders_every_n_epochs", Type::integer().min(0), "0", "Reload dataloaders every N epochs.",
-           true},
+          {"sync_batchnorm", Type::boolean(), "false",
+           "Batch norms in training use the statistics of every rank's batch together (SyncBatchNorm)."},
+          {"reload_dataloaders_every_n_epochs", Type::integer().min(0), "0",
+           "Ask the data module for its train and val data again every N epochs (0: never)."},
           {"default_root_dir", Type::optional(Type::string()), "null",
            "Directory for logs and checkpoints when no logger/callback path is given (null: current directory)."},
       }};
@@ -118,7 +153,7 @@ StructSchema makeRoot() {
 }  // namespace
 
 const std::vector<std::string>& acceleratorNames() {
-  static const std::vector<std::string> names{"auto", "hpu", "cpu"};
+  static const std::vector<std::string> names{"auto", "hpu"};
   return names;
 }
 

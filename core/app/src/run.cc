@@ -96,8 +96,6 @@ Pipeline buildPipeline(const RunRequest& request, device::Platform& platform, in
   parts.config = cfg;
 
   autocast::installPolicy(autocast::Policy::fromEnv(request.env));
-  if (o.accelerator.isScalar() && o.accelerator.str() == "cpu")
-    throw UsageError("trainer.accelerator=cpu: hpu-train runs on the emulated HPU; use accelerator: hpu or auto");
 
   pipeline.devices = devicesRequested(o.devices, platform);
   const int devices = pipeline.devices;
@@ -112,6 +110,8 @@ Pipeline buildPipeline(const RunRequest& request, device::Platform& platform, in
   run_env.env["PL_GLOBAL_SEED"] = std::to_string(parts.seed);
   parts.strategy->setup(run_env, platform);
   Strategy& strategy = *parts.strategy;
+  if (strategy.isGlobalZero())
+    for (const std::string& note : request.notes) spdlog::warn("{}", note);
 
   pipeline.model = build<LightningModule>(*cfg.find("model"), "model");
   pipeline.data = build<data::DataModule>(*cfg.find("data"), "data");
@@ -136,28 +136,44 @@ int run(const RunRequest& request) {
   device::Platform platform = device::Platform::fromEnv(envOf(request.env));
   Pipeline pipeline = buildPipeline(request, platform, -1);
   TrainerParts& parts = pipeline.parts;
+  // Lightning's seed_everything line.
+  if (cfg.find("seed_everything")->str() != "false" && parts.strategy->isGlobalZero())
+    spdlog::info("Seed set to {}", parts.seed);
   TrainerOptions& o = parts.options;
   Strategy& strategy = *parts.strategy;
   auto& model = pipeline.model;
   auto& data = pipeline.data;
 
-  // Loggers: true means the default set; fast_dev_run disables them.
-  if (o.fast_dev_run == 0) {
-    if (o.logger.isScalar() && o.logger.str() == "true")
-      for (const std::string& name : app::defaultLoggerClasses())
-        parts.loggers.push_back(buildDefault<Logger>(name, ComponentKind::kLogger, "trainer.logger"));
+  // Loggers: null (Lightning's default) and true mean the default set;
+  // fast_dev_run and barebones disable them.
+  if (o.barebones && strategy.isGlobalZero())
+    spdlog::info(
+        "You are running in `Trainer(barebones=True)` mode. All features that may impact raw speed have been disabled "
+        "to facilitate analyzing the Trainer overhead. Specifically, the following features are deactivated:\n"
+        " - Checkpointing: `Trainer(enable_checkpointing=True)`\n - Progress bar: `Trainer(enable_progress_bar=True)`\n"
+        " - Model summary: `Trainer(enable_model_summary=True)`\n - Logging: `Trainer(logger=True)`, "
+        "`Trainer(log_every_n_steps>0)`\n - Sanity checking: `Trainer(num_sanity_val_steps>0)`\n"
+        " - Development run: `Trainer(fast_dev_run=True)`\n - Anomaly detection: `Trainer(detect_anomaly=True)`\n"
+        " - Profiling: `Trainer(profiler=...)`");
+  if (o.fast_dev_run == 0 && !o.barebones) {
+    if (o.logger.isNull() || (o.logger.isScalar() && o.logger.str() == "true"))
+      for (const std::string& cls : defaultLoggerClasses())
+        parts.loggers.push_back(buildDefault<Logger>(cls, ComponentKind::kLogger, "trainer.logger"));
     for (const Node* l : componentsOf(o.logger)) parts.loggers.push_back(build<Logger>(*l, "trainer.logger"));
   }
   for (auto& l : parts.loggers) l->setup(o.default_root_dir, strategy);
 
   bool has_checkpoint = false, has_progress = false, has_writer = false, has_summary = false;
-  for (const Node* c : componentsOf(o.callbacks)) {
-    const std::string cls = classOf(*c);
+  const std::vector<const Node*> callbacks = componentsOf(o.callbacks);
+  for (std::size_t i = 0; i < callbacks.size(); ++i) {
+    const Node& c = *callbacks[i];
+    const std::string cls = classOf(c);
     has_checkpoint = has_checkpoint || cls == "ModelCheckpoint";
     has_progress = has_progress || cls == "TQDMProgressBar" || cls == "RichProgressBar";
     has_writer = has_writer || cls == "BasePredictionWriter";
     has_summary = has_summary || cls == "ModelSummary" || cls == "RichModelSummary";
-    parts.callbacks.push_back(build<Callback>(*c, "trainer.callbacks"));
+    parts.callbacks.push_back(
+        build<Callback>(c, o.callbacks.isSequence() ? fmt::format("trainer.callbacks[{}]", i) : "trainer.callbacks"));
   }
   if (request.subcommand == "fit" && !parts.loggers.empty())
     parts.callbacks.push_back(app::makeSaveConfigCallback(cfg, request.save_config_overwrite));

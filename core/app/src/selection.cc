@@ -60,11 +60,9 @@ std::vector<const Node*> componentsOf(const Node& n) {
   return out;
 }
 
-std::string classOf(const Node& component) { return component.find("class_path")->str(); }
-
-const std::vector<std::string>& defaultLoggerClasses() {
-  static const std::vector<std::string> classes{"TensorBoardLogger", "CSVLogger"};
-  return classes;
+std::string classOf(const Node& component) {
+  const std::string& path = component.find("class_path")->str();
+  return path.substr(path.rfind('.') + 1);  // a canonical class path ends in the class's name
 }
 
 std::unique_ptr<Strategy> selectStrategy(const TrainerOptions& o, int devices) {

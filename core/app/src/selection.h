@@ -32,13 +32,8 @@ std::unique_ptr<Base> buildDefault(const std::string& class_name, config::Compon
 
 // The component nodes of a "component or list of components" value.
 std::vector<const config::Node*> componentsOf(const config::Node& n);
-// The canonical class name of a component node.
+// The registered name of a canonical component node's class ("ModelCheckpoint").
 std::string classOf(const config::Node& component);
-
-// The loggers trainer.logger: true stands for, in order (the first one's
-// directory is the run's log_dir): Lightning's default with TensorBoard
-// installed, and the CSV file every tool reads. Both share version_N.
-const std::vector<std::string>& defaultLoggerClasses();
 
 // trainer.strategy for a job of `devices` per node: a name from the strategy
 // table or a Strategy class. Throws UsageError for hpu_single on several.

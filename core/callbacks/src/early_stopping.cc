@@ -34,6 +34,7 @@ class EarlyStopping final : public Callback {
                                                             : std::nullopt),
         on_train_epoch_end_(p.has("check_on_train_epoch_end") ? std::optional<bool>(p.getBool("check_on_train_epoch_end"))
                                                               : std::nullopt),
+        log_rank_zero_only_(p.getBool("log_rank_zero_only")),
         best_(mode_max_ ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity()) {}
 
   std::string stateKey() const override {
@@ -83,8 +84,7 @@ class EarlyStopping final : public Callback {
       reason = fmt::format("Divergence threshold reached: {} = {} {} {}. Signaling Trainer to stop.", monitor_, v,
                            mode_max_ ? "<" : ">", *divergence_threshold_);
     } else if (improves(v)) {
-      if (verbose_ && trainer.isGlobalZero())
-        spdlog::info("Metric {} improved to {:.3f}", monitor_, v);
+      if (verbose_) logInfo(trainer, fmt::format("Metric {} improved to {:.3f}", monitor_, v));
       best_ = v;
       wait_ = 0;
     } else if (++wait_ >= patience_) {
@@ -94,14 +94,23 @@ class EarlyStopping final : public Callback {
     }
     if (reason.empty()) return;
     stopped_epoch_ = trainer.currentEpoch();
-    if (trainer.isGlobalZero()) spdlog::info("{}", reason);
+    if (verbose_)
+      logInfo(trainer, reason);
+    else if (trainer.isGlobalZero())
+      spdlog::info("{}", reason);
     trainer.requestStop();
+  }
+
+  // verbose's messages, as Lightning logs them: from every rank (each line
+  // carries its rank) unless log_rank_zero_only.
+  void logInfo(Trainer& trainer, const std::string& message) const {
+    if (!log_rank_zero_only_ || trainer.isGlobalZero()) spdlog::info("{}", message);
   }
 
   std::string monitor_;
   double min_delta_;
   std::int64_t patience_;
-  bool verbose_, mode_max_, strict_, check_finite_;
+  bool verbose_, mode_max_, strict_, check_finite_, log_rank_zero_only_;
   std::optional<double> stopping_threshold_, divergence_threshold_;
   std::optional<bool> on_train_epoch_end_;
   double best_;
@@ -114,7 +123,7 @@ HPU_REGISTER_COMPONENT(
     config::ComponentSchema{
         config::ComponentKind::kCallback,
         "EarlyStopping",
-        {"lightning.pytorch.callbacks.EarlyStopping", "pytorch_lightning.callbacks.EarlyStopping"},
+        "lightning.pytorch.callbacks",
         {"EarlyStopping",
          "",
          {{"monitor", Type::string(), "val_loss", "Logged metric to watch."},
@@ -127,7 +136,9 @@ HPU_REGISTER_COMPONENT(
           {"stopping_threshold", Type::optional(Type::real()), "null", "Stop as soon as the metric passes this value."},
           {"divergence_threshold", Type::optional(Type::real()), "null", "Stop as soon as the metric is worse than this."},
           {"check_on_train_epoch_end", Type::optional(Type::boolean()), "null",
-           "Check at the end of training epochs rather than after validation."}}},
+           "Check at the end of training epochs rather than after validation."},
+          {"log_rank_zero_only", Type::boolean(), "false",
+           "verbose: log from global rank 0 only (false: from every rank, each line with its rank)."}}},
         "Stops training when a monitored metric has stopped improving."},
     [](const config::Params& p) { return std::make_unique<EarlyStopping>(p); });
 

@@ -46,9 +46,7 @@ HPU_REGISTER_COMPONENT(
     config::ComponentSchema{
         config::ComponentKind::kCallback,
         "GradientAccumulationScheduler",
-        {"lightning.pytorch.callbacks.GradientAccumulationScheduler",
-         "pytorch_lightning.callbacks.GradientAccumulationScheduler",
-         "lightning.pytorch.callbacks.gradient_accumulation_scheduler.GradientAccumulationScheduler"},
+        "lightning.pytorch.callbacks",
         {"GradientAccumulationScheduler",
          "",
          {{"scheduling", config::Type::dict(), "{}",

@@ -3,10 +3,13 @@
 // with one it keeps the best save_top_k by the monitored metric. save_last
 // also maintains last.ckpt. Filenames come from a template such as
 // "{epoch}-{step}" or "{epoch}-{val_loss:.2f}" ("epoch=3-val_loss=0.35.ckpt").
+// Saves are triggered every N epochs, every N optimizer steps, or every
+// train_time_interval of wall time (one of them).
 #include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -39,10 +42,21 @@ class ModelCheckpoint final : public Callback {
         every_n_steps_(p.has("every_n_train_steps") ? p.getInt("every_n_train_steps") : 0),
         weights_only_(p.getBool("save_weights_only")),
         auto_names_(p.getBool("auto_insert_metric_name")),
-        verbose_(p.getBool("verbose")) {
+        verbose_(p.getBool("verbose")),
+        version_counter_(p.getBool("enable_version_counter")) {
     if (monitor_.empty() && save_top_k_ > 1)
       p.fail("save_top_k", fmt::format("save_top_k={} needs a monitor to rank checkpoints by; set monitor", save_top_k_));
-    if (every_n_epochs_ == 0 && every_n_steps_ == 0) every_n_epochs_ = 1;
+    if (p.has("train_time_interval")) time_interval_ = parseDuration(p.node("train_time_interval"), p.pathOf("train_time_interval"));
+    if (p.has("save_on_train_epoch_end")) on_train_epoch_end_ = p.getBool("save_on_train_epoch_end");
+    // As Lightning: the triggers exclude each other; none given means every epoch.
+    const int triggers = (every_n_epochs_ > 0) + (every_n_steps_ > 0) + time_interval_.has_value();
+    if (triggers > 1)
+      p.fail("train_time_interval",
+             fmt::format("Combination of parameters every_n_train_steps={}, every_n_epochs={} and "
+                         "train_time_interval={} should be mutually exclusive; set one",
+                         every_n_steps_, every_n_epochs_,
+                         time_interval_ ? fmt::format("{}s", time_interval_->count() / 1000.0) : "None"));
+    if (triggers == 0 && !p.has("every_n_epochs") && !p.has("every_n_train_steps")) every_n_epochs_ = 1;
   }
 
   std::string stateKey() const override {
@@ -61,8 +75,11 @@ class ModelCheckpoint final : public Callback {
     if (resumed) rejoinTopK(trainer);
   }
 
+  void onFitStart(Trainer&) override { last_time_check_ = std::chrono::steady_clock::now(); }
+
   void onTrainBatchEnd(Trainer& trainer, std::int64_t) override {
     if (every_n_steps_ > 0 && trainer.globalStep() % every_n_steps_ == 0) save(trainer, /*top_k=*/true);
+    if (time_interval_ && timeToSave(trainer)) save(trainer, /*top_k=*/true);
   }
 
   // As Lightning: at the end of the training epoch when validation runs once
@@ -182,7 +199,19 @@ class ModelCheckpoint final : public Callback {
     return decision;
   }
 
-  static bool savesOnTrainEpochEnd(const Trainer& trainer) {
+  // train_time_interval: whether that much time passed since the last save
+  // by time; rank 0's clock decides for every rank.
+  bool timeToSave(Trainer& trainer) {
+    const auto now = std::chrono::steady_clock::now();
+    std::string due = now - last_time_check_ >= *time_interval_ ? "1" : "";
+    due = trainer.strategy().broadcast(due, 0);
+    if (due.empty()) return false;
+    last_time_check_ = now;
+    return true;
+  }
+
+  bool savesOnTrainEpochEnd(const Trainer& trainer) const {
+    if (on_train_epoch_end_) return *on_train_epoch_end_;
     const TrainerOptions& o = trainer.options();
     if (o.check_val_every_n_epoch != 1) return false;
     const BatchLimit& val = o.limit_val;
@@ -231,9 +260,12 @@ class ModelCheckpoint final : public Callback {
     return out;
   }
 
+  // The path for `stem`: with the version counter, "-v1", "-v2"... are added
+  // until it names no file this run did not keep; without, an existing file
+  // is overwritten.
   std::string uniquePath(const std::string& stem) const {
     std::string path = (fs::path(dirpath_) / (stem + ".ckpt")).string();
-    for (int v = 1; fs::exists(path) && !isKept(path); ++v)
+    for (int v = 1; version_counter_ && fs::exists(path) && !isKept(path); ++v)
       path = (fs::path(dirpath_) / fmt::format("{}-v{}.ckpt", stem, v)).string();
     return path;
   }
@@ -310,7 +342,10 @@ class ModelCheckpoint final : public Callback {
   std::int64_t save_top_k_;
   bool save_last_;
   std::int64_t every_n_epochs_, every_n_steps_;
-  bool weights_only_, auto_names_, verbose_;
+  bool weights_only_, auto_names_, verbose_, version_counter_;
+  std::optional<std::chrono::milliseconds> time_interval_;
+  std::chrono::steady_clock::time_point last_time_check_;
+  std::optional<bool> on_train_epoch_end_;  // null: decided from the validation schedule
   std::vector<std::pair<std::string, double>> kept_;
   std::string restored_;  // the state of the checkpoint resumed from, until setup()
   std::string best_path_, last_path_;
@@ -323,21 +358,29 @@ HPU_REGISTER_COMPONENT(
     config::ComponentSchema{
         config::ComponentKind::kCallback,
         "ModelCheckpoint",
-        {"lightning.pytorch.callbacks.ModelCheckpoint", "pytorch_lightning.callbacks.ModelCheckpoint"},
+        "lightning.pytorch.callbacks",
         {"ModelCheckpoint",
          "",
          {{"dirpath", Type::optional(Type::string()), "null", "Directory (default: <log_dir>/checkpoints)."},
           {"filename", Type::optional(Type::string()), "null",
            "Name template without .ckpt, e.g. \"{epoch}-{val_loss:.2f}\" (default: {epoch}-{step})."},
           {"monitor", Type::optional(Type::string()), "null", "Logged metric to rank checkpoints by (null: keep the latest)."},
-          {"mode", Type::string({"min", "max"}), "min", "Whether a lower or higher monitored value is better."},
-          {"save_top_k", Type::integer().min(-1), "1", "How many checkpoints to keep (-1: all, 0: none)."},
+          {"verbose", Type::boolean(), "false", "Log every save."},
           {"save_last", Type::optional(Type::boolean()), "null", "Also keep last.ckpt, the newest state (for ckpt_path: last)."},
-          {"every_n_epochs", Type::optional(Type::integer().min(0)), "null", "Save at the end of every N epochs (default 1)."},
-          {"every_n_train_steps", Type::optional(Type::integer().min(0)), "null", "Save every N optimizer steps."},
+          {"save_top_k", Type::integer().min(-1), "1", "How many checkpoints to keep (-1: all, 0: none)."},
           {"save_weights_only", Type::boolean(), "false", "Save only the model weights."},
+          {"mode", Type::string({"min", "max"}), "min", "Whether a lower or higher monitored value is better."},
           {"auto_insert_metric_name", Type::boolean(), "true", "Write 'epoch=3' rather than '3' in names."},
-          {"verbose", Type::boolean(), "false", "Log every save."}}},
+          {"every_n_train_steps", Type::optional(Type::integer().min(0)), "null", "Save every N optimizer steps."},
+          {"train_time_interval", Type::optional(Type::anyOf({Type::string(), Type::dict()})), "null",
+           "Save after each interval of training time: \"DD:HH:MM:SS\" or {hours: 1, ...}."},
+          {"every_n_epochs", Type::optional(Type::integer().min(0)), "null",
+           "Save at the end of every N epochs (default 1 when no trigger is set)."},
+          {"save_on_train_epoch_end", Type::optional(Type::boolean()), "null",
+           "Save at the end of the training epoch (true) or after validation (false); null: after validation when "
+           "it runs once per epoch, else at the training epoch's end."},
+          {"enable_version_counter", Type::boolean(), "true",
+           "Add -v1, -v2... to a name that is taken (false: overwrite it)."}}},
         "Saves checkpoints during fit: the latest or the best by a monitored metric."},
     [](const config::Params& p) { return std::make_unique<ModelCheckpoint>(p); });
 

@@ -108,7 +108,7 @@ HPU_REGISTER_COMPONENT(
     config::ComponentSchema{
         config::ComponentKind::kCallback,
         "BasePredictionWriter",
-        {"lightning.pytorch.callbacks.BasePredictionWriter", "pytorch_lightning.callbacks.BasePredictionWriter"},
+        "lightning.pytorch.callbacks",
         {"BasePredictionWriter",
          "",
          {{"output_dir", config::Type::optional(config::Type::string()), "null",

@@ -100,8 +100,7 @@ HPU_REGISTER_COMPONENT(
     config::ComponentSchema{
         config::ComponentKind::kCallback,
         "Timer",
-        {"lightning.pytorch.callbacks.Timer", "pytorch_lightning.callbacks.Timer",
-         "lightning.pytorch.callbacks.timer.Timer"},
+        "lightning.pytorch.callbacks",
         {"Timer",
          "",
          {{"duration", Type::optional(Type::anyOf({Type::string(), Type::dict()})), "null",

@@ -27,9 +27,7 @@ class HPUCheckpointIO final : public CheckpointIO {
 HPU_REGISTER_COMPONENT(CheckpointIO,
                        config::ComponentSchema{config::ComponentKind::kCheckpointIO,
                                                "HPUCheckpointIO",
-                                               {"lightning_habana.pytorch.plugins.io_plugins.HPUCheckpointIO",
-                                                "lightning_habana.pytorch.plugins.HPUCheckpointIO",
-                                                "lightning_habana.HPUCheckpointIO"},
+                                               "lightning_habana",
                                                {"HPUCheckpointIO", "", {}},
                                                "Writes checkpoints as safetensors files, atomically."},
                        [](const config::Params&) { return makeHPUCheckpointIO(); });

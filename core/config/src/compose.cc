@@ -1,6 +1,7 @@
 #include "hpu/core/config/compose.h"
 
 #include <cctype>
+#include <optional>
 
 #include "hpu/core/config/normalize.h"
 #include "hpu/core/config/registry.h"
@@ -39,7 +40,7 @@ const Type* effective(const Type* t, const Node& n) {
 }
 
 const StructSchema* componentSchema(const Node& n, const Type& t) {
-  const ComponentSchema* s = SchemaRegistry::instance().resolve(t.kinds(), componentName(n, t.kinds()));
+  const ComponentSchema* s = SchemaRegistry::instance().resolve(t.kinds(), componentName(n, t.kinds())).schema;
   return s ? &s->init_args : nullptr;
 }
 
@@ -121,7 +122,38 @@ struct Walker {
     problems.push_back((where.empty() ? "" : where + ": ") + o.path + ": " + message);
   }
 
+  // Whether `t` takes free text and not a value of `shape`'s kind.
+  static bool textOnly(const Type& t, const Node& shape) {
+    switch (t.tag()) {
+      case Tag::kString: return t.choices().empty();
+      case Tag::kUnion: {
+        bool text = false;
+        for (const Type& a : t.args()) {
+          if (a.tag() == Tag::kString && a.choices().empty()) text = true;
+          const bool takes_map = a.tag() == Tag::kDict || a.tag() == Tag::kStruct || a.tag() == Tag::kComponent;
+          if ((shape.isMap() && takes_map) || (shape.isSequence() && a.tag() == Tag::kList)) return false;
+        }
+        return text;
+      }
+      default: return false;
+    }
+  }
+
+  // The override's value for a key of type `t` (see Override::text).
+  std::optional<Node> valueFor(const Type* t) {
+    const bool unread = !o.yaml_problems.empty();
+    if (!o.text.empty() && t != nullptr && (unread || !o.value.isScalar()) && textOnly(*t, o.value))
+      return Node::scalar(o.text, o.value.loc(), /*quoted=*/true);
+    if (unread) {
+      problems.insert(problems.end(), o.yaml_problems.begin(), o.yaml_problems.end());
+      return std::nullopt;
+    }
+    return o.value;
+  }
+
   void assign(Node& slot, const Type* t) {
+    std::optional<Node> value = valueFor(t && t->tag() == Tag::kList && o.append ? &t->args()[0] : t);
+    if (!value) return;
     if (o.append) {
       if (slot.isNull()) slot = Node::sequence(o.value.loc());
       const Type* lt = effective(t, slot);
@@ -131,13 +163,13 @@ struct Walker {
         slot = std::move(seq);
       }
       if (!slot.isSequence()) return fail("'+=' appends to a list, but this key holds " + slot.str());
-      slot.push(o.value);
+      slot.push(*value);
       return;
     }
     if (t != nullptr)
-      mergeInto(slot, o.value, *t);
+      mergeInto(slot, *value, *t);
     else
-      slot = o.value;
+      slot = *value;
   }
 
   void walk(Node& node, const Type* t, std::size_t i) {
@@ -262,7 +294,7 @@ std::vector<Override> envOverrides(const std::map<std::string, std::string>& env
   return out;
 }
 
-Node composeConfig(const ConfigSources& sources, const Type& root_type) {
+Node composeConfig(const ConfigSources& sources, const Type& root_type, std::vector<std::string>* notes) {
   // `problems` stop the composition before validation; `whole_tree` problems
   // (a duplicate key, ...) leave a tree that validation still checks, so a
   // user sees every error at once.
@@ -288,7 +320,7 @@ Node composeConfig(const ConfigSources& sources, const Type& root_type) {
     whole_tree.insert(whole_tree.end(), problems.begin(), problems.end());
     throw ConfigError(std::move(whole_tree));
   }
-  Node out = normalize(root, root_type, "", whole_tree);
+  Node out = normalize(root, root_type, "", whole_tree, notes, sources.template_only);
   if (!whole_tree.empty()) throw ConfigError(std::move(whole_tree));
   return out;
 }

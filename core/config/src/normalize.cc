@@ -22,7 +22,8 @@ std::string describe(const Node& n) {
 
 class Normalizer {
  public:
-  explicit Normalizer(std::vector<std::string>& problems) : problems_(problems) {}
+  Normalizer(std::vector<std::string>& problems, std::vector<std::string>* notes, bool template_only)
+      : problems_(problems), notes_(notes), template_only_(template_only) {}
 
   Node run(const Node& v, const Type& t, const std::string& path) {
     switch (t.tag()) {
@@ -111,6 +112,14 @@ class Normalizer {
       fail(v, path, "expected " + t.name() + ", got " + describe(v));
       return v;
     }
+    if (const ForeignSpelling* f = t.foreignSpelling(v.str())) {
+      if (f->to.empty()) {
+        fail(v, path, "'" + v.str() + "': " + f->reason);
+        return v;
+      }
+      note(v, path, "'" + v.str() + "' runs as " + f->to + (f->reason.empty() ? "" : " (" + f->reason + ")"));
+      return Node::scalar(f->to, v.loc(), /*quoted=*/true);
+    }
     if (!t.choices().empty()) {
       bool ok = false;
       for (const auto& c : t.choices()) ok = ok || c == v.str();
@@ -138,8 +147,7 @@ class Normalizer {
 
   Node component(const Node& v, const std::vector<ComponentKind>& kinds, const std::string& path) {
     const SchemaRegistry& reg = SchemaRegistry::instance();
-    std::string kind_names;
-    for (ComponentKind k : kinds) kind_names += (kind_names.empty() ? "" : " or ") + std::string(kindName(k));
+    const std::string kind_names = kindNames(kinds);
     const Node* name_node = nullptr;
     Node init = Node::map(v.loc());
     if (v.isScalar()) {
@@ -160,7 +168,7 @@ class Normalizer {
         }
       }
       if (name_node == nullptr) {
-        fail(v, path, "missing class_path; expected a " + kind_names + " class" + registered(kinds));
+        fail(v, path, "missing class_path; expected a " + kind_names + " class" + registeredClasses(kinds));
         return v;
       }
     } else {
@@ -168,26 +176,25 @@ class Normalizer {
                         describe(v));
       return v;
     }
-    const ComponentSchema* schema = name_node->isScalar() ? reg.resolve(kinds, name_node->str()) : nullptr;
+    const Resolution found = name_node->isScalar() ? reg.resolve(kinds, name_node->str()) : Resolution{};
+    const ComponentSchema* schema = found.schema;
     if (schema == nullptr) {
       const std::string name = name_node->isScalar() ? name_node->str() : describe(*name_node);
-      fail(*name_node, path.empty() ? "class_path" : path,
-           "unknown " + kind_names + " class '" + name + "'" +
-               didYouMean(name, reg.names(kinds)) + registered(kinds));
+      fail(*name_node, path.empty() ? "class_path" : path, unknownClass(kinds, name));
       return v;
     }
+    if (found.stand_in) note(*name_node, path, "'" + name_node->str() + "' runs as " + schema->classPath());
     Node out = Node::map(v.loc());
-    out.set("class_path", Node::scalar(schema->name, name_node->loc(), true));
+    out.set("class_path", Node::scalar(schema->classPath(), name_node->loc(), true));
     out.set("init_args", structure(init, schema->init_args, joinPath(path, "init_args")));
     return out;
   }
 
-  static std::string registered(const std::vector<ComponentKind>& kinds) {
-    std::string list;
-    for (ComponentKind k : kinds)
-      for (const ComponentSchema* s : SchemaRegistry::instance().list(k))
-        list += (list.empty() ? "" : ", ") + s->name;
-    return list.empty() ? "" : " (registered: " + list + ")";
+  void note(const Node& at, const std::string& path, const std::string& message) {
+    if (notes_ == nullptr) return;
+    std::string prefix = at.loc().str();
+    if (!prefix.empty()) prefix += ": ";
+    notes_->push_back(prefix + (path.empty() ? "" : path + ": ") + message);
   }
 
   Node structure(const Node& v, const StructSchema& schema, const std::string& path) {
@@ -205,10 +212,14 @@ class Normalizer {
     for (const ParamSpec& p : schema.params) {
       const std::string child = joinPath(path, p.name);
       const Node* given = v.isMap() ? v.find(p.name) : nullptr;
+      if (given == nullptr && p.defaultValue().isNull() && !p.type.acceptsNull() && template_only_) {
+        out.set(p.name, Node::null(v.loc()));  // a template leaves it for the user
+        continue;
+      }
       if (given == nullptr && p.defaultValue().isNull() && !p.type.acceptsNull()) {
         fail(v, child,
              p.type.tag() == Tag::kComponent
-                 ? "missing required key; choose a " + p.type.name() + " class" + registered(p.type.kinds())
+                 ? "missing required key; choose a " + p.type.name() + " class" + registeredClasses(p.type.kinds())
                  : "missing required key (" + p.type.name() + ")");
         continue;
       }
@@ -217,10 +228,8 @@ class Normalizer {
         continue;
       }
       Node value = run(*given, p.type, child);
-      if (p.only_default && !(value == run(p.defaultValue(), p.type, child)))
-        fail(*given, child,
-             "only the default (" + p.default_yaml +
-                 ") is supported; this key is accepted for LightningCLI compatibility");
+      if (!p.only_default_because.empty() && !(value == run(p.defaultValue(), p.type, child)))
+        fail(*given, child, "only the default (" + p.default_yaml + ") is supported: " + p.only_default_because);
       out.set(p.name, std::move(value));
     }
     return out;
@@ -251,10 +260,16 @@ class Normalizer {
     std::vector<const Type*> fitting;
     for (const Type& a : t.args())
       if (shapeFits(v, a)) fitting.push_back(&a);
+    // A foreign spelling is the alternative that knows it.
+    for (const Type* a : fitting)
+      if (v.isScalar() && a->tag() == Tag::kString && a->foreignSpelling(v.str())) return run(v, *a, path);
     for (const Type* a : fitting) {
-      std::vector<std::string> trial;
-      Node out = Normalizer(trial).run(v, *a, path);
-      if (trial.empty()) return out;
+      std::vector<std::string> trial, trial_notes;
+      Node out = Normalizer(trial, &trial_notes, template_only_).run(v, *a, path);
+      if (trial.empty()) {
+        if (notes_ != nullptr) notes_->insert(notes_->end(), trial_notes.begin(), trial_notes.end());
+        return out;
+      }
       if (fitting.size() == 1) {  // the only plausible reading: its errors are the useful ones
         problems_.insert(problems_.end(), trial.begin(), trial.end());
         return v;
@@ -264,7 +279,7 @@ class Normalizer {
     // range, not finite) says more than "expected A | B".
     for (const Type* a : fitting) {
       if (reads(v, *a)) {
-        Normalizer(problems_).run(v, *a, path);
+        Normalizer(problems_, notes_, template_only_).run(v, *a, path);
         return v;
       }
     }
@@ -293,28 +308,29 @@ class Normalizer {
 
   static void collectNames(const Type& t, std::vector<std::string>& names) {
     if (t.tag() == Tag::kString) names.insert(names.end(), t.choices().begin(), t.choices().end());
-    if (t.tag() == Tag::kComponent) {
-      auto more = SchemaRegistry::instance().names(t.kinds());
-      names.insert(names.end(), more.begin(), more.end());
-    }
+    if (t.tag() == Tag::kComponent)
+      for (ComponentKind k : t.kinds())
+        for (const ComponentSchema* s : SchemaRegistry::instance().list(k)) names.push_back(s->classPath());
     if (t.tag() == Tag::kUnion)
       for (const Type& a : t.args()) collectNames(a, names);
   }
 
   std::vector<std::string>& problems_;
+  std::vector<std::string>* notes_;
+  bool template_only_;
 };
 
 }  // namespace
 
-Node normalize(const Node& value, const Type& type, const std::string& path,
-               std::vector<std::string>& problems) {
-  return Normalizer(problems).run(value, type, path);
+Node normalize(const Node& value, const Type& type, const std::string& path, std::vector<std::string>& problems,
+               std::vector<std::string>* notes, bool template_only) {
+  return Normalizer(problems, notes, template_only).run(value, type, path);
 }
 
 std::string componentName(const Node& value, const std::vector<ComponentKind>& kinds) {
   const Node* name = value.isScalar() ? &value : (value.isMap() ? value.find("class_path") : nullptr);
   if (name == nullptr || !name->isScalar()) return "";
-  const ComponentSchema* s = SchemaRegistry::instance().resolve(kinds, name->str());
+  const ComponentSchema* s = SchemaRegistry::instance().resolve(kinds, name->str()).schema;
   return s ? s->name : "";
 }
 

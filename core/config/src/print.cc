@@ -33,11 +33,13 @@ class Printer {
     if (a == nullptr) return v;
     if (a->tag() == Tag::kStruct && v.isMap()) return fields(v, *a->schema(), path);
     if (a->tag() == Tag::kComponent && v.isMap()) {
-      const ComponentSchema* s = SchemaRegistry::instance().resolve(a->kinds(), v.find("class_path")->str());
+      const ComponentSchema* s = SchemaRegistry::instance().resolve(a->kinds(), v.find("class_path")->str()).schema;
       Node out = Node::map();
       out.set("class_path", *v.find("class_path"));
       comments[joinPath(path, "class_path")] = s->doc;
-      out.set("init_args", fields(*v.find("init_args"), s->init_args, joinPath(path, "init_args")));
+      // As jsonargparse: a class without init_args is its class_path alone.
+      Node init = fields(*v.find("init_args"), s->init_args, joinPath(path, "init_args"));
+      if (!init.entries().empty()) out.set("init_args", std::move(init));
       return out;
     }
     if (a->tag() == Tag::kList && v.isSequence()) {

@@ -68,25 +68,35 @@ std::optional<double> parseFloat(std::string_view s) {
 
 std::string formatFloat(double v) {
   std::string s = fmt::format("{}", v);
-  // Keep a float-looking spelling so the emitted YAML reads back as a float.
-  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
-  return s;
+  // A spelling every YAML reader takes as a float, PyYAML's (and so
+  // LightningCLI's) included: it wants a '.' before an exponent ("1.0e-08").
+  if (s.find_first_of(".n") != std::string::npos) return s;
+  const auto e = s.find('e');
+  return e == std::string::npos ? s + ".0" : s.insert(e, ".0");
 }
+
+namespace {
+// Farthest edit distance at which `word` still reads as a typo of a candidate.
+std::size_t typoLimit(std::string_view word) { return std::max<std::size_t>(2, word.size() / 3); }
+}  // namespace
 
 std::optional<std::string> closestMatch(std::string_view word,
                                         const std::vector<std::string>& candidates) {
-  std::optional<std::string> best;
-  std::size_t best_d = std::numeric_limits<std::size_t>::max();
-  for (const auto& c : candidates) {
-    const std::size_t d = editDistance(word, c);
-    if (d < best_d) {
-      best_d = d;
-      best = c;
-    }
-  }
-  const std::size_t limit = std::max<std::size_t>(2, word.size() / 3);
-  if (!best || best_d > limit || *best == word) return std::nullopt;
-  return best;
+  const auto near = closeMatches(word, candidates, 1);
+  if (near.empty() || candidates[near[0]] == word) return std::nullopt;
+  return candidates[near[0]];
+}
+
+std::vector<std::size_t> closeMatches(std::string_view word, const std::vector<std::string>& candidates,
+                                      std::size_t count) {
+  std::vector<std::pair<std::size_t, std::size_t>> near;  // (distance, index)
+  for (std::size_t i = 0; i < candidates.size(); ++i)
+    if (const std::size_t d = editDistance(word, candidates[i]); d <= typoLimit(word)) near.emplace_back(d, i);
+  std::stable_sort(near.begin(), near.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<std::size_t> out;
+  for (const auto& [d, i] : near)
+    if (out.size() < count) out.push_back(i);
+  return out;
 }
 
 std::string didYouMean(std::string_view word, const std::vector<std::string>& candidates) {

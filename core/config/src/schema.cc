@@ -1,5 +1,6 @@
 #include "hpu/core/config/schema.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "hpu/core/config/yaml_io.h"
@@ -41,11 +42,18 @@ Type Type::real() {
   t.tag_ = Tag::kFloat;
   return t;
 }
-Type Type::string(std::vector<std::string> choices) {
+Type Type::string(std::vector<std::string> choices, std::vector<ForeignSpelling> foreign) {
   Type t;
   t.tag_ = Tag::kString;
   t.choices_ = std::move(choices);
+  t.foreign_ = std::move(foreign);
   return t;
+}
+
+const ForeignSpelling* Type::foreignSpelling(std::string_view value) const {
+  for (const ForeignSpelling& f : foreign_)
+    if (std::find(f.from.begin(), f.from.end(), value) != f.from.end()) return &f;
+  return nullptr;
 }
 Type Type::dict() {
   Type t;

@@ -31,6 +31,8 @@ struct Batching {
   bool drop_last;
   std::uint64_t seed;
 
+  Batching(std::int64_t batch_size, int num_workers, bool shuffle, bool drop_last, std::uint64_t seed)
+      : batch_size(batch_size), num_workers(num_workers), shuffle(shuffle), drop_last(drop_last), seed(seed) {}
   explicit Batching(const config::Params& p)
       : batch_size(p.getInt("batch_size")),
         num_workers(static_cast<int>(p.getInt("num_workers"))),
@@ -51,12 +53,12 @@ struct Batching {
 
 // The schema of a data module: its own `params`, then the batching options
 // (batch_size defaulting to `batch_default`).
-inline config::ComponentSchema dataModuleSchema(const char* name, std::vector<std::string> aliases,
+inline config::ComponentSchema dataModuleSchema(const char* name, std::string module,
                                                 std::vector<config::ParamSpec> params, const char* batch_default,
                                                 const char* doc) {
   for (config::ParamSpec& spec : loaderParams(batch_default)) params.push_back(std::move(spec));
   return config::ComponentSchema{
-      config::ComponentKind::kDataModule, name, std::move(aliases), {name, "", std::move(params)}, doc};
+      config::ComponentKind::kDataModule, name, std::move(module), {name, "", std::move(params)}, doc};
 }
 
 }  // namespace hpu::core::data

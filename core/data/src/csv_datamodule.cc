@@ -212,7 +212,7 @@ class CSVDataModule : public DataModule {
 };
 
 HPU_REGISTER_COMPONENT(DataModule,
-                       dataModuleSchema("CSVDataModule", {},
+                       dataModuleSchema("CSVDataModule", "",
                                         {{"train_file", Type::optional(Type::string()), "null",
                                           "CSV of training samples (also split for validation)."},
                                          {"val_file", Type::optional(Type::string()), "null",

@@ -111,7 +111,7 @@ std::vector<ParamSpec> idxParams(const char* data_dir) {
 
 HPU_REGISTER_COMPONENT(
     DataModule,
-    dataModuleSchema("FashionMNISTDataModule", {"pl_bolts.datamodules.FashionMNISTDataModule"},
+    dataModuleSchema("FashionMNISTDataModule", "pl_bolts.datamodules",
                      idxParams("/usr/share/datasets/fashion-mnist"), "64",
                      "Fashion-MNIST: 28x28 grey images of 10 clothing classes, 60k train / 10k test."),
     [](const Params& p) {
@@ -120,7 +120,7 @@ HPU_REGISTER_COMPONENT(
     });
 
 HPU_REGISTER_COMPONENT(DataModule,
-                       dataModuleSchema("MNISTDataModule", {"pl_bolts.datamodules.MNISTDataModule"},
+                       dataModuleSchema("MNISTDataModule", "pl_bolts.datamodules",
                                         idxParams("/usr/share/datasets/mnist"), "64",
                                         "MNIST: 28x28 grey images of handwritten digits, 60k train / 10k test."),
                        [](const Params& p) { return std::make_unique<IdxDataModule>("MNIST", p, 0.1307f, 0.3081f); });

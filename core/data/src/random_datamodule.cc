@@ -1,4 +1,5 @@
-// RandomDataModule: seeded Gaussian noise (Lightning's RandomDataset).
+// RandomDataModule: seeded Gaussian noise (Lightning's RandomDataset), and
+// Lightning's BoringDataModule, the same data with its fixed settings.
 #include "batching.h"
 #include "hpu/core/base/random.h"
 
@@ -12,7 +13,8 @@ using config::Type;
 // of BoringModel.
 class RandomDataModule : public DataModule {
  public:
-  explicit RandomDataModule(const Params& p) : size_(p.getInt("size")), length_(p.getInt("length")), batching_(p) {}
+  RandomDataModule(std::string name, std::int64_t size, std::int64_t length, Batching batching)
+      : name_(std::move(name)), size_(size), length_(length), batching_(batching) {}
 
   void setup(Stage) override {
     if (data_) return;
@@ -23,22 +25,40 @@ class RandomDataModule : public DataModule {
   }
   std::shared_ptr<const Dataset> dataset(Split) const override { return data_; }
   LoaderOptions loaderOptions(Split split) const override { return batching_.options(split); }
-  std::string name() const override { return "RandomDataModule"; }
+  std::string name() const override { return name_; }
   std::vector<Field> batchFields(Split) const override { return classificationFields({size_}, false); }
 
  private:
+  std::string name_;
   std::int64_t size_, length_;
   Batching batching_;
   std::shared_ptr<const Dataset> data_;
 };
 
 HPU_REGISTER_COMPONENT(DataModule,
-                       dataModuleSchema("RandomDataModule", {"lightning.pytorch.demos.boring_classes.RandomDataModule"},
+                       dataModuleSchema("RandomDataModule", "",
                                         {{"size", Type::integer().min(1), "32", "Features per sample."},
                                          {"length", Type::integer().min(1), "64", "Samples in every split."}},
                                         "2",
                                         "Seeded Gaussian noise (Lightning's RandomDataset), the data of BoringModel."),
-                       [](const Params& p) { return std::make_unique<RandomDataModule>(p); });
+                       [](const Params& p) {
+                         return std::make_unique<RandomDataModule>("RandomDataModule", p.getInt("size"),
+                                                                   p.getInt("length"), Batching(p));
+                       });
+
+// Lightning's BoringDataModule has no init_args: 32 features, 64 samples per
+// split, DataLoader's defaults (batch size 1, in order).
+HPU_REGISTER_COMPONENT(DataModule,
+                       config::ComponentSchema{config::ComponentKind::kDataModule,
+                                               "BoringDataModule",
+                                               "lightning.pytorch.demos.boring_classes",
+                                               {"BoringDataModule", "", {}},
+                                               "Lightning's BoringDataModule: RandomDataModule(size=32, length=64) "
+                                               "in batches of 1, unshuffled."},
+                       [](const Params&) {
+                         return std::make_unique<RandomDataModule>("BoringDataModule", 32, 64,
+                                                                   Batching(1, 0, false, false, 42));
+                       });
 
 }  // namespace
 }  // namespace hpu::core::data

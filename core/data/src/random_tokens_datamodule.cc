@@ -45,7 +45,7 @@ class RandomTokensDataModule final : public DataModule {
 
 HPU_REGISTER_COMPONENT(
     DataModule,
-    dataModuleSchema("RandomTokensDataModule", {},
+    dataModuleSchema("RandomTokensDataModule", "",
                      {{"vocab_size", Type::integer().min(1), "256", "Token ids are drawn from [0, vocab_size)."},
                       {"block_size", Type::integer().min(1), "256", "Tokens per sample."},
                       {"num_samples", Type::integer().min(1), "256", "Training samples (validation: a tenth)."}},

@@ -120,7 +120,7 @@ class TextDataModule final : public DataModule {
 HPU_REGISTER_COMPONENT(
     DataModule,
     dataModuleSchema(
-        "TextDataModule", {},
+        "TextDataModule", "",
         {{"path", Type::string(), "null", "A text file, or a folder whose regular files are read in name order."},
          {"exclude", Type::list(Type::string()), "[]", "File name patterns of a folder's files to skip (e.g. *.dat)."},
          {"tokenizer", Type::string({"byte", "char"}), "byte",

@@ -80,7 +80,7 @@ HPU_REGISTER_COMPONENT(
     config::ComponentSchema{
         config::ComponentKind::kLogger,
         "CSVLogger",
-        {"lightning.pytorch.loggers.CSVLogger", "pytorch_lightning.loggers.CSVLogger", "lightning.pytorch.loggers.csv_logs.CSVLogger"},
+        "lightning.pytorch.loggers",
         {"CSVLogger",
          "",
          [] {

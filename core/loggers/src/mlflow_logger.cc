@@ -248,8 +248,7 @@ HPU_REGISTER_COMPONENT(
     config::ComponentSchema{
         config::ComponentKind::kLogger,
         "MLFlowLogger",
-        {"lightning.pytorch.loggers.MLFlowLogger", "pytorch_lightning.loggers.MLFlowLogger",
-         "lightning.pytorch.loggers.mlflow.MLFlowLogger"},
+        "lightning.pytorch.loggers",
         {"MLFlowLogger",
          "",
          {{"experiment_name", Type::string(), "lightning_logs", "The experiment: found by name, else created."},
@@ -259,7 +258,7 @@ HPU_REGISTER_COMPONENT(
           {"tags", Type::optional(Type::dict()), "null", "Tags of the run: {name: value}."},
           {"save_dir", Type::string(), "./mlruns", "The file store's directory."},
           {"log_model", Type::boolean(), "false",
-           "Copy checkpoints into the run's artifacts (not supported: they stay in ModelCheckpoint's dirpath).", true},
+           "Copy checkpoints into the run's artifacts.", "checkpoints stay in ModelCheckpoint's dirpath; the file store holds metrics, params and tags"},
           {"prefix", Type::string(), "''", "Prefix of every metric key."},
           {"artifact_location", Type::optional(Type::string()), "null",
            "Artifact location of a new experiment (null: <save_dir>/<experiment_id>)."},

@@ -148,15 +148,14 @@ HPU_REGISTER_COMPONENT(
     config::ComponentSchema{
         config::ComponentKind::kLogger,
         "TensorBoardLogger",
-        {"lightning.pytorch.loggers.TensorBoardLogger", "pytorch_lightning.loggers.TensorBoardLogger",
-         "lightning.pytorch.loggers.tensorboard.TensorBoardLogger"},
+        "lightning.pytorch.loggers",
         {"TensorBoardLogger",
          "",
          [] {
            auto params = logDirectoryParams();
            params.push_back({"log_graph", Type::boolean(), "false",
-                             "Add the model's computational graph (needs a TorchScript trace; not available here).",
-                             true});
+                             "Add the model's computational graph.",
+                             "the graph tab needs a TorchScript trace, which a native model has not"});
            params.push_back({"default_hp_metric", Type::boolean(), "true",
                              "Log hp_metric = -1 with the hyper-parameters, so the HPARAMS tab lists the run."});
            params.push_back({"prefix", Type::string(), "''", "Prefix of every metric tag."});

@@ -18,8 +18,7 @@ HPU_REGISTER_COMPONENT(
     config::ComponentSchema{
         config::ComponentKind::kLogger,
         "WandbLogger",
-        {"lightning.pytorch.loggers.WandbLogger", "pytorch_lightning.loggers.WandbLogger",
-         "lightning.pytorch.loggers.wandb.WandbLogger"},
+        "lightning.pytorch.loggers",
         {"WandbLogger",
          "",
          {{"name", Type::optional(Type::string()), "null", "Display name of the run."},

@@ -52,7 +52,7 @@ HPU_REGISTER_COMPONENT(LightningModule,
                        config::ComponentSchema{
                            config::ComponentKind::kModel,
                            "BoringModel",
-                           {"lightning.pytorch.demos.boring_classes.BoringModel"},
+                           "lightning.pytorch.demos.boring_classes",
                            {"BoringModel",
                             "",
                             {{"out_features", config::Type::integer().min(1), "2", "Outputs of the linear layer."},

@@ -56,7 +56,7 @@ HPU_REGISTER_COMPONENT(
     config::ComponentSchema{
         ComponentKind::kModel,
         "ConvNetClassifier",
-        {},
+        "",
         {"ConvNetClassifier",
          "",
          {{"channels", Type::list(Type::integer().min(1)), "[32, 64]", "Output channels of each conv block."},

@@ -48,7 +48,7 @@ HPU_REGISTER_COMPONENT(
     config::ComponentSchema{
         ComponentKind::kModel,
         "MLPClassifier",
-        {},
+        "",
         {"MLPClassifier",
          "",
          {{"hidden", Type::list(Type::integer().min(1)), "[256, 128]", "Widths of the hidden layers."},

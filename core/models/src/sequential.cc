@@ -62,7 +62,7 @@ HPU_REGISTER_COMPONENT(
     ComponentSchema{
         ComponentKind::kModel,
         "Sequential",
-        {},
+        "",
         {"Sequential",
          "",
          {{"layers", Type::list(Type::component({ComponentKind::kLayer})), "[]",

@@ -13,13 +13,13 @@ LayerBuild LayerRecipe::build(InitContext& ctx, const Shape& in, const std::stri
 }
 
 config::ComponentSchema layerSchema(const char* name, std::vector<config::ParamSpec> params, const char* doc,
-                                    std::vector<std::string> aliases) {
+                                    std::string module) {
   return config::ComponentSchema{
-      config::ComponentKind::kLayer, name, std::move(aliases), {name, "", std::move(params)}, doc};
+      config::ComponentKind::kLayer, name, std::move(module), {name, "", std::move(params)}, doc};
 }
 
 config::ComponentSchema torchLayerSchema(const char* name, std::vector<config::ParamSpec> params, const char* doc) {
-  return layerSchema(name, std::move(params), doc, {std::string("torch.nn.") + name});
+  return layerSchema(name, std::move(params), doc, "torch.nn");
 }
 
 LayerRegistration::LayerRegistration(config::ComponentSchema schema, LayerBuilder build) {

@@ -61,6 +61,15 @@ Tensor rmsNorm(const Tensor& x_in, const Tensor& w_in, float eps) {
   return finish(y);
 }
 
+namespace {
+thread_local k::ChannelSums tls_sync_batchnorm;
+}  // namespace
+
+SyncBatchNormScope::SyncBatchNormScope(k::ChannelSums sum) : previous_(std::move(tls_sync_batchnorm)) {
+  tls_sync_batchnorm = std::move(sum);
+}
+SyncBatchNormScope::~SyncBatchNormScope() { tls_sync_batchnorm = std::move(previous_); }
+
 Tensor batchNorm2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Tensor& running_mean,
                    Tensor& running_var, bool training, float momentum, float eps) {
   require(x_in.ndim() == 4, "batch_norm2d", [&] { return "expects [N, C, H, W], got " + x_in.shape().str(); });
@@ -70,18 +79,20 @@ Tensor batchNorm2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, T
   const OpRecord op_record = record(op::kBatchNorm, {&x, &w, &b});
   Tensor y = like(x, x.shape());
   auto stats = std::make_shared<std::vector<float>>();  // (mean, rstd) per channel
+  const k::ChannelSums sums = training ? tls_sync_batchnorm : k::ChannelSums{};
   if (computes(y)) {
     stats->resize(static_cast<std::size_t>(2 * g.c));
     k::batchNorm2dForward(g, x.data(), w.defined() ? w.data() : nullptr, b.defined() ? b.data() : nullptr,
-                          running_mean.data(), running_var.data(), training, momentum, eps, y.data(), stats->data());
+                          running_mean.data(), running_var.data(), training, momentum, eps, y.data(), stats->data(),
+                          sums);
   }
-  recordBackward(y, {&x, &w, &b}, [x, w, b, y, stats, g, training] {
+  recordBackward(y, {&x, &w, &b}, [x, w, b, y, stats, g, training, sums] {
     Tensor gy = y.grad();
     if (!gy.defined()) return;
     const auto [gx, gw, gb] = gradTargets(x, w, b);
     if (computes(y))
       k::batchNorm2dBackward(g, x.data(), gy.data(), w.defined() ? w.data() : nullptr, stats->data(), training, gx.data,
-                             gx.accumulate, gw.data, gb.data, gw.accumulate || gb.accumulate);
+                             gx.accumulate, gw.data, gb.data, gw.accumulate || gb.accumulate, sums);
     gradsWritten(x, w, b);
   });
   return finish(y);

@@ -70,11 +70,26 @@ bool wants(const Tensor& t);
 // Records `backward` for `out` when any input needs a gradient: marks `out`
 // as requiring one and counts the inputs' uses.
 void track(Tensor& out, std::initializer_list<const Tensor*> inputs);
+// Under anomaly detection the output is noted and the backward checks the
+// gradients it wrote (autograd::AnomalyDetection).
 template <class Backward>
 void recordBackward(Tensor& out, std::initializer_list<const Tensor*> inputs, Backward backward) {
   if (!autograd::needsGrad(inputs)) return;
   track(out, inputs);
-  autograd::currentTape()->record(std::move(backward), lastRecordedOp(), lastRecordedOpId());
+  if (!autograd::anomalyDetection()) {
+    autograd::currentTape()->record(std::move(backward), lastRecordedOp(), lastRecordedOpId());
+    return;
+  }
+  autograd::noteForwardOutput(out, lastRecordedOp());
+  std::vector<Tensor> checked;
+  for (const Tensor* t : inputs)
+    if (t != nullptr && t->defined() && t->requiresGrad()) checked.push_back(*t);
+  autograd::currentTape()->record(
+      [backward = std::move(backward), checked = std::move(checked), op = lastRecordedOp()]() mutable {
+        backward();
+        autograd::checkInputGradients(checked, op);
+      },
+      lastRecordedOp(), lastRecordedOpId());
 }
 
 // The gradient targets of an input, a weight and a bias that one kernel

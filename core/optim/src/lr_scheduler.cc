@@ -1,9 +1,14 @@
 #include "hpu/core/optim/lr_scheduler.h"
 
+#include <spdlog/fmt/fmt.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <cmath>
 #include <limits>
 #include <numbers>
+
+#include "hpu/core/base/errors.h"
 
 namespace hpu::core::optim {
 
@@ -17,7 +22,22 @@ void LRScheduler::attach(Optimizer& optimizer) {
 void LRScheduler::step(std::optional<double> metric) {
   observe(metric);
   ++last_epoch_;
-  optimizer_->setLr(computeLr(optimizer_->lr()));
+  const double previous = optimizer_->lr();
+  optimizer_->setLr(computeLr(previous));
+  if (verbose_)
+    if (const std::string line = verboseLine(previous); !line.empty()) {
+      std::fputs(line.c_str(), stdout);
+      std::fflush(stdout);
+    }
+}
+
+void LRScheduler::restart() {
+  last_epoch_ = 0;
+  optimizer_->setLr(lrAtStart());
+}
+
+std::string LRScheduler::verboseLine(double) const {
+  return fmt::format("Adjusting learning rate of group 0 to {:.4e}.\n", optimizer_->lr());
 }
 
 namespace {
@@ -76,6 +96,141 @@ class CosineAnnealingLR final : public LRScheduler {
   double eta_min_;
 };
 
+class ExponentialLR final : public LRScheduler {
+ public:
+  explicit ExponentialLR(double gamma) : gamma_(gamma) {}
+  std::string name() const override { return "ExponentialLR"; }
+
+ protected:
+  double computeLr(double current) override { return last_epoch_ == 0 ? current : current * gamma_; }
+
+ private:
+  double gamma_;
+};
+
+// torch's chainable form: each step scales the current lr by the ratio of
+// consecutive factors.
+class LinearLR final : public LRScheduler {
+ public:
+  LinearLR(double start, double end, std::int64_t total) : start_(start), end_(end), total_(total) {}
+  std::string name() const override { return "LinearLR"; }
+
+ protected:
+  double computeLr(double current) override {
+    if (last_epoch_ == 0) return current * start_;
+    if (last_epoch_ > total_) return current;
+    return current * (1.0 + (end_ - start_) / (static_cast<double>(total_) * start_ +
+                                               static_cast<double>(last_epoch_ - 1) * (end_ - start_)));
+  }
+  double lrAtStart() const override { return baseLr() * start_; }
+
+ private:
+  double start_, end_;
+  std::int64_t total_;
+};
+
+class OneCycleLR final : public LRScheduler {
+ public:
+  explicit OneCycleLR(const OneCycleOptions& o) : o_(o) {
+    const double initial = o.max_lr / o.div_factor, total = static_cast<double>(o.total_steps);
+    const double min_lr = initial / o.final_div_factor;
+    if (o.three_phase)
+      phases_ = {{o.pct_start * total - 1, initial, o.max_lr, o.max_momentum, o.base_momentum},
+                 {2 * o.pct_start * total - 2, o.max_lr, initial, o.base_momentum, o.max_momentum},
+                 {total - 1, initial, min_lr, o.max_momentum, o.max_momentum}};
+    else
+      phases_ = {{o.pct_start * total - 1, initial, o.max_lr, o.max_momentum, o.base_momentum},
+                 {total - 1, o.max_lr, min_lr, o.base_momentum, o.max_momentum}};
+  }
+  std::string name() const override { return "OneCycleLR"; }
+  void attach(Optimizer& optimizer) override {
+    if (o_.cycle_momentum && !optimizer.momentum())
+      throw UsageError(optimizer.name() + " has no momentum for OneCycleLR's cycle_momentum; set cycle_momentum: false");
+    LRScheduler::attach(optimizer);
+  }
+
+ protected:
+  double computeLr(double) override {
+    if (last_epoch_ > o_.total_steps)
+      throw UsageError(fmt::format("Tried to step {} times. The specified number of total steps is {}", last_epoch_,
+                                   o_.total_steps));
+    const auto step = static_cast<double>(last_epoch_);
+    double start_step = 0;
+    for (std::size_t i = 0; i < phases_.size(); ++i) {
+      const Phase& ph = phases_[i];
+      if (step <= ph.end_step || i + 1 == phases_.size()) {
+        const double pct = (step - start_step) / (ph.end_step - start_step);
+        if (o_.cycle_momentum) optimizer_->setMomentum(anneal(ph.start_momentum, ph.end_momentum, pct));
+        return anneal(ph.start_lr, ph.end_lr, pct);
+      }
+      start_step = ph.end_step;
+    }
+    return phases_.back().end_lr;
+  }
+  double lrAtStart() const override { return phases_.front().start_lr; }
+
+ private:
+  struct Phase {
+    double end_step, start_lr, end_lr, start_momentum, end_momentum;
+  };
+  double anneal(double start, double end, double pct) const {
+    if (o_.cos_anneal) return end + (start - end) / 2.0 * (std::cos(std::numbers::pi * pct) + 1);
+    return (end - start) * pct + start;
+  }
+  OneCycleOptions o_;
+  std::vector<Phase> phases_;
+};
+
+class SequentialLR final : public LRScheduler {
+ public:
+  SequentialLR(std::vector<std::unique_ptr<LRScheduler>> schedulers, std::vector<std::int64_t> milestones)
+      : schedulers_(std::move(schedulers)), milestones_(std::move(milestones)) {}
+  std::string name() const override { return "SequentialLR"; }
+  // As torch: every scheduler is built on the optimizer, the lr is reset to
+  // its initial value and only the first scheduler takes its initial step.
+  void attach(Optimizer& optimizer) override {
+    optimizer_ = &optimizer;
+    for (auto& s : schedulers_) s->attach(optimizer);
+    optimizer.setLr(optimizer.initialLr());
+    schedulers_.front()->attach(optimizer);
+    last_epoch_ = 0;
+  }
+  std::vector<double> state() const override {
+    std::vector<double> out{static_cast<double>(last_epoch_)};
+    for (const auto& s : schedulers_) {
+      const auto child = s->state();
+      out.push_back(static_cast<double>(child.size()));
+      out.insert(out.end(), child.begin(), child.end());
+    }
+    return out;
+  }
+  void loadState(const std::vector<double>& s) override {
+    last_epoch_ = static_cast<std::int64_t>(s.at(0));
+    std::size_t at = 1;
+    for (auto& child : schedulers_) {
+      const auto n = static_cast<std::size_t>(s.at(at));
+      child->loadState(std::vector<double>(s.begin() + static_cast<std::ptrdiff_t>(at + 1),
+                                           s.begin() + static_cast<std::ptrdiff_t>(at + 1 + n)));
+      at += 1 + n;
+    }
+  }
+
+ protected:
+  double computeLr(double) override {
+    const auto idx = static_cast<std::size_t>(std::upper_bound(milestones_.begin(), milestones_.end(), last_epoch_) -
+                                              milestones_.begin());
+    if (idx > 0 && milestones_[idx - 1] == last_epoch_)
+      schedulers_[idx]->restart();
+    else
+      schedulers_[idx]->step();
+    return optimizer_->lr();
+  }
+
+ private:
+  std::vector<std::unique_ptr<LRScheduler>> schedulers_;
+  std::vector<std::int64_t> milestones_;
+};
+
 class WarmupDecayLR final : public LRScheduler {
  public:
   explicit WarmupDecayLR(const WarmupDecayOptions& o) : o_(o) {}
@@ -119,6 +274,10 @@ class ReduceLROnPlateau final : public LRScheduler {
 
  protected:
   void observe(std::optional<double> metric) override { pending_ = metric; }
+  std::string verboseLine(double previous) const override {
+    if (optimizer_->lr() == previous) return "";
+    return fmt::format("Epoch {:05d}: reducing learning rate of group 0 to {:.4e}.\n", last_epoch_, optimizer_->lr());
+  }
   double computeLr(double current) override {
     if (!pending_) return current;  // the constructor's step and steps without a metric
     const double m = *pending_;
@@ -165,6 +324,15 @@ std::unique_ptr<LRScheduler> makeMultiStepLR(std::vector<std::int64_t> milestone
 }
 std::unique_ptr<LRScheduler> makeCosineAnnealingLR(std::int64_t t_max, double eta_min) {
   return std::make_unique<CosineAnnealingLR>(t_max, eta_min);
+}
+std::unique_ptr<LRScheduler> makeExponentialLR(double gamma) { return std::make_unique<ExponentialLR>(gamma); }
+std::unique_ptr<LRScheduler> makeLinearLR(double start_factor, double end_factor, std::int64_t total_iters) {
+  return std::make_unique<LinearLR>(start_factor, end_factor, total_iters);
+}
+std::unique_ptr<LRScheduler> makeOneCycleLR(const OneCycleOptions& o) { return std::make_unique<OneCycleLR>(o); }
+std::unique_ptr<LRScheduler> makeSequentialLR(std::vector<std::unique_ptr<LRScheduler>> schedulers,
+                                              std::vector<std::int64_t> milestones) {
+  return std::make_unique<SequentialLR>(std::move(schedulers), std::move(milestones));
 }
 std::unique_ptr<LRScheduler> makeWarmupDecayLR(const WarmupDecayOptions& o) {
   return std::make_unique<WarmupDecayLR>(o);

@@ -142,6 +142,9 @@ class SGD final : public Optimizer {
  public:
   explicit SGD(const SGDOptions& o) : Optimizer(o.lr), o_(o) {}
   std::string name() const override { return "SGD"; }
+  std::optional<double> momentum() const override { return o_.momentum; }
+  void setMomentum(double m) override { o_.momentum = m; }
+  double weightDecay() const override { return o_.weight_decay; }
 
  protected:
   std::vector<std::string> stateNames() const override {
@@ -169,6 +172,9 @@ class Adam final : public Optimizer {
  public:
   explicit Adam(const AdamOptions& o) : Optimizer(o.lr), o_(o) {}
   std::string name() const override { return o_.decoupled_weight_decay ? "AdamW" : "Adam"; }
+  std::optional<double> momentum() const override { return o_.beta1; }
+  void setMomentum(double beta1) override { o_.beta1 = beta1; }
+  double weightDecay() const override { return o_.weight_decay; }
 
  protected:
   std::vector<std::string> stateNames() const override { return {"exp_avg", "exp_avg_sq"}; }
@@ -202,9 +208,92 @@ class Adam final : public Optimizer {
   AdamOptions o_;
 };
 
+// torch.optim.RMSprop (single-tensor path): float32 math, scalars from doubles.
+class RMSprop final : public Optimizer {
+ public:
+  explicit RMSprop(const RMSpropOptions& o) : Optimizer(o.lr), o_(o) {}
+  std::string name() const override { return "RMSprop"; }
+  std::optional<double> momentum() const override { return o_.momentum; }
+  void setMomentum(double m) override { o_.momentum = m; }
+  double weightDecay() const override { return o_.weight_decay; }
+
+ protected:
+  // square_avg, then momentum_buffer (momentum > 0) and grad_avg (centered).
+  std::vector<std::string> stateNames() const override {
+    std::vector<std::string> names{"square_avg"};
+    if (o_.momentum > 0) names.emplace_back("momentum_buffer");
+    if (o_.centered) names.emplace_back("grad_avg");
+    return names;
+  }
+  void update(const ParamSlice& s, float* const* state, std::int64_t) override {
+    const float rate = static_cast<float>(lr()), alpha = static_cast<float>(o_.alpha);
+    const float one_minus_alpha = static_cast<float>(1.0 - o_.alpha), eps = static_cast<float>(o_.eps);
+    const float wd = static_cast<float>(o_.weight_decay), mom = static_cast<float>(o_.momentum);
+    float* __restrict sq = state[0];
+    float* __restrict buf = o_.momentum > 0 ? state[1] : nullptr;
+    float* __restrict gavg = o_.centered ? state[o_.momentum > 0 ? 2 : 1] : nullptr;
+    forChunks(s.numel, [&](std::int64_t begin, std::int64_t end) {
+      float* __restrict p = s.values;
+      const float* __restrict g = s.grads;
+      for (std::int64_t i = begin; i < end; ++i) {
+        const float grad = g[i] + wd * p[i];
+        sq[i] = sq[i] * alpha + one_minus_alpha * grad * grad;
+        float avg;
+        if (gavg != nullptr) {
+          gavg[i] += one_minus_alpha * (grad - gavg[i]);  // lerp_(grad, 1 - alpha)
+          avg = std::sqrt(sq[i] - gavg[i] * gavg[i]) + eps;
+        } else {
+          avg = std::sqrt(sq[i]) + eps;
+        }
+        if (buf != nullptr) {
+          buf[i] = buf[i] * mom + grad / avg;
+          p[i] -= rate * buf[i];
+        } else {
+          p[i] += -rate * grad / avg;  // addcdiv_'s order: (value * t1) / t2
+        }
+      }
+    });
+  }
+
+ private:
+  RMSpropOptions o_;
+};
+
+// torch.optim.Adagrad (single-tensor path).
+class Adagrad final : public Optimizer {
+ public:
+  explicit Adagrad(const AdagradOptions& o) : Optimizer(o.lr), o_(o) {}
+  std::string name() const override { return "Adagrad"; }
+  double weightDecay() const override { return o_.weight_decay; }
+
+ protected:
+  std::vector<std::string> stateNames() const override { return {"sum"}; }
+  void update(const ParamSlice& s, float* const* state, std::int64_t step) override {
+    const float clr = static_cast<float>(lr() / (1.0 + static_cast<double>(step - 1) * o_.lr_decay));
+    const float wd = static_cast<float>(o_.weight_decay), eps = static_cast<float>(o_.eps);
+    const float initial = static_cast<float>(o_.initial_accumulator_value);
+    const bool first = step == 1;  // torch fills the sum with initial_accumulator_value at construction
+    float* __restrict sum = state[0];
+    forChunks(s.numel, [&](std::int64_t begin, std::int64_t end) {
+      float* __restrict p = s.values;
+      const float* __restrict g = s.grads;
+      for (std::int64_t i = begin; i < end; ++i) {
+        const float grad = g[i] + wd * p[i];
+        sum[i] = (first ? initial : sum[i]) + grad * grad;
+        p[i] += -clr * grad / (std::sqrt(sum[i]) + eps);
+      }
+    });
+  }
+
+ private:
+  AdagradOptions o_;
+};
+
 }  // namespace
 
 std::unique_ptr<Optimizer> makeSGD(const SGDOptions& o) { return std::make_unique<SGD>(o); }
+std::unique_ptr<Optimizer> makeRMSprop(const RMSpropOptions& o) { return std::make_unique<RMSprop>(o); }
+std::unique_ptr<Optimizer> makeAdagrad(const AdagradOptions& o) { return std::make_unique<Adagrad>(o); }
 std::unique_ptr<Optimizer> makeAdam(const AdamOptions& o) { return std::make_unique<Adam>(o); }
 std::unique_ptr<Optimizer> makeAdamW(AdamOptions o) {
   o.decoupled_weight_decay = true;

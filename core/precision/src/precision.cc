@@ -295,8 +295,7 @@ HPU_REGISTER_COMPONENT(
     config::ComponentSchema{
         config::ComponentKind::kPrecisionPlugin,
         "HPUPrecisionPlugin",
-        {"lightning_habana.pytorch.plugins.precision.HPUPrecisionPlugin",
-         "lightning_habana.pytorch.plugins.HPUPrecisionPlugin", "lightning_habana.HPUPrecisionPlugin"},
+        "lightning_habana",
         {"HPUPrecisionPlugin", "", pluginParams()},
         "Mixed precision, fp8 training and fp8 inference on HPU."},
     [](const config::Params& p) {
@@ -307,12 +306,10 @@ HPU_REGISTER_COMPONENT(PrecisionChoice,
                        config::ComponentSchema{
                            config::ComponentKind::kPrecisionPlugin,
                            "HPUDeepSpeedPrecisionPlugin",
-                           {"lightning_habana.pytorch.plugins.HPUDeepSpeedPrecisionPlugin",
-                            "lightning_habana.pytorch.plugins.deepspeed_precision.HPUDeepSpeedPrecisionPlugin",
-                            "DeepSpeedPrecisionPlugin", "lightning.pytorch.plugins.DeepSpeedPrecisionPlugin",
-                            "lightning.pytorch.plugins.precision.DeepSpeedPrecisionPlugin"},
+                           "lightning_habana",
                            {"HPUDeepSpeedPrecisionPlugin", "", pluginParams()},
-                           "The precision plugin of the DeepSpeed strategies."},
+                           "The precision plugin of the DeepSpeed strategies.",
+                           {"lightning.pytorch.plugins.DeepSpeedPrecision", "lightning.pytorch.plugins.DeepSpeedPrecisionPlugin"}},
                        [](const config::Params& p) {
                          return std::make_unique<PrecisionChoice>(
                              PrecisionChoice{p.getString("precision"), fp8OptionsFrom(p), /*deepspeed=*/true});

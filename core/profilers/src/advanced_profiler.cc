@@ -154,8 +154,7 @@ HPU_REGISTER_COMPONENT(
     config::ComponentSchema{
         config::ComponentKind::kProfiler,
         "AdvancedProfiler",
-        {"lightning.pytorch.profilers.AdvancedProfiler", "pytorch_lightning.profilers.AdvancedProfiler",
-         "lightning.pytorch.profilers.advanced.AdvancedProfiler", "pytorch_lightning.profiler.AdvancedProfiler"},
+        "lightning.pytorch.profilers",
         {"AdvancedProfiler",
          "",
          {{"dirpath", Type::optional(Type::string()), "null",
@@ -165,7 +164,7 @@ HPU_REGISTER_COMPONENT(
           {"line_count_restriction", Type::anyOf({Type::integer().min(0), Type::real().min(0.0).max(1.0)}), "1.0",
            "Rows per action: a count (int) or a fraction of them (float, 1.0: all)."},
           {"dump_stats", Type::boolean(), "false",
-           "Save cProfile's binary stats (there is no Python profile to save here).", true}}},
+           "Save cProfile's binary stats.", "there is no Python profile to save; the report is the text table"}}},
         "Per action, the calls and cumulative times of every action and device op that ran inside it, in pstats' "
         "layout (trainer.profiler: advanced)."},
     [](const config::Params& p) { return std::make_unique<AdvancedProfiler>(p); });

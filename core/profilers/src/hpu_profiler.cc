@@ -10,8 +10,7 @@ HPU_REGISTER_COMPONENT(
     Profiler,
     config::ComponentSchema{config::ComponentKind::kProfiler,
                             "HPUProfiler",
-                            {"lightning_habana.pytorch.profiler.profiler.HPUProfiler",
-                             "lightning_habana.pytorch.profiler.HPUProfiler", "lightning_habana.HPUProfiler"},
+                            "lightning_habana",
                             {"HPUProfiler", "", traceParams()},
                             "Chrome trace of host actions, emulated device ops and collectives, one file per rank."},
     [](const config::Params& p) { return makeTraceProfiler(traceOptions(p, "HPUProfiler")); });

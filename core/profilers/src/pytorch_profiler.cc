@@ -159,15 +159,14 @@ HPU_REGISTER_COMPONENT(
     config::ComponentSchema{
         config::ComponentKind::kProfiler,
         "PyTorchProfiler",
-        {"lightning.pytorch.profilers.PyTorchProfiler", "pytorch_lightning.profilers.PyTorchProfiler",
-         "lightning.pytorch.profilers.pytorch.PyTorchProfiler", "pytorch_lightning.profiler.PyTorchProfiler"},
+        "lightning.pytorch.profilers",
         {"PyTorchProfiler",
          "",
          [] {
            auto params = traceParams();
            params.push_back({"group_by_input_shapes", Type::boolean(), "false",
                              "One table row per op and input shapes (needs record_shapes)."});
-           params.push_back({"emit_nvtx", Type::boolean(), "false", "NVTX ranges for nvprof (CUDA only).", true});
+           params.push_back({"emit_nvtx", Type::boolean(), "false", "NVTX ranges for nvprof.", "NVTX is CUDA's; the trace file holds the op ranges"});
            params.push_back({"export_to_chrome", Type::boolean(), "true", "Write the Chrome trace."});
            params.push_back({"row_limit", Type::integer().min(-1), "20", "Rows of the table (-1: all)."});
            params.push_back({"sort_by_key",

@@ -112,8 +112,7 @@ HPU_REGISTER_COMPONENT(
     config::ComponentSchema{
         config::ComponentKind::kProfiler,
         "SimpleProfiler",
-        {"lightning.pytorch.profilers.SimpleProfiler", "pytorch_lightning.profilers.SimpleProfiler",
-         "lightning.pytorch.profiler.SimpleProfiler", "pytorch_lightning.profiler.SimpleProfiler"},
+        "lightning.pytorch.profilers",
         {"SimpleProfiler",
          "",
          {{"dirpath", Type::optional(Type::string()), "null",

@@ -12,13 +12,10 @@ namespace {
 
 struct ClusterEnvironmentChoice {};
 
-// The schema of environment `name`, under Lightning's and Fabric's class paths.
+// The schema of environment `name` (Lightning's class of that name).
 config::ComponentSchema environmentSchema(const std::string& name, const char* doc) {
-  std::vector<std::string> aliases;
-  for (const char* package : {"lightning.pytorch", "pytorch_lightning", "lightning.fabric"})
-    aliases.push_back(std::string(package) + ".plugins.environments." + name);
   return config::ComponentSchema{
-      config::ComponentKind::kClusterEnvironment, name, std::move(aliases), {name, "", {}}, doc};
+      config::ComponentKind::kClusterEnvironment, name, "lightning.pytorch.plugins.environments", {name, "", {}}, doc};
 }
 
 std::unique_ptr<ClusterEnvironmentChoice> choose(const config::Params&) {

@@ -431,11 +431,10 @@ HPU_REGISTER_COMPONENT(
     Strategy,
     config::ComponentSchema{config::ComponentKind::kStrategy,
                             "HPUDeepSpeedStrategy",
-                            {"lightning_habana.pytorch.strategies.HPUDeepSpeedStrategy",
-                             "lightning_habana.pytorch.strategies.deepspeed.HPUDeepSpeedStrategy",
-                             "lightning_habana.HPUDeepSpeedStrategy"},
+                            "lightning_habana",
                             {"HPUDeepSpeedStrategy", "", deepspeedParams("2", "false", "false")},
-                            "ZeRO data parallelism (DeepSpeed's stages 0-3, offload)."},
+                            "ZeRO data parallelism (DeepSpeed's stages 0-3, offload).",
+                            {"lightning.pytorch.strategies.DeepSpeedStrategy"}},
     [](const config::Params& p) -> std::unique_ptr<Strategy> {
       return std::make_unique<DeepSpeedStrategy>(p.values(), std::map<std::string, std::string>{});
     });

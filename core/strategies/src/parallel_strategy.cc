@@ -16,6 +16,7 @@
 
 #include "distributed_strategy.h"
 #include "hpu/core/config/registry.h"
+#include "trainer_part_param.h"
 #include "hpu/core/base/errors.h"
 #include "hpu/core/strategies/strategy.h"
 
@@ -77,17 +78,27 @@ HPU_REGISTER_COMPONENT(
     config::ComponentSchema{
         config::ComponentKind::kStrategy,
         "HPUParallelStrategy",
-        {"lightning_habana.pytorch.strategies.HPUParallelStrategy",
-         "lightning_habana.pytorch.strategies.parallel.HPUParallelStrategy", "lightning_habana.HPUParallelStrategy"},
+        "lightning_habana",
         {"HPUParallelStrategy",
          "",
-         {{"bucket_cap_mb", config::Type::real().min(0.0, true), "25.0", "Gradient bucket size (MiB) for all-reduce."},
-          {"find_unused_parameters", config::Type::boolean(), "false",
-           "Parameters without a gradient in a step are found every step (they get zeros), whatever this says."},
+         {trainerPartParam("accelerator", "trainer.accelerator"),
+          trainerPartParam("parallel_devices", "trainer.devices"),
           {"cluster_environment", strategyEnvType(), "null",
            "Force a cluster environment instead of detecting it (see trainer.plugins too)."},
-          {"process_group_backend", config::Type::string({"hccl"}), "hccl", "Collective backend.", true}}},
-        "Data-parallel training over processes and nodes (strategy: hpu_parallel)."},
+          trainerPartParam("checkpoint_io", "trainer.plugins (HPUCheckpointIO)"),
+          trainerPartParam("precision_plugin", "trainer.precision or trainer.plugins (HPUPrecisionPlugin)"),
+          {"ddp_comm_state", config::Type::null(), "null", "DDP communication hook state (none on HPU)."},
+          {"ddp_comm_hook", config::Type::null(), "null", "DDP communication hook (none on HPU)."},
+          {"ddp_comm_wrapper", config::Type::null(), "null", "DDP communication hook wrapper (none on HPU)."},
+          {"model_averaging_period", config::Type::null(), "null", "Post-local SGD averaging period (not on HPU)."},
+          {"process_group_backend", config::Type::string({"hccl"}), "hccl", "Collective backend.",
+           "HPUs communicate through HCCL, which hpu-train's collectives emulate"},
+          // DistributedDataParallel's keyword arguments.
+          {"bucket_cap_mb", config::Type::real().min(0.0, true), "25.0", "Gradient bucket size (MiB) for all-reduce."},
+          {"find_unused_parameters", config::Type::boolean(), "false",
+           "Parameters without a gradient in a step are found every step (they get zeros), whatever this says."}}},
+        "Data-parallel training over processes and nodes (strategy: hpu_parallel).",
+        {"lightning.pytorch.strategies.DDPStrategy", "lightning_habana.HPUDDPStrategy"}},
     [](const config::Params& p) {
       return makeParallelStrategy(static_cast<std::int64_t>(p.getFloat("bucket_cap_mb") * 1024 * 1024),
                                   p.has("cluster_environment") ? p.getString("cluster_environment") : "");

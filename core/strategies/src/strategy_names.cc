@@ -26,6 +26,24 @@ const StrategyName* findStrategyName(std::string_view name) {
   return it == names.end() ? nullptr : &*it;
 }
 
+std::span<const GpuStrategyName> gpuStrategyNames() {
+  static constexpr GpuStrategyName kNames[] = {
+      {"ddp", "hpu_parallel"},
+      {"ddp_spawn", "hpu_parallel"},
+      {"ddp_fork", "hpu_parallel"},
+      {"ddp_notebook", "hpu_parallel"},
+      {"ddp_find_unused_parameters_true", "hpu_parallel"},
+      {"ddp_find_unused_parameters_false", "hpu_parallel"},
+      {"deepspeed", "hpu_deepspeed"},
+      {"deepspeed_stage_1", "hpu_deepspeed_stage_1"},
+      {"deepspeed_stage_2", "hpu_deepspeed_stage_2"},
+      {"deepspeed_stage_2_offload", "hpu_deepspeed_stage_2_offload"},
+      {"deepspeed_stage_3", "hpu_deepspeed_stage_3"},
+      {"deepspeed_stage_3_offload", "hpu_deepspeed_stage_3_offload"},
+  };
+  return kNames;
+}
+
 std::vector<std::string> strategyNameList() {
   std::vector<std::string> out;
   for (const StrategyName& n : strategyNames()) out.emplace_back(n.name);

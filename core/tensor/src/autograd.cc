@@ -1,5 +1,11 @@
 #include "hpu/core/tensor/autograd.h"
 
+#include <spdlog/fmt/fmt.h>
+
+#include <cmath>
+
+#include "hpu/core/base/errors.h"
+
 #include "hpu/core/tensor/op_record.h"
 #include "hpu/device/check.h"
 #include "hpu/device/numerics.h"
@@ -8,7 +14,57 @@
 namespace hpu::core::autograd {
 namespace {
 thread_local Tape* tls_tape = nullptr;
+
+struct ForwardOutput {
+  Tensor tensor;
+  std::string_view op;
+};
+thread_local bool tls_anomaly = false;
+thread_local std::vector<ForwardOutput> tls_forward_outputs;
+
+// "nan" or "inf" when `t` holds one (nan first), else nullptr.
+const char* nonFinite(const Tensor& t) {
+  if (!t.defined() || t.shapeOnly() || !device::isFloating(t.dtype())) return nullptr;
+  const char* found = nullptr;
+  const float* v = t.data();
+  for (std::int64_t i = 0; i < t.numel(); ++i) {
+    if (std::isnan(v[i])) return "nan";
+    if (std::isinf(v[i])) found = "inf";
+  }
+  return found;
+}
+
+// Checks the outputs noted since the last backward, in the order the ops ran.
+void checkForwardOutputs() {
+  std::vector<ForwardOutput> outputs = std::move(tls_forward_outputs);
+  tls_forward_outputs.clear();
+  for (const ForwardOutput& o : outputs)
+    if (const char* what = nonFinite(o.tensor))
+      throw Error(fmt::format("trainer.detect_anomaly: '{}' produced {} values in the forward pass, the first op of "
+                              "the step that did",
+                              o.op, what));
+}
 }  // namespace
+
+AnomalyDetection::AnomalyDetection() : previous_(tls_anomaly) {
+  tls_anomaly = true;
+  tls_forward_outputs.clear();
+}
+AnomalyDetection::~AnomalyDetection() {
+  tls_anomaly = previous_;
+  tls_forward_outputs.clear();
+}
+bool anomalyDetection() { return tls_anomaly; }
+
+void noteForwardOutput(const Tensor& out, std::string_view op) { tls_forward_outputs.push_back({out, op}); }
+
+void checkInputGradients(const std::vector<Tensor>& inputs, std::string_view op) {
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    if (const char* what = nonFinite(inputs[i].grad()))
+      throw Error(fmt::format("trainer.detect_anomaly: the backward of '{}' returned {} values in the gradient of its "
+                              "input {} (its forward's outputs were finite)",
+                              op, what, i));
+}
 
 Tape* currentTape() { return tls_tape; }
 
@@ -71,6 +127,7 @@ void Tape::backward(const Tensor& root, const Tensor& grad) {
 }
 
 void Tape::runBackward() {
+  if (tls_anomaly) checkForwardOutputs();
   TapeScope no_record(nullptr);  // backward functions never record
   ops::OpObserver* observer = ops::currentOpObserver();
   for (auto it = entries_.rbegin(); it != entries_.rend(); ++it) {

@@ -11,6 +11,7 @@
 
 #include "hpu/core/base/errors.h"
 #include "hpu/core/config/yaml_io.h"
+#include "hpu/core/ops/ops.h"
 #include "hpu/core/tensor/leaf.h"
 #include "hpu/core/tensor/op_record.h"
 #include "hpu/device/check.h"
@@ -197,8 +198,10 @@ void Trainer::configureOptimizers() {
   }
   if (!scheduler_) scheduler_ = strategy_->configuredScheduler();
   strategy_->checkOptimizer(*optimizer_);
-  optimizer_->attach(strategy_->optimizerSlices(*params_), strategy_->device(), strategy_->offloadOptimizerState());
+  // The scheduler first: it may set the momentum (OneCycleLR), which decides
+  // the state the optimizer allocates (SGD's momentum buffer).
   if (scheduler_) scheduler_->attach(*optimizer_);
+  optimizer_->attach(strategy_->optimizerSlices(*params_), strategy_->device(), strategy_->offloadOptimizerState());
 }
 
 std::unique_ptr<data::DataLoader> Trainer::makeLoader(data::DataModule& data, data::Split split,
@@ -206,6 +209,14 @@ std::unique_ptr<data::DataLoader> Trainer::makeLoader(data::DataModule& data, da
   if (!dataset) dataset = data.dataset(split);
   if (!dataset) return nullptr;
   data::LoaderOptions o = data.loaderOptions(split);
+  if (options_.overfit && split == data::Split::kTrain && o.sampler.shuffle) {
+    // As Lightning: the overfitted batches are the same ones every epoch.
+    if (isGlobalZero() && !overfit_warned_)
+      spdlog::warn("You requested to overfit but enabled training dataloader shuffling. We are turning off the "
+                   "training dataloader shuffling for you.");
+    overfit_warned_ = true;
+    o.sampler.shuffle = false;
+  }
   if (options_.use_distributed_sampler && strategy_->worldSize() > 1) {
     o.sampler = strategy_->samplerFor(o.sampler);
     // Training splits pad so every rank steps the same number of times;
@@ -251,6 +262,7 @@ void Trainer::fit(LightningModule& model, data::DataModule& data, const std::str
     if (!train_loader_) throw UsageError("the data module has no training set: fit needs one");
     val_loader_ = makeLoader(data, data::Split::kVal);
     num_train_batches_ = options_.limit_train.of(train_loader_->numBatches());
+    loaders_epoch_ = 0;
     if (const std::string path = ckpt_path.empty() ? "" : resolveCheckpointPath(ckpt_path); !path.empty())
       restore(path, /*full=*/true);
     callbacks([&](Callback& c) { c.setup(*this, data::Stage::kFit); });
@@ -258,6 +270,9 @@ void Trainer::fit(LightningModule& model, data::DataModule& data, const std::str
     if (isGlobalZero())
       for (auto& l : loggers_) l->logHyperparams(*config_.find("model")->find("init_args"));
   }
+  if (options_.barebones && isGlobalZero())
+    spdlog::info("`Trainer(barebones=True)` started running. The progress bar is disabled so you might want to "
+                 "manually print the progress in your model.");
   // The sanity check runs at most the validation batches the epochs will run.
   const std::int64_t val_batches = val_loader_ ? options_.limit_val.of(val_loader_->numBatches()) : 0;
   if (val_batches > 0 && options_.num_sanity_val_steps != 0 && global_step_ == 0) {
@@ -275,6 +290,18 @@ void Trainer::fit(LightningModule& model, data::DataModule& data, const std::str
   profiled.finish();
 }
 
+// reload_dataloaders_every_n_epochs: the data module is asked for its
+// train and val data again, as Lightning calls train_dataloader() and
+// val_dataloader() again.
+void Trainer::reloadDataloaders() {
+  train_loader_ = makeLoader(*data_, data::Split::kTrain);
+  if (!train_loader_) throw UsageError("the data module has no training set: fit needs one");
+  val_loader_ = makeLoader(*data_, data::Split::kVal);
+  num_train_batches_ = options_.limit_train.of(train_loader_->numBatches());
+  loaders_epoch_ = current_epoch_;
+  spdlog::debug("reloaded the train and val dataloaders at epoch {}", current_epoch_);
+}
+
 bool Trainer::timeUp() const {
   return options_.max_time && std::chrono::steady_clock::now() - start_time_ >= *options_.max_time;
 }
@@ -287,12 +314,30 @@ void Trainer::fitLoop() {
         "you want to disable validation set trainer.limit_val_batches to 0.0 instead. If you want to validate based "
         "on the total training batches, set trainer.check_val_every_n_epoch=null.",
         interval.count, num_train_batches_));
+  if (isGlobalZero() && !loggers_.empty() && options_.fast_dev_run == 0 &&
+      num_train_batches_ < options_.log_every_n_steps)
+    spdlog::warn(
+        "The number of training batches ({}) is smaller than the logging interval Trainer(log_every_n_steps={}). Set "
+        "a lower value for log_every_n_steps if you want to see logs for the training epoch.",
+        num_train_batches_, options_.log_every_n_steps);
+  // Lightning's words for the limits that end fit.
+  const auto reached = [&](const char* limit, std::int64_t value) {
+    if (isGlobalZero()) spdlog::info("`Trainer.fit` stopped: `{}={}` reached.", limit, value);
+  };
   while (true) {
-    if (options_.max_epochs >= 0 && current_epoch_ >= options_.max_epochs) break;
-    if (options_.max_steps >= 0 && global_step_ >= options_.max_steps) break;
+    if (options_.max_steps >= 0 && global_step_ >= options_.max_steps) {
+      reached("max_steps", options_.max_steps);
+      break;
+    }
+    if (options_.max_epochs >= 0 && current_epoch_ >= options_.max_epochs) {
+      reached("max_epochs", options_.max_epochs);
+      break;
+    }
     if (timeUp()) break;
     if (should_stop_ && current_epoch_ >= options_.min_epochs && global_step_ >= options_.min_steps) break;
     should_stop_ = false;
+    const std::int64_t reload_every = options_.reload_dataloaders_every_n_epochs;
+    if (reload_every > 0 && current_epoch_ - loaders_epoch_ >= reload_every) reloadDataloaders();
     trainEpoch();
   }
 }
@@ -393,6 +438,11 @@ bool Trainer::trainStep(const Batch& batch, std::int64_t batch_idx, bool optimiz
   GatheredParameters gathered(*strategy_, *params_, Strategy::GatherScope::kStep);
   params_->beginStep();
   strategy_->beforeBackward(*params_, micro);
+  std::optional<autograd::AnomalyDetection> anomaly;
+  if (options_.detect_anomaly) anomaly.emplace();
+  std::optional<ops::SyncBatchNormScope> sync_batchnorm;
+  if (options_.sync_batchnorm && strategy_->worldSize() > 1)
+    sync_batchnorm.emplace([this](std::span<double> sums) { strategy_->allReduceSum(sums); });
   Tensor loss;
   {
     autograd::TapeScope scope(&tape_);

@@ -1,7 +1,10 @@
 #include "hpu/core/trainer/trainer_options.h"
 
+#include <spdlog/fmt/fmt.h>
+
 #include <cmath>
 #include <sstream>
+#include <vector>
 
 #include "hpu/core/config/params.h"
 #include "hpu/core/base/errors.h"
@@ -10,6 +13,36 @@ namespace hpu::core {
 namespace {
 
 bool isFloatText(const std::string& s) { return s.find_first_of(".eE") != std::string::npos; }
+
+// Lightning's barebones checks: every feature that may impact raw speed is
+// off, and a config that turns one on is refused (in Lightning's words).
+void applyBarebones(const config::Node& t, TrainerOptions& o) {
+  std::vector<std::string> problems;
+  const auto refuse = [&](const char* key, const char* lightning_value, const char* why) {
+    const config::Node& n = *t.find(key);
+    const std::string where = n.loc().str();
+    problems.push_back(fmt::format("{}trainer.{}: `Trainer(barebones=True, {}={})` was passed. {} so it is disabled in "
+                                   "barebones mode.",
+                                   where.empty() ? "" : where + ": ", key, key, lightning_value, why));
+  };
+  const auto on = [&](const char* key) {
+    const config::Node& n = *t.find(key);
+    return !n.isNull() && n.str() != "false" && n.str() != "0";
+  };
+  if (on("enable_checkpointing")) refuse("enable_checkpointing", "True", "Checkpointing can impact raw speed");
+  if (on("logger")) refuse("logger", "True", "Logging can impact raw speed");
+  if (on("enable_progress_bar")) refuse("enable_progress_bar", "True", "The progress bar can impact raw speed");
+  if (on("log_every_n_steps")) refuse("log_every_n_steps", t.find("log_every_n_steps")->str().c_str(), "Logging can impact raw speed");
+  if (on("enable_model_summary")) refuse("enable_model_summary", "True", "Model summary can impact raw speed");
+  if (on("num_sanity_val_steps"))
+    refuse("num_sanity_val_steps", t.find("num_sanity_val_steps")->str().c_str(), "Sanity checking can impact raw speed");
+  if (on("fast_dev_run")) refuse("fast_dev_run", "True", "Development run is not meant for raw speed evaluation");
+  if (on("detect_anomaly")) refuse("detect_anomaly", "True", "Anomaly detection can impact raw speed");
+  if (!t.find("profiler")->isNull()) refuse("profiler", "...", "Profiling can impact raw speed");
+  if (!problems.empty()) throw ConfigError(problems);
+  o.enable_checkpointing = o.enable_progress_bar = o.enable_model_summary = false;
+  o.num_sanity_val_steps = 0;
+}
 
 }  // namespace
 
@@ -46,7 +79,6 @@ std::chrono::milliseconds parseDuration(const config::Node& n, const std::string
   return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000.0));
 }
 
-
 std::int64_t BatchLimit::of(std::int64_t available) const {
   if (!is_fraction) return std::min(count, available);
   return static_cast<std::int64_t>(std::floor(fraction * static_cast<double>(available)));
@@ -81,7 +113,7 @@ TrainerOptions TrainerOptions::parse(const config::Node& t) {
   o.profiler = get("profiler");
   o.plugins = get("plugins");
   o.num_nodes = config::asInt(get("num_nodes"));
-  o.precision = get("precision").str();
+  if (!get("precision").isNull()) o.precision = get("precision").str();  // null: Lightning's 32-true
   const auto& fdr = get("fast_dev_run");
   if (auto b = fdr.str() == "true" || fdr.str() == "false" ? std::optional<bool>(config::asBool(fdr)) : std::nullopt)
     o.fast_dev_run = *b ? 1 : 0;
@@ -111,6 +143,11 @@ TrainerOptions TrainerOptions::parse(const config::Node& t) {
   o.clip_by_value = get("gradient_clip_algorithm").str() == "value";
   o.use_distributed_sampler = config::asBool(get("use_distributed_sampler"));
   if (!get("default_root_dir").isNull()) o.default_root_dir = get("default_root_dir").str();
+  o.reload_dataloaders_every_n_epochs = config::asInt(get("reload_dataloaders_every_n_epochs"));
+  o.detect_anomaly = config::asBool(get("detect_anomaly"));
+  o.sync_batchnorm = config::asBool(get("sync_batchnorm"));
+  o.barebones = config::asBool(get("barebones"));
+  if (o.barebones) applyBarebones(t, o);
   if (o.fast_dev_run > 0) {
     // Lightning's fast_dev_run: N batches of each stage, one epoch, no sanity check.
     BatchLimit n;
@@ -123,6 +160,12 @@ TrainerOptions TrainerOptions::parse(const config::Node& t) {
     o.val_check_interval = BatchLimit{};
     o.check_val_every_n_epoch = 1;
     o.enable_checkpointing = false;
+  }
+  // As Lightning: overfit_batches sets the train and val limits, also under fast_dev_run.
+  if (const BatchLimit overfit = BatchLimit::parse(get("overfit_batches"));
+      overfit.is_fraction ? overfit.fraction > 0 : overfit.count > 0) {
+    o.overfit = overfit;
+    o.limit_train = o.limit_val = overfit;
   }
   return o;
 }

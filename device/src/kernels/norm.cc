@@ -94,65 +94,95 @@ void rmsNormBackward(const float* x, const float* dy, std::int64_t rows, std::in
 }
 
 void batchNorm2dForward(const BatchNormShape& g, const float* x, const float* w, const float* b, float* running_mean,
-                        float* running_var, bool training, float momentum, float eps, float* y, float* mean_rstd) {
-  const auto count = static_cast<double>(g.n * g.hw);
-  for (std::int64_t ch = 0; ch < g.c; ++ch) {
-    float m, var;
-    if (training) {
-      double s = 0, sq = 0;
+                        float* running_var, bool training, float momentum, float eps, float* y, float* mean_rstd,
+                        const ChannelSums& sums) {
+  const auto at = [&](std::int64_t i, std::int64_t ch, std::int64_t j) { return (i * g.c + ch) * g.hw + j; };
+  std::vector<double> stats(static_cast<std::size_t>(g.c) + 1);  // per channel, then the count
+  std::vector<float> mean(static_cast<std::size_t>(g.c)), var(static_cast<std::size_t>(g.c));
+  double count = static_cast<double>(g.n * g.hw);
+  if (training) {
+    // Two passes (the mean, then squared deviations from it), each summed
+    // across replicas when synchronised.
+    for (std::int64_t ch = 0; ch < g.c; ++ch) {
+      double s = 0;
       for (std::int64_t i = 0; i < g.n; ++i)
-        for (std::int64_t j = 0; j < g.hw; ++j) s += x[(i * g.c + ch) * g.hw + j];
-      const double mean = s / count;
+        for (std::int64_t j = 0; j < g.hw; ++j) s += x[at(i, ch, j)];
+      stats[static_cast<std::size_t>(ch)] = s;
+    }
+    stats.back() = count;
+    if (sums) sums(stats);
+    count = stats.back();
+    for (std::int64_t ch = 0; ch < g.c; ++ch) {
+      const double m = stats[static_cast<std::size_t>(ch)] / count;
+      double sq = 0;
       for (std::int64_t i = 0; i < g.n; ++i)
         for (std::int64_t j = 0; j < g.hw; ++j) {
-          const double dlt = x[(i * g.c + ch) * g.hw + j] - mean;
+          const double dlt = x[at(i, ch, j)] - m;
           sq += dlt * dlt;
         }
-      m = static_cast<float>(mean);
-      var = static_cast<float>(sq / count);
-      const float unbiased = count > 1 ? static_cast<float>(sq / (count - 1)) : var;
-      running_mean[ch] = (1 - momentum) * running_mean[ch] + momentum * m;
-      running_var[ch] = (1 - momentum) * running_var[ch] + momentum * unbiased;
-    } else {
-      m = running_mean[ch];
-      var = running_var[ch];
+      stats[static_cast<std::size_t>(ch)] = sq;
+      mean[static_cast<std::size_t>(ch)] = static_cast<float>(m);
     }
-    const float rstd = 1.0f / std::sqrt(var + eps);
+    stats.back() = 0;
+    if (sums) sums(stats);
+    for (std::int64_t ch = 0; ch < g.c; ++ch) {
+      const double sq = stats[static_cast<std::size_t>(ch)];
+      var[static_cast<std::size_t>(ch)] = static_cast<float>(sq / count);
+      const float unbiased = count > 1 ? static_cast<float>(sq / (count - 1)) : var[static_cast<std::size_t>(ch)];
+      running_mean[ch] = (1 - momentum) * running_mean[ch] + momentum * mean[static_cast<std::size_t>(ch)];
+      running_var[ch] = (1 - momentum) * running_var[ch] + momentum * unbiased;
+    }
+  } else {
+    for (std::int64_t ch = 0; ch < g.c; ++ch) {
+      mean[static_cast<std::size_t>(ch)] = running_mean[ch];
+      var[static_cast<std::size_t>(ch)] = running_var[ch];
+    }
+  }
+  for (std::int64_t ch = 0; ch < g.c; ++ch) {
+    const float m = mean[static_cast<std::size_t>(ch)];
+    const float rstd = 1.0f / std::sqrt(var[static_cast<std::size_t>(ch)] + eps);
     mean_rstd[2 * ch] = m;
     mean_rstd[2 * ch + 1] = rstd;
     const float wc = w != nullptr ? w[ch] : 1.0f, bc = b != nullptr ? b[ch] : 0.0f;
     for (std::int64_t i = 0; i < g.n; ++i)
-      for (std::int64_t j = 0; j < g.hw; ++j) {
-        const std::int64_t at = (i * g.c + ch) * g.hw + j;
-        y[at] = (x[at] - m) * rstd * wc + bc;
-      }
+      for (std::int64_t j = 0; j < g.hw; ++j) y[at(i, ch, j)] = (x[at(i, ch, j)] - m) * rstd * wc + bc;
   }
 }
 
 void batchNorm2dBackward(const BatchNormShape& g, const float* x, const float* dy, const float* w,
                          const float* mean_rstd, bool training, float* dx, bool accumulate_dx, float* dw, float* db,
-                         bool accumulate_params) {
-  const auto count = static_cast<double>(g.n * g.hw);
+                         bool accumulate_params, const ChannelSums& sums) {
+  const auto at = [&](std::int64_t i, std::int64_t ch, std::int64_t j) { return (i * g.c + ch) * g.hw + j; };
+  // (sum dy, sum dy * xhat) per channel, then the count.
+  std::vector<double> stats(2 * static_cast<std::size_t>(g.c) + 1);
   for (std::int64_t ch = 0; ch < g.c; ++ch) {
     const float m = mean_rstd[2 * ch], rstd = mean_rstd[2 * ch + 1];
     double sum_dy = 0, sum_dy_xhat = 0;
     for (std::int64_t i = 0; i < g.n; ++i)
       for (std::int64_t j = 0; j < g.hw; ++j) {
-        const std::int64_t at = (i * g.c + ch) * g.hw + j;
-        sum_dy += dy[at];
-        sum_dy_xhat += static_cast<double>(dy[at]) * (x[at] - m) * rstd;
+        sum_dy += dy[at(i, ch, j)];
+        sum_dy_xhat += static_cast<double>(dy[at(i, ch, j)]) * (x[at(i, ch, j)] - m) * rstd;
       }
     if (dw != nullptr) dw[ch] = (accumulate_params ? dw[ch] : 0.0f) + static_cast<float>(sum_dy_xhat);
     if (db != nullptr) db[ch] = (accumulate_params ? db[ch] : 0.0f) + static_cast<float>(sum_dy);
-    if (dx == nullptr) continue;
+    stats[2 * static_cast<std::size_t>(ch)] = sum_dy;
+    stats[2 * static_cast<std::size_t>(ch) + 1] = sum_dy_xhat;
+  }
+  stats.back() = static_cast<double>(g.n * g.hw);
+  if (training && sums) sums(stats);
+  if (dx == nullptr) return;
+  const double count = stats.back();
+  for (std::int64_t ch = 0; ch < g.c; ++ch) {
+    const float m = mean_rstd[2 * ch], rstd = mean_rstd[2 * ch + 1];
     const float wc = w != nullptr ? w[ch] : 1.0f;
-    const auto mdy = static_cast<float>(sum_dy / count), mdyx = static_cast<float>(sum_dy_xhat / count);
+    const auto mdy = static_cast<float>(stats[2 * static_cast<std::size_t>(ch)] / count);
+    const auto mdyx = static_cast<float>(stats[2 * static_cast<std::size_t>(ch) + 1] / count);
     for (std::int64_t i = 0; i < g.n; ++i)
       for (std::int64_t j = 0; j < g.hw; ++j) {
-        const std::int64_t at = (i * g.c + ch) * g.hw + j;
-        const float xhat = (x[at] - m) * rstd;
-        const float v = training ? wc * rstd * (dy[at] - mdy - xhat * mdyx) : wc * rstd * dy[at];
-        dx[at] = accumulate_dx ? dx[at] + v : v;
+        const std::int64_t k = at(i, ch, j);
+        const float xhat = (x[k] - m) * rstd;
+        const float v = training ? wc * rstd * (dy[k] - mdy - xhat * mdyx) : wc * rstd * dy[k];
+        dx[k] = accumulate_dx ? dx[k] + v : v;
       }
   }
 }

@@ -197,7 +197,7 @@ std::vector<config::ParamSpec> gpt2Params() {
 HPU_REGISTER_COMPONENT(LightningModule,
                        config::ComponentSchema{config::ComponentKind::kModel,
                                                "GPT2LMHeadModel",
-                                               {"transformers.GPT2LMHeadModel"},
+                                               "transformers",
                                                {"GPT2LMHeadModel", "", gpt2Params()},
                                                "GPT-2 decoder-only language model (Hugging Face's math and names; "
                                                "config: a config.json)."},

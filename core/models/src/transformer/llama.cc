@@ -167,10 +167,11 @@ std::vector<config::ParamSpec> llamaParams() {
 HPU_REGISTER_COMPONENT(LightningModule,
                        config::ComponentSchema{config::ComponentKind::kModel,
                                                "LlamaForCausalLM",
-                                               {"transformers.LlamaForCausalLM", "transformers.MistralForCausalLM"},
+                                               "transformers",
                                                {"LlamaForCausalLM", "", llamaParams()},
                                                "Llama / Mistral decoder-only language model (Hugging Face's math and "
-                                               "names; config: a config.json)."},
+                                               "names; config: a config.json).",
+                                               {"transformers.MistralForCausalLM"}},
                        [](const config::Params& p) { return std::make_unique<LlamaForCausalLM>(p); });
 
 }  // namespace

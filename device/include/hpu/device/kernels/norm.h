@@ -2,6 +2,9 @@
 // over (N, H, W) per channel, with the statistics backward needs.
 #pragma once
 
+#include <functional>
+#include <span>
+
 #include <cstdint>
 
 namespace hpu::device::kernels {
@@ -27,13 +30,21 @@ void rmsNormBackward(const float* x, const float* dy, std::int64_t rows, std::in
 struct BatchNormShape {
   std::int64_t n, c, hw;
 };
+// Sums per-channel statistics in place across the replicas of a
+// synchronised batch norm (SyncBatchNorm); empty: this batch alone.
+using ChannelSums = std::function<void(std::span<double>)>;
 // Training: batch statistics normalise (biased variance) and update the
 // running ones (momentum, unbiased variance, as torch). Evaluation: running
-// statistics normalise. w, b may be null. mean_rstd gets (mean, rstd) per channel.
+// statistics normalise. w, b may be null. mean_rstd gets (mean, rstd) per
+// channel. With `sums`, the batch statistics are those of every replica's
+// batch together (called twice, the same on every replica).
 void batchNorm2dForward(const BatchNormShape& g, const float* x, const float* w, const float* b, float* running_mean,
-                        float* running_var, bool training, float momentum, float eps, float* y, float* mean_rstd);
+                        float* running_var, bool training, float momentum, float eps, float* y, float* mean_rstd,
+                        const ChannelSums& sums = {});
+// dw, db are this batch's; with `sums`, dx accounts for the statistics
+// being every replica's (called once).
 void batchNorm2dBackward(const BatchNormShape& g, const float* x, const float* dy, const float* w,
                          const float* mean_rstd, bool training, float* dx, bool accumulate_dx, float* dw, float* db,
-                         bool accumulate_params);
+                         bool accumulate_params, const ChannelSums& sums = {});
 
 }  // namespace hpu::device::kernels

@@ -18,6 +18,9 @@ struct RunRequest {
   std::vector<std::string> argv;  // the command line, for spawning local workers
   std::map<std::string, std::string> env;
   std::string version;  // the program version (compared across ranks)
+  // What the config's composition rewrote (GPU spellings mapped to HPU
+  // ones), warned about once, by global rank 0.
+  std::vector<std::string> notes;
 };
 
 // seed_everything: true becomes a concrete random seed, so that the printed

@@ -21,6 +21,13 @@ struct Override {
   std::string path;
   Node value;
   bool append = false;
+  // The value as typed, when it came as text. As jsonargparse does, a key
+  // that takes a string gets this text when YAML reads it as a shape the key
+  // does not take ("{epoch}" is a mapping) or cannot read it at all
+  // ("{epoch}-{val_loss:.2f}"); then `yaml_problems` says why, for keys that
+  // take no string.
+  std::string text;
+  std::vector<std::string> yaml_problems;
 };
 
 // Deep-merges `overlay` into `base` (both raw, unvalidated trees of `type`).
@@ -45,10 +52,12 @@ struct ConfigSources {
   std::vector<Override> overrides;  // dotted flags, in command-line order
   std::map<std::string, std::string> env;
   std::string subcommand;
+  bool template_only = false;  // required keys may be missing (see normalize())
 };
 
 // Loads, merges, overrides and validates; throws ConfigError listing every
-// problem. The result is canonical (see normalize.h).
-Node composeConfig(const ConfigSources& sources, const Type& root);
+// problem. The result is canonical (see normalize.h); what was rewritten on
+// the way is appended to `notes` (see normalize()).
+Node composeConfig(const ConfigSources& sources, const Type& root, std::vector<std::string>* notes = nullptr);
 
 }  // namespace hpu::core::config

@@ -15,12 +15,16 @@ namespace hpu::core::config {
 
 // Appends every problem as "file:line:col: key.path: message" (location
 // omitted when unknown) and returns the canonical tree, which is meaningful
-// only when no problem was added.
-Node normalize(const Node& value, const Type& type, const std::string& path,
-               std::vector<std::string>& problems);
+// only when no problem was added. What was rewritten on the way (a GPU
+// spelling to its HPU counterpart) is appended to `notes`, in the same form.
+// With `template_only`, a required key left out is null instead of a
+// problem (the template --print_config writes before a model is chosen).
+Node normalize(const Node& value, const Type& type, const std::string& path, std::vector<std::string>& problems,
+               std::vector<std::string>* notes = nullptr, bool template_only = false);
 
-// The canonical class name a component node (string or {class_path: ...})
-// names, or "" if it names none of `kinds`. Accepts aliases.
+// The name of the registered class a component node (string or
+// {class_path: ...}) names by the class-path rule, or "" if it names none
+// of `kinds`.
 std::string componentName(const Node& value, const std::vector<ComponentKind>& kinds);
 
 }  // namespace hpu::core::config

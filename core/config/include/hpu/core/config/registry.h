@@ -19,25 +19,49 @@
 
 namespace hpu::core::config {
 
+// How a class path names a registered class (the rule): by the class's
+// name ("ModelCheckpoint"), or by any dotted path that ends in the name and
+// lies under one of the packages Lightning users import from (kPackages):
+// "lightning.pytorch.callbacks.ModelCheckpoint",
+// "pytorch_lightning.callbacks.model_checkpoint.ModelCheckpoint" and
+// "lightning_habana.pytorch.strategies.parallel.HPUParallelStrategy" all
+// resolve; so do the names a class stands in for.
+struct Resolution {
+  const ComponentSchema* schema = nullptr;  // nullptr: no class of the kinds has that name
+  bool stand_in = false;                    // named by one of schema->stands_in_for
+};
+
 class SchemaRegistry {
  public:
   static SchemaRegistry& instance();
 
-  // Stores the schema (stable address) and indexes its name and aliases.
+  // Stores the schema (stable address).
   const ComponentSchema& add(ComponentSchema schema);
-  // Canonical name or alias class path of one of `kinds`; nullptr if none.
-  const ComponentSchema* resolve(std::span<const ComponentKind> kinds,
-                                 std::string_view name) const;
+  Resolution resolve(std::span<const ComponentKind> kinds, std::string_view class_path) const;
   std::vector<const ComponentSchema*> list(ComponentKind kind) const;
-  // Every name and alias of `kinds`, for suggestions.
-  std::vector<std::string> names(std::span<const ComponentKind> kinds) const;
+  // Up to three class paths of `kinds` close to an unknown `class_path`,
+  // closest first (its last component compared with the class names).
+  std::vector<std::string> closeMatches(std::span<const ComponentKind> kinds, std::string_view class_path) const;
 
  private:
   std::deque<ComponentSchema> schemas_;
 };
 
+// Whether a module path lies under one of the rule's packages.
+bool underClassPathPackage(std::string_view module);
+// The packages of the rule, for messages: "lightning.pytorch, pytorch_lightning, ...".
+std::string classPathPackages();
+
+// For messages: "Callback or Logger".
+std::string kindNames(std::span<const ComponentKind> kinds);
+// " (registered: EarlyStopping, ModelCheckpoint, ...)", or "" if none is.
+std::string registeredClasses(std::span<const ComponentKind> kinds);
+// "unknown Callback class 'X'" with the close matches (else the registered
+// classes), and where class paths resolve when X lies outside the packages.
+std::string unknownClass(std::span<const ComponentKind> kinds, const std::string& class_path);
+
 // Builds instances of one component base class from normalized config nodes
-// ({class_path: Canonical, init_args: {...}}).
+// ({class_path: ComponentSchema::classPath(), init_args: {...}}).
 template <class Base>
 class ComponentFactory {
  public:
@@ -48,7 +72,7 @@ class ComponentFactory {
     return f;
   }
   void add(const ComponentSchema* schema, Create create) {
-    entries_[schema->name] = {schema, std::move(create)};
+    entries_[schema->classPath()] = {schema, std::move(create)};
   }
   // REQUIRES: `component` was normalized against a type that includes Base's kind.
   std::unique_ptr<Base> create(const Node& component, const std::string& path) const {

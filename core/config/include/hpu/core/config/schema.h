@@ -34,6 +34,15 @@ std::string_view kindName(ComponentKind kind);
 
 struct StructSchema;
 
+// A string value as another accelerator's configs spell it ("ddp", "gpu"):
+// rewritten to `to` with a note, or, when `to` is empty, refused because of
+// `reason` (one message for every spelling it lists).
+struct ForeignSpelling {
+  std::vector<std::string> from;
+  std::string to;
+  std::string reason;
+};
+
 // A parameter type: a value of the small grammar
 //   bool | int | float | str | dict | list[T] | component of kinds | struct | T | U | null
 class Type {
@@ -43,8 +52,9 @@ class Type {
   static Type boolean();
   static Type integer();
   static Type real();
-  // A string, optionally restricted to `choices`.
-  static Type string(std::vector<std::string> choices = {});
+  // A string, optionally restricted to `choices` (which --help lists), and
+  // spellings of other accelerators that it maps or refuses.
+  static Type string(std::vector<std::string> choices = {}, std::vector<ForeignSpelling> foreign = {});
   // A free-form mapping (kept verbatim, e.g. a DeepSpeed config).
   static Type dict();
   static Type list(Type element);
@@ -62,6 +72,8 @@ class Type {
   Tag tag() const { return tag_; }
   const std::vector<Type>& args() const { return args_; }  // list element / union alternatives
   const std::vector<std::string>& choices() const { return choices_; }
+  // The foreign spelling `value` is, or nullptr.
+  const ForeignSpelling* foreignSpelling(std::string_view value) const;
   const std::vector<ComponentKind>& kinds() const { return kinds_; }
   const StructSchema* schema() const { return schema_; }
   struct Bound {
@@ -79,6 +91,7 @@ class Type {
   Tag tag_ = Tag::kNull;
   std::vector<Type> args_;
   std::vector<std::string> choices_;
+  std::vector<ForeignSpelling> foreign_;
   std::vector<ComponentKind> kinds_;
   const StructSchema* schema_ = nullptr;
   std::optional<Bound> lower_, upper_;
@@ -89,9 +102,10 @@ struct ParamSpec {
   Type type;
   std::string default_yaml;  // the default, written as YAML ("0.001", "[256, 128]", "null")
   std::string doc;           // one line
-  // Accepted for compatibility with LightningCLI configs, but only with its
-  // default value; anything else is refused with a clear message.
-  bool only_default = false;
+  // Non-empty: the key is accepted, as LightningCLI writes it, with its
+  // default value only; another value is refused with this reason ("hpu-train's
+  // optimizers minimize the loss; negate it instead").
+  std::string only_default_because = "";
 
   // Parsed once, lazily (registration parses every component's defaults up
   // front, so later calls only read).
@@ -108,14 +122,26 @@ struct StructSchema {
   std::vector<std::string> paramNames() const;
 };
 
-// A registered class: its canonical name, the class paths that resolve to it
-// (LightningCLI spellings), and its init_args.
+// A registered class. Its class path is where LightningCLI finds the same
+// class: `module` + "." + `name`, with `module` the shortest import path
+// jsonargparse prints ("lightning.pytorch.callbacks", "torch.optim",
+// "lightning_habana"); a class of hpu-train alone has no module and is
+// printed by its name. Besides its name and class path, a class resolves
+// from the paths of registry.h's rule.
 struct ComponentSchema {
   ComponentKind kind;
   std::string name;
-  std::vector<std::string> aliases;
+  std::string module;
   StructSchema init_args;
   std::string doc;
+  // Names of what this class runs in place of, resolved by the same rule
+  // and reported in a note: another accelerator's class (DDPStrategy), a
+  // function that does its job (torch.utils.checkpoint.checkpoint), an
+  // architecture it implements (MistralForCausalLM).
+  std::vector<std::string> stands_in_for = {};
+
+  // "lightning.pytorch.callbacks.ModelCheckpoint", or the name alone.
+  std::string classPath() const { return module.empty() ? name : module + "." + name; }
 };
 
 }  // namespace hpu::core::config

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "hpu/core/config/node.h"
 
@@ -33,5 +34,12 @@ class Logger {
   // marks the run's end where the format records it.
   virtual void finalize(bool succeeded) { save(); }
 };
+
+// The loggers that `trainer.logger: true` and `null` (Lightning's default)
+// build, as registered class names, in order (the first one's directory is
+// the run's log_dir): Lightning's default with TensorBoard installed, and
+// the CSV file every tool reads. Both share version_N. The one place that
+// says which.
+const std::vector<std::string>& defaultLoggerClasses();
 
 }  // namespace hpu::core

@@ -53,10 +53,11 @@ class LayerRecipe {
   LayerBuilder build_;
 };
 
-// The schema of a layer class, with other class paths it answers to.
+// The schema of a layer class, with the Python module that has a class of
+// that name ("" if none does; see ComponentSchema).
 config::ComponentSchema layerSchema(const char* name, std::vector<config::ParamSpec> params, const char* doc,
-                                    std::vector<std::string> aliases = {});
-// The schema of a layer torch.nn has: "torch.nn.<name>" is its class path too.
+                                    std::string module = "");
+// The schema of a layer torch.nn has: "torch.nn.<name>" is its class path.
 config::ComponentSchema torchLayerSchema(const char* name, std::vector<config::ParamSpec> params, const char* doc);
 
 // Registers a layer class at static initialisation (an inline variable in

@@ -21,6 +21,7 @@
 #include "hpu/core/ops/op_table.h"
 #include "hpu/core/tensor/op_record.h"
 #include "hpu/core/tensor/tensor.h"
+#include "hpu/device/kernels/norm.h"
 
 namespace hpu::core::ops {
 
@@ -139,8 +140,24 @@ Tensor scaledDotProductAttention(const Tensor& q, const Tensor& k, const Tensor&
 
 // x [N, C, H, W]; running stats [C] are updated in training (momentum as
 // torch: new = (1 - momentum) * old + momentum * batch, unbiased variance).
+// Inside a SyncBatchNormScope, training's batch statistics (and backward's)
+// are those of every rank's batch together (torch's SyncBatchNorm).
 Tensor batchNorm2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& running_mean, Tensor& running_var,
                    bool training, float momentum = 0.1f, float eps = 1e-5f);
+
+// trainer.sync_batchnorm: while alive on a thread, batch norms in training
+// sum their per-channel statistics across ranks with `sum` (an all-reduce
+// every rank calls in the same order).
+class SyncBatchNormScope {
+ public:
+  explicit SyncBatchNormScope(device::kernels::ChannelSums sum);
+  ~SyncBatchNormScope();
+  SyncBatchNormScope(const SyncBatchNormScope&) = delete;
+  SyncBatchNormScope& operator=(const SyncBatchNormScope&) = delete;
+
+ private:
+  device::kernels::ChannelSums previous_;
+};
 
 // indices int64 [...], weight [num, dim] -> [..., dim]. The row
 // `padding_idx` (if given) receives no gradient, as torch's.

@@ -26,9 +26,14 @@ class LRScheduler {
 
   // Records the optimizer's lr as the base lr and sets the initial lr (as a
   // torch scheduler's constructor does).
-  void attach(Optimizer& optimizer);
+  virtual void attach(Optimizer& optimizer);
   // Advances one interval. `metric` is the monitored value when monitor() is set.
   void step(std::optional<double> metric = std::nullopt);
+  // Restarts at epoch 0 with lrAtStart() (torch's step(0), which
+  // SequentialLR calls at a milestone).
+  void restart();
+  // torch's verbose: print every lr change to stdout, in torch's words.
+  void setVerbose(bool verbose) { verbose_ = verbose; }
   std::int64_t lastEpoch() const { return last_epoch_; }
 
   // Checkpoint state: the counters (and, for ReduceLROnPlateau, its tracking).
@@ -38,18 +43,56 @@ class LRScheduler {
  protected:
   // The lr for `last_epoch_` given the current lr (chainable forms need it).
   virtual double computeLr(double current) = 0;
+  // The lr at epoch 0 from the base lr alone (torch's closed form at 0,
+  // with which SequentialLR restarts a scheduler at its milestone).
+  virtual double lrAtStart() const { return baseLr(); }
   virtual void observe(std::optional<double>) {}
+  // What verbose prints after a step changed the lr from `previous`:
+  // torch's line, or "" for nothing (ReduceLROnPlateau speaks only when it
+  // reduces).
+  virtual std::string verboseLine(double previous) const;
   double baseLr() const { return base_lr_; }
   std::int64_t last_epoch_ = -1;
   Optimizer* optimizer_ = nullptr;
 
  private:
   double base_lr_ = 0.0;
+  bool verbose_ = false;
 };
 
 std::unique_ptr<LRScheduler> makeStepLR(std::int64_t step_size, double gamma);
 std::unique_ptr<LRScheduler> makeMultiStepLR(std::vector<std::int64_t> milestones, double gamma);
 std::unique_ptr<LRScheduler> makeCosineAnnealingLR(std::int64_t t_max, double eta_min);
+
+std::unique_ptr<LRScheduler> makeExponentialLR(double gamma);
+// torch's LinearLR: the lr moves linearly from start_factor to end_factor
+// times the base lr over total_iters epochs.
+std::unique_ptr<LRScheduler> makeLinearLR(double start_factor, double end_factor, std::int64_t total_iters);
+
+struct OneCycleOptions {
+  double max_lr = 0.1;
+  std::int64_t total_steps = 0;  // > 0
+  double pct_start = 0.3;
+  bool cos_anneal = true;  // anneal_strategy: cos (else linear)
+  bool cycle_momentum = true;
+  double base_momentum = 0.85;
+  double max_momentum = 0.95;
+  double div_factor = 25.0;
+  double final_div_factor = 1e4;
+  bool three_phase = false;
+};
+// torch's OneCycleLR: from max_lr / div_factor up to max_lr and down to
+// initial / final_div_factor, cycling the momentum (SGD's, Adam's beta1)
+// the other way. Throws UsageError when stepped past total_steps, or when
+// cycle_momentum is set for an optimizer without momentum.
+std::unique_ptr<LRScheduler> makeOneCycleLR(const OneCycleOptions& o);
+
+// torch's SequentialLR: `schedulers` in turn, switching at each milestone
+// (the next one restarts from its epoch-0 lr). REQUIRES: milestones has one
+// entry fewer than schedulers, every scheduler steps per epoch and needs no
+// metric.
+std::unique_ptr<LRScheduler> makeSequentialLR(std::vector<std::unique_ptr<LRScheduler>> schedulers,
+                                              std::vector<std::int64_t> milestones);
 
 struct WarmupDecayOptions {
   double warmup_min_lr = 0.0;

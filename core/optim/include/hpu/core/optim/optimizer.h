@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -46,6 +47,14 @@ class Optimizer {
 
   double lr() const { return lr_; }
   void setLr(double lr) { lr_ = lr; }
+  // What torch's param_group shows beside the lr (LearningRateMonitor logs
+  // them, OneCycleLR cycles the momentum): the momentum (SGD's, RMSprop's;
+  // Adam's beta1, its betas[0]), nullopt for an optimizer without one; and
+  // the weight decay.
+  virtual std::optional<double> momentum() const { return std::nullopt; }
+  // REQUIRES: momentum() has a value. Used from the next step on.
+  virtual void setMomentum(double) {}
+  virtual double weightDecay() const = 0;
   double initialLr() const { return initial_lr_; }
   std::int64_t stepCount() const { return step_; }
   void setStepCount(std::int64_t s) { step_ = s; }
@@ -89,6 +98,25 @@ struct SGDOptions {
   bool nesterov = false;
 };
 std::unique_ptr<Optimizer> makeSGD(const SGDOptions& o);
+
+struct RMSpropOptions {
+  double lr = 0.01;
+  double alpha = 0.99;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  double momentum = 0.0;
+  bool centered = false;
+};
+std::unique_ptr<Optimizer> makeRMSprop(const RMSpropOptions& o);
+
+struct AdagradOptions {
+  double lr = 0.01;
+  double lr_decay = 0.0;
+  double weight_decay = 0.0;
+  double initial_accumulator_value = 0.0;
+  double eps = 1e-10;
+};
+std::unique_ptr<Optimizer> makeAdagrad(const AdagradOptions& o);
 
 struct AdamOptions {
   double lr = 0.001;

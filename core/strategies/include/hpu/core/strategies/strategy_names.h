@@ -30,4 +30,13 @@ const StrategyName* findStrategyName(std::string_view name);
 // Every name, in table order.
 std::vector<std::string> strategyNameList();
 
+// Lightning's GPU strategy names and the name each runs as on HPU, as
+// lightning-habana users rewrite them (ddp -> hpu_parallel,
+// deepspeed_stage_2 -> hpu_deepspeed_stage_2).
+struct GpuStrategyName {
+  std::string_view gpu;
+  std::string_view hpu;
+};
+std::span<const GpuStrategyName> gpuStrategyNames();
+
 }  // namespace hpu::core

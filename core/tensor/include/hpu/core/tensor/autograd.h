@@ -83,4 +83,24 @@ GradTarget gradTarget(const Tensor& t);
 void noteUse(const Tensor& t);
 void gradWritten(const Tensor& t);
 
+// Anomaly detection (trainer.detect_anomaly). While an AnomalyDetection is
+// alive on a thread, every recorded op's output is checked for nan and inf
+// before backward runs (in the order the ops ran), and every backward
+// function's input gradients after it ran (in backward's order); the first
+// op found is named in an Error. Costs a pass over every checked tensor.
+class AnomalyDetection {
+ public:
+  AnomalyDetection();
+  ~AnomalyDetection();
+  AnomalyDetection(const AnomalyDetection&) = delete;
+  AnomalyDetection& operator=(const AnomalyDetection&) = delete;
+
+ private:
+  bool previous_;
+};
+bool anomalyDetection();
+// Ops call these (through ops::detail::recordBackward) when detection is on.
+void noteForwardOutput(const Tensor& out, std::string_view op);
+void checkInputGradients(const std::vector<Tensor>& inputs, std::string_view op);
+
 }  // namespace hpu::core::autograd

@@ -161,6 +161,7 @@ class Trainer {
   void clipGradients(const optim::GradientView& grads);
   std::map<std::string, double> evaluationLoop(data::Split split, std::int64_t max_batches, bool sanity);
   bool timeUp() const;
+  void reloadDataloaders();
   void printResults(const std::map<std::string, double>& metrics, const char* stage) const;
 
   template <class Hook>
@@ -202,6 +203,8 @@ class Trainer {
   bool should_stop_ = false;
   bool sanity_checking_ = false;
   bool model_ready_ = false;
+  bool overfit_warned_ = false;
+  std::int64_t loaders_epoch_ = 0;  // the epoch the train/val loaders were made for
   std::chrono::steady_clock::time_point start_time_;
   std::map<std::string, double> callback_metrics_;
   std::map<std::string, double> progress_metrics_;

@@ -50,6 +50,15 @@ struct TrainerOptions {
   bool clip_by_value = false;  // gradient_clip_algorithm: value (else norm)
   bool use_distributed_sampler = true;
   std::string default_root_dir = ".";
+  // overfit_batches: when set, the train and val limits, with the training
+  // set in order (no shuffling).
+  std::optional<BatchLimit> overfit;
+  std::int64_t reload_dataloaders_every_n_epochs = 0;  // 0: never
+  bool detect_anomaly = false;
+  bool sync_batchnorm = false;
+  // barebones: no loggers, checkpointing, progress bar, model summary or
+  // sanity check (parse() refuses a config that asks for one).
+  bool barebones = false;
 
   // REQUIRES: `trainer` is canonical. Throws ConfigError for values whose
   // meaning is wrong in combination (e.g. an unparseable max_time).

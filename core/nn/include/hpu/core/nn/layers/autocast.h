@@ -32,14 +32,15 @@ inline const LayerRegistration kAutocastLayer{
     config::ComponentSchema{
         config::ComponentKind::kLayer,
         "Autocast",
-        {"torch.autocast"},
+        "",
         {"Autocast",
          "",
          {{"enabled", config::Type::boolean(), "true", "Autocast on (with dtype) or off inside the block."},
           {"dtype", config::Type::string({"bfloat16", "float16"}), "bfloat16", "Lower-precision dtype of the region."},
           {"layers", config::Type::list(config::Type::component({config::ComponentKind::kLayer})), "[]",
            "The layers of the region."}}},
-        "A region of layers with its own autocast setting (torch.autocast semantics)."},
+        "A region of layers with its own autocast setting (torch.autocast semantics).",
+        {"torch.autocast"}},
     [](const config::Params& p, InitContext& ctx, const Shape& in, const std::string& where) {
       auto block = std::make_shared<AutocastBlock>(
           p.getBool("enabled"), p.getString("dtype") == "float16" ? DType::kFloat16 : DType::kBFloat16);

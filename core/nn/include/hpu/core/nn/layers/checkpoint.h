@@ -27,12 +27,13 @@ class CheckpointBlock final : public Sequential {
 inline const LayerRegistration kCheckpointLayer{
     config::ComponentSchema{config::ComponentKind::kLayer,
                             "Checkpoint",
-                            {"deepspeed.checkpointing.checkpoint", "torch.utils.checkpoint.checkpoint"},
+                            "",
                             {"Checkpoint",
                              "",
                              {{"layers", config::Type::list(config::Type::component({config::ComponentKind::kLayer})),
                                "[]", "The layers whose activations are recomputed in backward instead of kept."}}},
-                            "Activation checkpointing: trades recomputation for activation memory."},
+                            "Activation checkpointing: trades recomputation for activation memory.",
+                            {"deepspeed.checkpointing.checkpoint", "torch.utils.checkpoint.checkpoint"}},
     [](const config::Params& p, InitContext& ctx, const Shape& in, const std::string& where) {
       auto block = std::make_shared<CheckpointBlock>(ctx.dropout_rng, ctx.checkpoint_on_host);
       const Shape out = buildLayers(*block, listedLayers(p), ctx, in, where + ".init_args.layers");

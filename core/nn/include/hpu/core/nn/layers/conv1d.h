@@ -25,7 +25,7 @@ class Conv1D : public Module {
 inline const LayerRegistration kConv1DLayer{
     layerSchema("Conv1D", {{"nf", config::Type::integer().min(1), "null", "Output features."}},
                 "Hugging Face's Conv1D: a linear layer with its weight stored [in, out] (GPT-2's).",
-                {"transformers.pytorch_utils.Conv1D"}),
+                "transformers.pytorch_utils"),
     [](const config::Params& p, InitContext& ctx, const Shape& in, const std::string&) {
       Shape out = in;
       out[-1] = p.getInt("nf");

@@ -19,7 +19,7 @@ class Residual final : public Sequential {
 inline const LayerRegistration kResidualLayer{
     config::ComponentSchema{config::ComponentKind::kLayer,
                             "Residual",
-                            {},
+                            "",
                             {"Residual",
                              "",
                              {{"layers", config::Type::list(config::Type::component({config::ComponentKind::kLayer})),
