@@ -88,6 +88,9 @@ StructSchema makeTrainer() {
           {"sync_batchnorm", Type::boolean(), "false", "Synchronize batch norm statistics across ranks.", true},
           {"reload_dataloaders_every_n_epochs", Type::integer().min(0), "0", "Reload dataloaders every N epochs.",
            true},
+          {"max_restarts", Type::optional(Type::integer().min(0)), "null",
+           "After a rank fails, restart every rank from the newest complete checkpoint, up to N times (torchrun's "
+           "--max-restarts; null: HPU_MAX_RESTARTS, else 0)."},
           {"default_root_dir", Type::optional(Type::string()), "null",
            "Directory for logs and checkpoints when no logger/callback path is given (null: current directory)."},
       }};

@@ -16,6 +16,7 @@
 #include "hpu/device/device_table.h"
 #include "hpu/device/platform.h"
 #include "hpu/device/threading.h"
+#include "elastic.h"
 #include "save_config_callback.h"
 #include "selection.h"
 
@@ -135,8 +136,11 @@ Pipeline buildPipeline(const RunRequest& request, device::Platform& platform, in
 int run(const RunRequest& request) {
   const Node& cfg = request.config;
   device::Platform platform = device::Platform::fromEnv(envOf(request.env));
+  if (auto code = app::runElasticAgent(request, devicesRequested(*cfg.find("trainer")->find("devices"), platform)))
+    return *code;
   Pipeline pipeline = buildPipeline(request, platform, -1);
   TrainerParts& parts = pipeline.parts;
+  parts.restart_round = app::restartRound(request.env);
   TrainerOptions& o = parts.options;
   Strategy& strategy = *parts.strategy;
   auto& model = pipeline.model;
@@ -148,7 +152,7 @@ int run(const RunRequest& request) {
       parts.loggers.push_back(buildDefault<Logger>("CSVLogger", ComponentKind::kLogger, "trainer.logger"));
     for (const Node* l : componentsOf(o.logger)) parts.loggers.push_back(build<Logger>(*l, "trainer.logger"));
   }
-  for (auto& l : parts.loggers) l->setup(o.default_root_dir, strategy);
+  for (auto& l : parts.loggers) l->setup(o.default_root_dir, strategy, parts.restart_round > 0);
 
   bool has_checkpoint = false, has_progress = false, has_writer = false;
   for (const Node* c : componentsOf(o.callbacks)) {
@@ -158,7 +162,8 @@ int run(const RunRequest& request) {
     parts.callbacks.push_back(build<Callback>(*c, "trainer.callbacks"));
   }
   if (request.subcommand == "fit" && !parts.loggers.empty())
-    parts.callbacks.push_back(app::makeSaveConfigCallback(cfg, request.save_config_overwrite));
+    parts.callbacks.push_back(  // a restarted round rewrites its own run's config
+        app::makeSaveConfigCallback(cfg, request.save_config_overwrite || parts.restart_round > 0));
   if (!o.enable_checkpointing && has_checkpoint && o.fast_dev_run == 0)
     throw UsageError(
         "trainer.enable_checkpointing is false but trainer.callbacks has a ModelCheckpoint; remove one of them");

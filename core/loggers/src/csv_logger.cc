@@ -5,6 +5,8 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <regex>
 #include <set>
 
@@ -29,14 +31,15 @@ class CSVLogger final : public Logger {
         prefix_(p.getString("prefix")),
         flush_every_(p.getInt("flush_logs_every_n_steps")) {}
 
-  void setup(const std::string& default_root_dir, Strategy& strategy) override {
+  void setup(const std::string& default_root_dir, Strategy& strategy, bool continue_run) override {
     if (save_dir_.empty()) save_dir_ = default_root_dir;
     if (version_.empty()) {
       std::string next;
-      if (strategy.isGlobalZero()) next = std::to_string(nextVersion());
+      if (strategy.isGlobalZero()) next = std::to_string(std::max(0, nextVersion() - (continue_run ? 1 : 0)));
       version_ = strategy.broadcast(next, 0);
       version_is_int_ = true;
     }
+    if (continue_run && strategy.isGlobalZero()) readRows();
   }
   std::string name() const override { return name_; }
   std::string version() const override { return version_; }
@@ -53,6 +56,9 @@ class CSVLogger final : public Logger {
     for (const auto& [k, v] : row) keys_.insert(k);
     rows_.push_back(std::move(row));
     if (++since_flush_ >= flush_every_) save();
+  }
+  void resumeAt(std::int64_t step) override {
+    std::erase_if(rows_, [&](const auto& row) { return row.at("step") >= static_cast<double>(step); });
   }
   void save() override {
     since_flush_ = 0;
@@ -80,6 +86,25 @@ class CSVLogger final : public Logger {
   }
 
  private:
+  // The rows of an existing metrics.csv (an elastic restart continues it).
+  void readRows() {
+    std::ifstream in(fs::path(logDir()) / "metrics.csv");
+    std::string line;
+    if (!std::getline(in, line)) return;
+    std::vector<std::string> columns;
+    std::stringstream header(line);
+    for (std::string c; std::getline(header, c, ',');) columns.push_back(c);
+    keys_.insert(columns.begin(), columns.end());
+    while (std::getline(in, line)) {
+      std::map<std::string, double> row;
+      std::stringstream cells(line);
+      std::string cell;
+      for (std::size_t i = 0; i < columns.size() && std::getline(cells, cell, ','); ++i)
+        if (!cell.empty()) row[columns[i]] = cell == "nan" ? std::nan("") : std::strtod(cell.c_str(), nullptr);
+      if (row.count("step")) rows_.push_back(std::move(row));
+    }
+  }
+
   int nextVersion() const {
     static const std::regex kVersion("version_([0-9]+)");
     int next = 0;

@@ -17,7 +17,9 @@ class Logger {
   virtual ~Logger() = default;
   // Resolves where logs go before anything is logged: global rank 0 picks
   // (e.g. the next version_N) and every rank learns the same directory.
-  virtual void setup(const std::string& default_root_dir, Strategy& strategy) = 0;
+  // `continue_run` (an elastic restart): the newest existing run's directory
+  // instead, keeping what it logged.
+  virtual void setup(const std::string& default_root_dir, Strategy& strategy, bool continue_run) = 0;
   virtual std::string name() const = 0;
   virtual std::string version() const = 0;
   // The directory of this run's logs (config.yaml, hparams.yaml, checkpoints/).
@@ -26,6 +28,9 @@ class Logger {
   virtual void logMetrics(const std::map<std::string, double>& metrics, std::int64_t step) = 0;
   // Writes what is buffered.
   virtual void save() = 0;
+  // Training resumed after `step` optimizer steps: forget rows logged at
+  // later steps (the work being redone logs them again).
+  virtual void resumeAt(std::int64_t step) = 0;
 };
 
 }  // namespace hpu::core
