@@ -57,6 +57,10 @@ class ScratchDir {
 std::string readFile(const std::filesystem::path& path);
 void writeFile(const std::filesystem::path& path, const std::string& text);
 
+// True once the process `pid` has ended (gone, or a zombie waiting for its
+// reaper), polling until `deadline`; false if it still runs then.
+bool processEnded(const std::string& pid, std::chrono::steady_clock::time_point deadline);
+
 // The canonical base config of most tests: BoringModel on RandomDataModule,
 // seed 42, one device (tests/support/boring.yaml).
 std::string boringConfig();
