@@ -8,8 +8,9 @@
 #
 # Inputs worth keeping accumulate in build-fuzz/corpus/<target>/. A crash,
 # leak, hang (10 s per input) or sanitizer report stops the run, exit 1, with
-# the report and the input under build-fuzz/findings/<target>/; replay it
-# with build-fuzz/fuzz_<target> <input>. HPU_JOBS sets the build parallelism.
+# the report and the input under build-fuzz/findings/<target>/ (emptied when
+# the target next runs); replay it with build-fuzz/fuzz_<target> <input>.
+# HPU_JOBS sets the build parallelism.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"
@@ -23,6 +24,7 @@ cmake --build build-fuzz -j "${HPU_JOBS:-$(nproc)}" --target hpu_fuzzers
 rm -rf build-fuzz/seeds
 build-fuzz/fuzz_seeds build-fuzz/seeds
 for target in config control_message shm_lane safetensors; do
+  rm -rf "build-fuzz/findings/$target"  # only this run's findings, so that what is there is what failed
   mkdir -p "build-fuzz/corpus/$target" "build-fuzz/findings/$target"
   echo "fuzz_$target: ${seconds}s"
   if ! build-fuzz/fuzz_$target -max_total_time="$seconds" -timeout=10 -print_final_stats=1 \
