@@ -3,6 +3,7 @@
 # Idempotent and silent when all is installed. Run as root (or with sudo).
 #   scripts/install-deps.sh          build + test + data sets (Fashion-MNIST, the fortunes text)
 #   scripts/install-deps.sh --bench  also the benchmark yardsticks (PyTorch, OpenBLAS, Open MPI)
+#   scripts/install-deps.sh --fuzz   also clang with libFuzzer and the sanitizer runtimes (scripts/fuzz.sh)
 set -euo pipefail
 
 packages=(
@@ -13,9 +14,14 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist fortunes
 )
-if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(python3-torch libopenblas0-openmp openmpi-bin libopenmpi-dev)
-fi
+for option in "$@"; do
+  case "$option" in
+    --bench) packages+=(python3-torch libopenblas0-openmp openmpi-bin libopenmpi-dev) ;;
+    # clang's OpenMP runtime: the device kernels use OpenMP.
+    --fuzz) packages+=(clang libclang-rt-dev libomp-dev) ;;
+    *) echo "install-deps.sh: unknown option '$option' (--bench, --fuzz)" >&2; exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${packages[@]}"; do

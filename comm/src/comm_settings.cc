@@ -51,6 +51,9 @@ CommSettings commSettingsFromEnv(const EnvMap& env) {
   if (auto v = lookup(env, "HPU_COLLECTIVE_TIMEOUT")) {
     settings.group.timeout = parseDuration("HPU_COLLECTIVE_TIMEOUT", *v, milliseconds(1));
   }
+  if (auto v = lookup(env, "HPU_RESTART_BACKOFF")) {
+    settings.restartBackoff = parseDuration("HPU_RESTART_BACKOFF", *v, milliseconds(1));
+  }
   return settings;
 }
 

@@ -6,6 +6,7 @@
 #include "collectives/algorithms.h"
 #include "collectives/descriptor.h"
 #include "hpu/comm/errors.h"
+#include "hpu/comm/fault_injection.h"
 #include "work_state.h"
 
 namespace hpu::comm {
@@ -193,6 +194,9 @@ void ProcessGroup::execute(std::unique_lock<std::mutex>& lock, Operation& op) {
   const auto begin = Clock::now();
   if (!error && !options_.simulated) {
     try {
+      if (faultPoint(FaultSite::kCollective, static_cast<std::int64_t>(op.descriptor.sequence), rank_) ==
+          FaultAction::kDrop)
+        transport_->dropConnectionsForTesting();
       transport_->setActivity(detail::describe(op.descriptor));
       CollectiveContext ctx(*transport_, op.descriptor, Clock::now() + op.timeout, op.timeout, options_.chunkBytes);
       op.body(ctx);

@@ -7,20 +7,9 @@
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
-#include <thread>
 
 namespace hpu::cli::testing {
 namespace {
-
-// True once `pid` is gone or a zombie (dead, waiting for its reaper).
-bool isDead(const std::string& pid) {
-  std::ifstream stat("/proc/" + pid + "/stat");
-  std::string line;
-  if (!std::getline(stat, line)) return true;
-  const auto close = line.rfind(')');
-  return close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z';
-}
 
 TEST(Runner, CapturesStreamsExitCodeEnvironmentAndDirectory) {
   ScratchDir dir;
@@ -45,8 +34,8 @@ TEST(Runner, DeadlineKillsTheChildAndWhatItStarted) {
   EXPECT_EQ(r.exit_code, -1);
   const std::string sleeper = r.out.substr(0, r.out.find('\n'));
   ASSERT_FALSE(sleeper.empty());
-  for (int i = 0; i < 200 && !isDead(sleeper); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  EXPECT_TRUE(isDead(sleeper)) << "background sleep " << sleeper << " survived";
+  EXPECT_TRUE(processEnded(sleeper, std::chrono::steady_clock::now() + std::chrono::seconds(10)))
+      << "background sleep " << sleeper << " survived";
 }
 
 TEST(Runner, ScratchDirIsRemovedWithItsContents) {

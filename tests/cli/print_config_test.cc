@@ -157,6 +157,12 @@ TEST_F(PrintConfigTest, WithoutAModelPrintsACompleteTemplate) {
   EXPECT_TRUE(cfg["data"].IsNull());
   EXPECT_EQ(cfg["trainer"].size(), 39u);  // every Trainer key of Lightning 2.4
   EXPECT_EQ(cfg["trainer"]["max_steps"].Scalar(), "-1");
+  // hpu-train's own trainer.max_restarts only when set, so that LightningCLI
+  // reads the printed file too.
+  EXPECT_FALSE(cfg["trainer"]["max_restarts"]);
+  const RunResult restarts = run({"fit", "--print_config", "--trainer.max_restarts=2"});
+  ASSERT_EQ(restarts.exit_code, 0) << restarts.describe();
+  EXPECT_EQ(YAML::Load(restarts.out)["trainer"]["max_restarts"].Scalar(), "2");
   // The template is a config: given a model and data it runs.
   write("template.yaml", r.out);
   const RunResult filled = run({"fit", "-c", "template.yaml", "--model=BoringModel", "--data=RandomDataModule",

@@ -1,6 +1,7 @@
 // Ranks as processes on 127.0.0.1 (build/comm_test_rank): rendezvous and
 // every collective for world sizes 1..8, emulated multi-node launches,
-// rejections, and ranks killed (SIGKILL) or frozen (SIGSTOP) mid-allreduce.
+// rejections, and ranks that crash, freeze, hang or drop their connections
+// mid-allreduce (HPU_FAULT, comm/fault_injection.h).
 // Every wait has a deadline; every process started is killed on the way out.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -195,31 +196,62 @@ TEST(MultiProcess, MismatchedAllreduceSizesFailWithBothSidesNamed) {
                                                 "does not match rank "));
 }
 
-// Starts 3 ranks looping over allreduces, hits `victim` with `signal` once
-// all loop, and checks that the others fail naming it, within a loose bound.
-void expectPeerLost(int victim, int signal) {
+// Starts `world` ranks looping over allreduces; HPU_FAULT strikes `victim`
+// with `action` before its collective #5, and the other ranks fail naming it.
+void startWithFault(ProcessJob& job, const std::string& fault) {
+  for (int local = 0; local < job.devices; ++local) {
+    EnvMap env = job.envFor(0, local);
+    env["HPU_FAULT"] = fault;
+    env["HPU_COLLECTIVE_TIMEOUT"] = "3s";
+    job.start("allreduce-loop", env);
+  }
+}
+
+void expectPeerLost(int victim, const std::string& action) {
   ProcessJob job{1, 3};
-  job.startAll("allreduce-loop");
-  for (auto& rank : job.ranks) ASSERT_TRUE(rank->waitForOutput("looping", Clock::now() + 60s)) << rank->output();
-  const auto hit = Clock::now();
-  job.ranks[static_cast<std::size_t>(victim)]->signal(signal);
+  startWithFault(job, fmt::format("{},rank={},collective=5", action, victim));
   for (int r = 0; r < 3; ++r) {
     if (r == victim) continue;
     auto& rank = *job.ranks[static_cast<std::size_t>(r)];
-    const auto code = rank.wait(hit + 20s);
-    ASSERT_TRUE(code.has_value()) << "rank " << r << " did not fail within 20s:\n" << rank.output();
+    const auto code = rank.wait(Clock::now() + 60s);
+    ASSERT_TRUE(code.has_value()) << "rank " << r << " did not fail:\n" << rank.output();
     EXPECT_EQ(*code, 3) << rank.output();
-    EXPECT_THAT(rank.output(), HasSubstr(fmt::format("PeerLostError rank={}: rank {}: allreduce #", victim, r)));
+    EXPECT_THAT(rank.output(), HasSubstr(fmt::format("PeerLostError rank={}: rank {}: allreduce #5", victim, r)));
     EXPECT_THAT(rank.output(), HasSubstr(fmt::format("rank {} lost", victim)));
   }
-  EXPECT_LT(Clock::now() - hit, 20s);
 }
 
-TEST(MultiProcess, KilledRankFailsTheOthersWithPeerLostError) { expectPeerLost(2, SIGKILL); }
+TEST(MultiProcess, CrashedRankFailsTheOthersWithPeerLostError) { expectPeerLost(2, "crash"); }
 
-TEST(MultiProcess, FrozenRankFailsTheOthersWithPeerLostError) { expectPeerLost(1, SIGSTOP); }
+TEST(MultiProcess, FrozenRankFailsTheOthersWithPeerLostError) { expectPeerLost(1, "freeze"); }
 
-TEST(MultiProcess, KilledRankZeroFailsTheOthersWithPeerLostError) { expectPeerLost(0, SIGKILL); }
+TEST(MultiProcess, CrashedRankZeroFailsTheOthersWithPeerLostError) { expectPeerLost(0, "crash"); }
+
+TEST(MultiProcess, RankThatDropsItsConnectionsFailsTheOthersWithPeerLostError) { expectPeerLost(1, "drop"); }
+
+// The partition seen from both sides: the dropped rank loses rank 0 in turn.
+TEST(MultiProcess, RankThatDropsItsConnectionsLosesRankZero) {
+  ProcessJob job{1, 2};
+  startWithFault(job, "drop,rank=1,collective=5");
+  const auto codes = job.waitAll(Clock::now() + 60s);
+  EXPECT_EQ(codes[1], 3) << job.ranks[1]->output();
+  EXPECT_THAT(job.ranks[1]->output(), HasSubstr("PeerLostError rank=0: rank 1: allreduce #5"));
+  EXPECT_THAT(job.ranks[1]->output(), HasSubstr("rank 0 lost: no message from rank 0"));
+  EXPECT_EQ(codes[0], 3) << job.ranks[0]->output();
+  EXPECT_THAT(job.ranks[0]->output(), HasSubstr("PeerLostError rank=1: rank 0: allreduce #5"));
+}
+
+TEST(MultiProcess, HungRankMakesItsPeerTimeOutNamingIt) {
+  ProcessJob job{1, 2};
+  startWithFault(job, "hang,rank=1,collective=5");
+  const auto code = job.ranks[0]->wait(Clock::now() + 60s);
+  ASSERT_TRUE(code.has_value()) << job.ranks[0]->output();
+  EXPECT_EQ(*code, 6) << job.ranks[0]->output();
+  EXPECT_THAT(job.ranks[0]->output(),
+              HasSubstr("CommTimeoutError: rank 0: allreduce #5 (avg, float32, 1048576 elements, ring) timed out "
+                        "after 3s waiting for rank 1"));
+  EXPECT_THAT(job.ranks[1]->output(), HasSubstr("rank 1: fault injected at collective 5 (HPU_FAULT): hang"));
+}
 
 }  // namespace
 }  // namespace hpu::comm

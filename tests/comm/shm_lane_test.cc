@@ -177,5 +177,23 @@ TEST_F(ShmLane, SenderUnlinksALaneItsReceiverNeverOpened) {
   EXPECT_FALSE(nameExists(name));
 }
 
+// Found by fuzz_shm_lane: a slot line claiming more bytes than a slot holds
+// (written by another process) aborted the receiver; it is an error now.
+TEST_F(ShmLane, ASlotClaimingMoreBytesThanItHoldsIsAnError) {
+  ShmReceiver receiver = open();
+  auto& line = sender_->segment().line(0);
+  line.sequence = 0;
+  line.bytes = static_cast<std::uint32_t>(ShmSegment::kSlotBytes + 1);
+  line.state.store(1, std::memory_order_release);
+  try {
+    receiver.tryTake(0);
+    ADD_FAILURE() << "the corrupt slot was taken";
+  } catch (const CommError& e) {
+    EXPECT_NE(std::string(e.what()).find("is corrupt: slot 0 claims 266241 bytes, more than its 266240"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace hpu::comm::detail

@@ -8,30 +8,17 @@
 #include "../../comm/src/wire/codec.h"
 #include "../../comm/src/wire/control_messages.h"
 #include "hpu/comm/job_token.h"
+#include "sample_messages.h"
 
 namespace hpu::comm::detail {
 namespace {
+
+using test_support::sampleHello;
 
 const JobToken::Key kKey = JobToken::fromEnv({{"HPU_JOB_TOKEN", "wire-test-token-0123456789"}}).derive("mac");
 const JobToken::Key kOtherKey = JobToken::fromEnv({{"HPU_JOB_TOKEN", "other-test-token-0123456789"}}).derive("mac");
 
 std::span<const std::byte> bytesOf(const std::string& s) { return {reinterpret_cast<const std::byte*>(s.data()), s.size()}; }
-
-Hello sampleHello() {
-  Hello hello;
-  hello.rank = 5;
-  hello.worldSize = 8;
-  hello.nodeRank = 1;
-  hello.localRank = 1;
-  hello.pid = 4242;
-  hello.version = "0.1.0";
-  hello.config.entries = {{"trainer.precision", "bf16-mixed"}, {"model.lr", "0.01"}};
-  hello.configDigest = hello.config.digest();
-  hello.hostname = "node-b";
-  hello.hostId = "node-b/boot";
-  hello.endpoints = {"tcp://10.0.0.2:41000", "ipc://@hpu-x"};
-  return hello;
-}
 
 TEST(Wire, HelloRoundTripsAndItsMacNeedsTheSameToken) {
   const std::string bytes = encode(sampleHello(), kKey);
@@ -87,6 +74,23 @@ TEST(Wire, RandomCorruptionNeverEscapesAsAnythingButMalformedMessage) {
     try {
       decode(bytesOf(junk), kKey);
     } catch (const MalformedMessage&) {
+    }
+  }
+}
+
+// Found by fuzz_control_message: a Hello or Welcome shorter than its
+// envelope plus MAC was read from before its start (out of bounds).
+TEST(Wire, HelloOrWelcomeShorterThanItsEnvelopeAndMacIsMalformed) {
+  for (const std::uint8_t type : {1, 3}) {
+    for (std::size_t size = 6; size < 6 + 32; ++size) {
+      std::string bytes = std::string("HPUR") + '\x01' + static_cast<char>(type);
+      bytes.resize(size, '\0');
+      try {
+        decode(bytesOf(bytes), kKey);
+        ADD_FAILURE() << size << " bytes decoded";
+      } catch (const MalformedMessage& e) {
+        EXPECT_STREQ(e.what(), "too short for its envelope and MAC") << size << " bytes";
+      }
     }
   }
 }

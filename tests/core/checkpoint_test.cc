@@ -67,6 +67,16 @@ TEST(Safetensors, RoundTripOfEveryDTypeAndTheMetadata) {
   EXPECT_EQ(back.find("absent"), nullptr);
 }
 
+// Found by fuzz_safetensors (UndefinedBehaviorSanitizer): an empty float32 or
+// int64 tensor was copied into an empty vector through its null data().
+TEST(Safetensors, EmptyTensorsRoundTrip) {
+  Checkpoint c;
+  c.tensors.push_back({"optimizer.exp_avg.0", DType::kFloat32, {0}, {}, {}});
+  c.tensors.push_back({"model.ids", DType::kInt64, {2, 0}, {}, {}});
+  c.tensors.push_back({"model.half", DType::kBFloat16, {0, 3}, {}, {}});
+  expectEqual(c, decodeSafetensors(encodeSafetensors(c), "mem"));
+}
+
 TEST(Safetensors, UnsupportedDTypesAreRefused) {
   Checkpoint c;
   c.tensors.push_back({"x", DType::kFloat8E4M3, {1}, {1.0f}, {}});

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 namespace hpu::cli::testing {
 namespace {
@@ -196,6 +197,18 @@ void writeFile(const std::filesystem::path& path, const std::string& text) {
 }
 
 std::filesystem::path sourcePath(const std::string& relative) { return std::filesystem::path(HPU_SOURCE_DIR) / relative; }
+
+bool processEnded(const std::string& pid, std::chrono::steady_clock::time_point deadline) {
+  for (;;) {
+    std::ifstream stat("/proc/" + pid + "/stat");
+    std::string line;
+    if (!std::getline(stat, line)) return true;
+    const auto close = line.rfind(')');  // the state follows the command name
+    if (close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z') return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
 
 std::string boringConfig() { return HPU_SOURCE_DIR "/tests/support/boring.yaml"; }
 

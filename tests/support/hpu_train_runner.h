@@ -60,6 +60,10 @@ void writeFile(const std::filesystem::path& path, const std::string& text);
 // A file or folder of this checkout, by its path from the top ("core/loggers/proto").
 std::filesystem::path sourcePath(const std::string& relative);
 
+// True once the process `pid` has ended (gone, or a zombie waiting for its
+// reaper), polling until `deadline`; false if it still runs then.
+bool processEnded(const std::string& pid, std::chrono::steady_clock::time_point deadline);
+
 // The canonical base config of most tests: BoringModel on RandomDataModule,
 // seed 42, one device (tests/support/boring.yaml).
 std::string boringConfig();

@@ -20,17 +20,6 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-// Every tensor (model.* and optimizer.*) bit for bit, and the training state.
-void expectSameState(Checkpoint got, Checkpoint want) {
-  for (const char* key : {"epoch", "global_step", "batches_done", "optimizer", "scheduler", "precision_state"})
-    EXPECT_EQ(got.meta(key), want.meta(key)) << key;
-  // Encoded without metadata, equal bytes are equal names, dtypes, shapes and values.
-  got.metadata.clear();
-  want.metadata.clear();
-  EXPECT_TRUE(core::checkpoint::encodeSafetensors(got) == core::checkpoint::encodeSafetensors(want))
-      << "the tensors differ";
-}
-
 // The rows of epochs >= `from`.
 std::vector<std::vector<std::string>> rowsFrom(const CsvTable& t, int from) {
   std::vector<std::vector<std::string>> out;

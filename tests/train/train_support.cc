@@ -60,6 +60,16 @@ core::checkpoint::Checkpoint readCheckpoint(const std::filesystem::path& path) {
   return core::checkpoint::decodeSafetensors(readFile(path), path.string());
 }
 
+void expectSameState(core::checkpoint::Checkpoint got, core::checkpoint::Checkpoint want) {
+  for (const char* key : {"epoch", "global_step", "batches_done", "optimizer", "scheduler", "precision_state"})
+    EXPECT_EQ(got.meta(key), want.meta(key)) << key;
+  // Encoded without metadata, equal bytes are equal names, dtypes, shapes and values.
+  got.metadata.clear();
+  want.metadata.clear();
+  EXPECT_TRUE(core::checkpoint::encodeSafetensors(got) == core::checkpoint::encodeSafetensors(want))
+      << "the tensors differ";
+}
+
 std::vector<std::string> fileNames(const std::filesystem::path& dir) {
   std::vector<std::string> names;
   std::error_code ec;

@@ -37,6 +37,10 @@ CsvTable readCsv(const std::filesystem::path& path);
 // Decodes a checkpoint file (hpu_train.crc32 checked).
 core::checkpoint::Checkpoint readCheckpoint(const std::filesystem::path& path);
 
+// Expects every tensor (model.* and optimizer.*) equal bit for bit, and the
+// same training state (epoch, step, optimizer, scheduler, precision).
+void expectSameState(core::checkpoint::Checkpoint got, core::checkpoint::Checkpoint want);
+
 // The names of the regular files in `dir`, sorted; empty if `dir` is absent.
 std::vector<std::string> fileNames(const std::filesystem::path& dir);
 

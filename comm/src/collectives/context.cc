@@ -4,7 +4,6 @@
 
 #include <spdlog/fmt/fmt.h>
 
-#include "../check.h"
 #include "../duration_text.h"
 #include "hpu/comm/errors.h"
 
@@ -51,9 +50,11 @@ Received CollectiveContext::recvBy(int peer, std::size_t expectedBytes, Transpor
   }
   CollectiveDescriptor theirs = header->descriptor;
   const auto rest = bytes.subspan(kHeaderBytes);
-  if (header->nameBytes <= rest.size()) {
-    theirs.name.assign(reinterpret_cast<const char*>(rest.data()), header->nameBytes);
+  if (header->nameBytes > rest.size()) {
+    throw CommError(fmt::format("rank {}: {}: malformed message of {} bytes from rank {}: its name claims {} bytes",
+                                rank_, describe(descriptor_), bytes.size(), peer, header->nameBytes));
   }
+  theirs.name.assign(reinterpret_cast<const char*>(rest.data()), header->nameBytes);
   if (theirs != descriptor_) {
     throw CollectiveMismatchError(fmt::format(
         "rank {}: {} does not match rank {}'s {}; every rank must call the same collectives in the same order with "
@@ -61,7 +62,10 @@ Received CollectiveContext::recvBy(int peer, std::size_t expectedBytes, Transpor
         rank_, describe(descriptor_), peer, describe(theirs)));
   }
   const std::uint32_t expectedStep = recvSteps_[static_cast<std::size_t>(peer)]++;
-  HPU_COMM_CHECK(header->step == expectedStep, "collective messages between two ranks arrived out of step");
+  if (header->step != expectedStep) {  // our own ranks send in step: the message is corrupt or foreign
+    throw CommError(fmt::format("rank {}: {}: message {} from rank {} arrived where message {} was due", rank_,
+                                describe(descriptor_), header->step, peer, expectedStep));
+  }
   received.payload = rest.subspan(header->nameBytes);
   if (received.payload.size() != expectedBytes) {
     throw CommError(fmt::format("rank {}: {}: message {} from rank {} carries {} bytes, expected {}", rank_,

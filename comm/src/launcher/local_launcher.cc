@@ -1,7 +1,6 @@
-#include <arpa/inet.h>
-#include <netinet/in.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,6 +23,7 @@
 #include "hpu/comm/launcher.h"
 #include "signal_forwarding.h"
 #include "spawn.h"
+#include "worker_output.h"
 
 namespace hpu::comm {
 namespace {
@@ -50,8 +50,11 @@ class SubprocessLauncher final : public LocalLauncher {
  public:
   explicit SubprocessLauncher(const LaunchOptions& options) : options_(options) {
     const ClusterInfo& c = options.cluster;
-    HPU_COMM_CHECK(c.localRank == 0 && !c.createsProcessesExternally && c.localWorldSize >= 2,
+    HPU_COMM_CHECK(c.localRank == 0 && !c.createsProcessesExternally, 
                    "launchLocalWorkers runs on local rank 0 of a node whose processes it creates");
+    HPU_COMM_CHECK((options.firstLocalRank == 0 || options.firstLocalRank == 1) &&
+                       c.localWorldSize > options.firstLocalRank,
+                   "launchLocalWorkers starts local ranks firstLocalRank (0 or 1) .. localWorldSize-1, at least one");
     sharedEnv_ = options.env;
     sharedEnv_["MASTER_ADDR"] = c.masterAddr;
     sharedEnv_["MASTER_PORT"] = std::to_string(c.masterPort != 0 ? c.masterPort : pickFreePort(c.masterAddr));
@@ -114,6 +117,7 @@ class SubprocessLauncher final : public LocalLauncher {
   struct Worker {
     int localRank;
     pid_t pid;
+    std::unique_ptr<detail::WorkerOutput> output;  // its stderr
     bool exited = false;
   };
 
@@ -160,20 +164,52 @@ class SubprocessLauncher final : public LocalLauncher {
         }
         if (!exitDeadline) return;  // every worker finished cleanly
       }
-      changed_.wait_for(lock, kReapInterval);
+      lock.unlock();
+      pumpOutput();
+      lock.lock();
     }
+  }
+
+  // Forwards the workers' stderr; returns when some came or after kReapInterval.
+  void pumpOutput() {
+    std::vector<pollfd> fds;
+    std::vector<detail::WorkerOutput*> outputs;
+    for (auto& w : workers_) {
+      if (w.output && w.output->fd() >= 0) {
+        fds.push_back({w.output->fd(), POLLIN, 0});
+        outputs.push_back(w.output.get());
+      }
+    }
+    if (fds.empty()) {
+      std::this_thread::sleep_for(kReapInterval);
+      return;
+    }
+    if (::poll(fds.data(), fds.size(), static_cast<int>(kReapInterval.count())) <= 0) return;
+    for (std::size_t i = 0; i < fds.size(); ++i)
+      if (fds[i].revents != 0) outputs[i]->pump();
   }
 
   void spawnAll() {
     const std::vector<std::string> argv = options_.argv.empty() ? detail::currentArgv() : options_.argv;
-    for (int localRank = 1; localRank < options_.cluster.localWorldSize; ++localRank) {
+    for (int localRank = options_.firstLocalRank; localRank < options_.cluster.localWorldSize; ++localRank) {
       EnvMap env = sharedEnv_;
       env["LOCAL_RANK"] = std::to_string(localRank);
-      detail::SpawnRequest request{options_.executable, argv, {}};
+      int pipeFds[2];
+      if (::pipe2(pipeFds, O_CLOEXEC) != 0)
+        throw LaunchError(fmt::format("cannot create a pipe for a worker's output: {}", std::strerror(errno)));
+      auto output = std::make_unique<detail::WorkerOutput>(pipeFds[0]);
+      detail::SpawnRequest request{options_.executable, argv, {}, pipeFds[1]};
       for (const auto& [name, value] : env) request.env.push_back(name + "=" + value);
-      const pid_t pid = detail::spawnWorker(request);
+      pid_t pid = -1;
+      try {
+        pid = detail::spawnWorker(request);
+      } catch (...) {
+        ::close(pipeFds[1]);
+        throw;
+      }
+      ::close(pipeFds[1]);
       std::lock_guard lock(mutex_);
-      workers_.push_back({localRank, pid});
+      workers_.push_back({localRank, pid, std::move(output)});
       forwarding_.add(pid);
     }
   }
@@ -188,10 +224,15 @@ class SubprocessLauncher final : public LocalLauncher {
       if (done != w.pid) continue;
       w.exited = true;
       forwarding_.remove(w.pid);
+      w.output->drain();
       const int code = exitCodeOf(status);
       if (code == 0 || failure_ || stopping_ || forwarding_.pendingSignal() != 0) continue;
-      failure_ = WorkerFailure{w.localRank, w.pid, code, describeExit(w.localRank, w.pid, status)};
-      spdlog::error("rank {}: {}; stopping the other local ranks", options_.cluster.globalRank, failure_->description);
+      const ClusterInfo& c = options_.cluster;
+      failure_ = WorkerFailure{w.localRank, c.nodeRank * c.localWorldSize + w.localRank, w.pid, code,
+                               describeExit(w.localRank, w.pid, status), w.output->lastLines()};
+      // An elastic agent reports the failure itself, with what it does next.
+      if (options_.firstLocalRank == 1)
+        spdlog::error("rank {}: {}; stopping the other local ranks", c.globalRank, failure_->description);
       beginTermination(SIGTERM);
     }
     changed_.notify_all();

@@ -53,6 +53,7 @@ pid_t spawnWorker(const SpawnRequest& request) {
     ::close(pipeFds[0]);
     if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) childFailed(pipeFds[1]);
     if (::getppid() != parent) ::_exit(128 + SIGKILL);  // the launcher died before we could watch it
+    if (request.stderrFd >= 0 && ::dup2(request.stderrFd, STDERR_FILENO) < 0) childFailed(pipeFds[1]);
     struct sigaction action {};
     action.sa_handler = SIG_DFL;
     sigemptyset(&action.sa_mask);

@@ -16,6 +16,7 @@ struct SpawnRequest {
   std::string executable;
   std::vector<std::string> argv;
   std::vector<std::string> env;  // "NAME=value"
+  int stderrFd = -1;              // the child's stderr, when >= 0 (else inherited)
 };
 
 // The child's pid. Throws LaunchError (with errno's text) when fork or exec fails.

@@ -14,6 +14,7 @@ constexpr std::uint32_t kMagic = 0x52555048;  // "HPUR"
 constexpr std::uint8_t kProtocolVersion = 1;
 constexpr std::size_t kMaxText = 1 << 20;  // any single string field
 constexpr std::size_t kMacBytes = crypto_auth_hmacsha256_BYTES;
+constexpr std::size_t kEnvelopeBytes = 6;  // magic, protocol version, type
 
 enum class Type : std::uint8_t {
   kHello = 1,
@@ -183,7 +184,7 @@ StoreRequest readStoreRequest(WireReader& r) {
 
 // Splits off and checks the trailing MAC of Hello / Welcome.
 bool verifyMac(std::span<const std::byte>& bytes, const JobToken::Key& key) {
-  if (bytes.size() < kMacBytes) throw MalformedMessage("too short for its MAC");
+  if (bytes.size() < kEnvelopeBytes + kMacBytes) throw MalformedMessage("too short for its envelope and MAC");
   const auto body = bytes.first(bytes.size() - kMacBytes);
   const Mac expected = macOf({reinterpret_cast<const char*>(body.data()), body.size()}, key);
   const bool ok = sodium_memcmp(expected.data(), bytes.data() + body.size(), kMacBytes) == 0;
@@ -208,7 +209,7 @@ std::string encode(const ControlMessage& message, const JobToken::Key& macKey) {
 }
 
 ControlMessage decode(std::span<const std::byte> bytes, const JobToken::Key& macKey) {
-  if (bytes.size() < 6) throw MalformedMessage(fmt::format("{} bytes is too short", bytes.size()));
+  if (bytes.size() < kEnvelopeBytes) throw MalformedMessage(fmt::format("{} bytes is too short", bytes.size()));
   WireReader head(bytes);
   if (head.u32() != kMagic) throw MalformedMessage("wrong magic (not an hpu-train rendezvous message)");
   if (const auto version = head.u8(); version != kProtocolVersion) {
@@ -217,7 +218,7 @@ ControlMessage decode(std::span<const std::byte> bytes, const JobToken::Key& mac
   const auto type = static_cast<Type>(std::to_integer<std::uint8_t>(bytes[5]));
   bool authentic = false;
   if (type == Type::kHello || type == Type::kWelcome) authentic = verifyMac(bytes, macKey);
-  WireReader r(bytes.subspan(6));
+  WireReader r(bytes.subspan(kEnvelopeBytes));
   ControlMessage out;
   switch (type) {
     case Type::kHello: {

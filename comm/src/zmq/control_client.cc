@@ -70,6 +70,7 @@ void ControlClient::post(const ControlMessage& message) {
   std::string bytes = encode(message, config_.keys->helloMac);
   {
     std::lock_guard lock(mutex_);
+    if (dropped_) return;
     outbox_.push_back(std::move(bytes));
   }
   const std::uint64_t one = 1;
@@ -142,6 +143,12 @@ void ControlClient::abort(std::string_view reason) {
   post(Abort{std::string(reason)});
 }
 
+void ControlClient::dropForTesting() {
+  std::lock_guard lock(mutex_);
+  dropped_ = true;
+  outbox_.clear();
+}
+
 void ControlClient::serve() {
   auto nextHeartbeat = Clock::now();
   for (;;) {
@@ -190,7 +197,7 @@ void ControlClient::serve() {
     // Nobody is left to deliver to: do not hold the context's termination.
     std::lock_guard lock(mutex_);
     const auto failure = health_->firstFailure();
-    if (storeClosed_ || (failure && failure->rank == 0)) socket_.set(zmq::sockopt::linger, 0);
+    if (dropped_ || storeClosed_ || (failure && failure->rank == 0)) socket_.set(zmq::sockopt::linger, 0);
   }
   monitor_.close();
   socket_.close();
@@ -211,6 +218,7 @@ void ControlClient::receiveAll() {
     if (!socket_.recv(message, zmq::recv_flags::dontwait)) return;
     {
       std::lock_guard lock(mutex_);
+      if (dropped_) continue;
       lastFromServer_ = Clock::now();
     }
     try {

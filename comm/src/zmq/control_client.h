@@ -64,6 +64,9 @@ class ControlClient {
   void setActivity(std::string_view activity);
   // Tells rank 0 (and through it everyone) that this rank fails.
   void abort(std::string_view reason);
+  // Fault injection: sends nothing more (no heartbeat, no goodbye) and
+  // ignores what arrives, so rank 0 is declared lost after the peer timeout.
+  void dropForTesting();
 
  private:
   void serve();
@@ -85,6 +88,7 @@ class ControlClient {
   std::deque<std::string> outbox_;
   bool stop_ = false;
   bool aborted_ = false;
+  bool dropped_ = false;
   bool admitted_ = false;
   bool storeClosed_ = false;
   std::optional<std::vector<PeerInfo>> welcome_;

@@ -188,7 +188,9 @@ std::unique_ptr<Message> ShmReceiver::tryTake(std::uint32_t sequence) {
   const std::uint32_t index = next_;
   const auto& line = segment_->line(index);
   if (line.state.load(std::memory_order_acquire) != kFull || line.sequence != sequence) return nullptr;
-  HPU_COMM_CHECK(line.bytes <= ShmSegment::kSlotBytes, "a shared-memory slot claims more bytes than it has");
+  if (line.bytes > ShmSegment::kSlotBytes)  // another process wrote it: an error, not a broken invariant of ours
+    throw CommError(fmt::format("the shared-memory lane {} is corrupt: slot {} claims {} bytes, more than its {}",
+                                segment_->name(), index, line.bytes, ShmSegment::kSlotBytes));
   next_ = (next_ + 1) % ShmSegment::kSlots;
   return std::make_unique<SlotMessage>(segment_, index, line.bytes);
 }

@@ -127,7 +127,8 @@ class ShmReceiver {
   explicit ShmReceiver(const std::string& name);
 
   ShmSegment& segment() { return *segment_; }
-  // Message number `sequence` if the next slot in turn holds it, else nullptr.
+  // Message number `sequence` if the next slot in turn holds it, else
+  // nullptr. Throws CommError when the slot claims more bytes than it has.
   std::unique_ptr<Message> tryTake(std::uint32_t sequence);
 
  private:

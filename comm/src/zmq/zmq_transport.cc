@@ -3,6 +3,7 @@
 #include <sodium.h>
 
 #include <cstring>
+#include <thread>
 
 #include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
@@ -96,7 +97,7 @@ ZmqTransport::ZmqTransport(std::shared_ptr<ZmqSession> session, int rank, int si
 ZmqTransport::~ZmqTransport() {
   // After a failure the peers are not reading: drop what is queued instead
   // of lingering on it.
-  const bool failed = aborted_ || session_->health()->firstFailure().has_value();
+  const bool failed = aborted_ || dropped_ || session_->health()->firstFailure().has_value();
   // A peer still reading needs the lanes it has not opened yet (after a
   // failure too: they may hold what it needs to name the failure).
   for (auto& lane : lanesOut_)
@@ -135,6 +136,7 @@ void ZmqTransport::send(int peer, std::span<const std::byte> header, std::span<c
   HPU_COMM_CHECK(peer >= 0 && peer < size_ && peer != rank_, "send to an invalid peer");
   checkNotAborted();
   session_->health()->check();
+  if (dropped_.load(std::memory_order_relaxed)) return;
   const std::uint32_t sequence = sendSequence_[static_cast<std::size_t>(peer)]++;
   ShmSender* lane = laneTo(peer, deadline);
   const bool fits = ShmSender::fits(header.size() + payload.size());
@@ -195,15 +197,20 @@ std::unique_ptr<Message> ZmqTransport::recv(int peer, Deadline deadline) {
     checkNotAborted();
     // Read before looking: a message posted then and not in the lane now is
     // on the socket (posting follows putting it in a slot).
+    const bool dropped = dropped_.load(std::memory_order_relaxed);
     const bool posted = lanesIn_[p] && lanesIn_[p]->segment().wasPosted(recvSequence_[p]);
-    if (auto message = takeNext(peer)) return message;
-    drainInbound();
-    if (auto message = takeNext(peer)) return message;
+    if (!dropped) {
+      if (auto message = takeNext(peer)) return message;
+      drainInbound();
+      if (auto message = takeNext(peer)) return message;
+    }
     health.check(peer);
     if (Clock::now() >= deadline) {
       throw CommTimeoutError(fmt::format("no message from rank {} before the deadline", peer));
     }
-    if (lanesIn_[p] && !posted) {
+    if (dropped) {
+      std::this_thread::sleep_for(sliceUntil(deadline));
+    } else if (lanesIn_[p] && !posted) {
       lanesIn_[p]->segment().waitForPost(recvSequence_[p], sliceUntil(deadline));  // at once if posted since
     } else {
       zmq::pollitem_t item{inbound_.handle(), 0, ZMQ_POLLIN, 0};
@@ -266,5 +273,10 @@ void ZmqTransport::abort(std::string_view reason) {
 }
 
 void ZmqTransport::setActivity(std::string_view activity) { session_->client().setActivity(activity); }
+
+void ZmqTransport::dropConnectionsForTesting() {
+  dropped_.store(true, std::memory_order_relaxed);
+  session_->client().dropForTesting();
+}
 
 }  // namespace hpu::comm::detail

@@ -54,6 +54,7 @@ class ZmqTransport final : public Transport {
   std::unique_ptr<Message> recv(int peer, Deadline deadline) override;
   void abort(std::string_view reason) override;
   void setActivity(std::string_view activity) override;
+  void dropConnectionsForTesting() override;
 
  private:
   void drainInbound();
@@ -82,6 +83,7 @@ class ZmqTransport final : public Transport {
   std::vector<std::uint32_t> recvSequence_;  // the number of the message expected next, per peer
   std::shared_ptr<SendBufferPool> sendBuffers_;
   std::atomic<bool> aborted_{false};
+  std::atomic<bool> dropped_{false};  // dropConnectionsForTesting: nothing goes out or comes in
   mutable std::mutex abortMutex_;
   std::string abortReason_;  // "rank 3 aborted: <reason>", set once
 };

@@ -126,6 +126,10 @@ StructSchema makeTrainer() {
            "Batch norms in training use the statistics of every rank's batch together (SyncBatchNorm)."},
           {"reload_dataloaders_every_n_epochs", Type::integer().min(0), "0",
            "Ask the data module for its train and val data again every N epochs (0: never)."},
+          {"max_restarts", Type::optional(Type::integer().min(0)), "null",
+           "After a rank fails, restart every rank from the newest complete checkpoint, up to N times (torchrun's "
+           "--max-restarts; null: HPU_MAX_RESTARTS, else 0).",
+           /*only_default_because=*/"", /*own=*/true},
           {"default_root_dir", Type::optional(Type::string()), "null",
            "Directory for logs and checkpoints when no logger/callback path is given (null: current directory)."},
       }};

@@ -16,6 +16,7 @@
 #include "hpu/device/device_table.h"
 #include "hpu/device/platform.h"
 #include "hpu/device/threading.h"
+#include "elastic.h"
 #include "save_config_callback.h"
 #include "selection.h"
 
@@ -134,8 +135,11 @@ Pipeline buildPipeline(const RunRequest& request, device::Platform& platform, in
 int run(const RunRequest& request) {
   const Node& cfg = request.config;
   device::Platform platform = device::Platform::fromEnv(envOf(request.env));
+  if (auto code = app::runElasticAgent(request, devicesRequested(*cfg.find("trainer")->find("devices"), platform)))
+    return *code;
   Pipeline pipeline = buildPipeline(request, platform, -1);
   TrainerParts& parts = pipeline.parts;
+  parts.restart_round = app::restartRound(request.env);
   // Lightning's seed_everything line.
   if (cfg.find("seed_everything")->str() != "false" && parts.strategy->isGlobalZero())
     spdlog::info("Seed set to {}", parts.seed);
@@ -161,7 +165,7 @@ int run(const RunRequest& request) {
         parts.loggers.push_back(buildDefault<Logger>(cls, ComponentKind::kLogger, "trainer.logger"));
     for (const Node* l : componentsOf(o.logger)) parts.loggers.push_back(build<Logger>(*l, "trainer.logger"));
   }
-  for (auto& l : parts.loggers) l->setup(o.default_root_dir, strategy);
+  for (auto& l : parts.loggers) l->setup(o.default_root_dir, strategy, parts.restart_round > 0);
 
   bool has_checkpoint = false, has_progress = false, has_writer = false, has_summary = false;
   const std::vector<const Node*> callbacks = componentsOf(o.callbacks);
@@ -176,7 +180,8 @@ int run(const RunRequest& request) {
         build<Callback>(c, o.callbacks.isSequence() ? fmt::format("trainer.callbacks[{}]", i) : "trainer.callbacks"));
   }
   if (request.subcommand == "fit" && !parts.loggers.empty())
-    parts.callbacks.push_back(app::makeSaveConfigCallback(cfg, request.save_config_overwrite));
+    parts.callbacks.push_back(  // a restarted round rewrites its own run's config
+        app::makeSaveConfigCallback(cfg, request.save_config_overwrite || parts.restart_round > 0));
   if (!o.enable_checkpointing && has_checkpoint && o.fast_dev_run == 0)
     throw UsageError(
         "trainer.enable_checkpointing is false but trainer.callbacks has a ModelCheckpoint; remove one of them");

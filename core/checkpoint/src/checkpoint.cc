@@ -227,11 +227,11 @@ Checkpoint decodeSafetensors(const std::string& bytes, const std::string& origin
       const char* src = bytes.data() + data_begin + offsets[0];
       if (t.dtype == DType::kInt64) {
         t.ints.resize(numel);
-        std::memcpy(t.ints.data(), src, numel * 8);
+        if (numel != 0) std::memcpy(t.ints.data(), src, numel * 8);  // an empty vector's data() may be null
       } else {
         t.values.resize(numel);
         if (t.dtype == DType::kFloat32) {
-          std::memcpy(t.values.data(), src, numel * 4);
+          if (numel != 0) std::memcpy(t.values.data(), src, numel * 4);
         } else {
           for (std::uint64_t i = 0; i < numel; ++i) {
             const auto bits = static_cast<std::uint16_t>(static_cast<unsigned char>(src[2 * i]) |

@@ -58,7 +58,7 @@ class Printer {
       const Node* value = v.find(p.name);
       if (value == nullptr) continue;
       if (options_.skip_null && value->isNull()) continue;
-      if (options_.skip_default) {
+      if (options_.skip_default || p.own) {
         std::vector<std::string> problems;
         if (normalize(p.defaultValue(), p.type, "", problems) == *value && problems.empty()) continue;
       }

@@ -5,6 +5,8 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <set>
 
 #include "hpu/core/base/file_io.h"
@@ -24,8 +26,9 @@ class CSVLogger final : public Logger {
   explicit CSVLogger(const config::Params& p)
       : dir_(p), prefix_(p.getString("prefix")), flush_every_(p.getInt("flush_logs_every_n_steps")) {}
 
-  void setup(const std::string& default_root_dir, Strategy& strategy) override {
-    dir_.resolve(default_root_dir, strategy);
+  void setup(const std::string& default_root_dir, Strategy& strategy, bool continue_run) override {
+    dir_.resolve(default_root_dir, strategy, continue_run);
+    if (continue_run && strategy.isGlobalZero()) readRows();
   }
   std::string name() const override { return dir_.name(); }
   std::string version() const override { return dir_.version(); }
@@ -40,6 +43,9 @@ class CSVLogger final : public Logger {
     for (const auto& [k, v] : row) keys_.insert(k);
     rows_.push_back(std::move(row));
     if (++since_flush_ >= flush_every_) save();
+  }
+  void resumeAt(std::int64_t step) override {
+    std::erase_if(rows_, [&](const auto& row) { return row.at("step") >= static_cast<double>(step); });
   }
   void save() override {
     since_flush_ = 0;
@@ -67,6 +73,25 @@ class CSVLogger final : public Logger {
   }
 
  private:
+  // The rows of an existing metrics.csv (an elastic restart continues it).
+  void readRows() {
+    std::ifstream in(fs::path(logDir()) / "metrics.csv");
+    std::string line;
+    if (!std::getline(in, line)) return;
+    std::vector<std::string> columns;
+    std::stringstream header(line);
+    for (std::string c; std::getline(header, c, ',');) columns.push_back(c);
+    keys_.insert(columns.begin(), columns.end());
+    while (std::getline(in, line)) {
+      std::map<std::string, double> row;
+      std::stringstream cells(line);
+      std::string cell;
+      for (std::size_t i = 0; i < columns.size() && std::getline(cells, cell, ','); ++i)
+        if (!cell.empty()) row[columns[i]] = cell == "nan" ? std::nan("") : std::strtod(cell.c_str(), nullptr);
+      if (row.count("step")) rows_.push_back(std::move(row));
+    }
+  }
+
   LogDirectory dir_;
   std::string prefix_;
   std::int64_t flush_every_;

@@ -31,11 +31,12 @@ LogDirectory::LogDirectory(const config::Params& p)
       version_(p.has("version") ? p.node("version").str() : ""),
       version_is_int_(p.has("version") && !p.node("version").quoted()) {}
 
-void LogDirectory::resolve(const std::string& default_root_dir, Strategy& strategy) {
+void LogDirectory::resolve(const std::string& default_root_dir, Strategy& strategy, bool continue_run) {
   if (save_dir_.empty()) save_dir_ = default_root_dir;
   if (!version_.empty()) return;
   std::string next;
-  if (strategy.isGlobalZero()) next = std::to_string(nextVersion(fs::path(save_dir_) / name_));
+  if (strategy.isGlobalZero())
+    next = std::to_string(std::max(0, nextVersion(fs::path(save_dir_) / name_) - (continue_run ? 1 : 0)));
   version_ = strategy.broadcast(next, 0);
   version_is_int_ = true;
 }

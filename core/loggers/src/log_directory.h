@@ -20,8 +20,9 @@ class LogDirectory {
  public:
   explicit LogDirectory(const config::Params& p);
   // save_dir defaults to `default_root_dir`; a null version becomes the next
-  // version_N under <save_dir>/<name>. Every rank takes part.
-  void resolve(const std::string& default_root_dir, Strategy& strategy);
+  // version_N under <save_dir>/<name>, or with `continue_run` (an elastic
+  // restart) the newest existing one. Every rank takes part.
+  void resolve(const std::string& default_root_dir, Strategy& strategy, bool continue_run);
   const std::string& name() const { return name_; }
   const std::string& version() const { return version_; }
   const std::string& saveDir() const { return save_dir_; }

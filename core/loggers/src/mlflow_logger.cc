@@ -115,9 +115,9 @@ class MLFlowLogger final : public Logger {
       for (const auto& [k, v] : p.node("tags").entries()) tags_.emplace_back(k, v.isNull() ? "" : v.str());
   }
 
-  void setup(const std::string& default_root_dir, Strategy& strategy) override {
+  void setup(const std::string& default_root_dir, Strategy& strategy, bool continue_run) override {
     std::string ids;
-    if (strategy.isGlobalZero()) ids = createRun();
+    if (strategy.isGlobalZero()) ids = createRun(continue_run);
     ids = strategy.broadcast(ids, 0);
     const auto slash = ids.find('/');
     experiment_id_ = ids.substr(0, slash);
@@ -157,6 +157,27 @@ class MLFlowLogger final : public Logger {
     pending_.clear();
   }
 
+  // Drops the values logged at `step` and later: the restarted round logs
+  // them again.
+  void resumeAt(std::int64_t step) override {
+    save();
+    const fs::path dir = runDir() / "metrics";
+    std::vector<fs::path> files;  // listed first: rewriting adds and renames files
+    std::error_code ec;
+    for (const auto& e : fs::recursive_directory_iterator(dir, ec))
+      if (e.is_regular_file()) files.push_back(e.path());
+    for (const fs::path& file : files) {
+      std::ifstream in(file);
+      std::string kept, line;
+      while (std::getline(in, line)) {
+        const auto space = line.rfind(' ');
+        if (space == std::string::npos || std::strtoll(line.c_str() + space + 1, nullptr, 10) < step)
+          kept += line + "\n";
+      }
+      write(file, kept);
+    }
+  }
+
   void finalize(bool succeeded) override {
     save();
     writeRunMeta(succeeded ? kFinished : kFailed, nowMillis());
@@ -173,15 +194,17 @@ class MLFlowLogger final : public Logger {
 
   static void write(const fs::path& path, const std::string& text) { writeFileAtomically(path.string(), text); }
 
-  // Finds or creates the experiment, then the run (or resumes run_id);
+  // Finds or creates the experiment, then the run (or resumes run_id, or
+  // with `continue_run`, an elastic restart, the experiment's newest run);
   // returns "<experiment_id>/<run_id>".
-  std::string createRun() {
+  std::string createRun(bool continue_run) {
     const fs::path root(save_dir_);
     if (!fs::exists(root)) {
       // A new store holds the Default experiment, as FileStore creates it.
       writeExperimentMeta("0", "Default", "");
       fs::create_directories(root / ".trash");
     }
+    if (run_id_.empty() && continue_run) run_id_ = newestRun(root);
     if (!run_id_.empty()) {
       for (const auto& e : fs::directory_iterator(root))
         if (fs::exists(e.path() / run_id_ / "meta.yaml")) {
@@ -214,6 +237,25 @@ class MLFlowLogger final : public Logger {
     tags.emplace_back("mlflow.source.type", "LOCAL");
     for (const auto& [k, v] : tags) write(runDir() / "tags" / k, v);
     return experiment_id_ + "/" + run_id_;
+  }
+
+  // The id of the newest run (by start_time) of the experiment named
+  // experiment_name_, or "" if it has none.
+  std::string newestRun(const fs::path& root) const {
+    std::string newest;
+    std::int64_t newest_start = -1;
+    for (const auto& e : fs::directory_iterator(root)) {
+      if (!e.is_directory() || metaField(e.path() / "meta.yaml", "name") != experiment_name_) continue;
+      for (const auto& run : fs::directory_iterator(e.path())) {
+        const std::string start = metaField(run.path() / "meta.yaml", "start_time");
+        if (start.empty() || start == "null") continue;
+        if (const std::int64_t t = std::strtoll(start.c_str(), nullptr, 10); t > newest_start) {
+          newest_start = t;
+          newest = run.path().filename().string();
+        }
+      }
+    }
+    return newest;
   }
 
   void writeExperimentMeta(const std::string& id, const std::string& name, const std::string& artifact_location) {

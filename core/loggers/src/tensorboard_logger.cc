@@ -41,8 +41,8 @@ class TensorBoardLogger final : public Logger {
         flush_secs_(p.getInt("flush_secs")),
         filename_suffix_(p.getString("filename_suffix")) {}
 
-  void setup(const std::string& default_root_dir, Strategy& strategy) override {
-    dir_.resolve(default_root_dir, strategy);
+  void setup(const std::string& default_root_dir, Strategy& strategy, bool continue_run) override {
+    dir_.resolve(default_root_dir, strategy, continue_run);
   }
   std::string name() const override { return dir_.name(); }
   std::string version() const override { return dir_.version(); }
@@ -102,6 +102,14 @@ class TensorBoardLogger final : public Logger {
     tensor->set_dtype(tensorboard::DT_STRING);
     tensor->mutable_tensor_shape()->add_dim()->set_size(1);
     tensor->add_string_val("```yaml\n" + config::emitYaml(config) + "```\n");
+    write(e);
+  }
+
+  // A new event file in the same folder, opened with SessionLog START at
+  // `step`, as a restarted TensorFlow run writes it.
+  void resumeAt(std::int64_t step) override {
+    tensorboard::Event e = event(step);
+    e.mutable_session_log()->set_status(tensorboard::SessionLog::START);
     write(e);
   }
 

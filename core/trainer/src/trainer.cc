@@ -9,6 +9,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "hpu/comm/fault_injection.h"
 #include "hpu/core/base/errors.h"
 #include "hpu/core/config/yaml_io.h"
 #include "hpu/core/ops/ops.h"
@@ -76,6 +77,7 @@ Trainer::Trainer(TrainerParts parts)
       scheduler_(std::move(parts.scheduler)),
       seed_(parts.seed),
       config_(std::move(parts.config)),
+      restart_round_(parts.restart_round),
       metrics_(std::make_unique<MetricCollector>()),
       init_rng_(parts.seed, RandomStream::kInit),
       dropout_rng_(parts.seed, RandomStream::kDropout, static_cast<std::uint64_t>(strategy_->globalRank())) {
@@ -263,8 +265,12 @@ void Trainer::fit(LightningModule& model, data::DataModule& data, const std::str
     val_loader_ = makeLoader(data, data::Split::kVal);
     num_train_batches_ = options_.limit_train.of(train_loader_->numBatches());
     loaders_epoch_ = 0;
-    if (const std::string path = ckpt_path.empty() ? "" : resolveCheckpointPath(ckpt_path); !path.empty())
-      restore(path, /*full=*/true);
+    const std::string path = restart_round_ > 0   ? checkpointAfterRestart(ckpt_path)
+                             : ckpt_path.empty() ? ""
+                                                 : resolveCheckpointPath(ckpt_path);
+    if (!path.empty()) restore(path, /*full=*/true);
+    if (restart_round_ > 0)
+      for (auto& l : loggers_) l->resumeAt(global_step_);
     callbacks([&](Callback& c) { c.setup(*this, data::Stage::kFit); });
     callbacks([&](Callback& c) { c.onFitStart(*this); });
     if (isGlobalZero())
@@ -366,6 +372,7 @@ void Trainer::trainEpoch() {
     }
     if (!hb) break;
     if (batch_idx < skip_batches_) continue;  // resuming inside an epoch
+    comm::faultPoint(comm::FaultSite::kStep, global_step_, strategy_->globalRank());  // tests' HPU_FAULT
     auto batch_scope = profiler_->profile("run_training_batch");
     Batch batch = toDevice(*hb);
     train_batch_size_ = batch.size();

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <tuple>
 
 #include "hpu/core/base/errors.h"
 #include "hpu/core/config/yaml_io.h"
@@ -155,7 +156,12 @@ void Trainer::saveCheckpoint(const std::string& path, bool weights_only) {
       if (auto st = c->stateJson(); !st.empty()) cbs[c->stateKey()] = st;
     m["callbacks"] = cbs.dump();
   }
-  if (isGlobalZero()) checkpoint_io_->save(ckpt, path);
+  if (isGlobalZero()) {
+    checkpoint_io_->save(ckpt, path);
+    // The logs reach as far as the checkpoint: a run resumed from it after a
+    // crash continues them without a gap.
+    for (auto& l : loggers_) l->save();
+  }
   strategy_->barrier("save_checkpoint");
 }
 
@@ -210,6 +216,59 @@ std::string Trainer::resolveCheckpointPath(const std::string& ckpt_path) const {
                "save_last: true)",
                where);
   return "";
+}
+
+std::string Trainer::checkpointAfterRestart(const std::string& ckpt_path) {
+  const std::string newest = strategy_->broadcast(isGlobalZero() ? newestCompleteCheckpoint() : "", 0);
+  if (!newest.empty()) {
+    if (isGlobalZero()) spdlog::info("restart {}: resuming from the newest complete checkpoint, {}", restart_round_, newest);
+    return newest;
+  }
+  if (isGlobalZero())
+    spdlog::info("restart {}: no checkpoint of this run yet; starting {}", restart_round_,
+                 ckpt_path.empty() ? "from scratch" : "from ckpt_path " + ckpt_path);
+  return ckpt_path.empty() ? "" : resolveCheckpointPath(ckpt_path);
+}
+
+std::string Trainer::newestCompleteCheckpoint() const {
+  std::vector<fs::path> dirs;
+  for (const auto& c : callbacks_)
+    if (std::string dir = stateString(*c, "dirpath"); !dir.empty()) dirs.emplace_back(dir);
+  dirs.push_back(fs::path(logDir()) / "checkpoints");
+  // Progress: optimizer steps, then whether the epoch was finished (its
+  // end-of-epoch hooks ran), then the file's age.
+  using Progress = std::tuple<std::int64_t, std::int64_t, fs::file_time_type>;
+  std::optional<Progress> best;
+  std::string newest;
+  for (const fs::path& dir : dirs) {
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+      const std::string name = entry.path().filename().string();
+      if (!entry.is_regular_file() || entry.path().extension() != ".ckpt" || name.rfind(".tmp-", 0) == 0) continue;
+      std::map<std::string, std::string> meta;
+      try {
+        meta = checkpoint::readMetadata(entry.path().string());
+      } catch (const CheckpointError& e) {
+        spdlog::warn("restart {}: skipping {}: {}", restart_round_, entry.path().string(), e.what());
+        continue;
+      }
+      if (!meta.count("global_step") || !meta.count("optimizer")) continue;  // weights only: cannot resume
+      if (auto it = meta.find("sharded_optimizer"); it != meta.end()) {
+        bool whole = true;
+        for (int r = 0; r < std::stoi(it->second); ++r)
+          whole = whole && fs::exists(checkpoint::shardPath(entry.path().string(), r));
+        if (!whole) continue;
+      }
+      const std::int64_t done = meta.count("batches_done") ? std::stoll(meta.at("batches_done")) : 0;
+      const Progress progress{std::stoll(meta.at("global_step")), std::stoll(meta.at("epoch")) * 2 + (done < 0 ? 1 : 0),
+                              entry.last_write_time(ec)};
+      if (!best || progress > *best) {
+        best = progress;
+        newest = entry.path().string();
+      }
+    }
+  }
+  return newest;
 }
 
 void Trainer::restore(const std::string& path, bool full) {

@@ -7,6 +7,8 @@
 //                                         rank fails within HPU_PEER_TIMEOUT x 1.2 + 0.1s
 //   HPU_COLLECTIVE_TIMEOUT  default 600s  a collective that cannot finish although
 //                                         every rank is alive (a rank skipped it)
+//   HPU_RESTART_BACKOFF     default 1s    an elastic agent's wait before its first
+//                                         restart (elastic_agent.h)
 //
 // Values: "300", "300s", "5m", "1500ms", "2.5s". Thread-safety: plain values.
 #pragma once
@@ -22,6 +24,7 @@ struct CommSettings {
   std::chrono::milliseconds rendezvousTimeout{300'000};
   std::chrono::milliseconds peerTimeout{5'000};
   ProcessGroupOptions group;  // group.timeout is HPU_COLLECTIVE_TIMEOUT
+  std::chrono::milliseconds restartBackoff{1'000};
 
   // Heartbeats go out five times per peer timeout (at least every 50 ms).
   std::chrono::milliseconds heartbeatInterval() const;

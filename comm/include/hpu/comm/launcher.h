@@ -1,11 +1,14 @@
 // The local launcher (Lightning's subprocess launcher): with trainer.devices
 // = N on a node, the process the user started is local rank 0 and starts
 // N-1 copies of itself (/proc/self/exe, the same argv) as local ranks 1..N-1.
+// An elastic agent (elastic_agent.h) is no rank itself and starts all N.
 //
 // Workers get the launcher's environment plus LOCAL_RANK=i, NODE_RANK,
 // WORLD_SIZE, MASTER_ADDR and MASTER_PORT (a free port is picked when none
 // was given), and, on a single node without a job token, HPU_JOB_TOKEN set
 // to a random per-launch token. They are never given secrets on argv.
+// Their stderr comes through a pipe: the launcher forwards it line by line
+// to its own stderr and keeps each worker's last lines for its failure.
 //
 // Supervision (a thread of the launcher):
 //  - a worker that exits non-zero or dies of a signal is the job's first
@@ -22,9 +25,9 @@
 //  - destroying the LocalLauncher (rank 0 failing and unwinding) stops the
 //    workers the same way.
 //
-// Thread-safety: one LocalLauncher per process (it owns the SIGINT/SIGTERM
-// handlers, the one process-global state of comm/); its methods may be
-// called from any thread.
+// Thread-safety: one LocalLauncher per process at a time (it owns the
+// SIGINT/SIGTERM handlers, the one process-global state of comm/); its
+// methods may be called from any thread.
 #pragma once
 
 #include <sys/types.h>
@@ -43,9 +46,11 @@ namespace hpu::comm {
 
 struct WorkerFailure {
   int localRank = 0;
+  int globalRank = 0;
   pid_t pid = 0;
   int exitCode = 0;         // the exit status, or 128 + signal
   std::string description;  // "local rank 2 (pid 4242) exited with code 3"
+  std::vector<std::string> lastLines{};  // the end of its stderr, oldest first
 };
 
 struct LaunchOptions {
@@ -53,6 +58,9 @@ struct LaunchOptions {
   EnvMap env;           // the workers' base environment, normally processEnvironment()
   std::vector<std::string> argv{};  // empty: this process's own argv (/proc/self/cmdline)
   std::string executable = "/proc/self/exe";
+  // 1: this process is local rank 0 and starts the others; 0: it is no rank
+  // (an elastic agent) and starts local ranks 0..N-1.
+  int firstLocalRank = 1;
   std::chrono::milliseconds terminationGrace{5'000};  // SIGTERM -> SIGKILL
   std::chrono::milliseconds exitGrace{10'000};        // worker failure -> launcher exit
   // Called on the supervising thread after the workers were stopped, e.g.
@@ -79,7 +87,8 @@ class LocalLauncher {
 // Starts local ranks 1..localWorldSize-1. Throws LaunchError when a worker
 // cannot be started (nothing is left running then).
 // REQUIRES: cluster.localRank == 0, !cluster.createsProcessesExternally,
-// cluster.localWorldSize >= 2, and no other LocalLauncher alive.
+// firstLocalRank 0 or 1, at least one worker to start (cluster.localWorldSize
+// > firstLocalRank), and no other LocalLauncher alive.
 std::unique_ptr<LocalLauncher> launchLocalWorkers(const LaunchOptions& options);
 
 }  // namespace hpu::comm

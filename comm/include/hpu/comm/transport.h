@@ -50,6 +50,11 @@ class Transport {
   // What this rank is doing ("allreduce #57 (sum, float32, 1024 elements)"),
   // reported with its heartbeats so a peer-lost error can say where it was.
   virtual void setActivity(std::string_view activity) = 0;
+  // Fault injection (fault_injection.h): from now on this rank sends nothing
+  // and delivers nothing, control plane included, as if its network were cut;
+  // peers declare it lost after their peer timeout. Transports without a
+  // network (threads, simulations) keep working.
+  virtual void dropConnectionsForTesting() {}
 };
 
 }  // namespace hpu::comm

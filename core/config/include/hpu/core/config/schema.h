@@ -106,6 +106,10 @@ struct ParamSpec {
   // default value only; another value is refused with this reason ("hpu-train's
   // optimizers minimize the loss; negate it instead").
   std::string only_default_because = "";
+  // A key of hpu-train's own, which LightningCLI does not know: printed only
+  // when set to something other than its default, so that a printed config
+  // also runs under LightningCLI.
+  bool own = false;
 
   // Parsed once, lazily (registration parses every component's defaults up
   // front, so later calls only read).

@@ -18,7 +18,9 @@ class Logger {
   virtual ~Logger() = default;
   // Resolves where logs go before anything is logged: global rank 0 picks
   // (e.g. the next version_N) and every rank learns the same directory.
-  virtual void setup(const std::string& default_root_dir, Strategy& strategy) = 0;
+  // `continue_run` (an elastic restart): the newest existing run's directory
+  // instead, keeping what it logged.
+  virtual void setup(const std::string& default_root_dir, Strategy& strategy, bool continue_run) = 0;
   virtual std::string name() const = 0;
   virtual std::string version() const = 0;
   // The directory of this run's logs (config.yaml, hparams.yaml, checkpoints/).
@@ -33,6 +35,9 @@ class Logger {
   // The stage ended (`succeeded`) or failed: writes what is buffered and
   // marks the run's end where the format records it.
   virtual void finalize(bool succeeded) { save(); }
+  // Training resumed after `step` optimizer steps: forget rows logged at
+  // later steps (the work being redone logs them again).
+  virtual void resumeAt(std::int64_t step) = 0;
 };
 
 // The loggers that `trainer.logger: true` and `null` (Lightning's default)

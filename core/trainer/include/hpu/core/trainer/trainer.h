@@ -48,6 +48,9 @@ struct TrainerParts {
   std::unique_ptr<optim::LRScheduler> scheduler;
   std::uint64_t seed = 0;
   config::Node config;  // the resolved config, saved in checkpoints
+  // The elastic round (HPU_RESTART_COUNT, comm/elastic_agent.h): after a
+  // restart (> 0) fit resumes from the newest complete checkpoint.
+  int restart_round = 0;
 };
 
 class Trainer {
@@ -148,6 +151,13 @@ class Trainer {
   // ckpt_path as a file: "last" and "best" looked up; "" (with a warning)
   // when "last" finds none.
   std::string resolveCheckpointPath(const std::string& ckpt_path) const;
+  // What a restarted fit resumes from: the newest complete checkpoint of
+  // this run (rank 0's pick), else what `ckpt_path` names.
+  std::string checkpointAfterRestart(const std::string& ckpt_path);
+  // REQUIRES: global rank 0. The newest checkpoint file (by the training
+  // progress it holds) in the ModelCheckpoint directories and
+  // <log_dir>/checkpoints whose optimizer shards are all there, or "".
+  std::string newestCompleteCheckpoint() const;
   ProfilerContext profilerContext(const char* stage);
   std::unique_ptr<data::DataLoader> setupEvaluation(LightningModule& model, data::DataModule& data,
                                                     const std::string& ckpt_path, data::Stage stage,
@@ -180,6 +190,7 @@ class Trainer {
   std::unique_ptr<optim::LRScheduler> scheduler_;
   std::uint64_t seed_;
   config::Node config_;
+  int restart_round_;
 
   LightningModule* model_ = nullptr;
   data::DataModule* data_ = nullptr;
