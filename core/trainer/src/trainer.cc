@@ -182,6 +182,36 @@ void Trainer::recordOutputShapes() {
   model_->train();
 }
 
+std::unique_ptr<optim::LRScheduler> Trainer::replaceScheduler(std::unique_ptr<optim::LRScheduler> scheduler) {
+  HPU_CHECK(optimizer_ != nullptr, "replaceScheduler before the optimizer is set up");
+  if (scheduler) scheduler->attach(*optimizer_);
+  std::swap(scheduler, scheduler_);
+  return scheduler;
+}
+
+void Trainer::parametersReplaced() {
+  strategy_->parametersLoaded(*params_);
+  if (optimizer_) optimizer_->parametersLoaded();
+}
+
+void Trainer::forwardTrainingData() {
+  std::unique_ptr<data::DataLoader> loader = makeLoader(*data_, data::Split::kTrain);
+  loader->startEpoch(current_epoch_);
+  model_->train();
+  for (std::int64_t i = 0; i < num_train_batches_; ++i) {
+    const std::optional<data::HostBatch> hb = loader->next();
+    if (!hb) break;
+    const Batch batch = toDevice(*hb);
+    {
+      autograd::TapeScope no_grad(nullptr);
+      GatheredParameters gathered(*strategy_, *params_, Strategy::GatherScope::kStep);
+      auto autocast = precision_->forwardContext();
+      (*model_)(nn::Inputs{batch});
+    }
+    strategy_->device().graph().markStep();
+  }
+}
+
 // The config's optimizer (LightningCLI's optimizer:) wins over the model's
 // configureOptimizers, which wins over the strategy's own config (a
 // DeepSpeed config's optimizer / scheduler), as the seeds say.

@@ -122,6 +122,18 @@ class Trainer {
   void notifyException(const std::exception& error);
   bool shouldStop() const { return should_stop_; }
 
+  // --- for callbacks that steer the weights (StochasticWeightAveraging) ---
+  // Attaches `scheduler` to the optimizer in place of the current one (none:
+  // null) and returns the one replaced. REQUIRES: fit's optimizer is set up.
+  std::unique_ptr<optim::LRScheduler> replaceScheduler(std::unique_ptr<optim::LRScheduler> scheduler);
+  // A callback wrote the model's parameter values: the strategy and the
+  // optimizer take them into the copies they keep (fp32 master weights).
+  void parametersReplaced();
+  // Runs the model's forward in training mode without gradients over one
+  // pass of the training data (limit_train_batches applies): batch-norm
+  // layers update their running statistics from it. Every rank calls it.
+  void forwardTrainingData();
+
   // Runs one sample through the model, outside the lazy graph and autograd,
   // so that every module's lastOutputShape() is known (the model summary's
   // out sizes). Every rank calls it (a sharded model gathers its parameters).
