@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 
 #include <cstring>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "train_support.h"
@@ -139,6 +140,20 @@ TEST_F(LightningCallbacksTest, StochasticWeightAveragingSavesTheAverageAndResume
   two.insert(two.end(), {"--trainer.devices=2", "--trainer.default_root_dir=two"});
   fitBoring(two);
   expectLastIsTheAverage(dir() / "two/lightning_logs/version_0/checkpoints");
+}
+
+// LearningRateFinder before fit: the plot in the run's log directory, the
+// fit's logging from the restored state (the numbers: learning_rate_finder_test).
+TEST_F(LightningCallbacksTest, LearningRateFinderPlotsAndSetsTheLr) {
+  fitBoring({"--trainer.max_epochs=1", "--trainer.callbacks+=LearningRateFinder",
+             "--trainer.callbacks.num_training_steps=30", "--trainer.callbacks.max_lr=10"});
+  std::ifstream png(dir() / "lightning_logs/version_0/lr_find.png", std::ios::binary);
+  std::string magic(8, '\0');
+  png.read(magic.data(), 8);
+  EXPECT_EQ(magic, "\x89PNG\r\n\x1a\n");
+  // The finder's steps are not the run's: it logs at the steps a plain run does.
+  fitBoring({"--trainer.max_epochs=1"});
+  EXPECT_EQ(metrics().loggedAt("val_loss"), metrics("lightning_logs/version_1").loggedAt("val_loss"));
 }
 
 TEST_F(LightningCallbacksTest, GradientAccumulationSchedulerChangesStepsPerEpoch) {

@@ -189,6 +189,42 @@ std::unique_ptr<optim::LRScheduler> Trainer::replaceScheduler(std::unique_ptr<op
   return scheduler;
 }
 
+void Trainer::setLearningRate(double lr) {
+  HPU_CHECK(optimizer_ != nullptr, "setLearningRate before the optimizer is set up");
+  optimizer_->resetLr(lr);
+  if (scheduler_) scheduler_->attach(*optimizer_);
+}
+
+void Trainer::runTrainingSteps(std::int64_t steps, const std::function<double(std::int64_t)>& lr_at,
+                               const std::function<bool(std::int64_t, double)>& after) {
+  std::int64_t step = 0;
+  bool go_on = num_train_batches_ > 0;
+  for (std::int64_t epoch = current_epoch_; go_on && step < steps; ++epoch) {
+    train_loader_->startEpoch(epoch);
+    model_->train();
+    for (std::int64_t batch_idx = 0; go_on && step < steps && batch_idx < num_train_batches_; ++batch_idx) {
+      const std::optional<data::HostBatch> hb = train_loader_->next();
+      if (!hb) break;
+      const Batch batch = toDevice(*hb);
+      train_batch_size_ = batch.size();
+      const bool optimizer_turn =
+          (batch_idx + 1) % options_.accumulate_grad_batches == 0 || batch_idx + 1 == num_train_batches_;
+      optimizer_->setLr(lr_at(step));
+      trainStep(batch, batch_idx, optimizer_turn);
+      strategy_->device().graph().markStep();
+      metrics_->takeStepMetrics();
+      if (!optimizer_turn) continue;
+      const auto it = progress_metrics_.find("loss");
+      const double mine = it == progress_metrics_.end() ? std::nan("") : it->second;
+      const double loss = std::stod(strategy_->broadcast(fmt::format("{:.17g}", mine), 0));
+      go_on = after(step, loss);
+      ++step;
+    }
+  }
+  metrics_->takeEpochMetrics(*strategy_);
+  progress_metrics_.clear();
+}
+
 void Trainer::parametersReplaced() {
   strategy_->parametersLoaded(*params_);
   if (optimizer_) optimizer_->parametersLoaded();
@@ -293,8 +329,10 @@ void Trainer::fit(LightningModule& model, data::DataModule& data, const std::str
     val_loader_ = makeLoader(data, data::Split::kVal);
     num_train_batches_ = options_.limit_train.of(train_loader_->numBatches());
     loaders_epoch_ = 0;
-    if (const std::string path = ckpt_path.empty() ? "" : resolveCheckpointPath(ckpt_path); !path.empty())
+    if (const std::string path = ckpt_path.empty() ? "" : resolveCheckpointPath(ckpt_path); !path.empty()) {
       restore(path, /*full=*/true);
+      spdlog::info("resumed from {} at epoch {}, global step {}", path, current_epoch_, global_step_);
+    }
     callbacks([&](Callback& c) { c.setup(*this, data::Stage::kFit); });
     callbacks([&](Callback& c) { c.onFitStart(*this); });
     if (isGlobalZero())

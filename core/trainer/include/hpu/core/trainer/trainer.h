@@ -134,6 +134,22 @@ class Trainer {
   // layers update their running statistics from it. Every rank calls it.
   void forwardTrainingData();
 
+  // --- for callbacks that tune before the fit loop (LearningRateFinder) ---
+  // Up to `steps` optimizer steps of training from the current state, over
+  // the training data epoch after epoch, without callbacks, logging,
+  // validation or scheduler: before step i the optimizer's lr is lr_at(i);
+  // after it, after(i, loss) gets global rank 0's loss of the step's last
+  // micro-batch (on every rank) and returns false to stop. The metrics the
+  // model logged are dropped. REQUIRES: in fit, before the loop.
+  void runTrainingSteps(std::int64_t steps, const std::function<double(std::int64_t)>& lr_at,
+                        const std::function<bool(std::int64_t, double)>& after);
+  // Restores a checkpoint this fit saved: weights, optimizer, scheduler,
+  // loop counters and the callbacks' state. Every rank calls it.
+  void restoreCheckpoint(const std::string& path) { restore(path, /*full=*/true); }
+  // The optimizer's lr as if configured with it; a scheduler starts again
+  // from it. REQUIRES: fit's optimizer is set up.
+  void setLearningRate(double lr);
+
   // Runs one sample through the model, outside the lazy graph and autograd,
   // so that every module's lastOutputShape() is known (the model summary's
   // out sizes). Every rank calls it (a sharded model gathers its parameters).
