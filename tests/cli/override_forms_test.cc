@@ -1,6 +1,7 @@
 // Every form of command-line override, seen through `fit --print_config`:
 // --key=value and --key value, bool words, null, lists, list append with the
 // appended item's own keys, dict items, and the component shorthands.
+#include <gmock/gmock.h>
 #include <yaml-cpp/yaml.h>
 
 #include "hpu_train_runner.h"
@@ -137,6 +138,31 @@ TEST_F(OverrideFormsTest, ComponentAsAFlowMapping) {
   EXPECT_EQ(logger["class_path"].Scalar(), "lightning.pytorch.loggers.CSVLogger");
   EXPECT_EQ(logger["init_args"]["version"].Scalar(), "3");
   EXPECT_EQ(logger["init_args"]["name"].Scalar(), "lightning_logs");
+}
+
+}  // namespace
+}  // namespace hpu::cli::testing
+
+namespace hpu::cli::testing {
+namespace {
+
+// A profiler's short name followed by one of its class's keys: the name
+// becomes the class with its defaults, then the key applies (LightningCLI).
+TEST_F(OverrideFormsTest, AProfilerShortNameTakesItsClassKeys) {
+  YAML::Node p = resolved({"--trainer.profiler=pytorch", "--trainer.profiler.row_limit=5"})["trainer"]["profiler"];
+  EXPECT_EQ(p["class_path"].Scalar(), "lightning.pytorch.profilers.PyTorchProfiler");
+  EXPECT_EQ(p["init_args"]["row_limit"].Scalar(), "5");
+  EXPECT_EQ(p["init_args"]["export_to_chrome"].Scalar(), "true");
+  p = resolved({"--trainer.profiler=simple", "--trainer.profiler.extended=false"})["trainer"]["profiler"];
+  EXPECT_EQ(p["class_path"].Scalar(), "lightning.pytorch.profilers.SimpleProfiler");
+  EXPECT_EQ(p["init_args"]["extended"].Scalar(), "false");
+  // The name alone stays the name, as Lightning prints it.
+  EXPECT_EQ(resolved({"--trainer.profiler=advanced"})["trainer"]["profiler"].Scalar(), "advanced");
+  // A key the class lacks is named with the class's keys.
+  const RunResult r = run({"fit", "-c", boringConfig(), "--trainer.profiler=pytorch", "--trainer.profiler.row_limt=5",
+                           "--print_config"});
+  EXPECT_EQ(r.exit_code, 2) << r.describe();
+  EXPECT_THAT(r.err, ::testing::HasSubstr("trainer.profiler.init_args.row_limt: unknown key; did you mean 'row_limit'?"));
 }
 
 }  // namespace

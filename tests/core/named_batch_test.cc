@@ -14,7 +14,7 @@
 #include "hpu/core/nn/layers.h"
 #include "hpu/core/tensor/autograd.h"
 #include "hpu/core/trainer/trainer.h"
-#include "test_support.h"
+#include "trainer_support.h"
 
 namespace hpu::core {
 namespace {
@@ -22,6 +22,7 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using testing::errorOf;
+using testing::makeTrainer;
 using testing::TempDir;
 using testing::testDevice;
 
@@ -118,23 +119,6 @@ class TokenClassifier final : public LightningModule {
   std::shared_ptr<nn::Embedding> embed_;
   std::shared_ptr<nn::Linear> head_;
 };
-
-std::unique_ptr<Trainer> makeTrainer(const std::string& root, const std::string& trainer_yaml,
-                                     std::vector<std::unique_ptr<Callback>> callbacks, device::Platform& platform) {
-  std::vector<std::string> problems;
-  config::Node trainer = config::normalize(config::loadYamlString(trainer_yaml, "test.yaml"),
-                                           config::Type::structure(&config::trainerSchema()), "trainer", problems);
-  EXPECT_TRUE(problems.empty());
-  TrainerParts parts;
-  parts.options = TrainerOptions::parse(trainer);
-  parts.options.default_root_dir = root;
-  parts.strategy = makeSingleDeviceStrategy(0);
-  parts.strategy->setup(RunEnvironment{}, platform);
-  parts.callbacks = std::move(callbacks);
-  parts.config = config::Node::map();
-  parts.config.set("model", config::loadYamlString("{init_args: {}}", "test.yaml"));
-  return std::make_unique<Trainer>(std::move(parts));
-}
 
 TEST(NamedBatches, AModelOfTokenIdsAndAFloatMaskTrainsThroughTheTrainer) {
   TempDir dir;

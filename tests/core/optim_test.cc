@@ -288,6 +288,40 @@ TEST(SchedulersVsTorch, ReduceLROnPlateauModesThresholdsCooldownMinLr) {
   }
 }
 
+// SWALR as StochasticWeightAveraging builds it: cosine and linear annealing
+// down and up to swa_lr, the default 10 epochs, and none (swa_lr at once),
+// on SGD with lr 0.1, resumed halfway from state() and the lr.
+TEST(SchedulersVsTorch, SWALRAnnealsToTheSwaLr) {
+  const json& cases = fixture()["swa_schedulers"];
+  EXPECT_EQ(cases.size(), 4u);
+  for (const json& c : cases) {
+    SCOPED_TRACE(c["name"].get<std::string>());
+    const auto make = [&] { return makeSWALR(c["swa_lr"], c["annealing_epochs"], c["annealing_strategy"] == "cos"); };
+    auto opt = makeSGD({.lr = 0.1});
+    auto sched = make();
+    EXPECT_EQ(sched->name(), "SWALR");
+    EXPECT_EQ(sched->interval(), LRScheduler::Interval::kEpoch);
+    sched->attach(*opt);
+    std::vector<double> lrs{opt->lr()};
+    std::unique_ptr<LRScheduler> resumed;
+    auto resumed_opt = makeSGD({.lr = 0.1});
+    for (std::size_t e = 1; e < c["lrs"].size(); ++e) {
+      sched->step();
+      lrs.push_back(opt->lr());
+      if (e == 2) {
+        resumed = make();
+        resumed->attach(*resumed_opt);
+        resumed->loadState(sched->state());
+        resumed_opt->setLr(opt->lr());
+      } else if (resumed) {
+        resumed->step();
+        EXPECT_EQ(resumed_opt->lr(), opt->lr()) << "after " << e << " steps";
+      }
+    }
+    expectLrs(lrs, c["lrs"]);
+  }
+}
+
 // Schedulers built from their config section, as the lr_scheduler key
 // gives them (SequentialLR's schedulers nested), on SGD or Adam with lr 0.1:
 // the lr and the momentum (Adam's beta1) after construction and each epoch.

@@ -147,6 +147,10 @@ TEST_F(PyTorchProfilerTest, PrintsKeyAveragesAndWritesTheTrace) {
       EXPECT_EQ(e["args"]["Input Dims"].dump(), "[[2,32],[2,32],[2]]");
     }
   EXPECT_EQ(linear, calls.at("linear"));
+  // The short name followed by one of the class's keys: the class with that key set.
+  const RunResult limited =
+      fitBoring({"--trainer.max_epochs=1", "--trainer.profiler=pytorch", "--trainer.profiler.row_limit=5"});
+  EXPECT_EQ(tableRows(section(limited.out, "records")).size(), 5u);
 }
 
 TEST_F(PyTorchProfilerTest, RowLimitSortByKeyAndInputShapes) {

@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 
 #include <cstring>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "train_support.h"
@@ -82,6 +83,77 @@ TEST_F(LightningCallbacksTest, TimerStopsAfterItsDurationAndCheckpointsItsTimes)
   const RunResult bad = boring("fit", {"--trainer.callbacks+=Timer", "--trainer.callbacks.duration=1:00"});
   EXPECT_EQ(bad.exit_code, 2) << bad.describe();
   EXPECT_THAT(bad.err, HasSubstr("command line: trainer.callbacks[0].init_args.duration: expected \"DD:HH:MM:SS\", got '1:00'"));
+}
+
+// The checkpoints of `dir` sorted by name (epoch=0-... to epoch=3-...):
+// the last one holds, for every model tensor, the mean of the first three
+// (the weights at the start of SWA epochs 1..3 are those saved after 0..2).
+void expectLastIsTheAverage(const fs::path& dir) {
+  const std::vector<std::string> names = fileNames(dir);
+  ASSERT_EQ(names.size(), 4u) << ::testing::PrintToString(names);
+  std::vector<core::checkpoint::Checkpoint> c;
+  for (const std::string& n : names) c.push_back(readCheckpoint(dir / n));
+  for (const char* name : {"model.layer.weight", "model.layer.bias"}) {
+    const auto& got = c[3].find(name)->values;
+    for (std::size_t k = 0; k < got.size(); ++k) {
+      const double mean =
+          (double(c[0].find(name)->values[k]) + c[1].find(name)->values[k] + c[2].find(name)->values[k]) / 3;
+      ASSERT_NEAR(got[k], mean, 1e-6) << name << "[" << k << "]";
+    }
+    EXPECT_NE(c[0].find(name)->values, c[2].find(name)->values) << "the weights moved";
+  }
+}
+
+// StochasticWeightAveraging from epoch 2 of 4 (SWALR in place of StepLR):
+// the last checkpoint holds the average; a run resumed from epoch 1's
+// checkpoint (SWA's state in it) ends with the same weights; on two devices
+// the average follows the same rule.
+TEST_F(LightningCallbacksTest, StochasticWeightAveragingSavesTheAverageAndResumesToIt) {
+  const std::vector<std::string> swa{"--trainer.max_epochs=4",
+                                     "--optimizer=SGD",
+                                     "--optimizer.lr=0.1",
+                                     "--lr_scheduler=StepLR",
+                                     "--lr_scheduler.step_size=1",
+                                     "--trainer.callbacks+=StochasticWeightAveraging",
+                                     "--trainer.callbacks.swa_lrs=0.05",
+                                     "--trainer.callbacks.swa_epoch_start=2",
+                                     "--trainer.callbacks+=ModelCheckpoint",
+                                     "--trainer.callbacks.save_top_k=-1"};
+  fitBoring(swa);
+  const fs::path first = dir() / "lightning_logs/version_0/checkpoints";
+  expectLastIsTheAverage(first);
+  const auto state = nlohmann::json::parse(nlohmann::json::parse(
+      readCheckpoint(first / "epoch=1-step=64.ckpt").metadata.at("callbacks")).at("StochasticWeightAveraging").get<std::string>());
+  EXPECT_EQ(state.at("n_averaged"), 1);
+  EXPECT_EQ(state.at("latest_update_epoch"), 1);
+  EXPECT_EQ(state.at("average_model_state").size(), 2u);
+
+  std::vector<std::string> resumed = swa;
+  resumed.insert(resumed.end(), {"--ckpt_path", (first / "epoch=1-step=64.ckpt").string()});
+  fitBoring(resumed);
+  const auto want = readCheckpoint(first / "epoch=3-step=128.ckpt");
+  const auto got = readCheckpoint(dir() / "lightning_logs/version_1/checkpoints/epoch=3-step=128.ckpt");
+  for (const char* name : {"model.layer.weight", "model.layer.bias"})
+    EXPECT_EQ(got.find(name)->values, want.find(name)->values) << name;
+
+  std::vector<std::string> two = swa;
+  two.insert(two.end(), {"--trainer.devices=2", "--trainer.default_root_dir=two"});
+  fitBoring(two);
+  expectLastIsTheAverage(dir() / "two/lightning_logs/version_0/checkpoints");
+}
+
+// LearningRateFinder before fit: the plot in the run's log directory, the
+// fit's logging from the restored state (the numbers: learning_rate_finder_test).
+TEST_F(LightningCallbacksTest, LearningRateFinderPlotsAndSetsTheLr) {
+  fitBoring({"--trainer.max_epochs=1", "--trainer.callbacks+=LearningRateFinder",
+             "--trainer.callbacks.num_training_steps=30", "--trainer.callbacks.max_lr=10"});
+  std::ifstream png(dir() / "lightning_logs/version_0/lr_find.png", std::ios::binary);
+  std::string magic(8, '\0');
+  png.read(magic.data(), 8);
+  EXPECT_EQ(magic, "\x89PNG\r\n\x1a\n");
+  // The finder's steps are not the run's: it logs at the steps a plain run does.
+  fitBoring({"--trainer.max_epochs=1"});
+  EXPECT_EQ(metrics().loggedAt("val_loss"), metrics("lightning_logs/version_1").loggedAt("val_loss"));
 }
 
 TEST_F(LightningCallbacksTest, GradientAccumulationSchedulerChangesStepsPerEpoch) {

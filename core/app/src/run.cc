@@ -197,11 +197,10 @@ int run(const RunRequest& request) {
   if (o.enable_progress_bar && !has_progress)
     parts.callbacks.push_back(buildDefault<Callback>("TQDMProgressBar", ComponentKind::kCallback, "trainer.callbacks"));
 
-  // trainer.profiler: a name is its Profiler class with the defaults, as Lightning's.
-  static const std::map<std::string, std::string> kProfilerNames{
-      {"simple", "SimpleProfiler"}, {"advanced", "AdvancedProfiler"}, {"pytorch", "PyTorchProfiler"}};
-  if (o.profiler.isScalar() && kProfilerNames.count(o.profiler.str()))
-    parts.profiler = buildDefault<Profiler>(kProfilerNames.at(o.profiler.str()), ComponentKind::kProfiler, "trainer.profiler");
+  // trainer.profiler: a name (the class's short_name) is its Profiler class
+  // with the defaults, as Lightning's.
+  if (o.profiler.isScalar())
+    parts.profiler = buildDefault<Profiler>(o.profiler.str(), ComponentKind::kProfiler, "trainer.profiler");
   else if (o.profiler.isMap())
     parts.profiler = build<Profiler>(o.profiler, "trainer.profiler");
 

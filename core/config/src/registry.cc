@@ -48,7 +48,8 @@ Resolution SchemaRegistry::resolve(std::span<const ComponentKind> kinds, std::st
   const auto [name, by_rule] = nameOf(class_path);
   for (const ComponentSchema& s : schemas_) {
     if (!ofKinds(s, kinds)) continue;
-    if (class_path == s.classPath() || (by_rule && name == s.name)) return {&s, false};
+    if (class_path == s.classPath() || (by_rule && name == s.name) || (!s.short_name.empty() && class_path == s.short_name))
+      return {&s, false};
   }
   for (const ComponentSchema& s : schemas_) {
     if (!ofKinds(s, kinds)) continue;

@@ -255,6 +255,35 @@ class WarmupDecayLR final : public LRScheduler {
   WarmupDecayOptions o_;
 };
 
+// torch.optim.swa_utils.SWALR, in its chainable form: from the lr it finds,
+// the lr moves to swa_lr over anneal_epochs steps along the anneal curve
+// (alpha from 0 to 1), then stays there. Each step recovers the lr the
+// annealing started from out of the current lr and the previous alpha.
+class SWALR final : public LRScheduler {
+ public:
+  SWALR(double swa_lr, std::int64_t anneal_epochs, bool cos) : swa_lr_(swa_lr), anneal_(anneal_epochs), cos_(cos) {}
+  std::string name() const override { return "SWALR"; }
+
+ protected:
+  double computeLr(double current) override {
+    const std::int64_t step = anneal_ == 0 ? std::max<std::int64_t>(1, last_epoch_) : last_epoch_;
+    const auto span = static_cast<double>(std::max<std::int64_t>(1, anneal_));
+    const double prev_alpha = alpha(static_cast<double>(step - 1) / span);
+    const double start = prev_alpha == 1.0 ? swa_lr_ : (current - prev_alpha * swa_lr_) / (1 - prev_alpha);
+    const double a = alpha(static_cast<double>(step) / span);
+    return swa_lr_ * a + start * (1 - a);
+  }
+
+ private:
+  double alpha(double t) const {
+    t = std::clamp(t, 0.0, 1.0);
+    return cos_ ? (1 - std::cos(std::numbers::pi * t)) / 2 : t;
+  }
+  double swa_lr_;
+  std::int64_t anneal_;
+  bool cos_;
+};
+
 class ReduceLROnPlateau final : public LRScheduler {
  public:
   explicit ReduceLROnPlateau(const PlateauOptions& o)
@@ -336,6 +365,9 @@ std::unique_ptr<LRScheduler> makeSequentialLR(std::vector<std::unique_ptr<LRSche
 }
 std::unique_ptr<LRScheduler> makeWarmupDecayLR(const WarmupDecayOptions& o) {
   return std::make_unique<WarmupDecayLR>(o);
+}
+std::unique_ptr<LRScheduler> makeSWALR(double swa_lr, std::int64_t anneal_epochs, bool cos_anneal) {
+  return std::make_unique<SWALR>(swa_lr, anneal_epochs, cos_anneal);
 }
 std::unique_ptr<LRScheduler> makeReduceLROnPlateau(const PlateauOptions& o) {
   return std::make_unique<ReduceLROnPlateau>(o);

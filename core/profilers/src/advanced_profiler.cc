@@ -166,7 +166,9 @@ HPU_REGISTER_COMPONENT(
           {"dump_stats", Type::boolean(), "false",
            "Save cProfile's binary stats.", "there is no Python profile to save; the report is the text table"}}},
         "Per action, the calls and cumulative times of every action and device op that ran inside it, in pstats' "
-        "layout (trainer.profiler: advanced)."},
+        "layout (trainer.profiler: advanced).",
+        {},
+        "advanced"},
     [](const config::Params& p) { return std::make_unique<AdvancedProfiler>(p); });
 
 }  // namespace

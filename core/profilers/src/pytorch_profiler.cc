@@ -175,7 +175,9 @@ HPU_REGISTER_COMPONENT(
            return params;
          }()},
         "torch.profiler: a Chrome trace of host actions, emulated device ops and collectives, and the table of "
-        "ops by time (trainer.profiler: pytorch)."},
+        "ops by time (trainer.profiler: pytorch).",
+        {},
+        "pytorch"},
     [](const config::Params& p) { return makePyTorchProfiler(p); });
 
 }  // namespace

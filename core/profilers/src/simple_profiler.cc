@@ -120,7 +120,9 @@ HPU_REGISTER_COMPONENT(
           {"filename", Type::optional(Type::string()), "null",
            "Write the report to <dirpath>/<filename>-rank<R>-<stage>.txt on every rank (null: rank 0 prints it)."},
           {"extended", Type::boolean(), "true", "Add the calls and share-of-run columns."}}},
-        "Times every action of the run and reports calls, mean and total time per action."},
+        "Times every action of the run and reports calls, mean and total time per action.",
+        {},
+        "simple"},
     [](const config::Params& p) { return std::make_unique<SimpleProfiler>(p); });
 
 }  // namespace

@@ -184,6 +184,72 @@ void Trainer::recordOutputShapes() {
   model_->train();
 }
 
+std::unique_ptr<optim::LRScheduler> Trainer::replaceScheduler(std::unique_ptr<optim::LRScheduler> scheduler) {
+  HPU_CHECK(optimizer_ != nullptr, "replaceScheduler before the optimizer is set up");
+  if (scheduler) scheduler->attach(*optimizer_);
+  std::swap(scheduler, scheduler_);
+  return scheduler;
+}
+
+void Trainer::setLearningRate(double lr) {
+  HPU_CHECK(optimizer_ != nullptr, "setLearningRate before the optimizer is set up");
+  optimizer_->resetLr(lr);
+  if (scheduler_) scheduler_->attach(*optimizer_);
+}
+
+void Trainer::runTrainingSteps(std::int64_t steps, const std::function<double(std::int64_t)>& lr_at,
+                               const std::function<bool(std::int64_t, double)>& after) {
+  std::int64_t step = 0;
+  bool go_on = num_train_batches_ > 0;
+  for (std::int64_t epoch = current_epoch_; go_on && step < steps; ++epoch) {
+    train_loader_->startEpoch(epoch);
+    model_->train();
+    for (std::int64_t batch_idx = 0; go_on && step < steps && batch_idx < num_train_batches_; ++batch_idx) {
+      const std::optional<data::HostBatch> hb = train_loader_->next();
+      if (!hb) break;
+      const Batch batch = toDevice(*hb);
+      train_batch_size_ = batch.size();
+      const bool optimizer_turn =
+          (batch_idx + 1) % options_.accumulate_grad_batches == 0 || batch_idx + 1 == num_train_batches_;
+      optimizer_->setLr(lr_at(step));
+      trainStep(batch, batch_idx, optimizer_turn);
+      strategy_->device().graph().markStep();
+      metrics_->takeStepMetrics();
+      if (!optimizer_turn) continue;
+      const auto it = progress_metrics_.find("loss");
+      const double mine = it == progress_metrics_.end() ? std::nan("") : it->second;
+      const double loss = std::stod(strategy_->broadcast(fmt::format("{:.17g}", mine), 0));
+      go_on = after(step, loss);
+      ++step;
+    }
+  }
+  metrics_->takeEpochMetrics(*strategy_);
+  progress_metrics_.clear();
+}
+
+void Trainer::parametersReplaced() {
+  strategy_->parametersLoaded(*params_);
+  if (optimizer_) optimizer_->parametersLoaded();
+}
+
+void Trainer::forwardTrainingData() {
+  std::unique_ptr<data::DataLoader> loader = makeLoader(*data_, data::Split::kTrain);
+  loader->startEpoch(current_epoch_);
+  model_->train();
+  for (std::int64_t i = 0; i < num_train_batches_; ++i) {
+    const std::optional<data::HostBatch> hb = loader->next();
+    if (!hb) break;
+    const Batch batch = toDevice(*hb);
+    {
+      autograd::TapeScope no_grad(nullptr);
+      GatheredParameters gathered(*strategy_, *params_, Strategy::GatherScope::kStep);
+      auto autocast = precision_->forwardContext();
+      (*model_)(nn::Inputs{batch});
+    }
+    strategy_->device().graph().markStep();
+  }
+}
+
 // The config's optimizer (LightningCLI's optimizer:) wins over the model's
 // configureOptimizers, which wins over the strategy's own config (a
 // DeepSpeed config's optimizer / scheduler), as the seeds say.
@@ -268,7 +334,10 @@ void Trainer::fit(LightningModule& model, data::DataModule& data, const std::str
     const std::string path = restart_round_ > 0   ? checkpointAfterRestart(ckpt_path)
                              : ckpt_path.empty() ? ""
                                                  : resolveCheckpointPath(ckpt_path);
-    if (!path.empty()) restore(path, /*full=*/true);
+    if (!path.empty()) {
+      restore(path, /*full=*/true);
+      spdlog::info("resumed from {} at epoch {}, global step {}", path, current_epoch_, global_step_);
+    }
     if (restart_round_ > 0)
       for (auto& l : loggers_) l->resumeAt(global_step_);
     callbacks([&](Callback& c) { c.setup(*this, data::Stage::kFit); });

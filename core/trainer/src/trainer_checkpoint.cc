@@ -304,7 +304,6 @@ void Trainer::restore(const std::string& path, bool full) {
   } else {
     skip_batches_ = done;
   }
-  spdlog::info("resumed from {} at epoch {}, global step {}", path, current_epoch_, global_step_);
 }
 
 }  // namespace hpu::core

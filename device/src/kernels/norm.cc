@@ -1,6 +1,8 @@
 #include "hpu/device/kernels/norm.h"
 
 #include <cmath>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 namespace hpu::device::kernels {
@@ -93,69 +95,50 @@ void rmsNormBackward(const float* x, const float* dy, std::int64_t rows, std::in
     dw[i] = (accumulate_dw ? dw[i] : 0.0f) + static_cast<float>(gw[static_cast<std::size_t>(i)]);
 }
 
-void batchNorm2dForward(const BatchNormShape& g, const float* x, const float* w, const float* b, float* running_mean,
-                        float* running_var, bool training, float momentum, float eps, float* y, float* mean_rstd,
-                        const ChannelSums& sums) {
-  const auto at = [&](std::int64_t i, std::int64_t ch, std::int64_t j) { return (i * g.c + ch) * g.hw + j; };
-  std::vector<double> stats(static_cast<std::size_t>(g.c) + 1);  // per channel, then the count
-  std::vector<float> mean(static_cast<std::size_t>(g.c)), var(static_cast<std::size_t>(g.c));
-  double count = static_cast<double>(g.n * g.hw);
-  if (training) {
-    // Two passes (the mean, then squared deviations from it), each summed
-    // across replicas when synchronised.
-    for (std::int64_t ch = 0; ch < g.c; ++ch) {
-      double s = 0;
-      for (std::int64_t i = 0; i < g.n; ++i)
-        for (std::int64_t j = 0; j < g.hw; ++j) s += x[at(i, ch, j)];
-      stats[static_cast<std::size_t>(ch)] = s;
-    }
-    stats.back() = count;
-    if (sums) sums(stats);
-    count = stats.back();
-    for (std::int64_t ch = 0; ch < g.c; ++ch) {
-      const double m = stats[static_cast<std::size_t>(ch)] / count;
-      double sq = 0;
-      for (std::int64_t i = 0; i < g.n; ++i)
-        for (std::int64_t j = 0; j < g.hw; ++j) {
-          const double dlt = x[at(i, ch, j)] - m;
-          sq += dlt * dlt;
-        }
-      stats[static_cast<std::size_t>(ch)] = sq;
-      mean[static_cast<std::size_t>(ch)] = static_cast<float>(m);
-    }
-    stats.back() = 0;
-    if (sums) sums(stats);
-    for (std::int64_t ch = 0; ch < g.c; ++ch) {
-      const double sq = stats[static_cast<std::size_t>(ch)];
-      var[static_cast<std::size_t>(ch)] = static_cast<float>(sq / count);
-      const float unbiased = count > 1 ? static_cast<float>(sq / (count - 1)) : var[static_cast<std::size_t>(ch)];
-      running_mean[ch] = (1 - momentum) * running_mean[ch] + momentum * mean[static_cast<std::size_t>(ch)];
-      running_var[ch] = (1 - momentum) * running_var[ch] + momentum * unbiased;
-    }
-  } else {
-    for (std::int64_t ch = 0; ch < g.c; ++ch) {
-      mean[static_cast<std::size_t>(ch)] = running_mean[ch];
-      var[static_cast<std::size_t>(ch)] = running_var[ch];
-    }
+namespace {
+
+// The per-channel passes of batch norm over x [N, C, HW].
+struct ChannelPasses {
+  const BatchNormShape& g;
+  std::int64_t at(std::int64_t i, std::int64_t ch, std::int64_t j) const { return (i * g.c + ch) * g.hw + j; }
+
+  double sum(const float* x, std::int64_t ch) const {
+    double s = 0;
+    for (std::int64_t i = 0; i < g.n; ++i)
+      for (std::int64_t j = 0; j < g.hw; ++j) s += x[at(i, ch, j)];
+    return s;
   }
-  for (std::int64_t ch = 0; ch < g.c; ++ch) {
-    const float m = mean[static_cast<std::size_t>(ch)];
-    const float rstd = 1.0f / std::sqrt(var[static_cast<std::size_t>(ch)] + eps);
+  double squaredDeviations(const float* x, std::int64_t ch, double mean) const {
+    double sq = 0;
+    for (std::int64_t i = 0; i < g.n; ++i)
+      for (std::int64_t j = 0; j < g.hw; ++j) {
+        const double dlt = x[at(i, ch, j)] - mean;
+        sq += dlt * dlt;
+      }
+    return sq;
+  }
+  // Training's statistics of channel `ch` (`count` values): the running
+  // ones updated (unbiased variance), the biased variance returned.
+  static float batchVariance(double mean, double sq, double count, float momentum, float* running_mean,
+                             float* running_var, std::int64_t ch) {
+    const auto var = static_cast<float>(sq / count);
+    const float unbiased = count > 1 ? static_cast<float>(sq / (count - 1)) : var;
+    running_mean[ch] = (1 - momentum) * running_mean[ch] + momentum * static_cast<float>(mean);
+    running_var[ch] = (1 - momentum) * running_var[ch] + momentum * unbiased;
+    return var;
+  }
+  void normalize(const float* x, const float* w, const float* b, std::int64_t ch, float m, float var, float eps,
+                 float* y, float* mean_rstd) const {
+    const float rstd = 1.0f / std::sqrt(var + eps);
     mean_rstd[2 * ch] = m;
     mean_rstd[2 * ch + 1] = rstd;
     const float wc = w != nullptr ? w[ch] : 1.0f, bc = b != nullptr ? b[ch] : 0.0f;
     for (std::int64_t i = 0; i < g.n; ++i)
       for (std::int64_t j = 0; j < g.hw; ++j) y[at(i, ch, j)] = (x[at(i, ch, j)] - m) * rstd * wc + bc;
   }
-}
-
-void batchNorm2dBackward(const BatchNormShape& g, const float* x, const float* dy, const float* w,
-                         const float* mean_rstd, bool training, float* dx, bool accumulate_dx, float* dw, float* db,
-                         bool accumulate_params, const ChannelSums& sums) {
-  const auto at = [&](std::int64_t i, std::int64_t ch, std::int64_t j) { return (i * g.c + ch) * g.hw + j; };
-  // (sum dy, sum dy * xhat) per channel, then the count.
-  std::vector<double> stats(2 * static_cast<std::size_t>(g.c) + 1);
-  for (std::int64_t ch = 0; ch < g.c; ++ch) {
+  // (sum dy, sum dy * xhat) of channel `ch`; dw, db (+)= them.
+  std::pair<double, double> gradSums(const float* x, const float* dy, const float* mean_rstd, std::int64_t ch,
+                                     float* dw, float* db, bool accumulate_params) const {
     const float m = mean_rstd[2 * ch], rstd = mean_rstd[2 * ch + 1];
     double sum_dy = 0, sum_dy_xhat = 0;
     for (std::int64_t i = 0; i < g.n; ++i)
@@ -165,18 +148,13 @@ void batchNorm2dBackward(const BatchNormShape& g, const float* x, const float* d
       }
     if (dw != nullptr) dw[ch] = (accumulate_params ? dw[ch] : 0.0f) + static_cast<float>(sum_dy_xhat);
     if (db != nullptr) db[ch] = (accumulate_params ? db[ch] : 0.0f) + static_cast<float>(sum_dy);
-    stats[2 * static_cast<std::size_t>(ch)] = sum_dy;
-    stats[2 * static_cast<std::size_t>(ch) + 1] = sum_dy_xhat;
+    return {sum_dy, sum_dy_xhat};
   }
-  stats.back() = static_cast<double>(g.n * g.hw);
-  if (training && sums) sums(stats);
-  if (dx == nullptr) return;
-  const double count = stats.back();
-  for (std::int64_t ch = 0; ch < g.c; ++ch) {
+  void inputGrad(const float* x, const float* dy, const float* w, const float* mean_rstd, bool training,
+                 std::int64_t ch, double sum_dy, double sum_dy_xhat, double count, float* dx, bool accumulate_dx) const {
     const float m = mean_rstd[2 * ch], rstd = mean_rstd[2 * ch + 1];
     const float wc = w != nullptr ? w[ch] : 1.0f;
-    const auto mdy = static_cast<float>(stats[2 * static_cast<std::size_t>(ch)] / count);
-    const auto mdyx = static_cast<float>(stats[2 * static_cast<std::size_t>(ch) + 1] / count);
+    const auto mdy = static_cast<float>(sum_dy / count), mdyx = static_cast<float>(sum_dy_xhat / count);
     for (std::int64_t i = 0; i < g.n; ++i)
       for (std::int64_t j = 0; j < g.hw; ++j) {
         const std::int64_t k = at(i, ch, j);
@@ -185,6 +163,73 @@ void batchNorm2dBackward(const BatchNormShape& g, const float* x, const float* d
         dx[k] = accumulate_dx ? dx[k] + v : v;
       }
   }
+};
+
+}  // namespace
+
+void batchNorm2dForward(const BatchNormShape& g, const float* x, const float* w, const float* b, float* running_mean,
+                        float* running_var, bool training, float momentum, float eps, float* y, float* mean_rstd,
+                        const ChannelSums& sums) {
+  const ChannelPasses p{g};
+  if (!training) {
+    for (std::int64_t ch = 0; ch < g.c; ++ch) p.normalize(x, w, b, ch, running_mean[ch], running_var[ch], eps, y, mean_rstd);
+    return;
+  }
+  double count = static_cast<double>(g.n * g.hw);
+  if (!sums) {  // channel by channel, while its values are in cache
+    for (std::int64_t ch = 0; ch < g.c; ++ch) {
+      const double mean = p.sum(x, ch) / count;
+      const float var = ChannelPasses::batchVariance(mean, p.squaredDeviations(x, ch, mean), count, momentum,
+                                                     running_mean, running_var, ch);
+      p.normalize(x, w, b, ch, static_cast<float>(mean), var, eps, y, mean_rstd);
+    }
+    return;
+  }
+  // Synchronised: every channel's sums (then its squared deviations from the
+  // global mean) summed across replicas, with the count.
+  std::vector<double> stats(static_cast<std::size_t>(g.c) + 1);
+  for (std::int64_t ch = 0; ch < g.c; ++ch) stats[static_cast<std::size_t>(ch)] = p.sum(x, ch);
+  stats.back() = count;
+  sums(stats);
+  count = stats.back();
+  std::vector<double> mean(static_cast<std::size_t>(g.c));
+  for (std::int64_t ch = 0; ch < g.c; ++ch) {
+    mean[static_cast<std::size_t>(ch)] = stats[static_cast<std::size_t>(ch)] / count;
+    stats[static_cast<std::size_t>(ch)] = p.squaredDeviations(x, ch, mean[static_cast<std::size_t>(ch)]);
+  }
+  stats.back() = 0;
+  sums(stats);
+  for (std::int64_t ch = 0; ch < g.c; ++ch) {
+    const double m = mean[static_cast<std::size_t>(ch)];
+    const float var = ChannelPasses::batchVariance(m, stats[static_cast<std::size_t>(ch)], count, momentum,
+                                                   running_mean, running_var, ch);
+    p.normalize(x, w, b, ch, static_cast<float>(m), var, eps, y, mean_rstd);
+  }
+}
+
+void batchNorm2dBackward(const BatchNormShape& g, const float* x, const float* dy, const float* w,
+                         const float* mean_rstd, bool training, float* dx, bool accumulate_dx, float* dw, float* db,
+                         bool accumulate_params, const ChannelSums& sums) {
+  const ChannelPasses p{g};
+  const auto count = static_cast<double>(g.n * g.hw);
+  if (!training || !sums) {
+    for (std::int64_t ch = 0; ch < g.c; ++ch) {
+      const auto [sum_dy, sum_dy_xhat] = p.gradSums(x, dy, mean_rstd, ch, dw, db, accumulate_params);
+      if (dx != nullptr) p.inputGrad(x, dy, w, mean_rstd, training, ch, sum_dy, sum_dy_xhat, count, dx, accumulate_dx);
+    }
+    return;
+  }
+  // Synchronised: dx sees every replica's (sum dy, sum dy * xhat); dw, db stay this batch's.
+  std::vector<double> stats(2 * static_cast<std::size_t>(g.c) + 1);
+  for (std::int64_t ch = 0; ch < g.c; ++ch)
+    std::tie(stats[2 * static_cast<std::size_t>(ch)], stats[2 * static_cast<std::size_t>(ch) + 1]) =
+        p.gradSums(x, dy, mean_rstd, ch, dw, db, accumulate_params);
+  stats.back() = count;
+  sums(stats);
+  if (dx == nullptr) return;
+  for (std::int64_t ch = 0; ch < g.c; ++ch)
+    p.inputGrad(x, dy, w, mean_rstd, training, ch, stats[2 * static_cast<std::size_t>(ch)],
+                stats[2 * static_cast<std::size_t>(ch) + 1], stats.back(), dx, accumulate_dx);
 }
 
 }  // namespace hpu::device::kernels

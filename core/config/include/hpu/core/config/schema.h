@@ -143,6 +143,10 @@ struct ComponentSchema {
   // function that does its job (torch.utils.checkpoint.checkpoint), an
   // architecture it implements (MistralForCausalLM).
   std::vector<std::string> stands_in_for = {};
+  // The name a string setting gives this class by (trainer.profiler:
+  // pytorch), resolved as the class itself: a key set under that name
+  // (--trainer.profiler.row_limit=5) applies to the class with its defaults.
+  std::string short_name = "";
 
   // "lightning.pytorch.callbacks.ModelCheckpoint", or the name alone.
   std::string classPath() const { return module.empty() ? name : module + "." + name; }

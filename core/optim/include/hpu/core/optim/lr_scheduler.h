@@ -106,6 +106,11 @@ struct WarmupDecayOptions {
 // (the optimizer's lr is ignored, as in DeepSpeed).
 std::unique_ptr<LRScheduler> makeWarmupDecayLR(const WarmupDecayOptions& o);
 
+// torch's SWALR (what StochasticWeightAveraging steps each epoch): anneals
+// the lr it finds to swa_lr over anneal_epochs epochs, by a cosine
+// (cos_anneal) or linearly, then holds swa_lr. REQUIRES: anneal_epochs >= 0.
+std::unique_ptr<LRScheduler> makeSWALR(double swa_lr, std::int64_t anneal_epochs, bool cos_anneal);
+
 struct PlateauOptions {
   std::string monitor;
   bool mode_max = false;

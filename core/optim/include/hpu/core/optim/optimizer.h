@@ -56,6 +56,9 @@ class Optimizer {
   virtual void setMomentum(double) {}
   virtual double weightDecay() const = 0;
   double initialLr() const { return initial_lr_; }
+  // The lr as if the optimizer had been made with it (a scheduler attached
+  // later starts from it).
+  void resetLr(double lr) { lr_ = initial_lr_ = lr; }
   std::int64_t stepCount() const { return step_; }
   void setStepCount(std::int64_t s) { step_ = s; }
 

@@ -125,6 +125,34 @@ class Trainer {
   void notifyException(const std::exception& error);
   bool shouldStop() const { return should_stop_; }
 
+  // --- for callbacks that steer the weights (StochasticWeightAveraging) ---
+  // Attaches `scheduler` to the optimizer in place of the current one (none:
+  // null) and returns the one replaced. REQUIRES: fit's optimizer is set up.
+  std::unique_ptr<optim::LRScheduler> replaceScheduler(std::unique_ptr<optim::LRScheduler> scheduler);
+  // A callback wrote the model's parameter values: the strategy and the
+  // optimizer take them into the copies they keep (fp32 master weights).
+  void parametersReplaced();
+  // Runs the model's forward in training mode without gradients over one
+  // pass of the training data (limit_train_batches applies): batch-norm
+  // layers update their running statistics from it. Every rank calls it.
+  void forwardTrainingData();
+
+  // --- for callbacks that tune before the fit loop (LearningRateFinder) ---
+  // Up to `steps` optimizer steps of training from the current state, over
+  // the training data epoch after epoch, without callbacks, logging,
+  // validation or scheduler: before step i the optimizer's lr is lr_at(i);
+  // after it, after(i, loss) gets global rank 0's loss of the step's last
+  // micro-batch (on every rank) and returns false to stop. The metrics the
+  // model logged are dropped. REQUIRES: in fit, before the loop.
+  void runTrainingSteps(std::int64_t steps, const std::function<double(std::int64_t)>& lr_at,
+                        const std::function<bool(std::int64_t, double)>& after);
+  // Restores a checkpoint this fit saved: weights, optimizer, scheduler,
+  // loop counters and the callbacks' state. Every rank calls it.
+  void restoreCheckpoint(const std::string& path) { restore(path, /*full=*/true); }
+  // The optimizer's lr as if configured with it; a scheduler starts again
+  // from it. REQUIRES: fit's optimizer is set up.
+  void setLearningRate(double lr);
+
   // Runs one sample through the model, outside the lazy graph and autograd,
   // so that every module's lastOutputShape() is known (the model summary's
   // out sizes). Every rank calls it (a sharded model gathers its parameters).

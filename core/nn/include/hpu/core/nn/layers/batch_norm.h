@@ -4,6 +4,8 @@
 
 #include <spdlog/fmt/fmt.h>
 
+#include <optional>
+
 #include "hpu/core/nn/init.h"
 #include "hpu/core/nn/layer.h"
 #include "hpu/core/ops/ops.h"
@@ -23,12 +25,25 @@ class BatchNorm2d : public Module {
   }
   std::string typeName() const override { return "BatchNorm2d"; }
   Tensor forward(const Tensor& x) override {
-    return ops::batchNorm2d(x, weight, bias, running_mean, running_var, training(), momentum_, eps_);
+    // torch's momentum None: the factor 1/n makes the running statistics the
+    // average of the n batches seen so far.
+    const float factor = momentum_ ? *momentum_ : training() ? 1.0f / static_cast<float>(++batches_tracked_) : 0.0f;
+    return ops::batchNorm2d(x, weight, bias, running_mean, running_var, training(), factor, eps_);
   }
+  // nullopt (torch's momentum=None): from the next forward on, the running
+  // statistics are the cumulative average of every batch's (the count starts
+  // again at 0); a value: the exponential average with that momentum.
+  void setMomentum(std::optional<float> momentum) {
+    momentum_ = momentum;
+    batches_tracked_ = 0;
+  }
+  std::optional<float> momentum() const { return momentum_; }
   Tensor weight, bias, running_mean, running_var;
 
  private:
-  float eps_, momentum_;
+  float eps_;
+  std::optional<float> momentum_;
+  std::int64_t batches_tracked_ = 0;
 };
 
 inline const LayerRegistration kBatchNorm2dLayer{
