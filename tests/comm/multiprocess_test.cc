@@ -195,21 +195,23 @@ TEST(MultiProcess, MismatchedAllreduceSizesFailWithBothSidesNamed) {
                                                 "does not match rank "));
 }
 
-// Starts 3 ranks looping over allreduces, hits `victim` with `signal` once
-// all loop, and checks that the others fail naming it, within a loose bound.
-void expectPeerLost(int victim, int signal) {
-  ProcessJob job{1, 3};
+// Starts `nodes` x `devices` ranks looping over allreduces, hits `victim`
+// with `signal` once all loop, and checks that the others fail naming it,
+// within a loose bound; `algorithm` is the one their errors name.
+void expectPeerLost(int victim, int signal, int nodes = 1, int devices = 3, const std::string& algorithm = "ring") {
+  ProcessJob job{nodes, devices};
   job.startAll("allreduce-loop");
   for (auto& rank : job.ranks) ASSERT_TRUE(rank->waitForOutput("looping", Clock::now() + 60s)) << rank->output();
   const auto hit = Clock::now();
   job.ranks[static_cast<std::size_t>(victim)]->signal(signal);
-  for (int r = 0; r < 3; ++r) {
+  for (int r = 0; r < nodes * devices; ++r) {
     if (r == victim) continue;
     auto& rank = *job.ranks[static_cast<std::size_t>(r)];
     const auto code = rank.wait(hit + 20s);
     ASSERT_TRUE(code.has_value()) << "rank " << r << " did not fail within 20s:\n" << rank.output();
     EXPECT_EQ(*code, 3) << rank.output();
     EXPECT_THAT(rank.output(), HasSubstr(fmt::format("PeerLostError rank={}: rank {}: allreduce #", victim, r)));
+    EXPECT_THAT(rank.output(), HasSubstr(fmt::format("1048576 elements, {}) failed", algorithm)));
     EXPECT_THAT(rank.output(), HasSubstr(fmt::format("rank {} lost", victim)));
   }
   EXPECT_LT(Clock::now() - hit, 20s);
@@ -220,6 +222,10 @@ TEST(MultiProcess, KilledRankFailsTheOthersWithPeerLostError) { expectPeerLost(2
 TEST(MultiProcess, FrozenRankFailsTheOthersWithPeerLostError) { expectPeerLost(1, SIGSTOP); }
 
 TEST(MultiProcess, KilledRankZeroFailsTheOthersWithPeerLostError) { expectPeerLost(0, SIGKILL); }
+
+// 2 nodes x 2 devices: the allreduces are hierarchical (shared memory inside
+// a node, tcp:// between); the victim is on the second node.
+TEST(MultiProcess, KilledRankDuringAHierarchicalAllreduceIsNamed) { expectPeerLost(3, SIGKILL, 2, 2, "hierarchical"); }
 
 }  // namespace
 }  // namespace hpu::comm

@@ -3,6 +3,7 @@
 #include <sodium.h>
 
 #include <cstring>
+#include <map>
 
 #include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
@@ -80,6 +81,7 @@ ZmqTransport::ZmqTransport(std::shared_ptr<ZmqSession> session, int rank, int si
                                        .ipv6 = localAddress.ipv6})),
       outbound_(static_cast<std::size_t>(size)),
       pending_(static_cast<std::size_t>(size)),
+      nodeOf_(static_cast<std::size_t>(size)),
       sameNode_(static_cast<std::size_t>(size), false),
       lanesOut_(static_cast<std::size_t>(size)),
       lanesIn_(static_cast<std::size_t>(size)),
@@ -112,6 +114,11 @@ ZmqTransport::~ZmqTransport() {
 void ZmqTransport::connectPeers(const std::vector<PeerInfo>& peers) {
   HPU_COMM_CHECK(peers.size() == static_cast<std::size_t>(size_), "the peer table must list every rank");
   const PeerInfo& me = peers[static_cast<std::size_t>(rank_)];
+  std::map<std::pair<std::string, std::uint32_t>, int> nodes;
+  for (std::size_t r = 0; r < peers.size(); ++r) {
+    nodeOf_[r] =
+        nodes.emplace(std::pair(peers[r].hostId, peers[r].nodeRank), static_cast<int>(nodes.size())).first->second;
+  }
   for (int peer = 0; peer < size_; ++peer) {
     if (peer == rank_) continue;
     const PeerInfo& info = peers[static_cast<std::size_t>(peer)];
