@@ -8,19 +8,29 @@ host's speed swings from minute to minute):
             trainer.devices=N takes (shared-memory lanes)
   ours-tcp  the same program with every rank its own node: tcp:// on
             loopback, the path between nodes
+  ours-curve  ours-tcp with CURVE encryption, which every address but
+            loopback gets: its cost between nodes
+  ours-2x2  (4 ranks) 2 nodes x 2 devices: the hierarchical collectives,
+            shared memory inside a node and tcp:// between the two
   gloo      torch.distributed's gloo backend (allreduce_gloo.py under
             Debian's /usr/bin/python3 with python3-torch)
   mpi       Open MPI's MPI_Allreduce over its TCP transport (allreduce_mpi.c,
             built here with mpicc; mpirun --mca pml ob1 --mca btl tcp,self)
+  mpi-sm    (4 ranks) the same over its shared memory (btl vader,self): one
+            host gives Open MPI no way to run 2 x 2 with TCP between the pairs
+            only, so mpi (all TCP) and mpi-sm (no TCP) bracket its 2 x 2
 Each run times every size the same way (warm-up, barrier, timed loop, the
 slowest rank's mean). Reported: the median over rounds with min..max, of
 the time per allreduce and of the bus bandwidth as nccl-tests defines it,
 busbw = bytes / time * 2(n-1)/n, and the ratios of the medians. The targets
 (printed at the end): ours at least 2x gloo's busbw from 256 KiB up, and at
-most half its time at 4 B. Nothing is asserted.
+most half its time at 4 B; ours-tcp at least Open MPI TCP's busbw from
+64 KiB to 64 MiB and at most 2x its time at 4 B; ours-2x2 at least Open
+MPI's busbw. Nothing is asserted.
 
-Usage: bench/comm/allreduce_vs.py [--rounds 5] [--ranks 2 4] [--bin build/bench_allreduce]
-                                  [--python /usr/bin/python3] [--json out.json]
+Usage: bench/comm/allreduce_vs.py [--rounds 5] [--ranks 2 4] [--kinds ours ours-tcp ...]
+                                  [--bin build/bench_allreduce] [--python /usr/bin/python3]
+                                  [--json out.json]
 """
 import argparse
 import json
@@ -35,7 +45,8 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SIZES = [4 << (2 * i) for i in range(13)]  # 4 B .. 64 MiB, x4
-KINDS = ["ours", "ours-tcp", "gloo", "mpi"]
+KINDS = ["ours", "ours-tcp", "ours-curve", "ours-2x2", "gloo", "mpi", "mpi-sm"]
+FOUR_RANKS_ONLY = {"ours-2x2", "mpi-sm"}
 RUN_TIMEOUT = 600  # seconds; a run past it is killed with its process group
 
 
@@ -85,15 +96,14 @@ def base_env(extra):
     return env
 
 
-def run_ours(binary, n, tcp):
+def run_ours(binary, n, devices, curve=False):
+    """n ranks as n / devices nodes of `devices` ranks each."""
     port, token = free_port(), secrets.token_hex(24)
     commands = []
     for r in range(n):
         env = base_env({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": str(n),
-                        "NODE_RANK": str(r if tcp else 0), "LOCAL_RANK": str(0 if tcp else r),
-                        "HPU_JOB_TOKEN": token})
-        devices, nodes = (1, n) if tcp else (n, 1)
-        commands.append(([binary, str(devices), str(nodes), plan()], env))
+                        "NODE_RANK": str(r // devices), "LOCAL_RANK": str(r % devices), "HPU_JOB_TOKEN": token})
+        commands.append(([binary, str(devices), str(n // devices), plan()] + (["--curve"] if curve else []), env))
     return parse(run_ranks(commands))
 
 
@@ -104,8 +114,8 @@ def run_gloo(python, n):
     return parse(run_ranks([([python, script, str(r), str(n), str(port), plan()], env) for r in range(n)]))
 
 
-def run_mpi(binary, n):
-    argv = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "pml", "ob1", "--mca", "btl", "tcp,self",
+def run_mpi(binary, n, btl="tcp,self"):
+    argv = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "pml", "ob1", "--mca", "btl", btl,
             "--mca", "btl_tcp_if_include", "lo", "-np", str(n), binary, plan()]
     return parse(run_ranks([(argv, base_env({}))]))
 
@@ -133,39 +143,56 @@ def spread(values, fmt):
     return f"{fmt.format(statistics.median(values))} [{fmt.format(min(values))}..{fmt.format(max(values))}]"
 
 
+# Time ratios printed beside the tables: (ours, theirs), when both ran.
+RATIOS = [("ours", "gloo"), ("ours", "mpi"), ("ours-tcp", "mpi"), ("ours-curve", "ours-tcp"), ("ours-2x2", "mpi"), ("ours-2x2", "mpi-sm")]
+
+
 def report(results, n, kinds):
+    ratios = [(a, b) for a, b in RATIOS if a in kinds and b in kinds]
     cols = " | ".join(f"{k:>24}" for k in kinds)
-    print(f"\n{n} ranks: time per allreduce (us), median [min..max]")
-    print(f"{'size':>7} | {cols} | ours/gloo | ours/mpi")
-    for s in SIZES:
-        t = {k: [v[s] * 1e6 for v in results[(k, n)]] for k in kinds}
-        med = {k: statistics.median(t[k]) for k in kinds}
-        print(f"{human(s):>7} | " + " | ".join(f"{spread(t[k], '{:.1f}'):>24}" for k in kinds)
-              + f" | {med['ours'] / med['gloo']:9.2f} | {med['ours'] / med['mpi']:8.2f}")
-    print(f"\n{n} ranks: bus bandwidth (GB/s), median [min..max]")
-    print(f"{'size':>7} | {cols} | ours/gloo | ours/mpi")
-    for s in SIZES:
-        b = {k: [busbw(s, v[s], n) for v in results[(k, n)]] for k in kinds}
-        med = {k: statistics.median(b[k]) for k in kinds}
-        print(f"{human(s):>7} | " + " | ".join(f"{spread(b[k], '{:.3f}'):>24}" for k in kinds)
-              + f" | {med['ours'] / med['gloo']:9.2f} | {med['ours'] / med['mpi']:8.2f}")
+    heads = " | ".join(f"{a}/{b}" for a, b in ratios)
+    for title, value, fmt in (("time per allreduce (us)", lambda s, t: t * 1e6, "{:.1f}"),
+                              ("bus bandwidth (GB/s)", lambda s, t: busbw(s, t, n), "{:.3f}")):
+        print(f"\n{n} ranks: {title}, median [min..max]; ratios of the median times")
+        print(f"{'size':>7} | {cols} | {heads}")
+        for s in SIZES:
+            v = {k: [value(s, run[s]) for run in results[(k, n)]] for k in kinds}
+            t = {k: statistics.median(run[s] for run in results[(k, n)]) for k in kinds}
+            print(f"{human(s):>7} | " + " | ".join(f"{spread(v[k], fmt):>24}" for k in kinds) + " | "
+                  + " | ".join(f"{t[a] / t[b]:{len(a) + len(b) + 1}.2f}" for a, b in ratios))
 
 
-def targets(results, n):
-    med = {(k, s): statistics.median(v[s] for v in results[(k, n)]) for k in ("ours", "gloo") for s in SIZES}
-    big = [s for s in SIZES if s >= 256 << 10]
-    worst = min(big, key=lambda s: med[("gloo", s)] / med[("ours", s)])
-    bw_ratio = med[("gloo", worst)] / med[("ours", worst)]
-    lat_ratio = med[("ours", 4)] / med[("gloo", 4)]
-    print(f"{n} ranks: busbw >= 2x gloo from 256 KiB up: {'met' if bw_ratio >= 2 else 'MISSED'} "
-          f"(lowest ratio {bw_ratio:.2f} at {human(worst)}); "
-          f"4 B time <= 0.5x gloo: {'met' if lat_ratio <= 0.5 else 'MISSED'} (ratio {lat_ratio:.2f})")
+def targets(results, n, kinds):
+    med = {(k, s): statistics.median(v[s] for v in results[(k, n)]) for k in kinds for s in SIZES}
+
+    def lowest_speedup(ours, theirs, sizes):
+        worst = min(sizes, key=lambda s: med[(theirs, s)] / med[(ours, s)])
+        return med[(theirs, worst)] / med[(ours, worst)], worst
+
+    def line(text, met, detail):
+        print(f"{n} ranks: {text}: {'met' if met else 'MISSED'} ({detail})")
+
+    if {"ours", "gloo"} <= set(kinds):
+        ratio, at = lowest_speedup("ours", "gloo", [s for s in SIZES if s >= 256 << 10])
+        line("ours busbw >= 2x gloo from 256 KiB up", ratio >= 2, f"lowest ratio {ratio:.2f} at {human(at)}")
+        lat = med[("ours", 4)] / med[("gloo", 4)]
+        line("ours 4 B time <= 0.5x gloo", lat <= 0.5, f"ratio {lat:.2f}")
+    if {"ours-tcp", "mpi"} <= set(kinds):
+        ratio, at = lowest_speedup("ours-tcp", "mpi", [s for s in SIZES if s >= 64 << 10])
+        line("ours-tcp busbw >= Open MPI TCP from 64 KiB up", ratio >= 1, f"lowest ratio {ratio:.2f} at {human(at)}")
+        lat = med[("ours-tcp", 4)] / med[("mpi", 4)]
+        line("ours-tcp 4 B time <= 2x Open MPI TCP", lat <= 2, f"ratio {lat:.2f}")
+    for theirs in ("mpi", "mpi-sm"):
+        if {"ours-2x2", theirs} <= set(kinds):
+            ratio, at = lowest_speedup("ours-2x2", theirs, [s for s in SIZES if s >= 64 << 10])
+            line(f"ours-2x2 busbw >= {theirs} from 64 KiB up", ratio >= 1, f"lowest ratio {ratio:.2f} at {human(at)}")
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--ranks", type=int, nargs="+", default=[2, 4])
+    ap.add_argument("--kinds", nargs="+", default=KINDS, choices=KINDS)
     ap.add_argument("--bin", default="build/bench_allreduce")
     ap.add_argument("--python", default="/usr/bin/python3", help="an interpreter with torch (gloo)")
     ap.add_argument("--json", help="also write every run's times here")
@@ -174,21 +201,24 @@ def main():
     if shutil.which("mpirun") is None:
         sys.exit("mpirun not found (Debian: openmpi-bin, libopenmpi-dev)")
     mpi = build_mpi(os.path.dirname(binary))
-    runners = {"ours": lambda n: run_ours(binary, n, tcp=False), "ours-tcp": lambda n: run_ours(binary, n, tcp=True),
-               "gloo": lambda n: run_gloo(a.python, n), "mpi": lambda n: run_mpi(mpi, n)}
-    results = {(k, n): [] for k in KINDS for n in a.ranks}
+    runners = {"ours": lambda n: run_ours(binary, n, devices=n), "ours-tcp": lambda n: run_ours(binary, n, devices=1),
+               "ours-curve": lambda n: run_ours(binary, n, devices=1, curve=True),
+               "ours-2x2": lambda n: run_ours(binary, n, devices=2), "gloo": lambda n: run_gloo(a.python, n),
+               "mpi": lambda n: run_mpi(mpi, n), "mpi-sm": lambda n: run_mpi(mpi, n, btl="vader,self")}
+    kinds = {n: [k for k in KINDS if k in a.kinds and (n == 4 or k not in FOUR_RANKS_ONLY)] for n in a.ranks}
+    results = {(k, n): [] for n in a.ranks for k in kinds[n]}
     print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at the start; {a.rounds} rounds of "
-          f"{' '.join(KINDS)} for {' and '.join(map(str, a.ranks))} ranks", flush=True)
+          + "; ".join(f"{' '.join(kinds[n])} for {n} ranks" for n in a.ranks), flush=True)
     for rnd in range(a.rounds):
         for n in a.ranks:
-            for k in KINDS:
+            for k in kinds[n]:
                 results[(k, n)].append(runners[k](n))
         print(f"round {rnd + 1}/{a.rounds} done (load average {os.getloadavg()[0]:.2f})", file=sys.stderr, flush=True)
     for n in a.ranks:
-        report(results, n, KINDS)
+        report(results, n, kinds[n])
     print()
     for n in a.ranks:
-        targets(results, n)
+        targets(results, n, kinds[n])
     if a.json:
         with open(a.json, "w") as f:
             json.dump({f"{k}/{n}": v for (k, n), v in results.items()}, f, indent=1)

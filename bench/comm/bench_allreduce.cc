@@ -1,7 +1,7 @@
 // One rank of the allreduce benchmark; bench/comm/allreduce_vs.py starts N
 // of them (and as many of gloo and Open MPI) and compares.
 //
-//   bench_allreduce <devices> <num_nodes> <plan>
+//   bench_allreduce <devices> <num_nodes> <plan> [--curve]
 //
 // The job comes from the environment as for training (MASTER_ADDR,
 // MASTER_PORT, WORLD_SIZE, NODE_RANK, LOCAL_RANK, HPU_JOB_TOKEN):
@@ -12,6 +12,8 @@
 // after 10% (at least 2) untimed warm-up runs and a barrier; each rank's
 // mean time per allreduce is max-reduced, and rank 0 prints
 // "<bytes> <seconds per allreduce>" on stdout (logs below warnings are off).
+// --curve encrypts on loopback too, as every address but loopback is: the
+// cost of CURVE between nodes.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -62,8 +64,9 @@ double secondsPerAllreduce(ProcessGroup& pg, std::size_t bytes, int iterations) 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: bench_allreduce <devices> <num_nodes> <bytes:iterations,...>\n");
+  const bool curve = argc == 5 && std::string(argv[4]) == "--curve";
+  if (argc != 4 && !curve) {
+    std::fprintf(stderr, "usage: bench_allreduce <devices> <num_nodes> <bytes:iterations,...> [--curve]\n");
     return 64;
   }
   spdlog::set_level(spdlog::level::warn);  // stdout is the result
@@ -74,6 +77,7 @@ int main(int argc, char** argv) {
     options.settings = commSettingsFromEnv(env);
     options.token = JobToken::fromEnv(env);
     options.version = "bench";
+    options.encryptLoopback = curve;
     auto pg = joinProcessGroup(options);
     for (const auto& [bytes, iterations] : parsePlan(argv[3])) {
       const double seconds = secondsPerAllreduce(*pg, bytes, iterations);

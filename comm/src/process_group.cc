@@ -1,10 +1,13 @@
 #include "hpu/comm/process_group.h"
 
+#include <cstring>
+
 #include <spdlog/fmt/fmt.h>
 
 #include "check.h"
 #include "collectives/algorithms.h"
 #include "collectives/descriptor.h"
+#include "collectives/node_layout.h"
 #include "hpu/comm/errors.h"
 #include "hpu/comm/fault_injection.h"
 #include "work_state.h"
@@ -27,6 +30,12 @@ namespace {
 
 bool reducible(DType dtype) { return dtype == DType::kFloat32 || dtype == DType::kBFloat16; }
 
+detail::NodeLayout layoutOf(const Transport& transport) {
+  std::vector<int> nodeOf;
+  for (int r = 0; r < transport.size(); ++r) nodeOf.push_back(transport.node(r));
+  return detail::NodeLayout(nodeOf);
+}
+
 }  // namespace
 
 std::shared_ptr<ProcessGroup::Operation> ProcessGroup::makeOperation(CollectiveKind kind, DType dtype,
@@ -46,7 +55,8 @@ ProcessGroup::ProcessGroup(std::unique_ptr<Transport> transport, std::shared_ptr
       store_(std::move(store)),
       options_(options),
       rank_(transport_->rank()),
-      size_(transport_->size()) {
+      size_(transport_->size()),
+      layout_(std::make_unique<const detail::NodeLayout>(layoutOf(*transport_))) {
   HPU_COMM_CHECK(options_.chunkBytes >= 64, "ProcessGroupOptions::chunkBytes must be at least 64");
   HPU_COMM_CHECK(options_.timeout.count() > 0, "ProcessGroupOptions::timeout must be positive");
   commThread_ = std::thread([this] { commThreadMain(); });
@@ -84,17 +94,21 @@ std::shared_ptr<ProcessGroup::Operation> ProcessGroup::makeAllreduce(BufferView 
   HPU_COMM_CHECK(reducible(data.dtype), "allreduce needs a float32 or bfloat16 buffer");
   auto op = makeOperation(CollectiveKind::kAllreduce, data.dtype, data.count, options.timeout);
   op->descriptor.op = options.op;
-  op->descriptor.algorithm = options.algorithm;
-  if (options.algorithm == Algorithm::kAuto) {
-    op->descriptor.algorithm =
-        data.bytes() >= options_.ringThresholdBytes ? Algorithm::kRing : Algorithm::kRecursiveDoubling;
+  Algorithm algorithm = options.algorithm;
+  if (algorithm == Algorithm::kAuto && layout_->hierarchical()) algorithm = Algorithm::kHierarchical;
+  if (algorithm == Algorithm::kAuto || (algorithm == Algorithm::kHierarchical && !layout_->regular())) {
+    algorithm = data.bytes() >= options_.ringThresholdBytes ? Algorithm::kRing : Algorithm::kRecursiveDoubling;
   }
-  const bool ring = op->descriptor.algorithm == Algorithm::kRing;
-  op->body = [data, ring](CollectiveContext& ctx) {
-    if (ring) {
-      detail::allreduceRing(ctx, data);
-    } else {
-      detail::allreduceRecursiveDoubling(ctx, data);
+  op->descriptor.algorithm = algorithm;
+  const ReduceOp reduceOp = options.op;
+  op->body = [this, data, algorithm, reduceOp](CollectiveContext& ctx) {
+    switch (algorithm) {
+      case Algorithm::kRing: detail::allreduceRing(ctx, data, reduceOp); return;
+      case Algorithm::kRecursiveDoubling: detail::allreduceRecursiveDoubling(ctx, data, reduceOp); return;
+      case Algorithm::kHierarchical:
+      case Algorithm::kAuto:
+        detail::allreduceHierarchical(ctx, *layout_, data, reduceOp, options_.ringThresholdBytes);
+        return;
     }
   };
   return op;
@@ -105,11 +119,14 @@ void ProcessGroup::broadcast(BufferView data, int root, const CollectiveOptions&
   auto op = makeOperation(CollectiveKind::kBroadcast, data.dtype, data.count, options.timeout);
   op->descriptor.root = root;
   const bool chain = data.bytes() >= options_.ringThresholdBytes;
-  op->body = [data, chain](CollectiveContext& ctx) {
-    if (chain) {
-      detail::broadcastChain(ctx, data);
+  if (layout_->hierarchical()) op->descriptor.algorithm = Algorithm::kHierarchical;
+  op->body = [this, data, chain, root](CollectiveContext& ctx) {
+    if (layout_->hierarchical()) {
+      detail::broadcastHierarchical(ctx, *layout_, data, root, options_.ringThresholdBytes);
+    } else if (chain) {
+      detail::broadcastChain(ctx, data, root);
     } else {
-      detail::broadcastTree(ctx, data);
+      detail::broadcastTree(ctx, data, root);
     }
   };
   run(op, /*wait=*/true);
@@ -127,7 +144,16 @@ void ProcessGroup::allgather(ConstBufferView input, BufferView output, const Col
   HPU_COMM_CHECK(input.count == shardRange(output.count, size_, rank_).size,
                  "allgather input must hold exactly this rank's shard of the output");
   auto op = makeOperation(CollectiveKind::kAllgather, output.dtype, output.count, options.timeout);
-  op->body = [input, output](CollectiveContext& ctx) { detail::allgatherRing(ctx, input, output); };
+  if (layout_->hierarchical()) op->descriptor.algorithm = Algorithm::kHierarchical;
+  op->body = [this, input, output](CollectiveContext& ctx) {
+    if (layout_->hierarchical()) {
+      detail::allgatherHierarchical(ctx, *layout_, input, output);
+      return;
+    }
+    const Range mine = shardRange(output.count, size_, rank_);
+    if (mine.size != 0) std::memcpy(output.data + mine.offset * elementSize(output.dtype), input.data, input.bytes());
+    detail::allgatherRing(ctx, output, detail::evenBlocks(output.count, size_));
+  };
   run(op, /*wait=*/true);
 }
 
@@ -139,7 +165,14 @@ void ProcessGroup::reduceScatter(ConstBufferView input, BufferView output, Reduc
                  "reduceScatter output must hold exactly this rank's shard of the input");
   auto op = makeOperation(CollectiveKind::kReduceScatter, input.dtype, input.count, options.timeout);
   op->descriptor.op = reduceOp;
-  op->body = [input, output](CollectiveContext& ctx) { detail::reduceScatterRing(ctx, input, output); };
+  if (layout_->hierarchical()) op->descriptor.algorithm = Algorithm::kHierarchical;
+  op->body = [this, input, output, reduceOp](CollectiveContext& ctx) {
+    if (layout_->hierarchical()) {
+      detail::reduceScatterHierarchical(ctx, *layout_, input, output, reduceOp);
+    } else {
+      detail::reduceScatterRing(ctx, input, detail::evenBlocks(input.count, size_), output, reduceOp);
+    }
+  };
   run(op, /*wait=*/true);
 }
 

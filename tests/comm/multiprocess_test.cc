@@ -196,27 +196,33 @@ TEST(MultiProcess, MismatchedAllreduceSizesFailWithBothSidesNamed) {
                                                 "does not match rank "));
 }
 
-// Starts `world` ranks looping over allreduces; HPU_FAULT strikes `victim`
-// with `action` before its collective #5, and the other ranks fail naming it.
+// Starts `nodes` x `devices` ranks looping over allreduces; HPU_FAULT
+// strikes `victim` with `action` before its collective #5.
 void startWithFault(ProcessJob& job, const std::string& fault) {
-  for (int local = 0; local < job.devices; ++local) {
-    EnvMap env = job.envFor(0, local);
-    env["HPU_FAULT"] = fault;
-    env["HPU_COLLECTIVE_TIMEOUT"] = "3s";
-    job.start("allreduce-loop", env);
+  for (int node = 0; node < job.nodes; ++node) {
+    for (int local = 0; local < job.devices; ++local) {
+      EnvMap env = job.envFor(node, local);
+      env["HPU_FAULT"] = fault;
+      env["HPU_COLLECTIVE_TIMEOUT"] = "3s";
+      job.start("allreduce-loop", env);
+    }
   }
 }
 
-void expectPeerLost(int victim, const std::string& action) {
-  ProcessJob job{1, 3};
+// The other ranks fail naming the victim; `algorithm` is the one their
+// errors name.
+void expectPeerLost(int victim, const std::string& action, int nodes = 1, int devices = 3,
+                    const std::string& algorithm = "ring") {
+  ProcessJob job{nodes, devices};
   startWithFault(job, fmt::format("{},rank={},collective=5", action, victim));
-  for (int r = 0; r < 3; ++r) {
+  for (int r = 0; r < nodes * devices; ++r) {
     if (r == victim) continue;
     auto& rank = *job.ranks[static_cast<std::size_t>(r)];
     const auto code = rank.wait(Clock::now() + 60s);
     ASSERT_TRUE(code.has_value()) << "rank " << r << " did not fail:\n" << rank.output();
     EXPECT_EQ(*code, 3) << rank.output();
     EXPECT_THAT(rank.output(), HasSubstr(fmt::format("PeerLostError rank={}: rank {}: allreduce #5", victim, r)));
+    EXPECT_THAT(rank.output(), HasSubstr(fmt::format("1048576 elements, {}) failed", algorithm)));
     EXPECT_THAT(rank.output(), HasSubstr(fmt::format("rank {} lost", victim)));
   }
 }
@@ -252,6 +258,10 @@ TEST(MultiProcess, HungRankMakesItsPeerTimeOutNamingIt) {
                         "after 3s waiting for rank 1"));
   EXPECT_THAT(job.ranks[1]->output(), HasSubstr("rank 1: fault injected at collective 5 (HPU_FAULT): hang"));
 }
+
+// 2 nodes x 2 devices: the allreduces are hierarchical (shared memory inside
+// a node, tcp:// between); the victim is on the second node.
+TEST(MultiProcess, KilledRankDuringAHierarchicalAllreduceIsNamed) { expectPeerLost(3, "crash", 2, 2, "hierarchical"); }
 
 }  // namespace
 }  // namespace hpu::comm

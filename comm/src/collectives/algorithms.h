@@ -1,37 +1,64 @@
-// The collective algorithms, each a free function over a CollectiveContext.
-// They assume the descriptor in the context matches the arguments and that
-// the process group has validated sizes and dtypes.
+// The collective algorithms, each a free function over a CollectiveContext
+// (the whole job, or a subgroup of it). They assume the descriptor in the
+// context matches the arguments and that the process group has validated
+// sizes and dtypes. A kAvg reduction divides by the context's size; the
+// hierarchical algorithms run their phases as sums and divide once at the end.
 // Thread-safety: run by the one thread that holds the transport.
 #pragma once
 
+#include <vector>
+
 #include "context.h"
 #include "hpu/comm/buffer_view.h"
+#include "node_layout.h"
 
 namespace hpu::comm::detail {
+
+// The element ranges a ring cuts its buffer into, one per rank of the ring.
+using Blocks = std::vector<Range>;
+// ProcessGroup::shardRange's partition of `count` elements over `n` ranks.
+Blocks evenBlocks(std::size_t count, int n);
 
 // Ring allreduce: reduce-scatter then allgather, streamed as one pipeline of
 // 2(n-1) steps in chunks. Block b is reduced in ring order starting at rank
 // b+1 and ending at its owner b, then copied around: identical on every rank.
-void allreduceRing(CollectiveContext& ctx, BufferView data);
+void allreduceRing(CollectiveContext& ctx, BufferView data, ReduceOp op);
 
 // Recursive doubling: log2(p) full-buffer exchanges among the largest power
 // of two p <= n ranks; ranks p..n-1 first hand their data to rank r-p and get
 // the result back at the end. Each pair combines (lower rank's, higher
 // rank's), so both hold bit-identical values after every round.
-void allreduceRecursiveDoubling(CollectiveContext& ctx, BufferView data);
+void allreduceRecursiveDoubling(CollectiveContext& ctx, BufferView data, ReduceOp op);
 
-// The reduce-scatter half of the ring: output = this rank's block.
-void reduceScatterRing(CollectiveContext& ctx, ConstBufferView input, BufferView output);
+// The reduce-scatter half of the ring over `blocks` of `input`: output = the
+// reduction of block rank(). `output` may be that very block of `input`.
+void reduceScatterRing(CollectiveContext& ctx, ConstBufferView input, const Blocks& blocks, BufferView output,
+                       ReduceOp op);
 
-// The allgather half of the ring: output block r = rank r's input.
-void allgatherRing(CollectiveContext& ctx, ConstBufferView input, BufferView output);
+// The allgather half of the ring, in place: block b of `data` (b != rank())
+// ends as rank b's block; this rank's block holds its contribution already.
+void allgatherRing(CollectiveContext& ctx, BufferView data, const Blocks& blocks);
 
-// Binomial tree from the root, chunk by chunk (small buffers).
-void broadcastTree(CollectiveContext& ctx, BufferView data);
+// Binomial tree from `root`, chunk by chunk (small buffers).
+void broadcastTree(CollectiveContext& ctx, BufferView data, int root);
 
 // Chunked chain root -> root+1 -> ... (large buffers: every rank sends the
 // data once, chunks in flight on every link).
-void broadcastChain(CollectiveContext& ctx, BufferView data);
+void broadcastChain(CollectiveContext& ctx, BufferView data, int root);
+
+// Hierarchical collectives for several ranks per node (layout.hierarchical()):
+// the ranks of a node talk through shared memory, and only one ring or tree
+// per local index crosses between nodes. Buffers of at least
+// `bandwidthBytes` take the bandwidth-bound variant. Results are identical
+// on every rank; they differ from the flat algorithms' only in the order of
+// the summation (see hierarchical.cc).
+void allreduceHierarchical(CollectiveContext& ctx, const NodeLayout& layout, BufferView data, ReduceOp op,
+                           std::size_t bandwidthBytes);
+void broadcastHierarchical(CollectiveContext& ctx, const NodeLayout& layout, BufferView data, int root,
+                           std::size_t bandwidthBytes);
+void allgatherHierarchical(CollectiveContext& ctx, const NodeLayout& layout, ConstBufferView input, BufferView output);
+void reduceScatterHierarchical(CollectiveContext& ctx, const NodeLayout& layout, ConstBufferView input,
+                               BufferView output, ReduceOp op);
 
 // Everyone reports to rank 0, which releases everyone. On timeout rank 0
 // names every rank that has not arrived and aborts the group; the other

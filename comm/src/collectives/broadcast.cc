@@ -19,9 +19,8 @@ struct TreePosition {
   std::vector<int> children;  // relative ranks
 };
 
-void streamDownTree(CollectiveContext& ctx, BufferView data, const TreePosition& position) {
+void streamDownTree(CollectiveContext& ctx, BufferView data, int root, const TreePosition& position) {
   const int n = ctx.size();
-  const int root = ctx.descriptor().root;
   auto absolute = [&](int relative) { return (relative + root) % n; };
   const std::size_t es = ctx.elementSize();
   const std::size_t chunks = ctx.chunksFor(data.count);
@@ -36,17 +35,17 @@ void streamDownTree(CollectiveContext& ctx, BufferView data, const TreePosition&
   }
 }
 
-int relativeRank(const CollectiveContext& ctx) {
+int relativeRank(const CollectiveContext& ctx, int root) {
   const int n = ctx.size();
-  return (ctx.rank() - ctx.descriptor().root + n) % n;
+  return (ctx.rank() - root + n) % n;
 }
 
 }  // namespace
 
-void broadcastTree(CollectiveContext& ctx, BufferView data) {
+void broadcastTree(CollectiveContext& ctx, BufferView data, int root) {
   const int n = ctx.size();
   if (n == 1) return;
-  const int v = relativeRank(ctx);
+  const int v = relativeRank(ctx, root);
   TreePosition position;
   if (v > 0) {
     int highBit = 1;
@@ -58,17 +57,17 @@ void broadcastTree(CollectiveContext& ctx, BufferView data) {
   for (m /= 2; m > v; m /= 2) {
     if (v + m < n) position.children.push_back(v + m);
   }
-  streamDownTree(ctx, data, position);
+  streamDownTree(ctx, data, root, position);
 }
 
-void broadcastChain(CollectiveContext& ctx, BufferView data) {
+void broadcastChain(CollectiveContext& ctx, BufferView data, int root) {
   const int n = ctx.size();
   if (n == 1) return;
-  const int v = relativeRank(ctx);
+  const int v = relativeRank(ctx, root);
   TreePosition position;
   position.parent = v - 1;
   if (v + 1 < n) position.children.push_back(v + 1);
-  streamDownTree(ctx, data, position);
+  streamDownTree(ctx, data, root, position);
 }
 
 }  // namespace hpu::comm::detail

@@ -1,6 +1,8 @@
 #include "context.h"
 
+#include <algorithm>
 #include <cstring>
+#include <numeric>
 
 #include <spdlog/fmt/fmt.h>
 
@@ -18,24 +20,38 @@ CollectiveContext::CollectiveContext(Transport& transport, const CollectiveDescr
       timeout_(timeout),
       chunkBytes_(chunkBytes),
       rank_(transport.rank()),
-      size_(transport.size()),
-      sendSteps_(static_cast<std::size_t>(size_), 0),
-      recvSteps_(static_cast<std::size_t>(size_), 0),
-      prefix_(kHeaderBytes + descriptor.name.size()) {
-  std::memcpy(prefix_.data() + kHeaderBytes, descriptor.name.data(), descriptor.name.size());
+      members_(static_cast<std::size_t>(transport.size())),
+      position_(rank_),
+      links_(std::make_shared<Links>()) {
+  std::iota(members_.begin(), members_.end(), 0);
+  links_->sendSteps.assign(members_.size(), 0);
+  links_->recvSteps.assign(members_.size(), 0);
+  links_->prefix.resize(kHeaderBytes + descriptor.name.size());
+  std::memcpy(links_->prefix.data() + kHeaderBytes, descriptor.name.data(), descriptor.name.size());
 }
 
-void CollectiveContext::send(int peer, std::span<const std::byte> payload) {
-  const Header header = encodeHeader(descriptor_, sendSteps_[static_cast<std::size_t>(peer)]++);
-  std::copy(header.begin(), header.end(), prefix_.begin());
+CollectiveContext CollectiveContext::subgroup(std::vector<int> members) const {
+  const auto self = std::find(members.begin(), members.end(), rank_);
+  HPU_COMM_CHECK(self != members.end(), "a subgroup must contain the rank that runs it");
+  CollectiveContext sub = *this;
+  sub.position_ = static_cast<int>(self - members.begin());
+  sub.members_ = std::move(members);
+  return sub;
+}
+
+void CollectiveContext::send(int position, std::span<const std::byte> payload) {
+  const int peer = global(position);
+  const Header header = encodeHeader(descriptor_, links_->sendSteps[static_cast<std::size_t>(peer)]++);
+  std::copy(header.begin(), header.end(), links_->prefix.begin());
   try {
-    transport_.send(peer, prefix_, payload, deadline_);
+    transport_.send(peer, links_->prefix, payload, deadline_);
   } catch (const CommError&) {
     rethrowWithContext(peer);
   }
 }
 
-Received CollectiveContext::recvBy(int peer, std::size_t expectedBytes, Transport::Deadline deadline) {
+Received CollectiveContext::recvBy(int position, std::size_t expectedBytes, Transport::Deadline deadline) {
+  const int peer = global(position);
   Received received;
   try {
     received.message = transport_.recv(peer, deadline);
@@ -61,7 +77,7 @@ Received CollectiveContext::recvBy(int peer, std::size_t expectedBytes, Transpor
         "the same sizes, ops and roots",
         rank_, describe(descriptor_), peer, describe(theirs)));
   }
-  const std::uint32_t expectedStep = recvSteps_[static_cast<std::size_t>(peer)]++;
+  const std::uint32_t expectedStep = links_->recvSteps[static_cast<std::size_t>(peer)]++;
   if (header->step != expectedStep) {  // our own ranks send in step: the message is corrupt or foreign
     throw CommError(fmt::format("rank {}: {}: message {} from rank {} arrived where message {} was due", rank_,
                                 describe(descriptor_), header->step, peer, expectedStep));

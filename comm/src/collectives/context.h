@@ -3,6 +3,13 @@
 // plan. recv() validates every incoming header against this rank's own
 // descriptor and turns transport errors into messages that name the rank,
 // the collective and the peer.
+//
+// A context may be narrowed to a subgroup of the job's ranks (the ranks of
+// one node, or one rank per node): the hierarchical collectives run the flat
+// algorithms on such subgroups one after the other. Inside a subgroup rank(),
+// size() and the peers given to send/recv are positions in its member list;
+// messages keep their step count per link across subgroups of the same
+// collective, and errors name global ranks.
 // Thread-safety: used by the one thread running the collective.
 #pragma once
 
@@ -34,11 +41,16 @@ class CollectiveContext {
   CollectiveContext(Transport& transport, const CollectiveDescriptor& descriptor, Transport::Deadline deadline,
                     std::chrono::milliseconds timeout, std::size_t chunkBytes);
 
-  int rank() const { return rank_; }
-  int size() const { return size_; }
+  // The same collective among `members` (global ranks, ascending or in any
+  // order every member agrees on; this rank among them).
+  CollectiveContext subgroup(std::vector<int> members) const;
+
+  int rank() const { return position_; }
+  int size() const { return static_cast<int>(members_.size()); }
   const CollectiveDescriptor& descriptor() const { return descriptor_; }
   std::size_t elementSize() const { return comm::elementSize(descriptor_.dtype); }
 
+  // Peers are positions in this context's member list.
   void send(int peer, std::span<const std::byte> payload);
   // The next message from `peer`. Throws CollectiveMismatchError when it
   // belongs to a different collective, CommError when its payload is not
@@ -55,20 +67,27 @@ class CollectiveContext {
   // Chunk `index` of `chunks` of `block` (element ranges in the whole buffer).
   static Range chunkOf(Range block, std::size_t chunks, std::size_t index);
 
-  // Rethrows a transport error with this collective's context.
-  [[noreturn]] void rethrowWithContext(int peer) const;
-
  private:
+  // Rethrows a transport error with this collective's context; `peer` is a global rank.
+  [[noreturn]] void rethrowWithContext(int peer) const;
+  // What every subgroup of one collective shares: per-link step counts and
+  // the header scratch.
+  struct Links {
+    std::vector<std::uint32_t> sendSteps;  // per global rank
+    std::vector<std::uint32_t> recvSteps;
+    std::vector<std::byte> prefix;  // header, then the barrier name
+  };
+  int global(int position) const { return members_[static_cast<std::size_t>(position)]; }
+
   Transport& transport_;
   const CollectiveDescriptor& descriptor_;
   Transport::Deadline deadline_;
   std::chrono::milliseconds timeout_;
   std::size_t chunkBytes_;
-  int rank_;
-  int size_;
-  std::vector<std::uint32_t> sendSteps_;
-  std::vector<std::uint32_t> recvSteps_;
-  std::vector<std::byte> prefix_;  // header, then the barrier name
+  int rank_;  // global
+  std::vector<int> members_;  // global ranks by position
+  int position_;              // this rank's position in members_
+  std::shared_ptr<Links> links_;
 };
 
 }  // namespace hpu::comm::detail

@@ -17,6 +17,7 @@ std::string_view algorithmName(Algorithm algorithm) {
     case Algorithm::kAuto: return "auto";
     case Algorithm::kRing: return "ring";
     case Algorithm::kRecursiveDoubling: return "recursive doubling";
+    case Algorithm::kHierarchical: return "hierarchical";
   }
   return "unknown algorithm";
 }
@@ -88,7 +89,7 @@ std::optional<DecodedHeader> decodeHeader(std::span<const std::byte> bytes) {
   const auto algorithm = get<std::uint8_t>(bytes, 7);
   if (kind > static_cast<std::uint8_t>(CollectiveKind::kBarrier) || dtype > static_cast<std::uint8_t>(DType::kByte) ||
       op > static_cast<std::uint8_t>(ReduceOp::kMax) ||
-      algorithm > static_cast<std::uint8_t>(Algorithm::kRecursiveDoubling)) {
+      algorithm > static_cast<std::uint8_t>(Algorithm::kHierarchical)) {
     return std::nullopt;
   }
   DecodedHeader out;

@@ -28,7 +28,7 @@ struct CollectiveDescriptor {
   CollectiveKind kind = CollectiveKind::kAllreduce;
   DType dtype = DType::kFloat32;
   ReduceOp op = ReduceOp::kSum;          // reductions only
-  Algorithm algorithm = Algorithm::kAuto;  // allreduce / broadcast: the one chosen
+  Algorithm algorithm = Algorithm::kAuto;  // the one chosen: allreduce's, or kHierarchical for the others
   std::int32_t root = 0;                 // broadcast only
   std::uint64_t count = 0;               // elements (total buffer for allgather / reduceScatter)
   std::uint64_t sequence = 0;            // the group's n-th collective

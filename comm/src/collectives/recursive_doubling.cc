@@ -16,8 +16,7 @@ void sendAll(CollectiveContext& ctx, int peer, BufferView data, std::size_t chun
 
 // Receives `peer`'s whole buffer and combines it with ours: out = low op high,
 // where low is the lower-ranked side, so both partners compute the same bits.
-void receiveAndCombine(CollectiveContext& ctx, int peer, BufferView data, std::size_t chunks) {
-  const auto& d = ctx.descriptor();
+void receiveAndCombine(CollectiveContext& ctx, int peer, BufferView data, ReduceOp op, std::size_t chunks) {
   const std::size_t es = ctx.elementSize();
   const bool mineIsLow = ctx.rank() < peer;
   for (std::size_t c = 0; c < chunks; ++c) {
@@ -25,7 +24,7 @@ void receiveAndCombine(CollectiveContext& ctx, int peer, BufferView data, std::s
     Received received = ctx.recv(peer, chunk.size * es);
     std::byte* mine = data.data + chunk.offset * es;
     const std::byte* theirs = received.payload.data();
-    combine(d.dtype, d.op, mineIsLow ? mine : theirs, mineIsLow ? theirs : mine, mine, chunk.size);
+    combine(data.dtype, op, mineIsLow ? mine : theirs, mineIsLow ? theirs : mine, mine, chunk.size);
   }
 }
 
@@ -40,7 +39,7 @@ void receiveInto(CollectiveContext& ctx, int peer, BufferView data, std::size_t 
 
 }  // namespace
 
-void allreduceRecursiveDoubling(CollectiveContext& ctx, BufferView data) {
+void allreduceRecursiveDoubling(CollectiveContext& ctx, BufferView data, ReduceOp op) {
   const int n = ctx.size();
   const int r = ctx.rank();
   if (n == 1) return;
@@ -54,13 +53,13 @@ void allreduceRecursiveDoubling(CollectiveContext& ctx, BufferView data) {
     receiveInto(ctx, r - p2, data, chunks);
     return;
   }
-  if (r < extra) receiveAndCombine(ctx, r + p2, data, chunks);
+  if (r < extra) receiveAndCombine(ctx, r + p2, data, op, chunks);
   for (int mask = 1; mask < p2; mask <<= 1) {
     const int partner = r ^ mask;
     sendAll(ctx, partner, data, chunks);
-    receiveAndCombine(ctx, partner, data, chunks);
+    receiveAndCombine(ctx, partner, data, op, chunks);
   }
-  if (ctx.descriptor().op == ReduceOp::kAvg) divide(data.dtype, data.data, data.count, n);
+  if (op == ReduceOp::kAvg) divide(data.dtype, data.data, data.count, n);
   if (r < extra) sendAll(ctx, r + p2, data, chunks);
 }
 

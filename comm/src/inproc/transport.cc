@@ -90,12 +90,13 @@ class World {
 
 class InMemoryTransport final : public Transport {
  public:
-  InMemoryTransport(std::shared_ptr<World> world, int rank, int size)
-      : world_(std::move(world)), rank_(rank), size_(size) {}
+  InMemoryTransport(std::shared_ptr<World> world, int rank, int size, int ranksPerNode)
+      : world_(std::move(world)), rank_(rank), size_(size), ranksPerNode_(ranksPerNode) {}
   ~InMemoryTransport() override { world_->markDown(rank_, fmt::format("rank {} left the job", rank_)); }
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  int node(int rank) const override { return rank / ranksPerNode_; }
 
   void send(int peer, std::span<const std::byte> header, std::span<const std::byte> payload,
             Deadline) override {
@@ -122,18 +123,21 @@ class InMemoryTransport final : public Transport {
   std::shared_ptr<World> world_;
   const int rank_;
   const int size_;
+  const int ranksPerNode_;
 };
 
 }  // namespace
 
-std::vector<std::unique_ptr<ProcessGroup>> makeInMemoryProcessGroups(int worldSize, ProcessGroupOptions options) {
+std::vector<std::unique_ptr<ProcessGroup>> makeInMemoryProcessGroups(int worldSize, ProcessGroupOptions options,
+                                                                     int ranksPerNode) {
   HPU_COMM_CHECK(worldSize >= 1, "a world has at least one rank");
+  HPU_COMM_CHECK(ranksPerNode >= 1, "a node has at least one rank");
   auto world = std::make_shared<World>(worldSize);
   auto store = makeInMemoryStore();
   std::vector<std::unique_ptr<ProcessGroup>> groups;
   for (int r = 0; r < worldSize; ++r) {
-    groups.push_back(
-        std::make_unique<ProcessGroup>(std::make_unique<InMemoryTransport>(world, r, worldSize), store, options));
+    groups.push_back(std::make_unique<ProcessGroup>(
+        std::make_unique<InMemoryTransport>(world, r, worldSize, ranksPerNode), store, options));
   }
   return groups;
 }

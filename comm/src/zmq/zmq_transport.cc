@@ -1,8 +1,11 @@
 #include "zmq_transport.h"
 
+#include <malloc.h>
 #include <sodium.h>
 
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <thread>
 
 #include <spdlog/fmt/fmt.h>
@@ -59,6 +62,22 @@ milliseconds sliceUntil(Transport::Deadline deadline) {
   return std::clamp(left, milliseconds(1), kPollSlice);
 }
 
+// ZeroMQ's I/O thread mallocs every incoming message of more than 8 KiB
+// (each ring chunk, 256 KiB by default) and the rank frees it after reading.
+// glibc's defaults serve such blocks with mmap, or trim the I/O thread's
+// arena back with madvise once the reader frees them, so every message came
+// with page faults on the kernel's copy into it: a 1 MiB allreduce between
+// two nodes took 1.56 ms instead of 0.99 ms (medians of 5 interleaved runs).
+// Keeping blocks up to 4 MiB on the heap and its top up to 64 MiB reuses
+// the same pages. Process-wide, set once by the first transport.
+void keepMessageBlocksOnTheHeap() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    mallopt(M_MMAP_THRESHOLD, 4 << 20);
+    mallopt(M_TRIM_THRESHOLD, 64 << 20);
+  });
+}
+
 std::string ipcEndpoint(int rank) {
   std::array<unsigned char, 8> nonce{};
   randombytes_buf(nonce.data(), nonce.size());
@@ -81,12 +100,14 @@ ZmqTransport::ZmqTransport(std::shared_ptr<ZmqSession> session, int rank, int si
                                        .ipv6 = localAddress.ipv6})),
       outbound_(static_cast<std::size_t>(size)),
       pending_(static_cast<std::size_t>(size)),
+      nodeOf_(static_cast<std::size_t>(size)),
       sameNode_(static_cast<std::size_t>(size), false),
       lanesOut_(static_cast<std::size_t>(size)),
       lanesIn_(static_cast<std::size_t>(size)),
       sendSequence_(static_cast<std::size_t>(size), 0),
       recvSequence_(static_cast<std::size_t>(size), 0),
       sendBuffers_(std::make_shared<SendBufferPool>()) {
+  keepMessageBlocksOnTheHeap();
   secureServer(inbound_, session_->dataSecurity(), session_->keys(), "hpu-data");
   inbound_.bind(tcpEndpoint(localAddress, 0));
   endpoints_.tcp = inbound_.get(zmq::sockopt::last_endpoint);
@@ -113,6 +134,11 @@ ZmqTransport::~ZmqTransport() {
 void ZmqTransport::connectPeers(const std::vector<PeerInfo>& peers) {
   HPU_COMM_CHECK(peers.size() == static_cast<std::size_t>(size_), "the peer table must list every rank");
   const PeerInfo& me = peers[static_cast<std::size_t>(rank_)];
+  std::map<std::pair<std::string, std::uint32_t>, int> nodes;
+  for (std::size_t r = 0; r < peers.size(); ++r) {
+    nodeOf_[r] =
+        nodes.emplace(std::pair(peers[r].hostId, peers[r].nodeRank), static_cast<int>(nodes.size())).first->second;
+  }
   for (int peer = 0; peer < size_; ++peer) {
     if (peer == rank_) continue;
     const PeerInfo& info = peers[static_cast<std::size_t>(peer)];

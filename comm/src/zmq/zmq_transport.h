@@ -49,6 +49,8 @@ class ZmqTransport final : public Transport {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  // Ranks of one node share hostId and nodeRank in the peer table.
+  int node(int rank) const override { return nodeOf_[static_cast<std::size_t>(rank)]; }
   void send(int peer, std::span<const std::byte> header, std::span<const std::byte> payload,
             Deadline deadline) override;
   std::unique_ptr<Message> recv(int peer, Deadline deadline) override;
@@ -76,6 +78,7 @@ class ZmqTransport final : public Transport {
   std::vector<std::optional<zmq::socket_t>> outbound_;
   std::vector<std::deque<zmq::message_t>> pending_;
   LogLimiter limiter_;
+  std::vector<int> nodeOf_;  // per rank: the index of its (hostId, nodeRank) in the peer table
   std::vector<bool> sameNode_;  // peers on ipc:// and (while /dev/shm allows) shared memory
   std::vector<std::unique_ptr<ShmSender>> lanesOut_;
   std::vector<std::unique_ptr<ShmReceiver>> lanesIn_;

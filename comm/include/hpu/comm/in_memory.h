@@ -12,8 +12,10 @@
 
 namespace hpu::comm {
 
-// `worldSize` groups (rank i at index i) sharing one in-memory store.
-// REQUIRES: worldSize >= 1.
-std::vector<std::unique_ptr<ProcessGroup>> makeInMemoryProcessGroups(int worldSize, ProcessGroupOptions options = {});
+// `worldSize` groups (rank i at index i) sharing one in-memory store. Ranks
+// r / ranksPerNode form a node, as ranks of one node do for the hierarchical
+// collectives. REQUIRES: worldSize >= 1, ranksPerNode >= 1.
+std::vector<std::unique_ptr<ProcessGroup>> makeInMemoryProcessGroups(int worldSize, ProcessGroupOptions options = {},
+                                                                     int ranksPerNode = 1);
 
 }  // namespace hpu::comm

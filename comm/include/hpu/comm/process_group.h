@@ -8,6 +8,11 @@
 //    so receiving, reducing and forwarding overlap;
 //  - reduceScatter / allgather: the two halves of that ring;
 //  - broadcast: binomial tree for small buffers, chunked chain for large;
+//  - with several nodes of several ranks each (the same number on every
+//    node), allreduce, broadcast, allgather and reduceScatter are
+//    hierarchical: shared memory inside a node, one ring or tree per local
+//    index between nodes, small and large buffers each their own variant
+//    (collectives/hierarchical.cc);
 //  - barrier: every rank reports to rank 0, which releases them all.
 // Every message carries kind, op, dtype, count, root and the group's
 // sequence number; a rank that receives a message of a different collective
@@ -50,12 +55,14 @@ namespace hpu::comm {
 
 namespace detail {
 enum class CollectiveKind : std::uint8_t;
+class NodeLayout;
 }
 
 enum class Algorithm : std::uint8_t {
-  kAuto,               // ring at or above ringThresholdBytes, else recursive doubling
+  kAuto,  // hierarchical across nodes of several ranks; else ring at or above ringThresholdBytes, else recursive doubling
   kRing,
   kRecursiveDoubling,
+  kHierarchical,  // inside nodes, then between them; flat (by size) when nodes hold different numbers of ranks
 };
 
 struct ProcessGroupOptions {
@@ -158,6 +165,7 @@ class ProcessGroup {
   ProcessGroupOptions options_;
   const int rank_;
   const int size_;
+  std::unique_ptr<const detail::NodeLayout> layout_;
 
   std::mutex mutex_;
   std::condition_variable changed_;

@@ -36,6 +36,10 @@ class Transport {
   virtual ~Transport() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
+  // An id of the node `rank` runs on, equal for the ranks that share one
+  // (and its shared memory); the hierarchical collectives group ranks by it.
+  // By default every rank is a node of its own.
+  virtual int node(int rank) const { return rank; }
   // Queues `header` followed by `payload` as one message to `peer` and
   // returns; the bytes are copied. Blocks only for flow control.
   // REQUIRES: 0 <= peer < size(), peer != rank().
