@@ -8,13 +8,18 @@ import subprocess
 import time
 
 
-def hpu_run(binary, kind, batch, steps, workdir, threads, devices=1, extra=()):
+def fit_args(kind, batch, steps, devices=1):
+    """`fit` of the Fashion-MNIST MLP or CNN config for `steps` training steps, nothing else."""
     config = "configs/fashion_mnist_mlp.yaml" if kind == "mlp" else "configs/fashion_mnist_cnn.yaml"
-    args = [binary, "fit", "--config", config, f"--trainer.devices={devices}", "--trainer.max_epochs=1", f"--trainer.limit_train_batches={steps}",
-            "--trainer.limit_val_batches=0", "--trainer.num_sanity_val_steps=0", "--trainer.logger=false",
-            "--trainer.callbacks=null",
+    return ["fit", "--config", config, f"--trainer.devices={devices}", "--trainer.max_epochs=1",
+            f"--trainer.limit_train_batches={steps}", "--trainer.limit_val_batches=0",
+            "--trainer.num_sanity_val_steps=0", "--trainer.logger=false", "--trainer.callbacks=null",
             "--trainer.enable_checkpointing=false", "--trainer.enable_progress_bar=false",
-            "--trainer.enable_model_summary=false", f"--data.batch_size={batch}", "--data.num_workers=0", *extra]
+            "--trainer.enable_model_summary=false", f"--data.batch_size={batch}", "--data.num_workers=0"]
+
+
+def hpu_run(binary, kind, batch, steps, workdir, threads, devices=1, extra=()):
+    args = [binary, *fit_args(kind, batch, steps, devices), *extra]
     env = dict(os.environ)
     if devices == 1:
         env["HPU_INTRA_OP_THREADS"] = str(threads)  # with N ranks: cores / N each (the default)

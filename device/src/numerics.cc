@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "hpu/device/check.h"
+#include "hpu/device/threading.h"
 
 namespace hpu::device {
 namespace {
@@ -102,19 +103,14 @@ inline float roundValue(float x) {
   return std::bit_cast<float>(roundBits<F, kSaturate>(std::bit_cast<std::uint32_t>(x)));
 }
 
-// to[i] = round(from[i]) in blocks of 16K values, on the intra-op threads
-// when there are several; from may be to.
+// to[i] = round(from[i]), on the intra-op threads when that pays; from may
+// be to.
 template <class F, bool kSaturate>
 void roundSpan(const float* from, float* to, std::int64_t n) {
-  constexpr std::int64_t kBlock = 1 << 14;
-  const std::int64_t blocks = (n + kBlock - 1) / kBlock;
-#pragma omp parallel for schedule(static) if (blocks > 1)
-  for (std::int64_t b = 0; b < blocks; ++b) {
-    const float* src = from + b * kBlock;
-    float* dst = to + b * kBlock;
-    const std::int64_t len = std::min(kBlock, n - b * kBlock);
-    for (std::int64_t i = 0; i < len; ++i) dst[i] = roundValue<F, kSaturate>(src[i]);
-  }
+  static ParallelSite site("round to narrow float");
+  parallelFor(site, n, 1 << 10, static_cast<double>(n), [=](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) to[i] = roundValue<F, kSaturate>(from[i]);
+  });
 }
 
 // Encodes x in F (sign bit at bit 15 for float16, bit 7 for fp8).
