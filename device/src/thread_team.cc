@@ -111,14 +111,11 @@ void ThreadTeam::workerLoop() {
     std::uint32_t g = generation_.load(std::memory_order_acquire);
     const std::int64_t spin_start = nowNs();
     for (std::int64_t spins = 0; g == seen; ++spins, g = generation_.load(std::memory_order_acquire)) {
-      const std::int64_t waited = spins % 64 == 63 ? nowNs() - spin_start : 0;
-      if (waited > kSpinNs + kYieldNs) {
+      if (spins % 64 == 63 && nowNs() - spin_start > kSpinNs) {
         std::unique_lock lock(sleep_mutex_);
         sleepers_.fetch_add(1, std::memory_order_seq_cst);
         wake_.wait(lock, [&] { return generation_.load(std::memory_order_seq_cst) != seen; });
         sleepers_.fetch_sub(1, std::memory_order_seq_cst);
-      } else if (waited > kSpinNs) {
-        sched_yield();
       } else {
         cpuRelax();
       }

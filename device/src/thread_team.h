@@ -6,11 +6,10 @@
 // job (and the caller's task reference) alive, since the caller returns
 // only when every task is done.
 //
-// After its last task a worker spins for kSpinNs, then keeps polling for
-// kYieldNs more but yields its core to any other runnable thread between
-// polls (on a busy host the spinning costs the others nothing), then sleeps
-// on a condition variable until the next job; the caller wakes it only when
-// some sleep.
+// After its last task a worker spins for kSpinNs, then sleeps on a
+// condition variable until the next job; the caller wakes it only when some
+// sleep. (Polling longer, even yielding between polls, cost the calling
+// thread time slices on a busy host: a polling thread stays runnable.)
 //
 // Thread-safety: run() may be called from any thread; while one caller has
 // the team, others get nullopt (and run their tasks themselves).
@@ -41,10 +40,9 @@ bool& inTeamTask();
 
 class ThreadTeam {
  public:
-  // How long a worker polls for the next job before it sleeps: spinning,
-  // then yielding between polls; together longer than the gaps between a
-  // training step's kernels, so the team stays awake through a step.
-  static constexpr std::int64_t kSpinNs = 20'000, kYieldNs = 2'000'000;
+  // How long a worker spins for the next job before it sleeps: a few
+  // wake-ups' worth, longer than the gap between back-to-back kernels.
+  static constexpr std::int64_t kSpinNs = 50'000;
 
   explicit ThreadTeam(int threads);
   ~ThreadTeam();

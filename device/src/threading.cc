@@ -16,6 +16,7 @@ struct ParallelAccess {
   static std::atomic<double>& serialRate(ParallelSite& s) { return s.serial_ns_per_unit_; }
   static std::atomic<double>& parallelRate(ParallelSite& s) { return s.parallel_ns_per_unit_; }
   static std::atomic<std::uint64_t>& decisions(ParallelSite& s) { return s.decisions_; }
+  static std::atomic<double>& handoff(ParallelSite& s) { return s.handoff_ns_; }
   static void count(ParallelSite& s, bool parallel, std::int64_t task_ns) {
     (parallel ? s.parallel_calls_ : s.serial_calls_).fetch_add(1, std::memory_order_relaxed);
     s.task_ns_.fetch_add(task_ns, std::memory_order_relaxed);
@@ -42,6 +43,7 @@ constexpr double kLearnRate = 0.125;
 // measured as the host's load changes.
 constexpr double kExploreWithin = 1.5;
 constexpr std::uint64_t kExploreEvery = 16;
+constexpr double kMaxJump = 8.0;
 
 int g_threads = 0;  // 0: not set yet (every core)
 std::atomic<bool> g_always_parallel{false};
@@ -97,7 +99,9 @@ bool worthParallel(ParallelSite& site, std::int64_t count, double units, int thr
   double parallel_rate = ParallelAccess::parallelRate(site).load(std::memory_order_relaxed);
   if (parallel_rate < 0) parallel_rate = serial_rate / ways;
   const double serial_ns = serial_rate * units;
-  const double parallel_ns = parallel_rate * units + g_costs.handoff_ns.load(std::memory_order_relaxed);
+  double handoff = ParallelAccess::handoff(site).load(std::memory_order_relaxed);
+  if (handoff < 0) handoff = g_costs.handoff_ns.load(std::memory_order_relaxed);
+  const double parallel_ns = parallel_rate * units + handoff;
   const bool parallel = parallel_ns < kMargin * serial_ns;
   const double chosen = parallel ? parallel_ns : serial_ns, other = parallel ? serial_ns : parallel_ns;
   const bool explore = other < kExploreWithin * chosen &&
@@ -160,7 +164,13 @@ void runTasks(ParallelSite& site, std::int64_t count, double units, TaskRef task
       // The caller's time outside its own tasks is the hand-off's cost; its
       // time in tasks, per unit, the site's parallel rate.
       const std::int64_t overhead = std::max<std::int64_t>(0, nowNs() - start - run->caller_task_ns);
-      blend(g_costs.handoff_ns, static_cast<double>(overhead));
+      // One preempted worker can cost a time slice: such a sample moves the
+      // average at most as far as kMaxJump times the average would.
+      for (std::atomic<double>* h : {&g_costs.handoff_ns, &ParallelAccess::handoff(site)}) {
+        const double now = h->load(std::memory_order_relaxed);
+        const double cap = kMaxJump * std::max(now < 0 ? g_costs.handoff_ns.load() : now, 1000.0);
+        blend(*h, std::min(static_cast<double>(overhead), cap));
+      }
       g_costs.fork_join_ns.fetch_add(overhead, std::memory_order_relaxed);
       if (units > 0) blend(ParallelAccess::parallelRate(site), static_cast<double>(run->caller_task_ns) / units);
       ParallelAccess::count(site, true, run->task_ns);

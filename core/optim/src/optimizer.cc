@@ -8,6 +8,7 @@
 #include "hpu/core/tensor/op_record.h"
 #include "hpu/device/numerics.h"
 #include "hpu/device/threading.h"
+#include "hpu/device/vector_clones.h"
 
 namespace hpu::core::optim {
 
@@ -79,9 +80,10 @@ void forChunks(device::ParallelSite& site, std::int64_t n, Body body) {
   device::parallelFor(site, n, 1 << 10, static_cast<double>(n), body);
 }
 
-void adamKernel(float* __restrict p, const float* __restrict g, float* __restrict m, float* __restrict v,
-                std::int64_t begin, std::int64_t end, float l2, float b1, float b2, float one_minus_b1,
-                float one_minus_b2, float bc2_sqrt, float eps, float step_size) {
+HPU_VECTOR_CLONES void adamKernel(float* __restrict p, const float* __restrict g, float* __restrict m,
+                                  float* __restrict v, std::int64_t begin, std::int64_t end, float l2, float b1,
+                                  float b2, float one_minus_b1, float one_minus_b2, float bc2_sqrt, float eps,
+                                  float step_size) {
   for (std::int64_t i = begin; i < end; ++i) {
     const float grad = g[i] + l2 * p[i];
     m[i] = m[i] * b1 + one_minus_b1 * grad;
@@ -91,8 +93,9 @@ void adamKernel(float* __restrict p, const float* __restrict g, float* __restric
   }
 }
 
-void sgdKernel(float* __restrict p, const float* __restrict g, float* __restrict buf, std::int64_t begin,
-               std::int64_t end, float rate, float wd, float mom, float damp, bool first, bool nesterov) {
+HPU_VECTOR_CLONES void sgdKernel(float* __restrict p, const float* __restrict g, float* __restrict buf,
+                                 std::int64_t begin, std::int64_t end, float rate, float wd, float mom, float damp,
+                                 bool first, bool nesterov) {
   if (buf == nullptr) {
     for (std::int64_t i = begin; i < end; ++i) p[i] -= rate * (g[i] + wd * p[i]);
     return;

@@ -11,9 +11,10 @@
 //
 // Each call site is a ParallelSite that measures its own costs, per unit of
 // its work (elements, flops): run serially, and, run on the team, the
-// caller's share. Every parallel call also measures the hand-off cost: the
-// caller's time outside its own tasks (publishing the job, waking workers,
-// waiting for the last worker's task), calibrated when the team starts. A
+// caller's share. Every parallel call also measures the site's hand-off
+// cost: the caller's time outside its own tasks (publishing the job, waking
+// workers, waiting for the last worker's task); until it has, the team's,
+// calibrated when the team starts, stands in. A
 // call runs on the team only when its predicted time there (share +
 // hand-off) beats its predicted serial time by a margin; now and then a
 // call runs the other way, so that both stay measured. On a busy host,
@@ -61,6 +62,9 @@ class ParallelSite {
   // Learned costs per unit of work (< 0: not measured yet): on this thread
   // alone, and the caller's share of a parallel run.
   std::atomic<double> serial_ns_per_unit_{-1.0}, parallel_ns_per_unit_{-1.0};
+  // The hand-off cost of this site's parallel runs (< 0: none yet; the
+  // team's, calibrated at its start, stands in).
+  std::atomic<double> handoff_ns_{-1.0};
   std::atomic<std::uint64_t> decisions_{0};
   std::atomic<std::uint64_t> serial_calls_{0}, parallel_calls_{0};
   std::atomic<std::int64_t> task_ns_{0};
