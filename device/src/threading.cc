@@ -37,12 +37,17 @@ using detail::ThreadTeam;
 // the caches (outputs written on another core are read back on this one).
 constexpr double kMargin = 0.9;
 // Weight of a new sample in the learned costs (exponential moving averages).
-constexpr double kLearnRate = 0.125;
-// A call whose other mode is predicted within kExploreWithin of the chosen
-// one runs in that mode every kExploreEvery-th time, so that both costs stay
-// measured as the host's load changes.
-constexpr double kExploreWithin = 1.5;
+// Timing noise only ever adds time (preemption, page faults, a cold cache),
+// so a sample below the average moves it faster than one above.
+constexpr double kLearnRate = 0.125, kLearnRateDown = 0.5;
+// Now and then a call runs in the mode not chosen, so that both costs stay
+// measured as the host's load changes, and one slow sample (a first call
+// that faults its output in) cannot lock a site into the other mode: every
+// kExploreEvery-th call when the two are predicted within kExploreBudget,
+// and as much rarer as the predicted loss is larger, so that exploring is
+// predicted to cost at most kExploreBudget of the site's time.
 constexpr std::uint64_t kExploreEvery = 16;
+constexpr double kExploreBudget = 0.03;
 constexpr double kMaxJump = 8.0;
 
 int g_threads = 0;  // 0: not set yet (every core)
@@ -70,7 +75,8 @@ int hardwareThreads() { return static_cast<int>(std::max(1u, std::thread::hardwa
 
 void blend(std::atomic<double>& average, double sample) {
   const double old = average.load(std::memory_order_relaxed);
-  average.store(old < 0 ? sample : old + kLearnRate * (sample - old), std::memory_order_relaxed);
+  const double rate = sample < old ? kLearnRateDown : kLearnRate;
+  average.store(old < 0 ? sample : old + rate * (sample - old), std::memory_order_relaxed);
 }
 
 // The team of this process (nullptr with one thread), created on first use.
@@ -104,8 +110,9 @@ bool worthParallel(ParallelSite& site, std::int64_t count, double units, int thr
   const double parallel_ns = parallel_rate * units + handoff;
   const bool parallel = parallel_ns < kMargin * serial_ns;
   const double chosen = parallel ? parallel_ns : serial_ns, other = parallel ? serial_ns : parallel_ns;
-  const bool explore = other < kExploreWithin * chosen &&
-                       ParallelAccess::decisions(site).fetch_add(1, std::memory_order_relaxed) % kExploreEvery == 0;
+  const double loss = chosen > 0 ? other / chosen - 1.0 : 1e9;  // nothing to gain from free work
+  const auto period = static_cast<std::uint64_t>(std::min(1e6, std::max<double>(kExploreEvery, loss / kExploreBudget)));
+  const bool explore = (ParallelAccess::decisions(site).fetch_add(1, std::memory_order_relaxed) + 1) % period == 0;
   return parallel != explore;
 }
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -158,6 +159,27 @@ TEST(ParallelSite, WorkThatCannotPayStaysOnTheCaller) {
   for (int call = 0; call < 20; ++call) parallelTasks(site, 8, 0.0, [](std::int64_t) {});
   EXPECT_EQ(statsOf("test: no work").parallel_calls, 0u);
   EXPECT_GT(parallelHandoffNs(), 0.0);
+}
+
+// A first call that runs slowly (here its tasks sleep; in a run, it faults
+// its output in) sends a cheap loop to the team; the site still finds its
+// way back to the caller, since the mode not chosen keeps being measured.
+TEST(ParallelSite, OneSlowFirstCallDoesNotLockASiteOnTheTeam) {
+  TeamSize team(2);
+  static ParallelSite site("test: slow first call");
+  parallelTasks(site, 2, 1.0, [](std::int64_t) { std::this_thread::sleep_for(std::chrono::microseconds(200)); });
+  ASSERT_EQ(statsOf("test: slow first call").serial_calls, 1u);
+  parallelTasks(site, 2, 1.0, [](std::int64_t) {});
+  EXPECT_EQ(statsOf("test: slow first call").parallel_calls, 1u);  // predicted far cheaper on the team
+  // Windows of calls until one runs (nearly) all on the caller; bounded.
+  constexpr int kWindow = 1'000, kMaxWindows = 2'000;
+  bool back_on_caller = false;
+  for (int w = 0; w < kMaxWindows && !back_on_caller; ++w) {
+    const std::uint64_t before = statsOf("test: slow first call").serial_calls;
+    for (int call = 0; call < kWindow; ++call) parallelTasks(site, 2, 1.0, [](std::int64_t) {});
+    back_on_caller = statsOf("test: slow first call").serial_calls - before >= kWindow * 9 / 10;
+  }
+  EXPECT_TRUE(back_on_caller);
 }
 
 }  // namespace
