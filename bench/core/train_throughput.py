@@ -3,7 +3,9 @@
 
 For each case (MLP batch 64 / 256, CNN batch 64) the rounds alternate
 hpu-train and PyTorch (A B A B ...) and report the median samples/s of each
-with its min..max, and the ratio of the medians.
+with its min..max, and the ratio of the medians. Then hpu-train's MLP on
+--threads intra-op threads against one thread, alternating, and 2 ranks
+against 1.
 
 hpu-train's steady-state rate comes from two runs of the real CLI with
 different step counts (the difference cancels start-up and data loading).
@@ -91,6 +93,17 @@ def main():
             results.append({"model": kind, "batch": batch, "hpu_train": ours, "torch": theirs, "ratio": mo / mt})
             print(f"{kind:3} batch {batch:3}: hpu-train {mo:8.0f} samples/s [{min(ours):.0f}..{max(ours):.0f}]  "
                   f"torch {mt:8.0f} [{min(theirs):.0f}..{max(theirs):.0f}]  ratio {mo / mt:.2f}x", flush=True)
+        # Intra-op threads: the same run on `threads` threads and on one, alternating.
+        for batch, steps in ((64, 600), (256, 300)):
+            many, one = [], []
+            for _ in range(a.rounds):
+                many.append(hpu_rate(binary, "mlp", batch, steps, work, a.threads))
+                one.append(hpu_rate(binary, "mlp", batch, steps, work, 1))
+            mm, m1 = statistics.median(many), statistics.median(one)
+            results.append({"model": "mlp-threads", "batch": batch, "threads": many, "one_thread": one,
+                            "ratio": mm / m1})
+            print(f"mlp batch {batch:3}: {a.threads} threads {mm:8.0f} samples/s [{min(many):.0f}..{max(many):.0f}]  "
+                  f"1 thread {m1:8.0f} [{min(one):.0f}..{max(one):.0f}]  ratio {mm / m1:.2f}x", flush=True)
         # Data parallel on this machine: 2 ranks (one thread each) vs 1 rank (two threads).
         one, two = [], []
         for _ in range(a.rounds):

@@ -1,24 +1,224 @@
 #include "hpu/device/threading.h"
 
-#include <omp.h>
-
-#include <Eigen/Core>
 #include <algorithm>
+#include <chrono>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <optional>
 #include <thread>
+
+#include "thread_team.h"
 
 namespace hpu::device {
 
-int defaultIntraOpThreads(int local_processes) {
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return std::max(1, cores / std::max(1, local_processes));
+struct ParallelAccess {
+  static std::atomic<double>& serialRate(ParallelSite& s) { return s.serial_ns_per_unit_; }
+  static std::atomic<double>& parallelRate(ParallelSite& s) { return s.parallel_ns_per_unit_; }
+  static std::atomic<std::uint64_t>& decisions(ParallelSite& s) { return s.decisions_; }
+  static std::atomic<double>& handoff(ParallelSite& s) { return s.handoff_ns_; }
+  static void count(ParallelSite& s, bool parallel, std::int64_t task_ns) {
+    (parallel ? s.parallel_calls_ : s.serial_calls_).fetch_add(1, std::memory_order_relaxed);
+    s.task_ns_.fetch_add(task_ns, std::memory_order_relaxed);
+  }
+  static ParallelStats stats(const ParallelSite& s) {
+    return {s.serial_calls_.load(std::memory_order_relaxed), s.parallel_calls_.load(std::memory_order_relaxed),
+            s.task_ns_.load(std::memory_order_relaxed), 0};
+  }
+};
+
+namespace {
+
+using detail::TeamRun;
+using detail::ThreadTeam;
+
+// A parallel call is predicted to take kMargin of the serial time or less,
+// or it runs serially: the prediction leaves out what a hand-off does to
+// the caches (outputs written on another core are read back on this one).
+constexpr double kMargin = 0.9;
+// Weight of a new sample in the learned costs (exponential moving averages).
+// Timing noise only ever adds time (preemption, page faults, a cold cache),
+// so a sample below the average moves it faster than one above.
+constexpr double kLearnRate = 0.125, kLearnRateDown = 0.5;
+// Now and then a call runs in the mode not chosen, so that both costs stay
+// measured as the host's load changes, and one slow sample (a first call
+// that faults its output in) cannot lock a site into the other mode: every
+// kExploreEvery-th call when the two are predicted within kExploreBudget,
+// and as much rarer as the predicted loss is larger, so that exploring is
+// predicted to cost at most kExploreBudget of the site's time.
+constexpr std::uint64_t kExploreEvery = 16;
+constexpr double kExploreBudget = 0.03;
+constexpr double kMaxJump = 8.0;
+
+int g_threads = 0;  // 0: not set yet (every core)
+std::atomic<bool> g_always_parallel{false};
+std::mutex g_team_mutex;
+std::unique_ptr<ThreadTeam> g_team;
+std::atomic<ThreadTeam*> g_team_ptr{nullptr};
+
+struct Costs {
+  std::atomic<double> handoff_ns{0.0};
+  std::atomic<std::int64_t> fork_join_ns{0};
+};
+Costs g_costs;
+
+struct SiteList {
+  std::mutex mutex;
+  std::vector<const ParallelSite*> sites;
+};
+SiteList& siteList() {
+  static SiteList list;
+  return list;
 }
+
+int hardwareThreads() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+
+void blend(std::atomic<double>& average, double sample) {
+  const double old = average.load(std::memory_order_relaxed);
+  const double rate = sample < old ? kLearnRateDown : kLearnRate;
+  average.store(old < 0 ? sample : old + rate * (sample - old), std::memory_order_relaxed);
+}
+
+// The team of this process (nullptr with one thread), created on first use.
+ThreadTeam* team() {
+  if (ThreadTeam* t = g_team_ptr.load(std::memory_order_acquire)) return t;
+  std::lock_guard lock(g_team_mutex);
+  if (g_team == nullptr) {
+    if (g_threads == 0) g_threads = hardwareThreads();
+    if (g_threads == 1) return nullptr;
+    g_team = std::make_unique<ThreadTeam>(g_threads);
+    g_costs.handoff_ns.store(g_team->calibrateHandoffNs());
+    g_team_ptr.store(g_team.get(), std::memory_order_release);
+  }
+  return g_team.get();
+}
+
+// Whether a call of `units` on `ways` threads should run on the team. The
+// site's serial cost is measured first (its first call runs serially); until
+// a parallel run is measured, the team is assumed to divide the time by
+// `ways`.
+bool worthParallel(ParallelSite& site, std::int64_t count, double units, int threads) {
+  if (g_always_parallel.load(std::memory_order_relaxed)) return true;
+  const double serial_rate = ParallelAccess::serialRate(site).load(std::memory_order_relaxed);
+  if (serial_rate < 0) return false;
+  const double ways = static_cast<double>(std::min<std::int64_t>(count, threads));
+  double parallel_rate = ParallelAccess::parallelRate(site).load(std::memory_order_relaxed);
+  if (parallel_rate < 0) parallel_rate = serial_rate / ways;
+  const double serial_ns = serial_rate * units;
+  double handoff = ParallelAccess::handoff(site).load(std::memory_order_relaxed);
+  if (handoff < 0) handoff = g_costs.handoff_ns.load(std::memory_order_relaxed);
+  const double parallel_ns = parallel_rate * units + handoff;
+  const bool parallel = parallel_ns < kMargin * serial_ns;
+  const double chosen = parallel ? parallel_ns : serial_ns, other = parallel ? serial_ns : parallel_ns;
+  const double loss = chosen > 0 ? other / chosen - 1.0 : 1e9;  // nothing to gain from free work
+  const auto period = static_cast<std::uint64_t>(std::min(1e6, std::max<double>(kExploreEvery, loss / kExploreBudget)));
+  const bool explore = (ParallelAccess::decisions(site).fetch_add(1, std::memory_order_relaxed) + 1) % period == 0;
+  return parallel != explore;
+}
+
+std::int64_t nowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+ParallelSite::ParallelSite(std::string_view name) : name_(name) {
+  SiteList& list = siteList();
+  std::lock_guard lock(list.mutex);
+  list.sites.push_back(this);
+}
+
+int defaultIntraOpThreads(int local_processes) { return std::max(1, hardwareThreads() / std::max(1, local_processes)); }
 
 void setIntraOpThreads(int threads) {
   threads = std::max(1, threads);
-  omp_set_num_threads(threads);
-  Eigen::setNbThreads(threads);
+  std::lock_guard lock(g_team_mutex);
+  if (threads == g_threads) return;
+  g_team_ptr.store(nullptr, std::memory_order_release);
+  g_team.reset();
+  g_threads = threads;
 }
 
-int intraOpThreads() { return omp_get_max_threads(); }
+int intraOpThreads() {
+  std::lock_guard lock(g_team_mutex);
+  return g_threads == 0 ? hardwareThreads() : g_threads;
+}
+
+namespace detail {
+
+void runTasks(ParallelSite& site, std::int64_t count, double units, TaskRef task) {
+  if (count <= 0) return;
+  bool& in_task = detail::inTeamTask();
+  if (in_task) {  // nested: part of the enclosing task, on its thread
+    for (std::int64_t i = 0; i < count; ++i) task.call(task.fn, i);
+    return;
+  }
+  struct InTask {
+    bool& flag;
+    explicit InTask(bool& f) : flag(f) { flag = true; }
+    ~InTask() { flag = false; }
+  };
+  ThreadTeam* t = count == 1 ? nullptr : team();
+  if (t != nullptr && worthParallel(site, count, units, t->threads())) {
+    const std::int64_t start = nowNs();
+    std::optional<TeamRun> run;
+    {
+      InTask scope(in_task);
+      run = t->run(count, task);
+    }
+    if (run) {
+      // The caller's time outside its own tasks is the hand-off's cost; its
+      // time in tasks, per unit, the site's parallel rate.
+      const std::int64_t overhead = std::max<std::int64_t>(0, nowNs() - start - run->caller_task_ns);
+      // One preempted worker can cost a time slice: such a sample moves the
+      // average at most as far as kMaxJump times the average would.
+      for (std::atomic<double>* h : {&g_costs.handoff_ns, &ParallelAccess::handoff(site)}) {
+        const double now = h->load(std::memory_order_relaxed);
+        const double cap = kMaxJump * std::max(now < 0 ? g_costs.handoff_ns.load() : now, 1000.0);
+        blend(*h, std::min(static_cast<double>(overhead), cap));
+      }
+      g_costs.fork_join_ns.fetch_add(overhead, std::memory_order_relaxed);
+      if (units > 0) blend(ParallelAccess::parallelRate(site), static_cast<double>(run->caller_task_ns) / units);
+      ParallelAccess::count(site, true, run->task_ns);
+      if (run->error) std::rethrow_exception(run->error);
+      return;
+    }
+  }
+  // On this thread, in order.
+  const std::int64_t start = nowNs();
+  {
+    InTask scope(in_task);
+    for (std::int64_t i = 0; i < count; ++i) task.call(task.fn, i);
+  }
+  const std::int64_t ns = nowNs() - start;
+  if (units > 0) blend(ParallelAccess::serialRate(site), static_cast<double>(ns) / units);
+  ParallelAccess::count(site, false, ns);
+}
+
+}  // namespace detail
+
+ParallelStats parallelStats() {
+  ParallelStats total;
+  for (const auto& [name, s] : parallelSiteStats()) {
+    total.serial_calls += s.serial_calls;
+    total.parallel_calls += s.parallel_calls;
+    total.task_ns += s.task_ns;
+  }
+  total.fork_join_ns = g_costs.fork_join_ns.load(std::memory_order_relaxed);
+  return total;
+}
+
+std::vector<std::pair<std::string, ParallelStats>> parallelSiteStats() {
+  SiteList& list = siteList();
+  std::lock_guard lock(list.mutex);
+  std::vector<std::pair<std::string, ParallelStats>> out;
+  for (const ParallelSite* s : list.sites) out.emplace_back(s->name(), ParallelAccess::stats(*s));
+  return out;
+}
+
+void setAlwaysParallelForTesting(bool always) { g_always_parallel.store(always); }
+
+double parallelHandoffNs() { return g_costs.handoff_ns.load(std::memory_order_relaxed); }
 
 }  // namespace hpu::device

@@ -1,24 +1,45 @@
 // The compute kernels against plain reference implementations written out
 // here loop by loop, on odd sizes, with stride/padding variants, and their
-// determinism for a fixed thread count.
+// determinism for any thread count. The matrix kernels' tests (Gemm*,
+// Conv*) run once more per instruction set, forced by HPU_CPU_ISA
+// (tests/device/CMakeLists.txt); a path this CPU cannot run skips.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <random>
+#include <string>
 #include <tuple>
 #include <vector>
 
+#include "hpu/device/cpu_isa.h"
+#include "hpu/device/errors.h"
 #include "hpu/device/kernels/activation.h"
 #include "hpu/device/kernels/conv.h"
 #include "hpu/device/kernels/gemm.h"
-#include "hpu/device/numerics.h"
 #include "hpu/device/kernels/loss.h"
 #include "hpu/device/kernels/norm.h"
 #include "hpu/device/kernels/pool.h"
+#include "hpu/device/numerics.h"
 #include "hpu/device/threading.h"
 
 namespace hpu::device::kernels {
 namespace {
+
+// Why HPU_CPU_ISA names a path this CPU cannot run ("" when it can, or is unset).
+std::string forcedIsaMissing() {
+  if (std::getenv("HPU_CPU_ISA") == nullptr) return "";
+  try {
+    cpuIsaFromEnv(Env::fromProcess());
+    return "";
+  } catch (const EmulatorConfigError& e) {
+    return e.what();
+  }
+}
+#define SKIP_UNLESS_FORCED_ISA_RUNS()                             \
+  if (const std::string why = forcedIsaMissing(); !why.empty()) { \
+    GTEST_SKIP() << why;                                          \
+  }
 
 std::vector<float> randomVector(std::size_t n, unsigned seed) {
   std::mt19937 g(seed);
@@ -50,6 +71,7 @@ std::vector<float> bf16Vector(std::size_t n, unsigned seed) {
 class GemmTest : public ::testing::TestWithParam<std::tuple<GemmCase, GemmOperands>> {};
 
 TEST_P(GemmTest, MatchesReferenceForEveryTransposeAndBeta) {
+  SKIP_UNLESS_FORCED_ISA_RUNS();
   const auto [shape, operands] = GetParam();
   const auto [ta, tb, m, n, k] = shape;
   const bool bf16 = operands == GemmOperands::kBFloat16;
@@ -89,13 +111,16 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(GemmOperands::kFloat32, GemmOperands::kBFloat16)));
 
 TEST(GemmDeterminism, SameBitsForAnyThreadCount) {
+  SKIP_UNLESS_FORCED_ISA_RUNS();
   for (GemmOperands operands : {GemmOperands::kFloat32, GemmOperands::kBFloat16}) {
     const auto a = bf16Vector(700 * 300, 4), b = bf16Vector(300 * 260, 5);
     const auto run = [&](int threads, bool ta) {
       const int before = intraOpThreads();
       setIntraOpThreads(threads);
+      setAlwaysParallelForTesting(true);  // on the team whatever the cost model says
       std::vector<float> c(700 * 260);
       gemm(ta, false, 700, 260, 300, a.data(), b.data(), 0.0f, c.data(), operands);
+      setAlwaysParallelForTesting(false);
       setIntraOpThreads(before);
       return c;
     };
@@ -113,6 +138,7 @@ TEST(GemmDeterminism, SameBitsForAnyThreadCount) {
 class GemmSerialTest : public ::testing::TestWithParam<GemmCase> {};
 
 TEST_P(GemmSerialTest, MatchesReferenceOnStridedMatrices) {
+  SKIP_UNLESS_FORCED_ISA_RUNS();
   const auto [ta, tb, m, n, k] = GetParam();
   const std::int64_t pad = 3, a_cols = ta ? m : k, b_cols = tb ? k : n;
   const std::int64_t lda = a_cols + pad, ldb = b_cols + pad, ldc = n + pad;
@@ -141,6 +167,48 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GemmSerialTest,
                                            GemmCase{false, true, 64, 288, 300}, GemmCase{true, true, 8, 32, 16},
                                            GemmCase{true, false, 288, 40, 64}, GemmCase{false, false, 5, 3, 0}));
 
+// Every path this CPU runs computes the same products, to rounding; on the
+// packed kernels gemmSerial gives gemm's bits.
+TEST(GemmIsa, EveryPathThisCpuRunsAgrees) {
+  SKIP_UNLESS_FORCED_ISA_RUNS();
+  const CpuIsa before = cpuIsa();
+  constexpr std::int64_t m = 97, n = 130, k = 300;
+  const auto a = bf16Vector(m * k, 7), b = bf16Vector(n * k, 8);
+  std::vector<double> first;
+  for (CpuIsa isa : supportedCpuIsas())
+    for (GemmOperands operands : {GemmOperands::kFloat32, GemmOperands::kBFloat16}) {
+      setCpuIsa(isa);
+      std::vector<float> c(m * n), serial(m * n);
+      gemm(false, true, m, n, k, a.data(), b.data(), 0.0f, c.data(), operands);
+      gemmSerial(false, true, m, n, k, a.data(), k, b.data(), k, false, serial.data(), n, operands);
+      if (isa != CpuIsa::kPortable) {
+        EXPECT_EQ(c, serial) << cpuIsaName(isa);
+      }
+      if (first.empty())
+        first.assign(c.begin(), c.end());
+      else
+        expectNear(c, first, 1e-5);
+    }
+  setCpuIsa(before);
+}
+
+TEST(GemmIsa, HpuCpuIsaPicksThePath) {
+  SKIP_UNLESS_FORCED_ISA_RUNS();
+  const char* forced = std::getenv("HPU_CPU_ISA");
+  EXPECT_EQ(cpuIsaName(cpuIsaFromEnv(Env::fromProcess())),
+            forced != nullptr ? forced : cpuIsaName(supportedCpuIsas().back()));
+  EXPECT_EQ(cpuIsaFromEnv(Env{{"HPU_CPU_ISA", "portable"}}), CpuIsa::kPortable);
+  EXPECT_EQ(cpuIsaFromEnv(Env{}), supportedCpuIsas().back());
+  try {
+    cpuIsaFromEnv(Env{{"HPU_CPU_ISA", "avx9"}});
+    FAIL() << "avx9 accepted";
+  } catch (const EmulatorConfigError& e) {
+    std::string runs;
+    for (CpuIsa isa : supportedCpuIsas()) runs += (runs.empty() ? "" : ", ") + std::string(cpuIsaName(isa));
+    EXPECT_EQ(std::string(e.what()), "HPU_CPU_ISA: unknown instruction set 'avx9'; this CPU runs " + runs);
+  }
+}
+
 TEST(GemmHelpers, RowBiasAndColumnSums) {
   std::vector<float> y{1, 2, 3, 4, 5, 6}, b{10, 20, 30}, s(3, 1.0f);
   addRowBias(y.data(), b.data(), 2, 3);
@@ -158,6 +226,7 @@ struct ConvCase {
 class ConvTest : public ::testing::TestWithParam<ConvCase> {};
 
 TEST_P(ConvTest, ForwardAndBackwardMatchDirectLoops) {
+  SKIP_UNLESS_FORCED_ISA_RUNS();
   const ConvCase p = GetParam();
   const Conv2dShape g{p.n, p.c, p.h, p.w, p.k, p.r, p.r, p.stride, p.pad};
   const std::int64_t oh = g.outH(), ow = g.outW();
@@ -213,6 +282,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, ConvTest,
                                            ConvCase{9, 32, 14, 14, 64, 3, 1, 1}));
 
 TEST(ConvDeterminism, SameBitsForAnyThreadCount) {
+  SKIP_UNLESS_FORCED_ISA_RUNS();
   const Conv2dShape g{9, 16, 14, 14, 32, 3, 3, 1, 1};
   const auto x = randomVector(static_cast<std::size_t>(9 * 16 * 14 * 14), 8);
   const auto w = randomVector(static_cast<std::size_t>(32 * 16 * 9), 9);
@@ -220,9 +290,11 @@ TEST(ConvDeterminism, SameBitsForAnyThreadCount) {
   const auto run = [&](int threads) {
     const int before = intraOpThreads();
     setIntraOpThreads(threads);
+    setAlwaysParallelForTesting(true);
     std::vector<float> y(dy.size()), dx(x.size()), dw(w.size()), db(32);
     conv2dForward(g, x.data(), w.data(), nullptr, y.data());
     conv2dBackward(g, x.data(), w.data(), dy.data(), dx.data(), false, dw.data(), false, db.data(), false);
+    setAlwaysParallelForTesting(false);
     setIntraOpThreads(before);
     return std::vector<std::vector<float>>{y, dx, dw, db};
   };

@@ -13,6 +13,7 @@
 #include "hpu/core/config/scalars.h"
 #include "hpu/core/ops/autocast.h"
 #include "hpu/core/trainer/trainer.h"
+#include "hpu/device/cpu_isa.h"
 #include "hpu/device/device_table.h"
 #include "hpu/device/platform.h"
 #include "hpu/device/threading.h"
@@ -102,6 +103,7 @@ Pipeline buildPipeline(const RunRequest& request, device::Platform& platform, in
   const int devices = pipeline.devices;
   const Node& det = *cfg.find("trainer")->find("deterministic");
   device::setIntraOpThreads(intraOpThreads(request.env, devices, det.isScalar() && det.str() == "true"));
+  device::setCpuIsa(device::cpuIsaFromEnv(envOf(request.env)));
   parts.strategy = app::selectStrategy(o, devices);
   RunEnvironment run_env{
       request.env,     request.argv,        devices, static_cast<int>(o.num_nodes), deviceIndices(o.devices),

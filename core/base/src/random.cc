@@ -10,24 +10,11 @@ std::uint64_t splitmix(std::uint64_t& x) {
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
 }
-std::uint64_t rotl(std::uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 }  // namespace
 
 Generator::Generator(std::uint64_t seed, std::uint64_t stream) {
   std::uint64_t x = seed ^ (stream * 0xd1b54a32d192ed03ull);
   for (auto& s : s_) s = splitmix(x);
-}
-
-std::uint64_t Generator::next() {
-  const std::uint64_t result = rotl(s_[1] * 5, 7) * 9;
-  const std::uint64_t t = s_[1] << 17;
-  s_[2] ^= s_[0];
-  s_[3] ^= s_[1];
-  s_[1] ^= s_[2];
-  s_[0] ^= s_[3];
-  s_[2] ^= t;
-  s_[3] = rotl(s_[3], 45);
-  return result;
 }
 
 std::uint64_t Generator::below(std::uint64_t n) {

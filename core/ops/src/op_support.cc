@@ -6,6 +6,7 @@
 #include "hpu/core/ops/autocast.h"
 #include "hpu/device/kernels/gemm.h"
 #include "hpu/device/numerics.h"
+#include "hpu/device/threading.h"
 
 namespace hpu::core::ops::detail {
 
@@ -89,9 +90,11 @@ void accumulateGrad(const Tensor& t, const float* src) {
   const std::int64_t n = t.numel();
   if (g.data == nullptr) {
   } else if (g.accumulate) {
-    float* __restrict dst = g.data;
-#pragma omp parallel for schedule(static) if (n > (1 << 16))
-    for (std::int64_t i = 0; i < n; ++i) dst[i] += src[i];
+    static device::ParallelSite site("accumulate gradient");
+    device::parallelFor(site, n, 1 << 10, static_cast<double>(n),
+                        [dst = g.data, src](std::int64_t begin, std::int64_t end) {
+                          for (std::int64_t i = begin; i < end; ++i) dst[i] += src[i];
+                        });
   } else {
     std::copy(src, src + n, g.data);
   }

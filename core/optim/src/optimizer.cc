@@ -1,7 +1,5 @@
 #include "hpu/core/optim/optimizer.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -10,6 +8,8 @@
 #include "hpu/core/tensor/op_record.h"
 #include "hpu/device/check.h"
 #include "hpu/device/numerics.h"
+#include "hpu/device/threading.h"
+#include "hpu/device/vector_clones.h"
 
 namespace hpu::core::optim {
 
@@ -92,28 +92,17 @@ std::vector<Optimizer::NamedState> Optimizer::stateBuffers() {
 
 namespace {
 
-// Runs body(begin, end) over [0, n): in chunks on the OpenMP threads when n
-// is large, inline otherwise. Bodies take restrict-qualified pointers so the
-// compiler vectorises them (an OpenMP-outlined loop loses that knowledge).
+// Runs body(begin, end) over [0, n) in ranges, on the intra-op threads when
+// that pays. Bodies take restrict-qualified pointers so that they vectorise.
 template <class Body>
-void forChunks(std::int64_t n, Body body) {
-  constexpr std::int64_t kParallelAbove = 1 << 18;
-  if (n <= kParallelAbove) {
-    body(std::int64_t{0}, n);
-    return;
-  }
-#pragma omp parallel
-  {
-    const std::int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
-    const std::int64_t chunk = (n + threads - 1) / threads;
-    const std::int64_t begin = std::min(n, t * chunk), end = std::min(n, begin + chunk);
-    body(begin, end);
-  }
+void forChunks(device::ParallelSite& site, std::int64_t n, Body body) {
+  device::parallelFor(site, n, 1 << 10, static_cast<double>(n), body);
 }
 
-void adamKernel(float* __restrict p, const float* __restrict g, float* __restrict m, float* __restrict v,
-                std::int64_t begin, std::int64_t end, float l2, float b1, float b2, float one_minus_b1,
-                float one_minus_b2, float bc2_sqrt, float eps, float step_size) {
+HPU_VECTOR_CLONES void adamKernel(float* __restrict p, const float* __restrict g, float* __restrict m,
+                                  float* __restrict v, std::int64_t begin, std::int64_t end, float l2, float b1,
+                                  float b2, float one_minus_b1, float one_minus_b2, float bc2_sqrt, float eps,
+                                  float step_size) {
   for (std::int64_t i = begin; i < end; ++i) {
     const float grad = g[i] + l2 * p[i];
     m[i] = m[i] * b1 + one_minus_b1 * grad;
@@ -123,8 +112,9 @@ void adamKernel(float* __restrict p, const float* __restrict g, float* __restric
   }
 }
 
-void sgdKernel(float* __restrict p, const float* __restrict g, float* __restrict buf, std::int64_t begin,
-               std::int64_t end, float rate, float wd, float mom, float damp, bool first, bool nesterov) {
+HPU_VECTOR_CLONES void sgdKernel(float* __restrict p, const float* __restrict g, float* __restrict buf,
+                                 std::int64_t begin, std::int64_t end, float rate, float wd, float mom, float damp,
+                                 bool first, bool nesterov) {
   if (buf == nullptr) {
     for (std::int64_t i = begin; i < end; ++i) p[i] -= rate * (g[i] + wd * p[i]);
     return;
@@ -158,7 +148,8 @@ class SGD final : public Optimizer {
     const float damp = 1.0f - static_cast<float>(o_.dampening);
     float* buf = o_.momentum == 0.0 ? nullptr : state[0];
     const bool first = step == 1, nesterov = o_.nesterov;
-    forChunks(s.numel, [&](std::int64_t begin, std::int64_t end) {
+    static device::ParallelSite site("sgd step");
+    forChunks(site, s.numel, [&](std::int64_t begin, std::int64_t end) {
       sgdKernel(s.values, s.grads, buf, begin, end, rate, wd, mom, damp, first, nesterov);
     });
   }
@@ -192,13 +183,15 @@ class Adam final : public Optimizer {
     const bool decoupled = o_.decoupled_weight_decay;
     const std::int64_t n = s.numel;
     if (decoupled) {
-      forChunks(n, [&](std::int64_t begin, std::int64_t end) {
+      static device::ParallelSite decay_site("weight decay");
+      forChunks(decay_site, n, [&](std::int64_t begin, std::int64_t end) {
         float* __restrict p = s.values;
         for (std::int64_t i = begin; i < end; ++i) p[i] *= decay;
       });
     }
     const float l2 = decoupled ? 0.0f : wd;
-    forChunks(n, [&](std::int64_t begin, std::int64_t end) {
+    static device::ParallelSite site("adam step");
+    forChunks(site, n, [&](std::int64_t begin, std::int64_t end) {
       adamKernel(s.values, s.grads, state[0], state[1], begin, end, l2, b1, b2, one_minus_b1, one_minus_b2, bc2_sqrt,
                  eps, step_size);
     });

@@ -31,10 +31,12 @@ namespace {
 class ProfiledStage {
  public:
   ProfiledStage(Profiler& profiler, Strategy& strategy, ProfilerContext context)
-      : profiler_(profiler), strategy_(strategy), ops_(nullptr) {
+      : profiler_(profiler), strategy_(strategy) {
     profiler_.setup(context);
     strategy_.observeCollectives(profiler_.collectiveObserver());
-    ops_.emplace(profiler_.opObserver());
+    // A profiler's observer replaces the thread's; without one, an outer
+    // observer (a benchmark's) keeps watching.
+    if (ops::OpObserver* observer = profiler_.opObserver()) ops_.emplace(observer);
   }
   ~ProfiledStage() { strategy_.observeCollectives(nullptr); }
   void finish() {
@@ -273,7 +275,7 @@ void Trainer::configureOptimizers() {
 }
 
 std::unique_ptr<data::DataLoader> Trainer::makeLoader(data::DataModule& data, data::Split split,
-                                                     std::shared_ptr<const data::Dataset> dataset) {
+                                                      std::shared_ptr<const data::Dataset> dataset) {
   if (!dataset) dataset = data.dataset(split);
   if (!dataset) return nullptr;
   data::LoaderOptions o = data.loaderOptions(split);
@@ -305,7 +307,8 @@ Batch Trainer::toDevice(const data::HostBatch& hb) {
     std::vector<Shape> shapes;
     std::vector<device::OperandInfo> operands;
     for (std::size_t i = first; i < last; ++i) shapes.emplace_back(std::span<const std::int64_t>(hb.tensors[i].shape));
-    for (std::size_t i = first; i < last; ++i) operands.push_back({shapes[i - first].dims(), hb.tensors[i].field.dtype});
+    for (std::size_t i = first; i < last; ++i)
+      operands.push_back({shapes[i - first].dims(), hb.tensors[i].field.dtype});
     const ops::OpRecord op_record(dev, "h2d", operands);
     for (std::size_t i = first; i < last; ++i) {
       const data::HostTensor& t = hb.tensors[i];
@@ -488,7 +491,8 @@ void Trainer::trainEpoch() {
         throw UsageError(fmt::format("lr_scheduler {} monitors '{}', which was not logged; logged metrics: {}",
                                      scheduler_->name(), monitor, [&] {
                                        std::string names;
-                                       for (const auto& [k, v] : callback_metrics_) names += (names.empty() ? "" : ", ") + k;
+                                       for (const auto& [k, v] : callback_metrics_)
+                                         names += (names.empty() ? "" : ", ") + k;
                                        return names.empty() ? std::string("none") : names;
                                      }()));
       metric = it->second;
@@ -506,9 +510,10 @@ bool Trainer::trainStep(const Batch& batch, std::int64_t batch_idx, bool optimiz
   metrics_->setHook(MetricCollector::Hook::kTraining, batch.size());
   // Dropout masks are a pure function of (seed, rank, epoch, batch): the same
   // after a resume, whatever was drawn before.
-  dropout_rng_ = Generator(seed_, RandomStream::kDropout,
-                           (static_cast<std::uint64_t>(strategy_->globalRank()) << 48) ^
-                               (static_cast<std::uint64_t>(current_epoch_) << 24) ^ static_cast<std::uint64_t>(batch_idx));
+  dropout_rng_ =
+      Generator(seed_, RandomStream::kDropout,
+                (static_cast<std::uint64_t>(strategy_->globalRank()) << 48) ^
+                    (static_cast<std::uint64_t>(current_epoch_) << 24) ^ static_cast<std::uint64_t>(batch_idx));
   const Strategy::MicroBatch micro{.first = batch_idx % options_.accumulate_grad_batches == 0, .last = optimizer_turn};
   if (micro.first) params_->invalidateGrads();
   GatheredParameters gathered(*strategy_, *params_, Strategy::GatherScope::kStep);
@@ -601,18 +606,16 @@ std::map<std::string, double> Trainer::evaluationLoop(data::Split split, std::in
     if (!hb) break;
     Batch batch = toDevice(*hb);
     metrics_->setHook(MetricCollector::Hook::kEvaluation, batch.size());
-    callbacks([&](Callback& c) {
-      val ? c.onValidationBatchStart(*this, batch_idx) : c.onTestBatchStart(*this, batch_idx);
-    });
+    callbacks(
+        [&](Callback& c) { val ? c.onValidationBatchStart(*this, batch_idx) : c.onTestBatchStart(*this, batch_idx); });
     {
       auto autocast = precision_->forwardContext();
       auto s = profiler_->profile(val ? "validation_step" : "test_step");
       val ? model_->validationStep(batch, batch_idx) : model_->testStep(batch, batch_idx);
     }
     strategy_->device().graph().markStep();
-    callbacks([&](Callback& c) {
-      val ? c.onValidationBatchEnd(*this, batch_idx) : c.onTestBatchEnd(*this, batch_idx);
-    });
+    callbacks(
+        [&](Callback& c) { val ? c.onValidationBatchEnd(*this, batch_idx) : c.onTestBatchEnd(*this, batch_idx); });
   }
   std::map<std::string, double> out = metrics_->takeEpochMetrics(*strategy_);
   metrics_->takeStepMetrics();
@@ -632,8 +635,8 @@ std::map<std::string, double> Trainer::evaluationLoop(data::Split split, std::in
 // ckpt_path, the callbacks, and the loader of `split` (if given; a data
 // module without that split is an error).
 std::unique_ptr<data::DataLoader> Trainer::setupEvaluation(LightningModule& model, data::DataModule& data,
-                                                          const std::string& ckpt_path, data::Stage stage,
-                                                          std::optional<data::Split> split) {
+                                                           const std::string& ckpt_path, data::Stage stage,
+                                                           std::optional<data::Split> split) {
   auto s = profiler_->profile("setup");
   setupModel(model, data, stage);
   if (const std::string path = ckpt_path.empty() ? "" : resolveCheckpointPath(ckpt_path); !path.empty())
@@ -657,8 +660,8 @@ std::map<std::string, double> Trainer::validate(LightningModule& model, data::Da
                                                 const std::string& ckpt_path) {
   ProfiledStage profiled(*profiler_, *strategy_, profilerContext("validate"));
   setupEvaluation(model, data, ckpt_path, data::Stage::kValidate, std::nullopt);
-  auto out = evaluationLoop(data::Split::kVal, options_.limit_val.of(std::numeric_limits<std::int64_t>::max() / 2),
-                            false);
+  auto out =
+      evaluationLoop(data::Split::kVal, options_.limit_val.of(std::numeric_limits<std::int64_t>::max() / 2), false);
   endStage();
   profiled.finish();
   if (isGlobalZero()) printResults(out, "Validate");
@@ -676,8 +679,7 @@ std::map<std::string, double> Trainer::test(LightningModule& model, data::DataMo
   return out;
 }
 
-std::vector<Prediction> Trainer::predict(LightningModule& model, data::DataModule& data,
-                                         const std::string& ckpt_path) {
+std::vector<Prediction> Trainer::predict(LightningModule& model, data::DataModule& data, const std::string& ckpt_path) {
   ProfiledStage profiled(*profiler_, *strategy_, profilerContext("predict"));
   auto loader = setupEvaluation(model, data, ckpt_path, data::Stage::kPredict, data::Split::kPredict);
   const std::int64_t n = options_.limit_predict.of(loader->numBatches());
@@ -715,7 +717,8 @@ std::vector<Prediction> Trainer::predict(LightningModule& model, data::DataModul
 void Trainer::printResults(const std::map<std::string, double>& metrics, const char* stage) const {
   if (metrics.empty()) return;
   const std::string rule(60, '-');
-  std::string out = rule + "\n" + fmt::format("{:>22}{:>30}\n", std::string(stage) + " metric", "DataLoader 0") + rule + "\n";
+  std::string out =
+      rule + "\n" + fmt::format("{:>22}{:>30}\n", std::string(stage) + " metric", "DataLoader 0") + rule + "\n";
   for (const auto& [k, v] : metrics) out += fmt::format("{:>22}{:>30.10g}\n", k, v);
   out += rule + "\n";
   std::fputs(out.c_str(), stdout);

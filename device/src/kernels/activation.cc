@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "fast_exp.h"
+#include "hpu/device/threading.h"
 
 namespace hpu::device::kernels {
 namespace {
@@ -13,16 +15,19 @@ constexpr float kInvSqrt2 = 0.7071067811865476f;
 constexpr float kInvSqrt2Pi = 0.3989422804014327f;
 
 struct ReLU {
+  static constexpr const char* kName = "relu";
   static float f(float x) { return x > 0.0f ? x : 0.0f; }
   static float df(float, float y) { return y > 0.0f ? 1.0f : 0.0f; }
 };
 struct GELU {  // exact: x * Phi(x)
+  static constexpr const char* kName = "gelu";
   static float f(float x) { return 0.5f * x * (1.0f + std::erf(x * kInvSqrt2)); }
   static float df(float x, float) {
     return 0.5f * (1.0f + std::erf(x * kInvSqrt2)) + x * kInvSqrt2Pi * std::exp(-0.5f * x * x);
   }
 };
 struct GELUTanh {
+  static constexpr const char* kName = "gelu_tanh";
   static float f(float x) { return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x))); }
   static float df(float x, float) {
     const float t = std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x));
@@ -30,15 +35,18 @@ struct GELUTanh {
   }
 };
 struct Tanh {
+  static constexpr const char* kName = "tanh";
   static float f(float x) { return std::tanh(x); }
   static float df(float, float y) { return 1.0f - y * y; }
 };
 struct Sigmoid {
+  static constexpr const char* kName = "sigmoid";
   static float f(float x) { return 1.0f / (1.0f + std::exp(-x)); }
   static float df(float, float y) { return y * (1.0f - y); }
 };
 
 struct SiLU {  // x * sigmoid(x)
+  static constexpr const char* kName = "silu";
   static float sigmoid(float x) { return 1.0f / (1.0f + detail::fastExp(-x)); }
   static float f(float x) { return x * sigmoid(x); }
   static float df(float x, float y) {
@@ -47,14 +55,11 @@ struct SiLU {  // x * sigmoid(x)
   }
 };
 
-// Runs body(begin, end) over [0, n) in blocks of 16K elements, on the
-// intra-op threads when there are several blocks.
+// Runs body(begin, end) over [0, n) in ranges of whole 1K-element blocks,
+// on the intra-op threads when that pays.
 template <class Body>
-void forBlocks(std::int64_t n, Body body) {
-  constexpr std::int64_t kBlock = 1 << 14;
-  const std::int64_t blocks = (n + kBlock - 1) / kBlock;
-#pragma omp parallel for schedule(static) if (blocks > 1)
-  for (std::int64_t b = 0; b < blocks; ++b) body(b * kBlock, std::min(n, (b + 1) * kBlock));
+void forBlocks(ParallelSite& site, std::int64_t n, Body body) {
+  parallelFor(site, n, 1 << 10, static_cast<double>(n), body);
 }
 
 // The loops over a block, on restrict pointers to it (so that they vectorise).
@@ -71,12 +76,14 @@ void backwardBlock(const float* __restrict x, const float* __restrict y, const f
 
 template <class F>
 void forward(const float* x, float* y, std::int64_t n) {
-  forBlocks(n, [=](std::int64_t i0, std::int64_t i1) { forwardBlock<F>(x + i0, y + i0, i1 - i0); });
+  static ParallelSite site(std::string(F::kName) + " forward");
+  forBlocks(site, n, [=](std::int64_t i0, std::int64_t i1) { forwardBlock<F>(x + i0, y + i0, i1 - i0); });
 }
 
 template <class F>
 void backward(const float* x, const float* y, const float* dy, float* dx, std::int64_t n, bool accumulate) {
-  forBlocks(n, [=](std::int64_t i0, std::int64_t i1) {
+  static ParallelSite site(std::string(F::kName) + " backward");
+  forBlocks(site, n, [=](std::int64_t i0, std::int64_t i1) {
     if (accumulate)
       backwardBlock<F, true>(x + i0, y + i0, dy + i0, dx + i0, i1 - i0);
     else
@@ -142,12 +149,15 @@ void activationBackward(Activation a, const float* x, const float* y, const floa
 }
 
 void swigluForward(const float* gate, const float* up, float* y, std::int64_t n) {
-  forBlocks(n, [=](std::int64_t i0, std::int64_t i1) { swigluForwardBlock(gate + i0, up + i0, y + i0, i1 - i0); });
+  static ParallelSite site("swiglu forward");
+  forBlocks(site, n,
+            [=](std::int64_t i0, std::int64_t i1) { swigluForwardBlock(gate + i0, up + i0, y + i0, i1 - i0); });
 }
 
 void swigluBackward(const float* gate, const float* up, const float* dy, float* dgate, float* dup, std::int64_t n,
                     bool accumulate) {
-  forBlocks(n, [=](std::int64_t i0, std::int64_t i1) {
+  static ParallelSite site("swiglu backward");
+  forBlocks(site, n, [=](std::int64_t i0, std::int64_t i1) {
     const auto run = [&]<bool kGate, bool kUp>() {
       float* dg = kGate ? dgate + i0 : nullptr;
       float* du = kUp ? dup + i0 : nullptr;

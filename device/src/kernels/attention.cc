@@ -1,7 +1,5 @@
 #include "hpu/device/kernels/attention.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -11,6 +9,7 @@
 #include "hpu/device/check.h"
 #include "hpu/device/kernels/gemm.h"
 #include "hpu/device/numerics.h"
+#include "hpu/device/threading.h"
 
 namespace hpu::device::kernels {
 namespace {
@@ -94,55 +93,56 @@ void attentionForward(const AttentionShape& g, const float* q, const float* k, c
   const std::int64_t blocks = (g.q_len + kRows - 1) / kRows;
   const std::int64_t items = g.batch * g.heads * blocks;
   const DropoutMask dropout(g);
-#pragma omp parallel
-  {
-    std::vector<float> s(static_cast<std::size_t>(kRows * kCols)), m(kRows), l(kRows);
-#pragma omp for schedule(dynamic, 1)
-    for (std::int64_t item = 0; item < items; ++item) {
-      const std::int64_t bh = item / blocks, i0 = (item % blocks) * kRows;
-      const std::int64_t rows = std::min(kRows, g.q_len - i0);
-      const std::int64_t b = bh / g.heads, h = bh % g.heads;
-      const float* qb = q + (bh * g.q_len + i0) * d;
-      const float* kh = k + (b * g.kv_heads + h / group) * g.kv_rows * d;
-      const float* vh = v + (b * g.kv_heads + h / group) * g.kv_rows * d;
-      float* ob = out + (bh * g.q_len + i0) * d;
-      std::fill(ob, ob + rows * d, 0.0f);
-      std::fill(m.begin(), m.end(), kMinusInf);
-      std::fill(l.begin(), l.end(), 0.0f);
-      const std::int64_t lo = keysOf(g, i0).lo, hi = keysOf(g, i0 + rows - 1).hi;
-      for (std::int64_t j0 = lo; j0 <= hi; j0 += kCols) {
-        const std::int64_t cols = std::min(kCols, hi + 1 - j0);
-        scores(g, qb, i0, rows, kh, j0, cols, s.data());
-        for (std::int64_t r = 0; r < rows; ++r) {
-          float* row = s.data() + r * kCols;
-          const float mx = *std::max_element(row, row + cols);
-          if (mx == kMinusInf) {  // no visible key in this block
-            std::fill(row, row + cols, 0.0f);
-            continue;
-          }
-          const std::size_t u = static_cast<std::size_t>(r);
-          const float m_new = std::max(m[u], mx);
-          const float alpha = fastExp(m[u] - m_new);
-          float sum = 0.0f;
-          for (std::int64_t c = 0; c < cols; ++c) sum += (row[c] = fastExp(row[c] - m_new));
-          l[u] = l[u] * alpha + sum;
-          m[u] = m_new;
-          float* o = ob + r * d;
-          for (std::int64_t e = 0; e < d; ++e) o[e] *= alpha;
-          if (dropout.active())
-            for (std::int64_t c = 0; c < cols; ++c) row[c] *= dropout.factor(bh * g.q_len + i0 + r, j0 + c);
-        }
-        asOperand(g, s.data(), rows);
-        gemmSerial(false, false, rows, d, cols, s.data(), kCols, vh + j0 * d, d, true, ob, d, operandsOf(g));
-      }
+  static ParallelSite site("attention forward");
+  parallelTasks(site, items, static_cast<double>(g.batch * g.heads * g.q_len * g.kv_len * d), [&](std::int64_t item) {
+    thread_local std::vector<float> s, m, l;  // this thread's scratch
+    s.resize(static_cast<std::size_t>(kRows * kCols));
+    m.resize(kRows);
+    l.resize(kRows);
+
+    const std::int64_t bh = item / blocks, i0 = (item % blocks) * kRows;
+    const std::int64_t rows = std::min(kRows, g.q_len - i0);
+    const std::int64_t b = bh / g.heads, h = bh % g.heads;
+    const float* qb = q + (bh * g.q_len + i0) * d;
+    const float* kh = k + (b * g.kv_heads + h / group) * g.kv_rows * d;
+    const float* vh = v + (b * g.kv_heads + h / group) * g.kv_rows * d;
+    float* ob = out + (bh * g.q_len + i0) * d;
+    std::fill(ob, ob + rows * d, 0.0f);
+    std::fill(m.begin(), m.end(), kMinusInf);
+    std::fill(l.begin(), l.end(), 0.0f);
+    const std::int64_t lo = keysOf(g, i0).lo, hi = keysOf(g, i0 + rows - 1).hi;
+    for (std::int64_t j0 = lo; j0 <= hi; j0 += kCols) {
+      const std::int64_t cols = std::min(kCols, hi + 1 - j0);
+      scores(g, qb, i0, rows, kh, j0, cols, s.data());
       for (std::int64_t r = 0; r < rows; ++r) {
+        float* row = s.data() + r * kCols;
+        const float mx = *std::max_element(row, row + cols);
+        if (mx == kMinusInf) {  // no visible key in this block
+          std::fill(row, row + cols, 0.0f);
+          continue;
+        }
         const std::size_t u = static_cast<std::size_t>(r);
-        const float inv = 1.0f / l[u];
-        for (std::int64_t e = 0; e < d; ++e) ob[r * d + e] *= inv;
-        lse[bh * g.q_len + i0 + r] = m[u] + std::log(l[u]);
+        const float m_new = std::max(m[u], mx);
+        const float alpha = fastExp(m[u] - m_new);
+        float sum = 0.0f;
+        for (std::int64_t c = 0; c < cols; ++c) sum += (row[c] = fastExp(row[c] - m_new));
+        l[u] = l[u] * alpha + sum;
+        m[u] = m_new;
+        float* o = ob + r * d;
+        for (std::int64_t e = 0; e < d; ++e) o[e] *= alpha;
+        if (dropout.active())
+          for (std::int64_t c = 0; c < cols; ++c) row[c] *= dropout.factor(bh * g.q_len + i0 + r, j0 + c);
       }
+      asOperand(g, s.data(), rows);
+      gemmSerial(false, false, rows, d, cols, s.data(), kCols, vh + j0 * d, d, true, ob, d, operandsOf(g));
     }
-  }
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const std::size_t u = static_cast<std::size_t>(r);
+      const float inv = 1.0f / l[u];
+      for (std::int64_t e = 0; e < d; ++e) ob[r * d + e] *= inv;
+      lse[bh * g.q_len + i0 + r] = m[u] + std::log(l[u]);
+    }
+  });
 }
 
 void attentionBackward(const AttentionShape& g, const float* q, const float* k, const float* v, const float* out,
@@ -157,77 +157,79 @@ void attentionBackward(const AttentionShape& g, const float* q, const float* k, 
   const auto lastQuery = [&](std::int64_t j) {
     return g.causal && g.window > 0 ? std::min(g.q_len - 1, j + g.window - 1 - offset) : g.q_len - 1;
   };
-#pragma omp parallel
-  {
-    std::vector<float> p(static_cast<std::size_t>(kRows * kCols)), dp(p.size()), pd(p.size());
-    std::vector<float> dkb(static_cast<std::size_t>(kCols * d)), dvb(dkb.size()), rowdot(kRows);
-#pragma omp for schedule(dynamic, 1)
-    for (std::int64_t item = 0; item < items; ++item) {
-      const std::int64_t b = item / g.kv_heads, kvh = item % g.kv_heads;
-      const float* kh = k + item * g.kv_rows * d;
-      const float* vh = v + item * g.kv_rows * d;
-      if (!accumulate_dq)
-        for (std::int64_t h = kvh * group; h < (kvh + 1) * group; ++h)
-          std::fill(dq + (b * g.heads + h) * g.q_len * d, dq + (b * g.heads + h + 1) * g.q_len * d, 0.0f);
-      for (std::int64_t j0 = 0; j0 < g.kv_len; j0 += kCols) {
-        const std::int64_t cols = std::min(kCols, g.kv_len - j0);
-        std::fill(dkb.begin(), dkb.end(), 0.0f);
-        std::fill(dvb.begin(), dvb.end(), 0.0f);
-        const std::int64_t first = firstQuery(j0), last = lastQuery(j0 + cols - 1);
-        for (std::int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
-          const std::int64_t bh = b * g.heads + h;
-          for (std::int64_t i0 = first / kRows * kRows; i0 <= last; i0 += kRows) {
-            const std::int64_t rows = std::min(kRows, g.q_len - i0);
-            const float* qb = q + (bh * g.q_len + i0) * d;
-            const float* ob = out + (bh * g.q_len + i0) * d;
-            const float* dob = dout + (bh * g.q_len + i0) * d;
-            float* dqb = dq + (bh * g.q_len + i0) * d;
-            scores(g, qb, i0, rows, kh, j0, cols, p.data());
-            for (std::int64_t r = 0; r < rows; ++r) {
-              const float row_lse = lse[bh * g.q_len + i0 + r];
-              float* pr = p.data() + r * kCols;
-              for (std::int64_t c = 0; c < cols; ++c) pr[c] = fastExp(pr[c] - row_lse);
-              float dot = 0.0f;
-              for (std::int64_t e = 0; e < d; ++e) dot += dob[r * d + e] * ob[r * d + e];
-              rowdot[static_cast<std::size_t>(r)] = dot;
-            }
-            // With dropout O = (P * M) V for the mask factors M: dV = (P * M)^T dO,
-            // dP = (dO V^T) * M, and rowdot = dO . O still equals sum_j P dP.
-            // dV's operand: P, or a copy (P * M, or rounded to bf16): dS needs P itself.
-            const float* pv = p.data();
-            if (dropout.active() || g.bf16) {
+  static ParallelSite site("attention backward");
+  parallelTasks(
+      site, items, static_cast<double>(3 * g.batch * g.heads * g.q_len * g.kv_len * d), [&](std::int64_t item) {
+        thread_local std::vector<float> p, dp, pd, dkb, dvb, rowdot;  // this thread's scratch
+        for (auto* v : {&p, &dp, &pd}) v->resize(static_cast<std::size_t>(kRows * kCols));
+        dkb.resize(static_cast<std::size_t>(kCols * d));
+        dvb.resize(dkb.size());
+        rowdot.resize(kRows);
+
+        const std::int64_t b = item / g.kv_heads, kvh = item % g.kv_heads;
+        const float* kh = k + item * g.kv_rows * d;
+        const float* vh = v + item * g.kv_rows * d;
+        if (!accumulate_dq)
+          for (std::int64_t h = kvh * group; h < (kvh + 1) * group; ++h)
+            std::fill(dq + (b * g.heads + h) * g.q_len * d, dq + (b * g.heads + h + 1) * g.q_len * d, 0.0f);
+        for (std::int64_t j0 = 0; j0 < g.kv_len; j0 += kCols) {
+          const std::int64_t cols = std::min(kCols, g.kv_len - j0);
+          std::fill(dkb.begin(), dkb.end(), 0.0f);
+          std::fill(dvb.begin(), dvb.end(), 0.0f);
+          const std::int64_t first = firstQuery(j0), last = lastQuery(j0 + cols - 1);
+          for (std::int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
+            const std::int64_t bh = b * g.heads + h;
+            for (std::int64_t i0 = first / kRows * kRows; i0 <= last; i0 += kRows) {
+              const std::int64_t rows = std::min(kRows, g.q_len - i0);
+              const float* qb = q + (bh * g.q_len + i0) * d;
+              const float* ob = out + (bh * g.q_len + i0) * d;
+              const float* dob = dout + (bh * g.q_len + i0) * d;
+              float* dqb = dq + (bh * g.q_len + i0) * d;
+              scores(g, qb, i0, rows, kh, j0, cols, p.data());
+              for (std::int64_t r = 0; r < rows; ++r) {
+                const float row_lse = lse[bh * g.q_len + i0 + r];
+                float* pr = p.data() + r * kCols;
+                for (std::int64_t c = 0; c < cols; ++c) pr[c] = fastExp(pr[c] - row_lse);
+                float dot = 0.0f;
+                for (std::int64_t e = 0; e < d; ++e) dot += dob[r * d + e] * ob[r * d + e];
+                rowdot[static_cast<std::size_t>(r)] = dot;
+              }
+              // With dropout O = (P * M) V for the mask factors M: dV = (P * M)^T dO,
+              // dP = (dO V^T) * M, and rowdot = dO . O still equals sum_j P dP.
+              // dV's operand: P, or a copy (P * M, or rounded to bf16): dS needs P itself.
+              const float* pv = p.data();
+              if (dropout.active() || g.bf16) {
+                for (std::int64_t r = 0; r < rows; ++r)
+                  for (std::int64_t c = 0; c < cols; ++c) {
+                    const std::size_t x = static_cast<std::size_t>(r * kCols + c);
+                    pd[x] = dropout.active() ? p[x] * dropout.factor(bh * g.q_len + i0 + r, j0 + c) : p[x];
+                  }
+                asOperand(g, pd.data(), rows);
+                pv = pd.data();
+              }
+              const GemmOperands ops = operandsOf(g);
+              gemmSerial(true, false, cols, d, rows, pv, kCols, dob, d, true, dvb.data(), d, ops);
+              gemmSerial(false, true, rows, cols, d, dob, d, vh + j0 * d, d, false, dp.data(), kCols, ops);
+              // dS = P * (dP - rowdot) * scale, in place of dP.
               for (std::int64_t r = 0; r < rows; ++r)
                 for (std::int64_t c = 0; c < cols; ++c) {
                   const std::size_t x = static_cast<std::size_t>(r * kCols + c);
-                  pd[x] = dropout.active() ? p[x] * dropout.factor(bh * g.q_len + i0 + r, j0 + c) : p[x];
+                  const float dpx = dropout.active() ? dp[x] * dropout.factor(bh * g.q_len + i0 + r, j0 + c) : dp[x];
+                  dp[x] = p[x] * (dpx - rowdot[static_cast<std::size_t>(r)]) * g.scale;
                 }
-              asOperand(g, pd.data(), rows);
-              pv = pd.data();
+              asOperand(g, dp.data(), rows);
+              gemmSerial(false, false, rows, d, cols, dp.data(), kCols, kh + j0 * d, d, true, dqb, d, ops);
+              gemmSerial(true, false, cols, d, rows, dp.data(), kCols, qb, d, true, dkb.data(), d, ops);
             }
-            const GemmOperands ops = operandsOf(g);
-            gemmSerial(true, false, cols, d, rows, pv, kCols, dob, d, true, dvb.data(), d, ops);
-            gemmSerial(false, true, rows, cols, d, dob, d, vh + j0 * d, d, false, dp.data(), kCols, ops);
-            // dS = P * (dP - rowdot) * scale, in place of dP.
-            for (std::int64_t r = 0; r < rows; ++r)
-              for (std::int64_t c = 0; c < cols; ++c) {
-                const std::size_t x = static_cast<std::size_t>(r * kCols + c);
-                const float dpx = dropout.active() ? dp[x] * dropout.factor(bh * g.q_len + i0 + r, j0 + c) : dp[x];
-                dp[x] = p[x] * (dpx - rowdot[static_cast<std::size_t>(r)]) * g.scale;
-              }
-            asOperand(g, dp.data(), rows);
-            gemmSerial(false, false, rows, d, cols, dp.data(), kCols, kh + j0 * d, d, true, dqb, d, ops);
-            gemmSerial(true, false, cols, d, rows, dp.data(), kCols, qb, d, true, dkb.data(), d, ops);
+          }
+          float* dkh = dk + item * g.kv_rows * d + j0 * d;
+          float* dvh = dv + item * g.kv_rows * d + j0 * d;
+          for (std::int64_t x = 0; x < cols * d; ++x) {
+            dkh[x] = accumulate_kv ? dkh[x] + dkb[static_cast<std::size_t>(x)] : dkb[static_cast<std::size_t>(x)];
+            dvh[x] = accumulate_kv ? dvh[x] + dvb[static_cast<std::size_t>(x)] : dvb[static_cast<std::size_t>(x)];
           }
         }
-        float* dkh = dk + item * g.kv_rows * d + j0 * d;
-        float* dvh = dv + item * g.kv_rows * d + j0 * d;
-        for (std::int64_t x = 0; x < cols * d; ++x) {
-          dkh[x] = accumulate_kv ? dkh[x] + dkb[static_cast<std::size_t>(x)] : dkb[static_cast<std::size_t>(x)];
-          dvh[x] = accumulate_kv ? dvh[x] + dvb[static_cast<std::size_t>(x)] : dvb[static_cast<std::size_t>(x)];
-        }
-      }
-    }
-  }
+      });
 }
 
 }  // namespace hpu::device::kernels

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "hpu/device/check.h"
+#include "hpu/device/threading.h"
 
 namespace hpu::device::kernels {
 
@@ -28,23 +29,25 @@ void permute(const float* src, std::span<const std::int64_t> shape, std::span<co
   const std::int64_t inner = n == 0 ? 1 : out_dims[static_cast<std::size_t>(n - 1)];
   const std::int64_t inner_stride = n == 0 ? 1 : out_stride_in_src[static_cast<std::size_t>(n - 1)];
   const std::int64_t outer = total / inner;
-#pragma omp parallel for schedule(static) if (total > (1 << 16))
-  for (std::int64_t o = 0; o < outer; ++o) {
-    // The source offset of output row o.
-    std::int64_t rest = o, from = 0;
-    for (int i = n - 2; i >= 0; --i) {
-      const auto u = static_cast<std::size_t>(i);
-      from += (rest % out_dims[u]) * out_stride_in_src[u];
-      rest /= out_dims[u];
+  static ParallelSite site("permute");
+  parallelFor(site, outer, 1, static_cast<double>(total), [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t o = begin; o < end; ++o) {
+      // The source offset of output row o.
+      std::int64_t rest = o, from = 0;
+      for (int i = n - 2; i >= 0; --i) {
+        const auto u = static_cast<std::size_t>(i);
+        from += (rest % out_dims[u]) * out_stride_in_src[u];
+        rest /= out_dims[u];
+      }
+      const float* s = src + from;
+      float* d = dst + o * inner;
+      if (inner_stride == 1 && !accumulate) {
+        std::memcpy(d, s, static_cast<std::size_t>(inner) * sizeof(float));
+      } else {
+        for (std::int64_t j = 0; j < inner; ++j) d[j] = accumulate ? d[j] + s[j * inner_stride] : s[j * inner_stride];
+      }
     }
-    const float* s = src + from;
-    float* d = dst + o * inner;
-    if (inner_stride == 1 && !accumulate) {
-      std::memcpy(d, s, static_cast<std::size_t>(inner) * sizeof(float));
-    } else {
-      for (std::int64_t j = 0; j < inner; ++j) d[j] = accumulate ? d[j] + s[j * inner_stride] : s[j * inner_stride];
-    }
-  }
+  });
 }
 
 }  // namespace hpu::device::kernels

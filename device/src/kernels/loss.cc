@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "fast_exp.h"
+#include "hpu/device/threading.h"
 
 namespace hpu::device::kernels {
 
@@ -27,21 +28,23 @@ double sumExp(const float* x, std::int64_t n, float shift) {
 double crossEntropyForward(const float* logits, const std::int64_t* labels, std::int64_t n, std::int64_t c,
                            float smoothing, std::int64_t ignore_index, float* lse, std::int64_t* counted) {
   std::vector<double> row_loss(static_cast<std::size_t>(n));
-#pragma omp parallel for schedule(static) if (n * c > (1 << 18))
-  for (std::int64_t r = 0; r < n; ++r) {
-    const float* row = logits + r * c;
-    const float mx = *std::max_element(row, row + c);
-    const double log_sum = static_cast<double>(mx) + std::log(sumExp(row, c, mx));
-    lse[r] = static_cast<float>(log_sum);
-    if (labels[r] == ignore_index) continue;
-    double mean = 0;
-    if (smoothing != 0.0f) {
-      for (std::int64_t j = 0; j < c; ++j) mean += row[j];
-      mean /= static_cast<double>(c);
+  static ParallelSite site("cross entropy forward");
+  parallelFor(site, n, 1, static_cast<double>(n * c), [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t r = begin; r < end; ++r) {
+      const float* row = logits + r * c;
+      const float mx = *std::max_element(row, row + c);
+      const double log_sum = static_cast<double>(mx) + std::log(sumExp(row, c, mx));
+      lse[r] = static_cast<float>(log_sum);
+      if (labels[r] == ignore_index) continue;
+      double mean = 0;
+      if (smoothing != 0.0f) {
+        for (std::int64_t j = 0; j < c; ++j) mean += row[j];
+        mean /= static_cast<double>(c);
+      }
+      row_loss[static_cast<std::size_t>(r)] =
+          (1.0 - smoothing) * (log_sum - row[labels[r]]) + smoothing * (log_sum - mean);
     }
-    row_loss[static_cast<std::size_t>(r)] =
-        (1.0 - smoothing) * (log_sum - row[labels[r]]) + smoothing * (log_sum - mean);
-  }
+  });
   double total = 0;
   std::int64_t rows = 0;
   for (std::int64_t r = 0; r < n; ++r) {
@@ -57,21 +60,23 @@ void crossEntropyBackward(const float* logits, const std::int64_t* labels, const
                           std::int64_t c, float smoothing, std::int64_t ignore_index, float scale, float* dlogits,
                           bool accumulate) {
   const float off = smoothing / static_cast<float>(c);
-#pragma omp parallel for schedule(static) if (n * c > (1 << 18))
-  for (std::int64_t r = 0; r < n; ++r) {
-    const float* row = logits + r * c;
-    float* __restrict d = dlogits + r * c;
-    if (labels[r] == ignore_index) {
-      if (!accumulate) std::fill(d, d + c, 0.0f);
-      continue;
+  static ParallelSite site("cross entropy backward");
+  parallelFor(site, n, 1, static_cast<double>(n * c), [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t r = begin; r < end; ++r) {
+      const float* row = logits + r * c;
+      float* __restrict d = dlogits + r * c;
+      if (labels[r] == ignore_index) {
+        if (!accumulate) std::fill(d, d + c, 0.0f);
+        continue;
+      }
+      const float shift = lse[r];
+      for (std::int64_t j = 0; j < c; ++j) {
+        const float g = (detail::fastExp(row[j] - shift) - off) * scale;
+        d[j] = accumulate ? d[j] + g : g;
+      }
+      d[labels[r]] -= (1.0f - smoothing) * scale;
     }
-    const float shift = lse[r];
-    for (std::int64_t j = 0; j < c; ++j) {
-      const float g = (detail::fastExp(row[j] - shift) - off) * scale;
-      d[j] = accumulate ? d[j] + g : g;
-    }
-    d[labels[r]] -= (1.0f - smoothing) * scale;
-  }
+  });
 }
 
 void softmaxForward(const float* x, std::int64_t rows, std::int64_t c, float* y) {

@@ -5,27 +5,31 @@
 #include <utility>
 #include <vector>
 
+#include "hpu/device/threading.h"
+
 namespace hpu::device::kernels {
 
 void layerNormForward(const float* x, std::int64_t rows, std::int64_t d, const float* w, const float* b, float eps,
                       float* y, float* mean_rstd) {
-#pragma omp parallel for if (rows > 64)
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * d;
-    double mean = 0, var = 0;
-    for (std::int64_t i = 0; i < d; ++i) mean += xr[i];
-    mean /= static_cast<double>(d);
-    for (std::int64_t i = 0; i < d; ++i) var += (xr[i] - mean) * (xr[i] - mean);
-    var /= static_cast<double>(d);
-    const auto m = static_cast<float>(mean);
-    const auto rstd = static_cast<float>(1.0 / std::sqrt(var + eps));
-    mean_rstd[2 * r] = m;
-    mean_rstd[2 * r + 1] = rstd;
-    for (std::int64_t i = 0; i < d; ++i) {
-      const float v = (xr[i] - m) * rstd;
-      y[r * d + i] = (w != nullptr ? v * w[i] : v) + (b != nullptr ? b[i] : 0.0f);
+  static ParallelSite site("layer norm forward");
+  parallelFor(site, rows, 1, static_cast<double>(rows * d), [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t r = begin; r < end; ++r) {
+      const float* xr = x + r * d;
+      double mean = 0, var = 0;
+      for (std::int64_t i = 0; i < d; ++i) mean += xr[i];
+      mean /= static_cast<double>(d);
+      for (std::int64_t i = 0; i < d; ++i) var += (xr[i] - mean) * (xr[i] - mean);
+      var /= static_cast<double>(d);
+      const auto m = static_cast<float>(mean);
+      const auto rstd = static_cast<float>(1.0 / std::sqrt(var + eps));
+      mean_rstd[2 * r] = m;
+      mean_rstd[2 * r + 1] = rstd;
+      for (std::int64_t i = 0; i < d; ++i) {
+        const float v = (xr[i] - m) * rstd;
+        y[r * d + i] = (w != nullptr ? v * w[i] : v) + (b != nullptr ? b[i] : 0.0f);
+      }
     }
-  }
+  });
 }
 
 void layerNormBackward(const float* x, const float* dy, std::int64_t rows, std::int64_t d, const float* w,
@@ -80,7 +84,8 @@ void rmsNormBackward(const float* x, const float* dy, std::int64_t rows, std::in
     const float* gr = dy + r * d;
     const float inv = rstd[r];
     double dot = 0;  // mean over the row of g * xhat, g = dy * w
-    for (std::int64_t i = 0; i < d; ++i) dot += static_cast<double>(gr[i] * (w != nullptr ? w[i] : 1.0f)) * (xr[i] * inv);
+    for (std::int64_t i = 0; i < d; ++i)
+      dot += static_cast<double>(gr[i] * (w != nullptr ? w[i] : 1.0f)) * (xr[i] * inv);
     const auto mean = static_cast<float>(dot / static_cast<double>(d));
     for (std::int64_t i = 0; i < d; ++i) {
       const float xhat = xr[i] * inv;

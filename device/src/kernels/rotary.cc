@@ -3,6 +3,8 @@
 #include <cmath>
 #include <vector>
 
+#include "hpu/device/threading.h"
+
 namespace hpu::device::kernels {
 namespace {
 
@@ -28,19 +30,21 @@ Angles anglesOf(std::int64_t len, std::int64_t d, const std::int64_t* positions,
 void rotate(const float* x, std::int64_t groups, std::int64_t len, std::int64_t d, const Angles& a, float sign,
             float* y, bool accumulate) {
   const std::int64_t half = d / 2;
-#pragma omp parallel for schedule(static) if (groups * len * d > (1 << 16))
-  for (std::int64_t row = 0; row < groups * len; ++row) {
-    const float* c = a.cos.data() + (row % len) * half;
-    const float* s = a.sin.data() + (row % len) * half;
-    const float* xr = x + row * d;
-    float* yr = y + row * d;
-    for (std::int64_t i = 0; i < half; ++i) {
-      const float lo = xr[i], hi = xr[i + half], sn = sign * s[i];
-      const float ylo = lo * c[i] - hi * sn, yhi = hi * c[i] + lo * sn;
-      yr[i] = accumulate ? yr[i] + ylo : ylo;
-      yr[i + half] = accumulate ? yr[i + half] + yhi : yhi;
+  static ParallelSite site("rotary");
+  parallelFor(site, groups * len, 1, static_cast<double>(groups * len * d), [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t row = begin; row < end; ++row) {
+      const float* c = a.cos.data() + (row % len) * half;
+      const float* s = a.sin.data() + (row % len) * half;
+      const float* xr = x + row * d;
+      float* yr = y + row * d;
+      for (std::int64_t i = 0; i < half; ++i) {
+        const float lo = xr[i], hi = xr[i + half], sn = sign * s[i];
+        const float ylo = lo * c[i] - hi * sn, yhi = hi * c[i] + lo * sn;
+        yr[i] = accumulate ? yr[i] + ylo : ylo;
+        yr[i + half] = accumulate ? yr[i + half] + yhi : yhi;
+      }
     }
-  }
+  });
 }
 
 }  // namespace

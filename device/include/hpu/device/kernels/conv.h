@@ -1,8 +1,8 @@
 // 2-D convolution (NCHW input, [K, C, R, S] weights, groups 1, dilation 1),
 // as GEMMs on the column matrix (im2col) of a chunk of images side by side;
-// with AVX-512 the products read the images and gradients in place instead of
-// materialising their matrices. Chunks run on the intra-op threads, and the
-// results are the same bits for any thread count.
+// the packed kernels (AVX-512, AVX2) read the images and gradients in place
+// instead of materialising their matrices. Chunks run on the intra-op
+// threads, and the results are the same bits for any thread count.
 #pragma once
 
 #include <cstdint>

@@ -3,6 +3,7 @@
 // A Generator is not thread-safe; give each thread its own stream.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -11,12 +12,12 @@ namespace hpu::core {
 
 // Well-known stream ids, so that adding a consumer never shifts another's numbers.
 enum class RandomStream : std::uint64_t {
-  kInit = 1,        // parameter initialisation
-  kShuffle = 2,     // per-epoch sample permutation (xor'd with the epoch)
-  kDropout = 3,     // dropout masks
-  kSplit = 4,       // train/validation split
-  kData = 5,        // synthetic data sets
-  kSampling = 6,    // generation's sampling of tokens
+  kInit = 1,      // parameter initialisation
+  kShuffle = 2,   // per-epoch sample permutation (xor'd with the epoch)
+  kDropout = 3,   // dropout masks
+  kSplit = 4,     // train/validation split
+  kData = 5,      // synthetic data sets
+  kSampling = 6,  // generation's sampling of tokens
 };
 
 // xoshiro256** seeded through splitmix64.
@@ -26,7 +27,18 @@ class Generator {
   Generator(std::uint64_t seed, RandomStream stream, std::uint64_t sub = 0)
       : Generator(seed, (static_cast<std::uint64_t>(stream) << 48) ^ sub) {}
 
-  std::uint64_t next();
+  // Inline: dropout draws one per two elements.
+  std::uint64_t next() {
+    const std::uint64_t result = std::rotl(s_[1] * 5, 7) * 9;
+    const std::uint64_t t = s_[1] << 17;
+    s_[2] ^= s_[0];
+    s_[3] ^= s_[1];
+    s_[1] ^= s_[2];
+    s_[0] ^= s_[3];
+    s_[2] ^= t;
+    s_[3] = std::rotl(s_[3], 45);
+    return result;
+  }
   // Uniform in [0, n), unbiased (Lemire's method). REQUIRES: n > 0.
   std::uint64_t below(std::uint64_t n);
   // Uniform in [0, 1) with 24 random bits.

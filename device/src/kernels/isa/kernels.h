@@ -1,0 +1,54 @@
+// The matrix kernels one instruction set provides (isa/avx512.cc,
+// avx512_bf16.cc, avx2.cc, portable.cc), and the table gemm.cc and conv.cc
+// pick from at run time (cpu_isa.h).
+#pragma once
+
+#include <cstdint>
+
+#include "../conv_geometry.h"
+#include "hpu/device/cpu_isa.h"
+#include "hpu/device/kernels/gemm.h"
+
+namespace hpu::device::kernels {
+
+struct IsaKernels {
+  // C (+)= op(A) op(B) on strided row-major matrices, on this thread.
+  void (*gemm)(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, const float* a,
+               std::int64_t lda, const float* b, std::int64_t ldb, bool accumulate, float* c, std::int64_t ldc);
+  // The same on contiguous matrices, on the intra-op threads.
+  void (*gemmThreaded)(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, const float* a,
+                       const float* b, bool accumulate, float* c);
+  // A convolution chunk's three products (conv.cc), on this thread, for nc
+  // padded images xp and the output gradient dy [nc, k, p]:
+  //   forward  out [k, nc * p] = W col        (W [k, crs])
+  //   weight   dw [k, crs]     = dY col^T
+  //   input    col [crs, nc * p] = W^T dY
+  // where col is the column matrix of xp. Null in bf16 tables (convolutions
+  // run in fp32).
+  void (*convForward)(const ConvGeometry& g, const float* xp, std::int64_t nc, std::int64_t k, const float* w,
+                      float* out);
+  void (*convWeight)(const ConvGeometry& g, const float* xp, const float* dy, std::int64_t nc, std::int64_t k,
+                     float* dw);
+  void (*convInput)(const ConvGeometry& g, const float* w, const float* dy, std::int64_t nc, std::int64_t k,
+                    float* col);
+};
+
+extern const IsaKernels kPortableKernels, kAvx2Kernels, kAvx512Kernels, kAvx512Bf16Kernels;
+
+// The kernels for `operands` on `isa`: bf16 operands use VDPBF16PS on
+// avx512_bf16 and the fp32 kernels elsewhere.
+inline const IsaKernels& isaKernels(CpuIsa isa, GemmOperands operands = GemmOperands::kFloat32) {
+  switch (isa) {
+    case CpuIsa::kAvx512Bf16:
+      return operands == GemmOperands::kBFloat16 ? kAvx512Bf16Kernels : kAvx512Kernels;
+    case CpuIsa::kAvx512:
+      return kAvx512Kernels;
+    case CpuIsa::kAvx2:
+      return kAvx2Kernels;
+    case CpuIsa::kPortable:
+      break;
+  }
+  return kPortableKernels;
+}
+
+}  // namespace hpu::device::kernels

@@ -1,0 +1,45 @@
+// The IsaKernels table of the packed kernels on vector type V (kPaired:
+// bf16 operands as pairs). Include like packed_gemm.h: after the standard
+// headers, under the instruction set's `#pragma GCC target`.
+#pragma once
+
+#include "kernels.h"
+#include "packed_gemm.h"
+
+namespace hpu::device::kernels::packed {
+
+template <class V, bool kPaired>
+void denseGemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda,
+               const float* b, std::int64_t ldb, bool accumulate, float* c, std::int64_t ldc) {
+  gemm<V, kPaired>(ta, tb, m, n, k, DenseSource{a, lda}, DenseSource{b, ldb}, accumulate, c, ldc);
+}
+
+template <class V>
+struct ConvProducts {
+  static void forward(const ConvGeometry& g, const float* xp, std::int64_t nc, std::int64_t k, const float* w,
+                      float* out) {
+    gemm<V, false>(false, false, k, nc * g.p(), g.crs(), DenseSource{w, g.crs()}, ImageColumns(g, xp), false, out,
+                   nc * g.p());
+  }
+  static void weight(const ConvGeometry& g, const float* xp, const float* dy, std::int64_t nc, std::int64_t k,
+                     float* dw) {
+    gemm<V, false>(false, true, k, g.crs(), nc * g.p(), ChannelRows(dy, k, g.p()), ImageColumns(g, xp), false, dw,
+                   g.crs());
+  }
+  static void input(const ConvGeometry& g, const float* w, const float* dy, std::int64_t nc, std::int64_t k,
+                    float* col) {
+    gemm<V, false>(true, false, g.crs(), nc * g.p(), k, DenseSource{w, g.crs()}, ChannelRows(dy, k, g.p()), false, col,
+                   nc * g.p());
+  }
+};
+
+template <class V, bool kPaired>
+constexpr IsaKernels kernelsOf() {
+  if constexpr (kPaired)
+    return {&denseGemm<V, true>, &gemmThreaded<V, true>, nullptr, nullptr, nullptr};
+  else
+    return {&denseGemm<V, false>, &gemmThreaded<V, false>, &ConvProducts<V>::forward, &ConvProducts<V>::weight,
+            &ConvProducts<V>::input};
+}
+
+}  // namespace hpu::device::kernels::packed

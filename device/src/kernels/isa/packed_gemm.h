@@ -1,0 +1,328 @@
+// The packed GEMM behind gemm, gemmSerial and the convolutions, in the BLIS
+// style, written once over a vector type V (simd_avx512.h: 16 floats,
+// simd_avx2.h: 8 floats) and compiled once per instruction set (isa/*.cc).
+// The micro-kernel keeps a kMr x kNr tile of C in registers (kMr = lanes / 2
+// rows by three vectors: 8 x 48 on AVX-512, 4 x 24 on AVX2); op(B) is packed
+// in kNr-column panels of up to kKc rows that stay in L1, op(A) in kMr-row
+// panels that stay in L2. With V = Avx512Bf16 and bf16 operands (kPaired),
+// panels hold pairs of k as bf16 and the micro-kernel adds two products per
+// lane and instruction (VDPBF16PS).
+//
+// A and B are read through Sources, so a convolution can pack its column
+// matrix straight from the images (implicit im2col) and its output gradient
+// straight from the [image, channel, pixel] layout, materialising neither.
+// A Source describes a stored matrix S (S = B, or B^T when trans_b; likewise
+// A): S[row][col] is at data() + rowOffset(row) + an offset that depends on
+// col only, and columnRuns() splits up to 16 consecutive columns into runs
+// of lanes that are contiguous in memory (sources.h).
+//
+// Every element of C is summed in the same order, k slice by k slice, by
+// gemm() and gemmThreaded() with any thread count: results depend on the
+// instruction set only.
+//
+// Include after the standard headers and under the instruction set's
+// `#pragma GCC target` (see isa/avx512.cc), so that only these kernels are
+// compiled for it.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "../sources.h"
+#include "hpu/device/threading.h"
+
+namespace hpu::device::kernels::packed {
+
+constexpr std::int64_t kKc = 256, kNv = 3;
+
+template <class V>
+struct Tile {
+  static constexpr std::int64_t kMr = V::kLanes / 2, kNr = V::kLanes * kNv;
+  static constexpr std::int64_t kMc = 96;       // rows of A per L2 block
+  static constexpr std::int64_t kNc = 6 * kNr;  // columns of B per serial pass
+};
+
+// V::kLanes elements of S's row (offset row_offset) over the columns
+// described by runs; lanes outside every run are zero.
+template <class V>
+typename V::Reg loadRuns(const float* data, std::int64_t row_offset, const Runs& runs) {
+  typename V::Reg v = V::zero();
+  for (int r = 0; r < runs.count; ++r) v = V::loadLanes(v, runs.mask[r], data + row_offset + runs.offset[r]);
+  return v;
+}
+
+// 64-byte aligned scratch reused by this thread's products.
+inline float* scratch(int which, std::int64_t floats) {
+  thread_local std::vector<float> buffers[2];
+  auto& v = buffers[which];
+  if (static_cast<std::int64_t>(v.size()) < floats + 16) v.resize(static_cast<std::size_t>(floats + 16));
+  return reinterpret_cast<float*>((reinterpret_cast<std::uintptr_t>(v.data()) + 63) & ~std::uintptr_t{63});
+}
+
+// How packed panels hold k: one fp32 row per k, or (kPaired) bfloat16 pairs,
+// one 32-bit word per pair of k (the even k in its low half); an odd k's
+// missing partner is zero. Rows per panel: kc, or ceil(kc / 2).
+template <bool kPaired>
+constexpr std::int64_t packedRows(std::int64_t kc) {
+  return kPaired ? (kc + 1) / 2 : kc;
+}
+
+// Receives the packed rows kk = 0, 1, ... of V::kLanes lanes and stores them:
+// all at lo (a B panel, `step` words per row), or the low half of the lanes
+// at lo and the high half at hi (two A panels, either may be null). Paired,
+// it stores every second call (finish() flushes an odd last row).
+template <class V, bool kPaired>
+class RowSink {
+ public:
+  using Reg = typename V::Reg;
+  RowSink(float* lo, float* hi, bool split, std::int64_t step) : lo_(lo), hi_(hi), split_(split), step_(step) {}
+  void put(std::int64_t kk, Reg v) {
+    if constexpr (kPaired) {
+      if (kk % 2 == 0) {
+        pending_ = v;
+        odd_ = true;
+        return;
+      }
+      odd_ = false;
+      v = V::pairs(pending_, v);
+      kk /= 2;
+    }
+    store(kk, v);
+  }
+  void finish(std::int64_t kc) {
+    if constexpr (kPaired)
+      if (odd_) store(kc / 2, V::pairs(pending_, V::zero()));
+  }
+
+ private:
+  void store(std::int64_t row, Reg v) {
+    if (!split_) return V::store(lo_ + row * step_, v);
+    V::storeHalves(lo_ != nullptr ? lo_ + row * step_ : nullptr, hi_ != nullptr ? hi_ + row * step_ : nullptr, v);
+  }
+  float* lo_;
+  float* hi_;
+  bool split_;
+  std::int64_t step_;
+  Reg pending_ = V::zero();
+  bool odd_ = false;
+};
+
+// All of op(A)[:, k0 : k0 + kc] in kMr-row panels of packedRows(kc) rows:
+// panel ip starts at dst + ip * packedRows(kc) * kMr, holding op(A)[ip * kMr
+// + i, k0 + kk] at row kk (or its pair), lane i; rows past m zero. `a` is a
+// Source for A (or for A^T when trans_a).
+template <class V, bool kPaired, class Source>
+void packA(bool trans_a, const Source& a, std::int64_t m, std::int64_t k0, std::int64_t kc, float* dst) {
+  constexpr std::int64_t kL = V::kLanes, kMr = Tile<V>::kMr;
+  const std::int64_t panels = (m + kMr - 1) / kMr, panel = packedRows<kPaired>(kc) * kMr;
+  Runs runs;
+  // Panels ip and ip + 1 (if any) as one sink.
+  const auto sink = [&](std::int64_t ip) {
+    return RowSink<V, kPaired>(dst + ip * panel, ip + 1 < panels ? dst + (ip + 1) * panel : nullptr, true, kMr);
+  };
+  if (trans_a) {  // S = A^T: row kk of two panels is kL contiguous elements of S's row k0 + kk
+    for (std::int64_t ip = 0; ip < panels; ip += 2) {
+      a.columnRuns(ip * kMr, std::min(kL, m - ip * kMr), runs);
+      RowSink<V, kPaired> out = sink(ip);
+      for (std::int64_t kk = 0; kk < kc; ++kk) out.put(kk, loadRuns<V>(a.data(), a.rowOffset(k0 + kk), runs));
+      out.finish(kc);
+    }
+    return;
+  }
+  // S = A: rows are contiguous in k; kL rows (two panels) x kL k at a time,
+  // transposed in registers.
+  for (std::int64_t i0 = 0; i0 < m; i0 += kL) {
+    std::int64_t row[kL];
+    for (std::int64_t i = 0; i < std::min(kL, m - i0); ++i) row[i] = a.rowOffset(i0 + i);
+    RowSink<V, kPaired> out = sink(i0 / kMr);
+    for (std::int64_t kb = 0; kb < kc; kb += kL) {
+      a.columnRuns(k0 + kb, std::min(kL, kc - kb), runs);
+      typename V::Reg r[kL];
+      for (std::int64_t i = 0; i < kL; ++i) r[i] = i0 + i < m ? loadRuns<V>(a.data(), row[i], runs) : V::zero();
+      V::transpose(r);
+      for (std::int64_t t = 0; t < std::min(kL, kc - kb); ++t) out.put(kb + t, r[t]);
+    }
+    out.finish(kc);
+  }
+}
+
+// op(B)[k0 : k0 + kc, j0 : j0 + cols] as one kNr-column panel of
+// packedRows(kc) rows: row kk (or its pair), lane j at dst[kk * kNr + j];
+// columns past `cols` zero.
+template <class V, bool kPaired, class Source>
+void packB(bool trans_b, const Source& s, std::int64_t k0, std::int64_t kc, std::int64_t j0, std::int64_t cols,
+           float* dst) {
+  constexpr std::int64_t kL = V::kLanes, kNr = Tile<V>::kNr;
+  Runs runs[kNv];
+  RowSink<V, kPaired> out[kNv] = {
+      {dst, nullptr, false, kNr}, {dst + kL, nullptr, false, kNr}, {dst + 2 * kL, nullptr, false, kNr}};
+  if (!trans_b) {  // S = B: row k0 + kk of S, columns j0 ...
+    for (std::int64_t v = 0; v < kNv; ++v)
+      s.columnRuns(j0 + kL * v, std::clamp<std::int64_t>(cols - kL * v, 0, kL), runs[v]);
+    for (std::int64_t kk = 0; kk < kc; ++kk) {
+      const std::int64_t row = s.rowOffset(k0 + kk);
+      for (std::int64_t v = 0; v < kNv; ++v) out[v].put(kk, loadRuns<V>(s.data(), row, runs[v]));
+    }
+  } else {
+    // S = B^T: rows j of S are contiguous in k; kL x kL blocks are transposed
+    // in registers.
+    std::int64_t row[kNr];
+    for (std::int64_t j = 0; j < cols; ++j) row[j] = s.rowOffset(j0 + j);
+    for (std::int64_t kb = 0; kb < kc; kb += kL) {
+      s.columnRuns(k0 + kb, std::min(kL, kc - kb), runs[0]);
+      for (std::int64_t v = 0; v < kNv; ++v) {
+        typename V::Reg r[kL];
+        for (std::int64_t j = 0; j < kL; ++j) {
+          const std::int64_t col = kL * v + j;
+          r[j] = col < cols ? loadRuns<V>(s.data(), row[col], runs[0]) : V::zero();
+        }
+        V::transpose(r);
+        for (std::int64_t t = 0; t < std::min(kL, kc - kb); ++t) out[v].put(kb + t, r[t]);
+      }
+    }
+  }
+  for (auto& o : out) o.finish(kc);
+}
+
+// C tile [rows <= kMr, cols <= kNr] (+)= packed A panel * packed B panel,
+// over kc k-rows (paired: ceil(kc / 2) rows of pairs).
+template <class V, bool kPaired>
+void microKernel(std::int64_t kc, const float* __restrict ap, const float* __restrict bp, float* c, std::int64_t ldc,
+                 std::int64_t rows, std::int64_t cols, bool accumulate) {
+  constexpr std::int64_t kL = V::kLanes, kMr = Tile<V>::kMr, kNr = Tile<V>::kNr;
+  using Reg = typename V::Reg;
+  Reg acc[kMr][kNv];
+  for (auto& row : acc)
+    for (auto& v : row) v = V::zero();
+  const std::int64_t steps = packedRows<kPaired>(kc);
+  for (std::int64_t kk = 0; kk < steps; ++kk, ap += kMr, bp += kNr) {
+    Reg bv[kNv];
+    for (std::int64_t v = 0; v < kNv; ++v) bv[v] = V::load(bp + kL * v);
+#pragma GCC unroll 8
+    for (std::int64_t i = 0; i < kMr; ++i) {
+      const Reg av = V::broadcast(ap + i);
+      for (std::int64_t v = 0; v < kNv; ++v) {
+        if constexpr (kPaired)
+          acc[i][v] = V::dotPairs(acc[i][v], av, bv[v]);
+        else
+          acc[i][v] = V::fmadd(av, bv[v], acc[i][v]);
+      }
+    }
+  }
+  for (std::int64_t i = 0; i < rows; ++i) {
+    float* row = c + i * ldc;
+    for (std::int64_t v = 0; v < kNv; ++v) {
+      const std::uint32_t mask = laneMask(cols - kL * v);
+      Reg out = acc[i][v];
+      if (accumulate) out = V::add(out, V::loadLanes(V::zero(), mask, row + kL * v));
+      V::storeLanes(row + kL * v, mask, out);
+    }
+  }
+}
+
+// C[m, n] (+)= op(A) * op(B) on this thread, A and B read through Sources.
+template <class V, bool kPaired, class ASource, class BSource>
+void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, const ASource& a,
+          const BSource& b, bool accumulate, float* c, std::int64_t ldc) {
+  using T = Tile<V>;
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    if (!accumulate)
+      for (std::int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
+    return;
+  }
+  const std::int64_t a_panels = (m + T::kMr - 1) / T::kMr;
+  float* a_pack = scratch(1, kKc * a_panels * T::kMr);
+  float* b_pack = scratch(0, kKc * T::kNc);
+  for (std::int64_t k0 = 0; k0 < k; k0 += kKc) {
+    const std::int64_t kc = std::min(kKc, k - k0), rows = packedRows<kPaired>(kc);
+    const bool add = accumulate || k0 > 0;
+    packA<V, kPaired>(trans_a, a, m, k0, kc, a_pack);
+    for (std::int64_t j0 = 0; j0 < n; j0 += T::kNc) {
+      const std::int64_t nc = std::min(T::kNc, n - j0), b_panels = (nc + T::kNr - 1) / T::kNr;
+      for (std::int64_t jp = 0; jp < b_panels; ++jp)
+        packB<V, kPaired>(trans_b, b, k0, kc, j0 + jp * T::kNr, std::min(T::kNr, nc - jp * T::kNr),
+                          b_pack + jp * rows * T::kNr);
+      for (std::int64_t ib = 0; ib < a_panels; ib += T::kMc / T::kMr)  // A blocks of kMc rows stay in L2
+        for (std::int64_t jp = 0; jp < b_panels; ++jp)
+          for (std::int64_t ip = ib; ip < std::min(a_panels, ib + T::kMc / T::kMr); ++ip)
+            microKernel<V, kPaired>(kc, a_pack + ip * rows * T::kMr, b_pack + jp * rows * T::kNr,
+                                    c + ip * T::kMr * ldc + j0 + jp * T::kNr, ldc, std::min(T::kMr, m - ip * T::kMr),
+                                    std::min(T::kNr, nc - jp * T::kNr), add);
+    }
+  }
+}
+
+// gemm() of plain row-major A [m, k] (A^T when trans_a) and B on the
+// intra-op threads. k is cut into phases of whole kKc slices whose packed A
+// and B fit kPhaseFloats; per phase, two parallel calls: the threads pack
+// op(A) and op(B), every slice of the phase, between them, once; then they
+// share out C's blocks (rows by one B panel), each running its tiles slice
+// by slice. No panel is packed twice and the tasks need no barrier.
+template <class V, bool kPaired>
+void gemmThreaded(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, const float* a,
+                  const float* b, bool accumulate, float* c) {
+  using T = Tile<V>;
+  constexpr std::int64_t kPhaseFloats = std::int64_t{1} << 21;  // 8 MiB of packed operands
+  const std::int64_t lda = trans_a ? m : k, ldb = trans_b ? k : n;
+  if (m == 0 || n == 0 || k == 0)
+    return gemm<V, kPaired>(trans_a, trans_b, m, n, k, DenseSource{a, lda}, DenseSource{b, ldb}, accumulate, c, n);
+  // One site per transpose pair: a Linear layer's three products (forward
+  // NT, weight gradient TN, input gradient NN) have their own costs.
+  static ParallelSite pack_sites[4] = {ParallelSite(kPaired ? "gemm bf16 NN: pack" : "gemm NN: pack"),
+                                       ParallelSite(kPaired ? "gemm bf16 NT: pack" : "gemm NT: pack"),
+                                       ParallelSite(kPaired ? "gemm bf16 TN: pack" : "gemm TN: pack"),
+                                       ParallelSite(kPaired ? "gemm bf16 TT: pack" : "gemm TT: pack")};
+  static ParallelSite sites[4] = {
+      ParallelSite(kPaired ? "gemm bf16 NN" : "gemm NN"), ParallelSite(kPaired ? "gemm bf16 NT" : "gemm NT"),
+      ParallelSite(kPaired ? "gemm bf16 TN" : "gemm TN"), ParallelSite(kPaired ? "gemm bf16 TT" : "gemm TT")};
+  const int which = 2 * trans_a + trans_b;
+  const std::int64_t slice_rows = packedRows<kPaired>(kKc);
+  const std::int64_t a_panels = (m + T::kMr - 1) / T::kMr, b_panels = (n + T::kNr - 1) / T::kNr;
+  const std::int64_t groups = (m + V::kLanes - 1) / V::kLanes;  // two A panels each
+  const std::int64_t a_slice = a_panels * T::kMr * slice_rows, b_slice = b_panels * T::kNr * slice_rows;
+  const std::int64_t slices = (k + kKc - 1) / kKc;
+  const std::int64_t per_phase = std::clamp<std::int64_t>(kPhaseFloats / (a_slice + b_slice), 1, slices);
+  float* a_pack = scratch(1, per_phase * a_slice);
+  float* b_pack = scratch(0, per_phase * b_slice);
+  // Blocks of C: at most kMc rows; smaller when B has few panels, so that
+  // every thread gets several tasks.
+  const std::int64_t want = 4 * static_cast<std::int64_t>(intraOpThreads());
+  const std::int64_t row_blocks =
+      std::clamp((want + b_panels - 1) / b_panels, (a_panels + T::kMc / T::kMr - 1) / (T::kMc / T::kMr), a_panels);
+  const std::int64_t block_panels = (a_panels + row_blocks - 1) / row_blocks;
+  const std::int64_t blocks = (a_panels + block_panels - 1) / block_panels;
+  for (std::int64_t s0 = 0; s0 < slices; s0 += per_phase) {
+    const std::int64_t phase = std::min(per_phase, slices - s0);
+    const std::int64_t k_phase = std::min(k, (s0 + phase) * kKc) - s0 * kKc;
+    parallelTasks(pack_sites[which], (groups + b_panels) * phase, static_cast<double>((m + n) * k_phase),
+                  [&](std::int64_t t) {
+                    const std::int64_t s = t / (groups + b_panels), g = t % (groups + b_panels);
+                    const std::int64_t k0 = (s0 + s) * kKc, kc = std::min(kKc, k - k0), rows = packedRows<kPaired>(kc);
+                    if (g < groups) {
+                      const std::int64_t i0 = g * V::kLanes;
+                      packA<V, kPaired>(trans_a, DenseSource{trans_a ? a + i0 : a + i0 * lda, lda},
+                                        std::min<std::int64_t>(V::kLanes, m - i0), k0, kc,
+                                        a_pack + s * a_slice + i0 / T::kMr * rows * T::kMr);
+                    } else {
+                      const std::int64_t jp = g - groups;
+                      packB<V, kPaired>(trans_b, DenseSource{b, ldb}, k0, kc, jp * T::kNr,
+                                        std::min(T::kNr, n - jp * T::kNr), b_pack + s * b_slice + jp * rows * T::kNr);
+                    }
+                  });
+    parallelTasks(sites[which], blocks * b_panels, 2.0 * static_cast<double>(m * n * k_phase), [&](std::int64_t t) {
+      const std::int64_t ib = t / b_panels, jp = t % b_panels;
+      const std::int64_t j0 = jp * T::kNr, cols = std::min(T::kNr, n - j0);
+      for (std::int64_t s = 0; s < phase; ++s) {
+        const std::int64_t k0 = (s0 + s) * kKc, kc = std::min(kKc, k - k0), rows = packedRows<kPaired>(kc);
+        const float* bp = b_pack + s * b_slice + jp * rows * T::kNr;
+        for (std::int64_t ip = ib * block_panels; ip < std::min(a_panels, (ib + 1) * block_panels); ++ip)
+          microKernel<V, kPaired>(kc, a_pack + s * a_slice + ip * rows * T::kMr, bp, c + ip * T::kMr * n + j0, n,
+                                  std::min(T::kMr, m - ip * T::kMr), cols, accumulate || k0 > 0);
+      }
+    });
+  }
+}
+
+}  // namespace hpu::device::kernels::packed

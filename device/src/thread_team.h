@@ -1,0 +1,85 @@
+// The intra-op team behind parallelTasks (threading.h): the calling thread
+// and threads - 1 workers share one job at a time, claiming its tasks one by
+// one from a counter. A job is published under a new generation number
+// that every claim checks, so a worker that wakes late, after its job is
+// done, claims nothing of the next one by mistake; a claimed task keeps its
+// job (and the caller's task reference) alive, since the caller returns
+// only when every task is done.
+//
+// After its last task a worker spins for kSpinNs, then sleeps on a
+// condition variable until the next job; the caller wakes it only when some
+// sleep. (Polling longer, even yielding between polls, cost the calling
+// thread time slices on a busy host: a polling thread stays runnable.)
+//
+// Thread-safety: run() may be called from any thread; while one caller has
+// the team, others get nullopt (and run their tasks themselves).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "hpu/device/threading.h"
+
+namespace hpu::device::detail {
+
+struct TeamRun {
+  std::int64_t task_ns = 0;         // inside tasks, every thread
+  std::int64_t caller_task_ns = 0;  // inside tasks, the calling thread
+  std::exception_ptr error;         // the first exception a task threw
+};
+
+// Whether this thread is running a task (or is a worker): parallel calls
+// it makes then run inline.
+bool& inTeamTask();
+
+class ThreadTeam {
+ public:
+  // How long a worker spins for the next job before it sleeps: a few
+  // wake-ups' worth, longer than the gap between back-to-back kernels.
+  static constexpr std::int64_t kSpinNs = 50'000;
+
+  explicit ThreadTeam(int threads);
+  ~ThreadTeam();
+  ThreadTeam(const ThreadTeam&) = delete;
+  ThreadTeam& operator=(const ThreadTeam&) = delete;
+
+  int threads() const { return static_cast<int>(workers_.size()) + 1; }
+
+  // Runs task(0 .. count-1) on the team, the caller taking part; nullopt
+  // (nothing run) when another caller has the team.
+  std::optional<TeamRun> run(std::int64_t count, TaskRef task);
+
+  // The caller's time outside its tasks in a run of two tasks of a few
+  // microseconds each, median of several: the hand-off cost of an idle host.
+  double calibrateHandoffNs();
+
+ private:
+  void workerLoop();
+  // Claims and runs tasks of job `generation` until none are left; returns
+  // the time spent inside them (a worker also adds it to worker_task_ns_).
+  std::int64_t claimTasks(std::uint32_t generation, bool worker);
+
+  std::vector<std::thread> workers_;
+  std::atomic<bool> busy_{false};  // a caller has the team
+  std::uint32_t last_generation_ = 0;
+  TaskRef task_{};
+  alignas(64) std::atomic<std::uint64_t> next_{0};        // generation << 32 | next task to claim
+  alignas(64) std::atomic<std::uint64_t> bound_{0};       // generation << 32 | task count
+  alignas(64) std::atomic<std::uint32_t> generation_{0};  // the current job
+  std::atomic<int> sleepers_{0};                          // workers waiting on wake_
+  std::mutex sleep_mutex_;
+  std::condition_variable wake_;
+  std::atomic<bool> stop_{false};
+  alignas(64) std::atomic<std::int64_t> done_{0};  // tasks of the current job finished
+  std::atomic<std::int64_t> worker_task_ns_{0};    // of the current job
+  std::mutex error_mutex_;
+  std::exception_ptr error_;
+};
+
+}  // namespace hpu::device::detail

@@ -1,0 +1,186 @@
+// The intra-op team (threading.h): every task runs exactly once whatever the
+// thread count, nested and concurrent calls complete, a task's exception
+// reaches the caller, and a site learns its cost and keeps its statistics.
+#include "hpu/device/threading.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+namespace hpu::device {
+namespace {
+
+// Sets the team size for one test.
+class TeamSize {
+ public:
+  explicit TeamSize(int threads) : before_(intraOpThreads()) { setIntraOpThreads(threads); }
+  ~TeamSize() { setIntraOpThreads(before_); }
+
+ private:
+  int before_;
+};
+
+// Sends every call to the team for one test.
+struct AlwaysParallel {
+  AlwaysParallel() { setAlwaysParallelForTesting(true); }
+  ~AlwaysParallel() { setAlwaysParallelForTesting(false); }
+};
+
+ParallelStats statsOf(const std::string& name) {
+  for (const auto& [site, stats] : parallelSiteStats())
+    if (site == name) return stats;
+  return {};
+}
+
+class TeamTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(TeamTest, EveryTaskRunsOnceForAnyCount) {
+  TeamSize team(GetParam());
+  AlwaysParallel always;
+  static ParallelSite site("test: every task once");
+  for (std::int64_t count : {0, 1, 7, 4097}) {
+    std::vector<std::atomic<int>> runs(static_cast<std::size_t>(count));
+    for (int call = 0; call < 3; ++call) {
+      for (auto& r : runs) r = 0;
+      parallelTasks(site, count, 1e12, [&](std::int64_t i) { runs[static_cast<std::size_t>(i)]++; });
+      for (std::int64_t i = 0; i < count; ++i) ASSERT_EQ(runs[static_cast<std::size_t>(i)], 1) << "task " << i;
+    }
+  }
+}
+
+TEST_P(TeamTest, ParallelForCoversTheRangeInGrainMultiples) {
+  TeamSize team(GetParam());
+  AlwaysParallel always;
+  static ParallelSite site("test: parallel for");
+  for (std::int64_t n : {1, 7, 1000, 4097}) {
+    std::vector<int> seen(static_cast<std::size_t>(n), 0);
+    std::atomic<bool> aligned{true};
+    for (int call = 0; call < 3; ++call)
+      parallelFor(site, n, 16, 1e12, [&](std::int64_t begin, std::int64_t end) {
+        if (begin % 16 != 0 || (end % 16 != 0 && end != n)) aligned = false;
+        for (std::int64_t i = begin; i < end; ++i) seen[static_cast<std::size_t>(i)]++;
+      });
+    for (std::int64_t i = 0; i < n; ++i) ASSERT_EQ(seen[static_cast<std::size_t>(i)], 3) << "item " << i;
+    EXPECT_TRUE(aligned);
+  }
+}
+
+TEST_P(TeamTest, NestedCallsRunOnTheTasksThread) {
+  TeamSize team(GetParam());
+  AlwaysParallel always;
+  static ParallelSite outer("test: outer"), inner("test: inner");
+  std::atomic<int> total{0};
+  for (int call = 0; call < 3; ++call)
+    parallelTasks(outer, 8, 1e12, [&](std::int64_t) {
+      const auto id = std::this_thread::get_id();
+      std::atomic<bool> same_thread{true};
+      parallelTasks(inner, 8, 1e12, [&](std::int64_t) {
+        if (std::this_thread::get_id() != id) same_thread = false;
+        total++;
+      });
+      EXPECT_TRUE(same_thread);
+    });
+  EXPECT_EQ(total, 3 * 64);
+}
+
+TEST_P(TeamTest, ATasksExceptionReachesTheCallerAndTheTeamGoesOn) {
+  TeamSize team(GetParam());
+  AlwaysParallel always;
+  static ParallelSite site("test: throws");
+  for (int call = 0; call < 3; ++call) {
+    std::atomic<int> ran{0};
+    EXPECT_THROW(parallelTasks(site, 16, 1e12,
+                               [&](std::int64_t i) {
+                                 ran++;
+                                 if (i == 5) throw std::runtime_error("task 5");
+                               }),
+                 std::runtime_error);
+    EXPECT_GE(ran, 6);  // task 5 ran (the others may or may not)
+  }
+  std::atomic<int> ran{0};
+  parallelTasks(site, 16, 1e12, [&](std::int64_t) { ran++; });
+  EXPECT_EQ(ran, 16);
+}
+
+TEST_P(TeamTest, CallersOnSeveralThreadsAtOnceAllComplete) {
+  TeamSize team(GetParam());
+  AlwaysParallel always;
+  static ParallelSite site("test: concurrent callers");
+  std::atomic<std::int64_t> total{0};
+  std::vector<std::thread> callers;
+  for (int t = 0; t < 4; ++t)
+    callers.emplace_back([&] {
+      for (int call = 0; call < 50; ++call) parallelTasks(site, 9, 1e12, [&](std::int64_t i) { total += i; });
+    });
+  for (auto& c : callers) c.join();
+  EXPECT_EQ(total, 4 * 50 * 36);
+}
+
+INSTANTIATE_TEST_SUITE_P(Threads, TeamTest, ::testing::Values(1, 2, 3, 8));
+
+TEST(ParallelSite, CountsItsCallsAndTaskTime) {
+  TeamSize team(2);
+  static ParallelSite site("test: counted");
+  const ParallelStats before = parallelStats();
+  for (int call = 0; call < 5; ++call) parallelTasks(site, 4, 1e12, [](std::int64_t) {});
+  {
+    AlwaysParallel always;
+    for (int call = 0; call < 5; ++call) parallelTasks(site, 4, 1e12, [](std::int64_t) {});
+  }
+  const ParallelStats s = statsOf("test: counted");
+  EXPECT_EQ(s.serial_calls + s.parallel_calls, 10u);
+  EXPECT_GE(s.serial_calls, 1u);  // the first call measures the site on this thread
+  EXPECT_GE(s.parallel_calls, 5u);
+  EXPECT_GE(s.task_ns, 0);
+  const ParallelStats after = parallelStats();
+  EXPECT_EQ(after.serial_calls + after.parallel_calls, before.serial_calls + before.parallel_calls + 10);
+  EXPECT_GE(after.fork_join_ns, before.fork_join_ns);
+}
+
+TEST(ParallelSite, WithOneThreadEveryCallRunsOnTheCaller) {
+  TeamSize team(1);
+  AlwaysParallel always;
+  static ParallelSite site("test: one thread");
+  const auto id = std::this_thread::get_id();
+  for (int call = 0; call < 3; ++call)
+    parallelTasks(site, 8, 1e12, [&](std::int64_t) { EXPECT_EQ(std::this_thread::get_id(), id); });
+  EXPECT_EQ(statsOf("test: one thread").parallel_calls, 0u);
+  EXPECT_EQ(statsOf("test: one thread").serial_calls, 3u);
+}
+
+// A call whose work is worth nothing next to a hand-off stays on the caller.
+TEST(ParallelSite, WorkThatCannotPayStaysOnTheCaller) {
+  TeamSize team(2);
+  static ParallelSite site("test: no work");
+  for (int call = 0; call < 20; ++call) parallelTasks(site, 8, 0.0, [](std::int64_t) {});
+  EXPECT_EQ(statsOf("test: no work").parallel_calls, 0u);
+  EXPECT_GT(parallelHandoffNs(), 0.0);
+}
+
+// A first call that runs slowly (here its tasks sleep; in a run, it faults
+// its output in) sends a cheap loop to the team; the site still finds its
+// way back to the caller, since the mode not chosen keeps being measured.
+TEST(ParallelSite, OneSlowFirstCallDoesNotLockASiteOnTheTeam) {
+  TeamSize team(2);
+  static ParallelSite site("test: slow first call");
+  parallelTasks(site, 2, 1.0, [](std::int64_t) { std::this_thread::sleep_for(std::chrono::microseconds(200)); });
+  ASSERT_EQ(statsOf("test: slow first call").serial_calls, 1u);
+  parallelTasks(site, 2, 1.0, [](std::int64_t) {});
+  EXPECT_EQ(statsOf("test: slow first call").parallel_calls, 1u);  // predicted far cheaper on the team
+  // Windows of calls until one runs (nearly) all on the caller; bounded.
+  constexpr int kWindow = 1'000, kMaxWindows = 2'000;
+  bool back_on_caller = false;
+  for (int w = 0; w < kMaxWindows && !back_on_caller; ++w) {
+    const std::uint64_t before = statsOf("test: slow first call").serial_calls;
+    for (int call = 0; call < kWindow; ++call) parallelTasks(site, 2, 1.0, [](std::int64_t) {});
+    back_on_caller = statsOf("test: slow first call").serial_calls - before >= kWindow * 9 / 10;
+  }
+  EXPECT_TRUE(back_on_caller);
+}
+
+}  // namespace
+}  // namespace hpu::device
