@@ -6,6 +6,7 @@
 
 #include <spdlog/fmt/fmt.h>
 
+#include "../check.h"
 #include "../duration_text.h"
 #include "hpu/comm/errors.h"
 

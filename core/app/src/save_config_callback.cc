@@ -6,7 +6,8 @@
 
 #include "hpu/core/base/errors.h"
 #include "hpu/core/base/file_io.h"
-#include "hpu/core/config/yaml_io.h"
+#include "hpu/core/app/root.h"
+#include "hpu/core/config/print.h"
 #include "hpu/core/trainer/trainer.h"
 
 namespace hpu::core::app {
@@ -26,7 +27,7 @@ class SaveConfigCallback final : public Callback {
                       "log to another directory (trainer.default_root_dir, trainer.logger's version), or "
                       "pass --save_config_overwrite",
                       path));
-    writeFileAtomically(path, config::emitYaml(config_));
+    writeFileAtomically(path, config::printConfig(config_, config::rootType(), {}));  // as --print_config
     for (const auto& logger : trainer.loggers()) logger->logConfig(config_);
   }
 

@@ -225,7 +225,8 @@ class RMSprop final : public Optimizer {
     float* __restrict sq = state[0];
     float* __restrict buf = o_.momentum > 0 ? state[1] : nullptr;
     float* __restrict gavg = o_.centered ? state[o_.momentum > 0 ? 2 : 1] : nullptr;
-    forChunks(s.numel, [&](std::int64_t begin, std::int64_t end) {
+    static device::ParallelSite site("rmsprop step");
+    forChunks(site, s.numel, [&](std::int64_t begin, std::int64_t end) {
       float* __restrict p = s.values;
       const float* __restrict g = s.grads;
       for (std::int64_t i = begin; i < end; ++i) {
@@ -267,7 +268,8 @@ class Adagrad final : public Optimizer {
     const float initial = static_cast<float>(o_.initial_accumulator_value);
     const bool first = step == 1;  // torch fills the sum with initial_accumulator_value at construction
     float* __restrict sum = state[0];
-    forChunks(s.numel, [&](std::int64_t begin, std::int64_t end) {
+    static device::ParallelSite site("adagrad step");
+    forChunks(site, s.numel, [&](std::int64_t begin, std::int64_t end) {
       float* __restrict p = s.values;
       const float* __restrict g = s.grads;
       for (std::int64_t i = begin; i < end; ++i) {
