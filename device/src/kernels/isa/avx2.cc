@@ -15,12 +15,20 @@
 #include "hpu/device/threading.h"
 #include "kernels.h"
 
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
+#endif
 #include "kernels_of.h"
 #include "simd_avx2.h"
 
 namespace hpu::device::kernels {
 const IsaKernels kAvx2Kernels = packed::kernelsOf<packed::Avx2, false>();
 }  // namespace hpu::device::kernels
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif

@@ -15,12 +15,20 @@
 #include "hpu/device/threading.h"
 #include "kernels.h"
 
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,avx512f,avx512bw,avx512dq,avx512vl"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,avx512f,avx512bw,avx512dq,avx512vl")
+#endif
 #include "kernels_of.h"
 #include "simd_avx512.h"
 
 namespace hpu::device::kernels {
 const IsaKernels kAvx512Kernels = packed::kernelsOf<packed::Avx512, false>();
 }  // namespace hpu::device::kernels
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif

@@ -15,12 +15,20 @@
 #include "hpu/device/threading.h"
 #include "kernels.h"
 
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,avx512f,avx512bw,avx512dq,avx512vl,avx512bf16"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")
+#endif
 #include "kernels_of.h"
 #include "simd_avx512_bf16.h"
 
 namespace hpu::device::kernels {
 const IsaKernels kAvx512Bf16Kernels = packed::kernelsOf<packed::Avx512Bf16, true>();
 }  // namespace hpu::device::kernels
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
