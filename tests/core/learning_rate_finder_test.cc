@@ -16,6 +16,8 @@ namespace {
 
 using testing::BatchNormClassifier;
 using testing::SmallImagesData;
+using testing::State;
+using testing::stateOf;
 using testing::TempDir;
 
 TEST(LrFindSuggestion, IsTheSteepestFallOfTheSmoothedLoss) {
@@ -34,21 +36,6 @@ TEST(LrFindSuggestion, IsTheSteepestFallOfTheSmoothedLoss) {
   EXPECT_EQ(suggestLrIndex(gaps), 11u);
   // One point after skipping: no suggestion.
   EXPECT_EQ(suggestLrIndex(std::vector<double>{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0.5}), std::nullopt);
-}
-
-struct State {
-  std::vector<std::vector<float>> tensors;  // parameters, buffers, optimizer state
-  std::int64_t optimizer_steps, global_step;
-  double lr;
-  bool operator==(const State&) const = default;
-};
-
-State stateOf(Trainer& t) {
-  State s{{}, t.optimizer()->stepCount(), t.globalStep(), t.optimizer()->lr()};
-  for (const auto& p : t.model().namedParameters()) s.tensors.push_back(p.tensor.toHost());
-  for (const auto& b : t.model().namedBuffers()) s.tensors.push_back(b.tensor.toHost());
-  for (const auto& o : t.optimizer()->stateBuffers()) s.tensors.emplace_back(o.values.begin(), o.values.end());
-  return s;
 }
 
 constexpr const char* kOneEpoch =

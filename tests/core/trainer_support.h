@@ -36,6 +36,23 @@ inline std::unique_ptr<Trainer> makeTrainer(const std::string& root, const std::
   return std::make_unique<Trainer>(std::move(parts));
 }
 
+// What a tuner must leave as it found it: parameters, buffers, optimizer
+// state, step counts and lr.
+struct State {
+  std::vector<std::vector<float>> tensors;  // parameters, buffers, optimizer state
+  std::int64_t optimizer_steps, global_step;
+  double lr;
+  bool operator==(const State&) const = default;
+};
+
+inline State stateOf(Trainer& t) {
+  State s{{}, t.optimizer()->stepCount(), t.globalStep(), t.optimizer()->lr()};
+  for (const auto& p : t.model().namedParameters()) s.tensors.push_back(p.tensor.toHost());
+  for (const auto& b : t.model().namedBuffers()) s.tensors.push_back(b.tensor.toHost());
+  for (const auto& o : t.optimizer()->stateBuffers()) s.tensors.emplace_back(o.values.begin(), o.values.end());
+  return s;
+}
+
 // Twelve images [2, 1, 3] (two channels of three pixels) with labels 0..2:
 // sample i, channel c, pixel j holds sin(1.7 i + 2.3 c + 0.9 j) + c.
 class SmallImages final : public data::Dataset {

@@ -156,6 +156,26 @@ TEST_F(LightningCallbacksTest, LearningRateFinderPlotsAndSetsTheLr) {
   EXPECT_EQ(metrics().loggedAt("val_loss"), metrics("lightning_logs/version_1").loggedAt("val_loss"));
 }
 
+// BatchSizeFinder before fit under a small device memory (the numbers:
+// batch_size_finder_test): Lightning's lines, and the fit that follows runs
+// with the size found; a data module without the batch_arg_name is refused.
+TEST_F(LightningCallbacksTest, BatchSizeFinderFitsWithTheLargestBatchThatFits) {
+  env()["HPU_LOG_LEVEL"] = "info";
+  env()["HPU_EMULATOR_MEMORY_LIMIT"] = "6KiB";
+  const RunResult r = fitBoring({"--trainer.max_epochs=1", "--trainer.callbacks+=BatchSizeFinder",
+                                 "--trainer.callbacks.mode=binsearch", "--trainer.callbacks.margin=0",
+                                 "--trainer.num_sanity_val_steps=0", "--trainer.limit_val_batches=0"});
+  EXPECT_THAT(r.err, HasSubstr("info: Batch size 32 succeeded, trying batch size 64\n"));
+  EXPECT_THAT(r.err, HasSubstr("info: Batch size 37 failed, trying batch size 36\n"));
+  EXPECT_THAT(r.err, HasSubstr("info: Finished batch size finder, will continue with full run using batch size 36\n"));
+  // 64 samples in batches of 36: two steps.
+  EXPECT_THAT(fileNames(dir() / "lightning_logs/version_0/checkpoints"), ElementsAre("epoch=0-step=2.ckpt"));
+  const RunResult refused =
+      boring("fit", {"--data=BoringDataModule", "--trainer.callbacks+=BatchSizeFinder", "--trainer.max_epochs=1"});
+  EXPECT_EQ(refused.exit_code, 2) << refused.describe();
+  EXPECT_THAT(refused.err, HasSubstr("BatchSizeFinder: field batch_size not found in the data module BoringDataModule"));
+}
+
 TEST_F(LightningCallbacksTest, GradientAccumulationSchedulerChangesStepsPerEpoch) {
   write("schedule.yaml", R"(trainer:
   callbacks:

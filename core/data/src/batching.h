@@ -2,6 +2,7 @@
 // num_workers, shuffle, drop_last, seed) and the loader options they give.
 #pragma once
 
+#include <string_view>
 #include <vector>
 
 #include "hpu/core/config/params.h"
@@ -30,15 +31,28 @@ struct Batching {
   bool shuffle;
   bool drop_last;
   std::uint64_t seed;
+  bool from_init_args;  // the options are the data module's init_args (else fixed settings)
 
+  // Fixed settings, not init_args of the data module.
   Batching(std::int64_t batch_size, int num_workers, bool shuffle, bool drop_last, std::uint64_t seed)
-      : batch_size(batch_size), num_workers(num_workers), shuffle(shuffle), drop_last(drop_last), seed(seed) {}
+      : batch_size(batch_size),
+        num_workers(num_workers),
+        shuffle(shuffle),
+        drop_last(drop_last),
+        seed(seed),
+        from_init_args(false) {}
   explicit Batching(const config::Params& p)
       : batch_size(p.getInt("batch_size")),
         num_workers(static_cast<int>(p.getInt("num_workers"))),
         shuffle(p.getBool("shuffle")),
         drop_last(p.getBool("drop_last")),
-        seed(static_cast<std::uint64_t>(p.getInt("seed"))) {}
+        seed(static_cast<std::uint64_t>(p.getInt("seed"))),
+        from_init_args(true) {}
+
+  // DataModule::batchSizeArg of a data module batching with these options.
+  std::int64_t* batchSizeArg(std::string_view arg_name) {
+    return from_init_args && arg_name == "batch_size" ? &batch_size : nullptr;
+  }
 
   LoaderOptions options(Split split) const {
     LoaderOptions o;

@@ -77,6 +77,7 @@ class CSVDataModule : public DataModule {
     return nullptr;
   }
   LoaderOptions loaderOptions(Split split) const override { return batching_.options(split); }
+  std::int64_t* batchSizeArg(std::string_view arg_name) override { return batching_.batchSizeArg(arg_name); }
   std::int64_t numClasses() const override { return num_classes_; }
   std::string name() const override { return "CSVDataModule"; }
 

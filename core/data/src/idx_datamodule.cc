@@ -52,6 +52,7 @@ class IdxDataModule : public DataModule {
     return nullptr;
   }
   LoaderOptions loaderOptions(Split split) const override { return batching_.options(split); }
+  std::int64_t* batchSizeArg(std::string_view arg_name) override { return batching_.batchSizeArg(arg_name); }
   std::int64_t numClasses() const override { return 10; }
   std::string name() const override { return name_ == "MNIST" ? "MNISTDataModule" : "FashionMNISTDataModule"; }
   // The IDX headers' 28x28 images and class labels, as the files declare them.

@@ -25,6 +25,7 @@ class RandomDataModule : public DataModule {
   }
   std::shared_ptr<const Dataset> dataset(Split) const override { return data_; }
   LoaderOptions loaderOptions(Split split) const override { return batching_.options(split); }
+  std::int64_t* batchSizeArg(std::string_view arg_name) override { return batching_.batchSizeArg(arg_name); }
   std::string name() const override { return name_; }
   std::vector<Field> batchFields(Split) const override { return classificationFields({size_}, false); }
 

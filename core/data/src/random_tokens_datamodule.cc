@@ -34,6 +34,7 @@ class RandomTokensDataModule final : public DataModule {
     return split == Split::kTrain ? train_ : split == Split::kPredict ? nullptr : val_;
   }
   LoaderOptions loaderOptions(Split split) const override { return batching_.options(split); }
+  std::int64_t* batchSizeArg(std::string_view arg_name) override { return batching_.batchSizeArg(arg_name); }
   std::string name() const override { return "RandomTokensDataModule"; }
   std::vector<Field> batchFields(Split) const override { return tokenBlockFields(block_); }
 

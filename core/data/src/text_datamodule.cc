@@ -70,6 +70,7 @@ class TextDataModule final : public DataModule {
     return nullptr;
   }
   LoaderOptions loaderOptions(Split split) const override { return batching_.options(split); }
+  std::int64_t* batchSizeArg(std::string_view arg_name) override { return batching_.batchSizeArg(arg_name); }
   std::shared_ptr<const Tokenizer> tokenizer() const override { return tokenizer_; }
   std::string name() const override { return "TextDataModule"; }
   // Blocks of block_size tokens (predict: prompts of block_size tokens).

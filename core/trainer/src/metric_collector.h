@@ -29,6 +29,11 @@ class MetricCollector final : public MetricSink {
   // Epoch means (name, or name_epoch when also logged per step), averaged
   // across ranks weighted by their samples; clears the accumulation.
   std::map<std::string, double> takeEpochMetrics(Strategy& strategy);
+  // Drops what was logged and not yet taken (a failed tuning step's run).
+  void clear() {
+    step_.clear();
+    epoch_.clear();
+  }
   // Names to show in the progress bar.
   bool inProgressBar(const std::string& name) const { return progress_.count(name) != 0; }
 

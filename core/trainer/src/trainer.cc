@@ -214,7 +214,15 @@ void Trainer::runTrainingSteps(std::int64_t steps, const std::function<double(st
       const bool optimizer_turn =
           (batch_idx + 1) % options_.accumulate_grad_batches == 0 || batch_idx + 1 == num_train_batches_;
       optimizer_->setLr(lr_at(step));
-      trainStep(batch, batch_idx, optimizer_turn);
+      try {
+        trainStep(batch, batch_idx, optimizer_turn);
+      } catch (...) {
+        tape_.clear();
+        strategy_->device().graph().discardStep();
+        metrics_->clear();
+        progress_metrics_.clear();
+        throw;
+      }
       strategy_->device().graph().markStep();
       metrics_->takeStepMetrics();
       if (!optimizer_turn) continue;

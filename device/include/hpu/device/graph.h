@@ -150,6 +150,9 @@ class GraphRuntime {
   void recordOp(OpName op, std::span<const OperandInfo> operands);
   // Ends a step: in lazy mode compiles or reuses the step's graph.
   void markStep();
+  // Drops the ops recorded since the last markStep() without compiling
+  // them: the step failed (out of memory) and runs nothing.
+  void discardStep() { current_.clear(); }
 
   const GraphStats& stats() const { return stats_; }
   // The first kMaxRecordedCauses recompile causes, in order.

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "hpu/core/data/dataloader.h"
 #include "hpu/core/data/dataset.h"
@@ -36,6 +37,11 @@ class DataModule {
   // without reading any data (`hpu-train estimate`). The default throws a
   // UsageError saying the data module cannot.
   virtual std::vector<Field> batchFields(Split split) const;
+  // Lightning's batch_arg_name: the init_arg named `arg_name` that holds
+  // the batch size of every split, which a tuner (BatchSizeFinder) may
+  // change; loaders made after the change batch its new value. Null when
+  // this data module has no init_arg of that name.
+  virtual std::int64_t* batchSizeArg(std::string_view /*arg_name*/) { return nullptr; }
   // The registered class name, for messages.
   virtual std::string name() const = 0;
 };

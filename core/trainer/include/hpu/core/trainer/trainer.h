@@ -98,6 +98,7 @@ class Trainer {
   Strategy& strategy() { return *strategy_; }
   device::Device& device() { return strategy_->device(); }
   LightningModule& model() { return *model_; }
+  data::DataModule& dataModule() { return *data_; }
   optim::Optimizer* optimizer() { return optimizer_.get(); }
   optim::LRScheduler* scheduler() { return scheduler_.get(); }  // null: none
   const std::vector<std::unique_ptr<Logger>>& loggers() const { return loggers_; }
@@ -143,7 +144,10 @@ class Trainer {
   // validation or scheduler: before step i the optimizer's lr is lr_at(i);
   // after it, after(i, loss) gets global rank 0's loss of the step's last
   // micro-batch (on every rank) and returns false to stop. The metrics the
-  // model logged are dropped. REQUIRES: in fit, before the loop.
+  // model logged are dropped. A step that throws (out of device memory)
+  // leaves nothing of itself behind (tape, lazy graph, logged metrics): the
+  // error propagates and the trainer can restore a checkpoint and go on.
+  // REQUIRES: in fit, before the loop.
   void runTrainingSteps(std::int64_t steps, const std::function<double(std::int64_t)>& lr_at,
                         const std::function<bool(std::int64_t, double)>& after);
   // Restores a checkpoint this fit saved: weights, optimizer, scheduler,
@@ -152,6 +156,10 @@ class Trainer {
   // The optimizer's lr as if configured with it; a scheduler starts again
   // from it. REQUIRES: fit's optimizer is set up.
   void setLearningRate(double lr);
+  // The train and val loaders made again from the data module (its batch
+  // size changed), as Lightning calls train_dataloader() and
+  // val_dataloader() again. REQUIRES: in fit.
+  void reloadDataloaders();
 
   // Runs one sample through the model, outside the lazy graph and autograd,
   // so that every module's lastOutputShape() is known (the model summary's
@@ -199,7 +207,6 @@ class Trainer {
   void clipGradients(const optim::GradientView& grads);
   std::map<std::string, double> evaluationLoop(data::Split split, std::int64_t max_batches, bool sanity);
   bool timeUp() const;
-  void reloadDataloaders();
   void printResults(const std::map<std::string, double>& metrics, const char* stage) const;
 
   template <class Hook>
