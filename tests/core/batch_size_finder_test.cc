@@ -129,8 +129,15 @@ TEST(BatchSizeFinder, BinsearchFindsTheLargestThatFitsLessTheMargin) {
 TEST(BatchSizeFinder, StopsAtMaxTrialsAndMaxVal) {
   // Two trials: init_val, then its double; the second success is kept.
   EXPECT_EQ(findAndFit("{init_val: 2, max_trials: 2}").fit_batch_size, 4);
-  // max_val caps the doubling; a trial at max_val is not run.
+  // max_val caps the doubling, and is itself tried before it is kept.
   EXPECT_EQ(findAndFit("{init_val: 2, max_val: 6}").fit_batch_size, 6);
+  // A max_val that does not fit fails its trial: power halves it, binsearch
+  // bisects below it (the search once kept an untried max_val, and the fit
+  // then ran out of memory).
+  const std::int64_t too_big = largestFitting() + 1;
+  EXPECT_EQ(findAndFit(fmt::format("{{init_val: 2, max_val: {}}}", too_big)).fit_batch_size, too_big / 2);
+  EXPECT_EQ(findAndFit(fmt::format("{{mode: binsearch, margin: 0, max_val: {}}}", too_big)).fit_batch_size,
+            largestFitting());
 }
 
 TEST(BatchSizeFinder, BisectsDownFromABatchOfTheWholeTrainingSet) {

@@ -147,6 +147,53 @@ TEST(OptimizersVsTorch, OffloadedStateGivesTheSameNumbers) {
     }
 }
 
+// Parameter groups against torch's add_param_group: one slice holds both
+// tensors; the second is frozen (in no group: its values and state stay, its
+// gradient is ignored) until it joins as group 1, whose lr then changes
+// before every step, and whose steps count from 1 (Adam's bias correction,
+// SGD's first momentum step).
+TEST(OptimizersVsTorch, ParamGroupAddedDuringTrainingAndFrozenRanges) {
+  const json& f = fixture();
+  const json& pg = f["param_groups"];
+  const int add_at = pg["add_at"], steps = f["steps"];
+  EXPECT_EQ(pg["cases"].size(), 4u);
+  for (const json& c : pg["cases"]) {
+    SCOPED_TRACE(c["name"].get<std::string>());
+    std::vector<float> values, grads(7);
+    for (const json& p : f["initial_params"])
+      for (float v : p.get<std::vector<float>>()) values.push_back(v);
+    ASSERT_EQ(values.size(), 7u);
+    const std::vector<float> frozen(values.begin() + 4, values.end());
+    auto opt = makeFromOptions(c["kind"], c["options"]);
+    opt->attach({{values.data(), grads.data(), 7, DType::kFloat32}}, testDevice());
+    opt->setGroupRanges({{{0, 4, 0}}});
+    for (int step = 0; step < steps; ++step) {
+      if (step == add_at) {
+        EXPECT_EQ(opt->addGroup(pg["group_lrs"][step]), 1u);
+        opt->setGroupRanges({{{0, 4, 0}, {4, 3, 1}}});
+      } else if (step > add_at) {
+        opt->setGroupLr(1, pg["group_lrs"][step]);
+      }
+      for (std::size_t i = 0, k = 0; i < 2; ++i)
+        for (float g : f["grads"][step][i].get<std::vector<float>>()) grads[k++] = g;
+      opt->step();
+      if (step < add_at) {
+        EXPECT_EQ(std::vector<float>(values.begin() + 4, values.end()), frozen) << "a frozen range moved";
+        for (const auto& s : opt->stateBuffers())
+          for (std::size_t j = 4; j < 7; ++j) ASSERT_EQ(s.values[j], 0.0f) << s.name << " of a frozen range";
+      }
+      for (std::size_t i = 0, k = 0; i < 2; ++i)
+        for (const json& expected : c["params_after"][step][i]) {
+          const double e = expected;
+          ASSERT_NEAR(values[k], e, kParamAtol + kParamRtol * std::abs(e)) << "step " << step + 1 << " element " << k;
+          ++k;
+        }
+    }
+    EXPECT_EQ(opt->stepCount(), steps);
+    EXPECT_EQ(opt->groupStepCount(1), steps - add_at);
+  }
+}
+
 std::vector<std::string> stateNames(Optimizer& opt) {
   std::vector<std::string> names;
   for (const auto& s : opt.stateBuffers()) names.push_back(s.name);

@@ -263,5 +263,46 @@ TEST_F(LightningCallbacksTest, PredictionWriterWritesNumericOutputsAsATensorFile
   }
 }
 
+// BackboneFinetuning on the Fashion-MNIST MLP (hidden [32]): the backbone is
+// every layer but the output Linear, so the summary counts its 25,120
+// parameters as non-trainable; LearningRateMonitor logs one series per
+// parameter group once the backbone has its own (Lightning's /pg<i>).
+using BackboneFinetuningRunTest = FashionRunTest;
+
+TEST_F(BackboneFinetuningRunTest, FreezesTheMlpBackboneAndLogsEachGroupsLr) {
+  const std::string config = fashionConfig();
+  const std::vector<std::string> callbacks{"--trainer.callbacks+=BackboneFinetuning",
+                                           "--trainer.callbacks.unfreeze_backbone_at_epoch=1",
+                                           "--trainer.callbacks.verbose=true",
+                                           "--trainer.callbacks+=LearningRateMonitor",
+                                           "--trainer.callbacks.logging_interval=epoch"};
+  std::vector<std::string> args{"fit", "-c", config, "--trainer.max_epochs=3", "--trainer.enable_model_summary=true"};
+  args.insert(args.end(), callbacks.begin(), callbacks.end());
+  env()["HPU_LOG_LEVEL"] = "info";
+  RunResult r = run(args);
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_THAT(r.out, HasSubstr("330       Trainable params\n25.1 K    Non-trainable params\n25.4 K    Total params\n"));
+  EXPECT_THAT(r.err + r.out, HasSubstr("Current lr: 0.001, Backbone lr: 0.0001\n"));
+  EXPECT_THAT(r.err + r.out, HasSubstr("Current lr: 0.001, Backbone lr: 0.0002\n"));
+  const CsvTable m = metrics();
+  EXPECT_THAT(m.loggedAt("lr-Adam"), ElementsAre("0,0"));
+  EXPECT_THAT(m.loggedAt("lr-Adam/pg1"), ElementsAre("1,4", "2,8"));
+  EXPECT_DOUBLE_EQ(m.valueAt("lr-Adam/pg1", 8), 0.001);
+  EXPECT_DOUBLE_EQ(m.valueAt("lr-Adam/pg2", 4), 0.0001);
+  EXPECT_DOUBLE_EQ(m.valueAt("lr-Adam/pg2", 8), 0.0002);
+
+  // Two devices: frozen parameters get no gradient; their buckets are reduced all the same.
+  args.push_back("--trainer.devices=2");
+  r = run(args);
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_DOUBLE_EQ(metrics("lightning_logs/version_1").valueAt("lr-Adam/pg2", 8), 0.0002);
+
+  // DeepSpeed is refused, in Lightning's words, before anything trains.
+  r = run({"fit", "-c", config, "--trainer.strategy=hpu_deepspeed_stage_2", "--trainer.callbacks+=BackboneFinetuning"});
+  EXPECT_EQ(r.exit_code, 2) << r.describe();
+  EXPECT_THAT(r.err, HasSubstr("The Finetuning callback does not support running with the DeepSpeed strategy. Choose "
+                               "a different strategy or disable the callback."));
+}
+
 }  // namespace
 }  // namespace hpu::cli::testing

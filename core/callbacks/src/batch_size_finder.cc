@@ -46,15 +46,14 @@ class BatchSizeSearch {
     dataset_length_ = train ? train->size() : 0;
   }
 
+  // A size is kept only once a trial ran it: max_val too is tried before
+  // the search stops there.
   std::int64_t power() {
-    std::int64_t new_size = adjust(o_.init_val, "");
+    std::int64_t new_size = adjust(std::min(o_.init_val, o_.max_val), "");
     bool any_success = false;
     for (std::int64_t i = 0; i < o_.max_trials; ++i) {
-      if (new_size >= o_.max_val) {
-        info(fmt::format("Reached the maximum batch size limit of {}. Stopping search.", o_.max_val));
-        break;
-      }
       if (trial()) {
+        if (reachedMax()) break;
         if (i + 1 >= o_.max_trials) break;
         const std::int64_t before = size_;
         new_size = adjust(size_ * 2, "succeeded");
@@ -69,15 +68,12 @@ class BatchSizeSearch {
   }
 
   std::int64_t binsearch() {
-    std::int64_t new_size = adjust(o_.init_val, "");
+    std::int64_t new_size = adjust(std::min(o_.init_val, o_.max_val), "");
     std::int64_t low = 1, count = 0;
     std::optional<std::int64_t> high;
     while (true) {
-      if (new_size >= o_.max_val) {
-        info(fmt::format("Reached the maximum batch size limit of {}. Stopping search.", o_.max_val));
-        break;
-      }
       if (trial()) {
+        if (reachedMax()) break;
         if (++count >= o_.max_trials) break;
         low = new_size;
         if (high && *high - low <= 1) break;
@@ -99,6 +95,13 @@ class BatchSizeSearch {
       }
     }
     return new_size;
+  }
+
+  // After a successful trial: whether it ran max_val, where the search ends.
+  bool reachedMax() const {
+    if (size_ < o_.max_val) return false;
+    info(fmt::format("Reached the maximum batch size limit of {}. Stopping search.", o_.max_val));
+    return true;
   }
 
   // The data module's batch size from now on, with loaders that batch it.

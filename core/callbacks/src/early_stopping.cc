@@ -29,12 +29,12 @@ class EarlyStopping final : public Callback {
         mode_max_(p.getString("mode") == "max"),
         strict_(p.getBool("strict")),
         check_finite_(p.getBool("check_finite")),
+        log_rank_zero_only_(p.getBool("log_rank_zero_only")),
         stopping_threshold_(p.has("stopping_threshold") ? std::optional<double>(p.getFloat("stopping_threshold")) : std::nullopt),
         divergence_threshold_(p.has("divergence_threshold") ? std::optional<double>(p.getFloat("divergence_threshold"))
                                                             : std::nullopt),
         on_train_epoch_end_(p.has("check_on_train_epoch_end") ? std::optional<bool>(p.getBool("check_on_train_epoch_end"))
                                                               : std::nullopt),
-        log_rank_zero_only_(p.getBool("log_rank_zero_only")),
         best_(mode_max_ ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity()) {}
 
   std::string stateKey() const override {

@@ -52,10 +52,15 @@ class LearningRateMonitor final : public Callback {
   void log(Trainer& trainer) {
     const optim::Optimizer* opt = trainer.optimizer();
     if (opt == nullptr) return;
-    const std::string name = "lr-" + opt->name();
-    std::map<std::string, double> stats{{name, opt->lr()}};
-    if (log_momentum_) stats[name + "-momentum"] = opt->momentum().value_or(0.0);
-    if (log_weight_decay_) stats[name + "-weight_decay"] = opt->weightDecay();
+    // Several parameter groups: one series each, lr-<Optimizer>/pg<i>.
+    std::map<std::string, double> stats;
+    for (std::size_t g = 0; g < opt->numGroups(); ++g) {
+      const std::string name =
+          "lr-" + opt->name() + (opt->numGroups() > 1 ? "/pg" + std::to_string(g + 1) : std::string());
+      stats[name] = opt->groupLr(g);
+      if (log_momentum_) stats[name + "-momentum"] = opt->momentum().value_or(0.0);
+      if (log_weight_decay_) stats[name + "-weight_decay"] = opt->weightDecay();
+    }
     trainer.logMetrics(std::move(stats), trainer.globalStep());
   }
   std::string interval_;
@@ -75,7 +80,7 @@ HPU_REGISTER_COMPONENT(
                                "Also log the momentum as lr-<Optimizer>-momentum (Adam's beta1; 0 without one)."},
                               {"log_weight_decay", config::Type::boolean(), "false",
                                "Also log the weight decay as lr-<Optimizer>-weight_decay."}}},
-                            "Logs the learning rate (lr-<Optimizer>)."},
+                            "Logs the learning rate (lr-<Optimizer>; lr-<Optimizer>/pg<i> per parameter group when there are several)."},
     [](const config::Params& p) { return std::make_unique<LearningRateMonitor>(p); });
 
 }  // namespace

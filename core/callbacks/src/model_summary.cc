@@ -48,6 +48,7 @@ constexpr std::array<const char*, 5> kHeader = {"Name", "Type", "Params", "Out s
 struct Summary {
   std::vector<Row> rows;
   std::int64_t total = 0;
+  std::int64_t trainable = 0;  // of parameters with requires_grad (not frozen)
   double megabytes = 0;
 };
 
@@ -73,6 +74,8 @@ class ModelSummary : public Callback {
     Summary s;
     collect(trainer.model(), "", 1, max_depth_, s.rows);
     s.total = trainer.model().numParameters();
+    for (const Tensor& p : trainer.model().parameters())
+      if (p.requiresGrad()) s.trainable += p.numel();
     s.megabytes = static_cast<double>(s.total) * device::logicalSize(trainer.precision().paramDtype()) / 1e6;
     const std::string text = render(s);
     std::fputs(text.c_str(), stdout);
@@ -100,8 +103,8 @@ class ModelSummary : public Callback {
     return out + rule + "\n" +
            fmt::format("{:<10}Trainable params\n{:<10}Non-trainable params\n{:<10}Total params\n"
                        "{:<10.3f}Total estimated model params size (MB)\nTotal params: {}{}\n",
-                       count, humanReadableCount(0), count, s.megabytes, withThousands(s.total),
-                       s.total >= 1000 ? " (" + count + ")" : "");
+                       humanReadableCount(s.trainable), humanReadableCount(s.total - s.trainable), count,
+                       s.megabytes, withThousands(s.total), s.total >= 1000 ? " (" + count + ")" : "");
   }
 
  private:
@@ -148,10 +151,10 @@ class RichModelSummary final : public ModelSummary {
     std::string out = rule("┏", "━", "┳", "┓") + row(cells[0], "┃", true) + rule("┡", "━", "╇", "┩");
     for (std::size_t i = 1; i < cells.size(); ++i) out += row(cells[i], "│", false);
     out += rule("└", "─", "┴", "┘");
-    const std::string count = withThousands(s.total) + (s.total >= 1000 ? " (" + humanReadableCount(s.total) + ")" : "");
-    out += style("1", "Trainable params") + ": " + count + "\n";
-    out += style("1", "Non-trainable params") + ": 0\n";
-    out += style("1", "Total params") + ": " + count + "\n";
+    const auto count = [](std::int64_t n) { return withThousands(n) + (n >= 1000 ? " (" + humanReadableCount(n) + ")" : ""); };
+    out += style("1", "Trainable params") + ": " + count(s.trainable) + "\n";
+    out += style("1", "Non-trainable params") + ": " + count(s.total - s.trainable) + "\n";
+    out += style("1", "Total params") + ": " + count(s.total) + "\n";
     out += style("1", "Total estimated model params size (MB)") + fmt::format(": {:.3f}\n", s.megabytes);
     return out;
   }

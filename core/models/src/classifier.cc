@@ -53,6 +53,12 @@ void Classifier::evaluate(const Batch& batch, const char* prefix) {
 void Classifier::validationStep(const Batch& batch, std::int64_t) { evaluate(batch, "val"); }
 void Classifier::testStep(const Batch& batch, std::int64_t) { evaluate(batch, "test"); }
 
+std::vector<nn::Module*> Classifier::backbone() {
+  std::vector<nn::Module*> layers;
+  for (std::size_t i = 0; i + 1 < net_->size(); ++i) layers.push_back(net_->children()[i].second.get());
+  return layers;
+}
+
 OptimizerConfig Classifier::configureOptimizers() {
   optim::AdamOptions o;
   o.lr = lr_;

@@ -25,6 +25,8 @@ class Classifier : public LightningModule {
   void validationStep(const Batch& batch, std::int64_t batch_idx) override;
   void testStep(const Batch& batch, std::int64_t batch_idx) override;
   OptimizerConfig configureOptimizers() override;
+  // Every layer but the last, the output layer.
+  std::vector<nn::Module*> backbone() override;
 
  protected:
   // Appends the layers for `input` to `net`.

@@ -27,6 +27,7 @@ void Optimizer::attach(std::vector<ParamSlice> slices, device::Device& device, b
   device_ = &device;
   offload_ = offload;
   attached_empty_ = slices_.empty();
+  ranges_.clear();
   state_.clear();
   masters_ = !slices_.empty() && slices_.front().master;
   const std::size_t per_slice = stateNames().size() + (masters_ ? 1 : 0);
@@ -45,8 +46,28 @@ void Optimizer::parametersLoaded() {
     std::copy_n(slices_[i].values, slices_[i].numel, state_[i].back().data());
 }
 
+std::size_t Optimizer::addGroup(double lr) {
+  groups_.push_back({lr, 0});
+  return groups_.size() - 1;
+}
+
+void Optimizer::setGroupRanges(std::vector<std::vector<GroupRange>> per_slice) {
+  HPU_CHECK(per_slice.empty() || per_slice.size() == slices_.size(), "group ranges for {} slices, the optimizer has {}", per_slice.size(),
+            slices_.size());
+  for (std::size_t i = 0; i < per_slice.size(); ++i) {
+    std::int64_t end = 0;
+    for (const GroupRange& r : per_slice[i]) {
+      HPU_CHECK(r.group < groups_.size() && r.offset >= end && r.offset + r.numel <= slices_[i].numel,
+                "group range [{}, +{}) of group {} in slice {} of {} elements", r.offset, r.numel, r.group, i,
+                slices_[i].numel);
+      end = r.offset + r.numel;
+    }
+  }
+  ranges_ = std::move(per_slice);
+}
+
 void Optimizer::step() {
-  ++step_;
+  for (Group& g : groups_) ++g.step;
   // The step is one fused op over this rank's slices, as HPU optimizers
   // (FusedAdamW) run: recorded with the elements it reads and writes
   // (values [n], gradients [n], state [n x buffers]), on the device's record
@@ -65,18 +86,23 @@ void Optimizer::step() {
   if (shape_only_) return;  // nothing to compute; the state is allocated
   std::vector<float*> ptrs;
   for (std::size_t i = 0; i < slices_.size(); ++i) {
-    ptrs.clear();
-    for (StateBuffer& b : state_[i]) ptrs.push_back(b.data());
     const ParamSlice& s = slices_[i];
-    const std::span<float> values(s.values, static_cast<std::size_t>(s.numel));
-    if (!masters_) {
-      update(s, ptrs.data(), step_);
-      if (s.dtype != DType::kFloat32) device::roundInPlace(values, s.dtype);
-      continue;
+    const GroupRange whole{0, s.numel, 0};
+    const std::span<const GroupRange> ranges = ranges_.empty() ? std::span(&whole, 1) : std::span(ranges_[i]);
+    for (const GroupRange& r : ranges) {
+      const Group& g = groups_[r.group];
+      ptrs.clear();
+      for (StateBuffer& b : state_[i]) ptrs.push_back(b.data() + r.offset);
+      const std::span<float> values(s.values + r.offset, static_cast<std::size_t>(r.numel));
+      if (!masters_) {
+        update({values.data(), s.grads + r.offset, r.numel, s.dtype}, ptrs.data(), g.step, g.lr);
+        if (s.dtype != DType::kFloat32) device::roundInPlace(values, s.dtype);
+        continue;
+      }
+      float* master = ptrs.back();
+      update({master, s.grads + r.offset, r.numel, DType::kFloat32}, ptrs.data(), g.step, g.lr);
+      device::roundCopy({master, values.size()}, values, s.dtype);
     }
-    float* master = ptrs.back();
-    update({master, s.grads, s.numel, DType::kFloat32}, ptrs.data(), step_);
-    device::roundCopy({master, values.size()}, values, s.dtype);
   }
 }
 
@@ -141,8 +167,8 @@ class SGD final : public Optimizer {
     if (o_.momentum != 0.0) return {"momentum_buffer"};
     return {};
   }
-  void update(const ParamSlice& s, float* const* state, std::int64_t step) override {
-    const float rate = static_cast<float>(lr());
+  void update(const ParamSlice& s, float* const* state, std::int64_t step, double lr) override {
+    const float rate = static_cast<float>(lr);
     const float wd = static_cast<float>(o_.weight_decay);
     const float mom = static_cast<float>(o_.momentum);
     const float damp = 1.0f - static_cast<float>(o_.dampening);
@@ -169,17 +195,17 @@ class Adam final : public Optimizer {
 
  protected:
   std::vector<std::string> stateNames() const override { return {"exp_avg", "exp_avg_sq"}; }
-  void update(const ParamSlice& s, float* const* state, std::int64_t step) override {
+  void update(const ParamSlice& s, float* const* state, std::int64_t step, double lr) override {
     const double bc1 = 1.0 - std::pow(o_.beta1, static_cast<double>(step));
     const double bc2 = 1.0 - std::pow(o_.beta2, static_cast<double>(step));
-    const float step_size = static_cast<float>(lr() / bc1);
+    const float step_size = static_cast<float>(lr / bc1);
     const float bc2_sqrt = static_cast<float>(std::sqrt(bc2));
     const float b1 = static_cast<float>(o_.beta1), b2 = static_cast<float>(o_.beta2);
     const float one_minus_b1 = static_cast<float>(1.0 - o_.beta1);
     const float one_minus_b2 = static_cast<float>(1.0 - o_.beta2);
     const float eps = static_cast<float>(o_.eps);
     const float wd = static_cast<float>(o_.weight_decay);
-    const float decay = static_cast<float>(1.0 - lr() * o_.weight_decay);
+    const float decay = static_cast<float>(1.0 - lr * o_.weight_decay);
     const bool decoupled = o_.decoupled_weight_decay;
     const std::int64_t n = s.numel;
     if (decoupled) {
@@ -218,8 +244,8 @@ class RMSprop final : public Optimizer {
     if (o_.centered) names.emplace_back("grad_avg");
     return names;
   }
-  void update(const ParamSlice& s, float* const* state, std::int64_t) override {
-    const float rate = static_cast<float>(lr()), alpha = static_cast<float>(o_.alpha);
+  void update(const ParamSlice& s, float* const* state, std::int64_t, double lr) override {
+    const float rate = static_cast<float>(lr), alpha = static_cast<float>(o_.alpha);
     const float one_minus_alpha = static_cast<float>(1.0 - o_.alpha), eps = static_cast<float>(o_.eps);
     const float wd = static_cast<float>(o_.weight_decay), mom = static_cast<float>(o_.momentum);
     float* __restrict sq = state[0];
@@ -262,8 +288,8 @@ class Adagrad final : public Optimizer {
 
  protected:
   std::vector<std::string> stateNames() const override { return {"sum"}; }
-  void update(const ParamSlice& s, float* const* state, std::int64_t step) override {
-    const float clr = static_cast<float>(lr() / (1.0 + static_cast<double>(step - 1) * o_.lr_decay));
+  void update(const ParamSlice& s, float* const* state, std::int64_t step, double lr) override {
+    const float clr = static_cast<float>(lr / (1.0 + static_cast<double>(step - 1) * o_.lr_decay));
     const float wd = static_cast<float>(o_.weight_decay), eps = static_cast<float>(o_.eps);
     const float initial = static_cast<float>(o_.initial_accumulator_value);
     const bool first = step == 1;  // torch fills the sum with initial_accumulator_value at construction

@@ -280,6 +280,72 @@ void Trainer::configureOptimizers() {
   // the state the optimizer allocates (SGD's momentum buffer).
   if (scheduler_) scheduler_->attach(*optimizer_);
   optimizer_->attach(strategy_->optimizerSlices(*params_), strategy_->device(), strategy_->offloadOptimizerState());
+  param_group_.clear();
+  for (const auto& p : model_->namedParameters())
+    if (p.tensor.requiresGrad()) param_group_[Leaf(p.tensor).id()] = 0;
+  applyParamGroups();
+}
+
+void Trainer::freezeParameters(const std::vector<Tensor>& params) {
+  HPU_CHECK(optimizer_ != nullptr, "freezeParameters before the optimizer is set up");
+  for (Tensor t : params) {
+    t.setRequiresGrad(false);
+    param_group_.erase(Leaf(t).id());
+  }
+  applyParamGroups();
+}
+
+std::size_t Trainer::addParamGroup(const std::vector<Tensor>& params, double lr) {
+  HPU_CHECK(optimizer_ != nullptr, "addParamGroup before the optimizer is set up");
+  const std::size_t group = optimizer_->addGroup(lr);
+  for (Tensor t : params) {
+    HPU_CHECK(!paramGroupOf(t), "addParamGroup: a parameter already in group {}", *paramGroupOf(t));
+    t.setRequiresGrad(true);
+    param_group_[Leaf(t).id()] = group;
+  }
+  applyParamGroups();
+  return group;
+}
+
+std::optional<std::size_t> Trainer::paramGroupOf(const Tensor& param) const {
+  const auto it = param_group_.find(Leaf(param).id());
+  if (it == param_group_.end()) return std::nullopt;
+  return it->second;
+}
+
+// Each optimizer slice is this rank's part [offset, offset + size) of a
+// bucket; a parameter's elements in it are stepped by its group.
+void Trainer::applyParamGroups() {
+  const auto& buckets = params_->buckets();
+  const bool all_in_group_0 =
+      std::all_of(buckets.begin(), buckets.end(), [&](const nn::ParamBucket& b) {
+        return std::all_of(b.members.begin(), b.members.end(), [&](const nn::NamedTensor& m) {
+          const auto group = paramGroupOf(m.tensor);
+          return group && *group == 0;
+        });
+      });
+  if (all_in_group_0) {
+    optimizer_->setGroupRanges({});
+    return;
+  }
+  const auto shards = strategy_->optimizerShards(*params_);
+  std::vector<std::vector<optim::GroupRange>> ranges(shards.size());
+  for (std::size_t i = 0; i < shards.size(); ++i) {
+    const nn::ParamBucket& b = buckets[i];
+    for (std::size_t j = 0; j < b.members.size(); ++j) {
+      const auto group = paramGroupOf(b.members[j].tensor);
+      if (!group) continue;
+      const std::int64_t begin = std::max(b.offsets[j], shards[i].offset);
+      const std::int64_t end = std::min(b.offsets[j] + b.members[j].tensor.numel(), shards[i].offset + shards[i].size);
+      if (begin >= end) continue;
+      auto& r = ranges[i];
+      if (!r.empty() && r.back().group == *group && r.back().offset + r.back().numel == begin - shards[i].offset)
+        r.back().numel += end - begin;
+      else
+        r.push_back({begin - shards[i].offset, end - begin, *group});
+    }
+  }
+  optimizer_->setGroupRanges(std::move(ranges));
 }
 
 std::unique_ptr<data::DataLoader> Trainer::makeLoader(data::DataModule& data, data::Split split,

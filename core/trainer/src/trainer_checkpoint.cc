@@ -3,7 +3,8 @@
 // Tensors: "model.<name>" for parameters and buffers (their dtype),
 // "optimizer.<state>.<slice>" for optimizer state. Metadata:
 //   hpu_train.format = "1", epoch, global_step, batches_done (of `epoch`),
-//   optimizer (name, lr, step), scheduler (JSON state), precision (JSON),
+//   optimizer (name, lr, step; groups past the first: lr, step, params; frozen
+//   params), scheduler (JSON state), precision (JSON),
 //   callbacks (JSON object keyed by stateKey()), config (the resolved YAML).
 // Dropout masks need no state: they derive from (seed, rank, epoch, batch).
 #include <spdlog/fmt/fmt.h>
@@ -16,6 +17,7 @@
 
 #include "hpu/core/base/errors.h"
 #include "hpu/core/config/yaml_io.h"
+#include "hpu/core/tensor/leaf.h"
 #include "hpu/core/trainer/trainer.h"
 #include "hpu/device/numerics.h"
 #include "metric_collector.h"
@@ -117,6 +119,36 @@ void Trainer::restoreOptimizerState(const checkpoint::Checkpoint& ckpt, const st
   }
 }
 
+// The optimizer's groups as saved: frozen parameters, then each group past
+// the first with its parameters, lr and step count.
+void Trainer::restoreParamGroups(const nlohmann::json& opt, const std::string& path) {
+  std::map<std::string, Tensor> by_name;
+  for (const auto& p : model_->namedParameters()) by_name.emplace(model_->checkpointKey(p.name), p.tensor);
+  const auto named = [&](const json& names) {
+    std::vector<Tensor> out;
+    for (const auto& n : names) {
+      const auto it = by_name.find(n.get<std::string>());
+      if (it == by_name.end())
+        throw CheckpointError(fmt::format("{}: the optimizer's parameter groups name '{}', which this model lacks", path,
+                                          n.get<std::string>()));
+      out.push_back(it->second);
+    }
+    return out;
+  };
+  optimizer_->removeAddedGroups();
+  for (const auto& [name, t] : by_name) {
+    Tensor(t).setRequiresGrad(true);
+    param_group_[Leaf(t).id()] = 0;
+  }
+  freezeParameters(named(opt.value("frozen", json::array())));
+  for (const auto& g : opt.value("groups", json::array())) {
+    std::vector<Tensor> params = named(g["params"]);
+    for (const Tensor& t : params) param_group_.erase(Leaf(t).id());
+    const std::size_t group = addParamGroup(params, g["lr"].get<double>());
+    optimizer_->setGroupStepCount(group, g["step"].get<std::int64_t>());
+  }
+}
+
 void Trainer::saveCheckpoint(const std::string& path, bool weights_only) {
   GatheredParameters gathered(*strategy_, *params_, Strategy::GatherScope::kAll);
   checkpoint::Checkpoint ckpt;
@@ -148,7 +180,21 @@ void Trainer::saveCheckpoint(const std::string& path, bool weights_only) {
       checkpoint_io_->save(own, checkpoint::shardPath(path, strategy_->globalRank()));
       m["sharded_optimizer"] = std::to_string(strategy_->worldSize());
     }
-    m["optimizer"] = json{{"name", optimizer_->name()}, {"lr", optimizer_->lr()}, {"step", optimizer_->stepCount()}}.dump();
+    json opt{{"name", optimizer_->name()}, {"lr", optimizer_->lr()}, {"step", optimizer_->stepCount()}};
+    // Parameter groups past the first, and frozen parameters, by name.
+    json groups = json::array(), frozen = json::array();
+    for (std::size_t g = 1; g < optimizer_->numGroups(); ++g)
+      groups.push_back({{"lr", optimizer_->groupLr(g)}, {"step", optimizer_->groupStepCount(g)}, {"params", json::array()}});
+    for (const auto& p : model_->namedParameters()) {
+      const auto group = paramGroupOf(p.tensor);
+      if (!group)
+        frozen.push_back(model_->checkpointKey(p.name));
+      else if (*group > 0)
+        groups[*group - 1]["params"].push_back(model_->checkpointKey(p.name));
+    }
+    if (!groups.empty()) opt["groups"] = groups;
+    if (!frozen.empty()) opt["frozen"] = frozen;
+    m["optimizer"] = opt.dump();
     if (scheduler_) m["scheduler"] = json{{"name", scheduler_->name()}, {"state", scheduler_->state()}}.dump();
     m["precision_state"] = precision_->stateJson();
     json cbs = json::object();
@@ -291,6 +337,7 @@ void Trainer::restore(const std::string& path, bool full) {
   restoreOptimizerState(ckpt, path);
   optimizer_->setLr(opt["lr"].get<double>());
   optimizer_->setStepCount(opt["step"].get<std::int64_t>());
+  restoreParamGroups(opt, path);
   if (scheduler_ && ckpt.metadata.count("scheduler"))
     scheduler_->loadState(json::parse(ckpt.meta("scheduler"))["state"].get<std::vector<double>>());
   precision_->loadStateJson(ckpt.metadata.count("precision_state") ? ckpt.meta("precision_state") : "");

@@ -92,6 +92,13 @@ void CausalLM::configureModel(nn::InitContext& ctx, const ModelInput& input) {
   build(ctx);
 }
 
+std::vector<nn::Module*> CausalLM::backbone() {
+  std::vector<nn::Module*> out;
+  for (const auto& [name, child] : children())
+    if (name != "lm_head") out.push_back(child.get());
+  return out;
+}
+
 Tensor CausalLM::forward(const nn::Inputs& inputs) {
   const Tensor& ids = inputs.tensors["input_ids"];
   if (ids.ndim() != 2 || ids.dtype() != DType::kInt64)

@@ -54,6 +54,9 @@ class CausalLM : public LightningModule {
   // fp8 converts the attention and MLP projections, as Transformer Engine
   // recipes do; the output projection stays in its precision.
   std::set<std::string> modulesToNotConvert() const override { return {"lm_head"}; }
+  // The decoder: every module but lm_head (Hugging Face's `model` or
+  // `transformer`); a tied lm_head shares its embedding.
+  std::vector<nn::Module*> backbone() override;
   bool setKVCacheDtype(DType dtype) override {
     kv_cache_dtype_ = dtype;
     return true;

@@ -104,11 +104,15 @@ class LightningModule : public nn::Module {
   // a model that follows another library's layout (Hugging Face's) keeps
   // that layout's names, so its checkpoints map onto it 1:1.
   virtual std::string checkpointKey(const std::string& name) const { return "model." + name; }
-  // The optimizer (and scheduler) used when the config names none.
+  // The modules that form the network's backbone (Lightning's
+  // `self.backbone`, which BackboneFinetuning freezes and later trains with
+  // an lr of its own); empty when the model names none.
+  virtual std::vector<nn::Module*> backbone() { return {}; }
   // The floating-point operations of one training step on a batch of
   // `batch_size` samples (forward and backward), for ThroughputMonitor's
   // FLOP/s and MFU; none when the model does not say.
   virtual std::optional<double> flopsPerBatch(std::int64_t batch_size) const { return std::nullopt; }
+  // The optimizer (and scheduler) used when the config names none.
   virtual OptimizerConfig configureOptimizers();
 
   // A shape-only scalar (a dry run's) is not logged: it has no value.

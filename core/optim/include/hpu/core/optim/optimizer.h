@@ -5,6 +5,14 @@
 //
 // Construction takes only hyper-parameters (from a config or from a model's
 // configureOptimizers); attach() binds the parameter slices later.
+//
+// Parameter groups (torch's param_groups): group 0 has the optimizer's lr
+// (lr(), setLr(): what schedulers and the Trainer drive); addGroup() adds
+// one with its own lr and step count, whose state starts afresh, as torch's
+// add_param_group. setGroupRanges() says which group steps each element
+// range of a slice; a range in no group is frozen: neither it nor its state
+// changes. State buffers span whole slices either way, so a checkpoint's
+// layout does not depend on the groups.
 // Not thread-safe.
 #pragma once
 
@@ -32,9 +40,16 @@ struct ParamSlice {
   bool master = false;
 };
 
+// An element range of a slice and the parameter group that steps it.
+struct GroupRange {
+  std::int64_t offset = 0;
+  std::int64_t numel = 0;
+  std::size_t group = 0;
+};
+
 class Optimizer {
  public:
-  explicit Optimizer(double lr) : lr_(lr), initial_lr_(lr) {}
+  explicit Optimizer(double lr) : groups_{{lr, 0}}, initial_lr_(lr) {}
   virtual ~Optimizer() = default;
   virtual std::string name() const = 0;
 
@@ -45,8 +60,8 @@ class Optimizer {
   // One update of every slice from its gradient.
   void step();
 
-  double lr() const { return lr_; }
-  void setLr(double lr) { lr_ = lr; }
+  double lr() const { return groups_[0].lr; }
+  void setLr(double lr) { groups_[0].lr = lr; }
   // What torch's param_group shows beside the lr (LearningRateMonitor logs
   // them, OneCycleLR cycles the momentum): the momentum (SGD's, RMSprop's;
   // Adam's beta1, its betas[0]), nullopt for an optimizer without one; and
@@ -58,9 +73,27 @@ class Optimizer {
   double initialLr() const { return initial_lr_; }
   // The lr as if the optimizer had been made with it (a scheduler attached
   // later starts from it).
-  void resetLr(double lr) { lr_ = initial_lr_ = lr; }
-  std::int64_t stepCount() const { return step_; }
-  void setStepCount(std::int64_t s) { step_ = s; }
+  void resetLr(double lr) { groups_[0].lr = initial_lr_ = lr; }
+  std::int64_t stepCount() const { return groups_[0].step; }
+  void setStepCount(std::int64_t s) { groups_[0].step = s; }
+
+  // A new parameter group with `lr`; returns its index. It steps nothing
+  // until setGroupRanges() gives it ranges.
+  std::size_t addGroup(double lr);
+  // Back to group 0 alone (a checkpoint's groups are about to be restored).
+  void removeAddedGroups() {
+    groups_.resize(1);
+    ranges_.clear();
+  }
+  std::size_t numGroups() const { return groups_.size(); }
+  double groupLr(std::size_t g) const { return groups_.at(g).lr; }
+  void setGroupLr(std::size_t g, double lr) { groups_.at(g).lr = lr; }
+  std::int64_t groupStepCount(std::size_t g) const { return groups_.at(g).step; }
+  void setGroupStepCount(std::size_t g, std::int64_t s) { groups_.at(g).step = s; }
+  // Per slice, the ranges each group steps, in order and disjoint; elements
+  // in none are frozen. Empty (the default): every slice whole in group 0.
+  // REQUIRES: attached, one entry per slice, groups that exist.
+  void setGroupRanges(std::vector<std::vector<GroupRange>> per_slice);
 
   // The parameter values were replaced (checkpoint weights): fp32 master
   // weights start again from them.
@@ -76,15 +109,20 @@ class Optimizer {
  protected:
   // Names of the state buffers each slice needs ({"momentum_buffer"}, ...).
   virtual std::vector<std::string> stateNames() const = 0;
-  // Updates one slice; `state` has one pointer per stateNames() entry.
-  // `step` counts from 1.
-  virtual void update(const ParamSlice& s, float* const* state, std::int64_t step) = 0;
+  // Updates one slice (or a group's range of one) with learning rate `lr`;
+  // `state` has one pointer per stateNames() entry. `step` counts the
+  // group's steps from 1.
+  virtual void update(const ParamSlice& s, float* const* state, std::int64_t step, double lr) = 0;
 
  private:
-  double lr_;
+  struct Group {
+    double lr;
+    std::int64_t step;
+  };
+  std::vector<Group> groups_;  // [0]: the optimizer's own lr and step count
   double initial_lr_;
-  std::int64_t step_ = 0;
   std::vector<ParamSlice> slices_;
+  std::vector<std::vector<GroupRange>> ranges_;  // per slice; empty: all slices whole in group 0
   std::vector<std::vector<StateBuffer>> state_;  // [slice][state buffer], then the master if any
   bool attached_empty_ = false;
   bool shape_only_ = false;  // attached on a shape-only device: step() updates nothing

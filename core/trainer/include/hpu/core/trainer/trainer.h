@@ -8,12 +8,14 @@
 #pragma once
 
 #include <chrono>
+#include <nlohmann/json_fwd.hpp>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "hpu/core/base/random.h"
@@ -138,6 +140,20 @@ class Trainer {
   // layers update their running statistics from it. Every rank calls it.
   void forwardTrainingData();
 
+  // --- parameter groups (BaseFinetuning's freeze / unfreeze) ---
+  // Every trainable parameter starts in the optimizer's group 0.
+  // Freezes `params`: no gradient is computed for them and no group steps
+  // them (torch's requires_grad=False for parameters left out of the
+  // optimizer). REQUIRES: fit's optimizer is set up.
+  void freezeParameters(const std::vector<Tensor>& params);
+  // torch's optimizer.add_param_group: `params` train from the next step in a
+  // new group with `lr`, their optimizer state starting afresh. Returns the
+  // group's index. REQUIRES: fit's optimizer is set up, none of `params` in
+  // a group (paramGroupOf).
+  std::size_t addParamGroup(const std::vector<Tensor>& params, double lr);
+  // The group that steps `param`; nullopt while it is frozen.
+  std::optional<std::size_t> paramGroupOf(const Tensor& param) const;
+
   // --- for callbacks that tune before the fit loop (LearningRateFinder) ---
   // Up to `steps` optimizer steps of training from the current state, over
   // the training data epoch after epoch, without callbacks, logging,
@@ -175,6 +191,8 @@ class Trainer {
  private:
   void setupModel(LightningModule& model, data::DataModule& data, data::Stage stage);
   void configureOptimizers();
+  // Tells the optimizer which element ranges param_group_ puts in which group.
+  void applyParamGroups();
   // The loader of `split`: over `dataset` if given, else the data module's.
   std::unique_ptr<data::DataLoader> makeLoader(data::DataModule& data, data::Split split,
                                                std::shared_ptr<const data::Dataset> dataset = nullptr);
@@ -184,6 +202,7 @@ class Trainer {
   bool dryRun() { return strategy_->device().shapeOnly(); }
   void restore(const std::string& ckpt_path, bool full);
   void restoreOptimizerState(const checkpoint::Checkpoint& ckpt, const std::string& path);
+  void restoreParamGroups(const nlohmann::json& optimizer, const std::string& path);
   // ckpt_path as a file: "last" and "best" looked up; "" (with a warning)
   // when "last" finds none.
   std::string resolveCheckpointPath(const std::string& ckpt_path) const;
@@ -232,6 +251,8 @@ class Trainer {
   // Host memory a partitioning strategy builds the model in (empty after setup).
   std::unique_ptr<device::Device> host_staging_;
   std::unique_ptr<nn::FlatParameters> params_;
+  // Leaf::id() of each parameter a group steps -> its group (frozen ones are absent).
+  std::unordered_map<const void*, std::size_t> param_group_;
   std::unique_ptr<MetricCollector> metrics_;
   Generator init_rng_, dropout_rng_;
   autograd::Tape tape_;

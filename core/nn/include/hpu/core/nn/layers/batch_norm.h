@@ -27,7 +27,8 @@ class BatchNorm2d : public Module {
   Tensor forward(const Tensor& x) override {
     // torch's momentum None: the factor 1/n makes the running statistics the
     // average of the n batches seen so far.
-    const float factor = momentum_ ? *momentum_ : training() ? 1.0f / static_cast<float>(++batches_tracked_) : 0.0f;
+    const bool track = training() && track_running_stats_;
+    const float factor = !track ? 0.0f : momentum_ ? *momentum_ : 1.0f / static_cast<float>(++batches_tracked_);
     return ops::batchNorm2d(x, weight, bias, running_mean, running_var, training(), factor, eps_);
   }
   // nullopt (torch's momentum=None): from the next forward on, the running
@@ -38,11 +39,16 @@ class BatchNorm2d : public Module {
     batches_tracked_ = 0;
   }
   std::optional<float> momentum() const { return momentum_; }
+  // torch's track_running_stats on a module built with statistics: false
+  // keeps them as they are in training (which still normalises with the
+  // batch's), as a frozen batch norm does (BaseFinetuning.freeze_module).
+  void setTrackRunningStats(bool track) { track_running_stats_ = track; }
   Tensor weight, bias, running_mean, running_var;
 
  private:
   float eps_;
   std::optional<float> momentum_;
+  bool track_running_stats_ = true;
   std::int64_t batches_tracked_ = 0;
 };
 
