@@ -67,7 +67,7 @@ ProcessGroup::~ProcessGroup() {
     std::lock_guard lock(mutex_);
     stopping_ = true;
   }
-  changed_.notify_all();
+  queued_.notify_all();
   commThread_.join();
 }
 
@@ -183,7 +183,7 @@ void ProcessGroup::abort(std::string_view reason) {
       failure_ = std::make_exception_ptr(CommError(fmt::format("rank {}: the process group was aborted: {}", rank_, reason)));
     }
   }
-  changed_.notify_all();
+  idle_.notify_all();
   transport_->abort(reason);
 }
 
@@ -194,7 +194,7 @@ void ProcessGroup::run(std::shared_ptr<Operation> op, bool wait) {
     op->descriptor.sequence = nextSequence_++;
     op->work = std::make_shared<detail::WorkState>(detail::describe(op->descriptor));
     queue_.push_back(std::move(op));
-    changed_.notify_all();
+    queued_.notify_all();
     return;
   }
   // A synchronous call runs after every pending asynchronous one; each of
@@ -202,7 +202,7 @@ void ProcessGroup::run(std::shared_ptr<Operation> op, bool wait) {
   auto pending = runningTimeout_;
   for (const auto& queued : queue_) pending += queued->timeout;
   const auto drained = Clock::now() + pending + std::chrono::seconds(1);
-  if (!changed_.wait_until(lock, drained, [&] { return (!running_ && queue_.empty()) || failure_; })) {
+  if (!idle_.wait_until(lock, drained, [&] { return (!running_ && queue_.empty()) || failure_; })) {
     HPU_COMM_CHECK(false, "queued collectives overran their own deadlines");
   }
   op->descriptor.sequence = nextSequence_++;
@@ -258,7 +258,8 @@ void ProcessGroup::execute(std::unique_lock<std::mutex>& lock, Operation& op) {
   lock.lock();
   running_ = false;
   runningTimeout_ = {};
-  changed_.notify_all();
+  idle_.notify_all();
+  if (!queue_.empty()) queued_.notify_all();
 }
 
 void ProcessGroup::poison(std::exception_ptr error) {
@@ -269,7 +270,7 @@ void ProcessGroup::poison(std::exception_ptr error) {
 void ProcessGroup::commThreadMain() {
   std::unique_lock lock(mutex_);
   for (;;) {
-    changed_.wait(lock, [&] { return (!queue_.empty() && !running_) || (stopping_ && queue_.empty()); });
+    queued_.wait(lock, [&] { return (!queue_.empty() && !running_) || (stopping_ && queue_.empty()); });
     if (queue_.empty()) return;
     auto op = std::move(queue_.front());
     queue_.pop_front();

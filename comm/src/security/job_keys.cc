@@ -24,6 +24,7 @@ JobKeys::JobKeys(const JobToken& token) {
   dataPassword.resize(password.size() * 2 + 1);
   sodium_bin2hex(dataPassword.data(), dataPassword.size(), password.data(), password.size());
   dataPassword.pop_back();
+  dataLink = token.derive("hpu-train/data-link/v1");
 }
 
 }  // namespace hpu::comm::detail

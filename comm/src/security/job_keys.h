@@ -3,6 +3,7 @@
 //   curveServer     Curve25519 key pair every CURVE server socket uses
 //   curveClient     Curve25519 key pair every CURVE client socket uses
 //   dataPassword    ZMQ PLAIN password of data-plane connections on loopback
+//   dataLink        key of the TCP links between nodes (tcp/link_handshake.h)
 // Every token holder derives the same keys; nobody else can. A ZAP handler
 // admits a CURVE client only if it proves the curveClient secret key, and a
 // PLAIN client only with dataPassword.
@@ -29,6 +30,7 @@ struct JobKeys {
   CurveKeyPair curveServer;
   CurveKeyPair curveClient;
   std::string dataPassword;  // 64 hex digits
+  JobToken::Key dataLink{};
 };
 
 }  // namespace hpu::comm::detail

@@ -49,7 +49,8 @@ std::unique_ptr<ProcessGroup> joinProcessGroup(const JoinOptions& options) {
   hello.endpoints = transport->endpoints();
   session->startClient(std::move(hello));
 
-  transport->connectPeers(session->client().awaitWelcome(start + options.settings.rendezvousTimeout));
+  const auto deadline = start + options.settings.rendezvousTimeout;
+  transport->connectPeers(session->client().awaitWelcome(deadline), deadline);
   auto store = detail::makeZmqStore(session);
   return std::make_unique<ProcessGroup>(std::move(transport), std::move(store), options.settings.group);
 }

@@ -1,6 +1,7 @@
 #include "zmq_transport.h"
 
 #include <malloc.h>
+#include <sched.h>
 #include <sodium.h>
 
 #include <cstring>
@@ -27,6 +28,7 @@ constexpr std::size_t kPrefixBytes = 2 * sizeof(std::uint32_t);
 // no sequence number).
 constexpr std::uint32_t kLaneAnnounceFlag = 0x80000000u;
 constexpr milliseconds kPollSlice{100};
+constexpr std::chrono::microseconds kLinkSpin{50};
 // How long a clean close waits for peers still reading what was sent.
 constexpr milliseconds kLinger{2000};
 // After a failure: how long a closing sender still waits for a peer to open
@@ -102,6 +104,12 @@ ZmqTransport::ZmqTransport(std::shared_ptr<ZmqSession> session, int rank, int si
       pending_(static_cast<std::size_t>(size)),
       nodeOf_(static_cast<std::size_t>(size)),
       sameNode_(static_cast<std::size_t>(size), false),
+      linked_(static_cast<std::size_t>(size), false),
+      tcp_(std::make_unique<TcpLinks>(localAddress, TcpLinkOptions{.rank = rank,
+                                                                   .size = size,
+                                                                   .key = session_->keys().dataLink,
+                                                                   .encrypt = session_->dataSecurity() == Security::kCurve,
+                                                                   .maxMessageBytes = kMaxDataMessage})),
       lanesOut_(static_cast<std::size_t>(size)),
       lanesIn_(static_cast<std::size_t>(size)),
       sendSequence_(static_cast<std::size_t>(size), 0),
@@ -109,8 +117,7 @@ ZmqTransport::ZmqTransport(std::shared_ptr<ZmqSession> session, int rank, int si
       sendBuffers_(std::make_shared<SendBufferPool>()) {
   keepMessageBlocksOnTheHeap();
   secureServer(inbound_, session_->dataSecurity(), session_->keys(), "hpu-data");
-  inbound_.bind(tcpEndpoint(localAddress, 0));
-  endpoints_.tcp = inbound_.get(zmq::sockopt::last_endpoint);
+  endpoints_.tcp = tcp_->endpoint();
   endpoints_.ipc = ipcEndpoint(rank);
   inbound_.bind(endpoints_.ipc);
 }
@@ -131,7 +138,7 @@ ZmqTransport::~ZmqTransport() {
   inbound_.close();
 }
 
-void ZmqTransport::connectPeers(const std::vector<PeerInfo>& peers) {
+void ZmqTransport::connectPeers(const std::vector<PeerInfo>& peers, Deadline deadline) {
   HPU_COMM_CHECK(peers.size() == static_cast<std::size_t>(size_), "the peer table must list every rank");
   const PeerInfo& me = peers[static_cast<std::size_t>(rank_)];
   std::map<std::pair<std::string, std::uint32_t>, int> nodes;
@@ -139,11 +146,17 @@ void ZmqTransport::connectPeers(const std::vector<PeerInfo>& peers) {
     nodeOf_[r] =
         nodes.emplace(std::pair(peers[r].hostId, peers[r].nodeRank), static_cast<int>(nodes.size())).first->second;
   }
+  std::vector<std::pair<int, std::string>> remote;
   for (int peer = 0; peer < size_; ++peer) {
     if (peer == rank_) continue;
     const PeerInfo& info = peers[static_cast<std::size_t>(peer)];
     const bool sameNode = info.hostId == me.hostId && info.nodeRank == me.nodeRank;
     sameNode_[static_cast<std::size_t>(peer)] = sameNode;
+    linked_[static_cast<std::size_t>(peer)] = !sameNode;
+    if (!sameNode) {
+      remote.emplace_back(peer, info.endpoints.tcp);
+      continue;
+    }
     // Data must outlive a clean close: linger long enough to deliver the
     // last chunks to a peer that is still reading them.
     auto& socket = outbound_[static_cast<std::size_t>(peer)];
@@ -153,8 +166,13 @@ void ZmqTransport::connectPeers(const std::vector<PeerInfo>& peers) {
                                            .highWaterMark = kDataHighWaterMark,
                                            .ipv6 = info.endpoints.tcp.find('[') != std::string::npos}));
     secureClient(*socket, session_->dataSecurity(), session_->keys());
-    socket->connect(sameNode ? info.endpoints.ipc : info.endpoints.tcp);
+    socket->connect(info.endpoints.ipc);
   }
+  anyLink_ = !remote.empty();
+  tcp_->connect(remote, deadline, [this] {
+    checkNotAborted();
+    session_->health()->check();
+  });
 }
 
 void ZmqTransport::send(int peer, std::span<const std::byte> header, std::span<const std::byte> payload,
@@ -163,6 +181,13 @@ void ZmqTransport::send(int peer, std::span<const std::byte> header, std::span<c
   checkNotAborted();
   session_->health()->check();
   if (dropped_.load(std::memory_order_relaxed)) return;
+  if (linked_[static_cast<std::size_t>(peer)]) {
+    tcp_->send(peer, header, payload, deadline, [this] {
+      checkNotAborted();
+      session_->health()->check();
+    });
+    return;
+  }
   const std::uint32_t sequence = sendSequence_[static_cast<std::size_t>(peer)]++;
   ShmSender* lane = laneTo(peer, deadline);
   const bool fits = ShmSender::fits(header.size() + payload.size());
@@ -212,9 +237,44 @@ ShmSender* ZmqTransport::laneTo(int peer, Deadline deadline) {
   return lanesOut_[p].get();
 }
 
+std::unique_ptr<Message> ZmqTransport::recvOverLink(int peer, Deadline deadline) {
+  const auto& health = *session_->health();
+  // A message that comes within kLinkSpin is read without sleeping: being
+  // woken by the kernel costs more than a small message's whole trip.
+  const auto spinUntil = Clock::now() + kLinkSpin;
+  while (!dropped_.load(std::memory_order_relaxed) && Clock::now() < spinUntil) {
+    if (auto message = tcp_->tryTake(peer)) return message;
+    tcp_->progress(std::chrono::microseconds(0));
+    if (tcp_->broken(peer) || aborted_.load(std::memory_order_relaxed)) break;
+    // More ranks than cores: the rank that sends may be waiting for this core.
+    sched_yield();
+  }
+  for (;;) {
+    checkNotAborted();
+    const bool dropped = dropped_.load(std::memory_order_relaxed);
+    if (!dropped) {
+      if (auto message = tcp_->tryTake(peer)) return message;
+      tcp_->progress(std::chrono::microseconds(0));
+      if (auto message = tcp_->tryTake(peer)) return message;
+    }
+    health.check(peer);
+    if (Clock::now() >= deadline) {
+      throw CommTimeoutError(
+          tcp_->broken(peer)
+              ? fmt::format("no message from rank {} before the deadline; its data link broke", peer)
+              : fmt::format("no message from rank {} before the deadline", peer));
+    }
+    if (dropped || tcp_->broken(peer))
+      std::this_thread::sleep_for(std::min(sliceUntil(deadline), milliseconds(10)));
+    else
+      tcp_->progress(sliceUntil(deadline));
+  }
+}
+
 std::unique_ptr<Message> ZmqTransport::recv(int peer, Deadline deadline) {
   HPU_COMM_CHECK(peer >= 0 && peer < size_ && peer != rank_, "recv from an invalid peer");
   const auto p = static_cast<std::size_t>(peer);
+  if (linked_[p]) return recvOverLink(peer, deadline);
   const auto& health = *session_->health();
   for (;;) {
     // An aborted rank delivers nothing more, even messages already here: its
@@ -234,13 +294,16 @@ std::unique_ptr<Message> ZmqTransport::recv(int peer, Deadline deadline) {
     if (Clock::now() >= deadline) {
       throw CommTimeoutError(fmt::format("no message from rank {} before the deadline", peer));
     }
+    // With links to other nodes, wake every millisecond to read them.
+    const milliseconds slice = anyLink_ ? std::min(sliceUntil(deadline), milliseconds(1)) : sliceUntil(deadline);
+    if (anyLink_ && !dropped) tcp_->progress(std::chrono::microseconds(0));
     if (dropped) {
-      std::this_thread::sleep_for(sliceUntil(deadline));
+      std::this_thread::sleep_for(slice);
     } else if (lanesIn_[p] && !posted) {
-      lanesIn_[p]->segment().waitForPost(recvSequence_[p], sliceUntil(deadline));  // at once if posted since
+      lanesIn_[p]->segment().waitForPost(recvSequence_[p], slice);  // at once if posted since
     } else {
       zmq::pollitem_t item{inbound_.handle(), 0, ZMQ_POLLIN, 0};
-      zmq::poll(&item, 1, sliceUntil(deadline));
+      zmq::poll(&item, 1, slice);
     }
   }
 }

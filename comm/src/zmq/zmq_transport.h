@@ -1,18 +1,21 @@
-// The data plane over ZeroMQ. Each rank binds one PULL socket on two
-// endpoints (tcp:// on the address facing rank 0, ipc:// in Linux's abstract
-// namespace) and connects one PUSH socket per peer: ipc:// to ranks of the
-// same node on the same machine, tcp:// to everyone else. Messages carry the
-// sender's rank in a prefix; those from other peers than the one
-// being waited for are kept in per-peer queues, so each peer's messages are
-// read in the order it sent them. Waits poll in slices of at most 100 ms and
-// check PeerHealth between slices, and whether this rank aborted: abort()
-// fails the operation in flight within a slice (PeerLostError naming this
-// rank), as it fails the other ranks'.
+// The data plane of a ZeroMQ job. Between ranks of one node: each rank binds
+// one PULL socket on ipc:// (Linux's abstract namespace) and connects one
+// PUSH socket per peer of its node; messages carry the sender's rank in a
+// prefix, and those from other peers than the one being waited for are kept
+// in per-peer queues, so each peer's messages are read in the order it sent
+// them. Between nodes: TCP links the rank's own thread reads and writes
+// (tcp/tcp_links.h). Waits poll in slices of at most 100 ms and check
+// PeerHealth between slices, and whether this rank aborted: abort() fails
+// the operation in flight within a slice (PeerLostError naming this rank),
+// as it fails the other ranks'.
 // Messages to a rank of the same node go through a shared-memory lane
 // (shm_lane.h) when /dev/shm allows one and a slot is free, the others over
 // the socket; every message carries its link sequence number, so each
 // peer's messages are still read in order. A wait for a message not sent
-// yet sleeps on the lane, a wait for one on its way polls the socket.
+// yet sleeps on the lane, a wait for one on its way polls the socket. While
+// a rank waits on a peer of its node, it keeps reading its TCP links every
+// millisecond, so a peer on another node is never held up by its full
+// socket buffers.
 // Thread-safety: as Transport (one thread at a time sends and receives).
 #pragma once
 
@@ -33,19 +36,21 @@
 #include "send_buffers.h"
 #include "session.h"
 #include "shm_lane.h"
+#include "../tcp/tcp_links.h"
 
 namespace hpu::comm::detail {
 
 class ZmqTransport final : public Transport {
  public:
-  // Binds the inbound socket (tcp on `localAddress`, and ipc).
+  // Binds the inbound ipc socket, and listens for TCP links on `localAddress`.
   ZmqTransport(std::shared_ptr<ZmqSession> session, int rank, int size, const ResolvedAddress& localAddress);
   ~ZmqTransport() override;
 
   const Endpoints& endpoints() const { return endpoints_; }
-  // Connects to every peer of the published table.
+  // Connects to every peer of the published table: the TCP links are up
+  // when it returns. Throws RendezvousError if they are not by `deadline`.
   // REQUIRES: peers.size() == size().
-  void connectPeers(const std::vector<PeerInfo>& peers);
+  void connectPeers(const std::vector<PeerInfo>& peers, Deadline deadline);
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -60,6 +65,7 @@ class ZmqTransport final : public Transport {
 
  private:
   void drainInbound();
+  std::unique_ptr<Message> recvOverLink(int peer, Deadline deadline);
   void sendOverSocket(int peer, std::uint32_t senderWord, std::uint32_t sequence, std::span<const std::byte> header,
                       std::span<const std::byte> payload, Deadline deadline);
   // The lane to `peer`, created (and announced) at the first message; nullptr
@@ -80,6 +86,9 @@ class ZmqTransport final : public Transport {
   LogLimiter limiter_;
   std::vector<int> nodeOf_;  // per rank: the index of its (hostId, nodeRank) in the peer table
   std::vector<bool> sameNode_;  // peers on ipc:// and (while /dev/shm allows) shared memory
+  std::vector<bool> linked_;    // peers on other nodes: over tcp_
+  std::unique_ptr<TcpLinks> tcp_;
+  bool anyLink_ = false;
   std::vector<std::unique_ptr<ShmSender>> lanesOut_;
   std::vector<std::unique_ptr<ShmReceiver>> lanesIn_;
   std::vector<std::uint32_t> sendSequence_;  // the next message's number, per peer

@@ -1,0 +1,572 @@
+#include "tcp_links.h"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sodium.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <set>
+#include <thread>
+
+#include <spdlog/fmt/fmt.h>
+#include <spdlog/spdlog.h>
+
+#include "../check.h"
+#include "../rank_list.h"
+#include "hpu/comm/errors.h"
+#include "link_handshake.h"
+
+namespace hpu::comm::detail {
+
+using std::chrono::microseconds;
+using std::chrono::milliseconds;
+
+namespace {
+
+constexpr std::size_t kLengthBytes = 4;
+// Received bytes are read through a staging buffer this large (many small
+// frames in one read); the rest of a frame body once it is at least
+// kDirectBytes long is read straight into its message.
+constexpr std::size_t kStageBytes = 64 << 10;
+constexpr std::size_t kDirectBytes = 4 << 10;
+constexpr std::size_t kStreamHeaderBytes = crypto_secretstream_xchacha20poly1305_HEADERBYTES;
+constexpr std::size_t kTagBytes = crypto_secretstream_xchacha20poly1305_ABYTES;
+constexpr milliseconds kPollSlice{100};
+// How long an accepted connection may take to say hello before it is
+// dropped (a stray connection must not hold up the others).
+constexpr milliseconds kHelloPatience{5000};
+
+// Bytes without zero-filling (a message body is overwritten whole).
+struct Bytes {
+  std::unique_ptr<std::byte[]> data;
+  std::size_t size = 0;
+  static Bytes of(std::size_t n) { return {std::unique_ptr<std::byte[]>(new std::byte[n]), n}; }
+};
+
+class TcpMessage final : public Message {
+ public:
+  explicit TcpMessage(Bytes bytes) : bytes_(std::move(bytes)) {}
+  std::span<const std::byte> bytes() const override { return {bytes_.data.get(), bytes_.size}; }
+
+ private:
+  Bytes bytes_;
+};
+
+std::string errnoText() { return std::strerror(errno); }
+
+timespec timespecOf(microseconds wait) {
+  const auto us = std::max<std::int64_t>(0, wait.count());
+  return {static_cast<time_t>(us / 1000000), static_cast<long>((us % 1000000) * 1000)};
+}
+
+microseconds sliceUntil(Transport::Deadline deadline) {
+  const auto left = std::chrono::ceil<microseconds>(deadline - Transport::Clock::now());
+  return std::clamp<microseconds>(left, microseconds(0), kPollSlice);
+}
+
+// "tcp://10.0.0.2:41234" or "tcp://[::1]:41234" as a socket address.
+sockaddr_storage addressOf(const std::string& endpoint, socklen_t& length) {
+  const std::string_view prefix = "tcp://";
+  const std::size_t colon = endpoint.rfind(':');
+  if (endpoint.rfind(prefix, 0) != 0 || colon == std::string::npos || colon < prefix.size())
+    throw RendezvousError(fmt::format("the data endpoint '{}' is not tcp://host:port", endpoint));
+  std::string host = endpoint.substr(prefix.size(), colon - prefix.size());
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  const std::string port = endpoint.substr(colon + 1);
+  addrinfo hints{};
+  hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), port.c_str(), &hints, &found) != 0 || found == nullptr)
+    throw RendezvousError(fmt::format("the data endpoint '{}' is not tcp://host:port", endpoint));
+  sockaddr_storage address{};
+  std::memcpy(&address, found->ai_addr, found->ai_addrlen);
+  length = found->ai_addrlen;
+  ::freeaddrinfo(found);
+  return address;
+}
+
+// Waits until `fd` has one of `events`, or `deadline`; false then. `check`
+// runs between slices.
+bool waitFor(int fd, short events, Transport::Deadline deadline, const TcpLinks::Check& check) {
+  for (;;) {
+    pollfd p{fd, events, 0};
+    const timespec ts = timespecOf(sliceUntil(deadline));
+    if (::ppoll(&p, 1, &ts, nullptr) > 0) return true;
+    check();
+    if (Transport::Clock::now() >= deadline) return false;
+  }
+}
+
+}  // namespace
+
+// One connection: frames out and in, and the message queue of its peer.
+class TcpLink {
+ public:
+  TcpLink(int fd, int peer, std::size_t max_message) : fd_(fd), peer_(peer), max_message_(max_message) {
+    stage_ = Bytes::of(kStageBytes);
+    const int one = 1;
+    ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  }
+  ~TcpLink() { ::close(fd_); }
+  TcpLink(const TcpLink&) = delete;
+  TcpLink& operator=(const TcpLink&) = delete;
+
+  int fd() const { return fd_; }
+  int peer() const { return peer_; }
+  // An accepted connection's rank, once its hello said it.
+  void setPeer(int peer) { peer_ = peer; }
+  bool broken() const { return !broken_reason_.empty(); }
+  const std::string& brokenReason() const { return broken_reason_; }
+
+  // --- handshake: whole writes and reads with a deadline ---
+  void writeExactly(std::span<const std::byte> bytes, Transport::Deadline deadline, const TcpLinks::Check& check) {
+    while (!bytes.empty()) {
+      const ssize_t n = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n > 0) {
+        bytes = bytes.subspan(static_cast<std::size_t>(n));
+        continue;
+      }
+      if (n < 0 && errno != EAGAIN && errno != EINTR)
+        throw RendezvousError(fmt::format("the data link to rank {} failed during its handshake: {}", peer_, errnoText()));
+      if (!waitFor(fd_, POLLOUT, deadline, check))
+        throw RendezvousError(fmt::format("rank {} did not take its data link handshake in time", peer_));
+    }
+  }
+  // False at the deadline; throws if the peer closes the connection.
+  bool readExactly(std::span<std::byte> bytes, Transport::Deadline deadline, const TcpLinks::Check& check) {
+    while (!bytes.empty()) {
+      const ssize_t n = ::recv(fd_, bytes.data(), bytes.size(), MSG_DONTWAIT);
+      if (n > 0) {
+        bytes = bytes.subspan(static_cast<std::size_t>(n));
+        continue;
+      }
+      if (n == 0 || (errno != EAGAIN && errno != EINTR))
+        throw RendezvousError(fmt::format("rank {} closed its data link during the handshake{}", peer_,
+                                          n == 0 ? "" : ": " + errnoText()));
+      if (!waitFor(fd_, POLLIN, deadline, check)) return false;
+    }
+    return true;
+  }
+
+  // --- encryption: one secretstream per direction ---
+  std::array<std::byte, kStreamHeaderBytes> startPush(const LinkStreamKey& key) {
+    std::array<std::byte, kStreamHeaderBytes> header{};
+    crypto_secretstream_xchacha20poly1305_init_push(&push_, reinterpret_cast<unsigned char*>(header.data()), key.data());
+    encrypted_ = true;
+    return header;
+  }
+  bool startPull(const LinkStreamKey& key, std::span<const std::byte> header) {
+    return crypto_secretstream_xchacha20poly1305_init_pull(
+               &pull_, reinterpret_cast<const unsigned char*>(header.data()), key.data()) == 0;
+  }
+
+  // --- messages out ---
+  // Makes `header` + `payload` the frame to write (plain: from the caller's
+  // memory, which must stay until written).
+  void beginFrame(std::span<const std::byte> header, std::span<const std::byte> payload) {
+    const std::size_t message = header.size() + payload.size();
+    if (encrypted_) {
+      plain_.resize(message);
+      if (!header.empty()) std::memcpy(plain_.data(), header.data(), header.size());
+      if (!payload.empty()) std::memcpy(plain_.data() + header.size(), payload.data(), payload.size());
+      cipher_.resize(kLengthBytes + message + kTagBytes);
+      putLength(cipher_.data(), message + kTagBytes);
+      crypto_secretstream_xchacha20poly1305_push(&push_, reinterpret_cast<unsigned char*>(cipher_.data() + kLengthBytes),
+                                                 nullptr, reinterpret_cast<const unsigned char*>(plain_.data()),
+                                                 message, nullptr, 0, 0);
+      iov_[0] = {cipher_.data(), cipher_.size()};
+      iov_count_ = 1;
+    } else {
+      putLength(length_, message);
+      iov_[0] = {length_, kLengthBytes};
+      iov_[1] = {const_cast<std::byte*>(header.data()), header.size()};
+      iov_[2] = {const_cast<std::byte*>(payload.data()), payload.size()};
+      iov_count_ = 3;
+    }
+    iov_at_ = 0;
+  }
+  // Writes what the kernel takes of the frame; true once it is all written
+  // (or the link broke).
+  bool writeSome() {
+    while (iov_at_ < iov_count_) {
+      msghdr m{};
+      m.msg_iov = iov_.data() + iov_at_;
+      m.msg_iovlen = static_cast<std::size_t>(iov_count_ - iov_at_);
+      const ssize_t n = ::sendmsg(fd_, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN) return false;
+        breakWith(fmt::format("writing failed: {}", errnoText()));
+        return true;
+      }
+      advance(static_cast<std::size_t>(n));
+    }
+    return true;
+  }
+
+  // --- messages in ---
+  // Reads what the socket holds; true if it read anything.
+  bool readAvailable() {
+    bool any = false;
+    while (!broken()) {
+      ssize_t n;
+      if (in_body_ && stage_begin_ == stage_end_ && body_.size - body_at_ >= kDirectBytes) {
+        n = ::recv(fd_, body_.data.get() + body_at_, body_.size - body_at_, MSG_DONTWAIT);
+        if (n > 0) {
+          body_at_ += static_cast<std::size_t>(n);
+          if (body_at_ == body_.size) finishFrame();
+        }
+      } else {
+        if (stage_begin_ == stage_end_) stage_begin_ = stage_end_ = 0;
+        n = ::recv(fd_, stage_.data.get() + stage_end_, kStageBytes - stage_end_, MSG_DONTWAIT);
+        if (n > 0) {
+          stage_end_ += static_cast<std::size_t>(n);
+          parseStage();
+        }
+      }
+      if (n > 0) {
+        any = true;
+        continue;
+      }
+      if (n == 0) {
+        breakWith("the other end closed the connection");
+      } else if (errno == EINTR) {
+        continue;
+      } else if (errno != EAGAIN) {
+        breakWith(fmt::format("reading failed: {}", errnoText()));
+      }
+      break;
+    }
+    return any;
+  }
+  std::unique_ptr<Message> take() {
+    if (ready_.empty()) return nullptr;
+    std::unique_ptr<Message> m = std::move(ready_.front());
+    ready_.pop_front();
+    return m;
+  }
+
+ private:
+  static void putLength(std::byte* out, std::size_t length) {
+    const auto n = static_cast<std::uint32_t>(length);
+    for (int i = 0; i < 4; ++i) out[i] = static_cast<std::byte>(n >> (8 * i));
+  }
+
+  void advance(std::size_t n) {
+    while (n > 0 && iov_at_ < iov_count_) {
+      iovec& v = iov_[static_cast<std::size_t>(iov_at_)];
+      const std::size_t step = std::min(n, v.iov_len);
+      v.iov_base = static_cast<std::byte*>(v.iov_base) + step;
+      v.iov_len -= step;
+      n -= step;
+      if (v.iov_len == 0) ++iov_at_;
+    }
+    while (iov_at_ < iov_count_ && iov_[static_cast<std::size_t>(iov_at_)].iov_len == 0) ++iov_at_;
+  }
+
+  void parseStage() {
+    while (stage_begin_ < stage_end_ && !broken()) {
+      const std::byte* at = stage_.data.get() + stage_begin_;
+      const std::size_t available = stage_end_ - stage_begin_;
+      if (!in_body_) {
+        const std::size_t take = std::min(available, kLengthBytes - length_at_);
+        std::memcpy(length_in_ + length_at_, at, take);
+        length_at_ += take;
+        stage_begin_ += take;
+        if (length_at_ < kLengthBytes) return;
+        length_at_ = 0;
+        std::uint32_t length = 0;
+        for (int i = 0; i < 4; ++i) length |= static_cast<std::uint32_t>(length_in_[i]) << (8 * i);
+        const std::size_t limit = max_message_ + (encrypted_ ? kTagBytes : 0);
+        if (length > limit || (encrypted_ && length < kTagBytes)) {
+          breakWith(fmt::format("it sent a frame of {} bytes (the limit is {})", length, limit));
+          return;
+        }
+        body_ = Bytes::of(length);
+        body_at_ = 0;
+        in_body_ = true;
+        if (length == 0) finishFrame();
+        continue;
+      }
+      const std::size_t take = std::min(available, body_.size - body_at_);
+      std::memcpy(body_.data.get() + body_at_, at, take);
+      body_at_ += take;
+      stage_begin_ += take;
+      if (body_at_ == body_.size) finishFrame();
+    }
+  }
+
+  void finishFrame() {
+    in_body_ = false;
+    if (!encrypted_) {
+      ready_.push_back(std::make_unique<TcpMessage>(std::move(body_)));
+      return;
+    }
+    Bytes plain = Bytes::of(body_.size - kTagBytes);
+    unsigned long long plain_size = 0;
+    unsigned char tag = 0;
+    if (crypto_secretstream_xchacha20poly1305_pull(&pull_, reinterpret_cast<unsigned char*>(plain.data.get()),
+                                                   &plain_size, &tag,
+                                                   reinterpret_cast<const unsigned char*>(body_.data.get()),
+                                                   body_.size, nullptr, 0) != 0) {
+      breakWith("a message from it failed authentication");
+      return;
+    }
+    ready_.push_back(std::make_unique<TcpMessage>(std::move(plain)));
+  }
+
+  void breakWith(std::string reason) {
+    if (broken()) return;
+    broken_reason_ = std::move(reason);
+    spdlog::debug("the data link to rank {} broke: {}", peer_, broken_reason_);
+  }
+
+  const int fd_;
+  int peer_;
+  const std::size_t max_message_;
+  std::string broken_reason_;
+
+  bool encrypted_ = false;
+  crypto_secretstream_xchacha20poly1305_state push_{}, pull_{};
+
+  // The frame being written.
+  std::array<iovec, 3> iov_{};
+  int iov_count_ = 0, iov_at_ = 0;
+  std::byte length_[kLengthBytes]{};
+  std::vector<std::byte> plain_, cipher_;  // encrypted frames
+
+  // The frame being read.
+  Bytes stage_;
+  std::size_t stage_begin_ = 0, stage_end_ = 0;
+  bool in_body_ = false;
+  std::byte length_in_[kLengthBytes]{};
+  std::size_t length_at_ = 0;
+  Bytes body_;
+  std::size_t body_at_ = 0;
+  std::deque<std::unique_ptr<Message>> ready_;
+};
+
+TcpLinks::TcpLinks(const ResolvedAddress& local, TcpLinkOptions options)
+    : options_(std::move(options)), links_(static_cast<std::size_t>(options_.size)) {
+  socklen_t length = 0;
+  sockaddr_storage address = addressOf(tcpEndpoint(local, 1), length);
+  if (address.ss_family == AF_INET6)
+    reinterpret_cast<sockaddr_in6*>(&address)->sin6_port = 0;  // any free port
+  else
+    reinterpret_cast<sockaddr_in*>(&address)->sin_port = 0;
+  listener_ = ::socket(address.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (listener_ < 0 || ::bind(listener_, reinterpret_cast<sockaddr*>(&address), length) != 0 ||
+      ::listen(listener_, std::max(16, options_.size)) != 0) {
+    const std::string reason = errnoText();
+    if (listener_ >= 0) ::close(listener_);
+    throw RendezvousError(fmt::format("rank {}: cannot listen for data links on {}: {}", options_.rank, local.ip, reason));
+  }
+  sockaddr_storage bound{};
+  socklen_t bound_length = sizeof bound;
+  ::getsockname(listener_, reinterpret_cast<sockaddr*>(&bound), &bound_length);
+  const int port = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                                                     : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  endpoint_ = tcpEndpoint(local, port);
+}
+
+TcpLinks::~TcpLinks() {
+  links_.clear();
+  ::close(listener_);
+}
+
+TcpLink* TcpLinks::link(int peer) const { return links_.at(static_cast<std::size_t>(peer)).get(); }
+bool TcpLinks::linked(int peer) const { return link(peer) != nullptr; }
+bool TcpLinks::broken(int peer) const { return link(peer) != nullptr && link(peer)->broken(); }
+
+void TcpLinks::connect(const std::vector<std::pair<int, std::string>>& peers, Deadline deadline, const Check& check) {
+  const int me = options_.rank;
+  const auto meWord = static_cast<std::uint32_t>(me);
+  const std::size_t proof_bytes = std::tuple_size_v<LinkProof>;
+  const std::size_t stream_header = options_.encrypt ? kStreamHeaderBytes : 0;
+  const auto missing = [&](const std::set<int>& ranks) {
+    return RendezvousError(fmt::format("rank {}: no data link to rank{} {} before HPU_RENDEZVOUS_TIMEOUT", me,
+                                       ranks.size() == 1 ? "" : "s", formatRankList({ranks.begin(), ranks.end()})));
+  };
+
+  // 1. Connect to every higher rank and say hello.
+  struct Outgoing {
+    int peer;
+    std::unique_ptr<TcpLink> link;
+    LinkHello hello;
+  };
+  std::vector<Outgoing> outgoing;
+  std::set<int> lower;
+  for (const auto& [peer, endpoint] : peers) {
+    if (peer < me) {
+      lower.insert(peer);
+      continue;
+    }
+    socklen_t length = 0;
+    const sockaddr_storage address = addressOf(endpoint, length);
+    std::unique_ptr<TcpLink> link;
+    for (;;) {
+      const int fd = ::socket(address.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+      if (fd < 0) throw RendezvousError(fmt::format("rank {}: cannot open a socket: {}", me, errnoText()));
+      link = std::make_unique<TcpLink>(fd, peer, options_.maxMessageBytes);
+      int error = 0;
+      if (::connect(fd, reinterpret_cast<const sockaddr*>(&address), length) != 0) {
+        error = errno;
+        if (error == EINPROGRESS && waitFor(fd, POLLOUT, deadline, check)) {
+          socklen_t size = sizeof error;
+          ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &size);
+        }
+      }
+      if (error == 0) break;
+      if (Clock::now() >= deadline)
+        throw RendezvousError(fmt::format("rank {}: cannot reach rank {} at {}: {}", me, peer, endpoint,
+                                          error == EINPROGRESS ? "timed out" : std::strerror(error)));
+      check();
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    const LinkHello hello = makeLinkHello(meWord, static_cast<std::uint32_t>(peer));
+    link->writeExactly(encodeLinkHello(hello), deadline, check);
+    outgoing.push_back({peer, std::move(link), hello});
+  }
+
+  // 2. Accept every lower rank: check its hello, answer with ours and our proof.
+  struct Incoming {
+    std::unique_ptr<TcpLink> link;
+    LinkSecrets secrets;
+  };
+  std::map<int, Incoming> incoming;
+  std::set<int> waiting = lower;
+  while (!waiting.empty()) {
+    if (!waitFor(listener_, POLLIN, deadline, check)) throw missing(waiting);
+    const int fd = ::accept4(listener_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    auto link = std::make_unique<TcpLink>(fd, -1, options_.maxMessageBytes);
+    std::array<std::byte, kLinkHelloBytes> bytes{};
+    std::optional<LinkHello> hello;
+    try {
+      if (link->readExactly(bytes, std::min(deadline, Clock::now() + kHelloPatience), check))
+        hello = decodeLinkHello(bytes);
+    } catch (const RendezvousError&) {
+    }
+    if (!hello || hello->to != meWord || !waiting.count(static_cast<int>(hello->from))) {
+      spdlog::warn("rank {}: dropped a data connection that is not one of this job's ranks", me);
+      continue;
+    }
+    const int peer = static_cast<int>(hello->from);
+    link->setPeer(peer);
+    const LinkHello mine = makeLinkHello(meWord, hello->from);
+    Incoming in{std::move(link), deriveLinkSecrets(options_.key, *hello, mine)};
+    std::vector<std::byte> answer(kLinkHelloBytes + proof_bytes);
+    const auto encoded = encodeLinkHello(mine);
+    std::copy(encoded.begin(), encoded.end(), answer.begin());
+    std::copy(in.secrets.acceptor_proof.begin(), in.secrets.acceptor_proof.end(), answer.begin() + kLinkHelloBytes);
+    if (options_.encrypt) {
+      const auto header = in.link->startPush(in.secrets.acceptor_to_connector);
+      answer.insert(answer.end(), header.begin(), header.end());
+    }
+    in.link->writeExactly(answer, deadline, check);
+    incoming.emplace(peer, std::move(in));
+    waiting.erase(peer);
+  }
+
+  // 3. Finish the links we opened: check the peer's proof, send ours.
+  for (Outgoing& o : outgoing) {
+    std::vector<std::byte> bytes(kLinkHelloBytes + proof_bytes + stream_header);
+    if (!o.link->readExactly(bytes, deadline, check)) throw missing({o.peer});
+    const std::optional<LinkHello> hello = decodeLinkHello(std::span(bytes).first(kLinkHelloBytes));
+    if (!hello || hello->from != static_cast<std::uint32_t>(o.peer) || hello->to != meWord)
+      throw RendezvousError(fmt::format("rank {}: the data endpoint of rank {} answered as another program or rank", me,
+                                        o.peer));
+    const LinkSecrets secrets = deriveLinkSecrets(options_.key, o.hello, *hello);
+    LinkProof proof{};
+    std::copy_n(bytes.begin() + kLinkHelloBytes, proof_bytes, proof.begin());
+    if (!sameProof(proof, secrets.acceptor_proof))
+      throw RendezvousError(fmt::format("rank {}: rank {} failed the data link handshake: it does not hold this job's "
+                                        "token (HPU_JOB_TOKEN)",
+                                        me, o.peer));
+    if (options_.encrypt &&
+        !o.link->startPull(secrets.acceptor_to_connector, std::span(bytes).subspan(kLinkHelloBytes + proof_bytes)))
+      throw RendezvousError(fmt::format("rank {}: rank {} sent a bad stream header", me, o.peer));
+    std::vector<std::byte> answer(secrets.connector_proof.begin(), secrets.connector_proof.end());
+    if (options_.encrypt) {
+      const auto header = o.link->startPush(secrets.connector_to_acceptor);
+      answer.insert(answer.end(), header.begin(), header.end());
+    }
+    o.link->writeExactly(answer, deadline, check);
+    links_[static_cast<std::size_t>(o.peer)] = std::move(o.link);
+  }
+
+  // 4. Finish the links we accepted.
+  for (auto& [peer, in] : incoming) {
+    std::vector<std::byte> bytes(proof_bytes + stream_header);
+    if (!in.link->readExactly(bytes, deadline, check)) throw missing({peer});
+    LinkProof proof{};
+    std::copy_n(bytes.begin(), proof_bytes, proof.begin());
+    if (!sameProof(proof, in.secrets.connector_proof))
+      throw RendezvousError(fmt::format("rank {}: rank {} failed the data link handshake: it does not hold this job's "
+                                        "token (HPU_JOB_TOKEN)",
+                                        me, peer));
+    if (options_.encrypt && !in.link->startPull(in.secrets.connector_to_acceptor, std::span(bytes).subspan(proof_bytes)))
+      throw RendezvousError(fmt::format("rank {}: rank {} sent a bad stream header", me, peer));
+    links_[static_cast<std::size_t>(peer)] = std::move(in.link);
+  }
+}
+
+void TcpLinks::send(int peer, std::span<const std::byte> header, std::span<const std::byte> payload, Deadline deadline,
+                    const Check& check) {
+  TcpLink* l = link(peer);
+  HPU_COMM_CHECK(l != nullptr, "send over a data link that does not exist");
+  l->beginFrame(header, payload);
+  while (!l->writeSome()) {
+    check();
+    if (Clock::now() >= deadline)
+      throw CommTimeoutError(fmt::format("rank {} did not take its messages before the deadline", peer));
+    pollLinks(sliceUntil(deadline), peer);
+  }
+  // A broken link takes nothing: wait for the job's health to say why.
+  while (l->broken()) {
+    check();
+    if (Clock::now() >= deadline)
+      throw CommTimeoutError(fmt::format("the data link to rank {} broke ({}) and the rank was not reported lost "
+                                         "before the deadline",
+                                         peer, l->brokenReason()));
+    std::this_thread::sleep_for(std::min<microseconds>(sliceUntil(deadline), milliseconds(10)));
+  }
+}
+
+std::unique_ptr<Message> TcpLinks::tryTake(int peer) {
+  TcpLink* l = link(peer);
+  HPU_COMM_CHECK(l != nullptr, "recv over a data link that does not exist");
+  return l->take();
+}
+
+void TcpLinks::progress(microseconds wait) { pollLinks(wait, -1); }
+
+void TcpLinks::pollLinks(microseconds wait, int writable_peer) {
+  std::vector<pollfd> fds;
+  std::vector<TcpLink*> polled;
+  for (const auto& l : links_) {
+    if (!l || l->broken()) continue;
+    fds.push_back({l->fd(), static_cast<short>(POLLIN | (l->peer() == writable_peer ? POLLOUT : 0)), 0});
+    polled.push_back(l.get());
+  }
+  if (fds.empty()) {
+    std::this_thread::sleep_for(wait);
+    return;
+  }
+  const timespec ts = timespecOf(wait);
+  if (::ppoll(fds.data(), fds.size(), &ts, nullptr) <= 0) return;
+  for (std::size_t i = 0; i < fds.size(); ++i)
+    if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) polled[i]->readAvailable();
+}
+
+}  // namespace hpu::comm::detail
