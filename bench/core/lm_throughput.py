@@ -7,8 +7,8 @@ Rounds alternate (A B C D ...): hpu-train fp32, hpu-train bf16-mixed,
 PyTorch fp32, PyTorch bf16 autocast. Each entry is a median of tokens/s with
 its min..max; ratios are of medians.
 
-hpu-train's steady-state rate comes from two runs of the real CLI with
-different step counts (the difference cancels start-up). PyTorch trains the
+hpu-train's steady-state rate is what ThroughputMonitor logs over the second
+half of a run of the real CLI (hpu_bench.monitored_rate). PyTorch trains the
 same architecture written as Hugging Face's eager Llama (RMSNorm, rotate-half
 RoPE, softmax attention with a causal mask, SwiGLU), on random tokens, with
 the same thread count.
@@ -20,16 +20,14 @@ import json
 import math
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from hpu_bench import steps_per_second
+from hpu_bench import monitored_rate, steps_per_second
 
 HIDDEN, LAYERS, HEADS, FFN, VOCAB, SEQ, BATCH = 256, 4, 4, 688, 256, 256, 8
 
@@ -108,25 +106,17 @@ def torch_rate(steps, bf16):
     return steps_per_second(step, steps, 3) * BATCH * SEQ
 
 
-def hpu_run(binary, precision, steps, workdir, threads):
+def hpu_rate(binary, precision, steps, workdir, threads):
+    """Tokens/s over the second half of a `steps`-step fit (hpu_bench.monitored_rate)."""
     args = [binary, "fit", "--config", "configs/llama_tiny_text.yaml", f"--trainer.max_steps={steps}",
-            "--trainer.limit_val_batches=0", "--trainer.num_sanity_val_steps=0", "--trainer.logger=false",
-            "--trainer.callbacks=null", "--trainer.enable_checkpointing=false", "--trainer.enable_progress_bar=false",
+            "--trainer.limit_val_batches=0", "--trainer.num_sanity_val_steps=0",
+            "--trainer.enable_checkpointing=false", "--trainer.enable_progress_bar=false",
             "--trainer.enable_model_summary=false", "--lr_scheduler=null", f"--trainer.precision={precision}",
             f"--model.vocab_size={VOCAB}", "--data=RandomTokensDataModule", f"--data.vocab_size={VOCAB}",
             f"--data.block_size={SEQ}",
             f"--data.batch_size={BATCH}", "--data.num_samples=4096"]
     env = dict(os.environ, HPU_INTRA_OP_THREADS=str(threads))
-    t = time.perf_counter()
-    subprocess.run(args, check=True, cwd=workdir, env=env, stdout=subprocess.DEVNULL)
-    return time.perf_counter() - t
-
-
-def hpu_rate(binary, precision, steps, workdir, threads):
-    short = max(steps // 5, 3)
-    t_long = hpu_run(binary, precision, steps, workdir, threads)
-    t_short = hpu_run(binary, precision, short, workdir, threads)
-    return (steps - short) * BATCH * SEQ / max(t_long - t_short, 1e-9)
+    return monitored_rate(args, steps, workdir, env) * SEQ
 
 
 def main():

@@ -4,15 +4,21 @@
 For each case (MLP batch 64 / 256, CNN batch 64) the rounds alternate
 hpu-train and PyTorch (A B A B ...) and report the median samples/s of each
 with its min..max, and the ratio of the medians. Then hpu-train's MLP on
---threads intra-op threads against one thread, alternating, and 2 ranks
-against 1.
+--threads intra-op threads against one thread, alternating. Then data
+parallel, the MLP with batch 64 per rank on 2 ranks, alternating: hpu-train
+on one node (trainer.devices=2, shared memory between the ranks), hpu-train
+as 2 nodes of one device (scripts/local-cluster.sh, tcp:// between them),
+torch DistributedDataParallel over gloo with 2 processes (one thread each, as
+hpu-train's 2 ranks get on 2 cores), and hpu-train on 1 rank with --threads
+threads, which the 2 ranks must beat.
 
-hpu-train's steady-state rate comes from two runs of the real CLI with
-different step counts (the difference cancels start-up and data loading).
-PyTorch trains the same model on the same IDX data held in memory, with the
-same per-epoch shuffled batches, Adam, and the same thread count.
+hpu-train's rate is what Lightning's ThroughputMonitor logs over the second
+half of a run of the real CLI (bench/core/hpu_bench.py). PyTorch trains the
+same model on the same IDX data held in memory, with the same per-epoch
+shuffled batches, Adam, and the same thread count, timed after 10 warm-up
+steps.
 
-Usage: bench/core/train_throughput.py [--rounds 5] [--threads 2] [--bin build/hpu-train]
+Usage: bench/core/train_throughput.py [--rounds 5] [--threads 2] [--bin build/hpu-train] [--only ddp]
 """
 import argparse
 import gzip
@@ -21,6 +27,7 @@ import os
 import statistics
 import sys
 import tempfile
+import time
 
 import numpy as np
 import torch
@@ -66,12 +73,85 @@ def torch_rate(kind, batch, steps, images, labels):
     return steps_per_second(step, steps, 10) * batch
 
 
+def torch_ddp_worker(rank, world, port, kind, batch, steps, rates):
+    """One process of torch DDP over gloo: `steps` timed steps after 10 warm-up steps; rank 0
+    puts the job's samples/s in `rates`."""
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    images, labels = load_idx("train-images-idx3-ubyte.gz"), load_idx("train-labels-idx1-ubyte.gz")
+    torch.manual_seed(0)
+    model = DistributedDataParallel(torch_model(kind))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x_all = torch.from_numpy(((images.astype(np.float32) / 255.0) - 0.2860) / 0.3530).unsqueeze(1)
+    y_all = torch.from_numpy(labels.astype(np.int64))
+    perm = torch.randperm(len(y_all), generator=torch.Generator().manual_seed(rank))
+
+    def step(i):
+        idx = perm[(i * batch) % (len(perm) - batch):][:batch]
+        opt.zero_grad(set_to_none=True)
+        loss = nn.functional.cross_entropy(model(x_all[idx]), y_all[idx])
+        loss.backward()
+        opt.step()
+
+    for i in range(10):
+        step(i)
+    dist.barrier()
+    t = time.perf_counter()
+    for i in range(steps):
+        step(i)
+    dist.barrier()
+    if rank == 0:
+        rates.put(steps * batch * world / (time.perf_counter() - t))
+    dist.destroy_process_group()
+
+
+def torch_ddp_rate(kind, batch, steps, world=2):
+    import socket
+    import torch.multiprocessing as mp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    os.environ["GLOO_SOCKET_IFNAME"] = "lo"
+    ctx = mp.get_context("spawn")
+    rates = ctx.SimpleQueue()
+    mp.start_processes(torch_ddp_worker, args=(world, port, kind, batch, steps, rates), nprocs=world,
+                       start_method="spawn")
+    return rates.get()
+
+
+def data_parallel(binary, work, threads, rounds, results):
+    """MLP, batch 64 per rank: hpu-train 2 ranks (one node, and 2 nodes), torch DDP, hpu-train 1 rank."""
+    kinds = {"hpu-train 2 ranks, 1 node": lambda: hpu_rate(binary, "mlp", 64, 600, work, threads, devices=2),
+             "hpu-train 2 nodes x 1 device": lambda: hpu_rate(binary, "mlp", 64, 600, work, threads, nodes=2),
+             "torch DDP gloo, 2 processes": lambda: torch_ddp_rate("mlp", 64, 300),
+             "hpu-train 1 rank": lambda: hpu_rate(binary, "mlp", 64, 600, work, threads)}
+    rates = {k: [] for k in kinds}
+    for _ in range(rounds):  # A B C D A B C D ...
+        for k, run in kinds.items():
+            rates[k].append(run())
+    med = {k: statistics.median(v) for k, v in rates.items()}
+    for k, v in rates.items():
+        print(f"mlp batch  64 per rank: {k:30} {med[k]:8.0f} samples/s [{min(v):.0f}..{max(v):.0f}]", flush=True)
+    torch_ddp = med["torch DDP gloo, 2 processes"]
+    one_rank = med["hpu-train 1 rank"]
+    for k in ("hpu-train 2 ranks, 1 node", "hpu-train 2 nodes x 1 device"):
+        print(f"  {k} / torch DDP: {med[k] / torch_ddp:.2f}x; / hpu-train 1 rank: {med[k] / one_rank:.2f}x",
+              flush=True)
+    results.append({"model": "mlp-data-parallel", "batch_per_rank": 64, "rates": rates,
+                    "ratios": {k: med[k] / torch_ddp for k in rates}})
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--bin", default="build/hpu-train")
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--only", choices=["ddp"], help="run only the data-parallel comparison")
     a = ap.parse_args()
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     binary = os.path.abspath(os.path.join(repo, a.bin)) if not os.path.isabs(a.bin) else a.bin
@@ -84,6 +164,8 @@ def main():
             os.symlink(os.path.join(repo, cfg), os.path.join(work, cfg))
         print(f"threads={a.threads} rounds={a.rounds} torch={torch.__version__} "
               f"blas={torch.__config__.show().count('BLAS')}", flush=True)
+        if a.only == "ddp":
+            cases = []
         for kind, batch, steps in cases:
             ours, theirs = [], []
             for _ in range(a.rounds):  # A B A B ...
@@ -94,7 +176,7 @@ def main():
             print(f"{kind:3} batch {batch:3}: hpu-train {mo:8.0f} samples/s [{min(ours):.0f}..{max(ours):.0f}]  "
                   f"torch {mt:8.0f} [{min(theirs):.0f}..{max(theirs):.0f}]  ratio {mo / mt:.2f}x", flush=True)
         # Intra-op threads: the same run on `threads` threads and on one, alternating.
-        for batch, steps in ((64, 600), (256, 300)):
+        for batch, steps in ((64, 600), (256, 300)) if a.only is None else ():
             many, one = [], []
             for _ in range(a.rounds):
                 many.append(hpu_rate(binary, "mlp", batch, steps, work, a.threads))
@@ -104,15 +186,7 @@ def main():
                             "ratio": mm / m1})
             print(f"mlp batch {batch:3}: {a.threads} threads {mm:8.0f} samples/s [{min(many):.0f}..{max(many):.0f}]  "
                   f"1 thread {m1:8.0f} [{min(one):.0f}..{max(one):.0f}]  ratio {mm / m1:.2f}x", flush=True)
-        # Data parallel on this machine: 2 ranks (one thread each) vs 1 rank (two threads).
-        one, two = [], []
-        for _ in range(a.rounds):
-            one.append(hpu_rate(binary, "mlp", 64, 600, work, a.threads, 1))
-            two.append(hpu_rate(binary, "mlp", 64, 300, work, a.threads, 2))
-        m1, m2 = statistics.median(one), statistics.median(two)
-        results.append({"model": "mlp-ddp", "batch": 64, "one_rank": one, "two_ranks": two, "ratio": m2 / m1})
-        print(f"mlp batch  64 per rank: 2 ranks {m2:8.0f} samples/s [{min(two):.0f}..{max(two):.0f}]  1 rank {m1:8.0f} "
-              f"[{min(one):.0f}..{max(one):.0f}]  ratio {m2 / m1:.2f}x", flush=True)
+        data_parallel(binary, work, a.threads, a.rounds, results)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(results, f, indent=1)

@@ -7,8 +7,9 @@
 //   train/device/flops_per_sec, with train/device/mfu against the emulated
 //   generation's peak for the run's precision;
 // plus the running totals train/time, train/batches, train/samples.
-// Samples are each batch's own size; time is the training step's wall time
-// (the loop without validation).
+// Samples are each batch's own size; time is, as in Lightning, the wall time
+// since the first training batch started, less the time spent validating:
+// what the loop takes per batch, data loading and optimizer included.
 #include <chrono>
 #include <deque>
 
@@ -35,10 +36,16 @@ class ThroughputMonitor final : public Callback {
   explicit ThroughputMonitor(std::int64_t window) : window_(static_cast<std::size_t>(window)) {}
   std::string stateKey() const override { return "ThroughputMonitor"; }
 
-  void onTrainBatchStart(Trainer& t, std::int64_t) override { batch_start_ = Clock::now(); }
+  void onTrainBatchStart(Trainer& t, std::int64_t) override {
+    if (!started_) start_ = Clock::now();
+    started_ = true;
+  }
+  void onValidationStart(Trainer& t) override { validation_start_ = Clock::now(); }
+  void onValidationEnd(Trainer& t) override {
+    if (started_) start_ += Clock::now() - validation_start_;  // validation does not count
+  }
   void onTrainBatchEnd(Trainer& t, std::int64_t) override {
-    const double step = std::chrono::duration<double>(Clock::now() - batch_start_).count();
-    time_ += step;
+    time_ = std::chrono::duration<double>(Clock::now() - start_).count();
     ++batches_;
     samples_ += t.trainBatchSize();
     window_points_.push_back({time_, batches_, samples_});
@@ -78,7 +85,8 @@ class ThroughputMonitor final : public Callback {
     std::int64_t batches, samples;
   };
   std::size_t window_;
-  Clock::time_point batch_start_;
+  bool started_ = false;
+  Clock::time_point start_, validation_start_;
   double time_ = 0;
   std::int64_t batches_ = 0, samples_ = 0, logged_step_ = -1;
   std::deque<Point> window_points_;
