@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs everything hpu-train needs to build, test and train, with apt-get.
 # Idempotent and silent when all is installed. Run as root (or with sudo).
-#   scripts/install-deps.sh          build + test + data sets (Fashion-MNIST, the fortunes text)
-#   scripts/install-deps.sh --bench  also the benchmark yardsticks (PyTorch, OpenBLAS, Open MPI)
+#   scripts/install-deps.sh          build + test + data sets (Fashion-MNIST, the fortunes text), and
+#                                    Open MPI (HPU_COLLECTIVES=mpi; the build works without it)
+#   scripts/install-deps.sh --bench  also the benchmark yardsticks (PyTorch, OpenBLAS)
 #   scripts/install-deps.sh --fuzz   also clang with libFuzzer and the sanitizer runtimes (scripts/fuzz.sh)
 set -euo pipefail
 
@@ -13,10 +14,11 @@ packages=(
   libprotobuf-dev protobuf-compiler gnuplot-nox
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist fortunes
+  openmpi-bin libopenmpi-dev
 )
 for option in "$@"; do
   case "$option" in
-    --bench) packages+=(python3-torch libopenblas0-openmp openmpi-bin libopenmpi-dev) ;;
+    --bench) packages+=(python3-torch libopenblas0-openmp) ;;
     # clang's OpenMP runtime: the device kernels use OpenMP.
     --fuzz) packages+=(clang libclang-rt-dev libomp-dev) ;;
     *) echo "install-deps.sh: unknown option '$option' (--bench, --fuzz)" >&2; exit 2 ;;

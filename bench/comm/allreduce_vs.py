@@ -12,6 +12,10 @@ host's speed swings from minute to minute):
             loopback gets: its cost between nodes
   ours-2x2  (4 ranks) 2 nodes x 2 devices: the hierarchical collectives,
             shared memory inside a node and tcp:// between the two
+  ours-mpi  build/bench_allreduce started by mpirun with HPU_COLLECTIVES=mpi:
+            hpu-train's process group on Open MPI's collectives, over the
+            same TCP transport as mpi (the ZeroMQ rendezvous still admits
+            the ranks); what hpu-train costs on top of MPI
   gloo      torch.distributed's gloo backend (allreduce_gloo.py under
             Debian's /usr/bin/python3 with python3-torch)
   mpi       Open MPI's MPI_Allreduce over its TCP transport (allreduce_mpi.c,
@@ -45,7 +49,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SIZES = [4 << (2 * i) for i in range(13)]  # 4 B .. 64 MiB, x4
-KINDS = ["ours", "ours-tcp", "ours-curve", "ours-2x2", "gloo", "mpi", "mpi-sm"]
+KINDS = ["ours", "ours-tcp", "ours-curve", "ours-2x2", "ours-mpi", "gloo", "mpi", "mpi-sm"]
 FOUR_RANKS_ONLY = {"ours-2x2", "mpi-sm"}
 RUN_TIMEOUT = 600  # seconds; a run past it is killed with its process group
 
@@ -107,6 +111,18 @@ def run_ours(binary, n, devices, curve=False):
     return parse(run_ranks(commands))
 
 
+def run_ours_mpi(binary, n):
+    """n ranks started by mpirun (every rank of one node), collectives on Open MPI over TCP."""
+    port, token = free_port(), secrets.token_hex(24)
+    env = base_env({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "HPU_JOB_TOKEN": token,
+                    "HPU_COLLECTIVES": "mpi"})
+    argv = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "pml", "ob1", "--mca", "btl", "tcp,self",
+            "--mca", "btl_tcp_if_include", "lo", "-np", str(n)]
+    for variable in ("MASTER_ADDR", "MASTER_PORT", "HPU_JOB_TOKEN", "HPU_COLLECTIVES"):
+        argv += ["-x", variable]
+    return parse(run_ranks([(argv + [binary, str(n), "1", plan()], env)]))
+
+
 def run_gloo(python, n):
     port = free_port()
     env = base_env({"GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"})
@@ -144,7 +160,8 @@ def spread(values, fmt):
 
 
 # Time ratios printed beside the tables: (ours, theirs), when both ran.
-RATIOS = [("ours", "gloo"), ("ours", "mpi"), ("ours-tcp", "mpi"), ("ours-curve", "ours-tcp"), ("ours-2x2", "mpi"), ("ours-2x2", "mpi-sm")]
+RATIOS = [("ours", "gloo"), ("ours", "mpi"), ("ours-tcp", "mpi"), ("ours-curve", "ours-tcp"), ("ours-mpi", "mpi"),
+          ("ours-2x2", "mpi"), ("ours-2x2", "mpi-sm")]
 
 
 def report(results, n, kinds):
@@ -203,7 +220,8 @@ def main():
     mpi = build_mpi(os.path.dirname(binary))
     runners = {"ours": lambda n: run_ours(binary, n, devices=n), "ours-tcp": lambda n: run_ours(binary, n, devices=1),
                "ours-curve": lambda n: run_ours(binary, n, devices=1, curve=True),
-               "ours-2x2": lambda n: run_ours(binary, n, devices=2), "gloo": lambda n: run_gloo(a.python, n),
+               "ours-2x2": lambda n: run_ours(binary, n, devices=2), "ours-mpi": lambda n: run_ours_mpi(binary, n),
+               "gloo": lambda n: run_gloo(a.python, n),
                "mpi": lambda n: run_mpi(mpi, n), "mpi-sm": lambda n: run_mpi(mpi, n, btl="vader,self")}
     kinds = {n: [k for k in KINDS if k in a.kinds and (n == 4 or k not in FOUR_RANKS_ONLY)] for n in a.ranks}
     results = {(k, n): [] for n in a.ranks for k in kinds[n]}

@@ -54,6 +54,17 @@ CommSettings commSettingsFromEnv(const EnvMap& env) {
   if (auto v = lookup(env, "HPU_RESTART_BACKOFF")) {
     settings.restartBackoff = parseDuration("HPU_RESTART_BACKOFF", *v, milliseconds(1));
   }
+  if (auto v = lookup(env, "HPU_COLLECTIVES")) {
+    if (*v == "auto") {
+      settings.collectives = CollectivesBackend::kAuto;
+    } else if (*v == "zmq") {
+      settings.collectives = CollectivesBackend::kZmq;
+    } else if (*v == "mpi") {
+      settings.collectives = CollectivesBackend::kMpi;
+    } else {
+      throw EnvError(fmt::format("HPU_COLLECTIVES='{}' is not a backend; use auto, zmq or mpi", *v));
+    }
+  }
   return settings;
 }
 

@@ -7,6 +7,7 @@
 #include "check.h"
 #include "collectives/algorithms.h"
 #include "collectives/descriptor.h"
+#include "collectives/native.h"
 #include "collectives/node_layout.h"
 #include "hpu/comm/errors.h"
 #include "hpu/comm/fault_injection.h"
@@ -69,6 +70,7 @@ ProcessGroup::~ProcessGroup() {
   }
   queued_.notify_all();
   commThread_.join();
+  if (native_ && failure_) native_->abandon();
 }
 
 ProcessGroup::Range ProcessGroup::shardRange(std::size_t total, int worldSize, int rank) {
@@ -78,6 +80,14 @@ ProcessGroup::Range ProcessGroup::shardRange(std::size_t total, int worldSize, i
   const std::size_t extra = total % n;
   return {r * base + std::min(r, extra), base + (r < extra ? 1 : 0)};
 }
+
+void ProcessGroup::useNativeCollectives(std::unique_ptr<detail::NativeCollectives> native) {
+  std::lock_guard lock(mutex_);
+  HPU_COMM_CHECK(nextSequence_ == 0, "native collectives must be chosen before the first collective");
+  native_ = std::move(native);
+}
+
+std::string ProcessGroup::nativeCollectivesName() const { return native_ ? native_->name() : ""; }
 
 void ProcessGroup::allreduce(BufferView data, const AllreduceOptions& options) {
   run(makeAllreduce(data, options), /*wait=*/true);
@@ -102,6 +112,7 @@ std::shared_ptr<ProcessGroup::Operation> ProcessGroup::makeAllreduce(BufferView 
   op->descriptor.algorithm = algorithm;
   const ReduceOp reduceOp = options.op;
   op->body = [this, data, algorithm, reduceOp](CollectiveContext& ctx) {
+    if (native_) return native_->allreduce(ctx, data, reduceOp);
     switch (algorithm) {
       case Algorithm::kRing: detail::allreduceRing(ctx, data, reduceOp); return;
       case Algorithm::kRecursiveDoubling: detail::allreduceRecursiveDoubling(ctx, data, reduceOp); return;
@@ -121,7 +132,9 @@ void ProcessGroup::broadcast(BufferView data, int root, const CollectiveOptions&
   const bool chain = data.bytes() >= options_.ringThresholdBytes;
   if (layout_->hierarchical()) op->descriptor.algorithm = Algorithm::kHierarchical;
   op->body = [this, data, chain, root](CollectiveContext& ctx) {
-    if (layout_->hierarchical()) {
+    if (native_) {
+      native_->broadcast(ctx, data, root);
+    } else if (layout_->hierarchical()) {
       detail::broadcastHierarchical(ctx, *layout_, data, root, options_.ringThresholdBytes);
     } else if (chain) {
       detail::broadcastChain(ctx, data, root);
@@ -135,7 +148,10 @@ void ProcessGroup::broadcast(BufferView data, int root, const CollectiveOptions&
 void ProcessGroup::barrier(std::string_view name, const CollectiveOptions& options) {
   auto op = makeOperation(CollectiveKind::kBarrier, DType::kByte, 0, options.timeout);
   op->descriptor.name = std::string(name);
-  op->body = [](CollectiveContext& ctx) { detail::barrierViaRankZero(ctx); };
+  op->body = [this](CollectiveContext& ctx) {
+    if (native_) return native_->barrier(ctx);
+    detail::barrierViaRankZero(ctx);
+  };
   run(op, /*wait=*/true);
 }
 
@@ -146,6 +162,7 @@ void ProcessGroup::allgather(ConstBufferView input, BufferView output, const Col
   auto op = makeOperation(CollectiveKind::kAllgather, output.dtype, output.count, options.timeout);
   if (layout_->hierarchical()) op->descriptor.algorithm = Algorithm::kHierarchical;
   op->body = [this, input, output](CollectiveContext& ctx) {
+    if (native_) return native_->allgather(ctx, input, output);
     if (layout_->hierarchical()) {
       detail::allgatherHierarchical(ctx, *layout_, input, output);
       return;
@@ -167,6 +184,7 @@ void ProcessGroup::reduceScatter(ConstBufferView input, BufferView output, Reduc
   op->descriptor.op = reduceOp;
   if (layout_->hierarchical()) op->descriptor.algorithm = Algorithm::kHierarchical;
   op->body = [this, input, output, reduceOp](CollectiveContext& ctx) {
+    if (native_) return native_->reduceScatter(ctx, input, output, reduceOp);
     if (layout_->hierarchical()) {
       detail::reduceScatterHierarchical(ctx, *layout_, input, output, reduceOp);
     } else {

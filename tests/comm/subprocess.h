@@ -27,9 +27,12 @@ class Subprocess {
  public:
   using Clock = std::chrono::steady_clock;
 
+  // With `ownProcessGroup` the child leads a process group of its own, and
+  // the whole group is killed on the way out (a launcher such as mpirun and
+  // the ranks it started).
   Subprocess(const std::string& executable, const std::vector<std::string>& args, const EnvMap& env,
-             std::string outputPath)
-      : outputPath_(std::move(outputPath)) {
+             std::string outputPath, bool ownProcessGroup = false)
+      : outputPath_(std::move(outputPath)), group_(ownProcessGroup) {
     std::vector<std::string> argvStrings{executable};
     argvStrings.insert(argvStrings.end(), args.begin(), args.end());
     std::vector<std::string> envStrings;
@@ -44,12 +47,20 @@ class Subprocess {
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_addopen(&actions, 1, outputPath_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     posix_spawn_file_actions_adddup2(&actions, 1, 2);
-    const int rc = posix_spawn(&pid_, executable.c_str(), &actions, nullptr, argv.data(), envp.data());
+    posix_spawnattr_t attributes;
+    posix_spawnattr_init(&attributes);
+    if (group_) {
+      posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
+      posix_spawnattr_setpgroup(&attributes, 0);
+    }
+    const int rc = posix_spawn(&pid_, executable.c_str(), &actions, &attributes, argv.data(), envp.data());
+    posix_spawnattr_destroy(&attributes);
     posix_spawn_file_actions_destroy(&actions);
     if (rc != 0) throw std::runtime_error("cannot start " + executable);
   }
 
   ~Subprocess() {
+    if (group_) ::kill(-pid_, SIGKILL);  // whatever of the group is left, the leader too
     if (!status_) {
       ::kill(pid_, SIGKILL);
       int status = 0;
@@ -95,6 +106,7 @@ class Subprocess {
 
  private:
   std::string outputPath_;
+  bool group_ = false;
   pid_t pid_ = -1;
   std::optional<int> status_;
 };

@@ -19,6 +19,7 @@
 #include <set>
 #include <sstream>
 
+#include "hpu/comm/free_port.h"
 #include "train_support.h"
 
 namespace hpu::cli::testing {
@@ -171,6 +172,37 @@ TEST_P(DataParallelEquivalence, SameWeightsAndValidationMetricsAsOneDeviceWithTh
 
 INSTANTIATE_TEST_SUITE_P(DataParallel, DataParallelEquivalence, ::testing::Values(2, 4),
                          [](const auto& info) { return std::to_string(info.param) + "ranks"; });
+
+// Under mpirun with HPU_COLLECTIVES=mpi the gradients are averaged by Open
+// MPI's allreduce: with 2 ranks a sum has one order, so the weights and
+// optimizer state are the own transport's bit for bit.
+TEST_F(DataParallelTest, UnderMpirunOpenMpisCollectivesTrainAsTheOwnTransportDoes) {
+  if (!fs::exists("/usr/bin/mpirun")) GTEST_SKIP() << "/usr/bin/mpirun is not installed (Debian: openmpi-bin)";
+  const RunResult own = fit(2);
+  ASSERT_EQ(own.exit_code, 0) << own.describe();
+  std::vector<std::string> args{"--allow-run-as-root", "--oversubscribe", "--mca", "btl", "self,vader,tcp",
+                                "--mca", "btl_tcp_if_include", "lo", "-np", "2"};
+  for (const char* variable : {"MASTER_ADDR", "MASTER_PORT", "HPU_JOB_TOKEN", "HPU_COLLECTIVES", "HPU_LOG_LEVEL"})
+    args.insert(args.end(), {"-x", variable});
+  args.insert(args.end(), {trainBinary(), "fit", "-c", "dp.yaml", "--trainer.devices=2",
+                           "--data.init_args.batch_size=" + std::to_string(kGlobalBatch / 2),
+                           "--trainer.default_root_dir=mpi"});
+  std::map<std::string, std::string> job = env();
+  job.insert({{"PATH", "/usr/bin:/bin"}, {"HOME", dir().string()}, {"MASTER_ADDR", "127.0.0.1"},
+              {"MASTER_PORT", std::to_string(comm::pickFreePort("127.0.0.1"))}, {"HPU_JOB_TOKEN", "mpi-training-test-token-01"}, {"HPU_COLLECTIVES", "mpi"}});
+  job["HPU_LOG_LEVEL"] = "info";
+  const RunResult mpi = runProgram("/usr/bin/mpirun", args, {.cwd = dir(), .env = job, .timeout = 120s});
+  ASSERT_EQ(mpi.exit_code, 0) << mpi.describe();
+  EXPECT_THAT(mpi.err + mpi.out, HasSubstr("collectives run on Open MPI v"));
+  auto got = readCheckpoint(dir() / "mpi" / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt");
+  auto want = readCheckpoint(logDir(2) / "checkpoints" / "last.ckpt");
+  EXPECT_EQ(got.meta("global_step"), "6");
+  EXPECT_EQ(got.meta("optimizer"), want.meta("optimizer"));
+  got.metadata.clear();
+  want.metadata.clear();
+  EXPECT_TRUE(core::checkpoint::encodeSafetensors(got) == core::checkpoint::encodeSafetensors(want))
+      << "weights or optimizer state differ from the own transport's";
+}
 
 TEST_F(DataParallelTest, OnlyRankZeroPrintsLogsAndSaves) {
   env()["HPU_LOG_LEVEL"] = "info";

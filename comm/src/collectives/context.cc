@@ -91,6 +91,18 @@ Received CollectiveContext::recvBy(int position, std::size_t expectedBytes, Tran
   return received;
 }
 
+void CollectiveContext::checkAlive() const {
+  try {
+    transport_.checkHealth();
+  } catch (const PeerLostError& e) {
+    throw PeerLostError(e.rank(), fmt::format("rank {}: {} failed: {}", rank_, describe(descriptor_), e.what()));
+  }
+  if (Transport::Clock::now() >= deadline_)
+    throw CommTimeoutError(fmt::format("rank {}: {} timed out after {}; a rank skipped this collective or is still "
+                                       "busy elsewhere (raise the timeout with HPU_COLLECTIVE_TIMEOUT)",
+                                       rank_, describe(descriptor_), durationText(timeout_)));
+}
+
 std::size_t CollectiveContext::chunksFor(std::size_t elements) const {
   const std::size_t bytes = elements * elementSize();
   std::size_t chunks = (bytes + chunkBytes_ - 1) / chunkBytes_;

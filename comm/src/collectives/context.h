@@ -62,6 +62,11 @@ class CollectiveContext {
   Transport::Deadline deadline() const { return deadline_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
 
+  // For waits outside the transport (native collectives): throws
+  // PeerLostError when a rank is lost or this one aborted, CommTimeoutError
+  // past the deadline.
+  void checkAlive() const;
+
   // How many chunks a block of `elements` elements is streamed in.
   std::size_t chunksFor(std::size_t elements) const;
   // Chunk `index` of `chunks` of `block` (element ranges in the whole buffer).

@@ -51,6 +51,7 @@
 namespace hpu::comm::detail {
 
 class TcpLink;
+class FramePool;
 
 struct TcpLinkOptions {
   int rank = 0;
@@ -105,6 +106,7 @@ class TcpLinks {
   TcpLinkOptions options_;
   int listener_ = -1;
   std::string endpoint_;
+  std::shared_ptr<FramePool> pool_;               // message buffers, reused
   std::vector<std::unique_ptr<TcpLink>> links_;  // per global rank; null: same node, or self
 };
 

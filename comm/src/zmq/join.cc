@@ -1,5 +1,7 @@
 #include <unistd.h>
 
+#include <cstdlib>
+
 #include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
 
@@ -11,8 +13,32 @@
 #include "session.h"
 #include "zmq_store.h"
 #include "zmq_transport.h"
+#if HPU_HAVE_MPI
+#include "../mpi/mpi_collectives.h"
+#endif
 
 namespace hpu::comm {
+
+namespace {
+
+// Whether the collectives run on Open MPI (HPU_COLLECTIVES, comm_settings.h).
+// Throws EnvError when mpi is asked for and cannot be had.
+bool useMpi(CollectivesBackend backend, const ClusterInfo& cluster) {
+  const bool startedByMpi = cluster.environment == "MPIEnvironment" || std::getenv("PMIX_RANK") != nullptr;
+  if (backend == CollectivesBackend::kZmq) return false;
+  if (backend == CollectivesBackend::kAuto) return HPU_HAVE_MPI && startedByMpi;
+  if (!HPU_HAVE_MPI)
+    throw EnvError("HPU_COLLECTIVES=mpi: this build of hpu-train has no Open MPI; install libopenmpi-dev and build "
+                   "again (CMake finds it), or use HPU_COLLECTIVES=zmq");
+  if (!startedByMpi)
+    throw EnvError(fmt::format("HPU_COLLECTIVES=mpi: rank {} was not started by mpirun (no OMPI_COMM_WORLD_RANK or "
+                               "PMIX_RANK in its environment; the cluster environment is {}); launch with mpirun -np "
+                               "{} -x MASTER_ADDR -x MASTER_PORT, or use HPU_COLLECTIVES=zmq",
+                               cluster.globalRank, cluster.environment, cluster.worldSize));
+  return true;
+}
+
+}  // namespace
 
 std::unique_ptr<ProcessGroup> joinProcessGroup(const JoinOptions& options) {
   const ClusterInfo& cluster = options.cluster;
@@ -52,7 +78,14 @@ std::unique_ptr<ProcessGroup> joinProcessGroup(const JoinOptions& options) {
   const auto deadline = start + options.settings.rendezvousTimeout;
   transport->connectPeers(session->client().awaitWelcome(deadline), deadline);
   auto store = detail::makeZmqStore(session);
-  return std::make_unique<ProcessGroup>(std::move(transport), std::move(store), options.settings.group);
+  auto group = std::make_unique<ProcessGroup>(std::move(transport), std::move(store), options.settings.group);
+  if (useMpi(options.settings.collectives, cluster)) {
+#if HPU_HAVE_MPI
+    group->useNativeCollectives(detail::makeMpiCollectives(cluster.globalRank, cluster.worldSize));
+    if (cluster.globalRank == 0) spdlog::info("rank 0: collectives run on {}", group->nativeCollectivesName());
+#endif
+  }
+  return group;
 }
 
 }  // namespace hpu::comm

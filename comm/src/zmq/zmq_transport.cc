@@ -1,6 +1,5 @@
 #include "zmq_transport.h"
 
-#include <malloc.h>
 #include <sched.h>
 #include <sodium.h>
 
@@ -28,7 +27,11 @@ constexpr std::size_t kPrefixBytes = 2 * sizeof(std::uint32_t);
 // no sequence number).
 constexpr std::uint32_t kLaneAnnounceFlag = 0x80000000u;
 constexpr milliseconds kPollSlice{100};
-constexpr std::chrono::microseconds kLinkSpin{50};
+// How long a receive spins (yielding the core) before it sleeps: being woken
+// by the kernel costs more than a small message's whole trip (4-byte
+// allreduce between two nodes 27 -> 7 us; the first 50 us of every wait
+// are busy).
+constexpr std::chrono::microseconds kSpin{50};
 // How long a clean close waits for peers still reading what was sent.
 constexpr milliseconds kLinger{2000};
 // After a failure: how long a closing sender still waits for a peer to open
@@ -62,22 +65,6 @@ class ZmqMessage final : public Message {
 milliseconds sliceUntil(Transport::Deadline deadline) {
   const auto left = std::chrono::ceil<milliseconds>(deadline - Transport::Clock::now());
   return std::clamp(left, milliseconds(1), kPollSlice);
-}
-
-// ZeroMQ's I/O thread mallocs every incoming message of more than 8 KiB
-// (each ring chunk, 256 KiB by default) and the rank frees it after reading.
-// glibc's defaults serve such blocks with mmap, or trim the I/O thread's
-// arena back with madvise once the reader frees them, so every message came
-// with page faults on the kernel's copy into it: a 1 MiB allreduce between
-// two nodes took 1.56 ms instead of 0.99 ms (medians of 5 interleaved runs).
-// Keeping blocks up to 4 MiB on the heap and its top up to 64 MiB reuses
-// the same pages. Process-wide, set once by the first transport.
-void keepMessageBlocksOnTheHeap() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    mallopt(M_MMAP_THRESHOLD, 4 << 20);
-    mallopt(M_TRIM_THRESHOLD, 64 << 20);
-  });
 }
 
 std::string ipcEndpoint(int rank) {
@@ -115,7 +102,6 @@ ZmqTransport::ZmqTransport(std::shared_ptr<ZmqSession> session, int rank, int si
       sendSequence_(static_cast<std::size_t>(size), 0),
       recvSequence_(static_cast<std::size_t>(size), 0),
       sendBuffers_(std::make_shared<SendBufferPool>()) {
-  keepMessageBlocksOnTheHeap();
   secureServer(inbound_, session_->dataSecurity(), session_->keys(), "hpu-data");
   endpoints_.tcp = tcp_->endpoint();
   endpoints_.ipc = ipcEndpoint(rank);
@@ -169,10 +155,7 @@ void ZmqTransport::connectPeers(const std::vector<PeerInfo>& peers, Deadline dea
     socket->connect(info.endpoints.ipc);
   }
   anyLink_ = !remote.empty();
-  tcp_->connect(remote, deadline, [this] {
-    checkNotAborted();
-    session_->health()->check();
-  });
+  tcp_->connect(remote, deadline, [this] { checkHealth(); });
 }
 
 void ZmqTransport::send(int peer, std::span<const std::byte> header, std::span<const std::byte> payload,
@@ -182,10 +165,7 @@ void ZmqTransport::send(int peer, std::span<const std::byte> header, std::span<c
   session_->health()->check();
   if (dropped_.load(std::memory_order_relaxed)) return;
   if (linked_[static_cast<std::size_t>(peer)]) {
-    tcp_->send(peer, header, payload, deadline, [this] {
-      checkNotAborted();
-      session_->health()->check();
-    });
+    tcp_->send(peer, header, payload, deadline, [this] { checkHealth(); });
     return;
   }
   const std::uint32_t sequence = sendSequence_[static_cast<std::size_t>(peer)]++;
@@ -239,9 +219,8 @@ ShmSender* ZmqTransport::laneTo(int peer, Deadline deadline) {
 
 std::unique_ptr<Message> ZmqTransport::recvOverLink(int peer, Deadline deadline) {
   const auto& health = *session_->health();
-  // A message that comes within kLinkSpin is read without sleeping: being
-  // woken by the kernel costs more than a small message's whole trip.
-  const auto spinUntil = Clock::now() + kLinkSpin;
+  // A message that comes within kSpin is read without sleeping.
+  const auto spinUntil = Clock::now() + kSpin;
   while (!dropped_.load(std::memory_order_relaxed) && Clock::now() < spinUntil) {
     if (auto message = tcp_->tryTake(peer)) return message;
     tcp_->progress(std::chrono::microseconds(0));
@@ -276,6 +255,18 @@ std::unique_ptr<Message> ZmqTransport::recv(int peer, Deadline deadline) {
   const auto p = static_cast<std::size_t>(peer);
   if (linked_[p]) return recvOverLink(peer, deadline);
   const auto& health = *session_->health();
+  // As between nodes (recvOverLink): a message that comes within kSpin is
+  // taken without sleeping on the lane's futex.
+  const auto spinUntil = Clock::now() + kSpin;
+  while (!dropped_.load(std::memory_order_relaxed) && !aborted_.load(std::memory_order_acquire) &&
+         Clock::now() < spinUntil) {
+    if (auto message = takeNext(peer)) return message;
+    if (!lanesIn_[p] || lanesIn_[p]->segment().wasPosted(recvSequence_[p])) {  // on the socket
+      drainInbound();
+      if (auto message = takeNext(peer)) return message;
+    }
+    sched_yield();
+  }
   for (;;) {
     // An aborted rank delivers nothing more, even messages already here: its
     // collective in flight fails with the abort, not with what a peer sent
@@ -359,6 +350,11 @@ void ZmqTransport::abort(std::string_view reason) {
     aborted_.store(true, std::memory_order_release);
   }
   session_->client().abort(reason);
+}
+
+void ZmqTransport::checkHealth() const {
+  checkNotAborted();
+  session_->health()->check();
 }
 
 void ZmqTransport::setActivity(std::string_view activity) { session_->client().setActivity(activity); }

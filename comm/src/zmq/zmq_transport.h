@@ -61,6 +61,7 @@ class ZmqTransport final : public Transport {
   std::unique_ptr<Message> recv(int peer, Deadline deadline) override;
   void abort(std::string_view reason) override;
   void setActivity(std::string_view activity) override;
+  void checkHealth() const override;
   void dropConnectionsForTesting() override;
 
  private:

@@ -10,7 +10,15 @@
 //   HPU_RESTART_BACKOFF     default 1s    an elastic agent's wait before its first
 //                                         restart (elastic_agent.h)
 //
-// Values: "300", "300s", "5m", "1500ms", "2.5s". Thread-safety: plain values.
+// Durations: "300", "300s", "5m", "1500ms", "2.5s". And the collectives' backend:
+//
+//   HPU_COLLECTIVES         default auto  zmq: this library's algorithms over its own
+//                                         transport (shared memory, ipc://, TCP links);
+//                                         mpi: Open MPI's collectives (the job started by
+//                                         mpirun, a build with MPI); auto: mpi when mpirun
+//                                         started the job and the build has MPI, else zmq
+//
+// Thread-safety: plain values.
 #pragma once
 
 #include <chrono>
@@ -20,11 +28,14 @@
 
 namespace hpu::comm {
 
+enum class CollectivesBackend { kAuto, kZmq, kMpi };
+
 struct CommSettings {
   std::chrono::milliseconds rendezvousTimeout{300'000};
   std::chrono::milliseconds peerTimeout{5'000};
   ProcessGroupOptions group;  // group.timeout is HPU_COLLECTIVE_TIMEOUT
   std::chrono::milliseconds restartBackoff{1'000};
+  CollectivesBackend collectives = CollectivesBackend::kAuto;
 
   // Heartbeats go out five times per peer timeout (at least every 50 ms).
   std::chrono::milliseconds heartbeatInterval() const;
@@ -32,7 +43,7 @@ struct CommSettings {
 
 // Defaults overridden by the HPU_* variables above. Throws EnvError naming
 // the variable when a value is not a positive duration (HPU_PEER_TIMEOUT
-// must be at least 250ms).
+// must be at least 250ms) or not a backend.
 CommSettings commSettingsFromEnv(const EnvMap& env);
 
 }  // namespace hpu::comm

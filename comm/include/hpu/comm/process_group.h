@@ -56,6 +56,7 @@ namespace hpu::comm {
 namespace detail {
 enum class CollectiveKind : std::uint8_t;
 class NodeLayout;
+class NativeCollectives;
 }
 
 enum class Algorithm : std::uint8_t {
@@ -100,6 +101,14 @@ class ProcessGroup {
   int rank() const { return rank_; }
   int size() const { return size_; }
   Store& store() { return *store_; }
+
+  // From now on allreduce, broadcast, allgather, reduceScatter and barrier
+  // move their data through `native` (Open MPI's collectives; see
+  // collectives/native.h) instead of the transport. REQUIRES: called before
+  // the first collective.
+  void useNativeCollectives(std::unique_ptr<detail::NativeCollectives> native);
+  // "Open MPI 4.1.4" with native collectives, else "" (the transport's algorithms).
+  std::string nativeCollectivesName() const;
 
   // In place: every rank ends with op over all ranks' `data`.
   // REQUIRES: data.dtype is float32 or bfloat16.
@@ -166,6 +175,7 @@ class ProcessGroup {
   const int rank_;
   const int size_;
   std::unique_ptr<const detail::NodeLayout> layout_;
+  std::unique_ptr<detail::NativeCollectives> native_;
 
   std::mutex mutex_;
   // Two conditions, so that a synchronous collective wakes no thread: the

@@ -54,6 +54,9 @@ class Transport {
   // What this rank is doing ("allreduce #57 (sum, float32, 1024 elements)"),
   // reported with its heartbeats so a peer-lost error can say where it was.
   virtual void setActivity(std::string_view activity) = 0;
+  // Throws PeerLostError if a rank is known to be gone or this one aborted,
+  // as send and recv would (for waits on something else: native collectives).
+  virtual void checkHealth() const {}
   // Fault injection (fault_injection.h): from now on this rank sends nothing
   // and delivers nothing, control plane included, as if its network were cut;
   // peers declare it lost after their peer timeout. Transports without a
