@@ -48,7 +48,6 @@ constexpr double kLearnRate = 0.125, kLearnRateDown = 0.5;
 // predicted to cost at most kExploreBudget of the site's time.
 constexpr std::uint64_t kExploreEvery = 16;
 constexpr double kExploreBudget = 0.03;
-constexpr double kMaxJump = 8.0;
 
 int g_threads = 0;  // 0: not set yet (every core)
 std::atomic<bool> g_always_parallel{false};
@@ -169,15 +168,14 @@ void runTasks(ParallelSite& site, std::int64_t count, double units, TaskRef task
     }
     if (run) {
       // The caller's time outside its own tasks is the hand-off's cost; its
-      // time in tasks, per unit, the site's parallel rate.
+      // time in tasks, per unit, the site's parallel rate. A worker
+      // preempted inside a task holds the caller for the rest of a time
+      // slice: such a sample counts in full, since on a busy host that is
+      // what sharing costs on average (about one task's time per call when
+      // the other core is half taken), and the site goes back to one thread.
       const std::int64_t overhead = std::max<std::int64_t>(0, nowNs() - start - run->caller_task_ns);
-      // One preempted worker can cost a time slice: such a sample moves the
-      // average at most as far as kMaxJump times the average would.
-      for (std::atomic<double>* h : {&g_costs.handoff_ns, &ParallelAccess::handoff(site)}) {
-        const double now = h->load(std::memory_order_relaxed);
-        const double cap = kMaxJump * std::max(now < 0 ? g_costs.handoff_ns.load() : now, 1000.0);
-        blend(*h, std::min(static_cast<double>(overhead), cap));
-      }
+      for (std::atomic<double>* h : {&g_costs.handoff_ns, &ParallelAccess::handoff(site)})
+        blend(*h, static_cast<double>(overhead));
       g_costs.fork_join_ns.fetch_add(overhead, std::memory_order_relaxed);
       if (units > 0) blend(ParallelAccess::parallelRate(site), static_cast<double>(run->caller_task_ns) / units);
       ParallelAccess::count(site, true, run->task_ns);

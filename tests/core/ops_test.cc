@@ -8,6 +8,8 @@
 
 #include "hpu/core/tensor/autograd.h"
 #include "hpu/core/ops/ops.h"
+#include "hpu/device/counter_random.h"
+#include "hpu/device/threading.h"
 #include "test_support.h"
 
 namespace hpu::core {
@@ -207,28 +209,35 @@ TEST(OpsForward, ActivationsMatchTorch) {
   expectValues(ops::sigmoid(x), sigmoid);
 }
 
-TEST(OpsForward, DropoutZeroesWithTheGeneratorsDrawsAndScalesTheRest) {
+// The mask takes one next() per call, the key of a counter-based stream:
+// element i is dropped when its 32-bit half of counterDraw(key, i / 2) (low
+// for even i) is below p * 2^32. Any thread count draws the same mask.
+TEST(OpsForward, DropoutZeroesWithItsKeysCounterDrawsOnAnyThreadCountAndScalesTheRest) {
   const float p = 0.3f;
-  const Tensor x = Tensor::full(testDevice(), {1000}, 2.0f);
+  const std::int64_t n = 100001;  // odd: the last element takes half a draw
+  const Tensor x = Tensor::full(testDevice(), {n}, 2.0f);
   Generator rng(5, RandomStream::kDropout);
   const Tensor y = ops::dropout(x, p, true, rng);
-  // The mask draws one next() per two elements, low 32 bits first; an
-  // element is dropped when its 32-bit draw is below p * 2^32.
   Generator replay(5, RandomStream::kDropout);
+  const std::uint64_t key = replay.next();
+  EXPECT_EQ(rng.state().s[0], replay.state().s[0]) << "one draw per call";
   const auto threshold = static_cast<std::uint64_t>(static_cast<double>(p) * 4294967296.0);
-  int zeros = 0;
-  std::uint64_t r = 0;
-  for (std::int64_t i = 0; i < 1000; ++i) {
-    if (i % 2 == 0) r = replay.next();
+  std::int64_t zeros = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::uint64_t r = device::counterDraw(key, static_cast<std::uint64_t>(i / 2));
     const bool dropped = (i % 2 == 0 ? r & 0xffffffffu : r >> 32) < threshold;
     zeros += dropped;
     ASSERT_EQ(y.data()[i], dropped ? 0.0f : 2.0f / (1.0f - p)) << "element " << i;
   }
-  // Binomial(1000, 0.3): 300 +- 14.5; a fixed seed, so this is a sanity bound.
-  EXPECT_GT(zeros, 240);
-  EXPECT_LT(zeros, 360);
-  // The generator advanced by one draw per element: the next mask differs.
-  EXPECT_EQ(rng.state().s[0], replay.state().s[0]) << "500 draws for 1000 elements";
+  // Binomial(100001, 0.3): 30000 +- 145; a fixed seed, so this is a sanity bound.
+  EXPECT_GT(zeros, 29400);
+  EXPECT_LT(zeros, 30600);
+  // The same mask on the team, whatever the cost model would choose.
+  device::setAlwaysParallelForTesting(true);
+  Generator again(5, RandomStream::kDropout);
+  const Tensor shared = ops::dropout(x, p, true, again);
+  device::setAlwaysParallelForTesting(false);
+  EXPECT_EQ(shared.toHost(), y.toHost());
   const Tensor y2 = ops::dropout(x, p, true, rng);
   EXPECT_NE(y.toHost(), y2.toHost());
 }

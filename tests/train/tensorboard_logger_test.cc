@@ -132,13 +132,17 @@ TEST_F(TensorBoardLoggerTest, DefaultLoggersWriteAnEventFileThatMatchesMetricsCs
   }
 
   // The scalars are metrics.csv's cells, as float32, and hp_metric = -1 at step 0.
+  // A cell is the shortest text of a double, so it is read as that double and
+  // then rounded to float32, as the logger rounds the value it has (parsing
+  // the text straight to float rounds once from the decimal, which differs
+  // where the double lies next to a halfway point between two floats).
   const CsvTable m = metrics();
   const std::vector<std::string> steps = m.column("step");
   std::vector<Scalar> cells{{"hp_metric", 0, -1.0f}};
   for (std::size_t col = 0; col < m.header.size(); ++col)
     for (std::size_t row = 0; row < m.rows.size(); ++row)
       if (m.header[col] != "step" && !m.rows[row][col].empty())
-        cells.emplace_back(m.header[col], std::stoll(steps[row]), std::stof(m.rows[row][col]));
+        cells.emplace_back(m.header[col], std::stoll(steps[row]), static_cast<float>(std::stod(m.rows[row][col])));
   std::sort(scalars.begin(), scalars.end());
   std::sort(cells.begin(), cells.end());
   EXPECT_EQ(scalars, cells);

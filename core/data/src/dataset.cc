@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "hpu/core/base/random.h"
+#include "hpu/device/vector_clones.h"
 
 namespace hpu::core::data {
 
@@ -39,12 +40,21 @@ ByteDataset::ByteDataset(std::vector<std::int64_t> sample_shape, std::vector<std
     throw std::logic_error("ByteDataset: label count differs from sample count");
 }
 
+namespace {
+
+// dst = src * scale + shift, vectorised (the scalars are locals: through
+// `this` the compiler reloaded them after every store to dst).
+HPU_VECTOR_CLONES void scaleBytes(const std::uint8_t* __restrict src, float* __restrict dst, std::int64_t n, float scale,
+                                  float shift) {
+  for (std::int64_t j = 0; j < n; ++j) dst[j] = static_cast<float>(src[j]) * scale + shift;
+}
+
+}  // namespace
+
 void ByteDataset::fetch(std::span<const std::int64_t> indices, std::span<const FieldBuffer> out) const {
   const std::int64_t n = fields_[0].numel();
   for (std::size_t i = 0; i < indices.size(); ++i) {
-    const std::uint8_t* src = pixels_.data() + indices[i] * n;
-    float* dst = out[0].floats + static_cast<std::int64_t>(i) * n;
-    for (std::int64_t j = 0; j < n; ++j) dst[j] = static_cast<float>(src[j]) * scale_ + shift_;
+    scaleBytes(pixels_.data() + indices[i] * n, out[0].floats + static_cast<std::int64_t>(i) * n, n, scale_, shift_);
     if (!labels_.empty()) out[1].ints[i] = labels_[indices[i]];
   }
 }

@@ -93,36 +93,18 @@ Tensor dropout(const Tensor& x_in, float p, bool training, Generator& rng) {
   const std::int64_t n = x.numel();
   Tensor y = like(x, x.shape());
   // The mask: host memory, as the device keeps it in its workspace.
-  auto mask = std::make_shared<std::vector<float>>();
+  std::shared_ptr<float[]> mask;
   if (computes(y)) {
-    // Two 32-bit draws per generator step: element i is dropped when its draw
-    // falls below p * 2^32; kept ones are scaled by 1 / (1 - p).
-    mask->resize(static_cast<std::size_t>(n));
-    const float keep = 1.0f / (1.0f - p);
-    const auto threshold = static_cast<std::uint64_t>(static_cast<double>(p) * 4294967296.0);
-    float* m = mask->data();
-    for (std::int64_t i = 0; i < n; i += 2) {
-      const std::uint64_t r = rng.next();
-      m[i] = (r & 0xffffffffu) < threshold ? 0.0f : keep;
-      if (i + 1 < n) m[i + 1] = (r >> 32) < threshold ? 0.0f : keep;
-    }
-    const float* __restrict xp = x.data();
-    float* __restrict yp = y.data();
-    for (std::int64_t i = 0; i < n; ++i) yp[i] = xp[i] * m[i];
+    // One generator step per call: the mask is a counter-based stream under
+    // that key (kernels::dropoutForward), drawn on any number of threads.
+    mask.reset(new float[static_cast<std::size_t>(n)]);
+    k::dropoutForward(rng.next(), p, x.data(), y.data(), mask.get(), n);
   }
   recordBackward(y, {&x}, [x, y, n, mask] {
     Tensor gy = y.grad();
     if (!gy.defined()) return;
     GradTarget g = gradTarget(x);
-    if (g.data != nullptr) {
-      const float* __restrict mk = mask->data();
-      const float* __restrict dy = gy.data();
-      float* __restrict dx = g.data;
-      if (g.accumulate)
-        for (std::int64_t i = 0; i < n; ++i) dx[i] += dy[i] * mk[i];
-      else
-        for (std::int64_t i = 0; i < n; ++i) dx[i] = dy[i] * mk[i];
-    }
+    if (g.data != nullptr) k::dropoutBackward(mask.get(), gy.data(), g.data, n, g.accumulate);
     gradWritten(x);
   });
   return finish(y);

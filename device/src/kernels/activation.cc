@@ -5,7 +5,9 @@
 #include <string>
 
 #include "fast_exp.h"
+#include "hpu/device/counter_random.h"
 #include "hpu/device/threading.h"
+#include "hpu/device/vector_clones.h"
 
 namespace hpu::device::kernels {
 namespace {
@@ -110,6 +112,27 @@ void swigluBackwardBlock(const float* __restrict gate, const float* __restrict u
   }
 }
 
+// Elements [2 * p0, 2 * p1) of a dropout mask and its product: pair q
+// shares draw q, its low half for element 2q, its high half for 2q + 1.
+HPU_VECTOR_CLONES void dropoutPairs(std::uint64_t key, std::uint32_t threshold, float keep, const float* __restrict x,
+                                    float* __restrict y, float* __restrict mask, std::int64_t p0, std::int64_t p1) {
+  for (std::int64_t q = p0; q < p1; ++q) {
+    const std::uint64_t r = counterDraw(key, static_cast<std::uint64_t>(q));
+    const float m0 = static_cast<std::uint32_t>(r) < threshold ? 0.0f : keep;
+    const float m1 = static_cast<std::uint32_t>(r >> 32) < threshold ? 0.0f : keep;
+    mask[2 * q] = m0;
+    mask[2 * q + 1] = m1;
+    y[2 * q] = x[2 * q] * m0;
+    y[2 * q + 1] = x[2 * q + 1] * m1;
+  }
+}
+
+template <bool kAdd>
+HPU_VECTOR_CLONES void dropoutBackwardBlock(const float* __restrict mask, const float* __restrict dy,
+                                            float* __restrict dx, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) dx[i] = kAdd ? dx[i] + dy[i] * mask[i] : dy[i] * mask[i];
+}
+
 template <template <class> class Run, class... Args>
 void dispatch(Activation a, Args&&... args) {
   switch (a) {
@@ -172,6 +195,33 @@ void swigluBackward(const float* gate, const float* up, const float* dy, float* 
       run.template operator()<true, false>();
     else if (dup != nullptr)
       run.template operator()<false, true>();
+  });
+}
+
+void dropoutForward(std::uint64_t key, float p, const float* x, float* y, float* mask, std::int64_t n) {
+  static ParallelSite site("dropout forward");
+  // A draw decides two elements: p x 2^32, clamped below 2^32 (p < 1).
+  const auto threshold =
+      static_cast<std::uint32_t>(std::min(static_cast<double>(p) * 4294967296.0, 4294967295.0));
+  const float keep = 1.0f / (1.0f - p);
+  const std::int64_t pairs = n / 2;
+  parallelFor(site, pairs, 1 << 9, static_cast<double>(n), [=](std::int64_t p0, std::int64_t p1) {
+    dropoutPairs(key, threshold, keep, x, y, mask, p0, p1);
+  });
+  if (n % 2 != 0) {  // the last element: the low half of its pair's draw
+    const std::uint64_t r = counterDraw(key, static_cast<std::uint64_t>(pairs));
+    mask[n - 1] = static_cast<std::uint32_t>(r) < threshold ? 0.0f : keep;
+    y[n - 1] = x[n - 1] * mask[n - 1];
+  }
+}
+
+void dropoutBackward(const float* mask, const float* dy, float* dx, std::int64_t n, bool accumulate) {
+  static ParallelSite site("dropout backward");
+  forBlocks(site, n, [=](std::int64_t i0, std::int64_t i1) {
+    if (accumulate)
+      dropoutBackwardBlock<true>(mask + i0, dy + i0, dx + i0, i1 - i0);
+    else
+      dropoutBackwardBlock<false>(mask + i0, dy + i0, dx + i0, i1 - i0);
   });
 }
 

@@ -1,5 +1,7 @@
 #include "hpu/device/kernels/attention.h"
 
+#include "hpu/device/counter_random.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -43,10 +45,7 @@ class DropoutMask {
   bool active() const { return active_; }
   // 1 / (1 - p) when kept, 0 when dropped.
   float factor(std::int64_t row, std::int64_t key) const {
-    std::uint64_t z = seed_ + static_cast<std::uint64_t>(row * kv_len_ + key) * 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
+    const std::uint64_t z = counterDraw(seed_, static_cast<std::uint64_t>(row * kv_len_ + key));
     return static_cast<std::uint32_t>(z >> 40) < threshold_ ? 0.0f : keep_scale_;
   }
 
