@@ -93,7 +93,8 @@ void backward(const float* x, const float* y, const float* dy, float* dx, std::i
   });
 }
 
-void swigluForwardBlock(const float* __restrict gate, const float* __restrict up, float* __restrict y, std::int64_t n) {
+HPU_VECTOR_CLONES void swigluForwardBlock(const float* __restrict gate, const float* __restrict up,
+                                          float* __restrict y, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) y[i] = SiLU::f(gate[i]) * up[i];
 }
 
@@ -131,6 +132,17 @@ template <bool kAdd>
 HPU_VECTOR_CLONES void dropoutBackwardBlock(const float* __restrict mask, const float* __restrict dy,
                                             float* __restrict dx, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) dx[i] = kAdd ? dx[i] + dy[i] * mask[i] : dy[i] * mask[i];
+}
+
+// Both gradients (a Llama MLP's gate and up projections train), in copies
+// per instruction set.
+HPU_VECTOR_CLONES void swigluBackwardBoth(const float* gate, const float* up, const float* dy, float* dgate,
+                                          float* dup, std::int64_t n) {
+  swigluBackwardBlock<true, true, false>(gate, up, dy, dgate, dup, n);
+}
+HPU_VECTOR_CLONES void swigluBackwardBothAdd(const float* gate, const float* up, const float* dy, float* dgate,
+                                             float* dup, std::int64_t n) {
+  swigluBackwardBlock<true, true, true>(gate, up, dy, dgate, dup, n);
 }
 
 template <template <class> class Run, class... Args>
@@ -190,7 +202,8 @@ void swigluBackward(const float* gate, const float* up, const float* dy, float* 
         swigluBackwardBlock<kGate, kUp, false>(gate + i0, up + i0, dy + i0, dg, du, i1 - i0);
     };
     if (dgate != nullptr && dup != nullptr)
-      run.template operator()<true, true>();
+      (accumulate ? swigluBackwardBothAdd : swigluBackwardBoth)(gate + i0, up + i0, dy + i0, dgate + i0, dup + i0,
+                                                              i1 - i0);
     else if (dgate != nullptr)
       run.template operator()<true, false>();
     else if (dup != nullptr)

@@ -1,13 +1,13 @@
 #include "hpu/device/kernels/attention.h"
 
-#include "hpu/device/counter_random.h"
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
+#include "exp_loops.h"
 #include "fast_exp.h"
+#include "hpu/device/counter_random.h"
 #include "hpu/device/check.h"
 #include "hpu/device/kernels/gemm.h"
 #include "hpu/device/numerics.h"
@@ -123,9 +123,7 @@ void attentionForward(const AttentionShape& g, const float* q, const float* k, c
         const std::size_t u = static_cast<std::size_t>(r);
         const float m_new = std::max(m[u], mx);
         const float alpha = fastExp(m[u] - m_new);
-        float sum = 0.0f;
-        for (std::int64_t c = 0; c < cols; ++c) sum += (row[c] = fastExp(row[c] - m_new));
-        l[u] = l[u] * alpha + sum;
+        l[u] = l[u] * alpha + detail::expShiftSum(row, cols, m_new);
         m[u] = m_new;
         float* o = ob + r * d;
         for (std::int64_t e = 0; e < d; ++e) o[e] *= alpha;
@@ -188,7 +186,7 @@ void attentionBackward(const AttentionShape& g, const float* q, const float* k, 
               for (std::int64_t r = 0; r < rows; ++r) {
                 const float row_lse = lse[bh * g.q_len + i0 + r];
                 float* pr = p.data() + r * kCols;
-                for (std::int64_t c = 0; c < cols; ++c) pr[c] = fastExp(pr[c] - row_lse);
+                detail::expShift(pr, cols, row_lse);
                 float dot = 0.0f;
                 for (std::int64_t e = 0; e < d; ++e) dot += dob[r * d + e] * ob[r * d + e];
                 rowdot[static_cast<std::size_t>(r)] = dot;

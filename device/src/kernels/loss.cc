@@ -4,26 +4,13 @@
 #include <cmath>
 #include <vector>
 
+#include "exp_loops.h"
 #include "fast_exp.h"
 #include "hpu/device/threading.h"
 
 namespace hpu::device::kernels {
 
-namespace {
-
-// sum_j e^(x_j - shift), in 16 float lanes (so that it vectorises) added up in double.
-double sumExp(const float* x, std::int64_t n, float shift) {
-  float lanes[16] = {};
-  std::int64_t j = 0;
-  for (; j + 16 <= n; j += 16)
-    for (int l = 0; l < 16; ++l) lanes[l] += detail::fastExp(x[j + l] - shift);
-  double total = 0;
-  for (float v : lanes) total += v;
-  for (; j < n; ++j) total += detail::fastExp(x[j] - shift);
-  return total;
-}
-
-}  // namespace
+using detail::sumExp;
 
 double crossEntropyForward(const float* logits, const std::int64_t* labels, std::int64_t n, std::int64_t c,
                            float smoothing, std::int64_t ignore_index, float* lse, std::int64_t* counted) {

@@ -1,5 +1,6 @@
 #include "hpu/device/kernels/norm.h"
 
+#include <algorithm>
 #include <cmath>
 #include <tuple>
 #include <utility>
@@ -8,6 +9,31 @@
 #include "hpu/device/threading.h"
 
 namespace hpu::device::kernels {
+namespace {
+
+// Rows per task of a norm's backward pass. Each task sums its rows' weight
+// (and bias) gradients in double; the tasks' sums are then added in task
+// order, so the result depends on this constant, not on the thread count.
+constexpr std::int64_t kRowsPerTask = 32;
+
+// Runs rows(begin, end, sums) over tasks of kRowsPerTask rows, on the team
+// when that pays; sums[t] holds task t's `width` doubles (zeroed), and the
+// result of every task's are their sum, added in task order.
+template <class Rows>
+std::vector<double> rowTasks(ParallelSite& site, std::int64_t rows, std::int64_t d, std::size_t width,
+                             const Rows& body) {
+  const std::int64_t tasks = (rows + kRowsPerTask - 1) / kRowsPerTask;
+  std::vector<double> sums(static_cast<std::size_t>(tasks) * width, 0.0);
+  parallelTasks(site, tasks, static_cast<double>(rows * d), [&](std::int64_t t) {
+    body(t * kRowsPerTask, std::min(rows, (t + 1) * kRowsPerTask), sums.data() + static_cast<std::size_t>(t) * width);
+  });
+  std::vector<double> total(width, 0.0);
+  for (std::int64_t t = 0; t < tasks; ++t)
+    for (std::size_t i = 0; i < width; ++i) total[i] += sums[static_cast<std::size_t>(t) * width + i];
+  return total;
+}
+
+}  // namespace
 
 void layerNormForward(const float* x, std::int64_t rows, std::int64_t d, const float* w, const float* b, float eps,
                       float* y, float* mean_rstd) {
@@ -35,67 +61,79 @@ void layerNormForward(const float* x, std::int64_t rows, std::int64_t d, const f
 void layerNormBackward(const float* x, const float* dy, std::int64_t rows, std::int64_t d, const float* w,
                        const float* mean_rstd, float* dx, bool accumulate_dx, float* dw, float* db,
                        bool accumulate_params) {
-  std::vector<double> gw(static_cast<std::size_t>(d), 0.0), gb(static_cast<std::size_t>(d), 0.0);
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const float m = mean_rstd[2 * r], rstd = mean_rstd[2 * r + 1];
-    double sum_g = 0, sum_gx = 0;
-    for (std::int64_t i = 0; i < d; ++i) {
-      const float xhat = (x[r * d + i] - m) * rstd;
-      const float g = dy[r * d + i] * (w != nullptr ? w[i] : 1.0f);
-      gw[static_cast<std::size_t>(i)] += static_cast<double>(dy[r * d + i]) * xhat;
-      gb[static_cast<std::size_t>(i)] += dy[r * d + i];
-      sum_g += g;
-      sum_gx += static_cast<double>(g) * xhat;
+  static ParallelSite site("layer norm backward");
+  const auto ud = static_cast<std::size_t>(d);
+  const std::vector<double> g = rowTasks(site, rows, d, 2 * ud, [&](std::int64_t begin, std::int64_t end, double* gwb) {
+    double* gw = gwb;
+    double* gb = gwb + ud;
+    for (std::int64_t r = begin; r < end; ++r) {
+      const float m = mean_rstd[2 * r], rstd = mean_rstd[2 * r + 1];
+      double sum_g = 0, sum_gx = 0;
+      for (std::int64_t i = 0; i < d; ++i) {
+        const float xhat = (x[r * d + i] - m) * rstd;
+        const float gi = dy[r * d + i] * (w != nullptr ? w[i] : 1.0f);
+        gw[i] += static_cast<double>(dy[r * d + i]) * xhat;
+        gb[i] += dy[r * d + i];
+        sum_g += gi;
+        sum_gx += static_cast<double>(gi) * xhat;
+      }
+      if (dx == nullptr) continue;
+      const auto mg = static_cast<float>(sum_g / static_cast<double>(d));
+      const auto mgx = static_cast<float>(sum_gx / static_cast<double>(d));
+      for (std::int64_t i = 0; i < d; ++i) {
+        const float xhat = (x[r * d + i] - m) * rstd;
+        const float gi = dy[r * d + i] * (w != nullptr ? w[i] : 1.0f);
+        const float v = rstd * (gi - mg - xhat * mgx);
+        dx[r * d + i] = accumulate_dx ? dx[r * d + i] + v : v;
+      }
     }
-    if (dx == nullptr) continue;
-    const auto mg = static_cast<float>(sum_g / static_cast<double>(d));
-    const auto mgx = static_cast<float>(sum_gx / static_cast<double>(d));
-    for (std::int64_t i = 0; i < d; ++i) {
-      const float xhat = (x[r * d + i] - m) * rstd;
-      const float g = dy[r * d + i] * (w != nullptr ? w[i] : 1.0f);
-      const float v = rstd * (g - mg - xhat * mgx);
-      dx[r * d + i] = accumulate_dx ? dx[r * d + i] + v : v;
-    }
-  }
+  });
   for (std::int64_t i = 0; i < d; ++i) {
-    if (dw != nullptr) dw[i] = (accumulate_params ? dw[i] : 0.0f) + static_cast<float>(gw[static_cast<std::size_t>(i)]);
-    if (db != nullptr) db[i] = (accumulate_params ? db[i] : 0.0f) + static_cast<float>(gb[static_cast<std::size_t>(i)]);
+    const auto u = static_cast<std::size_t>(i);
+    if (dw != nullptr) dw[i] = (accumulate_params ? dw[i] : 0.0f) + static_cast<float>(g[u]);
+    if (db != nullptr) db[i] = (accumulate_params ? db[i] : 0.0f) + static_cast<float>(g[ud + u]);
   }
 }
 
 void rmsNormForward(const float* x, std::int64_t rows, std::int64_t d, const float* w, float eps, float* y,
                     float* rstd) {
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * d;
-    double sq = 0;
-    for (std::int64_t i = 0; i < d; ++i) sq += static_cast<double>(xr[i]) * xr[i];
-    const float inv = 1.0f / std::sqrt(static_cast<float>(sq / static_cast<double>(d)) + eps);
-    rstd[r] = inv;
-    float* yr = y + r * d;
-    for (std::int64_t i = 0; i < d; ++i) yr[i] = (w != nullptr ? w[i] : 1.0f) * (xr[i] * inv);
-  }
+  static ParallelSite site("rms norm forward");
+  parallelFor(site, rows, 1, static_cast<double>(rows * d), [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t r = begin; r < end; ++r) {
+      const float* xr = x + r * d;
+      double sq = 0;
+      for (std::int64_t i = 0; i < d; ++i) sq += static_cast<double>(xr[i]) * xr[i];
+      const float inv = 1.0f / std::sqrt(static_cast<float>(sq / static_cast<double>(d)) + eps);
+      rstd[r] = inv;
+      float* yr = y + r * d;
+      for (std::int64_t i = 0; i < d; ++i) yr[i] = (w != nullptr ? w[i] : 1.0f) * (xr[i] * inv);
+    }
+  });
 }
 
 void rmsNormBackward(const float* x, const float* dy, std::int64_t rows, std::int64_t d, const float* w,
                      const float* rstd, float* dx, bool accumulate_dx, float* dw, bool accumulate_dw) {
-  std::vector<double> gw(static_cast<std::size_t>(dw != nullptr ? d : 0), 0.0);
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * d;
-    const float* gr = dy + r * d;
-    const float inv = rstd[r];
-    double dot = 0;  // mean over the row of g * xhat, g = dy * w
-    for (std::int64_t i = 0; i < d; ++i)
-      dot += static_cast<double>(gr[i] * (w != nullptr ? w[i] : 1.0f)) * (xr[i] * inv);
-    const auto mean = static_cast<float>(dot / static_cast<double>(d));
-    for (std::int64_t i = 0; i < d; ++i) {
-      const float xhat = xr[i] * inv;
-      if (dx != nullptr) {
-        const float v = inv * (gr[i] * (w != nullptr ? w[i] : 1.0f) - xhat * mean);
-        dx[r * d + i] = accumulate_dx ? dx[r * d + i] + v : v;
-      }
-      if (dw != nullptr) gw[static_cast<std::size_t>(i)] += static_cast<double>(gr[i]) * xhat;
-    }
-  }
+  static ParallelSite site("rms norm backward");
+  const std::vector<double> gw =
+      rowTasks(site, rows, d, static_cast<std::size_t>(d), [&](std::int64_t begin, std::int64_t end, double* gwt) {
+        for (std::int64_t r = begin; r < end; ++r) {
+          const float* xr = x + r * d;
+          const float* gr = dy + r * d;
+          const float inv = rstd[r];
+          double dot = 0;  // mean over the row of g * xhat, g = dy * w
+          for (std::int64_t i = 0; i < d; ++i)
+            dot += static_cast<double>(gr[i] * (w != nullptr ? w[i] : 1.0f)) * (xr[i] * inv);
+          const auto mean = static_cast<float>(dot / static_cast<double>(d));
+          for (std::int64_t i = 0; i < d; ++i) {
+            const float xhat = xr[i] * inv;
+            if (dx != nullptr) {
+              const float v = inv * (gr[i] * (w != nullptr ? w[i] : 1.0f) - xhat * mean);
+              dx[r * d + i] = accumulate_dx ? dx[r * d + i] + v : v;
+            }
+            if (dw != nullptr) gwt[i] += static_cast<double>(gr[i]) * xhat;
+          }
+        }
+      });
   for (std::int64_t i = 0; i < (dw != nullptr ? d : 0); ++i)
     dw[i] = (accumulate_dw ? dw[i] : 0.0f) + static_cast<float>(gw[static_cast<std::size_t>(i)]);
 }

@@ -1,5 +1,8 @@
 // Layer normalisation over the last dimension and 2-D batch normalisation
-// over (N, H, W) per channel, with the statistics backward needs.
+// over (N, H, W) per channel, with the statistics backward needs. Rows run
+// on the intra-op team; the weight and bias gradients of layer and RMS norm
+// are summed per 32 rows in double, those sums added in order: the same
+// bits on any number of threads.
 #pragma once
 
 #include <functional>
