@@ -107,7 +107,10 @@ std::shared_ptr<ProcessGroup::Operation> ProcessGroup::makeAllreduce(BufferView 
   Algorithm algorithm = options.algorithm;
   if (algorithm == Algorithm::kAuto && layout_->hierarchical()) algorithm = Algorithm::kHierarchical;
   if (algorithm == Algorithm::kAuto || (algorithm == Algorithm::kHierarchical && !layout_->regular())) {
-    algorithm = data.bytes() >= options_.ringThresholdBytes ? Algorithm::kRing : Algorithm::kRecursiveDoubling;
+    const std::size_t bytes = data.bytes();
+    algorithm = bytes < options_.ringThresholdBytes                            ? Algorithm::kRecursiveDoubling
+                : size_ >= 4 && bytes <= options_.halvingDoublingMaxBytes ? Algorithm::kHalvingDoubling
+                                                                           : Algorithm::kRing;
   }
   op->descriptor.algorithm = algorithm;
   const ReduceOp reduceOp = options.op;
@@ -116,6 +119,7 @@ std::shared_ptr<ProcessGroup::Operation> ProcessGroup::makeAllreduce(BufferView 
     switch (algorithm) {
       case Algorithm::kRing: detail::allreduceRing(ctx, data, reduceOp); return;
       case Algorithm::kRecursiveDoubling: detail::allreduceRecursiveDoubling(ctx, data, reduceOp); return;
+      case Algorithm::kHalvingDoubling: detail::allreduceHalvingDoubling(ctx, data, reduceOp); return;
       case Algorithm::kHierarchical:
       case Algorithm::kAuto:
         detail::allreduceHierarchical(ctx, *layout_, data, reduceOp, options_.ringThresholdBytes);

@@ -48,7 +48,7 @@ class CollectivesTest : public ::testing::TestWithParam<int> {
 
 TEST_P(CollectivesTest, AllreduceMatchesSerialReferenceForEveryAlgorithmOpAndDtype) {
   auto groups = makeInMemoryProcessGroups(worldSize(), smallChunks());
-  for (Algorithm algorithm : {Algorithm::kRing, Algorithm::kRecursiveDoubling}) {
+  for (Algorithm algorithm : {Algorithm::kRing, Algorithm::kRecursiveDoubling, Algorithm::kHalvingDoubling}) {
     for (DType dtype : kReducible) {
       for (ReduceOp op : kOps) {
         for (std::size_t count : kSizes) {
@@ -72,7 +72,7 @@ TEST_P(CollectivesTest, AllreduceMatchesSerialReferenceForEveryAlgorithmOpAndDty
 
 TEST_P(CollectivesTest, AllreduceOfRandomFloatsIsBitIdenticalOnEveryRankAndCloseToDoubleSum) {
   auto groups = makeInMemoryProcessGroups(worldSize(), smallChunks());
-  for (Algorithm algorithm : {Algorithm::kRing, Algorithm::kRecursiveDoubling}) {
+  for (Algorithm algorithm : {Algorithm::kRing, Algorithm::kRecursiveDoubling, Algorithm::kHalvingDoubling}) {
     const std::size_t count = 4097;
     std::vector<std::vector<float>> data(static_cast<std::size_t>(worldSize()), std::vector<float>(count));
     std::vector<double> expected(count, 0.0);

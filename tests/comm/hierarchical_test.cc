@@ -200,19 +200,23 @@ INSTANTIATE_TEST_SUITE_P(Layouts, HierarchicalTest,
                            return std::to_string(info.param.nodes) + "nodes_x" + std::to_string(info.param.perNode);
                          });
 
+// The flat choice by size among 4 ranks: recursive doubling below 64 KiB,
+// halving-doubling up to 512 KiB, the ring beyond.
 TEST(HierarchicalChoice, OneNodeOrOneRankPerNodeStaysFlat) {
   for (int perNode : {1, 4}) {
     auto groups = makeInMemoryProcessGroups(4, optionsWith(64 * 1024), perNode);
     auto observer = std::make_shared<RecordingObserver>();
     groups[0]->setObserver(observer);
     rethrowFirst(runRanks(groups, [&](ProcessGroup& pg) {
-      std::vector<float> small(10, 1.0f), large(100000, 1.0f);
+      std::vector<float> small(10, 1.0f), middle(100000, 1.0f), large(200000, 1.0f);
       pg.allreduce(small, ReduceOp::kSum);
+      pg.allreduce(middle, ReduceOp::kSum);
       pg.allreduce(large, ReduceOp::kSum);
     }));
     EXPECT_THAT(observer->descriptions(),
                 ::testing::ElementsAre(HasSubstr("10 elements, recursive doubling)"),
-                                       HasSubstr("100000 elements, ring)")));
+                                       HasSubstr("100000 elements, halving-doubling)"),
+                                       HasSubstr("200000 elements, ring)")));
   }
 }
 

@@ -30,6 +30,15 @@ void allreduceRing(CollectiveContext& ctx, BufferView data, ReduceOp op);
 // rank's), so both hold bit-identical values after every round.
 void allreduceRecursiveDoubling(CollectiveContext& ctx, BufferView data, ReduceOp op);
 
+// Rabenseifner's allreduce among the largest power of two p <= n ranks
+// (ranks p..n-1 fold in and out as in recursive doubling): log2(p) steps of
+// recursive halving, each rank keeping the half of its range that its bit
+// of the step names, then log2(p) steps of recursive doubling that gather
+// the reduced pieces back. Bandwidth as the ring, in 2 log2(p) steps
+// instead of 2(n - 1). Each piece is combined (lower rank's, higher rank's)
+// by the one rank that keeps it, then copied: identical on every rank.
+void allreduceHalvingDoubling(CollectiveContext& ctx, BufferView data, ReduceOp op);
+
 // The reduce-scatter half of the ring over `blocks` of `input`: output = the
 // reduction of block rank(). `output` may be that very block of `input`.
 void reduceScatterRing(CollectiveContext& ctx, ConstBufferView input, const Blocks& blocks, BufferView output,

@@ -18,6 +18,7 @@ std::string_view algorithmName(Algorithm algorithm) {
     case Algorithm::kRing: return "ring";
     case Algorithm::kRecursiveDoubling: return "recursive doubling";
     case Algorithm::kHierarchical: return "hierarchical";
+    case Algorithm::kHalvingDoubling: return "halving-doubling";
   }
   return "unknown algorithm";
 }
@@ -89,7 +90,7 @@ std::optional<DecodedHeader> decodeHeader(std::span<const std::byte> bytes) {
   const auto algorithm = get<std::uint8_t>(bytes, 7);
   if (kind > static_cast<std::uint8_t>(CollectiveKind::kBarrier) || dtype > static_cast<std::uint8_t>(DType::kByte) ||
       op > static_cast<std::uint8_t>(ReduceOp::kMax) ||
-      algorithm > static_cast<std::uint8_t>(Algorithm::kHierarchical)) {
+      algorithm > static_cast<std::uint8_t>(Algorithm::kHalvingDoubling)) {
     return std::nullopt;
   }
   DecodedHeader out;

@@ -54,7 +54,8 @@ std::unique_ptr<ProcessGroup> join(const EnvMap& env, const Topology& topology) 
 void checkCollectives(ProcessGroup& pg) {
   const int n = pg.size();
   for (std::size_t count : {0ul, 1ul, 7ul, 4097ul, 262147ul}) {
-    for (Algorithm algorithm : {Algorithm::kRing, Algorithm::kRecursiveDoubling, Algorithm::kHierarchical}) {
+    for (Algorithm algorithm :
+         {Algorithm::kRing, Algorithm::kRecursiveDoubling, Algorithm::kHalvingDoubling, Algorithm::kHierarchical}) {
       for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
         for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax}) {
           TypedBuffer buffer(dtype, count, pg.rank());
