@@ -104,24 +104,18 @@ inline float roundValue(float x) {
   return std::bit_cast<float>(roundBits<F, kSaturate>(std::bit_cast<std::uint32_t>(x)));
 }
 
-// to[i] = round(from[i]) for i in [0, n); from may be to. Inlined into the
-// per-format loops below, each compiled for baseline, AVX2 and AVX-512.
+// to[i] = round(from[i]) for i in [0, n); from may be to. In the copy of the
+// kernels' vector level (vector_clones.h).
 template <class F, bool kSaturate>
-[[gnu::always_inline]] inline void roundLoop(const float* from, float* to, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) to[i] = roundValue<F, kSaturate>(from[i]);
+void roundLoop(const float* from, float* to, std::int64_t n) {
+  onVectorLevel([&]() HPU_LOOP_BODY {
+    for (std::int64_t i = 0; i < n; ++i) to[i] = roundValue<F, kSaturate>(from[i]);
+  });
 }
-HPU_VECTOR_CLONES void roundBFloat16Loop(const float* from, float* to, std::int64_t n) {
-  roundLoop<BFloat16Format, false>(from, to, n);
-}
-HPU_VECTOR_CLONES void roundFloat16Loop(const float* from, float* to, std::int64_t n) {
-  roundLoop<Float16Format, false>(from, to, n);
-}
-HPU_VECTOR_CLONES void roundE4M3Loop(const float* from, float* to, std::int64_t n) {
-  roundLoop<E4M3Format, true>(from, to, n);
-}
-HPU_VECTOR_CLONES void roundE5M2Loop(const float* from, float* to, std::int64_t n) {
-  roundLoop<E5M2Format, true>(from, to, n);
-}
+void roundBFloat16Loop(const float* from, float* to, std::int64_t n) { roundLoop<BFloat16Format, false>(from, to, n); }
+void roundFloat16Loop(const float* from, float* to, std::int64_t n) { roundLoop<Float16Format, false>(from, to, n); }
+void roundE4M3Loop(const float* from, float* to, std::int64_t n) { roundLoop<E4M3Format, true>(from, to, n); }
+void roundE5M2Loop(const float* from, float* to, std::int64_t n) { roundLoop<E5M2Format, true>(from, to, n); }
 
 // loop(from, to, n) over [0, n) in ranges, on the intra-op threads when that pays.
 void roundSpan(void (*loop)(const float*, float*, std::int64_t), const float* from, float* to, std::int64_t n) {

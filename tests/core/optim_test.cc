@@ -12,10 +12,12 @@
 
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "hpu/core/optim/lr_scheduler.h"
 #include "hpu/core/optim/optimizer.h"
+#include "hpu/device/cpu_isa.h"
 #include "hpu/device/numerics.h"
 #include "test_support.h"
 
@@ -192,6 +194,33 @@ TEST(OptimizersVsTorch, ParamGroupAddedDuringTrainingAndFrozenRanges) {
     EXPECT_EQ(opt->stepCount(), steps);
     EXPECT_EQ(opt->groupStepCount(1), steps - add_at);
   }
+}
+
+// The update loops run in a copy per vector level (device/vector_clones.h):
+// every copy this CPU runs ends on the baseline copy's bits.
+TEST(Optimizers, EveryVectorLevelGivesTheBaselineBits) {
+  const device::CpuIsa before = device::cpuIsa();
+  std::map<std::string, std::vector<float>> baseline;
+  for (device::CpuIsa isa : device::supportedCpuIsas()) {
+    device::setCpuIsa(isa);
+    for (const char* name : {"sgd_nesterov_weight_decay", "adam_weight_decay", "adamw_changing_lr"})
+      for (const json& c : fixture()["optimizers"]) {
+        if (c["name"] != name) continue;
+        std::vector<float> p(3001), g(3001);
+        for (std::size_t i = 0; i < p.size(); ++i) {
+          p[i] = std::sin(0.37f * static_cast<float>(i));
+          g[i] = std::cos(1.3f * static_cast<float>(i)) * 0.1f;
+        }
+        auto opt = makeFromOptions(c["kind"], c["options"]);
+        opt->attach({{p.data(), g.data(), static_cast<std::int64_t>(p.size()), DType::kFloat32}}, testDevice());
+        for (int step = 0; step < 3; ++step) opt->step();
+        if (!baseline.count(name))
+          baseline[name] = p;
+        else
+          EXPECT_TRUE(p == baseline[name]) << name << " on " << device::cpuIsaName(isa);
+      }
+  }
+  device::setCpuIsa(before);
 }
 
 std::vector<std::string> stateNames(Optimizer& opt) {

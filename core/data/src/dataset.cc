@@ -44,9 +44,10 @@ namespace {
 
 // dst = src * scale + shift, vectorised (the scalars are locals: through
 // `this` the compiler reloaded them after every store to dst).
-HPU_VECTOR_CLONES void scaleBytes(const std::uint8_t* __restrict src, float* __restrict dst, std::int64_t n, float scale,
-                                  float shift) {
-  for (std::int64_t j = 0; j < n; ++j) dst[j] = static_cast<float>(src[j]) * scale + shift;
+void scaleBytes(const std::uint8_t* __restrict src, float* __restrict dst, std::int64_t n, float scale, float shift) {
+  device::onVectorLevel([&]() HPU_LOOP_BODY {
+    for (std::int64_t j = 0; j < n; ++j) dst[j] = static_cast<float>(src[j]) * scale + shift;
+  });
 }
 
 }  // namespace

@@ -125,10 +125,12 @@ void forChunks(device::ParallelSite& site, std::int64_t n, Body body) {
   device::parallelFor(site, n, 1 << 10, static_cast<double>(n), body);
 }
 
-HPU_VECTOR_CLONES void adamKernel(float* __restrict p, const float* __restrict g, float* __restrict m,
-                                  float* __restrict v, std::int64_t begin, std::int64_t end, float l2, float b1,
-                                  float b2, float one_minus_b1, float one_minus_b2, float bc2_sqrt, float eps,
-                                  float step_size) {
+// The loop, inlined into each vector level's copy (its restrict pointers
+// let it vectorise there).
+HPU_LOOP_BODY inline void adamLoop(float* __restrict p, const float* __restrict g, float* __restrict m,
+                                   float* __restrict v, std::int64_t begin, std::int64_t end, float l2, float b1,
+                                   float b2, float one_minus_b1, float one_minus_b2, float bc2_sqrt, float eps,
+                                   float step_size) {
   for (std::int64_t i = begin; i < end; ++i) {
     const float grad = g[i] + l2 * p[i];
     m[i] = m[i] * b1 + one_minus_b1 * grad;
@@ -138,19 +140,28 @@ HPU_VECTOR_CLONES void adamKernel(float* __restrict p, const float* __restrict g
   }
 }
 
-HPU_VECTOR_CLONES void sgdKernel(float* __restrict p, const float* __restrict g, float* __restrict buf,
-                                 std::int64_t begin, std::int64_t end, float rate, float wd, float mom, float damp,
-                                 bool first, bool nesterov) {
-  if (buf == nullptr) {
-    for (std::int64_t i = begin; i < end; ++i) p[i] -= rate * (g[i] + wd * p[i]);
-    return;
-  }
-  for (std::int64_t i = begin; i < end; ++i) {
-    float d = g[i] + wd * p[i];
-    buf[i] = first ? d : mom * buf[i] + damp * d;
-    d = nesterov ? d + mom * buf[i] : buf[i];
-    p[i] -= rate * d;
-  }
+void adamKernel(float* p, const float* g, float* m, float* v, std::int64_t begin, std::int64_t end, float l2,
+                float b1, float b2, float one_minus_b1, float one_minus_b2, float bc2_sqrt, float eps,
+                float step_size) {
+  device::onVectorLevel([&]() HPU_LOOP_BODY {
+    adamLoop(p, g, m, v, begin, end, l2, b1, b2, one_minus_b1, one_minus_b2, bc2_sqrt, eps, step_size);
+  });
+}
+
+void sgdKernel(float* __restrict p, const float* __restrict g, float* __restrict buf, std::int64_t begin,
+               std::int64_t end, float rate, float wd, float mom, float damp, bool first, bool nesterov) {
+  device::onVectorLevel([&]() HPU_LOOP_BODY {
+    if (buf == nullptr) {
+      for (std::int64_t i = begin; i < end; ++i) p[i] -= rate * (g[i] + wd * p[i]);
+      return;
+    }
+    for (std::int64_t i = begin; i < end; ++i) {
+      float d = g[i] + wd * p[i];
+      buf[i] = first ? d : mom * buf[i] + damp * d;
+      d = nesterov ? d + mom * buf[i] : buf[i];
+      p[i] -= rate * d;
+    }
+  });
 }
 
 // torch.optim.SGD (single-tensor path): float32 math, scalars from doubles.

@@ -93,15 +93,16 @@ void backward(const float* x, const float* y, const float* dy, float* dx, std::i
   });
 }
 
-HPU_VECTOR_CLONES void swigluForwardBlock(const float* __restrict gate, const float* __restrict up,
-                                          float* __restrict y, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) y[i] = SiLU::f(gate[i]) * up[i];
+void swigluForwardBlock(const float* __restrict gate, const float* __restrict up, float* __restrict y, std::int64_t n) {
+  onVectorLevel([&]() HPU_LOOP_BODY {
+    for (std::int64_t i = 0; i < n; ++i) y[i] = SiLU::f(gate[i]) * up[i];
+  });
 }
 
 // d/dgate and d/dup of silu(gate) * up over a block, into the gradients
 // wanted (kGate, kUp), added when kAdd.
 template <bool kGate, bool kUp, bool kAdd>
-void swigluBackwardBlock(const float* __restrict gate, const float* __restrict up, const float* __restrict dy,
+HPU_LOOP_BODY inline void swigluBackwardBlock(const float* __restrict gate, const float* __restrict up, const float* __restrict dy,
                          float* __restrict dgate, float* __restrict dup, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) {
     const float s = SiLU::sigmoid(gate[i]), silu = gate[i] * s;
@@ -115,8 +116,9 @@ void swigluBackwardBlock(const float* __restrict gate, const float* __restrict u
 
 // Elements [2 * p0, 2 * p1) of a dropout mask and its product: pair q
 // shares draw q, its low half for element 2q, its high half for 2q + 1.
-HPU_VECTOR_CLONES void dropoutPairs(std::uint64_t key, std::uint32_t threshold, float keep, const float* __restrict x,
-                                    float* __restrict y, float* __restrict mask, std::int64_t p0, std::int64_t p1) {
+HPU_LOOP_BODY inline void dropoutPairsLoop(std::uint64_t key, std::uint32_t threshold, float keep,
+                                           const float* __restrict x, float* __restrict y, float* __restrict mask,
+                                           std::int64_t p0, std::int64_t p1) {
   for (std::int64_t q = p0; q < p1; ++q) {
     const std::uint64_t r = counterDraw(key, static_cast<std::uint64_t>(q));
     const float m0 = static_cast<std::uint32_t>(r) < threshold ? 0.0f : keep;
@@ -127,22 +129,27 @@ HPU_VECTOR_CLONES void dropoutPairs(std::uint64_t key, std::uint32_t threshold, 
     y[2 * q + 1] = x[2 * q + 1] * m1;
   }
 }
+void dropoutPairs(std::uint64_t key, std::uint32_t threshold, float keep, const float* x, float* y, float* mask,
+                  std::int64_t p0, std::int64_t p1) {
+  onVectorLevel([&]() HPU_LOOP_BODY { dropoutPairsLoop(key, threshold, keep, x, y, mask, p0, p1); });
+}
 
 template <bool kAdd>
-HPU_VECTOR_CLONES void dropoutBackwardBlock(const float* __restrict mask, const float* __restrict dy,
-                                            float* __restrict dx, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) dx[i] = kAdd ? dx[i] + dy[i] * mask[i] : dy[i] * mask[i];
+void dropoutBackwardBlock(const float* __restrict mask, const float* __restrict dy, float* __restrict dx,
+                          std::int64_t n) {
+  onVectorLevel([&]() HPU_LOOP_BODY {
+    for (std::int64_t i = 0; i < n; ++i) dx[i] = kAdd ? dx[i] + dy[i] * mask[i] : dy[i] * mask[i];
+  });
 }
 
 // Both gradients (a Llama MLP's gate and up projections train), in copies
 // per instruction set.
-HPU_VECTOR_CLONES void swigluBackwardBoth(const float* gate, const float* up, const float* dy, float* dgate,
-                                          float* dup, std::int64_t n) {
-  swigluBackwardBlock<true, true, false>(gate, up, dy, dgate, dup, n);
+void swigluBackwardBoth(const float* gate, const float* up, const float* dy, float* dgate, float* dup, std::int64_t n) {
+  onVectorLevel([&]() HPU_LOOP_BODY { swigluBackwardBlock<true, true, false>(gate, up, dy, dgate, dup, n); });
 }
-HPU_VECTOR_CLONES void swigluBackwardBothAdd(const float* gate, const float* up, const float* dy, float* dgate,
-                                             float* dup, std::int64_t n) {
-  swigluBackwardBlock<true, true, true>(gate, up, dy, dgate, dup, n);
+void swigluBackwardBothAdd(const float* gate, const float* up, const float* dy, float* dgate, float* dup,
+                           std::int64_t n) {
+  onVectorLevel([&]() HPU_LOOP_BODY { swigluBackwardBlock<true, true, true>(gate, up, dy, dgate, dup, n); });
 }
 
 template <template <class> class Run, class... Args>

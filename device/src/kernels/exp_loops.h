@@ -1,5 +1,5 @@
 // Loops over e^x (fast_exp.h) that the softmax of attention and of the
-// cross-entropy run, compiled once per instruction set (HPU_VECTOR_CLONES):
+// cross-entropy run, in copies per instruction set (vector_clones.h):
 // sums go through 16 lanes in a fixed order, so every copy gives the same
 // bits.
 // Thread-safety: pure functions.
