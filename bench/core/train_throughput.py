@@ -18,7 +18,7 @@ same model on the same IDX data held in memory, with the same per-epoch
 shuffled batches, Adam, and the same thread count, timed after 10 warm-up
 steps.
 
-Usage: bench/core/train_throughput.py [--rounds 5] [--threads 2] [--bin build/hpu-train] [--only ddp]
+Usage: bench/core/train_throughput.py [--rounds 5] [--threads 2] [--bin build/hpu-train] [--only ddp|cnn]
 """
 import argparse
 import gzip
@@ -151,7 +151,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--bin", default="build/hpu-train")
     ap.add_argument("--json", help="also write the results here")
-    ap.add_argument("--only", choices=["ddp"], help="run only the data-parallel comparison")
+    ap.add_argument("--only", choices=["ddp", "cnn"], help="run only the data-parallel or the CNN comparison")
     a = ap.parse_args()
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     binary = os.path.abspath(os.path.join(repo, a.bin)) if not os.path.isabs(a.bin) else a.bin
@@ -164,8 +164,8 @@ def main():
             os.symlink(os.path.join(repo, cfg), os.path.join(work, cfg))
         print(f"threads={a.threads} rounds={a.rounds} torch={torch.__version__} "
               f"blas={torch.__config__.show().count('BLAS')}", flush=True)
-        if a.only == "ddp":
-            cases = []
+        if a.only is not None:
+            cases = [c for c in cases if c[0] == a.only]
         for kind, batch, steps in cases:
             ours, theirs = [], []
             for _ in range(a.rounds):  # A B A B ...
@@ -186,7 +186,8 @@ def main():
                             "ratio": mm / m1})
             print(f"mlp batch {batch:3}: {a.threads} threads {mm:8.0f} samples/s [{min(many):.0f}..{max(many):.0f}]  "
                   f"1 thread {m1:8.0f} [{min(one):.0f}..{max(one):.0f}]  ratio {mm / m1:.2f}x", flush=True)
-        data_parallel(binary, work, a.threads, a.rounds, results)
+        if a.only in (None, "ddp"):
+            data_parallel(binary, work, a.threads, a.rounds, results)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(results, f, indent=1)

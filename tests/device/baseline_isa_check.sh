@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One binary for every x86-64 host: outside the matrix kernels of each
-# instruction set (namespace hpu::device::kernels::packed, chosen at run time
+# instruction set (namespaces hpu::device::kernels::packed and ::simd, chosen at run time
 # from CPUID, cpu_isa.h) and the AVX2 / AVX-512 copies of the elementwise
 # loops (hpu::device::detail::onAvx2 / onAvx512, vector_clones.h, chosen
 # by cpuIsa() as well), no function of the given executable
@@ -17,7 +17,7 @@ fi
 offenders=$(objdump -d --no-show-raw-insn -C "$binary" | awk '
   /^[0-9a-f]+ <.*>:$/ { fn = substr($0, index($0, "<") + 1); sub(/>:$/, "", fn); next }
   /\t(v[a-z0-9]+|kmov[bwdq]|kortest[bwdq])[ \t]|%[yz]mm|%k[0-7]/ {
-    if (fn !~ /(^| )hpu::device::kernels::packed::/ && fn !~ /(^| )hpu::device::detail::onAvx(2|512)</ && !(fn in seen)) {
+    if (fn !~ /(^| )hpu::device::kernels::(packed|simd)::/ && fn !~ /(^| )hpu::device::detail::onAvx(2|512)</ && !(fn in seen)) {
       seen[fn] = 1
       print fn
     }
@@ -27,4 +27,4 @@ if [[ -n "$offenders" ]]; then
   echo "$offenders" | head -40
   exit 1
 fi
-echo "no AVX/AVX-512 instruction outside hpu::device::kernels::packed and the onAvx2 / onAvx512 loop copies"
+echo "no AVX/AVX-512 instruction outside hpu::device::kernels::packed / ::simd and the onAvx2 / onAvx512 loop copies"

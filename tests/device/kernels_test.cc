@@ -278,6 +278,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, ConvTest,
                          ::testing::Values(ConvCase{1, 1, 5, 5, 1, 3, 1, 0}, ConvCase{2, 3, 7, 6, 4, 3, 1, 1},
                                            ConvCase{3, 2, 9, 9, 5, 3, 2, 1}, ConvCase{2, 1, 28, 28, 8, 5, 1, 2},
                                            ConvCase{1, 4, 4, 4, 2, 1, 1, 0},
+                                           // pad >= kernel (like stride 2 above): the input gradient
+                                           // by col2im, not as a convolution.
+                                           ConvCase{2, 2, 4, 4, 3, 1, 1, 1},
                                            // The CNN's second layer on 9 images: chunks of 4, the last partial.
                                            ConvCase{9, 32, 14, 14, 64, 3, 1, 1}));
 

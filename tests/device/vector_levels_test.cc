@@ -2,7 +2,8 @@
 // chosen by cpuIsa(): every copy this CPU runs gives the same bits as the
 // baseline one, for the rounding to narrow floats (NaN, infinities,
 // subnormals, ties), dropout, SwiGLU and its gradients, the softmax of the
-// cross-entropy and attention's e^x loops (and their sums over lanes).
+// cross-entropy and attention's e^x loops (and their sums over lanes); the
+// 2x2 max pool's kernel, the same maxima and arg-max indices.
 // (Attention as a whole also runs the matrix kernels, whose paths differ in
 // summation order: kernels_test.cc compares those within rounding.)
 #include <gtest/gtest.h>
@@ -12,11 +13,13 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hpu/device/cpu_isa.h"
 #include "hpu/device/kernels/activation.h"
 #include "hpu/device/kernels/loss.h"
+#include "hpu/device/kernels/pool.h"
 #include "hpu/device/numerics.h"
 #include "../../device/src/kernels/exp_loops.h"
 
@@ -117,6 +120,25 @@ TEST(VectorLevels, EveryCopyOfTheElementwiseLoopsGivesTheBaselineBits) {
     kernels::detail::expShift(b.data(), 1001, -1.5f);
     return std::vector<std::vector<float>>{a, b, {sum}};
   });
+}
+
+// The 2x2 max pool has its own AVX-512 kernel (isa/pool_avx512.h): the same
+// maxima and arg-max indices as the scalar loop, on rows of 1 to 17 windows
+// (masked tails, two vector steps), odd heights and widths, NaNs, and ties
+// (ReLU's zeros, +0 against -0: the first in window order wins).
+TEST(VectorLevels, EveryCopyOfTheMaxPoolGivesTheBaselineMaximaAndArgMax) {
+  for (const auto& [h, w] : {std::pair<std::int64_t, std::int64_t>{28, 28}, {14, 14}, {5, 35}, {3, 2}, {7, 33}}) {
+    const kernels::Pool2dShape g{3, h, w, 2, 2, 0};
+    std::vector<float> x = sample(static_cast<std::size_t>(3 * h * w), static_cast<unsigned>(h * w));
+    for (std::size_t i = 0; i < x.size(); i += 3) x[i] = x[i] > 0.0f ? x[i] : (i % 2 ? 0.0f : -0.0f);
+    expectEveryLevelAgrees(("max pool " + std::to_string(h) + "x" + std::to_string(w)).c_str(), [&] {
+      std::vector<float> y(static_cast<std::size_t>(3 * g.outH() * g.outW()));
+      std::vector<std::int32_t> arg(y.size());
+      kernels::maxPool2dForward(g, x.data(), y.data(), arg.data());
+      std::vector<float> at(arg.begin(), arg.end());  // exact: indices < 2^24
+      return std::vector<std::vector<float>>{y, at};
+    });
+  }
 }
 
 }  // namespace

@@ -103,6 +103,48 @@ const float* padChunk(const Geom& g, const float* x, std::int64_t nc) {
   return xp;
 }
 
+// A chunk's product out [k, nc * p] (the images side by side) into the
+// images' [image, k, p] layout at y, plus bias[k] (may be null); added to
+// y's values when accumulate.
+void storeImages(const float* out, std::int64_t nc, std::int64_t k, std::int64_t p, const float* bias, float* y,
+                 bool accumulate) {
+  for (std::int64_t i = 0; i < nc; ++i)
+    for (std::int64_t kk = 0; kk < k; ++kk) {
+      const float* __restrict src = out + kk * nc * p + i * p;
+      float* __restrict dst = y + (i * k + kk) * p;
+      const float add = bias != nullptr ? bias[kk] : 0.0f;
+      if (accumulate)
+        for (std::int64_t q = 0; q < p; ++q) dst[q] += src[q] + add;
+      else
+        for (std::int64_t q = 0; q < p; ++q) dst[q] = src[q] + add;
+    }
+}
+
+// The input gradient of a stride-1 convolution with a square kernel and
+// pad < r is itself a convolution: of dy, padded by r - 1 - pad, with the
+// weights flipped in both spatial axes and their channel axes swapped
+// (the "full" convolution). That form multiplies straight from the images,
+// where W^T dY would build the column matrix and fold it back (col2im).
+bool inputGradientIsAConvolution(const Conv2dShape& g) {
+  return g.stride == 1 && g.r == g.s && g.pad < g.r;
+}
+
+// That convolution's shape for images of dy [n, k, outH, outW], and its
+// weights [c, k, r, s]: w_t[c][k][i][j] = w[k][c][r-1-i][s-1-j].
+Conv2dShape inputGradientShape(const Conv2dShape& g) {
+  return {g.n, g.k, g.outH(), g.outW(), g.c, g.r, g.s, 1, g.r - 1 - g.pad};
+}
+std::vector<float> inputGradientWeights(const Conv2dShape& g, const float* w) {
+  std::vector<float> w_t(static_cast<std::size_t>(g.c * g.k * g.r * g.s));
+  for (std::int64_t k = 0; k < g.k; ++k)
+    for (std::int64_t c = 0; c < g.c; ++c)
+      for (std::int64_t i = 0; i < g.r; ++i)
+        for (std::int64_t j = 0; j < g.s; ++j)
+          w_t[static_cast<std::size_t>(((c * g.k + k) * g.r + i) * g.s + j)] =
+              w[((k * g.c + c) * g.r + (g.r - 1 - i)) * g.s + (g.s - 1 - j)];
+  return w_t;
+}
+
 }  // namespace
 
 void conv2dForward(const Conv2dShape& shape, const float* x, const float* w, const float* b, float* y) {
@@ -115,14 +157,7 @@ void conv2dForward(const Conv2dShape& shape, const float* x, const float* w, con
     const std::int64_t n0 = c * chunks.size, nc = std::min(chunks.size, shape.n - n0), ld = nc * p;
     float* out = workspace(0, k * ld);
     kernels.convForward(g, padChunk(g, x + n0 * in_stride, nc), nc, k, w, out);
-    // [k, image, p] -> [image, k, p], adding the bias.
-    for (std::int64_t i = 0; i < nc; ++i)
-      for (std::int64_t kk = 0; kk < k; ++kk) {
-        const float* src = out + kk * ld + i * p;
-        float* dst = y + ((n0 + i) * k + kk) * p;
-        const float bias = b != nullptr ? b[kk] : 0.0f;
-        for (std::int64_t q = 0; q < p; ++q) dst[q] = src[q] + bias;
-      }
+    storeImages(out, nc, k, p, b, y + n0 * k * p, false);
   });
 }
 
@@ -138,6 +173,10 @@ void conv2dBackward(const Conv2dShape& shape, const float* x, const float* w, co
   // In the calling thread's workspace, shared with the chunks' threads.
   float* partial_dw = dw != nullptr ? workspace(3, chunks.count * dw_size) : nullptr;
   std::vector<double> partial_db(static_cast<std::size_t>(db != nullptr ? chunks.count * k : 0));
+  // The input gradient as a convolution where it is one.
+  const bool dx_by_conv = dx != nullptr && inputGradientIsAConvolution(shape);
+  const Geom t = Geom::of(inputGradientShape(shape));
+  const std::vector<float> w_t = dx_by_conv ? inputGradientWeights(shape, w) : std::vector<float>{};
   static ParallelSite site("conv backward");
   const double products = (dw != nullptr) + (dx != nullptr);
   forChunks(site, chunks, 2.0 * products * static_cast<double>(shape.n * k * p * crs), [&](std::int64_t c) {
@@ -150,7 +189,11 @@ void conv2dBackward(const Conv2dShape& shape, const float* x, const float* w, co
               Eigen::Map<const Eigen::VectorXf>(dy_chunk + (i * k + kk) * p, p).sum();
     if (dw != nullptr)
       kernels.convWeight(g, padChunk(g, x + n0 * in_stride, nc), dy_chunk, nc, k, partial_dw + c * dw_size);
-    if (dx != nullptr) {
+    if (dx_by_conv) {
+      float* out = workspace(1, g.c * nc * t.p());
+      kernels.convForward(t, padChunk(t, dy_chunk, nc), nc, g.c, w_t.data(), out);
+      storeImages(out, nc, g.c, t.p(), nullptr, dx + n0 * in_stride, accumulate_dx);
+    } else if (dx != nullptr) {
       float* col = workspace(1, crs * ld);
       kernels.convInput(g, w, dy_chunk, nc, k, col);
       for (std::int64_t i = 0; i < nc; ++i) col2im(g, col + i * p, ld, dx + (n0 + i) * in_stride, accumulate_dx);

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "hpu/device/kernels/conv.h"
 #include "sources.h"
@@ -35,13 +36,18 @@ struct ConvGeometry {
 // image n's padded copy at xp + n * paddedFloats().
 class ImageColumns {
  public:
-  ImageColumns(const ConvGeometry& g, const float* xp) : g_(g), xp_(xp), hp_(g.paddedH()), wp_(g.paddedW()) {}
+  ImageColumns(const ConvGeometry& g, const float* xp)
+      : g_(g), xp_(xp), hp_(g.paddedH()), wp_(g.paddedW()), row_offsets_(static_cast<std::size_t>(g.crs())) {
+    // Tabled once: the packing asks for a row's offset once per row and
+    // panel, and three divisions each time cost more than the row's loads.
+    std::size_t row = 0;
+    for (std::int64_t c = 0; c < g.c; ++c)
+      for (std::int64_t i = 0; i < g.r; ++i)
+        for (std::int64_t j = 0; j < g.s; ++j) row_offsets_[row++] = (c * hp_ + i) * wp_ + j;
+  }
 
   const float* data() const { return xp_; }
-  std::int64_t rowOffset(std::int64_t row) const {
-    const std::int64_t c = row / (g_.r * g_.s), tap = row % (g_.r * g_.s);
-    return (c * hp_ + tap / g_.s) * wp_ + tap % g_.s;
-  }
+  std::int64_t rowOffset(std::int64_t row) const { return row_offsets_[static_cast<std::size_t>(row)]; }
   // A run per stretch of one output row (stride 1), else a run per lane.
   void columnRuns(std::int64_t col0, std::int64_t count, packed::Runs& runs) const {
     const std::int64_t p = g_.p();
@@ -64,6 +70,7 @@ class ImageColumns {
   ConvGeometry g_;
   const float* xp_;
   std::int64_t hp_, wp_;
+  std::vector<std::int64_t> row_offsets_;
 };
 
 // The [image, k, p] tensor of a chunk's images as the matrix [k, nc * p]

@@ -5,15 +5,20 @@
 #include <limits>
 
 #include "hpu/device/threading.h"
+#include "isa/kernels.h"
 
 namespace hpu::device::kernels {
 
 namespace {
-// The common 2x2, stride 2, no padding case without bounds checks.
+
+// The common 2x2, stride 2, no padding case without bounds checks: the
+// instruction set's kernel (isa/kernels.h), else this loop.
 void maxPool2x2(const Pool2dShape& g, const float* x, float* y, std::int32_t* argmax) {
   const std::int64_t oh = g.outH(), ow = g.outW();
+  const auto kernel = isaKernels(cpuIsa()).maxPool2x2;
   static ParallelSite site("max pool 2x2");
   parallelFor(site, g.planes, 1, static_cast<double>(g.planes * g.h * g.w), [&](std::int64_t begin, std::int64_t end) {
+    if (kernel != nullptr) return kernel(g, begin, end, x, y, argmax);
     for (std::int64_t p = begin; p < end; ++p)
       for (std::int64_t oy = 0; oy < oh; ++oy) {
         const float* r0 = x + (p * g.h + 2 * oy) * g.w;
@@ -35,6 +40,7 @@ void maxPool2x2(const Pool2dShape& g, const float* x, float* y, std::int32_t* ar
       }
   });
 }
+
 }  // namespace
 
 void maxPool2dForward(const Pool2dShape& g, const float* x, float* y, std::int32_t* argmax) {
@@ -70,9 +76,10 @@ void maxPool2dForward(const Pool2dShape& g, const float* x, float* y, std::int32
 
 void maxPool2dBackward(const Pool2dShape& g, const float* dy, const std::int32_t* argmax, float* dx, bool accumulate) {
   const std::int64_t out = g.outH() * g.outW(), in = g.h * g.w;
-  if (!accumulate) std::fill(dx, dx + g.planes * in, 0.0f);
   static ParallelSite site("max pool backward");
-  parallelFor(site, g.planes, 1, static_cast<double>(g.planes * out), [&](std::int64_t begin, std::int64_t end) {
+  parallelFor(site, g.planes, 1, static_cast<double>(g.planes * in), [&](std::int64_t begin, std::int64_t end) {
+    // Zeroed range by range, so each range is still in cache for its adds.
+    if (!accumulate) std::fill(dx + begin * in, dx + end * in, 0.0f);
     for (std::int64_t p = begin; p < end; ++p)
       for (std::int64_t i = 0; i < out; ++i) dx[p * in + argmax[p * out + i]] += dy[p * out + i];
   });

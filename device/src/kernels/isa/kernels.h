@@ -1,4 +1,4 @@
-// The matrix kernels one instruction set provides (isa/avx512.cc,
+// The matrix (and pooling) kernels one instruction set provides (isa/avx512.cc,
 // avx512_bf16.cc, avx2.cc, portable.cc), and the table gemm.cc and conv.cc
 // pick from at run time (cpu_isa.h).
 #pragma once
@@ -8,6 +8,7 @@
 #include "../conv_geometry.h"
 #include "hpu/device/cpu_isa.h"
 #include "hpu/device/kernels/gemm.h"
+#include "hpu/device/kernels/pool.h"
 
 namespace hpu::device::kernels {
 
@@ -31,6 +32,11 @@ struct IsaKernels {
                      float* dw);
   void (*convInput)(const ConvGeometry& g, const float* w, const float* dy, std::int64_t nc, std::int64_t k,
                     float* col);
+  // 2x2, stride 2, unpadded max pooling of planes [p0, p1): the same
+  // maxima and arg-max indices as pool.cc's scalar loop, which runs where
+  // this is null.
+  void (*maxPool2x2)(const Pool2dShape& g, std::int64_t p0, std::int64_t p1, const float* x, float* y,
+                     std::int32_t* argmax);
 };
 
 extern const IsaKernels kPortableKernels, kAvx2Kernels, kAvx512Kernels, kAvx512Bf16Kernels;

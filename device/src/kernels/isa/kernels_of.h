@@ -36,10 +36,10 @@ struct ConvProducts {
 template <class V, bool kPaired>
 constexpr IsaKernels kernelsOf() {
   if constexpr (kPaired)
-    return {&denseGemm<V, true>, &gemmThreaded<V, true>, nullptr, nullptr, nullptr};
+    return {&denseGemm<V, true>, &gemmThreaded<V, true>, nullptr, nullptr, nullptr, nullptr};
   else
-    return {&denseGemm<V, false>, &gemmThreaded<V, false>, &ConvProducts<V>::forward, &ConvProducts<V>::weight,
-            &ConvProducts<V>::input};
+    return {&denseGemm<V, false>,     &gemmThreaded<V, false>, &ConvProducts<V>::forward, &ConvProducts<V>::weight,
+            &ConvProducts<V>::input, nullptr};
 }
 
 }  // namespace hpu::device::kernels::packed

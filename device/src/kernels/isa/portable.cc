@@ -100,6 +100,6 @@ void convInput(const ConvGeometry& g, const float* w, const float* dy, std::int6
 
 }  // namespace
 
-const IsaKernels kPortableKernels = {&gemm, &gemmThreaded, &convForward, &convWeight, &convInput};
+const IsaKernels kPortableKernels = {&gemm, &gemmThreaded, &convForward, &convWeight, &convInput, nullptr};
 
 }  // namespace hpu::device::kernels

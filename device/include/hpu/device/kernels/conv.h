@@ -2,7 +2,9 @@
 // as GEMMs on the column matrix (im2col) of a chunk of images side by side;
 // the packed kernels (AVX-512, AVX2) read the images and gradients in place
 // instead of materialising their matrices. Chunks run on the intra-op
-// threads, and the results are the same bits for any thread count.
+// threads, and the results are the same bits for any thread count. The
+// input gradient of a stride-1 convolution with a square kernel is the
+// "full" convolution of the output gradient with the flipped weights.
 #pragma once
 
 #include <cstdint>
