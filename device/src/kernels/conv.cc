@@ -65,8 +65,11 @@ void col2im(const Geom& g, const float* col, std::int64_t ld, float* dx, bool ac
 }
 
 // Images per GEMM: enough that each product is a good size, few enough that
-// a chunk's column matrix stays in the core's cache (kChunkFloats).
-constexpr std::int64_t kChunkFloats = 1 << 18;
+// a chunk's column matrix stays in the core's cache (kChunkFloats), and at
+// most a kMinChunks-th of the batch, so that the threads can share a batch
+// of small images evenly. (Neither depends on the thread count: the chunks
+// fix the summation order of the weight gradient.)
+constexpr std::int64_t kChunkFloats = 1 << 18, kMinChunks = 8;
 
 // Scratch matrices reused across calls on this thread (no allocation or page
 // faults per step); grown on demand.
@@ -81,7 +84,8 @@ struct Chunks {
   std::int64_t size, count;
 };
 Chunks chunksOf(const Geom& g, std::int64_t n) {
-  const std::int64_t size = std::clamp<std::int64_t>(kChunkFloats / std::max<std::int64_t>(1, g.crs() * g.p()), 1, n);
+  const std::int64_t size = std::clamp<std::int64_t>(kChunkFloats / std::max<std::int64_t>(1, g.crs() * g.p()), 1,
+                                                     std::max<std::int64_t>(1, (n + kMinChunks - 1) / kMinChunks));
   return {size, (n + size - 1) / size};
 }
 
