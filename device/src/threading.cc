@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -13,10 +14,21 @@
 namespace hpu::device {
 
 struct ParallelAccess {
-  static std::atomic<double>& serialRate(ParallelSite& s) { return s.serial_ns_per_unit_; }
-  static std::atomic<double>& parallelRate(ParallelSite& s) { return s.parallel_ns_per_unit_; }
-  static std::atomic<std::uint64_t>& decisions(ParallelSite& s) { return s.decisions_; }
-  static std::atomic<double>& handoff(ParallelSite& s) { return s.handoff_ns_; }
+  using Costs = ParallelSite::Costs;
+  // The costs of the problem size `key` (never 0), claiming the oldest slot
+  // for a size not seen lately. Concurrent callers may race on a slot; that
+  // only blurs what it has learned.
+  static Costs& of(ParallelSite& s, std::uint64_t key) {
+    for (Costs& c : s.sizes_)
+      if (c.key.load(std::memory_order_relaxed) == key) return c;
+    Costs& c = s.sizes_[s.next_size_.fetch_add(1, std::memory_order_relaxed) % ParallelSite::kSizes];
+    for (auto* v : {&c.serial_ns_per_unit, &c.parallel_ns_per_unit, &c.handoff_ns})
+      v->store(-1.0, std::memory_order_relaxed);
+    c.decisions.store(0, std::memory_order_relaxed);
+    c.key.store(key, std::memory_order_relaxed);
+    return c;
+  }
+  static Costs& allSizes(ParallelSite& s) { return s.all_sizes_; }
   static void count(ParallelSite& s, bool parallel, std::int64_t task_ns) {
     (parallel ? s.parallel_calls_ : s.serial_calls_).fetch_add(1, std::memory_order_relaxed);
     s.task_ns_.fetch_add(task_ns, std::memory_order_relaxed);
@@ -92,27 +104,45 @@ ThreadTeam* team() {
   return g_team.get();
 }
 
-// Whether a call of `units` on `ways` threads should run on the team. The
-// site's serial cost is measured first (its first call runs serially); until
-// a parallel run is measured, the team is assumed to divide the time by
-// `ways`.
-bool worthParallel(ParallelSite& site, std::int64_t count, double units, int threads) {
+// A size's learned value, else the site's over every size (< 0: neither).
+double learned(const std::atomic<double>& size, const std::atomic<double>& site) {
+  const double v = size.load(std::memory_order_relaxed);
+  return v >= 0 ? v : site.load(std::memory_order_relaxed);
+}
+
+// Whether a call of `units` on `ways` threads should run on the team, from
+// the costs learned for its size. Where the size has no serial cost yet,
+// the site's over every size stands in (a site's first call runs serially
+// to measure it); where it has no parallel run yet, the team is assumed to
+// divide the serial time by `ways` (not the site's parallel rate over every
+// size: a size that shares worse would keep the others serial until they
+// explored).
+bool worthParallel(ParallelAccess::Costs& size, ParallelAccess::Costs& site, std::int64_t count, double units,
+                   int threads) {
   if (g_always_parallel.load(std::memory_order_relaxed)) return true;
-  const double serial_rate = ParallelAccess::serialRate(site).load(std::memory_order_relaxed);
+  const double serial_rate = learned(size.serial_ns_per_unit, site.serial_ns_per_unit);
   if (serial_rate < 0) return false;
   const double ways = static_cast<double>(std::min<std::int64_t>(count, threads));
-  double parallel_rate = ParallelAccess::parallelRate(site).load(std::memory_order_relaxed);
+  double parallel_rate = size.parallel_ns_per_unit.load(std::memory_order_relaxed);
   if (parallel_rate < 0) parallel_rate = serial_rate / ways;
   const double serial_ns = serial_rate * units;
-  double handoff = ParallelAccess::handoff(site).load(std::memory_order_relaxed);
+  double handoff = learned(size.handoff_ns, site.handoff_ns);
   if (handoff < 0) handoff = g_costs.handoff_ns.load(std::memory_order_relaxed);
   const double parallel_ns = parallel_rate * units + handoff;
   const bool parallel = parallel_ns < kMargin * serial_ns;
   const double chosen = parallel ? parallel_ns : serial_ns, other = parallel ? serial_ns : parallel_ns;
   const double loss = chosen > 0 ? other / chosen - 1.0 : 1e9;  // nothing to gain from free work
   const auto period = static_cast<std::uint64_t>(std::min(1e6, std::max<double>(kExploreEvery, loss / kExploreBudget)));
-  const bool explore = (ParallelAccess::decisions(site).fetch_add(1, std::memory_order_relaxed) + 1) % period == 0;
+  const bool explore = (size.decisions.fetch_add(1, std::memory_order_relaxed) + 1) % period == 0;
   return parallel != explore;
+}
+
+// The key of a problem size: its units and task count (never 0).
+std::uint64_t sizeKey(std::int64_t count, double units) {
+  std::uint64_t bits = 0;
+  static_assert(sizeof bits == sizeof units);
+  std::memcpy(&bits, &units, sizeof bits);
+  return (bits ^ (static_cast<std::uint64_t>(count) * 0x9E3779B97F4A7C15ull)) | 1u;
 }
 
 std::int64_t nowNs() {
@@ -159,7 +189,10 @@ void runTasks(ParallelSite& site, std::int64_t count, double units, TaskRef task
     ~InTask() { flag = false; }
   };
   ThreadTeam* t = count == 1 ? nullptr : team();
-  if (t != nullptr && worthParallel(site, count, units, t->threads())) {
+  // Sizes are told apart only where there is a choice to make.
+  ParallelAccess::Costs& all = ParallelAccess::allSizes(site);
+  ParallelAccess::Costs& size = t != nullptr ? ParallelAccess::of(site, sizeKey(count, units)) : all;
+  if (t != nullptr && worthParallel(size, all, count, units, t->threads())) {
     const std::int64_t start = nowNs();
     std::optional<TeamRun> run;
     {
@@ -174,10 +207,10 @@ void runTasks(ParallelSite& site, std::int64_t count, double units, TaskRef task
       // what sharing costs on average (about one task's time per call when
       // the other core is half taken), and the site goes back to one thread.
       const std::int64_t overhead = std::max<std::int64_t>(0, nowNs() - start - run->caller_task_ns);
-      for (std::atomic<double>* h : {&g_costs.handoff_ns, &ParallelAccess::handoff(site)})
+      for (std::atomic<double>* h : {&g_costs.handoff_ns, &size.handoff_ns, &all.handoff_ns})
         blend(*h, static_cast<double>(overhead));
       g_costs.fork_join_ns.fetch_add(overhead, std::memory_order_relaxed);
-      if (units > 0) blend(ParallelAccess::parallelRate(site), static_cast<double>(run->caller_task_ns) / units);
+      if (units > 0) blend(size.parallel_ns_per_unit, static_cast<double>(run->caller_task_ns) / units);
       ParallelAccess::count(site, true, run->task_ns);
       if (run->error) std::rethrow_exception(run->error);
       return;
@@ -190,7 +223,10 @@ void runTasks(ParallelSite& site, std::int64_t count, double units, TaskRef task
     for (std::int64_t i = 0; i < count; ++i) task.call(task.fn, i);
   }
   const std::int64_t ns = nowNs() - start;
-  if (units > 0) blend(ParallelAccess::serialRate(site), static_cast<double>(ns) / units);
+  if (units > 0) {
+    blend(all.serial_ns_per_unit, static_cast<double>(ns) / units);
+    if (&size != &all) blend(size.serial_ns_per_unit, static_cast<double>(ns) / units);
+  }
   ParallelAccess::count(site, false, ns);
 }
 

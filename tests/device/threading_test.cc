@@ -182,5 +182,30 @@ TEST(ParallelSite, OneSlowFirstCallDoesNotLockASiteOnTheTeam) {
   EXPECT_TRUE(back_on_caller);
 }
 
+// One site serving two problem sizes whose costs per unit differ tenfold
+// (as a CNN's second convolution and its 1-channel first one, in the order
+// backward runs them): the small one's parallel cost per unit is above the
+// large one's serial cost per unit. Sizes keep their own costs, so both go
+// to the team (with costs mixed, the large one stayed on the caller).
+TEST(ParallelSite, EachProblemSizeLearnsItsOwnCosts) {
+  TeamSize team(2);
+  static ParallelSite site("test: two sizes");
+  const auto sleepy = [](std::int64_t) { std::this_thread::sleep_for(std::chrono::microseconds(300)); };
+  int large_shared = 0;
+  for (int round = 0; round < 30; ++round) {
+    std::atomic<int> other_thread{0};
+    const auto caller = std::this_thread::get_id();
+    parallelTasks(site, 2, 1000.0, [&](std::int64_t i) {  // large: 1000 units
+      if (std::this_thread::get_id() != caller) other_thread = 1;
+      sleepy(i);
+    });
+    parallelTasks(site, 2, 100.0, sleepy);  // small: 100 units, the same time
+    if (round >= 10) large_shared += other_thread.load();
+  }
+  // A worker the host does not schedule in time leaves both tasks to the
+  // caller now and then: most rounds, not all.
+  EXPECT_GE(large_shared, 14);  // of 20 (mixed costs: about 6)
+}
+
 }  // namespace
 }  // namespace hpu::device

@@ -14,7 +14,12 @@
 // caller's share. Every parallel call also measures the site's hand-off
 // cost: the caller's time outside its own tasks (publishing the job, waking
 // workers, waiting for the last worker's task); until it has, the team's,
-// calibrated when the team starts, stands in. A
+// calibrated when the team starts, stands in. A site keeps these costs per
+// problem size (its units and task count; the last few sizes), since one
+// site can serve problems whose costs per unit differ severalfold (a CNN's
+// one-channel first convolution and its second); a size not measured yet
+// starts from the site's serial cost and hand-off over every size, and
+// assumes the team divides the serial time. A
 // call runs on the team only when its predicted time there (share +
 // hand-off) beats its predicted serial time by a margin; now and then a
 // call runs the other way, so that both stay measured. On a busy host,
@@ -58,14 +63,19 @@ class ParallelSite {
 
  private:
   friend struct ParallelAccess;
+  // Learned costs (< 0: not measured yet): per unit of work on this thread
+  // alone, and the caller's share of a parallel run; the hand-off of a
+  // parallel run; and how many calls they decided.
+  struct Costs {
+    std::atomic<std::uint64_t> key{0};  // the problem size's; 0: a free slot
+    std::atomic<double> serial_ns_per_unit{-1.0}, parallel_ns_per_unit{-1.0}, handoff_ns{-1.0};
+    std::atomic<std::uint64_t> decisions{0};
+  };
+  static constexpr int kSizes = 8;
   std::string name_;
-  // Learned costs per unit of work (< 0: not measured yet): on this thread
-  // alone, and the caller's share of a parallel run.
-  std::atomic<double> serial_ns_per_unit_{-1.0}, parallel_ns_per_unit_{-1.0};
-  // The hand-off cost of this site's parallel runs (< 0: none yet; the
-  // team's, calibrated at its start, stands in).
-  std::atomic<double> handoff_ns_{-1.0};
-  std::atomic<std::uint64_t> decisions_{0};
+  Costs sizes_[kSizes];                       // the last kSizes problem sizes
+  std::atomic<std::uint32_t> next_size_{0};   // the slot a new size takes
+  Costs all_sizes_;                           // every call's samples (serial, hand-off)
   std::atomic<std::uint64_t> serial_calls_{0}, parallel_calls_{0};
   std::atomic<std::int64_t> task_ns_{0};
 };
