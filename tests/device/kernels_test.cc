@@ -278,6 +278,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, ConvTest,
                          ::testing::Values(ConvCase{1, 1, 5, 5, 1, 3, 1, 0}, ConvCase{2, 3, 7, 6, 4, 3, 1, 1},
                                            ConvCase{3, 2, 9, 9, 5, 3, 2, 1}, ConvCase{2, 1, 28, 28, 8, 5, 1, 2},
                                            ConvCase{1, 4, 4, 4, 2, 1, 1, 0},
+                                           // A 1-channel first layer: 9 taps, 32 filters, the weight
+                                           // gradient computed transposed.
+                                           ConvCase{3, 1, 12, 12, 32, 3, 1, 1},
                                            // pad >= kernel (like stride 2 above): the input gradient
                                            // by col2im, not as a convolution.
                                            ConvCase{2, 2, 4, 4, 3, 1, 1, 1},

@@ -21,10 +21,25 @@ struct ConvProducts {
     gemm<V, false>(false, false, k, nc * g.p(), g.crs(), DenseSource{w, g.crs()}, ImageColumns(g, xp), false, out,
                    nc * g.p());
   }
+  // dW [k, crs] = dY col^T, or, where it fills the register tiles better
+  // (few input taps: a 1-channel first layer's 9), dW^T = col dY^T
+  // transposed.
   static void weight(const ConvGeometry& g, const float* xp, const float* dy, std::int64_t nc, std::int64_t k,
                      float* dw) {
-    gemm<V, false>(false, true, k, g.crs(), nc * g.p(), ChannelRows(dy, k, g.p()), ImageColumns(g, xp), false, dw,
-                   g.crs());
+    const std::int64_t crs = g.crs(), K = nc * g.p();
+    if (tileUse(crs, k) <= tileUse(k, crs))
+      return gemm<V, false>(false, true, k, crs, K, ChannelRows(dy, k, g.p()), ImageColumns(g, xp), false, dw, crs);
+    thread_local std::vector<float> dw_t;
+    dw_t.resize(static_cast<std::size_t>(crs * k));
+    gemm<V, false>(false, true, crs, k, K, ImageColumns(g, xp), ChannelRows(dy, k, g.p()), false, dw_t.data(), k);
+    for (std::int64_t kk = 0; kk < k; ++kk)
+      for (std::int64_t t = 0; t < crs; ++t) dw[kk * crs + t] = dw_t[static_cast<std::size_t>(t * k + kk)];
+  }
+  // The share of the register tiles an m x n product fills.
+  static double tileUse(std::int64_t m, std::int64_t n) {
+    using T = Tile<V>;
+    const auto round_up = [](std::int64_t v, std::int64_t to) { return (v + to - 1) / to * to; };
+    return static_cast<double>(m * n) / static_cast<double>(round_up(m, T::kMr) * round_up(n, T::kNr));
   }
   static void input(const ConvGeometry& g, const float* w, const float* dy, std::int64_t nc, std::int64_t k,
                     float* col) {
