@@ -193,6 +193,37 @@ TEST(Gradcheck, MaxPool2d) {
                  {distinctValues({1, 2, 7, 5}, g)});
 }
 
+// ConvNetClassifier pools before its ReLU: relu(max_pool(x)) must equal
+// max_pool(relu(x)) bit for bit, values and input gradients, including
+// windows that tie (equal positives, all zeros, all negatives).
+TEST(Gradcheck, ReluCommutesWithMaxPool) {
+  Generator g(12);
+  std::vector<float> v = randomTensor({2, 3, 6, 6}, g).toHost();
+  for (std::size_t i = 0; i < v.size(); i += 7) v[i] = std::round(v[i]);  // ties at -1, 0, 1
+  for (std::size_t i = 0; i < 12; ++i) v[i] = -0.5f;  // whole windows of negatives
+  const Tensor w = randomTensor({2, 3, 3, 3}, g);
+  const auto run = [&](bool pool_first) {
+    Tensor in = tensorOf({2, 3, 6, 6}, v);
+    in.setRequiresGrad(true);
+    Tape tape;
+    Tensor y;
+    {
+      TapeScope scope(&tape);
+      y = pool_first ? ops::relu(ops::maxPool2d(in, {.kernel = 2})) : ops::maxPool2d(ops::relu(in), {.kernel = 2});
+      tape.backward(ops::sum(ops::mul(y, w)));
+    }
+    return std::pair(y.toHost(), in.grad().toHost());
+  };
+  const auto [y_pool_first, gx_pool_first] = run(true);
+  const auto [y_relu_first, gx_relu_first] = run(false);
+  EXPECT_EQ(y_pool_first, y_relu_first);
+  EXPECT_EQ(gx_pool_first, gx_relu_first);
+  // A quarter of the elements at most win a window; some lose to the ReLU.
+  const auto zeros = std::count(gx_pool_first.begin(), gx_pool_first.end(), 0.0f);
+  EXPECT_GT(zeros, 216 * 3 / 4);
+  EXPECT_LT(zeros, 216);
+}
+
 TEST(Gradcheck, AvgPool2d) {
   Generator g(9);
   checkGradients([](const auto& in) { return ops::avgPool2d(in[0], {.kernel = 2}); }, {randomTensor({2, 3, 6, 4}, g)});

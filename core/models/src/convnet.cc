@@ -1,5 +1,11 @@
-// ConvNetClassifier: [Conv2d -> ReLU -> MaxPool2d(2)] x len(channels) ->
+// ConvNetClassifier: [Conv2d -> MaxPool2d(2) -> ReLU] x len(channels) ->
 // Flatten -> Linear(hidden) -> ReLU -> Dropout -> Linear(classes).
+//
+// Each block pools before its ReLU: the two commute (the max of ReLUs is
+// the ReLU of the max), so this is the usual conv-relu-pool block, values and
+// gradients alike (where a window's maximum is <= 0 both give it gradient 0;
+// elsewhere both route it to the same arg-max), with the ReLU and its
+// backward on a quarter of the elements.
 #include "classifier.h"
 #include "hpu/core/base/errors.h"
 #include "hpu/core/config/registry.h"
@@ -28,8 +34,8 @@ class ConvNetClassifier final : public Classifier {
     std::int64_t c = input.sample_shape[0], h = input.sample_shape[1], w = input.sample_shape[2];
     for (std::int64_t out : channels_) {
       net.append(std::make_shared<nn::Conv2d>(ctx, c, out, kernel_, 1, kernel_ / 2));
-      net.append(std::make_shared<nn::Activation>(nn::ActivationKind::kReLU));
       net.append(std::make_shared<nn::MaxPool2d>(ops::Pool2dOptions{2, 2, 0}));
+      net.append(std::make_shared<nn::Activation>(nn::ActivationKind::kReLU));
       c = out;
       h /= 2;
       w /= 2;
@@ -65,7 +71,7 @@ HPU_REGISTER_COMPONENT(
           {"dropout", Type::real().min(0.0).max(1.0, true), "0.25", "Dropout before the output layer."},
           {"lr", Type::real().min(0.0, true), "0.001", "Learning rate of the default Adam optimizer."},
           {"label_smoothing", Type::real().min(0.0).max(1.0), "0.0", "Label smoothing of the cross-entropy loss."}}},
-        "A small CNN: conv-relu-maxpool blocks and two fully connected layers."},
+        "A small CNN: conv-maxpool-relu blocks and two fully connected layers."},
     [](const config::Params& p) { return std::make_unique<ConvNetClassifier>(p); });
 
 }  // namespace
