@@ -12,19 +12,25 @@ torch DistributedDataParallel over gloo with 2 processes (one thread each, as
 hpu-train's 2 ranks get on 2 cores), and hpu-train on 1 rank with --threads
 threads, which the 2 ranks must beat.
 
+--load N runs N busy-looping processes beside every round (a host whose other
+work competes for the cores); --only threads runs only the intra-op threads
+comparison.
+
 hpu-train's rate is what Lightning's ThroughputMonitor logs over the second
 half of a run of the real CLI (bench/core/hpu_bench.py). PyTorch trains the
 same model on the same IDX data held in memory, with the same per-epoch
 shuffled batches, Adam, and the same thread count, timed after 10 warm-up
 steps.
 
-Usage: bench/core/train_throughput.py [--rounds 5] [--threads 2] [--bin build/hpu-train] [--only ddp|cnn]
+Usage: bench/core/train_throughput.py [--rounds 5] [--threads 2] [--bin build/hpu-train] [--only ddp|cnn|threads]
+                                      [--load N]
 """
 import argparse
 import gzip
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -50,8 +56,10 @@ def torch_model(kind):
     if kind == "mlp":
         return nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Dropout(0.2), nn.Linear(256, 128),
                              nn.ReLU(), nn.Dropout(0.2), nn.Linear(128, 10))
-    return nn.Sequential(nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(32, 64, 3, padding=1),
-                         nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(64 * 7 * 7, 128), nn.ReLU(),
+    # ConvNetClassifier's blocks pool before their ReLU (the same function as
+    # ReLU then pooling); PyTorch gets the same order, hence the same work.
+    return nn.Sequential(nn.Conv2d(1, 32, 3, padding=1), nn.MaxPool2d(2), nn.ReLU(), nn.Conv2d(32, 64, 3, padding=1),
+                         nn.MaxPool2d(2), nn.ReLU(), nn.Flatten(), nn.Linear(64 * 7 * 7, 128), nn.ReLU(),
                          nn.Dropout(0.25), nn.Linear(128, 10))
 
 
@@ -151,7 +159,9 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--bin", default="build/hpu-train")
     ap.add_argument("--json", help="also write the results here")
-    ap.add_argument("--only", choices=["ddp", "cnn"], help="run only the data-parallel or the CNN comparison")
+    ap.add_argument("--only", choices=["ddp", "cnn", "threads"],
+                    help="run only the data-parallel, the CNN or the intra-op threads comparison")
+    ap.add_argument("--load", type=int, default=0, help="busy-looping processes to run beside the benchmark")
     a = ap.parse_args()
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     binary = os.path.abspath(os.path.join(repo, a.bin)) if not os.path.isabs(a.bin) else a.bin
@@ -159,10 +169,23 @@ def main():
     images, labels = load_idx("train-images-idx3-ubyte.gz"), load_idx("train-labels-idx1-ubyte.gz")
     cases = [("mlp", 64, 600), ("mlp", 256, 300), ("cnn", 64, 120)]
     results = []
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(a.load)]
+    try:
+        run_cases(a, binary, repo, images, labels, cases, results)
+    finally:
+        for b in burners:
+            b.kill()
+            b.wait()
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+def run_cases(a, binary, repo, images, labels, cases, results):
     with tempfile.TemporaryDirectory() as work:
         for cfg in ("configs",):
             os.symlink(os.path.join(repo, cfg), os.path.join(work, cfg))
-        print(f"threads={a.threads} rounds={a.rounds} torch={torch.__version__} "
+        print(f"threads={a.threads} rounds={a.rounds} load={a.load} torch={torch.__version__} "
               f"blas={torch.__config__.show().count('BLAS')}", flush=True)
         if a.only is not None:
             cases = [c for c in cases if c[0] == a.only]
@@ -176,7 +199,7 @@ def main():
             print(f"{kind:3} batch {batch:3}: hpu-train {mo:8.0f} samples/s [{min(ours):.0f}..{max(ours):.0f}]  "
                   f"torch {mt:8.0f} [{min(theirs):.0f}..{max(theirs):.0f}]  ratio {mo / mt:.2f}x", flush=True)
         # Intra-op threads: the same run on `threads` threads and on one, alternating.
-        for batch, steps in ((64, 600), (256, 300)) if a.only is None else ():
+        for batch, steps in ((64, 600), (256, 300)) if a.only in (None, "threads") else ():
             many, one = [], []
             for _ in range(a.rounds):
                 many.append(hpu_rate(binary, "mlp", batch, steps, work, a.threads))
@@ -188,9 +211,6 @@ def main():
                   f"1 thread {m1:8.0f} [{min(one):.0f}..{max(one):.0f}]  ratio {mm / m1:.2f}x", flush=True)
         if a.only in (None, "ddp"):
             data_parallel(binary, work, a.threads, a.rounds, results)
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(results, f, indent=1)
 
 
 if __name__ == "__main__":

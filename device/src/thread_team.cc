@@ -116,6 +116,8 @@ void ThreadTeam::workerLoop() {
         sleepers_.fetch_add(1, std::memory_order_seq_cst);
         wake_.wait(lock, [&] { return generation_.load(std::memory_order_seq_cst) != seen; });
         sleepers_.fetch_sub(1, std::memory_order_seq_cst);
+      } else if (spins % 64 == 63) {
+        sched_yield();  // to a caller this worker may have displaced
       } else {
         cpuRelax();
       }
