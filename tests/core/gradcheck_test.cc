@@ -224,6 +224,56 @@ TEST(Gradcheck, ReluCommutesWithMaxPool) {
   EXPECT_LT(zeros, 216);
 }
 
+// conv2dMaxPool is maxPool2d(conv2d(.)) bit for bit: values, the gradients
+// of input, weight and bias, and the ops it records; in float32 (the fused
+// kernel, with and without bias, odd output sizes) and bfloat16 (the two ops).
+TEST(Gradcheck, Conv2dMaxPoolIsConvolutionThenPooling) {
+  Generator g(13);
+  struct Case {
+    Shape x, w;
+    bool bias;
+    device::DType dtype;
+  };
+  const Case cases[] = {{{3, 2, 9, 9}, {4, 2, 3, 3}, true, device::DType::kFloat32},
+                        {{2, 3, 8, 7}, {5, 3, 2, 2}, false, device::DType::kFloat32},
+                        {{2, 2, 6, 6}, {3, 2, 3, 3}, true, device::DType::kBFloat16}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE("x " + c.x.str() + " w " + c.w.str());
+    const std::vector<float> xv = randomTensor(c.x, g).toHost(), wv = randomTensor(c.w, g).toHost(),
+                             bv = randomTensor({c.w[0]}, g).toHost();
+    const ops::Conv2dOptions o{.stride = 1, .padding = 1};
+    const auto run = [&](bool fused) {
+      Tensor x = Tensor::fromHost(testDevice(), c.x, xv, c.dtype), w = Tensor::fromHost(testDevice(), c.w, wv, c.dtype);
+      Tensor b = c.bias ? Tensor::fromHost(testDevice(), {c.w[0]}, bv, c.dtype) : Tensor();
+      for (Tensor* t : {&x, &w, &b})
+        if (t->defined()) t->setRequiresGrad(true);
+      std::vector<ops::OpTraceEntry> trace;
+      Tape tape;
+      Tensor y;
+      {
+        ops::OpTraceScope traced(trace);
+        TapeScope scope(&tape);
+        y = fused ? ops::conv2dMaxPool(x, w, b, o) : ops::maxPool2d(ops::conv2d(x, w, b, o), {.kernel = 2});
+      }
+      Generator dy_rng(14);
+      const Tensor weight = randomTensor(y.shape(), dy_rng);
+      {
+        TapeScope scope(&tape);
+        tape.backward(ops::sum(ops::mul(y, weight)));
+      }
+      std::vector<std::vector<float>> out{y.toHost(), x.grad().toHost(), w.grad().toHost()};
+      if (b.defined()) out.push_back(b.grad().toHost());
+      std::vector<std::string> ops_run;
+      for (const auto& e : trace) ops_run.push_back(e.op + "/" + std::string(device::dtypeName(e.dtype)));
+      return std::pair(out, ops_run);
+    };
+    const auto [fused, fused_ops] = run(true);
+    const auto [plain, plain_ops] = run(false);
+    EXPECT_EQ(fused, plain);
+    EXPECT_EQ(fused_ops, plain_ops);
+  }
+}
+
 TEST(Gradcheck, AvgPool2d) {
   Generator g(9);
   checkGradients([](const auto& in) { return ops::avgPool2d(in[0], {.kernel = 2}); }, {randomTensor({2, 3, 6, 4}, g)});

@@ -310,6 +310,56 @@ TEST(ConvDeterminism, SameBitsForAnyThreadCount) {
   EXPECT_EQ(one, run(3));
 }
 
+// The fused convolution + 2x2 max pool gives the bits of the two kernels one
+// after the other: pooled values, arg-max, and every gradient (accumulated
+// or not), with and without bias, for odd output sizes (the last row and
+// column dropped) and on 1 and 2 threads.
+TEST(ConvMaxPool, SameBitsAsConvolutionThenPooling) {
+  SKIP_UNLESS_FORCED_ISA_RUNS();
+  const Conv2dShape shapes[] = {{9, 3, 14, 14, 8, 3, 3, 1, 1}, {5, 2, 7, 9, 4, 3, 3, 1, 1}, {3, 4, 11, 8, 6, 2, 2, 1, 0}};
+  for (const Conv2dShape& g : shapes)
+    for (const bool bias : {true, false})
+      for (const bool accumulate : {false, true})
+        for (const int threads : {1, 2}) {
+          SCOPED_TRACE(::testing::Message() << "k " << g.k << " h " << g.h << " bias " << bias << " accumulate "
+                                            << accumulate << " threads " << threads);
+          const int before = intraOpThreads();
+          setIntraOpThreads(threads);
+          setAlwaysParallelForTesting(true);
+          const std::int64_t oh = g.outH(), ow = g.outW();
+          const Pool2dShape pool{g.n * g.k, oh, ow, 2, 2, 0};
+          const auto q = static_cast<std::size_t>(g.n * g.k * pool.outH() * pool.outW());
+          const auto x = randomVector(static_cast<std::size_t>(g.n * g.c * g.h * g.w), 21);
+          const auto w = randomVector(static_cast<std::size_t>(g.k * g.c * g.r * g.s), 22);
+          const auto b = randomVector(static_cast<std::size_t>(g.k), 23);
+          const auto dy = randomVector(q, 24);
+          const float* bp = bias ? b.data() : nullptr;
+          // Two kernels.
+          std::vector<float> conv(static_cast<std::size_t>(g.n * g.k * oh * ow)), y(q), dconv(conv.size());
+          std::vector<std::int32_t> arg(q);
+          conv2dForward(g, x.data(), w.data(), bp, conv.data());
+          maxPool2dForward(pool, conv.data(), y.data(), arg.data());
+          maxPool2dBackward(pool, dy.data(), arg.data(), dconv.data(), false);
+          std::vector<float> dx(x.size(), 0.5f), dw(w.size(), 0.25f), db(b.size(), 0.125f);
+          conv2dBackward(g, x.data(), w.data(), dconv.data(), dx.data(), accumulate, dw.data(), accumulate,
+                         db.data(), accumulate);
+          // Fused.
+          std::vector<float> fy(q);
+          std::vector<std::int32_t> farg(q);
+          conv2dMaxPoolForward(g, x.data(), w.data(), bp, fy.data(), farg.data());
+          std::vector<float> fdx(x.size(), 0.5f), fdw(w.size(), 0.25f), fdb(b.size(), 0.125f);
+          conv2dMaxPoolBackward(g, x.data(), w.data(), dy.data(), farg.data(), fdx.data(), accumulate, fdw.data(),
+                                accumulate, fdb.data(), accumulate);
+          setAlwaysParallelForTesting(false);
+          setIntraOpThreads(before);
+          EXPECT_EQ(fy, y);
+          EXPECT_EQ(farg, arg);
+          EXPECT_EQ(fdx, dx);
+          EXPECT_EQ(fdw, dw);
+          EXPECT_EQ(fdb, db);
+        }
+}
+
 TEST(Pool, MaxAndAveragePoolingMatchLoops) {
   const Pool2dShape g{3, 7, 6, 3, 2, 1};
   const auto x = randomVector(static_cast<std::size_t>(3 * 7 * 6), 11);

@@ -37,6 +37,19 @@ Tensor Module::operator()(const Inputs& inputs) {
   return hooked([&] { return forward(inputs); });
 }
 
+bool Module::fusesWith(const Module&) const { return false; }
+
+Tensor Module::forwardFused(Module&, const Tensor&, Shape&) {
+  throw std::logic_error(typeName() + " has no fused forward()");
+}
+
+Tensor Module::callFused(Module& next, const Tensor& x) {
+  Shape own;
+  Tensor y = hooked([&] { return next.hooked([&] { return forwardFused(next, x, own); }); });
+  last_output_shape_ = own;
+  return y;
+}
+
 void Module::setForwardHooks(const std::shared_ptr<ForwardHooks>& hooks) {
   hooks_ = hooks;
   for (auto& [name, child] : children_) child->setForwardHooks(hooks);

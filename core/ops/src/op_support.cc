@@ -22,6 +22,10 @@ OpRecord record(device::OpName name, std::initializer_list<const Tensor*> operan
   return OpRecord(first->device(), name, std::span<const device::OperandInfo>(infos.data(), n));
 }
 
+OpRecord record(const OpInfo& op, device::Device& device, std::span<const device::OperandInfo> operands) {
+  return OpRecord(device, op.name, operands);
+}
+
 DType computeDtype(const OpInfo& op, std::initializer_list<const Tensor*> inputs) {
   DType best = DType::kFloat32;
   bool any = false;

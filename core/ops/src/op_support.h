@@ -10,6 +10,7 @@
 #include <spdlog/fmt/fmt.h>
 
 #include <initializer_list>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -51,6 +52,9 @@ OpRecord record(device::OpName name, std::initializer_list<const Tensor*> operan
 inline OpRecord record(const OpInfo& op, std::initializer_list<const Tensor*> operands) {
   return record(op.name, operands);
 }
+// The same for operands a fused op never materialises (their shapes must
+// outlive the record).
+OpRecord record(const OpInfo& op, device::Device& device, std::span<const device::OperandInfo> operands);
 
 // The dtype `op` runs in under the current autocast state: from the widest
 // floating dtype of the inputs (fp32 if two half types mix).

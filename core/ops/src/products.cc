@@ -1,4 +1,7 @@
 // Products: linear, batched matmul, conv2d.
+#include <array>
+#include <memory>
+#include <span>
 #include <vector>
 
 #include "hpu/core/ops/ops.h"
@@ -185,11 +188,12 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in, const MatmulOptions& o) {
   return finish(y);
 }
 
-Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, const Conv2dOptions& o) {
-  require(x_in.ndim() == 4 && w_in.ndim() == 4 && x_in.size(1) == w_in.size(1), op::kConv2d,
-          [&] { return fmt::format("input {} does not match weight {}", x_in.shape().str(), w_in.shape().str()); });
-  const DType dt = computeDtype(op::kConv2d, {&x_in, &w_in, &b_in});
-  const Tensor x = castTo(x_in, dt), w = castTo(w_in, dt), b = castTo(b_in, dt);
+namespace {
+
+// The kernels' shape of conv2d(x, w, ., o), after its argument checks.
+k::Conv2dShape convShape(const Tensor& x, const Tensor& w, const Conv2dOptions& o) {
+  require(x.ndim() == 4 && w.ndim() == 4 && x.size(1) == w.size(1), op::kConv2d,
+          [&] { return fmt::format("input {} does not match weight {}", x.shape().str(), w.shape().str()); });
   require(o.stride >= 1 && o.padding >= 0, op::kConv2d, [&] {
     return fmt::format("stride {} and padding {}: expected stride >= 1, padding >= 0", o.stride, o.padding);
   });
@@ -198,6 +202,15 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, const 
   // Not outH() > 0: integer division truncates toward zero, so a kernel up
   // to stride-1 larger than the padded input would yield one output row.
   require(g.h + 2 * g.pad >= g.r && g.w + 2 * g.pad >= g.s, op::kConv2d, "kernel larger than the padded input");
+  return g;
+}
+
+}  // namespace
+
+Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, const Conv2dOptions& o) {
+  const k::Conv2dShape g = convShape(x_in, w_in, o);
+  const DType dt = computeDtype(op::kConv2d, {&x_in, &w_in, &b_in});
+  const Tensor x = castTo(x_in, dt), w = castTo(w_in, dt), b = castTo(b_in, dt);
   Tensor y = like(x, {g.n, g.k, g.outH(), g.outW()});
   // The output is recorded last: its size carries the stride and padding.
   const OpRecord op_record = record(op::kConv2d, {&x, &w, &b, &y});
@@ -211,6 +224,42 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, const 
                         gb.accumulate);
     gradsWritten(x, w, b);
   });
+  return finish(y);
+}
+
+Tensor conv2dMaxPool(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, const Conv2dOptions& o) {
+  const Pool2dOptions pool{.kernel = 2};
+  const k::Conv2dShape g = convShape(x_in, w_in, o);
+  const DType dt = computeDtype(op::kConv2d, {&x_in, &w_in, &b_in});
+  // Half types round the convolution's output before pooling; a window
+  // larger than that output is max_pool2d's error.
+  if (dt != DType::kFloat32 || g.outH() < 2 || g.outW() < 2) return maxPool2d(conv2d(x_in, w_in, b_in, o), pool);
+  const Tensor x = castTo(x_in, dt), w = castTo(w_in, dt), b = castTo(b_in, dt);
+  const Shape conv_shape{g.n, g.k, g.outH(), g.outW()};
+  Tensor y = like(x, {g.n, g.k, g.outH() / 2, g.outW() / 2});
+  // Arg-max positions: host memory, as maxPool2d keeps them.
+  auto argmax = std::make_shared<std::vector<std::int32_t>>();
+  // Recorded as conv2d and max_pool2d, with the operands they would have.
+  const device::OperandInfo conv_out{conv_shape.dims(), dt};
+  {
+    std::array<device::OperandInfo, 4> operands{operandInfo(x), operandInfo(w), conv_out};
+    if (b.defined()) operands = {operandInfo(x), operandInfo(w), operandInfo(b), conv_out};
+    const OpRecord op_record = record(op::kConv2d, x.device(), std::span(operands.data(), b.defined() ? 4 : 3));
+    if (computes(y)) {
+      argmax->resize(static_cast<std::size_t>(y.numel()));
+      k::conv2dMaxPoolForward(g, x.data(), w.data(), b.defined() ? b.data() : nullptr, y.data(), argmax->data());
+    }
+    recordBackward(y, {&x, &w, &b}, [x, w, b, y, g, argmax] {
+      Tensor gy = y.grad();
+      if (!gy.defined()) return;
+      const auto [gx, gw, gb] = gradTargets(x, w, b);
+      if (computes(y))
+        k::conv2dMaxPoolBackward(g, x.data(), w.data(), gy.data(), argmax->data(), gx.data, gx.accumulate, gw.data,
+                                 gw.accumulate, gb.data, gb.accumulate);
+      gradsWritten(x, w, b);
+    });
+  }
+  const OpRecord pool_record = record(op::kMaxPool2d, x.device(), std::span(&conv_out, 1));
   return finish(y);
 }
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "conv_geometry.h"
+#include "hpu/device/kernels/pool.h"
 #include "hpu/device/threading.h"
 #include "isa/kernels.h"
 
@@ -74,7 +75,7 @@ constexpr std::int64_t kChunkFloats = 1 << 18, kMinChunks = 8;
 // Scratch matrices reused across calls on this thread (no allocation or page
 // faults per step); grown on demand.
 float* workspace(int which, std::int64_t floats) {
-  thread_local std::vector<float> buffers[4];
+  thread_local std::vector<float> buffers[5];
   auto& b = buffers[which];
   if (static_cast<std::int64_t>(b.size()) < floats) b.resize(static_cast<std::size_t>(floats));
   return b.data();
@@ -149,23 +150,30 @@ std::vector<float> inputGradientWeights(const Conv2dShape& g, const float* w) {
   return w_t;
 }
 
-}  // namespace
-
-void conv2dForward(const Conv2dShape& shape, const float* x, const float* w, const float* b, float* y) {
+// conv2dForward's chunks: epilogue(n0, nc, out) gets each chunk's product
+// out [k, nc * p] (images n0 .. n0 + nc - 1 side by side), on its thread.
+template <class Epilogue>
+void forwardChunks(const Conv2dShape& shape, const float* x, const float* w, Epilogue epilogue) {
   const Geom g = Geom::of(shape);
   const std::int64_t in_stride = g.c * g.h * g.w, p = g.p(), k = shape.k;
   const Chunks chunks = chunksOf(g, shape.n);
   const IsaKernels& kernels = isaKernels(cpuIsa());
   static ParallelSite site("conv forward");
   forChunks(site, chunks, 2.0 * static_cast<double>(shape.n * k * p * g.crs()), [&](std::int64_t c) {
-    const std::int64_t n0 = c * chunks.size, nc = std::min(chunks.size, shape.n - n0), ld = nc * p;
-    float* out = workspace(0, k * ld);
+    const std::int64_t n0 = c * chunks.size, nc = std::min(chunks.size, shape.n - n0);
+    float* out = workspace(0, k * nc * p);
     kernels.convForward(g, padChunk(g, x + n0 * in_stride, nc), nc, k, w, out);
-    storeImages(out, nc, k, p, b, y + n0 * k * p, false);
+    epilogue(n0, nc, out);
   });
 }
 
-void conv2dBackward(const Conv2dShape& shape, const float* x, const float* w, const float* dy, float* dx,
+// The 2x2, stride-2 pooling of one [outH, outW] output plane.
+Pool2dShape planePool(const Conv2dShape& g) { return {1, g.outH(), g.outW(), 2, 2, 0}; }
+
+// conv2dBackward, with dyChunk(n0, nc) giving the output gradient of images
+// n0 .. n0 + nc - 1 ([nc, k, outH, outW]) on the chunk's thread.
+template <class DyChunk>
+void backwardChunks(const Conv2dShape& shape, const float* x, const float* w, DyChunk dyChunk, float* dx,
                     bool accumulate_dx, float* dw, bool accumulate_dw, float* db, bool accumulate_db) {
   const Geom g = Geom::of(shape);
   const std::int64_t in_stride = g.c * g.h * g.w, p = g.p(), k = shape.k, crs = g.crs();
@@ -185,7 +193,7 @@ void conv2dBackward(const Conv2dShape& shape, const float* x, const float* w, co
   const double products = (dw != nullptr) + (dx != nullptr);
   forChunks(site, chunks, 2.0 * products * static_cast<double>(shape.n * k * p * crs), [&](std::int64_t c) {
     const std::int64_t n0 = c * chunks.size, nc = std::min(chunks.size, shape.n - n0), ld = nc * p;
-    const float* dy_chunk = dy + n0 * k * p;
+    const float* dy_chunk = dyChunk(n0, nc);
     if (db != nullptr)
       for (std::int64_t i = 0; i < nc; ++i)
         for (std::int64_t kk = 0; kk < k; ++kk)
@@ -221,6 +229,58 @@ void conv2dBackward(const Conv2dShape& shape, const float* x, const float* w, co
       for (std::int64_t c = 0; c < chunks.count; ++c) s += partial_db[static_cast<std::size_t>(c * k + kk)];
       db[kk] = (accumulate_db ? db[kk] : 0.0f) + static_cast<float>(s);
     }
+}
+
+}  // namespace
+
+void conv2dForward(const Conv2dShape& shape, const float* x, const float* w, const float* b, float* y) {
+  const std::int64_t p = shape.outH() * shape.outW(), k = shape.k;
+  forwardChunks(shape, x, w, [&](std::int64_t n0, std::int64_t nc, const float* out) {
+    storeImages(out, nc, k, p, b, y + n0 * k * p, false);
+  });
+}
+
+void conv2dMaxPoolForward(const Conv2dShape& shape, const float* x, const float* w, const float* b, float* y,
+                          std::int32_t* argmax) {
+  const std::int64_t p = shape.outH() * shape.outW(), k = shape.k;
+  const Pool2dShape pool = planePool(shape);
+  const std::int64_t q = pool.outH() * pool.outW();
+  forwardChunks(shape, x, w, [&](std::int64_t n0, std::int64_t nc, float* out) {
+    // Plane (kk, i) of the chunk sits at out + (kk * nc + i) * p.
+    for (std::int64_t kk = 0; kk < k; ++kk) {
+      float* __restrict planes = out + kk * nc * p;
+      const float add = b != nullptr ? b[kk] : 0.0f;  // the same sums as storeImages (-0 + 0 is +0)
+      for (std::int64_t e = 0; e < nc * p; ++e) planes[e] = planes[e] + add;
+      for (std::int64_t i = 0; i < nc; ++i) {
+        const std::int64_t o = ((n0 + i) * k + kk) * q;
+        maxPool2x2Planes(pool, 0, 1, planes + i * p, y + o, argmax + o);
+      }
+    }
+  });
+}
+
+void conv2dBackward(const Conv2dShape& shape, const float* x, const float* w, const float* dy, float* dx,
+                    bool accumulate_dx, float* dw, bool accumulate_dw, float* db, bool accumulate_db) {
+  const std::int64_t image = shape.k * shape.outH() * shape.outW();
+  backwardChunks(
+      shape, x, w, [&](std::int64_t n0, std::int64_t) { return dy + n0 * image; }, dx, accumulate_dx, dw,
+      accumulate_dw, db, accumulate_db);
+}
+
+void conv2dMaxPoolBackward(const Conv2dShape& shape, const float* x, const float* w, const float* dy_pooled,
+                           const std::int32_t* argmax, float* dx, bool accumulate_dx, float* dw, bool accumulate_dw,
+                           float* db, bool accumulate_db) {
+  const Pool2dShape pool = planePool(shape);
+  const std::int64_t q = pool.outH() * pool.outW(), p = shape.outH() * shape.outW();
+  backwardChunks(
+      shape, x, w,
+      [&](std::int64_t n0, std::int64_t nc) {
+        float* dy = workspace(4, nc * shape.k * p);
+        maxPool2dBackwardPlanes({nc * shape.k, pool.h, pool.w, 2, 2, 0}, 0, nc * shape.k, dy_pooled + n0 * shape.k * q,
+                                argmax + n0 * shape.k * q, dy, false);
+        return static_cast<const float*>(dy);
+      },
+      dx, accumulate_dx, dw, accumulate_dw, db, accumulate_db);
 }
 
 }  // namespace hpu::device::kernels

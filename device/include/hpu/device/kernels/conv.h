@@ -28,4 +28,17 @@ void conv2dForward(const Conv2dShape& g, const float* x, const float* w, const f
 void conv2dBackward(const Conv2dShape& g, const float* x, const float* w, const float* dy, float* dx,
                     bool accumulate_dx, float* dw, bool accumulate_dw, float* db, bool accumulate_db);
 
+// The 2x2, stride-2 max pooling (maxPool2dForward) of conv2dForward's
+// output, without storing that output: each chunk of images is pooled while
+// it is in cache. y [n, k, outH / 2, outW / 2]; argmax within the [outH,
+// outW] planes. The same bits as the two kernels one after the other.
+void conv2dMaxPoolForward(const Conv2dShape& g, const float* x, const float* w, const float* b, float* y,
+                          std::int32_t* argmax);
+// conv2dBackward from the pooled output's gradient dy_pooled [n, k, outH / 2,
+// outW / 2], routed through argmax chunk by chunk (maxPool2dBackward's dy,
+// never stored whole). The same bits as the two kernels.
+void conv2dMaxPoolBackward(const Conv2dShape& g, const float* x, const float* w, const float* dy_pooled,
+                           const std::int32_t* argmax, float* dx, bool accumulate_dx, float* dw, bool accumulate_dw,
+                           float* db, bool accumulate_db);
+
 }  // namespace hpu::device::kernels

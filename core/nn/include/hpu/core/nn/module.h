@@ -77,6 +77,17 @@ class Module {
   Tensor operator()(const Inputs& inputs);
   // Installs `hooks` on this module and its descendants (nullptr removes).
   void setForwardHooks(const std::shared_ptr<ForwardHooks>& hooks);
+
+  // Fusion of a Sequential's neighbours: whether forwardFused() computes
+  // next(this(x)) in one go (default: no).
+  virtual bool fusesWith(const Module& next) const;
+  // next(this(x)), the same values and gradients; `own_output` gets the
+  // shape of this module's output, which it need not materialise.
+  // REQUIRES: fusesWith(next).
+  virtual Tensor forwardFused(Module& next, const Tensor& x, Shape& own_output);
+  // forwardFused() between both modules' hooks; remembers both output
+  // shapes, as operator() of each in turn would.
+  Tensor callFused(Module& next, const Tensor& x);
   // The parameters registered on this module itself (not its children).
   const std::vector<NamedTensor>& ownParameters() const { return params_; }
   // Parameters of other modules this module's forward reads (a language

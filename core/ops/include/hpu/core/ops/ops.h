@@ -54,6 +54,11 @@ struct Pool2dOptions {
 };
 Tensor maxPool2d(const Tensor& x, const Pool2dOptions& o);
 Tensor avgPool2d(const Tensor& x, const Pool2dOptions& o);
+// maxPool2d(conv2d(x, w, b, o), {.kernel = 2}): the same values, gradients,
+// records and errors. In float32 one kernel pools each chunk of images
+// while its convolution is in cache: the convolution's output and its
+// gradient are never stored (nor allocated on the device).
+Tensor conv2dMaxPool(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dOptions& o = {});
 
 Tensor relu(const Tensor& x);
 // x * sigmoid(x).
