@@ -224,53 +224,84 @@ TEST(Gradcheck, ReluCommutesWithMaxPool) {
   EXPECT_LT(zeros, 216);
 }
 
+// A fused op's inputs (x, w and, when given, a bias b) and what a run
+// of op(x, w, b) gives: its values, the gradients of x, w and b under a
+// fixed random weighting of its output, and the ops it records with their
+// dtypes.
+struct FusedCase {
+  Shape x, w;
+  std::int64_t bias;  // its size; 0: none
+  device::DType dtype;
+};
+using ThreeInputOp = std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)>;
+std::pair<std::vector<std::vector<float>>, std::vector<std::string>> runTraced(const FusedCase& c,
+                                                                               const ThreeInputOp& op,
+                                                                               std::uint64_t seed) {
+  Generator g(seed);
+  Tensor x = Tensor::fromHost(testDevice(), c.x, randomTensor(c.x, g).toHost(), c.dtype);
+  Tensor w = Tensor::fromHost(testDevice(), c.w, randomTensor(c.w, g).toHost(), c.dtype);
+  Tensor b = c.bias > 0 ? Tensor::fromHost(testDevice(), {c.bias}, randomTensor({c.bias}, g).toHost(), c.dtype)
+                        : Tensor();
+  for (Tensor* t : {&x, &w, &b})
+    if (t->defined()) t->setRequiresGrad(true);
+  std::vector<ops::OpTraceEntry> trace;
+  Tape tape;
+  Tensor y;
+  {
+    ops::OpTraceScope traced(trace);
+    TapeScope scope(&tape);
+    y = op(x, w, b);
+  }
+  const Tensor weight = randomTensor(y.shape(), g);
+  {
+    TapeScope scope(&tape);
+    tape.backward(ops::sum(ops::mul(y, weight)));
+  }
+  std::vector<std::vector<float>> values{y.toHost(), x.grad().toHost(), w.grad().toHost()};
+  if (b.defined()) values.push_back(b.grad().toHost());
+  std::vector<std::string> ops_run;
+  for (const auto& e : trace) ops_run.push_back(e.op + "/" + std::string(device::dtypeName(e.dtype)));
+  return {values, ops_run};
+}
+
 // conv2dMaxPool is maxPool2d(conv2d(.)) bit for bit: values, the gradients
 // of input, weight and bias, and the ops it records; in float32 (the fused
 // kernel, with and without bias, odd output sizes) and bfloat16 (the two ops).
 TEST(Gradcheck, Conv2dMaxPoolIsConvolutionThenPooling) {
-  Generator g(13);
-  struct Case {
-    Shape x, w;
-    bool bias;
-    device::DType dtype;
-  };
-  const Case cases[] = {{{3, 2, 9, 9}, {4, 2, 3, 3}, true, device::DType::kFloat32},
-                        {{2, 3, 8, 7}, {5, 3, 2, 2}, false, device::DType::kFloat32},
-                        {{2, 2, 6, 6}, {3, 2, 3, 3}, true, device::DType::kBFloat16}};
-  for (const Case& c : cases) {
+  const FusedCase cases[] = {{{3, 2, 9, 9}, {4, 2, 3, 3}, 4, device::DType::kFloat32},
+                             {{2, 3, 8, 7}, {5, 3, 2, 2}, 0, device::DType::kFloat32},
+                             {{2, 2, 6, 6}, {3, 2, 3, 3}, 3, device::DType::kBFloat16}};
+  const ops::Conv2dOptions o{.stride = 1, .padding = 1};
+  for (const FusedCase& c : cases) {
     SCOPED_TRACE("x " + c.x.str() + " w " + c.w.str());
-    const std::vector<float> xv = randomTensor(c.x, g).toHost(), wv = randomTensor(c.w, g).toHost(),
-                             bv = randomTensor({c.w[0]}, g).toHost();
-    const ops::Conv2dOptions o{.stride = 1, .padding = 1};
-    const auto run = [&](bool fused) {
-      Tensor x = Tensor::fromHost(testDevice(), c.x, xv, c.dtype), w = Tensor::fromHost(testDevice(), c.w, wv, c.dtype);
-      Tensor b = c.bias ? Tensor::fromHost(testDevice(), {c.w[0]}, bv, c.dtype) : Tensor();
-      for (Tensor* t : {&x, &w, &b})
-        if (t->defined()) t->setRequiresGrad(true);
-      std::vector<ops::OpTraceEntry> trace;
-      Tape tape;
-      Tensor y;
-      {
-        ops::OpTraceScope traced(trace);
-        TapeScope scope(&tape);
-        y = fused ? ops::conv2dMaxPool(x, w, b, o) : ops::maxPool2d(ops::conv2d(x, w, b, o), {.kernel = 2});
-      }
-      Generator dy_rng(14);
-      const Tensor weight = randomTensor(y.shape(), dy_rng);
-      {
-        TapeScope scope(&tape);
-        tape.backward(ops::sum(ops::mul(y, weight)));
-      }
-      std::vector<std::vector<float>> out{y.toHost(), x.grad().toHost(), w.grad().toHost()};
-      if (b.defined()) out.push_back(b.grad().toHost());
-      std::vector<std::string> ops_run;
-      for (const auto& e : trace) ops_run.push_back(e.op + "/" + std::string(device::dtypeName(e.dtype)));
-      return std::pair(out, ops_run);
-    };
-    const auto [fused, fused_ops] = run(true);
-    const auto [plain, plain_ops] = run(false);
+    const auto fused = runTraced(c, [&](const auto& x, const auto& w, const auto& b) {
+      return ops::conv2dMaxPool(x, w, b, o);
+    }, 13);
+    const auto plain = runTraced(c, [&](const auto& x, const auto& w, const auto& b) {
+      return ops::maxPool2d(ops::conv2d(x, w, b, o), {.kernel = 2});
+    }, 13);
     EXPECT_EQ(fused, plain);
-    EXPECT_EQ(fused_ops, plain_ops);
+  }
+}
+
+// linearRelu is relu(linear(.)) bit for bit: values, gradients, records; in
+// float32 and bfloat16, with and without bias, in both weight layouts.
+TEST(Gradcheck, LinearReluIsLinearThenRelu) {
+  const std::pair<FusedCase, bool> cases[] = {{{{6, 7}, {5, 7}, 5, device::DType::kFloat32}, false},
+                                              {{{2, 3, 7}, {7, 9}, 0, device::DType::kFloat32}, true},
+                                              {{{70, 40}, {24, 40}, 24, device::DType::kBFloat16}, false}};
+  for (const auto& [c, in_out] : cases) {
+    SCOPED_TRACE("x " + c.x.str() + " w " + c.w.str());
+    const ops::LinearOptions o{.weight_in_out = in_out};
+    const auto fused = runTraced(c, [&](const auto& x, const auto& w, const auto& b) {
+      return ops::linearRelu(x, w, b, o);
+    }, 15);
+    const auto plain = runTraced(c, [&](const auto& x, const auto& w, const auto& b) {
+      return ops::relu(ops::linear(x, w, b, o));
+    }, 15);
+    EXPECT_EQ(fused, plain);
+    const std::vector<float>& y = fused.first[0];
+    EXPECT_GT(std::count(y.begin(), y.end(), 0.0f), 0) << "some outputs below zero";
   }
 }
 

@@ -49,7 +49,8 @@ struct HookLog final : nn::ForwardHooks {
   void after(nn::Module& m) override { events.push_back("after " + m.typeName()); }
 };
 
-TEST(Sequential, AConvolutionAndA2x2MaxPoolRunAsOneOpWithTheResultsOfBoth) {
+TEST(Sequential, FusedNeighboursRunAsOneOpWithTheResultsOfBoth) {
+  // Conv2d + 2x2 MaxPool2d, and Linear + ReLU.
   Generator init(1), dropout(2), data(3);
   nn::InitContext ctx{testDevice(), init, dropout};
   nn::Sequential net;
@@ -58,6 +59,9 @@ TEST(Sequential, AConvolutionAndA2x2MaxPoolRunAsOneOpWithTheResultsOfBoth) {
   net.append(std::make_shared<nn::Activation>(nn::ActivationKind::kReLU));
   net.append(std::make_shared<nn::Conv2d>(ctx, 4, 3, 3, 1, 1));
   net.append(std::make_shared<nn::MaxPool2d>(ops::Pool2dOptions{.kernel = 3, .stride = 2}));  // not 2x2: alone
+  net.append(std::make_shared<nn::Flatten>());
+  net.append(std::make_shared<nn::Linear>(ctx, 12, 5));
+  net.append(std::make_shared<nn::Activation>(nn::ActivationKind::kReLU));
   const Tensor x = testing::randomTensor({2, 2, 10, 10}, data);
   const auto run = [&](bool as_sequential) {
     for (const Tensor& p : net.parameters()) p.invalidateGrad();
@@ -85,15 +89,18 @@ TEST(Sequential, AConvolutionAndA2x2MaxPoolRunAsOneOpWithTheResultsOfBoth) {
   };
   const auto [one_by_one, ops_one_by_one, steps_one_by_one] = run(false);
   const auto [fused, ops_fused, steps_fused] = run(true);
-  EXPECT_EQ(steps_fused, steps_one_by_one - 1) << "one backward for the fused pair";
+  EXPECT_EQ(steps_fused, steps_one_by_one - 2) << "one backward for each fused pair";
   EXPECT_EQ(fused, one_by_one);
   EXPECT_EQ(ops_fused, ops_one_by_one);
-  EXPECT_THAT(ops_fused, ::testing::ElementsAre("conv2d", "max_pool2d", "relu", "conv2d", "max_pool2d", "sum"));
+  EXPECT_THAT(ops_fused, ::testing::ElementsAre("conv2d", "max_pool2d", "relu", "conv2d", "max_pool2d", "linear",
+                                                "relu", "sum"));
   // Each module's output shape, the fused convolution's included.
   const auto& kids = net.children();
   EXPECT_EQ(kids[0].second->lastOutputShape(), (Shape{2, 4, 10, 10}));
   EXPECT_EQ(kids[1].second->lastOutputShape(), (Shape{2, 4, 5, 5}));
   EXPECT_EQ(kids[4].second->lastOutputShape(), (Shape{2, 3, 2, 2}));
+  EXPECT_EQ(kids[6].second->lastOutputShape(), (Shape{2, 5}));
+  EXPECT_EQ(kids[7].second->lastOutputShape(), (Shape{2, 5}));
   // Both modules' hooks, nested as the fused op runs inside both.
   auto log = std::make_shared<HookLog>();
   net.setForwardHooks(log);
@@ -101,7 +108,9 @@ TEST(Sequential, AConvolutionAndA2x2MaxPoolRunAsOneOpWithTheResultsOfBoth) {
   EXPECT_THAT(log->events, ::testing::ElementsAre("before Sequential", "before Conv2d", "before MaxPool2d",
                                                   "after MaxPool2d", "after Conv2d", "before ReLU", "after ReLU",
                                                   "before Conv2d", "after Conv2d", "before MaxPool2d",
-                                                  "after MaxPool2d", "after Sequential"));
+                                                  "after MaxPool2d", "before Flatten", "after Flatten",
+                                                  "before Linear", "before ReLU", "after ReLU", "after Linear",
+                                                  "after Sequential"));
 }
 
 }  // namespace

@@ -209,14 +209,50 @@ TEST(GemmIsa, HpuCpuIsaPicksThePath) {
   }
 }
 
-TEST(GemmHelpers, RowBiasAndColumnSums) {
-  std::vector<float> y{1, 2, 3, 4, 5, 6}, b{10, 20, 30}, s(3, 1.0f);
-  addRowBias(y.data(), b.data(), 2, 3);
-  EXPECT_EQ(y, (std::vector<float>{11, 22, 33, 14, 25, 36}));
+TEST(GemmHelpers, ColumnSums) {
+  std::vector<float> y{11, 22, 33, 14, 25, 36}, s(3, 1.0f);
   columnSums(y.data(), 2, 3, s.data(), /*accumulate=*/true);
   EXPECT_EQ(s, (std::vector<float>{26, 48, 70}));
   columnSums(y.data(), 2, 3, s.data(), /*accumulate=*/false);
   EXPECT_EQ(s, (std::vector<float>{25, 47, 69}));
+}
+
+// The bias and ReLU epilogue gives the bits of the product followed by the
+// two passes, on every instruction set, 1 and 2 threads, for shapes whose
+// blocks of C end mid-tile; an empty product (k = 0) still gets it.
+TEST(GemmEpilogue, SameBitsAsBiasThenReluAfterTheProduct) {
+  SKIP_UNLESS_FORCED_ISA_RUNS();
+  struct Shape3 {
+    std::int64_t m, n, k;
+  };
+  for (const Shape3 s : {Shape3{64, 256, 784}, Shape3{37, 70, 19}, Shape3{5, 3, 0}})
+    for (const bool relu : {false, true})
+      for (const int threads : {1, 2}) {
+        SCOPED_TRACE(::testing::Message() << s.m << "x" << s.n << "x" << s.k << " relu " << relu << " threads "
+                                          << threads);
+        const auto a = randomVector(static_cast<std::size_t>(s.m * s.k), 31);
+        const auto b = randomVector(static_cast<std::size_t>(s.n * s.k), 32);
+        const auto bias = randomVector(static_cast<std::size_t>(s.n), 33);
+        const int before = intraOpThreads();
+        setIntraOpThreads(threads);
+        setAlwaysParallelForTesting(true);
+        std::vector<float> want(static_cast<std::size_t>(s.m * s.n)), got(want.size());
+        gemm(false, true, s.m, s.n, s.k, a.data(), b.data(), 0.0f, want.data());
+        gemm(false, true, s.m, s.n, s.k, a.data(), b.data(), 0.0f, got.data(), GemmOperands::kFloat32,
+             {bias.data(), relu});
+        setAlwaysParallelForTesting(false);
+        setIntraOpThreads(before);
+        for (std::int64_t r = 0; r < s.m; ++r)
+          for (std::int64_t j = 0; j < s.n; ++j) {
+            float& v = want[static_cast<std::size_t>(r * s.n + j)];
+            v = v + bias[static_cast<std::size_t>(j)];
+            if (relu) v = v > 0.0f ? v : 0.0f;
+          }
+        EXPECT_EQ(got, want);
+        if (relu && s.k > 0) {
+          EXPECT_GT(std::count(got.begin(), got.end(), 0.0f), 0);
+        }
+      }
 }
 
 struct ConvCase {

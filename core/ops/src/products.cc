@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "hpu/core/ops/ops.h"
+#include "hpu/device/kernels/activation.h"
 #include "hpu/device/kernels/conv.h"
 #include "hpu/device/kernels/gemm.h"
 #include "op_support.h"
@@ -14,40 +15,63 @@ namespace hpu::core::ops {
 using namespace detail;
 namespace k = device::kernels;
 
-Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, const LinearOptions& o) {
+namespace {
+
+// linear, and with relu its fused ReLU (linearRelu).
+Tensor linearOp(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, const LinearOptions& o, bool relu) {
   const bool in_out = o.weight_in_out;
   require(x_in.ndim() >= 1 && w_in.ndim() == 2 && x_in.size(-1) == w_in.size(in_out ? 0 : 1), op::kLinear,
           [&] { return fmt::format("input {} does not match weight {}", x_in.shape().str(), w_in.shape().str()); });
   const DType dt = computeDtype(op::kLinear, {&x_in, &w_in, &b_in});
   const Tensor x = castTo(x_in, dt), w = castTo(w_in, dt), b = castTo(b_in, dt);
-  const OpRecord op_record = record(op::kLinear, {&x, &w, &b});
   const std::int64_t in = w.size(in_out ? 0 : 1), out = w.size(in_out ? 1 : 0), n = x.numel() / in;
   Shape ys = x.shape();
   ys[-1] = out;
   Tensor y = like(x, ys);
-  if (computes(y)) {
-    k::gemm(false, !in_out, n, out, in, x.data(), w.data(), 0.0f, y.data(), gemmOperands({x.dtype(), w.dtype()}));
-    if (b.defined()) k::addRowBias(y.data(), b.data(), n, out);
+  {
+    const OpRecord op_record = record(op::kLinear, {&x, &w, &b});
+    if (computes(y))
+      k::gemm(false, !in_out, n, out, in, x.data(), w.data(), 0.0f, y.data(), gemmOperands({x.dtype(), w.dtype()}),
+              {b.defined() ? b.data() : nullptr, relu});
+    recordBackward(y, {&x, &w, &b}, [x, w, b, y, n, in, out, in_out, relu] {
+      Tensor gy = y.grad();
+      if (!gy.defined()) return;
+      if (relu) {  // the gradient before the ReLU, once for the three products
+        Tensor gz = like(gy, gy.shape());
+        if (computes(y))
+          k::activationBackward(k::Activation::kReLU, y.data(), y.data(), gy.data(), gz.data(), gy.numel(), false);
+        gy = gz;
+      }
+      if (w.requiresGrad()) {
+        const k::GemmOperands ops = gemmOperands({gy.dtype(), x.dtype()});
+        if (in_out)
+          gemmGrad(w, true, false, in, out, n, x.data(), gy.data(), ops);  // dW [in, out] = x^T dy
+        else
+          gemmGrad(w, true, false, out, in, n, gy.data(), x.data(), ops);  // dW [out, in] = dy^T x
+      }
+      if (wants(b)) {
+        GradTarget g = gradTarget(b);
+        if (g.data != nullptr) k::columnSums(gy.data(), n, out, g.data, g.accumulate);
+        gradWritten(b);
+      }
+      if (x.requiresGrad())
+        gemmGrad(x, false, in_out, n, in, out, gy.data(), w.data(), gemmOperands({gy.dtype(), w.dtype()}));
+    });
   }
-  recordBackward(y, {&x, &w, &b}, [x, w, b, y, n, in, out, in_out] {
-    Tensor gy = y.grad();
-    if (!gy.defined()) return;
-    if (w.requiresGrad()) {
-      const k::GemmOperands ops = gemmOperands({gy.dtype(), x.dtype()});
-      if (in_out)
-        gemmGrad(w, true, false, in, out, n, x.data(), gy.data(), ops);  // dW [in, out] = x^T dy
-      else
-        gemmGrad(w, true, false, out, in, n, gy.data(), x.data(), ops);  // dW [out, in] = dy^T x
-    }
-    if (wants(b)) {
-      GradTarget g = gradTarget(b);
-      if (g.data != nullptr) k::columnSums(gy.data(), n, out, g.data, g.accumulate);
-      gradWritten(b);
-    }
-    if (x.requiresGrad())
-      gemmGrad(x, false, in_out, n, in, out, gy.data(), w.data(), gemmOperands({gy.dtype(), w.dtype()}));
-  });
+  if (relu) {
+    const OpRecord relu_record = record(op::kRelu, {&y});
+  }
   return finish(y);
+}
+
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b, const LinearOptions& o) {
+  return linearOp(x, w, b, o, false);
+}
+
+Tensor linearRelu(const Tensor& x, const Tensor& w, const Tensor& b, const LinearOptions& o) {
+  return linearOp(x, w, b, o, true);
 }
 
 namespace {

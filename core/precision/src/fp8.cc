@@ -43,8 +43,8 @@ Tensor fp8Gemm(const Tensor& x, const std::vector<float>& xq, const std::vector<
   ys[-1] = out;
   Tensor y = Tensor::empty(x.device(), ys, DType::kBFloat16);
   if (x.shapeOnly()) return y;
-  k::gemm(false, !l.in_out, n, out, in, xq.data(), wq.data(), 0.0f, y.data());
-  if (b.defined()) k::addRowBias(y.data(), b.data(), n, out);
+  k::gemm(false, !l.in_out, n, out, in, xq.data(), wq.data(), 0.0f, y.data(), k::GemmOperands::kFloat32,
+          {b.defined() ? b.data() : nullptr});
   device::roundInPlace(y.values(), DType::kBFloat16);
   return y;
 }

@@ -1,23 +1,30 @@
 // gemm and gemmSerial: the kernels of the instruction set this process uses
-// (isa/kernels.h, cpu_isa.h).
+// (isa/kernels.h, cpu_isa.h); their epilogue; column sums.
 #include "hpu/device/kernels/gemm.h"
 
-#include <Eigen/Core>
+#include <algorithm>
 
+#include "hpu/device/threading.h"
 #include "isa/kernels.h"
 
 namespace hpu::device::kernels {
-namespace {
-
-using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using Map = Eigen::Map<RowMajor>;
-using ConstMap = Eigen::Map<const RowMajor>;
-
-}  // namespace
 
 void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, const float* a, const float* b,
-          float beta, float* c, GemmOperands operands) {
-  isaKernels(cpuIsa(), operands).gemmThreaded(trans_a, trans_b, m, n, k, a, b, beta != 0.0f, c);
+          float beta, float* c, GemmOperands operands, const GemmEpilogue& epilogue) {
+  isaKernels(cpuIsa(), operands).gemmThreaded(trans_a, trans_b, m, n, k, a, b, beta != 0.0f, c, epilogue);
+}
+
+void applyEpilogue(const GemmEpilogue& e, float* c, std::int64_t ldc, std::int64_t rows, std::int64_t col0,
+                   std::int64_t cols) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float* __restrict row = c + r * ldc + col0;
+    if (e.bias != nullptr) {
+      const float* __restrict bias = e.bias + col0;
+      for (std::int64_t j = 0; j < cols; ++j) row[j] = row[j] + bias[j];
+    }
+    if (e.relu)
+      for (std::int64_t j = 0; j < cols; ++j) row[j] = row[j] > 0.0f ? row[j] : 0.0f;  // as the relu op
+  }
 }
 
 void gemmSerial(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, const float* a,
@@ -26,16 +33,21 @@ void gemmSerial(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std:
   isaKernels(cpuIsa(), operands).gemm(trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc);
 }
 
-void addRowBias(float* y, const float* bias, std::int64_t rows, std::int64_t cols) {
-  Map(y, rows, cols).rowwise() += Eigen::Map<const Eigen::RowVectorXf>(bias, cols);
-}
 
 void columnSums(const float* x, std::int64_t rows, std::int64_t cols, float* out, bool accumulate) {
-  Eigen::Map<Eigen::RowVectorXf> o(out, cols);
-  if (accumulate)
-    o += ConstMap(x, rows, cols).colwise().sum();
-  else
-    o = ConstMap(x, rows, cols).colwise().sum();
+  constexpr std::int64_t kBlock = 64;  // columns summed together, each over the rows in order
+  static ParallelSite site("column sums");
+  parallelFor(site, cols, kBlock, static_cast<double>(rows * cols), [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t c0 = begin; c0 < end; c0 += kBlock) {
+      const std::int64_t w = std::min(kBlock, end - c0);
+      float sums[kBlock] = {};
+      for (std::int64_t r = 0; r < rows; ++r) {
+        const float* __restrict row = x + r * cols + c0;
+        for (std::int64_t j = 0; j < w; ++j) sums[j] += row[j];
+      }
+      for (std::int64_t j = 0; j < w; ++j) out[c0 + j] = accumulate ? out[c0 + j] + sums[j] : sums[j];
+    }
+  });
 }
 
 }  // namespace hpu::device::kernels

@@ -16,9 +16,10 @@ struct IsaKernels {
   // C (+)= op(A) op(B) on strided row-major matrices, on this thread.
   void (*gemm)(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, const float* a,
                std::int64_t lda, const float* b, std::int64_t ldb, bool accumulate, float* c, std::int64_t ldc);
-  // The same on contiguous matrices, on the intra-op threads.
+  // The same on contiguous matrices, on the intra-op threads, then the
+  // epilogue (applyEpilogue) block by block.
   void (*gemmThreaded)(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, const float* a,
-                       const float* b, bool accumulate, float* c);
+                       const float* b, bool accumulate, float* c, const GemmEpilogue& epilogue);
   // A convolution chunk's three products (conv.cc), on this thread, for nc
   // padded images xp and the output gradient dy [nc, k, p]:
   //   forward  out [k, nc * p] = W col        (W [k, crs])
@@ -38,6 +39,12 @@ struct IsaKernels {
   void (*maxPool2x2)(const Pool2dShape& g, std::int64_t p0, std::int64_t p1, const float* x, float* y,
                      std::int32_t* argmax);
 };
+
+// The epilogue on rows [0, rows) and columns [col0, col0 + cols) of C (rows
+// ldc floats apart); gemm.cc, for baseline x86-64 (the same bits on every
+// instruction set).
+void applyEpilogue(const GemmEpilogue& epilogue, float* c, std::int64_t ldc, std::int64_t rows, std::int64_t col0,
+                   std::int64_t cols);
 
 extern const IsaKernels kPortableKernels, kAvx2Kernels, kAvx512Kernels, kAvx512Bf16Kernels;
 

@@ -262,12 +262,15 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
 // by slice. No panel is packed twice and the tasks need no barrier.
 template <class V, bool kPaired>
 void gemmThreaded(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, const float* a,
-                  const float* b, bool accumulate, float* c) {
+                  const float* b, bool accumulate, float* c, const GemmEpilogue& epilogue) {
   using T = Tile<V>;
   constexpr std::int64_t kPhaseFloats = std::int64_t{1} << 21;  // 8 MiB of packed operands
   const std::int64_t lda = trans_a ? m : k, ldb = trans_b ? k : n;
-  if (m == 0 || n == 0 || k == 0)
-    return gemm<V, kPaired>(trans_a, trans_b, m, n, k, DenseSource{a, lda}, DenseSource{b, ldb}, accumulate, c, n);
+  if (m == 0 || n == 0 || k == 0) {
+    gemm<V, kPaired>(trans_a, trans_b, m, n, k, DenseSource{a, lda}, DenseSource{b, ldb}, accumulate, c, n);
+    if (!epilogue.empty()) applyEpilogue(epilogue, c, n, m, 0, n);
+    return;
+  }
   // One site per transpose pair: a Linear layer's three products (forward
   // NT, weight gradient TN, input gradient NN) have their own costs.
   static ParallelSite pack_sites[4] = {ParallelSite(kPaired ? "gemm bf16 NN: pack" : "gemm NN: pack"),
@@ -320,6 +323,10 @@ void gemmThreaded(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, st
         for (std::int64_t ip = ib * block_panels; ip < std::min(a_panels, (ib + 1) * block_panels); ++ip)
           microKernel<V, kPaired>(kc, a_pack + s * a_slice + ip * rows * T::kMr, bp, c + ip * T::kMr * n + j0, n,
                                   std::min(T::kMr, m - ip * T::kMr), cols, accumulate || k0 > 0);
+      }
+      if (s0 + phase == slices && !epilogue.empty()) {  // the block is final
+        const std::int64_t i0 = ib * block_panels * T::kMr;
+        applyEpilogue(epilogue, c + i0 * n, n, std::min(block_panels * T::kMr, m - i0), j0, cols);
       }
     });
   }

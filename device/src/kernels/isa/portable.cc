@@ -40,13 +40,14 @@ void gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, cons
 // Blocks of kBlockRows rows of C, one Eigen product each: the blocks do not
 // depend on the thread count, nor do the bits.
 void gemmThreaded(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, const float* a, const float* b,
-                  bool accumulate, float* c) {
+                  bool accumulate, float* c, const GemmEpilogue& epilogue) {
   constexpr std::int64_t kBlockRows = 64;
   static ParallelSite site("gemm (Eigen)");
   const std::int64_t lda = ta ? m : k, ldb = tb ? k : n;
   parallelTasks(site, (m + kBlockRows - 1) / kBlockRows, 2.0 * static_cast<double>(m * n * k), [&](std::int64_t t) {
     const std::int64_t i0 = t * kBlockRows, rows = std::min(kBlockRows, m - i0);
     gemm(ta, tb, rows, n, k, ta ? a + i0 : a + i0 * lda, lda, b, ldb, accumulate, c + i0 * n, n);
+    if (!epilogue.empty()) applyEpilogue(epilogue, c + i0 * n, n, rows, 0, n);
   });
 }
 

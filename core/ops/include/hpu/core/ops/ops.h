@@ -32,6 +32,10 @@ struct LinearOptions {
   bool weight_in_out = false;
 };
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b, const LinearOptions& o = {});
+// relu(linear(x, w, b, o)): the same values, gradients and records. The bias
+// and the ReLU are applied by the GEMM to each block of y as it finishes;
+// the backward masks the output gradient once for the three products.
+Tensor linearRelu(const Tensor& x, const Tensor& w, const Tensor& b, const LinearOptions& o = {});
 // torch.matmul on matrices: op(a) [..., M, K] @ op(b) [..., K, N] ->
 // [..., M, N], where op transposes the last two dimensions when asked; the
 // batch dimensions (all but the last two) broadcast as in torch.

@@ -16,6 +16,7 @@ enum class ActivationKind { kReLU, kGELU, kGELUTanh, kTanh, kSigmoid, kSiLU };
 class Activation : public Module {
  public:
   explicit Activation(ActivationKind kind) : kind_(kind) {}
+  ActivationKind kind() const { return kind_; }
   std::string typeName() const override {
     switch (kind_) {
       case ActivationKind::kReLU:

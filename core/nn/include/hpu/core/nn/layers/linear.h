@@ -8,6 +8,7 @@
 
 #include "hpu/core/nn/init.h"
 #include "hpu/core/nn/layer.h"
+#include "hpu/core/nn/layers/activation.h"
 #include "hpu/core/ops/ops.h"
 
 namespace hpu::core::nn {
@@ -24,6 +25,16 @@ class Linear : public Module {
     return fmt::format("in_features={}, out_features={}, bias={}", weight.size(1), weight.size(0), bias.defined());
   }
   Tensor forward(const Tensor& x) override { return ops::linear(x, weight, bias); }
+  // With a ReLU after it: ops::linearRelu.
+  bool fusesWith(const Module& next) const override {
+    const auto* act = dynamic_cast<const Activation*>(&next);
+    return act != nullptr && act->kind() == ActivationKind::kReLU;
+  }
+  Tensor forwardFused(Module&, const Tensor& x, Shape& own_output) override {
+    Tensor y = ops::linearRelu(x, weight, bias);
+    own_output = y.shape();
+    return y;
+  }
 
   Tensor weight, bias;
 };
