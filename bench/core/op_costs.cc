@@ -62,8 +62,10 @@ class CostObserver final : public hpu::core::ops::OpObserver {
     std::sort(rows.begin(), rows.end(),
               [](const auto& a, const auto& b) { return a.second.wall_ns > b.second.wall_ns; });
     OpCost total;
-    std::printf("%llu steps, %d intra-op threads, hand-off cost now %.0f ns\n", static_cast<unsigned long long>(steps_),
-                threads, hpu::device::parallelHandoffNs());
+    const ParallelStats totals = hpu::device::parallelStats();
+    std::printf("%llu steps, %d intra-op threads, hand-off cost now %.0f ns, %llu of %llu steps run alone\n",
+                static_cast<unsigned long long>(steps_), threads, hpu::device::parallelHandoffNs(),
+                static_cast<unsigned long long>(totals.steps_alone), static_cast<unsigned long long>(totals.steps));
     std::printf("%-34s %7s %9s %9s %9s %9s %9s\n", "op (per step)", "calls", "wall us", "kernel", "fork/join", "idle",
                 "parallel");
     const auto line = [&](const std::string& name, const OpCost& c) {

@@ -6,6 +6,7 @@
 
 #include "hpu/device/check.h"
 #include "hpu/device/recipe_disk_cache.h"
+#include "hpu/device/threading.h"
 
 namespace hpu::device {
 namespace {
@@ -194,6 +195,8 @@ void GraphRuntime::markStep() {
   if (options_.mode == ExecutionMode::kLazy && !current_.empty()) lookUp(current_);
   current_.clear();
   ++stats_.steps;
+  stepEnded(stats_.ops - ops_at_step_start_);  // the intra-op threads' step-level choice
+  ops_at_step_start_ = stats_.ops;
 }
 
 void GraphRuntime::lookUp(const detail::GraphRecord& graph) {

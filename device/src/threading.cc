@@ -9,6 +9,7 @@
 #include <optional>
 #include <thread>
 
+#include "hpu/device/step_tuner.h"
 #include "thread_team.h"
 
 namespace hpu::device {
@@ -72,6 +73,19 @@ struct Costs {
   std::atomic<std::int64_t> fork_join_ns{0};
 };
 Costs g_costs;
+
+// The step-level choice (stepEnded).
+struct Steps {
+  std::mutex mutex;
+  StepTuner tuner;
+  std::int64_t last_end_ns = -1;
+  std::uint64_t count = 0, alone = 0;
+};
+Steps& steps() {
+  static Steps s;
+  return s;
+}
+std::atomic<bool> g_steps_alone{false};
 
 struct SiteList {
   std::mutex mutex;
@@ -188,7 +202,7 @@ void runTasks(ParallelSite& site, std::int64_t count, double units, TaskRef task
     explicit InTask(bool& f) : flag(f) { flag = true; }
     ~InTask() { flag = false; }
   };
-  ThreadTeam* t = count == 1 ? nullptr : team();
+  ThreadTeam* t = count == 1 || g_steps_alone.load(std::memory_order_relaxed) ? nullptr : team();
   // Sizes are told apart only where there is a choice to make.
   ParallelAccess::Costs& all = ParallelAccess::allSizes(site);
   ParallelAccess::Costs& size = t != nullptr ? ParallelAccess::of(site, sizeKey(count, units)) : all;
@@ -232,8 +246,26 @@ void runTasks(ParallelSite& site, std::int64_t count, double units, TaskRef task
 
 }  // namespace detail
 
+void stepEnded(std::uint64_t kind) {
+  Steps& s = steps();
+  std::lock_guard lock(s.mutex);
+  const std::int64_t now = nowNs();
+  const std::int64_t ns = s.last_end_ns < 0 ? -1 : now - s.last_end_ns;
+  s.last_end_ns = now;
+  if (ns < 0 || intraOpThreads() == 1) return;
+  ++s.count;
+  s.alone += g_steps_alone.load(std::memory_order_relaxed);
+  g_steps_alone.store(s.tuner.onStep(kind, ns), std::memory_order_relaxed);
+}
+
 ParallelStats parallelStats() {
   ParallelStats total;
+  {
+    Steps& s = steps();
+    std::lock_guard lock(s.mutex);
+    total.steps = s.count;
+    total.steps_alone = s.alone;
+  }
   for (const auto& [name, s] : parallelSiteStats()) {
     total.serial_calls += s.serial_calls;
     total.parallel_calls += s.parallel_calls;

@@ -171,6 +171,7 @@ class GraphRuntime {
   detail::GraphRecord current_;
   detail::RecipeCache cache_;
   GraphStats stats_;
+  std::uint64_t ops_at_step_start_ = 0;  // stats_.ops at the last markStep()
   std::vector<RecompileCause> causes_;
   bool leadingDimRecompiled_ = false;
 };

@@ -114,12 +114,21 @@ void parallelFor(ParallelSite& site, std::int64_t n, std::int64_t grain, double 
   });
 }
 
+// The end of a training (or evaluation) step of `kind` (its op count): the
+// device's mark_step. Whole steps are timed, and now and then a few run on
+// this thread alone; whichever mode runs steps faster is used for the
+// following ones (step_tuner.h). A step that runs alone runs every parallel
+// call on its calling thread. Results are the same bits either way.
+void stepEnded(std::uint64_t kind);
+
 // Totals since start, for benchmarks: task_ns sums the time every thread
 // spent inside tasks (serial runs included); fork_join_ns the time callers
-// of parallel runs spent outside their own tasks.
+// of parallel runs spent outside their own tasks; steps (stepEnded) and
+// those run alone.
 struct ParallelStats {
   std::uint64_t serial_calls = 0, parallel_calls = 0;
   std::int64_t task_ns = 0, fork_join_ns = 0;
+  std::uint64_t steps = 0, steps_alone = 0;
 };
 ParallelStats parallelStats();
 

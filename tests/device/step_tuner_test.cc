@@ -1,0 +1,80 @@
+// StepTuner on made-up step times: it probes the other mode after a run of
+// steps, keeps whichever mode the medians favour, lengthens its runs while
+// the chosen mode wins by far, and compares steps of one kind only.
+#include "hpu/device/step_tuner.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+
+namespace hpu::device {
+namespace {
+
+// Feeds `steps` steps of `kind` whose time depends on the mode they ran in;
+// returns how many ran alone.
+int feed(StepTuner& t, int steps, std::uint64_t kind, const std::function<std::int64_t(bool alone)>& ns) {
+  int alone = 0;
+  for (int i = 0; i < steps; ++i) {
+    alone += t.alone();
+    t.onStep(kind, ns(t.alone()));
+  }
+  return alone;
+}
+
+TEST(StepTuner, StaysOnTheTeamWhenItIsFasterAndProbesLessAndLess) {
+  StepTuner t;
+  const auto team_twice_as_fast = [](bool alone) { return alone ? 2000 : 1000; };
+  // The first run, then kWindow + 1 probing steps alone.
+  const int alone = feed(t, 200, 7, team_twice_as_fast);
+  EXPECT_FALSE(t.alone());
+  EXPECT_EQ(t.probes(), 1u);
+  EXPECT_EQ(alone, static_cast<int>(StepTuner::kWindow) + 1);
+  EXPECT_EQ(t.switches(), 0u);
+  // Runs double after each far-behind probe: 512, 1024, 2048 steps, each
+  // followed by a probe of kWindow + 1 steps.
+  const int probe = static_cast<int>(StepTuner::kWindow) + 1;
+  const int first = static_cast<int>(StepTuner::kFirstRun) + probe;
+  feed(t, first + 512 + probe + 1024 + probe - 200, 7, team_twice_as_fast);
+  EXPECT_EQ(t.probes(), 3u);
+  feed(t, 2047, 7, team_twice_as_fast);
+  EXPECT_EQ(t.probes(), 3u);
+  feed(t, 1 + probe, 7, team_twice_as_fast);
+  EXPECT_EQ(t.probes(), 4u);
+  EXPECT_EQ(t.switches(), 0u);
+}
+
+TEST(StepTuner, SwitchesToOneThreadWhenThatIsFasterAndBackWhenTheHostChanges) {
+  StepTuner t;
+  bool shared_is_slow = true;
+  const auto host = [&](bool alone) -> std::int64_t { return alone == shared_is_slow ? 1000 : 1600; };
+  feed(t, StepTuner::kFirstRun + StepTuner::kWindow + 1, 3, host);
+  EXPECT_TRUE(t.alone());
+  EXPECT_EQ(t.switches(), 1u);
+  // Alone from now on, probing the team now and then (a close-call run:
+  // kMinRun steps after a switch).
+  const int alone = feed(t, 500, 3, host);
+  EXPECT_GT(alone, 480);
+  EXPECT_TRUE(t.alone());
+  shared_is_slow = false;  // the host's other core is free again
+  feed(t, 2 * StepTuner::kMaxRun, 3, host);
+  EXPECT_FALSE(t.alone());
+  EXPECT_EQ(t.switches(), 2u);
+}
+
+TEST(StepTuner, CloseCallsKeepTheChosenModeAndKindsAreNotMixed) {
+  StepTuner t;
+  // 3% apart: not enough to switch (kSwitch), so the runs stay short.
+  feed(t, 2000, 5, [](bool alone) { return alone ? 970 : 1000; });
+  EXPECT_FALSE(t.alone());
+  EXPECT_EQ(t.switches(), 0u);
+  EXPECT_GE(t.probes(), 6u);
+  // Alternating kinds (fast evaluation steps between training steps) never
+  // fill a window of one kind: no probe, no switch.
+  StepTuner mixed;
+  for (int i = 0; i < 1000; ++i) mixed.onStep(i % 2 ? 10 : 20, mixed.alone() ? 100 : (i % 2 ? 500 : 50));
+  EXPECT_EQ(mixed.probes(), 0u);
+  EXPECT_FALSE(mixed.alone());
+}
+
+}  // namespace
+}  // namespace hpu::device
