@@ -284,25 +284,36 @@ TEST(Gradcheck, Conv2dMaxPoolIsConvolutionThenPooling) {
   }
 }
 
-// linearRelu is relu(linear(.)) bit for bit: values, gradients, records; in
-// float32 and bfloat16, with and without bias, in both weight layouts.
-TEST(Gradcheck, LinearReluIsLinearThenRelu) {
+// linearRelu is relu(linear(.)), then dropout when given, bit for bit:
+// values, gradients, records, masks; in float32 and bfloat16, with and
+// without bias, in both weight layouts, in training and evaluation.
+TEST(Gradcheck, LinearReluIsLinearThenReluThenDropout) {
   const std::pair<FusedCase, bool> cases[] = {{{{6, 7}, {5, 7}, 5, device::DType::kFloat32}, false},
                                               {{{2, 3, 7}, {7, 9}, 0, device::DType::kFloat32}, true},
-                                              {{{70, 40}, {24, 40}, 24, device::DType::kBFloat16}, false}};
-  for (const auto& [c, in_out] : cases) {
-    SCOPED_TRACE("x " + c.x.str() + " w " + c.w.str());
-    const ops::LinearOptions o{.weight_in_out = in_out};
-    const auto fused = runTraced(c, [&](const auto& x, const auto& w, const auto& b) {
-      return ops::linearRelu(x, w, b, o);
-    }, 15);
-    const auto plain = runTraced(c, [&](const auto& x, const auto& w, const auto& b) {
-      return ops::relu(ops::linear(x, w, b, o));
-    }, 15);
-    EXPECT_EQ(fused, plain);
-    const std::vector<float>& y = fused.first[0];
-    EXPECT_GT(std::count(y.begin(), y.end(), 0.0f), 0) << "some outputs below zero";
-  }
+                                              {{{70, 40}, {24, 40}, 24, device::DType::kBFloat16}, false},
+                                              {{{37, 33}, {19, 33}, 19, device::DType::kFloat32}, false}};
+  for (const auto& [c, in_out] : cases)
+    for (const std::optional<std::pair<float, bool>>& drop :  // p, training
+         {std::optional<std::pair<float, bool>>{}, std::optional(std::pair(0.3f, true)),
+          std::optional(std::pair(0.3f, false))}) {
+      SCOPED_TRACE("x " + c.x.str() + " w " + c.w.str() +
+                   (drop ? fmt::format(" dropout training {}", drop->second) : ""));
+      const ops::LinearOptions o{.weight_in_out = in_out};
+      Generator fused_draws(99), plain_draws(99);
+      const auto fused = runTraced(c, [&](const auto& x, const auto& w, const auto& b) {
+        std::optional<ops::FusedDropout> d;
+        if (drop) d = ops::FusedDropout{drop->first, drop->second, &fused_draws};
+        return ops::linearRelu(x, w, b, o, d);
+      }, 15);
+      const auto plain = runTraced(c, [&](const auto& x, const auto& w, const auto& b) {
+        const Tensor y = ops::relu(ops::linear(x, w, b, o));
+        return drop ? ops::dropout(y, drop->first, drop->second, plain_draws) : y;
+      }, 15);
+      EXPECT_EQ(fused, plain);
+      EXPECT_EQ(fused_draws.next(), plain_draws.next()) << "as many draws";
+      const std::vector<float>& y = fused.first[0];
+      EXPECT_GT(std::count(y.begin(), y.end(), 0.0f), 0) << "some outputs zeroed";
+    }
 }
 
 TEST(Gradcheck, AvgPool2d) {

@@ -50,7 +50,7 @@ struct HookLog final : nn::ForwardHooks {
 };
 
 TEST(Sequential, FusedNeighboursRunAsOneOpWithTheResultsOfBoth) {
-  // Conv2d + 2x2 MaxPool2d, and Linear + ReLU.
+  // Conv2d + 2x2 MaxPool2d, and Linear + ReLU + Dropout.
   Generator init(1), dropout(2), data(3);
   nn::InitContext ctx{testDevice(), init, dropout};
   nn::Sequential net;
@@ -62,9 +62,11 @@ TEST(Sequential, FusedNeighboursRunAsOneOpWithTheResultsOfBoth) {
   net.append(std::make_shared<nn::Flatten>());
   net.append(std::make_shared<nn::Linear>(ctx, 12, 5));
   net.append(std::make_shared<nn::Activation>(nn::ActivationKind::kReLU));
+  net.append(std::make_shared<nn::Dropout>(0.4f, dropout));
   const Tensor x = testing::randomTensor({2, 2, 10, 10}, data);
   const auto run = [&](bool as_sequential) {
     for (const Tensor& p : net.parameters()) p.invalidateGrad();
+    dropout = Generator(2);  // the same masks
     std::vector<ops::OpTraceEntry> trace;
     autograd::Tape tape;
     Tensor y;
@@ -89,11 +91,11 @@ TEST(Sequential, FusedNeighboursRunAsOneOpWithTheResultsOfBoth) {
   };
   const auto [one_by_one, ops_one_by_one, steps_one_by_one] = run(false);
   const auto [fused, ops_fused, steps_fused] = run(true);
-  EXPECT_EQ(steps_fused, steps_one_by_one - 2) << "one backward for each fused pair";
+  EXPECT_EQ(steps_fused, steps_one_by_one - 3) << "one backward for each fused run of modules";
   EXPECT_EQ(fused, one_by_one);
   EXPECT_EQ(ops_fused, ops_one_by_one);
   EXPECT_THAT(ops_fused, ::testing::ElementsAre("conv2d", "max_pool2d", "relu", "conv2d", "max_pool2d", "linear",
-                                                "relu", "sum"));
+                                                "relu", "dropout", "sum"));
   // Each module's output shape, the fused convolution's included.
   const auto& kids = net.children();
   EXPECT_EQ(kids[0].second->lastOutputShape(), (Shape{2, 4, 10, 10}));
@@ -101,6 +103,7 @@ TEST(Sequential, FusedNeighboursRunAsOneOpWithTheResultsOfBoth) {
   EXPECT_EQ(kids[4].second->lastOutputShape(), (Shape{2, 3, 2, 2}));
   EXPECT_EQ(kids[6].second->lastOutputShape(), (Shape{2, 5}));
   EXPECT_EQ(kids[7].second->lastOutputShape(), (Shape{2, 5}));
+  EXPECT_EQ(kids[8].second->lastOutputShape(), (Shape{2, 5}));
   // Both modules' hooks, nested as the fused op runs inside both.
   auto log = std::make_shared<HookLog>();
   net.setForwardHooks(log);
@@ -109,8 +112,8 @@ TEST(Sequential, FusedNeighboursRunAsOneOpWithTheResultsOfBoth) {
                                                   "after MaxPool2d", "after Conv2d", "before ReLU", "after ReLU",
                                                   "before Conv2d", "after Conv2d", "before MaxPool2d",
                                                   "after MaxPool2d", "before Flatten", "after Flatten",
-                                                  "before Linear", "before ReLU", "after ReLU", "after Linear",
-                                                  "after Sequential"));
+                                                  "before Linear", "before ReLU", "before Dropout",
+                                                  "after Dropout", "after ReLU", "after Linear", "after Sequential"));
 }
 
 }  // namespace

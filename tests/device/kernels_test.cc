@@ -252,6 +252,12 @@ TEST(GemmEpilogue, SameBitsAsBiasThenReluAfterTheProduct) {
         if (relu && s.k > 0) {
           EXPECT_GT(std::count(got.begin(), got.end(), 0.0f), 0);
         }
+        // Dropout in place (as linearRelu runs it) gives dropoutForward's bits.
+        std::vector<float> dropped(want.size()), mask(want.size()), in_place_mask(want.size());
+        dropoutForward(0x5EED, 0.3f, want.data(), dropped.data(), mask.data(), s.m * s.n);
+        dropoutForward(0x5EED, 0.3f, got.data(), got.data(), in_place_mask.data(), s.m * s.n);
+        EXPECT_EQ(got, dropped);
+        EXPECT_EQ(in_place_mask, mask);
       }
 }
 

@@ -1,5 +1,6 @@
 #include "hpu/core/nn/module.h"
 
+#include <functional>
 #include <stdexcept>
 
 namespace hpu::core::nn {
@@ -37,15 +38,19 @@ Tensor Module::operator()(const Inputs& inputs) {
   return hooked([&] { return forward(inputs); });
 }
 
-bool Module::fusesWith(const Module&) const { return false; }
+std::size_t Module::fusesWith(std::span<Module* const>) const { return 0; }
 
-Tensor Module::forwardFused(Module&, const Tensor&, Shape&) {
+Tensor Module::forwardFused(std::span<Module* const>, const Tensor&, Shape&) {
   throw std::logic_error(typeName() + " has no fused forward()");
 }
 
-Tensor Module::callFused(Module& next, const Tensor& x) {
+Tensor Module::callFused(std::span<Module* const> fused, const Tensor& x) {
   Shape own;
-  Tensor y = hooked([&] { return next.hooked([&] { return forwardFused(next, x, own); }); });
+  // Hooks nest as the modules would run: this one outermost.
+  const std::function<Tensor(std::size_t)> inside = [&](std::size_t i) {
+    return i == fused.size() ? forwardFused(fused, x, own) : fused[i]->hooked([&] { return inside(i + 1); });
+  };
+  Tensor y = hooked([&] { return inside(0); });
   last_output_shape_ = own;
   return y;
 }

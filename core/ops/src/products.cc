@@ -17,28 +17,42 @@ namespace k = device::kernels;
 
 namespace {
 
-// linear, and with relu its fused ReLU (linearRelu).
-Tensor linearOp(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, const LinearOptions& o, bool relu) {
+// linear, and with relu its fused ReLU and dropout (linearRelu).
+Tensor linearOp(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, const LinearOptions& o, bool relu,
+                std::optional<FusedDropout> dropout) {
   const bool in_out = o.weight_in_out;
   require(x_in.ndim() >= 1 && w_in.ndim() == 2 && x_in.size(-1) == w_in.size(in_out ? 0 : 1), op::kLinear,
           [&] { return fmt::format("input {} does not match weight {}", x_in.shape().str(), w_in.shape().str()); });
   const DType dt = computeDtype(op::kLinear, {&x_in, &w_in, &b_in});
+  if (dropout && (!dropout->training || dropout->p == 0.0f)) dropout.reset();  // the identity, unrecorded
+  // Half types round the ReLU's output before the dropout scales it.
+  if (dropout && dt != DType::kFloat32)
+    return ops::dropout(linearOp(x_in, w_in, b_in, o, relu, std::nullopt), dropout->p, true, *dropout->rng);
   const Tensor x = castTo(x_in, dt), w = castTo(w_in, dt), b = castTo(b_in, dt);
   const std::int64_t in = w.size(in_out ? 0 : 1), out = w.size(in_out ? 1 : 0), n = x.numel() / in;
   Shape ys = x.shape();
   ys[-1] = out;
   Tensor y = like(x, ys);
+  // The dropout mask: host memory, as the dropout op keeps it.
+  std::shared_ptr<float[]> mask;
   {
     const OpRecord op_record = record(op::kLinear, {&x, &w, &b});
-    if (computes(y))
+    if (computes(y)) {
       k::gemm(false, !in_out, n, out, in, x.data(), w.data(), 0.0f, y.data(), gemmOperands({x.dtype(), w.dtype()}),
               {b.defined() ? b.data() : nullptr, relu});
-    recordBackward(y, {&x, &w, &b}, [x, w, b, y, n, in, out, in_out, relu] {
+      if (dropout) {  // in place, with the dropout op's one draw per call
+        mask.reset(new float[static_cast<std::size_t>(y.numel())]);
+        k::dropoutForward(dropout->rng->next(), dropout->p, y.data(), y.data(), mask.get(), y.numel());
+      }
+    }
+    recordBackward(y, {&x, &w, &b}, [x, w, b, y, n, in, out, in_out, relu, mask] {
       Tensor gy = y.grad();
       if (!gy.defined()) return;
-      if (relu) {  // the gradient before the ReLU, once for the three products
+      if (relu) {  // the gradient before the ReLU (and dropout), once for the three products
         Tensor gz = like(gy, gy.shape());
-        if (computes(y))
+        if (computes(y) && mask)
+          k::reluDropoutBackward(mask.get(), y.data(), gy.data(), gz.data(), gy.numel());
+        else if (computes(y))
           k::activationBackward(k::Activation::kReLU, y.data(), y.data(), gy.data(), gz.data(), gy.numel(), false);
         gy = gz;
       }
@@ -61,17 +75,21 @@ Tensor linearOp(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, cons
   if (relu) {
     const OpRecord relu_record = record(op::kRelu, {&y});
   }
+  if (dropout) {
+    const OpRecord dropout_record = record(op::kDropout, {&y});
+  }
   return finish(y);
 }
 
 }  // namespace
 
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b, const LinearOptions& o) {
-  return linearOp(x, w, b, o, false);
+  return linearOp(x, w, b, o, false, std::nullopt);
 }
 
-Tensor linearRelu(const Tensor& x, const Tensor& w, const Tensor& b, const LinearOptions& o) {
-  return linearOp(x, w, b, o, true);
+Tensor linearRelu(const Tensor& x, const Tensor& w, const Tensor& b, const LinearOptions& o,
+                  std::optional<FusedDropout> dropout) {
+  return linearOp(x, w, b, o, true, dropout);
 }
 
 namespace {

@@ -114,24 +114,24 @@ HPU_LOOP_BODY inline void swigluBackwardBlock(const float* __restrict gate, cons
   }
 }
 
-// Elements [2 * p0, 2 * p1) of a dropout mask and its product: pair q
-// shares draw q, its low half for element 2q, its high half for 2q + 1.
-HPU_LOOP_BODY inline void dropoutPairsLoop(std::uint64_t key, std::uint32_t threshold, float keep,
+// Pairs [0, pairs) of a span of dropout's stream that starts at pair q0:
+// pair k shares draw q0 + k, its low half for element 2k, its high half for
+// 2k + 1. kInPlace: y is also the input (the GEMM epilogue), x unused.
+template <bool kInPlace>
+HPU_LOOP_BODY inline void dropoutPairsLoop(std::uint64_t key, std::uint32_t threshold, float keep, std::uint64_t q0,
                                            const float* __restrict x, float* __restrict y, float* __restrict mask,
-                                           std::int64_t p0, std::int64_t p1) {
-  for (std::int64_t q = p0; q < p1; ++q) {
-    const std::uint64_t r = counterDraw(key, static_cast<std::uint64_t>(q));
+                                           std::int64_t pairs) {
+  const float* __restrict in = kInPlace ? y : x;
+  for (std::int64_t k = 0; k < pairs; ++k) {
+    const std::uint64_t r = counterDraw(key, q0 + static_cast<std::uint64_t>(k));
     const float m0 = static_cast<std::uint32_t>(r) < threshold ? 0.0f : keep;
     const float m1 = static_cast<std::uint32_t>(r >> 32) < threshold ? 0.0f : keep;
-    mask[2 * q] = m0;
-    mask[2 * q + 1] = m1;
-    y[2 * q] = x[2 * q] * m0;
-    y[2 * q + 1] = x[2 * q + 1] * m1;
+    mask[2 * k] = m0;
+    mask[2 * k + 1] = m1;
+    const float v0 = in[2 * k] * m0, v1 = in[2 * k + 1] * m1;
+    y[2 * k] = v0;
+    y[2 * k + 1] = v1;
   }
-}
-void dropoutPairs(std::uint64_t key, std::uint32_t threshold, float keep, const float* x, float* y, float* mask,
-                  std::int64_t p0, std::int64_t p1) {
-  onVectorLevel([&]() HPU_LOOP_BODY { dropoutPairsLoop(key, threshold, keep, x, y, mask, p0, p1); });
 }
 
 template <bool kAdd>
@@ -218,21 +218,49 @@ void swigluBackward(const float* gate, const float* up, const float* dy, float* 
   });
 }
 
+// A draw decides two elements: p x 2^32, clamped below 2^32 (p < 1).
+DropoutDraw::DropoutDraw(std::uint64_t k, float p)
+    : key(k),
+      threshold(static_cast<std::uint32_t>(std::min(static_cast<double>(p) * 4294967296.0, 4294967295.0))),
+      keep(1.0f / (1.0f - p)) {}
+
+float DropoutDraw::maskAt(std::int64_t i) const {
+  const std::uint64_t r = counterDraw(key, static_cast<std::uint64_t>(i / 2));
+  const auto half = static_cast<std::uint32_t>(i % 2 != 0 ? r >> 32 : r);
+  return half < threshold ? 0.0f : keep;
+}
+
+void DropoutDraw::apply(std::int64_t first, const float* x, float* y, float* mask, std::int64_t n) const {
+  std::int64_t i = 0;
+  const auto one = [&](std::int64_t e) {  // an element whose pair the span splits
+    mask[e] = maskAt(first + e);
+    y[e] = x[e] * mask[e];
+  };
+  if (n > 0 && first % 2 != 0) one(i++);
+  const std::int64_t pairs = (n - i) / 2;
+  const auto q0 = static_cast<std::uint64_t>((first + i) / 2);
+  if (x == y)
+    onVectorLevel([&]() HPU_LOOP_BODY { dropoutPairsLoop<true>(key, threshold, keep, q0, x, y + i, mask + i, pairs); });
+  else
+    onVectorLevel([&]() HPU_LOOP_BODY { dropoutPairsLoop<false>(key, threshold, keep, q0, x + i, y + i, mask + i, pairs); });
+  if (i + 2 * pairs < n) one(n - 1);
+}
+
 void dropoutForward(std::uint64_t key, float p, const float* x, float* y, float* mask, std::int64_t n) {
   static ParallelSite site("dropout forward");
-  // A draw decides two elements: p x 2^32, clamped below 2^32 (p < 1).
-  const auto threshold =
-      static_cast<std::uint32_t>(std::min(static_cast<double>(p) * 4294967296.0, 4294967295.0));
-  const float keep = 1.0f / (1.0f - p);
-  const std::int64_t pairs = n / 2;
-  parallelFor(site, pairs, 1 << 9, static_cast<double>(n), [=](std::int64_t p0, std::int64_t p1) {
-    dropoutPairs(key, threshold, keep, x, y, mask, p0, p1);
+  const DropoutDraw draw(key, p);
+  parallelFor(site, n, 1 << 10, static_cast<double>(n), [=](std::int64_t i0, std::int64_t i1) {
+    draw.apply(i0, x + i0, y + i0, mask + i0, i1 - i0);
   });
-  if (n % 2 != 0) {  // the last element: the low half of its pair's draw
-    const std::uint64_t r = counterDraw(key, static_cast<std::uint64_t>(pairs));
-    mask[n - 1] = static_cast<std::uint32_t>(r) < threshold ? 0.0f : keep;
-    y[n - 1] = x[n - 1] * mask[n - 1];
-  }
+}
+
+void reluDropoutBackward(const float* mask, const float* y, const float* dy, float* dz, std::int64_t n) {
+  static ParallelSite site("relu dropout backward");
+  forBlocks(site, n, [=](std::int64_t i0, std::int64_t i1) {
+    onVectorLevel([&]() HPU_LOOP_BODY {
+      for (std::int64_t i = i0; i < i1; ++i) dz[i] = (dy[i] * mask[i]) * ReLU::df(y[i], y[i]);
+    });
+  });
 }
 
 void dropoutBackward(const float* mask, const float* dy, float* dx, std::int64_t n, bool accumulate) {

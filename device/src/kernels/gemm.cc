@@ -14,9 +14,9 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
   isaKernels(cpuIsa(), operands).gemmThreaded(trans_a, trans_b, m, n, k, a, b, beta != 0.0f, c, epilogue);
 }
 
-void applyEpilogue(const GemmEpilogue& e, float* c, std::int64_t ldc, std::int64_t rows, std::int64_t col0,
-                   std::int64_t cols) {
-  for (std::int64_t r = 0; r < rows; ++r) {
+void applyEpilogue(const GemmEpilogue& e, float* c, std::int64_t ldc, std::int64_t row0, std::int64_t rows,
+                   std::int64_t col0, std::int64_t cols) {
+  for (std::int64_t r = row0; r < row0 + rows; ++r) {
     float* __restrict row = c + r * ldc + col0;
     if (e.bias != nullptr) {
       const float* __restrict bias = e.bias + col0;

@@ -40,11 +40,11 @@ struct IsaKernels {
                      std::int32_t* argmax);
 };
 
-// The epilogue on rows [0, rows) and columns [col0, col0 + cols) of C (rows
-// ldc floats apart); gemm.cc, for baseline x86-64 (the same bits on every
+// The epilogue on rows [row0, row0 + rows) and columns [col0, col0 + cols)
+// of C [m, ldc]; gemm.cc, for baseline x86-64 (the same bits on every
 // instruction set).
-void applyEpilogue(const GemmEpilogue& epilogue, float* c, std::int64_t ldc, std::int64_t rows, std::int64_t col0,
-                   std::int64_t cols);
+void applyEpilogue(const GemmEpilogue& epilogue, float* c, std::int64_t ldc, std::int64_t row0, std::int64_t rows,
+                   std::int64_t col0, std::int64_t cols);
 
 extern const IsaKernels kPortableKernels, kAvx2Kernels, kAvx512Kernels, kAvx512Bf16Kernels;
 

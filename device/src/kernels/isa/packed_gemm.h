@@ -268,7 +268,7 @@ void gemmThreaded(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, st
   const std::int64_t lda = trans_a ? m : k, ldb = trans_b ? k : n;
   if (m == 0 || n == 0 || k == 0) {
     gemm<V, kPaired>(trans_a, trans_b, m, n, k, DenseSource{a, lda}, DenseSource{b, ldb}, accumulate, c, n);
-    if (!epilogue.empty()) applyEpilogue(epilogue, c, n, m, 0, n);
+    if (!epilogue.empty()) applyEpilogue(epilogue, c, n, 0, m, 0, n);
     return;
   }
   // One site per transpose pair: a Linear layer's three products (forward
@@ -326,7 +326,7 @@ void gemmThreaded(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, st
       }
       if (s0 + phase == slices && !epilogue.empty()) {  // the block is final
         const std::int64_t i0 = ib * block_panels * T::kMr;
-        applyEpilogue(epilogue, c + i0 * n, n, std::min(block_panels * T::kMr, m - i0), j0, cols);
+        applyEpilogue(epilogue, c, n, i0, std::min(block_panels * T::kMr, m - i0), j0, cols);
       }
     });
   }

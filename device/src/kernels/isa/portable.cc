@@ -47,7 +47,7 @@ void gemmThreaded(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t
   parallelTasks(site, (m + kBlockRows - 1) / kBlockRows, 2.0 * static_cast<double>(m * n * k), [&](std::int64_t t) {
     const std::int64_t i0 = t * kBlockRows, rows = std::min(kBlockRows, m - i0);
     gemm(ta, tb, rows, n, k, ta ? a + i0 : a + i0 * lda, lda, b, ldb, accumulate, c + i0 * n, n);
-    if (!epilogue.empty()) applyEpilogue(epilogue, c + i0 * n, n, rows, 0, n);
+    if (!epilogue.empty()) applyEpilogue(epilogue, c, n, i0, rows, 0, n);
   });
 }
 

@@ -21,9 +21,28 @@ void swigluBackward(const float* gate, const float* up, const float* dy, float* 
 // Dropout with probability p: element i is dropped when its 32-bit draw
 // (the low half of counterDraw(key, i / 2) for even i, the high half for
 // odd) is below p x 2^32. mask[i] = 0 when dropped, 1 / (1 - p) when kept;
-// y = x * mask. The same bits on any number of threads.
+// y = x * mask (x may be y). The same bits on any number of threads.
 void dropoutForward(std::uint64_t key, float p, const float* x, float* y, float* mask, std::int64_t n);
 // dx (+)= dy * mask.
 void dropoutBackward(const float* mask, const float* dy, float* dx, std::int64_t n, bool accumulate);
+
+// Dropout's draw for probability p: element i is dropped when its draw is
+// below `threshold`; a kept element is scaled by `keep`.
+struct DropoutDraw {
+  std::uint64_t key;
+  std::uint32_t threshold;
+  float keep;
+  DropoutDraw(std::uint64_t key, float p);
+  // mask[i] of dropoutForward.
+  float maskAt(std::int64_t i) const;
+  // Elements [first, first + n) of dropoutForward's stream, on this thread:
+  // mask [n] and y [n] = x * mask (x may be y). Vectorised.
+  void apply(std::int64_t first, const float* x, float* y, float* mask, std::int64_t n) const;
+};
+
+// dz = (dy * mask) * (y > 0 ? 1 : 0): ReLU's and dropout's backward in one
+// pass, from y = dropout(relu(z)) (positive exactly where both kept the
+// value). The same bits as the two backwards in turn.
+void reluDropoutBackward(const float* mask, const float* y, const float* dy, float* dz, std::int64_t n);
 
 }  // namespace hpu::device::kernels

@@ -18,6 +18,8 @@ enum class GemmOperands { kFloat32, kBFloat16 };
 // bias), bias [n] added to every row (null: none), then ReLU (x > 0 ? x :
 // 0) when relu. The task that finishes a block of C applies it while the
 // block is in cache; the same bits as the passes after the product.
+// (Dropout's draws cost more per block row than a pass over C: the fused
+// linearRelu op drops in place after the product.)
 struct GemmEpilogue {
   const float* bias = nullptr;
   bool relu = false;

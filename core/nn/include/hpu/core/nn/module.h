@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -78,16 +79,18 @@ class Module {
   // Installs `hooks` on this module and its descendants (nullptr removes).
   void setForwardHooks(const std::shared_ptr<ForwardHooks>& hooks);
 
-  // Fusion of a Sequential's neighbours: whether forwardFused() computes
-  // next(this(x)) in one go (default: no).
-  virtual bool fusesWith(const Module& next) const;
-  // next(this(x)), the same values and gradients; `own_output` gets the
-  // shape of this module's output, which it need not materialise.
-  // REQUIRES: fusesWith(next).
-  virtual Tensor forwardFused(Module& next, const Tensor& x, Shape& own_output);
-  // forwardFused() between both modules' hooks; remembers both output
-  // shapes, as operator() of each in turn would.
-  Tensor callFused(Module& next, const Tensor& x);
+  // Fusion of a Sequential's neighbours: how many of the modules after this
+  // one (`next`, in order) forwardFused() computes together with it; 0:
+  // none (the default).
+  virtual std::size_t fusesWith(std::span<Module* const> next) const;
+  // The last of `fused` applied after the ones before it and this module,
+  // on x: the same values and gradients as running them in turn.
+  // `own_output` gets the shape of this module's output, which it need not
+  // materialise. REQUIRES: fused.size() == fusesWith(fused).
+  virtual Tensor forwardFused(std::span<Module* const> fused, const Tensor& x, Shape& own_output);
+  // forwardFused() inside the hooks of this module and each of `fused`;
+  // remembers every output shape, as operator() of each in turn would.
+  Tensor callFused(std::span<Module* const> fused, const Tensor& x);
   // The parameters registered on this module itself (not its children).
   const std::vector<NamedTensor>& ownParameters() const { return params_; }
   // Parameters of other modules this module's forward reads (a language

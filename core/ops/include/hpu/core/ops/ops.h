@@ -32,10 +32,18 @@ struct LinearOptions {
   bool weight_in_out = false;
 };
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b, const LinearOptions& o = {});
-// relu(linear(x, w, b, o)): the same values, gradients and records. The bias
-// and the ReLU are applied by the GEMM to each block of y as it finishes;
-// the backward masks the output gradient once for the three products.
-Tensor linearRelu(const Tensor& x, const Tensor& w, const Tensor& b, const LinearOptions& o = {});
+// relu(linear(x, w, b, o)), then, with `dropout`, dropout(., p, training,
+// *rng): the same values, gradients, records and draws from rng. The bias
+// and the ReLU are applied by the GEMM to each block of y as it finishes,
+// the dropout (in float32) in place after it; the backward masks the
+// output gradient once, for both, for the three products.
+struct FusedDropout {
+  float p;
+  bool training;
+  Generator* rng;
+};
+Tensor linearRelu(const Tensor& x, const Tensor& w, const Tensor& b, const LinearOptions& o = {},
+                  std::optional<FusedDropout> dropout = std::nullopt);
 // torch.matmul on matrices: op(a) [..., M, K] @ op(b) [..., K, N] ->
 // [..., M, N], where op transposes the last two dimensions when asked; the
 // batch dimensions (all but the last two) broadcast as in torch.

@@ -30,12 +30,12 @@ class Conv2d : public Module {
   }
   Tensor forward(const Tensor& x) override { return ops::conv2d(x, weight, bias, options); }
   // With a 2x2 max pool after it: ops::conv2dMaxPool.
-  bool fusesWith(const Module& next) const override {
-    const auto* pool = dynamic_cast<const MaxPool2d*>(&next);
+  std::size_t fusesWith(std::span<Module* const> next) const override {
+    const auto* pool = next.empty() ? nullptr : dynamic_cast<const MaxPool2d*>(next[0]);
     return pool != nullptr && pool->options.kernel == 2 && (pool->options.stride == 0 || pool->options.stride == 2) &&
            pool->options.padding == 0;
   }
-  Tensor forwardFused(Module&, const Tensor& x, Shape& own_output) override {
+  Tensor forwardFused(std::span<Module* const>, const Tensor& x, Shape& own_output) override {
     Tensor y = ops::conv2dMaxPool(x, weight, bias, options);
     own_output = Shape{x.size(0), weight.size(0), sweptSize(x.size(2), weight.size(2), options.stride, options.padding),
                        sweptSize(x.size(3), weight.size(3), options.stride, options.padding)};

@@ -16,6 +16,8 @@ class Dropout : public Module {
   std::string typeName() const override { return "Dropout"; }
   std::string describe() const override { return fmt::format("p={}", p_); }
   Tensor forward(const Tensor& x) override { return ops::dropout(x, p_, training(), *rng_); }
+  float p() const { return p_; }
+  Generator& rng() const { return *rng_; }
 
  private:
   float p_;

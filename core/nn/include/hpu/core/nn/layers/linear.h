@@ -5,10 +5,12 @@
 #include <spdlog/fmt/fmt.h>
 
 #include <cmath>
+#include <optional>
 
 #include "hpu/core/nn/init.h"
 #include "hpu/core/nn/layer.h"
 #include "hpu/core/nn/layers/activation.h"
+#include "hpu/core/nn/layers/dropout.h"
 #include "hpu/core/ops/ops.h"
 
 namespace hpu::core::nn {
@@ -25,13 +27,19 @@ class Linear : public Module {
     return fmt::format("in_features={}, out_features={}, bias={}", weight.size(1), weight.size(0), bias.defined());
   }
   Tensor forward(const Tensor& x) override { return ops::linear(x, weight, bias); }
-  // With a ReLU after it: ops::linearRelu.
-  bool fusesWith(const Module& next) const override {
-    const auto* act = dynamic_cast<const Activation*>(&next);
-    return act != nullptr && act->kind() == ActivationKind::kReLU;
+  // With a ReLU after it, and a Dropout after that: ops::linearRelu.
+  std::size_t fusesWith(std::span<Module* const> next) const override {
+    const auto* act = next.empty() ? nullptr : dynamic_cast<const Activation*>(next[0]);
+    if (act == nullptr || act->kind() != ActivationKind::kReLU) return 0;
+    return next.size() > 1 && dynamic_cast<const Dropout*>(next[1]) != nullptr ? 2 : 1;
   }
-  Tensor forwardFused(Module&, const Tensor& x, Shape& own_output) override {
-    Tensor y = ops::linearRelu(x, weight, bias);
+  Tensor forwardFused(std::span<Module* const> fused, const Tensor& x, Shape& own_output) override {
+    std::optional<ops::FusedDropout> dropout;
+    if (fused.size() > 1) {
+      const auto& d = dynamic_cast<const Dropout&>(*fused[1]);
+      dropout = ops::FusedDropout{d.p(), d.training(), &d.rng()};
+    }
+    Tensor y = ops::linearRelu(x, weight, bias, {}, dropout);
     own_output = y.shape();
     return y;
   }
