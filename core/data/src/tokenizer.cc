@@ -7,6 +7,9 @@
 #include <optional>
 
 #include "hpu/core/base/errors.h"
+#include "tokenizers/byte_level.h"
+#include "tokenizers/hf_files.h"
+#include "tokenizers/utf8.h"
 
 namespace hpu::core::data {
 namespace {
@@ -26,43 +29,22 @@ class ByteTokenizer final : public Tokenizer {
     return text;
   }
   bool byteLevel() const override { return true; }
-};
-
-// The code point of the UTF-8 sequence at text[at] and its length, or
-// nullopt for an invalid one (bad lead or continuation byte, overlong form,
-// surrogate, beyond U+10FFFF, truncated).
-struct CodePoint {
-  char32_t value;
-  std::size_t length;
-};
-std::optional<CodePoint> decodeAt(std::string_view text, std::size_t at) {
-  const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[at + i]); };
-  const unsigned char lead = byte(0);
-  std::size_t n;
-  char32_t cp;
-  if (lead < 0x80) return CodePoint{lead, 1};
-  if ((lead & 0xE0) == 0xC0)
-    n = 2, cp = lead & 0x1F;
-  else if ((lead & 0xF0) == 0xE0)
-    n = 3, cp = lead & 0x0F;
-  else if ((lead & 0xF8) == 0xF0)
-    n = 4, cp = lead & 0x07;
-  else
-    return std::nullopt;
-  if (at + n > text.size()) return std::nullopt;
-  for (std::size_t i = 1; i < n; ++i) {
-    if ((byte(i) & 0xC0) != 0x80) return std::nullopt;
-    cp = (cp << 6) | (byte(i) & 0x3F);
+  // A BPE without merges over GPT-2's byte characters (token b is byte b's),
+  // the ByteLevel pre-tokenizer without its regex, the ByteLevel decoder.
+  void save(const std::filesystem::path& dir) const override {
+    std::vector<std::string> vocab;
+    for (int b = 0; b < 256; ++b) vocab.push_back(detail::byteToUtf8(static_cast<std::uint8_t>(b)));
+    const nlohmann::ordered_json byte_level = {
+        {"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", false}};
+    detail::writeTokenizerFiles(dir, detail::mergelessBpeJson(vocab, byte_level, byte_level),
+                                detail::plainTokenizerConfigJson(), "{}\n");
   }
-  static constexpr char32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
-  if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return std::nullopt;
-  return CodePoint{cp, n};
-}
+};
 
 std::vector<char32_t> codePoints(std::string_view text, const std::string& origin) {
   std::vector<char32_t> out;
   for (std::size_t at = 0; at < text.size();) {
-    const auto cp = decodeAt(text, at);
+    const auto cp = detail::decodeAt(text, at);
     if (!cp)
       throw DataError(
           fmt::format("{}: byte {} (0x{:02x}) at offset {} is not valid UTF-8; tokenizer char needs UTF-8 "
@@ -72,26 +54,6 @@ std::vector<char32_t> codePoints(std::string_view text, const std::string& origi
     at += cp->length;
   }
   return out;
-}
-
-std::string encodeUtf8(char32_t cp) {
-  std::string s;
-  if (cp < 0x80) {
-    s += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    s += static_cast<char>(0xC0 | (cp >> 6));
-    s += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    s += static_cast<char>(0xE0 | (cp >> 12));
-    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    s += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    s += static_cast<char>(0xF0 | (cp >> 18));
-    s += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    s += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-  return s;
 }
 
 class CharTokenizer final : public Tokenizer {
@@ -114,8 +76,16 @@ class CharTokenizer final : public Tokenizer {
   }
   std::string decode(const std::vector<std::int64_t>& ids) const override {
     std::string text;
-    for (std::int64_t id : ids) text += encodeUtf8(alphabet_.at(static_cast<std::size_t>(id)));
+    for (std::int64_t id : ids) detail::appendUtf8(text, alphabet_.at(static_cast<std::size_t>(id)));
     return text;
+  }
+  // A BPE without merges over the characters, no pre-tokenizer, the Fuse
+  // decoder (tokens concatenated, as decode does).
+  void save(const std::filesystem::path& dir) const override {
+    std::vector<std::string> vocab;
+    for (char32_t c : alphabet_) vocab.push_back(detail::encodeUtf8(c));
+    detail::writeTokenizerFiles(dir, detail::mergelessBpeJson(vocab, nullptr, {{"type", "Fuse"}}),
+                                detail::plainTokenizerConfigJson(), "{}\n");
   }
 
  private:
@@ -124,6 +94,11 @@ class CharTokenizer final : public Tokenizer {
 };
 
 }  // namespace
+
+const TokenizerSettings& Tokenizer::settings() const {
+  static const TokenizerSettings kNone;
+  return kNone;
+}
 
 std::unique_ptr<Tokenizer> makeByteTokenizer() { return std::make_unique<ByteTokenizer>(); }
 
