@@ -1,0 +1,1052 @@
+// The chat-template evaluator: walks the tree chat_template_parser.cc
+// builds, with Python's values and Jinja2's semantics (scopes: a loop
+// iteration's `set` stays in that iteration; undefined values print as "",
+// are falsy and iterate as empty, and fail when indexed).
+#include "hpu/core/data/chat_template.h"
+
+#include <spdlog/fmt/fmt.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <unordered_map>
+
+#include "chat_template_syntax.h"
+#include "tokenizers/utf8.h"
+
+namespace hpu::core::data {
+namespace detail {
+namespace {
+
+using Kind = Value::Kind;
+
+// ---- text -----------------------------------------------------------------
+
+// The code points of `s` (a byte of an invalid sequence stands for itself;
+// messages and templates come from JSON, which nlohmann checks is UTF-8).
+std::vector<char32_t> codePoints(std::string_view s) {
+  std::vector<char32_t> out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size();) {
+    const std::optional<CodePoint> cp = decodeAt(s, i);
+    out.push_back(cp ? cp->value : static_cast<unsigned char>(s[i]));
+    i += cp ? cp->length : 1;
+  }
+  return out;
+}
+
+std::string fromCodePoints(const std::vector<char32_t>& cps, std::size_t begin, std::size_t end) {
+  std::string out;
+  for (std::size_t i = begin; i < end; ++i) appendUtf8(out, cps[i]);
+  return out;
+}
+
+// Python's str.isspace.
+bool isPythonSpace(char32_t cp) {
+  return (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x20) || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
+         (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F ||
+         cp == 0x3000;
+}
+
+// Python's str.strip / lstrip / rstrip: whitespace, or the characters of `chars`.
+std::string strip(std::string_view s, const std::optional<std::string>& chars, bool left, bool right) {
+  const std::vector<char32_t> cps = codePoints(s);
+  const std::vector<char32_t> set = chars ? codePoints(*chars) : std::vector<char32_t>{};
+  const auto strippable = [&](char32_t cp) {
+    return chars ? std::find(set.begin(), set.end(), cp) != set.end() : isPythonSpace(cp);
+  };
+  std::size_t b = 0, e = cps.size();
+  while (left && b < e && strippable(cps[b])) ++b;
+  while (right && e > b && strippable(cps[e - 1])) --e;
+  return fromCodePoints(cps, b, e);
+}
+
+std::string asciiCase(std::string s, bool upper) {
+  for (char& c : s) c = static_cast<char>(upper ? std::toupper(static_cast<unsigned char>(c)) : std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+bool isAsciiAlpha(char c) { return std::isalpha(static_cast<unsigned char>(c)) != 0; }
+
+// Python's float repr (shortest round trip, ".0" on integral values).
+std::string pythonFloat(double d) {
+  if (std::isnan(d)) return "nan";
+  if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
+  std::string s = fmt::format("{}", d);
+  if (s.find_first_of(".en") == std::string::npos) s += ".0";
+  return s;
+}
+
+std::string pythonRepr(const std::string& s) {
+  const bool has_single = s.find('\'') != std::string::npos, has_double = s.find('"') != std::string::npos;
+  const char quote = has_single && !has_double ? '"' : '\'';
+  std::string out(1, quote);
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (ch == quote || ch == '\\') out += '\\', out += ch;
+    else if (ch == '\n') out += "\\n";
+    else if (ch == '\r') out += "\\r";
+    else if (ch == '\t') out += "\\t";
+    else if (c < 0x20 || c == 0x7F) out += fmt::format("\\x{:02x}", c);
+    else out += ch;
+  }
+  return out + quote;
+}
+
+std::string jsonQuote(const std::string& s) {
+  std::string out = "\"";
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    switch (ch) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
+      default:
+        if (c < 0x20) out += fmt::format("\\u{:04x}", c);
+        else out += ch;
+    }
+  }
+  return out + "\"";
+}
+
+// ---- values ---------------------------------------------------------------
+
+const char* typeName(const Value& v) {
+  switch (v.kind) {
+    case Kind::kUndefined: return "Undefined";
+    case Kind::kNone: return "NoneType";
+    case Kind::kBool: return "bool";
+    case Kind::kInt: return "int";
+    case Kind::kFloat: return "float";
+    case Kind::kString: return "str";
+    case Kind::kList: return v.tuple ? "tuple" : "list";
+    case Kind::kDict: return "dict";
+    case Kind::kNamespace: return "Namespace";
+  }
+  return "?";
+}
+
+std::string repr(const Value& v);
+
+// Python's str().
+std::string str(const Value& v) {
+  switch (v.kind) {
+    case Kind::kUndefined: return "";
+    case Kind::kNone: return "None";
+    case Kind::kBool: return v.boolean ? "True" : "False";
+    case Kind::kInt: return std::to_string(v.integer);
+    case Kind::kFloat: return pythonFloat(v.real);
+    case Kind::kString: return v.text;
+    case Kind::kList: {
+      std::string out = v.tuple ? "(" : "[";
+      for (std::size_t i = 0; i < v.list->size(); ++i) out += (i ? ", " : "") + repr((*v.list)[i]);
+      if (v.tuple && v.list->size() == 1) out += ",";
+      return out + (v.tuple ? ")" : "]");
+    }
+    case Kind::kDict:
+    case Kind::kNamespace: {
+      std::string out = v.is(Kind::kNamespace) ? "<Namespace {" : "{";
+      bool first = true;
+      for (const auto& [k, x] : *v.dict) {
+        out += (first ? "" : ", ") + pythonRepr(k) + ": " + repr(x);
+        first = false;
+      }
+      return out + (v.is(Kind::kNamespace) ? "}>" : "}");
+    }
+  }
+  return "";
+}
+
+std::string repr(const Value& v) { return v.is(Kind::kString) ? pythonRepr(v.text) : str(v); }
+
+bool truthy(const Value& v) {
+  switch (v.kind) {
+    case Kind::kUndefined:
+    case Kind::kNone: return false;
+    case Kind::kBool: return v.boolean;
+    case Kind::kInt: return v.integer != 0;
+    case Kind::kFloat: return v.real != 0;
+    case Kind::kString: return !v.text.empty();
+    case Kind::kList: return !v.list->empty();
+    case Kind::kDict: return !v.dict->empty();
+    case Kind::kNamespace: return true;
+  }
+  return false;
+}
+
+bool isNumber(const Value& v) { return v.is(Kind::kBool) || v.is(Kind::kInt) || v.is(Kind::kFloat); }
+bool isInteger(const Value& v) { return v.is(Kind::kBool) || v.is(Kind::kInt); }
+std::int64_t asInteger(const Value& v) { return v.is(Kind::kBool) ? (v.boolean ? 1 : 0) : v.integer; }
+double asReal(const Value& v) { return v.is(Kind::kFloat) ? v.real : static_cast<double>(asInteger(v)); }
+
+bool equals(const Value& a, const Value& b) {
+  if (isNumber(a) && isNumber(b))
+    return isInteger(a) && isInteger(b) ? asInteger(a) == asInteger(b) : asReal(a) == asReal(b);
+  if (a.kind != b.kind) return false;
+  switch (a.kind) {
+    case Kind::kUndefined:
+    case Kind::kNone: return true;
+    case Kind::kString: return a.text == b.text;
+    case Kind::kList:
+      return a.list->size() == b.list->size() &&
+             std::equal(a.list->begin(), a.list->end(), b.list->begin(), equals);
+    case Kind::kDict:
+      if (a.dict->size() != b.dict->size()) return false;
+      for (const auto& [k, v] : *a.dict) {
+        const Value* other = b.find(k);
+        if (!other || !equals(v, *other)) return false;
+      }
+      return true;
+    case Kind::kNamespace: return a.dict == b.dict;
+    default: return false;
+  }
+}
+
+Value fromJson(const nlohmann::ordered_json& j) {
+  switch (j.type()) {
+    case nlohmann::ordered_json::value_t::null: return Value::none();
+    case nlohmann::ordered_json::value_t::boolean: return Value::of(j.get<bool>());
+    case nlohmann::ordered_json::value_t::number_integer: return Value::of(j.get<std::int64_t>());
+    case nlohmann::ordered_json::value_t::number_unsigned: {
+      const auto u = j.get<std::uint64_t>();
+      return u <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())
+                 ? Value::of(static_cast<std::int64_t>(u))
+                 : Value::ofReal(static_cast<double>(u));
+    }
+    case nlohmann::ordered_json::value_t::number_float: return Value::ofReal(j.get<double>());
+    case nlohmann::ordered_json::value_t::string: return Value::of(j.get<std::string>());
+    case nlohmann::ordered_json::value_t::array: {
+      ValueList l;
+      for (const auto& x : j) l.push_back(fromJson(x));
+      return Value::of(std::move(l));
+    }
+    case nlohmann::ordered_json::value_t::object: {
+      ValueDict d;
+      for (const auto& [k, x] : j.items()) d.emplace_back(k, fromJson(x));
+      return Value::of(std::move(d));
+    }
+    default: return Value::none();
+  }
+}
+
+// ---- evaluation -----------------------------------------------------------
+
+enum class Flow { kNormal, kBreak, kContinue };
+
+class Renderer {
+ public:
+  Renderer(const std::string& origin, Value globals) : origin_(origin) {
+    scopes_.emplace_back();
+    for (auto& [k, v] : *globals.dict) scopes_.back()[k] = v;
+  }
+
+  std::string run(const NodeList& program) {
+    exec(program);
+    return std::move(out_);
+  }
+
+ private:
+  [[noreturn]] void fail(SourcePos p, const std::string& message) const {
+    throw DataError(fmt::format("{}:{}:{}: {}", origin_, p.line, p.column, message));
+  }
+  // An undefined value used where a value is needed.
+  [[noreturn]] void failUndefined(SourcePos p, const Value& v) const { fail(p, v.text); }
+
+  Flow exec(const NodeList& nodes) {
+    for (const auto& n : nodes) {
+      const Flow f = exec(*n);
+      if (f != Flow::kNormal) return f;
+    }
+    return Flow::kNormal;
+  }
+
+  Flow exec(const Node& n) {
+    switch (n.kind) {
+      case Node::Kind::kText: out_ += n.text; return Flow::kNormal;
+      case Node::Kind::kOutput: out_ += str(eval(*n.expr)); return Flow::kNormal;
+      case Node::Kind::kIf:
+        for (const auto& [condition, body] : n.branches)
+          if (!condition || truthy(eval(*condition))) return exec(body);
+        return Flow::kNormal;
+      case Node::Kind::kFor: return execFor(n);
+      case Node::Kind::kSet: {
+        Value v = eval(*n.expr);
+        if (n.attribute.empty()) {
+          scopes_.back()[n.targets[0]] = std::move(v);
+          return Flow::kNormal;
+        }
+        const Value target = lookup(n.targets[0]);
+        if (!target.is(Kind::kNamespace))
+          fail(n.pos, fmt::format("cannot set the attribute '{}' of '{}', a {}: only a namespace() has attributes to set",
+                                  n.attribute, n.targets[0], typeName(target)));
+        for (auto& [k, x] : *target.dict)
+          if (k == n.attribute) {
+            x = std::move(v);
+            return Flow::kNormal;
+          }
+        target.dict->emplace_back(n.attribute, std::move(v));
+        return Flow::kNormal;
+      }
+      case Node::Kind::kBreak: return Flow::kBreak;
+      case Node::Kind::kContinue: return Flow::kContinue;
+    }
+    return Flow::kNormal;
+  }
+
+  // The items a for loop (or a filter) walks: a list's items, a dict's keys,
+  // a string's characters; nothing for undefined.
+  ValueList iterate(const Value& v, SourcePos p) const {
+    switch (v.kind) {
+      case Kind::kUndefined: return {};
+      case Kind::kList: return *v.list;
+      case Kind::kDict: {
+        ValueList keys;
+        for (const auto& [k, x] : *v.dict) keys.push_back(Value::of(k));
+        return keys;
+      }
+      case Kind::kString: {
+        const std::vector<char32_t> cps = codePoints(v.text);
+        ValueList chars;
+        for (std::size_t i = 0; i < cps.size(); ++i) chars.push_back(Value::of(fromCodePoints(cps, i, i + 1)));
+        return chars;
+      }
+      default: fail(p, fmt::format("'{}' object is not iterable", typeName(v)));
+    }
+  }
+
+  void bindTargets(const Node& n, const Value& item) {
+    auto& scope = scopes_.back();
+    if (n.targets.size() == 1) {
+      scope[n.targets[0]] = item;
+      return;
+    }
+    const ValueList parts = iterate(item, n.pos);
+    if (parts.size() != n.targets.size())
+      fail(n.pos, fmt::format("cannot unpack {} values into {} loop variables", parts.size(), n.targets.size()));
+    for (std::size_t k = 0; k < parts.size(); ++k) scope[n.targets[k]] = parts[k];
+  }
+
+  Flow execFor(const Node& n) {
+    ValueList items = iterate(eval(*n.expr), n.expr->pos);
+    if (n.filter) {
+      ValueList kept;
+      for (const Value& item : items) {
+        scopes_.emplace_back();
+        bindTargets(n, item);
+        if (truthy(eval(*n.filter))) kept.push_back(item);
+        scopes_.pop_back();
+      }
+      items = std::move(kept);
+    }
+    if (items.empty()) return exec(n.else_body);
+    const auto length = static_cast<std::int64_t>(items.size());
+    for (std::int64_t i = 0; i < length; ++i) {
+      scopes_.emplace_back();
+      bindTargets(n, items[static_cast<std::size_t>(i)]);
+      scopes_.back()["loop"] = Value::of(ValueDict{
+          {"index0", Value::of(i)},
+          {"index", Value::of(i + 1)},
+          {"first", Value::of(i == 0)},
+          {"last", Value::of(i == length - 1)},
+          {"length", Value::of(length)},
+          {"revindex", Value::of(length - i)},
+          {"revindex0", Value::of(length - i - 1)},
+          {"previtem", i > 0 ? items[static_cast<std::size_t>(i - 1)] : Value::undefined("there is no previous item")},
+          {"nextitem",
+           i + 1 < length ? items[static_cast<std::size_t>(i + 1)] : Value::undefined("there is no next item")},
+      });
+      const Flow f = exec(n.body);
+      scopes_.pop_back();
+      if (f == Flow::kBreak) break;
+    }
+    return Flow::kNormal;
+  }
+
+  Value lookup(const std::string& name) const {
+    for (auto s = scopes_.rbegin(); s != scopes_.rend(); ++s) {
+      const auto it = s->find(name);
+      if (it != s->end()) return it->second;
+    }
+    return Value::undefined(fmt::format("'{}' is undefined", name));
+  }
+
+  // Jinja2's getattr: a dict's key or a namespace's attribute; undefined otherwise.
+  Value attribute(const Value& v, const std::string& name, SourcePos p) const {
+    if (v.is(Kind::kUndefined)) failUndefined(p, v);
+    if (v.is(Kind::kDict) || v.is(Kind::kNamespace)) {
+      if (const Value* x = v.find(name)) return *x;
+    }
+    return Value::undefined(fmt::format("'{}' has no attribute '{}'", typeName(v), name));
+  }
+
+  // Python's slice indices of a sequence of `n`.
+  std::vector<std::size_t> sliceIndices(std::int64_t n, const Expr& e) {
+    std::optional<std::int64_t> part[3];
+    for (int k = 0; k < 3; ++k) {
+      if (!e.operands[static_cast<std::size_t>(k) + 1]) continue;
+      const Value v = eval(*e.operands[static_cast<std::size_t>(k) + 1]);
+      if (v.is(Kind::kNone)) continue;
+      if (!isInteger(v)) fail(e.pos, fmt::format("slice indices must be integers or none, not {}", typeName(v)));
+      part[k] = asInteger(v);
+    }
+    const std::int64_t step = part[2].value_or(1);
+    if (step == 0) fail(e.pos, "slice step cannot be zero");
+    const auto clamp = [&](std::optional<std::int64_t> x, std::int64_t fallback) {
+      if (!x) return fallback;
+      std::int64_t i = *x < 0 ? *x + n : *x;
+      if (step > 0) return std::clamp<std::int64_t>(i, 0, n);
+      return std::clamp<std::int64_t>(i, -1, n - 1);
+    };
+    const std::int64_t start = clamp(part[0], step > 0 ? 0 : n - 1), stop = clamp(part[1], step > 0 ? n : -1);
+    std::vector<std::size_t> out;
+    for (std::int64_t i = start; step > 0 ? i < stop : i > stop; i += step) out.push_back(static_cast<std::size_t>(i));
+    return out;
+  }
+
+  Value item(const Value& v, const Value& key, SourcePos p) const {
+    switch (v.kind) {
+      case Kind::kUndefined: failUndefined(p, v);
+      case Kind::kList:
+      case Kind::kString:
+        if (isInteger(key)) {
+          const std::vector<char32_t> cps = v.is(Kind::kString) ? codePoints(v.text) : std::vector<char32_t>{};
+          const auto n = static_cast<std::int64_t>(v.is(Kind::kString) ? cps.size() : v.list->size());
+          std::int64_t i = asInteger(key);
+          if (i < 0) i += n;
+          if (i < 0 || i >= n)
+            return Value::undefined(fmt::format("{} index {} out of range ({} items)", typeName(v), asInteger(key), n));
+          const auto u = static_cast<std::size_t>(i);
+          return v.is(Kind::kString) ? Value::of(fromCodePoints(cps, u, u + 1)) : (*v.list)[u];
+        }
+        break;
+      case Kind::kDict:
+      case Kind::kNamespace:
+        if (key.is(Kind::kString)) return attribute(v, key.text, p);
+        break;
+      default: break;
+    }
+    return Value::undefined(fmt::format("'{}' has no item {}", typeName(v), repr(key)));
+  }
+
+  // Evaluates keyword `name` of a call, or returns nullopt.
+  std::optional<Value> keyword(const Expr& e, std::string_view name) {
+    for (const auto& [k, x] : e.keywords)
+      if (k == name) return eval(*x);
+    return std::nullopt;
+  }
+  // Argument `index` (after the operand) of a filter, test or method, by
+  // position or by keyword `name`.
+  std::optional<Value> argument(const Expr& e, std::size_t index, std::string_view name) {
+    if (index < e.operands.size()) return eval(*e.operands[index]);
+    return keyword(e, name);
+  }
+  void expectArguments(const Expr& e, std::size_t most, std::initializer_list<std::string_view> keywords) {
+    if (e.operands.size() > most)
+      fail(e.pos, fmt::format("'{}' takes at most {} argument{}", e.name, most - 1, most == 2 ? "" : "s"));
+    for (const auto& [k, x] : e.keywords)
+      if (std::find(keywords.begin(), keywords.end(), k) == keywords.end())
+        fail(x->pos, fmt::format("'{}' has no argument '{}'", e.name, k));
+  }
+  std::string stringArgument(const Expr& e, const Value& v, const char* what) {
+    if (!v.is(Kind::kString)) fail(e.pos, fmt::format("'{}' needs a string {}, got {}", e.name, what, typeName(v)));
+    return v.text;
+  }
+  std::optional<std::string> charsArgument(const Expr& e, std::size_t index) {
+    const std::optional<Value> v = argument(e, index, "chars");
+    if (!v || v->is(Kind::kNone)) return std::nullopt;
+    return stringArgument(e, *v, "of characters");
+  }
+
+  Value eval(const Expr& e) {
+    switch (e.kind) {
+      case Expr::Kind::kLiteral: return e.value;
+      case Expr::Kind::kName: return lookup(e.name);
+      case Expr::Kind::kList: {
+        ValueList l;
+        for (const auto& x : e.operands) l.push_back(eval(*x));
+        return Value::of(std::move(l));
+      }
+      case Expr::Kind::kDict: {
+        ValueDict d;
+        for (std::size_t i = 0; i < e.operands.size(); i += 2) {
+          const Value key = eval(*e.operands[i]);
+          if (!key.is(Kind::kString)) fail(e.operands[i]->pos, "dict keys must be strings");
+          Value v = eval(*e.operands[i + 1]);
+          const auto it = std::find_if(d.begin(), d.end(), [&](const auto& kv) { return kv.first == key.text; });
+          if (it != d.end()) it->second = std::move(v);
+          else d.emplace_back(key.text, std::move(v));
+        }
+        return Value::of(std::move(d));
+      }
+      case Expr::Kind::kAttribute: return attribute(eval(*e.operands[0]), e.name, e.pos);
+      case Expr::Kind::kItem: return item(eval(*e.operands[0]), eval(*e.operands[1]), e.pos);
+      case Expr::Kind::kSlice: {
+        const Value v = eval(*e.operands[0]);
+        if (v.is(Kind::kUndefined)) failUndefined(e.pos, v);
+        if (v.is(Kind::kString)) {
+          const std::vector<char32_t> cps = codePoints(v.text);
+          std::string out;
+          for (const std::size_t i : sliceIndices(static_cast<std::int64_t>(cps.size()), e))
+            out += fromCodePoints(cps, i, i + 1);
+          return Value::of(std::move(out));
+        }
+        if (!v.is(Kind::kList)) fail(e.pos, fmt::format("a {} cannot be sliced", typeName(v)));
+        ValueList out;
+        for (const std::size_t i : sliceIndices(static_cast<std::int64_t>(v.list->size()), e))
+          out.push_back((*v.list)[i]);
+        return Value::of(std::move(out), v.tuple);
+      }
+      case Expr::Kind::kCall: return call(e);
+      case Expr::Kind::kMethod: return method(e);
+      case Expr::Kind::kFilter: return filter(e);
+      case Expr::Kind::kTest: {
+        const bool result = test(e, eval(*e.operands[0]));
+        return Value::of(e.negated ? !result : result);
+      }
+      case Expr::Kind::kUnary: {
+        const Value v = eval(*e.operands[0]);
+        if (e.name == "not") return Value::of(!truthy(v));
+        if (v.is(Kind::kUndefined)) failUndefined(e.pos, v);
+        if (!isNumber(v)) fail(e.pos, fmt::format("bad operand type for unary {}: '{}'", e.name, typeName(v)));
+        if (e.name == "+") return isInteger(v) ? Value::of(asInteger(v)) : v;
+        return isInteger(v) ? Value::of(-asInteger(v)) : Value::ofReal(-v.real);
+      }
+      case Expr::Kind::kBinary: return binary(e);
+      case Expr::Kind::kCondition:
+        if (truthy(eval(*e.operands[1]))) return eval(*e.operands[0]);
+        return e.operands[2] ? eval(*e.operands[2]) : Value::undefined("the condition is false and there is no else");
+    }
+    return Value::undefined("?");
+  }
+
+  bool contains(const Value& container, const Value& x, SourcePos p) const {
+    switch (container.kind) {
+      case Kind::kUndefined: return false;
+      case Kind::kString:
+        if (!x.is(Kind::kString))
+          fail(p, fmt::format("'in <string>' requires a string as left operand, not {}", typeName(x)));
+        return container.text.find(x.text) != std::string::npos;
+      case Kind::kList:
+        return std::any_of(container.list->begin(), container.list->end(),
+                           [&](const Value& v) { return equals(v, x); });
+      case Kind::kDict:
+      case Kind::kNamespace: return x.is(Kind::kString) && container.find(x.text) != nullptr;
+      default: fail(p, fmt::format("argument of type '{}' is not iterable", typeName(container)));
+    }
+  }
+
+  Value binary(const Expr& e) {
+    const std::string& op = e.name;
+    const Value a = eval(*e.operands[0]);
+    if (op == "and") return truthy(a) ? eval(*e.operands[1]) : a;
+    if (op == "or") return truthy(a) ? a : eval(*e.operands[1]);
+    const Value b = eval(*e.operands[1]);
+    if (op == "==") return Value::of(equals(a, b));
+    if (op == "!=") return Value::of(!equals(a, b));
+    if (op == "in") return Value::of(contains(b, a, e.pos));
+    if (op == "not in") return Value::of(!contains(b, a, e.pos));
+    if (op == "~") return Value::of(str(a) + str(b));
+    if (a.is(Kind::kUndefined)) failUndefined(e.pos, a);
+    if (b.is(Kind::kUndefined)) failUndefined(e.pos, b);
+    const auto unsupported = [&]() -> Value {
+      if (op == "+" && a.is(Kind::kString))
+        fail(e.pos, fmt::format("can only concatenate str (not \"{}\") to str", typeName(b)));
+      fail(e.pos, fmt::format("unsupported operand types for {}: '{}' and '{}'", op, typeName(a), typeName(b)));
+    };
+    if (op == "<" || op == ">" || op == "<=" || op == ">=") {
+      int order;
+      if (isNumber(a) && isNumber(b)) order = asReal(a) < asReal(b) ? -1 : asReal(a) > asReal(b) ? 1 : 0;
+      else if (a.is(Kind::kString) && b.is(Kind::kString)) order = a.text.compare(b.text);
+      else fail(e.pos, fmt::format("'{}' is not supported between '{}' and '{}'", op, typeName(a), typeName(b)));
+      return Value::of(op == "<" ? order < 0 : op == ">" ? order > 0 : op == "<=" ? order <= 0 : order >= 0);
+    }
+    if (op == "+" && a.is(Kind::kString) && b.is(Kind::kString)) return Value::of(a.text + b.text);
+    if (op == "+" && a.is(Kind::kList) && b.is(Kind::kList)) {
+      ValueList l = *a.list;
+      l.insert(l.end(), b.list->begin(), b.list->end());
+      return Value::of(std::move(l));
+    }
+    if (op == "*" && (a.is(Kind::kString) || a.is(Kind::kList)) && isInteger(b)) {
+      Value out = a.is(Kind::kString) ? Value::of(std::string()) : Value::of(ValueList{});
+      for (std::int64_t k = 0; k < std::min<std::int64_t>(asInteger(b), 100000); ++k) {
+        if (a.is(Kind::kString)) out.text += a.text;
+        else out.list->insert(out.list->end(), a.list->begin(), a.list->end());
+      }
+      return out;
+    }
+    if (!isNumber(a) || !isNumber(b)) return unsupported();
+    if (isInteger(a) && isInteger(b) && op != "/") {
+      const std::int64_t x = asInteger(a), y = asInteger(b);
+      std::int64_t r = 0;
+      bool overflow = false;
+      if (op == "+") overflow = __builtin_add_overflow(x, y, &r);
+      else if (op == "-") overflow = __builtin_sub_overflow(x, y, &r);
+      else if (op == "*") overflow = __builtin_mul_overflow(x, y, &r);
+      else if (op == "//" || op == "%") {
+        if (y == 0) fail(e.pos, "integer division or modulo by zero");
+        std::int64_t q = x / y, m = x % y;
+        if (m != 0 && ((m < 0) != (y < 0))) --q, m += y;
+        r = op == "//" ? q : m;
+      } else if (op == "**") {
+        if (y < 0) return Value::ofReal(std::pow(static_cast<double>(x), static_cast<double>(y)));
+        r = 1;
+        for (std::int64_t k = 0; k < y && !overflow; ++k) overflow = __builtin_mul_overflow(r, x, &r);
+      }
+      if (overflow) fail(e.pos, fmt::format("{} {} {} overflows 64-bit integers", x, op, y));
+      return Value::of(r);
+    }
+    const double x = asReal(a), y = asReal(b);
+    if (op == "+") return Value::ofReal(x + y);
+    if (op == "-") return Value::ofReal(x - y);
+    if (op == "*") return Value::ofReal(x * y);
+    if (op == "**") return Value::ofReal(std::pow(x, y));
+    if (y == 0) fail(e.pos, "division by zero");
+    if (op == "/") return Value::ofReal(x / y);
+    if (op == "//") return Value::ofReal(std::floor(x / y));
+    if (op == "%") return Value::ofReal(x - std::floor(x / y) * y);
+    return unsupported();
+  }
+
+  Value call(const Expr& e) {
+    if (e.name == "raise_exception") {
+      const std::string message = e.operands.empty() ? "" : str(eval(*e.operands[0]));
+      throw ChatTemplateRefusal(fmt::format("{}:{}:{}: the chat template refuses the conversation: {}", origin_,
+                                            e.pos.line, e.pos.column, message),
+                                message);
+    }
+    if (e.name == "namespace") {
+      ValueDict d;
+      for (const auto& x : e.operands) {
+        const Value v = eval(*x);
+        if (!v.is(Kind::kDict)) fail(x->pos, "namespace() takes a dict or name=value arguments");
+        d.insert(d.end(), v.dict->begin(), v.dict->end());
+      }
+      for (const auto& [k, x] : e.keywords) d.emplace_back(k, eval(*x));
+      return Value::of(std::move(d), Kind::kNamespace);
+    }
+    // range([start,] stop[, step]), at most 100000 numbers (Jinja2's sandbox limit).
+    std::vector<std::int64_t> args;
+    for (const auto& x : e.operands) {
+      const Value v = eval(*x);
+      if (!isInteger(v)) fail(x->pos, fmt::format("range() takes integers, not {}", typeName(v)));
+      args.push_back(asInteger(v));
+    }
+    if (args.empty() || args.size() > 3) fail(e.pos, "range() takes 1 to 3 integers");
+    const std::int64_t start = args.size() > 1 ? args[0] : 0, stop = args.size() > 1 ? args[1] : args[0],
+                       step = args.size() > 2 ? args[2] : 1;
+    if (step == 0) fail(e.pos, "range() step cannot be zero");
+    ValueList l;
+    for (std::int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+      if (l.size() >= 100000) fail(e.pos, "range() is limited to 100000 numbers");
+      l.push_back(Value::of(i));
+    }
+    return Value::of(std::move(l));
+  }
+
+  static std::string pythonTitle(const std::string& s) {
+    std::string out = s;
+    bool previous_cased = false;
+    for (char& c : out) {
+      const bool alpha = isAsciiAlpha(c);
+      c = static_cast<char>(alpha && !previous_cased ? std::toupper(static_cast<unsigned char>(c))
+                                                     : std::tolower(static_cast<unsigned char>(c)));
+      previous_cased = alpha;
+    }
+    return out;
+  }
+  static std::string capitalize(const std::string& s) {
+    std::string out = asciiCase(s, false);
+    if (!out.empty()) out[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(out[0])));
+    return out;
+  }
+
+  ValueList dictItems(const Value& v) const {
+    ValueList l;
+    for (const auto& [k, x] : *v.dict) l.push_back(Value::of(ValueList{Value::of(k), x}, true));
+    return l;
+  }
+
+  Value method(const Expr& e) {
+    const Value self = eval(*e.operands[0]);
+    const std::string& m = e.name;
+    if (self.is(Kind::kUndefined)) failUndefined(e.pos, self);
+    if (self.is(Kind::kDict)) {
+      if (m == "items" || m == "keys" || m == "values") {
+        expectArguments(e, 1, {});
+        ValueList l;
+        for (const auto& [k, x] : *self.dict) l.push_back(m == "keys" ? Value::of(k) : m == "values" ? x : Value::of(ValueList{Value::of(k), x}, true));
+        return Value::of(std::move(l));
+      }
+      if (m == "get") {
+        expectArguments(e, 3, {});
+        if (e.operands.size() < 2) fail(e.pos, "get() needs a key");
+        const Value key = eval(*e.operands[1]);
+        const Value* x = key.is(Kind::kString) ? self.find(key.text) : nullptr;
+        return x ? *x : e.operands.size() > 2 ? eval(*e.operands[2]) : Value::none();
+      }
+    }
+    if (self.is(Kind::kString)) {
+      const std::string& s = self.text;
+      if (m == "strip" || m == "lstrip" || m == "rstrip") {
+        expectArguments(e, 2, {});
+        return Value::of(strip(s, charsArgument(e, 1), m != "rstrip", m != "lstrip"));
+      }
+      if (m == "upper" || m == "lower") {
+        expectArguments(e, 1, {});
+        return Value::of(asciiCase(s, m == "upper"));
+      }
+      if (m == "title") return Value::of(pythonTitle(s));
+      if (m == "capitalize") return Value::of(capitalize(s));
+      if (m == "startswith" || m == "endswith") {
+        expectArguments(e, 2, {});
+        if (e.operands.size() < 2) fail(e.pos, fmt::format("{}() needs a string", m));
+        const Value arg = eval(*e.operands[1]);
+        const ValueList options = arg.is(Kind::kList) ? *arg.list : ValueList{arg};
+        for (const Value& o : options) {
+          const std::string x = stringArgument(e, o, "or list of strings");
+          if (m == "startswith" ? s.rfind(x, 0) == 0 : s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0)
+            return Value::of(true);
+        }
+        return Value::of(false);
+      }
+      if (m == "split") {
+        expectArguments(e, 3, {"sep", "maxsplit"});
+        const std::optional<Value> sep = argument(e, 1, "sep");
+        const std::optional<Value> limit = argument(e, 2, "maxsplit");
+        std::int64_t maxsplit = limit && isInteger(*limit) ? asInteger(*limit) : -1;
+        ValueList parts;
+        if (!sep || sep->is(Kind::kNone)) {
+          const std::vector<char32_t> cps = codePoints(s);
+          std::size_t i = 0;
+          while (true) {
+            while (i < cps.size() && isPythonSpace(cps[i])) ++i;
+            if (i == cps.size()) break;
+            if (maxsplit == 0) {
+              std::size_t end = cps.size();
+              while (end > i && isPythonSpace(cps[end - 1])) --end;
+              parts.push_back(Value::of(fromCodePoints(cps, i, end)));
+              break;
+            }
+            std::size_t j = i;
+            while (j < cps.size() && !isPythonSpace(cps[j])) ++j;
+            parts.push_back(Value::of(fromCodePoints(cps, i, j)));
+            i = j;
+            --maxsplit;
+          }
+        } else {
+          const std::string separator = stringArgument(e, *sep, "separator");
+          if (separator.empty()) fail(e.pos, "split() separator cannot be empty");
+          std::size_t i = 0;
+          while (maxsplit-- != 0) {
+            const std::size_t j = s.find(separator, i);
+            if (j == std::string::npos) break;
+            parts.push_back(Value::of(s.substr(i, j - i)));
+            i = j + separator.size();
+          }
+          parts.push_back(Value::of(s.substr(i)));
+        }
+        return Value::of(std::move(parts));
+      }
+      if (m == "replace") return Value::of(replace(e, s, 1));
+      if (m == "join") {
+        expectArguments(e, 2, {});
+        if (e.operands.size() < 2) fail(e.pos, "join() needs a list of strings");
+        std::string out;
+        const ValueList items = iterate(eval(*e.operands[1]), e.pos);
+        for (std::size_t i = 0; i < items.size(); ++i)
+          out += (i ? s : "") + stringArgument(e, items[i], "item");
+        return Value::of(std::move(out));
+      }
+    }
+    fail(e.pos, fmt::format("a {} has no method '{}'", typeName(self), m));
+  }
+
+  // str.replace(old, new[, count]) with the arguments from `first` on.
+  std::string replace(const Expr& e, const std::string& s, std::size_t first) {
+    expectArguments(e, first + 3, {});
+    if (e.operands.size() < first + 2) fail(e.pos, "replace() needs the old and the new text");
+    const std::string from = stringArgument(e, eval(*e.operands[first]), "to replace");
+    const std::string to = stringArgument(e, eval(*e.operands[first + 1]), "replacement");
+    std::int64_t count = -1;
+    if (e.operands.size() > first + 2) {
+      const Value c = eval(*e.operands[first + 2]);
+      if (!isInteger(c)) fail(e.pos, "replace() count must be an integer");
+      count = asInteger(c);
+    }
+    if (from.empty()) fail(e.pos, "replacing the empty string is not supported");
+    std::string out;
+    std::size_t i = 0;
+    while (count-- != 0) {
+      const std::size_t j = s.find(from, i);
+      if (j == std::string::npos) break;
+      out += s.substr(i, j - i) + to;
+      i = j + from.size();
+    }
+    return out + s.substr(i);
+  }
+
+  std::string toJson(const Value& v, std::optional<std::int64_t> indent, int level, SourcePos p) const {
+    const auto newline = [&](int depth) {
+      return "\n" + std::string(static_cast<std::size_t>(*indent * depth), ' ');
+    };
+    switch (v.kind) {
+      case Kind::kNone: return "null";
+      case Kind::kBool: return v.boolean ? "true" : "false";
+      case Kind::kInt: return std::to_string(v.integer);
+      case Kind::kFloat:
+        return std::isnan(v.real) ? "NaN" : std::isinf(v.real) ? (v.real > 0 ? "Infinity" : "-Infinity") : pythonFloat(v.real);
+      case Kind::kString: return jsonQuote(v.text);
+      case Kind::kList: {
+        if (v.list->empty()) return "[]";
+        std::string out = "[";
+        for (std::size_t i = 0; i < v.list->size(); ++i) {
+          out += i ? (indent ? "," : ", ") : "";
+          if (indent) out += newline(level + 1);
+          out += toJson((*v.list)[i], indent, level + 1, p);
+        }
+        return out + (indent ? newline(level) : "") + "]";
+      }
+      case Kind::kDict: {
+        if (v.dict->empty()) return "{}";
+        std::string out = "{";
+        bool first = true;
+        for (const auto& [k, x] : *v.dict) {
+          out += first ? "" : (indent ? "," : ", ");
+          if (indent) out += newline(level + 1);
+          out += jsonQuote(k) + ": " + toJson(x, indent, level + 1, p);
+          first = false;
+        }
+        return out + (indent ? newline(level) : "") + "}";
+      }
+      default: fail(p, fmt::format("tojson: a {} is not JSON serializable", typeName(v)));
+    }
+  }
+
+  Value filter(const Expr& e) {
+    const Value v = eval(*e.operands[0]);
+    const std::string& f = e.name;
+    if (f == "default" || f == "d") {
+      expectArguments(e, 3, {"default_value", "boolean"});
+      const std::optional<Value> fallback = argument(e, 1, "default_value");
+      const std::optional<Value> boolean = argument(e, 2, "boolean");
+      const bool use = v.is(Kind::kUndefined) || (boolean && truthy(*boolean) && !truthy(v));
+      return use ? fallback.value_or(Value::of(std::string())) : v;
+    }
+    if (f == "tojson") {
+      expectArguments(e, 2, {"indent"});
+      const std::optional<Value> indent = argument(e, 1, "indent");
+      std::optional<std::int64_t> spaces;
+      if (indent && !indent->is(Kind::kNone)) {
+        if (!isInteger(*indent)) fail(e.pos, "tojson's indent must be an integer");
+        spaces = asInteger(*indent);
+      }
+      return Value::of(toJson(v, spaces, 0, e.pos));
+    }
+    if (f == "length" || f == "count") {
+      expectArguments(e, 1, {});
+      switch (v.kind) {
+        case Kind::kUndefined: return Value::of(std::int64_t{0});
+        case Kind::kString: return Value::of(static_cast<std::int64_t>(codePoints(v.text).size()));
+        case Kind::kList: return Value::of(static_cast<std::int64_t>(v.list->size()));
+        case Kind::kDict: return Value::of(static_cast<std::int64_t>(v.dict->size()));
+        default: fail(e.pos, fmt::format("object of type '{}' has no len()", typeName(v)));
+      }
+    }
+    if (f == "safe") return v;
+    if (f == "string") return Value::of(str(v));
+    if (f == "trim") {
+      expectArguments(e, 2, {"chars"});
+      return Value::of(strip(str(v), charsArgument(e, 1), true, true));
+    }
+    if (f == "upper" || f == "lower") return Value::of(asciiCase(str(v), f == "upper"));
+    if (f == "capitalize") return Value::of(capitalize(str(v)));
+    if (f == "title") {
+      // Jinja2's title: words begin after whitespace, '-', '(', '{', '[' or '<'.
+      std::string out = str(v);
+      bool begins = true;
+      for (char& c : out) {
+        const bool separator = std::isspace(static_cast<unsigned char>(c)) || std::strchr("-({[<", c);
+        c = static_cast<char>(begins ? std::toupper(static_cast<unsigned char>(c)) : std::tolower(static_cast<unsigned char>(c)));
+        begins = separator;
+      }
+      return Value::of(std::move(out));
+    }
+    if (f == "replace") return Value::of(replace(e, str(v), 1));
+    if (f == "abs") {
+      if (!isNumber(v)) fail(e.pos, fmt::format("bad operand type for abs(): '{}'", typeName(v)));
+      return isInteger(v) ? Value::of(std::abs(asInteger(v))) : Value::ofReal(std::fabs(v.real));
+    }
+    if (f == "int" || f == "float") {
+      expectArguments(e, 2, {"default"});
+      const Value fallback = argument(e, 1, "default").value_or(f == "int" ? Value::of(std::int64_t{0}) : Value::ofReal(0));
+      if (isNumber(v)) return f == "int" ? Value::of(static_cast<std::int64_t>(asReal(v))) : Value::ofReal(asReal(v));
+      if (v.is(Kind::kString)) {
+        try {
+          std::size_t used = 0;
+          const std::string t = strip(v.text, std::nullopt, true, true);
+          if (f == "int") {
+            const std::int64_t i = std::stoll(t, &used);
+            if (used == t.size()) return Value::of(i);
+          } else {
+            const double d = std::stod(t, &used);
+            if (used == t.size()) return Value::ofReal(d);
+          }
+        } catch (const std::exception&) {
+        }
+      }
+      return fallback;
+    }
+    ValueList items = iterate(v, e.pos);
+    if (f == "list") return Value::of(std::move(items));
+    if (f == "first" || f == "last") {
+      if (items.empty()) return Value::undefined(fmt::format("'{}' of an empty sequence", f));
+      return f == "first" ? items.front() : items.back();
+    }
+    if (f == "reverse") {
+      if (v.is(Kind::kString)) {
+        std::string out;
+        for (auto it = items.rbegin(); it != items.rend(); ++it) out += it->text;
+        return Value::of(std::move(out));
+      }
+      std::reverse(items.begin(), items.end());
+      return Value::of(std::move(items));
+    }
+    if (f == "items") {
+      if (v.is(Kind::kUndefined)) return Value::of(ValueList{});
+      if (!v.is(Kind::kDict)) fail(e.pos, fmt::format("items: a {} is not a mapping", typeName(v)));
+      return Value::of(dictItems(v));
+    }
+    if (f == "join") {
+      expectArguments(e, 3, {"d", "attribute"});
+      const std::optional<Value> sep = argument(e, 1, "d");
+      const std::optional<Value> attr = argument(e, 2, "attribute");
+      std::string out;
+      for (std::size_t i = 0; i < items.size(); ++i)
+        out += (i && sep ? str(*sep) : "") + str(attr ? attribute(items[i], str(*attr), e.pos) : items[i]);
+      return Value::of(std::move(out));
+    }
+    if (f == "map") {
+      expectArguments(e, 1, {"attribute", "default"});
+      const std::optional<Value> attr = keyword(e, "attribute");
+      if (!attr) fail(e.pos, "map is supported with attribute=... only");
+      const std::optional<Value> fallback = keyword(e, "default");
+      ValueList out;
+      for (const Value& x : items) {
+        Value a = attribute(x, str(*attr), e.pos);
+        out.push_back(a.is(Kind::kUndefined) && fallback ? *fallback : a);
+      }
+      return Value::of(std::move(out));
+    }
+    // selectattr / rejectattr(attribute[, test[, argument]])
+    if (e.operands.size() < 2) fail(e.pos, fmt::format("{} needs an attribute name", f));
+    const std::string attr = str(eval(*e.operands[1]));
+    std::string test_name;
+    if (e.operands.size() > 2) {
+      test_name = str(eval(*e.operands[2]));
+      if (!isSupportedTest(test_name))
+        fail(e.operands[2]->pos, fmt::format("the test '{}' is not supported; chat templates may use {}", test_name,
+                                             supportedTests()));
+    }
+    ValueList out;
+    for (const Value& x : items) {
+      const Value a = attribute(x, attr, e.pos);
+      bool pass;
+      if (test_name.empty()) {
+        pass = truthy(a);
+      } else {
+        Expr probe;
+        probe.kind = Expr::Kind::kTest;
+        probe.pos = e.pos;
+        probe.name = test_name;
+        probe.operands.push_back(nullptr);
+        for (std::size_t k = 3; k < e.operands.size(); ++k) {
+          auto lit = std::make_unique<Expr>();
+          lit->kind = Expr::Kind::kLiteral;
+          lit->pos = e.operands[k]->pos;
+          lit->value = eval(*e.operands[k]);
+          probe.operands.push_back(std::move(lit));
+        }
+        pass = test(probe, a);
+      }
+      if (pass == (f == "selectattr")) out.push_back(x);
+    }
+    return Value::of(std::move(out));
+  }
+
+  // Test `e.name` of `v` (e.operands[0] is the tested expression, not evaluated here).
+  bool test(const Expr& e, const Value& v) {
+    const std::string& t = e.name;
+    if (t == "defined") return !v.is(Kind::kUndefined);
+    if (t == "undefined") return v.is(Kind::kUndefined);
+    if (t == "none") return v.is(Kind::kNone);
+    if (t == "boolean") return v.is(Kind::kBool);
+    if (t == "true") return v.is(Kind::kBool) && v.boolean;
+    if (t == "false") return v.is(Kind::kBool) && !v.boolean;
+    if (t == "integer") return v.is(Kind::kInt);
+    if (t == "float") return v.is(Kind::kFloat);
+    if (t == "number") return isNumber(v);
+    if (t == "string") return v.is(Kind::kString);
+    if (t == "mapping") return v.is(Kind::kDict);
+    if (t == "iterable") return v.is(Kind::kList) || v.is(Kind::kDict) || v.is(Kind::kString) || v.is(Kind::kUndefined);
+    if (t == "sequence") return v.is(Kind::kList) || v.is(Kind::kDict) || v.is(Kind::kString) || v.is(Kind::kUndefined);
+    if (e.operands.size() < 2) {
+      if (t == "odd" || t == "even") {
+        if (!isInteger(v)) fail(e.pos, fmt::format("the test '{}' needs an integer, got {}", t, typeName(v)));
+        return (asInteger(v) % 2 != 0) == (t == "odd");
+      }
+      fail(e.pos, fmt::format("the test '{}' needs an argument", t));
+    }
+    const Value arg = eval(*e.operands[1]);
+    if (t == "eq" || t == "equalto") return equals(v, arg);
+    if (t == "ne") return !equals(v, arg);
+    if (t == "in") return contains(arg, v, e.pos);
+    if (t == "divisibleby") {
+      if (!isInteger(v) || !isInteger(arg) || asInteger(arg) == 0)
+        fail(e.pos, "divisibleby needs integers (and a divisor other than 0)");
+      return asInteger(v) % asInteger(arg) == 0;
+    }
+    fail(e.pos, fmt::format("the test '{}' is not supported", t));
+  }
+
+  const std::string& origin_;
+  std::vector<std::unordered_map<std::string, Value>> scopes_;
+  std::string out_;
+};
+
+}  // namespace
+}  // namespace detail
+
+ChatTemplate::ChatTemplate(std::string_view source, std::string origin)
+    : origin_(std::move(origin)),
+      program_(std::make_shared<const std::vector<std::unique_ptr<detail::Node>>>(
+          detail::parseChatTemplate(source, origin_))) {}
+
+ChatTemplate::~ChatTemplate() = default;
+ChatTemplate::ChatTemplate(ChatTemplate&&) noexcept = default;
+ChatTemplate& ChatTemplate::operator=(ChatTemplate&&) noexcept = default;
+
+std::string ChatTemplate::render(const nlohmann::ordered_json& messages, const ChatTemplateInputs& inputs) const {
+  using detail::Value;
+  detail::ValueDict globals{
+      {"messages", detail::fromJson(messages)},
+      {"add_generation_prompt", Value::of(inputs.add_generation_prompt)},
+      {"tools", Value::none()},
+      {"documents", Value::none()},
+  };
+  const std::pair<const char*, const std::optional<std::string>*> tokens[] = {
+      {"bos_token", &inputs.bos_token},
+      {"eos_token", &inputs.eos_token},
+      {"pad_token", &inputs.pad_token},
+      {"unk_token", &inputs.unk_token}};
+  for (const auto& [name, text] : tokens)
+    if (*text) globals.emplace_back(name, Value::of(**text));
+  return detail::Renderer(origin_, Value::of(std::move(globals))).run(*program_);
+}
+
+}  // namespace hpu::core::data

@@ -1,0 +1,151 @@
+// Chat templates: the models' real templates over fixed conversations,
+// byte for byte equal to what Jinja2 renders in transformers' environment
+// (fixtures/chat_renders.json, written by make_chat_fixtures.py), and the
+// errors for what the subset refuses or a template raises.
+#include "hpu/core/data/chat_template.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <set>
+
+namespace hpu::core::data {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+json fixture(const std::string& name) {
+  const std::string path = std::string(HPU_SOURCE_DIR) + "/tests/instruct/fixtures/" + name;
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("missing " + path + "; run tests/instruct/make_chat_fixtures.py");
+  return json::parse(in);
+}
+
+ChatTemplateInputs inputsOf(const json& spec, bool add_generation_prompt) {
+  ChatTemplateInputs in;
+  in.add_generation_prompt = add_generation_prompt;
+  const auto token = [&](const char* key, std::optional<std::string>& out) {
+    if (spec.contains(key)) out = spec[key].get<std::string>();
+  };
+  token("bos_token", in.bos_token);
+  token("eos_token", in.eos_token);
+  token("pad_token", in.pad_token);
+  token("unk_token", in.unk_token);
+  return in;
+}
+
+// The message of the DataError `fn` throws ("" and a failure otherwise).
+template <class E = DataError, class Fn>
+std::string errorOf(Fn&& fn) {
+  try {
+    fn();
+  } catch (const E& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "threw another exception: " << e.what();
+    return "";
+  }
+  ADD_FAILURE() << "threw nothing";
+  return "";
+}
+
+TEST(ChatTemplate, RendersTheModelsTemplatesAsJinja2Does) {
+  const json templates = fixture("chat_templates.json");
+  const json conversations = fixture("conversations.json");
+  const json renders = fixture("chat_renders.json");
+  std::map<std::string, ChatTemplate> parsed;
+  for (const auto& [name, spec] : templates.items())
+    parsed.emplace(name, ChatTemplate(spec["template"].get<std::string>(), name));
+  std::set<std::string> refused_somewhere;
+  int compared = 0;
+  for (const json& r : renders["renders"]) {
+    const std::string name = r["template"], conversation = r["conversation"];
+    SCOPED_TRACE(name + " / " + conversation + (r["add_generation_prompt"].get<bool>() ? " + generation prompt" : ""));
+    const ChatTemplate& t = parsed.at(name);
+    const ChatTemplateInputs in = inputsOf(templates[name], r["add_generation_prompt"]);
+    const json& messages = conversations[conversation];
+    if (r.contains("text")) {
+      EXPECT_EQ(t.render(messages, in), r["text"].get<std::string>());
+    } else if (r.contains("refused")) {
+      try {
+        t.render(messages, in);
+        ADD_FAILURE() << "rendered what Jinja2 refuses: " << r["refused"];
+      } catch (const ChatTemplateRefusal& e) {
+        EXPECT_EQ(e.message(), r["refused"].get<std::string>());
+        refused_somewhere.insert(name);
+      }
+    } else {
+      // Jinja2 fails on an undefined value (an empty conversation's messages[0]['role']).
+      EXPECT_THROW(t.render(messages, in), DataError) << r["undefined"];
+    }
+    ++compared;
+  }
+  EXPECT_EQ(compared, 180);
+  EXPECT_EQ(refused_somewhere, (std::set<std::string>{"gemma", "llama2", "mistral"}));
+}
+
+TEST(ChatTemplate, RaiseExceptionNamesTheTemplateAndWhere) {
+  const ChatTemplate t("{% if messages[0]['role'] == 'system' %}\n  {{ raise_exception('System role not supported') }}\n{% endif %}",
+                       "gemma/tokenizer_config.json: chat_template");
+  const json messages = json::parse(R"([{"role": "system", "content": "hi"}])");
+  EXPECT_EQ(errorOf<ChatTemplateRefusal>([&] { t.render(messages, {}); }),
+            "gemma/tokenizer_config.json: chat_template:2:6: the chat template refuses the conversation: System role "
+            "not supported");
+}
+
+TEST(ChatTemplate, RefusesWhatTheSubsetLacksWithLineAndColumn) {
+  const auto refusal = [](const std::string& source) {
+    return errorOf([&] { ChatTemplate(source, "t.jinja"); });
+  };
+  EXPECT_EQ(refusal("{% macro m() %}x{% endmacro %}"),
+            "t.jinja:1:4: the tag 'macro' is not supported; chat templates may use if, elif, else, for, set, break, "
+            "continue and generation");
+  EXPECT_EQ(refusal("a\n  {{ x | wordwrap }}"),
+            "t.jinja:2:10: the filter 'wordwrap' is not supported; chat templates may use abs, capitalize, count, d, "
+            "default, first, float, int, items, join, last, length, list, lower, map, rejectattr, replace, reverse, "
+            "safe, selectattr, string, title, tojson, trim, upper");
+  EXPECT_EQ(refusal("{{ x is sameas y }}"),
+            "t.jinja:1:9: the test 'sameas' is not supported; chat templates may use boolean, defined, divisibleby, "
+            "eq, equalto, even, false, float, in, integer, iterable, mapping, ne, none, number, odd, sequence, "
+            "string, true, undefined");
+  EXPECT_EQ(refusal("{{ strftime_now('%Y') }}"),
+            "t.jinja:1:4: the function 'strftime_now' is not supported; chat templates may call namespace, "
+            "raise_exception, range");
+  EXPECT_EQ(refusal("{{ m.content.format(1) }}"),
+            "t.jinja:1:14: the method 'format' is not supported; chat templates may call capitalize, endswith, get, "
+            "items, join, keys, lower, lstrip, replace, rstrip, split, startswith, strip, title, upper, values");
+  EXPECT_EQ(refusal("{% set a, b = 1, 2 %}"), "t.jinja:1:9: assigning several variables in one 'set' is not supported");
+  EXPECT_EQ(refusal("{% set x %}y{% endset %}"),
+            "t.jinja:1:10: block assignments ({% set x %}...{% endset %}) are not supported");
+  EXPECT_EQ(refusal("{% for m in messages %}"),
+            "t.jinja:1:24: the template ends inside a block; expected '{% endfor %}'");
+  EXPECT_EQ(refusal("{% if x %}a{% endfor %}"),
+            "t.jinja:1:15: unexpected '{% endfor %}': the open block ends with '{% endif %}'");
+  EXPECT_EQ(refusal("{{ 'open }}"), "t.jinja:1:4: this string has no closing quote");
+  EXPECT_EQ(refusal("{{ x "), "t.jinja:1:1: this tag has no end ('}}')");
+  EXPECT_EQ(refusal("{% endif %}"), "t.jinja:1:4: unexpected '{% endif %}' (no open block it closes)");
+  EXPECT_EQ(refusal("{{ (1, 2) }}"), "t.jinja:1:6: tuples are not supported; use a list [a, b]");
+  EXPECT_EQ(refusal("{# never closed"), "t.jinja:1:1: this comment has no end ('#}')");
+}
+
+TEST(ChatTemplate, EvaluationErrorsNameTheirPlace) {
+  const json messages = json::parse(R"([{"role": "user", "content": "hi"}])");
+  const auto error = [&](const std::string& source) {
+    return errorOf([&] { ChatTemplate(source, "t").render(messages, {}); });
+  };
+  EXPECT_EQ(error("{{ 'n=' + 1 }}"), "t:1:9: can only concatenate str (not \"int\") to str");
+  EXPECT_EQ(error("\n{{ nothing.role }}"), "t:2:12: 'nothing' is undefined");
+  EXPECT_EQ(error("{% set x = 1 %}{% set x.y = 2 %}"),
+            "t:1:19: cannot set the attribute 'y' of 'x', a int: only a namespace() has attributes to set");
+  EXPECT_EQ(error("{{ 1 // 0 }}"), "t:1:6: integer division or modulo by zero");
+  EXPECT_EQ(error("{% for c in 3 %}{% endfor %}"), "t:1:13: 'int' object is not iterable");
+}
+
+TEST(ChatTemplate, KeepsMessageFieldOrderAndUnknownFields) {
+  const ChatTemplate t("{% for m in messages %}{{ m | tojson }}{{ m.extra is defined }}{{ m.missing }}{% endfor %}", "t");
+  const json messages = json::parse(R"([{"role": "user", "zeta": 1, "content": "x", "extra": [true, null]}])");
+  EXPECT_EQ(t.render(messages, {}), R"({"role": "user", "zeta": 1, "content": "x", "extra": [true, null]}True)");
+}
+
+}  // namespace
+}  // namespace hpu::core::data
