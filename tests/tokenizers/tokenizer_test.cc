@@ -1,0 +1,215 @@
+// Hugging Face tokenizers on small committed fixtures (fixtures/, written by
+// fixtures/make_unit_fixtures.py): exact ids, as the Python tokenizers
+// package 0.23 gives them, and the errors for what is not supported.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "hpu/core/base/errors.h"
+#include "hpu/core/base/file_io.h"
+#include "hpu/core/data/tokenizer.h"
+
+namespace hpu::core::data {
+namespace {
+
+namespace fs = std::filesystem;
+using Ids = std::vector<std::int64_t>;
+
+const fs::path kFixtures = fs::path(HPU_SOURCE_DIR) / "tests/tokenizers/fixtures";
+
+std::unique_ptr<Tokenizer> fixture(const std::string& name) { return loadTokenizer(kFixtures / name); }
+
+struct Case {
+  std::string text;
+  Ids ids;
+  std::string decoded;  // decode(ids), special tokens kept
+};
+
+void expectCases(const Tokenizer& t, const std::vector<Case>& cases) {
+  for (const Case& c : cases) {
+    EXPECT_EQ(t.encode(c.text, "test"), c.ids) << c.text;
+    EXPECT_EQ(t.decode(c.ids), c.decoded) << c.text;
+  }
+}
+
+fs::path tempDir(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("hpu_tokenizer_test_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  return dir;
+}
+
+TEST(ByteLevelBpe, EncodesAsGpt2) {
+  const auto t = fixture("byte_bpe");
+  expectCases(*t, {
+                      {"hello the world's 12 123", {256, 259, 111, 258, 32, 119, 111, 114, 108, 100, 262, 32, 263, 32, 263, 51},
+                       "hello the world's 12 123"},
+                      {"  two  spaces\n\n\tx", {32, 257, 119, 111, 32, 32, 115, 112, 97, 99, 101, 115, 10, 10, 9, 120},
+                       "  two  spaces\n\n\tx"},
+                      {"a<|endoftext|>b", {97, 266, 98}, "a<|endoftext|>b"},
+                      {"x  [X]  y", {120, 267, 121}, "x[X]y"},  // lstrip and rstrip take the spaces
+                      {"cat cats concat", {268, 32, 99, 97, 116, 115, 32, 99, 111, 110, 99, 97, 116}, "cat cats concat"},
+                      {"naïve 日本 🤷🏽‍♀️",
+                       {110, 97, 195, 175, 118, 101, 32, 230, 151, 165, 230, 156, 172, 32, 240, 159, 164, 183, 240, 159,
+                        143, 189, 226, 128, 141, 226, 153, 128, 239, 184, 143},
+                       "naïve 日本 🤷🏽‍♀️"},
+                  });
+  EXPECT_EQ(t->encodeWithSpecialTokens("hello", "test"), (Ids{256, 259, 111}));  // ByteLevel adds nothing
+  EXPECT_EQ(t->vocabSize(), 269);
+  EXPECT_FALSE(t->byteLevel());
+  EXPECT_EQ(t->settings().eos_token, "<|endoftext|>");
+  EXPECT_EQ(t->settings().eos_id, 266);
+  EXPECT_EQ(t->settings().bos_id, 266);
+  EXPECT_FALSE(t->settings().pad_id);
+}
+
+TEST(ByteLevelBpe, Llama3SplitIgnoreMergesAndTemplate) {
+  const auto t = fixture("llama3_style");
+  expectCases(*t, {
+                      {"hello HELLO'S we'RE", {256, 259, 111, 32, 72, 69, 76, 76, 79, 39, 83, 266, 101, 39, 82, 69},
+                       "hello HELLO'S we'RE"},
+                      {" hello hello", {268, 268}, " hello hello"},  // a whole-word token, unreachable by merges
+                      {"1234567 x", {263, 51, 52, 53, 54, 55, 32, 120}, "1234567 x"},
+                      {"ab  \n\n  cd", {97, 98, 264, 10, 10, 32, 32, 99, 100}, "ab  \n\n  cd"},
+                      {"<|begin_of_text|>hi<|eot_id|>", {269, 104, 105, 270}, "<|begin_of_text|>hi<|eot_id|>"},
+                      {"(hello)\r\n", {40, 256, 259, 111, 41, 13, 10}, "(hello)\r\n"},
+                  });
+  EXPECT_EQ(t->encodeWithSpecialTokens("hi", "test"), (Ids{269, 104, 105}));
+  EXPECT_EQ(t->settings().bos_id, 269);
+  EXPECT_EQ(t->settings().eos_id, 270);
+  EXPECT_EQ(t->settings().chat_template, "{{ bos_token }}{% for m in messages %}{{ m['content'] }}{% endfor %}");
+}
+
+TEST(SentencePieceBpe, NormalizerByteFallbackAndConfig) {
+  const auto t = fixture("sentencepiece_bpe");
+  expectCases(*t, {
+                      {"the ab", {269, 270, 264}, "the ab"},
+                      {" the  tab", {259, 269, 259, 267, 271}, " the  tab"},
+                      {"é€x", {259, 266, 229, 133, 175, 123}, "é€x"},  // € and x by their bytes
+                      {"<s>the</s>", {1, 269, 2}, "<s> the</s>"},
+                      {"", {}, ""},
+                  });
+  // tokenizer_config.json's add_bos_token / add_eos_token decide, as transformers' Llama tokenizers.
+  EXPECT_EQ(t->encodeWithSpecialTokens("the", "test"), (Ids{1, 269, 2}));
+  const TokenizerSettings& s = t->settings();
+  EXPECT_EQ(s.bos_token, "<s>");
+  EXPECT_EQ(s.bos_id, 1);
+  EXPECT_EQ(s.eos_id, 2);
+  EXPECT_EQ(s.unk_token, "<unk>");  // from special_tokens_map.json
+  EXPECT_EQ(s.unk_id, 0);
+  EXPECT_EQ(s.pad_token, "");  // null in tokenizer_config.json wins over the map
+  EXPECT_EQ(t->decode({229, 133}), "\xEF\xBF\xBD\xEF\xBF\xBD");  // an incomplete character: one U+FFFD per byte
+  EXPECT_EQ(t->decode({269, 99999}), "the");                       // unknown ids are left out
+}
+
+TEST(SentencePieceBpe, MetaspaceAndFusedUnknown) {
+  const auto t = fixture("metaspace_unk");
+  expectCases(*t, {
+                      {"the xyz ab", {11, 3, 0, 12, 8}, "the <unk> ab"},
+                      {"zz the", {3, 0, 11}, "<unk> the"},
+                      {"<s> the", {1, 11}, "<s> the"},
+                      {"ab  b", {12, 8, 3, 3, 8}, "ab  b"},
+                  });
+  EXPECT_EQ(t->encodeWithSpecialTokens("the", "test"), (Ids{1, 11}));
+}
+
+TEST(PretrainedTokenizer, RefusesInvalidUtf8) {
+  const auto t = fixture("byte_bpe");
+  try {
+    t->encode("ab\xC3(", "corpus.txt");
+    FAIL();
+  } catch (const DataError& e) {
+    EXPECT_STREQ(e.what(),
+                 "corpus.txt: byte 0xc3 at offset 2 is not valid UTF-8; a Hugging Face tokenizer reads UTF-8 text "
+                 "(convert the file, e.g. with iconv)");
+  }
+}
+
+TEST(PretrainedTokenizer, SaveWritesBackWhatItRead) {
+  const fs::path dir = tempDir("save");
+  fixture("sentencepiece_bpe")->save(dir);
+  for (const char* file : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"})
+    EXPECT_EQ(readFile((dir / file).string()), readFile((kFixtures / "sentencepiece_bpe" / file).string())) << file;
+  EXPECT_EQ(loadTokenizer(dir / "tokenizer.json")->encode("the ab", "test"), (Ids{269, 270, 264}));
+  fs::remove_all(dir);
+}
+
+TEST(PretrainedTokenizer, Gpt2VocabAndMerges) {
+  // vocab.json + merges.txt of the byte_bpe fixture: the same tokenizer but
+  // for its non-special added tokens.
+  const fs::path dir = tempDir("gpt2_pair");
+  fs::create_directories(dir);
+  const auto json = nlohmann::json::parse(readFile((kFixtures / "byte_bpe/tokenizer.json").string()));
+  auto vocab = json["model"]["vocab"];
+  vocab["<|endoftext|>"] = 266;
+  std::ofstream(dir / "vocab.json") << vocab.dump();
+  std::ofstream merges(dir / "merges.txt");
+  merges << "#version: 0.2\n";
+  for (const auto& m : json["model"]["merges"]) merges << m.get<std::string>() << "\n";
+  merges.close();
+  const auto t = loadTokenizer(dir);
+  EXPECT_EQ(t->encode("hello the world's<|endoftext|>", "test"),
+            (Ids{256, 259, 111, 258, 32, 119, 111, 114, 108, 100, 262, 266}));
+  t->save(dir / "saved");
+  EXPECT_EQ(loadTokenizer(dir / "saved" / "tokenizer.json")->encode("hello the", "test"), (Ids{256, 259, 111, 258}));
+  fs::remove_all(dir);
+}
+
+std::string loadError(const fs::path& path) {
+  try {
+    loadTokenizer(path);
+  } catch (const DataError& e) {
+    return e.what();
+  }
+  return "(loaded)";
+}
+
+TEST(PretrainedTokenizer, RefusesWhatItDoesNotSupportByName) {
+  const fs::path bad = kFixtures / "bad";
+  const std::string p = bad.string() + "/";
+  EXPECT_EQ(loadError(bad / "wordpiece.json"),
+            p + "wordpiece.json: model.type: WordPiece is not supported; hpu-train reads BPE models (WordPiece, "
+                "Unigram and WordLevel are not implemented)");
+  EXPECT_EQ(loadError(bad / "nfkc.json"),
+            p + "nfkc.json: normalizer.type: NFKC is not supported; hpu-train reads the normalizers Prepend, "
+                "Replace (String pattern) and Sequence");
+  EXPECT_EQ(loadError(bad / "regex.json"),
+            p + "regex.json: pre_tokenizer.pattern.Regex: the regex \"\\\\w+\" is not supported; hpu-train reads "
+                "GPT-2's, Llama 3's and Qwen2's");
+  EXPECT_EQ(loadError(bad / "merge.json"),
+            p + "merge.json: model: the result of merge 0 ('a b') 'ab' is not in the vocabulary");
+  EXPECT_EQ(loadError(bad / "syntax.json"), p + "syntax.json:3:27: not valid JSON: syntax error while parsing "
+                                                "object key - unexpected ','; expected string literal");
+  EXPECT_THAT(loadError(bad / "missing"), testing::HasSubstr("missing: does not exist"));
+  EXPECT_THAT(loadError(bad), testing::HasSubstr("has no tokenizer.json, nor GPT-2's vocab.json and merges.txt"));
+}
+
+TEST(ByteTokenizer, SavesAMergelessByteLevelBpe) {
+  const fs::path dir = tempDir("byte");
+  makeByteTokenizer()->save(dir);
+  const auto t = loadTokenizer(dir);
+  const std::string text = "héllo \x01 日本 🤷\n\t  x";
+  Ids bytes;
+  for (unsigned char c : text) bytes.push_back(c);
+  EXPECT_EQ(t->encode(text, "test"), bytes);
+  EXPECT_EQ(t->decode(bytes), text);
+  EXPECT_EQ(t->vocabSize(), 256);
+  fs::remove_all(dir);
+}
+
+TEST(CharTokenizer, SavesAMergelessBpeOverItsCharacters) {
+  const fs::path dir = tempDir("char");
+  const std::string corpus = "hello wörld\n日本";
+  const auto chars = makeCharTokenizer(corpus, "corpus");
+  chars->save(dir);
+  const auto t = loadTokenizer(dir);
+  EXPECT_EQ(t->encode("wörld 日\n", "test"), chars->encode("wörld 日\n", "test"));
+  EXPECT_EQ(t->decode(chars->encode("hello 本", "test")), "hello 本");
+  EXPECT_EQ(t->vocabSize(), chars->vocabSize());
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace hpu::core::data
