@@ -9,9 +9,12 @@
 #include <fstream>
 #include <set>
 
+#include "test_support.h"
+
 namespace hpu::core::data {
 namespace {
 
+using core::testing::errorOf;
 using json = nlohmann::ordered_json;
 
 json fixture(const std::string& name) {
@@ -35,19 +38,6 @@ ChatTemplateInputs inputsOf(const json& spec, bool add_generation_prompt) {
 }
 
 // The message of the DataError `fn` throws ("" and a failure otherwise).
-template <class E = DataError, class Fn>
-std::string errorOf(Fn&& fn) {
-  try {
-    fn();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "threw another exception: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "threw nothing";
-  return "";
-}
 
 TEST(ChatTemplate, RendersTheModelsTemplatesAsJinja2Does) {
   const json templates = fixture("chat_templates.json");
@@ -85,7 +75,8 @@ TEST(ChatTemplate, RendersTheModelsTemplatesAsJinja2Does) {
 }
 
 TEST(ChatTemplate, RaiseExceptionNamesTheTemplateAndWhere) {
-  const ChatTemplate t("{% if messages[0]['role'] == 'system' %}\n  {{ raise_exception('System role not supported') }}\n{% endif %}",
+  const ChatTemplate t(
+      "{% if messages[0]['role'] == 'system' %}\n  {{ raise_exception('System role not supported') }}\n{% endif %}",
                        "gemma/tokenizer_config.json: chat_template");
   const json messages = json::parse(R"([{"role": "system", "content": "hi"}])");
   EXPECT_EQ(errorOf<ChatTemplateRefusal>([&] { t.render(messages, {}); }),
@@ -142,7 +133,8 @@ TEST(ChatTemplate, EvaluationErrorsNameTheirPlace) {
 }
 
 TEST(ChatTemplate, KeepsMessageFieldOrderAndUnknownFields) {
-  const ChatTemplate t("{% for m in messages %}{{ m | tojson }}{{ m.extra is defined }}{{ m.missing }}{% endfor %}", "t");
+  const ChatTemplate t(
+      "{% for m in messages %}{{ m | tojson }}{{ m.extra is defined }}{{ m.missing }}{% endfor %}", "t");
   const json messages = json::parse(R"([{"role": "user", "zeta": 1, "content": "x", "extra": [true, null]}])");
   EXPECT_EQ(t.render(messages, {}), R"({"role": "user", "zeta": 1, "content": "x", "extra": [true, null]}True)");
 }

@@ -64,7 +64,10 @@ std::string strip(std::string_view s, const std::optional<std::string>& chars, b
 }
 
 std::string asciiCase(std::string s, bool upper) {
-  for (char& c : s) c = static_cast<char>(upper ? std::toupper(static_cast<unsigned char>(c)) : std::tolower(static_cast<unsigned char>(c)));
+  for (char& c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    c = static_cast<char>(upper ? std::toupper(u) : std::tolower(u));
+  }
   return s;
 }
 
@@ -283,7 +286,8 @@ class Renderer {
         }
         const Value target = lookup(n.targets[0]);
         if (!target.is(Kind::kNamespace))
-          fail(n.pos, fmt::format("cannot set the attribute '{}' of '{}', a {}: only a namespace() has attributes to set",
+          fail(n.pos, fmt::format("cannot set the attribute '{}' of '{}', a {}: only a namespace() has attributes to "
+                                  "set",
                                   n.attribute, n.targets[0], typeName(target)));
         for (auto& [k, x] : *target.dict)
           if (k == n.attribute) {
@@ -680,7 +684,8 @@ class Renderer {
       if (m == "items" || m == "keys" || m == "values") {
         expectArguments(e, 1, {});
         ValueList l;
-        for (const auto& [k, x] : *self.dict) l.push_back(m == "keys" ? Value::of(k) : m == "values" ? x : Value::of(ValueList{Value::of(k), x}, true));
+        for (const auto& [k, x] : *self.dict)
+          l.push_back(m == "keys" ? Value::of(k) : m == "values" ? x : Value::of(ValueList{Value::of(k), x}, true));
         return Value::of(std::move(l));
       }
       if (m == "get") {
@@ -710,8 +715,9 @@ class Renderer {
         const ValueList options = arg.is(Kind::kList) ? *arg.list : ValueList{arg};
         for (const Value& o : options) {
           const std::string x = stringArgument(e, o, "or list of strings");
-          if (m == "startswith" ? s.rfind(x, 0) == 0 : s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0)
-            return Value::of(true);
+          const bool starts = s.rfind(x, 0) == 0;
+          const bool ends = s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0;
+          if (m == "startswith" ? starts : ends) return Value::of(true);
         }
         return Value::of(false);
       }
@@ -800,7 +806,9 @@ class Renderer {
       case Kind::kBool: return v.boolean ? "true" : "false";
       case Kind::kInt: return std::to_string(v.integer);
       case Kind::kFloat:
-        return std::isnan(v.real) ? "NaN" : std::isinf(v.real) ? (v.real > 0 ? "Infinity" : "-Infinity") : pythonFloat(v.real);
+        if (std::isnan(v.real)) return "NaN";
+        if (std::isinf(v.real)) return v.real > 0 ? "Infinity" : "-Infinity";
+        return pythonFloat(v.real);
       case Kind::kString: return jsonQuote(v.text);
       case Kind::kList: {
         if (v.list->empty()) return "[]";
@@ -872,7 +880,8 @@ class Renderer {
       bool begins = true;
       for (char& c : out) {
         const bool separator = std::isspace(static_cast<unsigned char>(c)) || std::strchr("-({[<", c);
-        c = static_cast<char>(begins ? std::toupper(static_cast<unsigned char>(c)) : std::tolower(static_cast<unsigned char>(c)));
+        const auto u = static_cast<unsigned char>(c);
+        c = static_cast<char>(begins ? std::toupper(u) : std::tolower(u));
         begins = separator;
       }
       return Value::of(std::move(out));
@@ -884,7 +893,8 @@ class Renderer {
     }
     if (f == "int" || f == "float") {
       expectArguments(e, 2, {"default"});
-      const Value fallback = argument(e, 1, "default").value_or(f == "int" ? Value::of(std::int64_t{0}) : Value::ofReal(0));
+      const Value zero = f == "int" ? Value::of(std::int64_t{0}) : Value::ofReal(0);
+      const Value fallback = argument(e, 1, "default").value_or(zero);
       if (isNumber(v)) return f == "int" ? Value::of(static_cast<std::int64_t>(asReal(v))) : Value::ofReal(asReal(v));
       if (v.is(Kind::kString)) {
         try {

@@ -43,7 +43,19 @@ std::string join(const std::array<const char*, N>& names) {
   return out;
 }
 
-enum class Tok { kText, kVariableBegin, kVariableEnd, kBlockBegin, kBlockEnd, kName, kString, kInteger, kFloat, kOperator, kEnd };
+enum class Tok {
+  kText,
+  kVariableBegin,
+  kVariableEnd,
+  kBlockBegin,
+  kBlockEnd,
+  kName,
+  kString,
+  kInteger,
+  kFloat,
+  kOperator,
+  kEnd
+};
 
 struct Token {
   Tok type;
@@ -267,8 +279,8 @@ class Lexer {
       for (std::size_t k = 0; k < digits; ++k) {
         const char h = src_[i + k];
         if (!std::isxdigit(static_cast<unsigned char>(h))) fail(p, "a malformed \\x, \\u or \\U escape in a string");
-        cp = cp * 16 + static_cast<char32_t>(std::isdigit(static_cast<unsigned char>(h)) ? h - '0'
-                                                                                                : (h | 0x20) - 'a' + 10);
+        const bool digit = std::isdigit(static_cast<unsigned char>(h)) != 0;
+        cp = cp * 16 + static_cast<char32_t>(digit ? h - '0' : (h | 0x20) - 'a' + 10);
       }
       i += digits;
       appendUtf8(value, cp);
