@@ -5,6 +5,8 @@
 #                                    Open MPI (HPU_COLLECTIVES=mpi; the build works without it)
 #   scripts/install-deps.sh --bench  also the benchmark yardsticks (PyTorch, OpenBLAS)
 #   scripts/install-deps.sh --fuzz   also clang with libFuzzer and the sanitizer runtimes (scripts/fuzz.sh)
+#   scripts/install-deps.sh --interop  also the real clients that judge our files (transformers, peft,
+#                                    tokenizers, torch 2.13 CPU) in the virtual environment .venv/interop
 set -euo pipefail
 
 packages=(
@@ -16,12 +18,14 @@ packages=(
   dataset-fashion-mnist fortunes
   openmpi-bin libopenmpi-dev
 )
+interop=false
 for option in "$@"; do
   case "$option" in
+    --interop) interop=true; packages+=(python3 python3-venv) ;;
     --bench) packages+=(python3-torch libopenblas0-openmp) ;;
     # clang's OpenMP runtime: the device kernels use OpenMP.
     --fuzz) packages+=(clang libclang-rt-dev libomp-dev) ;;
-    *) echo "install-deps.sh: unknown option '$option' (--bench, --fuzz)" >&2; exit 2 ;;
+    *) echo "install-deps.sh: unknown option '$option' (--bench, --fuzz, --interop)" >&2; exit 2 ;;
   esac
 done
 
@@ -29,11 +33,25 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
 done
-[[ ${#missing[@]} -eq 0 ]] && exit 0
 
-sudo=""
-if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
-echo "installing: ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+if [[ ${#missing[@]} -gt 0 ]]; then
+  sudo=""
+  if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
+  echo "installing: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The interop environment: made once, remade when its requirements change.
+if $interop; then
+  root="$(cd "$(dirname "$0")/.." && pwd)"
+  venv="$root/.venv/interop" requirements="$root/tests/interop/requirements.txt"
+  if ! cmp -s "$requirements" "$venv/requirements.txt" 2>/dev/null; then
+    echo "creating $venv (torch 2.13.0 CPU, transformers, peft, tokenizers)"
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check -r "$requirements"
+    cp "$requirements" "$venv/requirements.txt"
+  fi
+fi

@@ -4,7 +4,10 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <unistd.h>
+
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 
@@ -13,9 +16,12 @@
 #include "hpu/cli/version.h"
 #include "hpu/comm/errors.h"
 #include "hpu/core/app/estimate.h"
+#include "hpu/core/app/export.h"
 #include "hpu/core/app/root.h"
 #include "hpu/core/app/run.h"
 #include "hpu/core/base/errors.h"
+#include "hpu/core/base/file_io.h"
+#include "hpu/core/checkpoint/checkpoint.h"
 #include "hpu/core/checkpoint/consolidate.h"
 #include "hpu/core/config/print.h"
 #include "hpu/core/config/scalars.h"
@@ -171,6 +177,38 @@ int estimateCommand(const TrainerArgs& top, const EstimateArgs& args, std::vecto
   return core::runEstimate(request);
 }
 
+// hpu-train export --ckpt_path CKPT --output DIR [--adapter] [-c cfg.yaml]:
+// without --config, the config saved in the checkpoint builds the model.
+struct ExportArgs {
+  TrainerArgs trainer;
+  std::string ckpt_path, output;
+  bool adapter = false;
+};
+
+int exportCommand(const TrainerArgs& top, ExportArgs args, std::vector<std::string> extras, int argc, char** argv) {
+  std::string saved;  // the checkpoint's own config, in a file of its own
+  if (top.configs.empty() && args.trainer.configs.empty()) {
+    const auto meta = core::checkpoint::readMetadata(args.ckpt_path);
+    const auto it = meta.find("config");
+    if (it == meta.end())
+      throw core::UsageError("export: " + args.ckpt_path + " holds no config; give the one that trained it with -c");
+    saved = std::filesystem::temp_directory_path() / ("hpu-train-export-" + std::to_string(::getpid()) + ".yaml");
+    core::writeFileAtomically(saved, it->second);
+    args.trainer.configs.push_back(saved);
+  }
+  std::optional<core::RunRequest> run;
+  try {
+    run = composeRequest("predict", top, args.trainer, std::move(extras), argc, argv);
+  } catch (...) {
+    if (!saved.empty()) std::filesystem::remove(saved);
+    throw;
+  }
+  if (!saved.empty()) std::filesystem::remove(saved);
+  if (!run) return kExitOk;
+  core::ExportRequest request{std::move(*run), args.ckpt_path, args.output, args.adapter};
+  return core::runExport(std::move(request));
+}
+
 void setLogLevel(bool verbose) {
   spdlog::level::level_enum level = spdlog::level::info;
   if (const char* env = std::getenv("HPU_LOG_LEVEL")) {
@@ -217,6 +255,16 @@ int dispatch(int argc, char** argv) {
   estimate->add_option("--json", estimate_args.json, "Also write the report as JSON to FILE")->type_name("FILE");
   estimate->add_flag("--verbose", estimate_args.verbose, "List every constant of the Gaudi model with its source");
   estimate->footer([] { return configKeysHelp(); });
+  ExportArgs export_args;
+  CLI::App* export_app = app.add_subcommand(
+      "export",
+      "Write a language model's checkpoint as a Hugging Face model directory (config.json, model.safetensors, "
+      "tokenizer, generation_config.json), LoRA merged; --adapter: its LoRA adapters as a PEFT adapter directory.");
+  export_app->allow_extras();
+  addTrainerOptions(*export_app, export_args.trainer);
+  export_app->add_option("--ckpt_path", export_args.ckpt_path, "The checkpoint to export")->required()->type_name("CKPT");
+  export_app->add_option("--output", export_args.output, "The directory to write")->required()->type_name("DIR");
+  export_app->add_flag("--adapter", export_args.adapter, "Write the LoRA adapters alone (PEFT's layout)");
   CLI::App* devices = app.add_subcommand("devices", "List the emulated HPU devices (like hl-smi).");
   devices->allow_extras();
   std::string consolidate_in, consolidate_out;
@@ -239,19 +287,17 @@ int dispatch(int argc, char** argv) {
   setLogLevel(verbose);
 
   const std::vector<std::string> before = app.remaining();
-  for (const auto& [name, sub] : trainer_apps) {
-    if (!sub->parsed()) continue;
+  // What a subcommand left unparsed, after what came before it: its dotted keys.
+  const auto extrasOf = [&before](const CLI::App* sub) {
     std::vector<std::string> extras = before;
     const auto after = sub->remaining();
     extras.insert(extras.end(), after.begin(), after.end());
-    return runTrainerCommand(name, top, trainer_args[name], std::move(extras), argc, argv);
-  }
-  if (estimate->parsed()) {
-    std::vector<std::string> extras = before;
-    const auto after = estimate->remaining();
-    extras.insert(extras.end(), after.begin(), after.end());
-    return estimateCommand(top, estimate_args, std::move(extras), argc, argv);
-  }
+    return extras;
+  };
+  for (const auto& [name, sub] : trainer_apps)
+    if (sub->parsed()) return runTrainerCommand(name, top, trainer_args[name], extrasOf(sub), argc, argv);
+  if (estimate->parsed()) return estimateCommand(top, estimate_args, extrasOf(estimate), argc, argv);
+  if (export_app->parsed()) return exportCommand(top, export_args, extrasOf(export_app), argc, argv);
   if (devices->parsed()) {
     std::vector<std::string> misplaced = before;
     const auto after = devices->remaining();
@@ -276,18 +322,18 @@ int dispatch(int argc, char** argv) {
     return runPlot(plot_args);
   }
   if (!before.empty() && before.front().rfind('-', 0) != 0) {
-    std::vector<std::string> names{"devices", "consolidate", "estimate", "plot"};
+    std::vector<std::string> names{"devices", "consolidate", "estimate", "export", "plot"};
     for (const auto& [name, doc] : kTrainerCommands) names.emplace_back(name);
     throw core::UsageError("unknown subcommand '" + before.front() + "'" +
                            core::config::didYouMean(before.front(), names) +
-                           " (subcommands: fit, validate, test, predict, estimate, devices, consolidate, plot)");
+                           " (subcommands: fit, validate, test, predict, estimate, export, devices, consolidate, plot)");
   }
   if (!before.empty() || !top.configs.empty())
     throw core::UsageError("missing subcommand before the options: hpu-train fit|validate|test|predict " +
                            (before.empty() ? std::string("--config FILE") : before.front()));
   throw core::UsageError(
-      "missing subcommand: hpu-train fit|validate|test|predict|estimate|devices|consolidate|plot [OPTIONS] (hpu-train "
-      "--help lists them)");
+      "missing subcommand: hpu-train fit|validate|test|predict|estimate|export|devices|consolidate|plot [OPTIONS] "
+      "(hpu-train --help lists them)");
 }
 
 }  // namespace

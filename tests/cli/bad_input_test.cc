@@ -194,8 +194,8 @@ TEST_F(BadInputTest, MisplacedOptionSaysWhereItBelongs) {
 
 TEST_F(BadInputTest, MissingOrUnknownSubcommand) {
   expectRejected({},
-                 "error: missing subcommand: hpu-train fit|validate|test|predict|estimate|devices|consolidate|plot "
-                 "[OPTIONS] (hpu-train --help lists them)\n");
+                 "error: missing subcommand: hpu-train fit|validate|test|predict|estimate|export|devices|consolidate|"
+                 "plot [OPTIONS] (hpu-train --help lists them)\n");
   expectRejected({"-c", boringConfig()},
                  "error: missing subcommand before the options: hpu-train fit|validate|test|predict --config FILE\n");
   expectRejected({"--trainer.max_epochs=3"},
@@ -203,7 +203,7 @@ TEST_F(BadInputTest, MissingOrUnknownSubcommand) {
                  "--trainer.max_epochs=3\n");
   expectRejected({"fti", "-c", boringConfig()},
                  "error: unknown subcommand 'fti'; did you mean 'fit'? (subcommands: fit, validate, test, predict, "
-                 "estimate, devices, consolidate, plot)\n");
+                 "estimate, export, devices, consolidate, plot)\n");
 }
 
 TEST_F(BadInputTest, PrintConfigFlagsAreChecked) {

@@ -120,11 +120,7 @@ TEST(LanguageModel, ConfigJsonKeysAreReadIgnoredOrRefusedByName) {
 // A small model on the test device, weights from the seed.
 std::unique_ptr<models::CausalLM> small(const std::string& class_name, const std::string& init_args,
                                         std::uint64_t seed = 5, device::Device& dev = testDevice()) {
-  auto model = buildModel(class_name, init_args);
-  Generator init(seed), dropout(seed + 1);
-  nn::InitContext ctx{dev, init, dropout};
-  model->configureModel(ctx, {});
-  return std::unique_ptr<models::CausalLM>(static_cast<models::CausalLM*>(model.release()));
+  return testing::configuredModel<models::CausalLM>(class_name, init_args, seed, dev);
 }
 
 const char* kTinyLlama =

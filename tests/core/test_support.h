@@ -18,6 +18,7 @@
 #include "hpu/core/config/yaml_io.h"
 #include "hpu/core/base/errors.h"
 #include "hpu/core/base/random.h"
+#include "hpu/core/module/lightning_module.h"
 #include "hpu/core/tensor/tensor.h"
 #include "hpu/device/env.h"
 #include "hpu/device/platform.h"
@@ -112,6 +113,19 @@ std::string errorOf(const std::function<void()>& fn) {
   }
   ADD_FAILURE() << "threw nothing";
   return "";
+}
+
+// A registered model (`class_name` with YAML `init_args`), validated as a
+// config's would be, configured on `dev` with weights drawn from `seed`.
+template <class M = LightningModule>
+std::unique_ptr<M> configuredModel(const std::string& class_name, const std::string& init_args, std::uint64_t seed,
+                                   device::Device& dev = testDevice()) {
+  auto model = buildComponent<LightningModule>(config::ComponentKind::kModel,
+                                               "class_path: " + class_name + "\ninit_args: " + init_args, "model");
+  Generator init(seed), dropout(seed + 1);
+  nn::InitContext ctx{dev, init, dropout};
+  model->configureModel(ctx, {});
+  return std::unique_ptr<M>(static_cast<M*>(model.release()));
 }
 
 }  // namespace hpu::core::testing

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hpu/core/base/errors.h"
+#include "hpu/core/checkpoint/safetensors_file.h"
 #include "hpu/device/numerics.h"
 
 namespace hpu::core::checkpoint {
@@ -20,7 +21,6 @@ using device::DType;
 using nlohmann::json;
 
 constexpr const char* kCrcKey = "hpu_train.crc32";
-constexpr std::uint64_t kMaxHeader = 100u << 20;
 
 const char* safetensorsDType(DType t) {
   switch (t) {
@@ -30,20 +30,6 @@ const char* safetensorsDType(DType t) {
     case DType::kInt64: return "I64";
     default: return nullptr;
   }
-}
-
-std::optional<DType> fromSafetensors(const std::string& s) {
-  if (s == "F32") return DType::kFloat32;
-  if (s == "BF16") return DType::kBFloat16;
-  if (s == "F16") return DType::kFloat16;
-  if (s == "I64") return DType::kInt64;
-  return std::nullopt;
-}
-
-std::int64_t numelOf(const std::vector<std::int64_t>& shape) {
-  std::int64_t n = 1;
-  for (auto d : shape) n *= d;
-  return n;
 }
 
 void appendValues(std::string& out, const TensorEntry& t) {
@@ -135,36 +121,6 @@ CheckpointError invalid(const std::string& origin, const std::string& why) {
   return CheckpointError(fmt::format("{} is not a valid checkpoint: {}", origin, why));
 }
 
-// The header length from the first 8 bytes of a file of `file_size` bytes.
-std::uint64_t headerLength(std::string_view first8, std::uint64_t file_size, const std::string& origin) {
-  if (first8.size() < 8)
-    throw invalid(origin, fmt::format("{} bytes is shorter than the 8-byte header length", first8.size()));
-  std::uint64_t n = 0;
-  for (int i = 0; i < 8; ++i)
-    n |= static_cast<std::uint64_t>(static_cast<unsigned char>(first8[static_cast<std::size_t>(i)])) << (8 * i);
-  if (n > kMaxHeader || 8 + n > file_size)
-    throw invalid(origin, fmt::format("header length {} exceeds the file's {} bytes (truncated?)", n, file_size));
-  return n;
-}
-
-// The JSON header and its "__metadata__" strings.
-json parseHeader(std::string_view text, const std::string& origin, std::map<std::string, std::string>& metadata) {
-  json header;
-  try {
-    header = json::parse(text.begin(), text.end());
-  } catch (const json::exception& e) {
-    throw invalid(origin, std::string("corrupt header: ") + e.what());
-  }
-  if (!header.is_object()) throw invalid(origin, "header is not a JSON object");
-  if (header.contains("__metadata__")) {
-    for (const auto& [k, v] : header["__metadata__"].items()) {
-      if (!v.is_string()) throw invalid(origin, "metadata '" + k + "' is not a string");
-      metadata[k] = v.get<std::string>();
-    }
-  }
-  return header;
-}
-
 }  // namespace
 
 std::map<std::string, std::string> readMetadata(const std::string& path) {
@@ -176,19 +132,22 @@ std::map<std::string, std::string> readMetadata(const std::string& path) {
   std::string first8(8, '\0');
   in.read(first8.data(), 8);
   first8.resize(static_cast<std::size_t>(in.gcount()));
-  std::string text(headerLength(first8, size, path), '\0');
+  std::string text(safetensorsHeaderLength(first8, size, path, "checkpoint"), '\0');
   in.read(text.data(), static_cast<std::streamsize>(text.size()));
   if (static_cast<std::size_t>(in.gcount()) != text.size()) throw invalid(path, "its header could not be read");
   std::map<std::string, std::string> metadata;
-  parseHeader(text, path, metadata);
+  parseSafetensorsHeader(text, size - 8 - text.size(), path, metadata, "checkpoint");
   return metadata;
 }
 
 Checkpoint decodeSafetensors(const std::string& bytes, const std::string& origin) {
   auto bad = [&](const std::string& why) { return invalid(origin, why); };
-  const std::uint64_t n = headerLength(std::string_view(bytes).substr(0, 8), bytes.size(), origin);
+  const std::uint64_t n = safetensorsHeaderLength(std::string_view(bytes).substr(0, 8), bytes.size(), origin, "checkpoint");
   Checkpoint ckpt;
-  const json header = parseHeader(std::string_view(bytes).substr(8, n), origin, ckpt.metadata);
+  const std::size_t data_begin = 8 + n;
+  const std::vector<SafetensorsTensor> entries =
+      parseSafetensorsHeader(std::string_view(bytes).substr(8, n), bytes.size() - data_begin, origin, ckpt.metadata,
+                             "checkpoint");
   // Required, not optional: were a file without it accepted, one altered
   // byte in the key's name would switch the check off.
   auto crc = ckpt.metadata.find(kCrcKey);
@@ -206,44 +165,21 @@ Checkpoint decodeSafetensors(const std::string& bytes, const std::string& origin
                             crc->second, actual));
     ckpt.metadata.erase(crc);
   }
-  const std::size_t data_begin = 8 + n;
-  const std::size_t data_size = bytes.size() - data_begin;
-  for (const auto& [name, info] : header.items()) {
-    if (name == "__metadata__") continue;
-    try {
-      TensorEntry t;
-      t.name = name;
-      auto dt = fromSafetensors(info.at("dtype").get<std::string>());
-      if (!dt) throw bad("tensor '" + name + "' has unsupported dtype " + info.at("dtype").dump());
-      t.dtype = *dt;
-      t.shape = info.at("shape").get<std::vector<std::int64_t>>();
-      const auto offsets = info.at("data_offsets").get<std::vector<std::uint64_t>>();
-      const std::uint64_t numel = static_cast<std::uint64_t>(numelOf(t.shape));
-      const std::uint64_t width = t.dtype == DType::kFloat32 ? 4 : t.dtype == DType::kInt64 ? 8 : 2;
-      if (offsets.size() != 2 || offsets[1] < offsets[0] || offsets[1] > data_size ||
-          offsets[1] - offsets[0] != numel * width)
-        throw bad(fmt::format("tensor '{}' has data offsets {} outside the {} data bytes or not matching its shape",
-                              name, info.at("data_offsets").dump(), data_size));
-      const char* src = bytes.data() + data_begin + offsets[0];
-      if (t.dtype == DType::kInt64) {
-        t.ints.resize(numel);
-        if (numel != 0) std::memcpy(t.ints.data(), src, numel * 8);  // an empty vector's data() may be null
-      } else {
-        t.values.resize(numel);
-        if (t.dtype == DType::kFloat32) {
-          if (numel != 0) std::memcpy(t.values.data(), src, numel * 4);
-        } else {
-          for (std::uint64_t i = 0; i < numel; ++i) {
-            const auto bits = static_cast<std::uint16_t>(static_cast<unsigned char>(src[2 * i]) |
-                                                         (static_cast<unsigned char>(src[2 * i + 1]) << 8));
-            t.values[i] = t.dtype == DType::kBFloat16 ? device::fromBFloat16Bits(bits) : device::fromFloat16Bits(bits);
-          }
-        }
-      }
-      ckpt.tensors.push_back(std::move(t));
-    } catch (const json::exception& e) {
-      throw bad("tensor '" + name + "': " + e.what());
+  const auto* data = reinterpret_cast<const unsigned char*>(bytes.data()) + data_begin;
+  for (const SafetensorsTensor& e : entries) {
+    TensorEntry t;
+    t.name = e.name;
+    t.dtype = e.dtype;
+    t.shape = e.shape;
+    const auto numel = static_cast<std::size_t>(e.numel());
+    if (t.dtype == DType::kInt64) {
+      t.ints.resize(numel);
+      if (numel != 0) std::memcpy(t.ints.data(), data + e.begin, numel * 8);  // an empty vector's data() may be null
+    } else {
+      t.values.resize(numel);
+      widenToFloat(t.dtype, data + e.begin, t.values);
     }
+    ckpt.tensors.push_back(std::move(t));
   }
   return ckpt;
 }

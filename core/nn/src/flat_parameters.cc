@@ -11,7 +11,8 @@ namespace hpu::core::nn {
 FlatParameters::FlatParameters(const Module& module, device::Device& device, std::int64_t bucket_cap_bytes,
                                bool persistent_grads, std::optional<DType> grad_dtype)
     : device_(&device), persistent_grads_(persistent_grads), grad_dtype_(grad_dtype) {
-  std::vector<NamedTensor> params = module.namedParameters();
+  std::vector<NamedTensor> params;
+  for (NamedTensor& p : module.namedParameters()) (p.tensor.requiresGrad() ? params : frozen_).push_back(std::move(p));
   std::reverse(params.begin(), params.end());
   const std::int64_t cap = std::max<std::int64_t>(1, bucket_cap_bytes / static_cast<std::int64_t>(sizeof(float)));
   std::vector<std::vector<NamedTensor>> groups;
@@ -97,6 +98,8 @@ void FlatParameters::moveTo(device::Device& device) {
 }
 
 std::size_t FlatParameters::bucketOf(const Tensor& param) const { return bucket_of_.at(Leaf(param).id()); }
+
+bool FlatParameters::bucketed(const Tensor& param) const { return bucket_of_.count(Leaf(param).id()) != 0; }
 
 void FlatParameters::invalidateGrads() {
   for (auto& b : buckets_)

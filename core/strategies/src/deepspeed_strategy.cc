@@ -161,7 +161,8 @@ class DeepSpeedStrategy final : public DistributedStrategy {
       params_ = &params;
       // Parameters registered on the model itself have no module forward to
       // gather them: their buckets stay gathered for a whole step.
-      for (const auto& p : model.ownParameters()) step_buckets_.push_back(params.bucketOf(p.tensor));
+      for (const auto& p : model.ownParameters())
+        if (params.bucketed(p.tensor)) step_buckets_.push_back(params.bucketOf(p.tensor));
       model.setForwardHooks(std::make_shared<ModuleGather>(*this));
     }
   }
@@ -299,6 +300,7 @@ class DeepSpeedStrategy final : public DistributedStrategy {
   std::vector<std::size_t> bucketsOf(const nn::Module& m) const {
     std::vector<std::size_t> out;
     const auto add = [&](const Tensor& t) {
+      if (!params_->bucketed(t)) return;  // frozen: whole on every rank
       const std::size_t b = params_->bucketOf(t);
       if (std::find(out.begin(), out.end(), b) == out.end()) out.push_back(b);
     };

@@ -51,9 +51,10 @@ class ProfiledStage {
   std::optional<ops::OpObserverScope> ops_;
 };
 
-// Moves the module's buffers to `device` (every handle to one follows).
-void moveBuffers(const nn::Module& model, device::Device& device) {
-  for (const nn::NamedTensor& b : model.namedBuffers()) {
+// Moves `tensors` (a module's buffers, its frozen parameters) to `device`
+// (every handle to one follows).
+void moveTensors(const std::vector<nn::NamedTensor>& tensors, device::Device& device) {
+  for (const nn::NamedTensor& b : tensors) {
     const Tensor& t = b.tensor;
     auto storage =
         std::make_shared<device::Buffer>(device.allocator().allocate(t.dtype(), static_cast<std::size_t>(t.numel())));
@@ -154,8 +155,11 @@ void Trainer::setupModel(LightningModule& model, data::DataModule& data, data::S
   params_ = std::make_unique<nn::FlatParameters>(model, build_on, strategy_->bucketCapBytes(),
                                                  strategy_->persistentGradients() && stage == data::Stage::kFit,
                                                  strategy_->gradientDtype());
-  if (&build_on != &dev) moveBuffers(model, dev);
-  strategy_->setupParameters(model, *params_, model.namedBuffers());
+  // Buffers and frozen parameters are not sharded: each rank holds them whole.
+  std::vector<nn::NamedTensor> unsharded = model.namedBuffers();
+  unsharded.insert(unsharded.end(), params_->frozen().begin(), params_->frozen().end());
+  if (&build_on != &dev) moveTensors(unsharded, dev);
+  strategy_->setupParameters(model, *params_, unsharded);
   if (&build_on != &dev) {
     params_->moveTo(dev);
     HPU_CHECK(host_staging_->allocator().stats().inUse == 0, "{} bytes of the model left in host memory",
@@ -282,7 +286,7 @@ void Trainer::configureOptimizers() {
   optimizer_->attach(strategy_->optimizerSlices(*params_), strategy_->device(), strategy_->offloadOptimizerState());
   param_group_.clear();
   for (const auto& p : model_->namedParameters())
-    if (p.tensor.requiresGrad()) param_group_[Leaf(p.tensor).id()] = 0;
+    if (p.tensor.requiresGrad() && params_->bucketed(p.tensor)) param_group_[Leaf(p.tensor).id()] = 0;
   applyParamGroups();
 }
 
@@ -721,6 +725,13 @@ std::unique_ptr<data::DataLoader> Trainer::setupEvaluation(LightningModule& mode
   auto loader = makeLoader(data, *split, *split == data::Split::kPredict ? model.predictData() : nullptr);
   if (!loader) throw UsageError(fmt::format("the data module has no {} set", data::splitName(*split)));
   return loader;
+}
+
+void Trainer::loadWeights(LightningModule& model, data::DataModule& data, const std::string& ckpt_path) {
+  setupModel(model, data, data::Stage::kPredict);
+  const std::string path = resolveCheckpointPath(ckpt_path);
+  if (path.empty()) throw UsageError("--ckpt_path " + ckpt_path + ": no checkpoint to load");
+  restore(path, /*full=*/false);
 }
 
 void Trainer::endStage() {

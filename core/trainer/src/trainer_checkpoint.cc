@@ -123,7 +123,8 @@ void Trainer::restoreOptimizerState(const checkpoint::Checkpoint& ckpt, const st
 // the first with its parameters, lr and step count.
 void Trainer::restoreParamGroups(const nlohmann::json& opt, const std::string& path) {
   std::map<std::string, Tensor> by_name;
-  for (const auto& p : model_->namedParameters()) by_name.emplace(model_->checkpointKey(p.name), p.tensor);
+  for (const auto& p : model_->namedParameters())
+    if (params_->bucketed(p.tensor)) by_name.emplace(model_->checkpointKey(p.name), p.tensor);
   const auto named = [&](const json& names) {
     std::vector<Tensor> out;
     for (const auto& n : names) {

@@ -1,17 +1,23 @@
 #include "hpu/core/models/causal_lm.h"
 
 #include <spdlog/fmt/fmt.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <set>
 
 #include "hpu/core/base/errors.h"
+#include "hpu/core/base/file_io.h"
+#include "hpu/core/models/hf_directory.h"
 #include "hpu/core/nn/layers/rotary.h"
 #include "hpu/core/ops/autocast.h"
 #include "hpu/core/tensor/autograd.h"
+#include "hpu/device/numerics.h"
 
 namespace hpu::core::models {
 namespace {
@@ -66,6 +72,12 @@ CausalLM::CausalLM(Family family, const config::Params& p)
       gradient_checkpointing_(p.getBool("gradient_checkpointing")),
       generation_{p.getInt("max_new_tokens"), p.getBool("do_sample"), static_cast<float>(p.getFloat("temperature")),
                   p.getInt("top_k"), p.getInt("bucket_size")} {
+  if (p.has("pretrained")) pretrained_ = p.getString("pretrained");
+  if (p.has("lora_path")) lora_path_ = p.getString("lora_path");
+  if (p.has("lora"))
+    lora_ = loraSettings(config::Params(loraSchema(), p.node("lora"), p.pathOf("lora")), family);
+  else if (!lora_path_.empty())
+    lora_ = readPeftAdapterConfig(lora_path_);
   if (p.has("prompt")) prompt_ = p.getString("prompt");
   if (p.has("prompts")) {
     const config::Node& n = p.node("prompts");
@@ -78,6 +90,10 @@ CausalLM::CausalLM(Family family, const config::Params& p)
 
 void CausalLM::configureModel(nn::InitContext& ctx, const ModelInput& input) {
   tokenizer_ = input.tokenizer;
+  namespace fs = std::filesystem;
+  if (!tokenizer_ && !pretrained_.empty() &&
+      (fs::exists(fs::path(pretrained_) / "tokenizer.json") || fs::exists(fs::path(pretrained_) / "vocab.json")))
+    tokenizer_ = data::loadTokenizer(pretrained_);
   if (config_.vocab_size == 0)  // set neither in init_args nor in config.json: the data's
     config_.vocab_size = tokenizer_ ? tokenizer_->vocabSize() : config_.family == Family::kLlama ? 32000 : 50257;
   if (tokenizer_ && config_.vocab_size < tokenizer_->vocabSize())
@@ -90,6 +106,107 @@ void CausalLM::configureModel(nn::InitContext& ctx, const ModelInput& input) {
   checkpoint_on_host_ = ctx.checkpoint_on_host;
   sampling_rng_ = std::make_unique<Generator>(ctx.seed, RandomStream::kSampling);
   build(ctx);
+  applyPretrained(ctx);
+}
+
+void CausalLM::applyPretrained(nn::InitContext& ctx) {
+  const auto key = [this](const std::string& name) { return checkpointKey(name); };
+  if (!pretrained_.empty())
+    loadPretrainedWeights(*this, key, PretrainedWeights(pretrained_, /*header_only=*/ctx.device.shapeOnly()));
+  if (!lora_) return;
+  const std::vector<std::string> adapted = nn::applyLora(*this, ctx, *lora_);
+  spdlog::debug("LoRA: {} layers adapted ({} ...)", adapted.size(), adapted.front());
+  if (lora_path_.empty()) return;
+  // PEFT's adapter file: the trainable tensors under kPeftPrefix + their names.
+  const std::string file = (std::filesystem::path(lora_path_) / "adapter_model.safetensors").string();
+  const auto adapter = checkpoint::SafetensorsFile::open(file, ctx.device.shapeOnly());
+  std::vector<std::string> problems;
+  std::set<std::string> loaded;
+  for (const auto& p : namedParameters()) {
+    if (!p.tensor.requiresGrad()) continue;
+    const std::string name = kPeftPrefix + nn::peftParameterName(*this, key(p.name));
+    const checkpoint::SafetensorsTensor* t = adapter->find(name);
+    if (t == nullptr) {
+      problems.push_back(name + " is missing");
+      continue;
+    }
+    loaded.insert(name);
+    const std::vector<std::int64_t> want(p.tensor.shape().dims().begin(), p.tensor.shape().dims().end());
+    if (t->shape != want || t->dtype == DType::kInt64) {
+      problems.push_back(fmt::format("{} is {} [{}], the model's {} [{}]", name, device::dtypeName(t->dtype),
+                                     fmt::join(t->shape, ", "), device::dtypeName(p.tensor.dtype()),
+                                     fmt::join(want, ", ")));
+      continue;
+    }
+    if (p.tensor.shapeOnly()) continue;
+    Tensor dst = p.tensor;
+    adapter->copy(*t, 0, dst.values());
+    if (dst.dtype() == DType::kBFloat16 || dst.dtype() == DType::kFloat16) device::roundInPlace(dst.values(), dst.dtype());
+  }
+  for (const auto& t : adapter->tensors())
+    if (!loaded.count(t.name)) problems.push_back(t.name + " is not a trainable tensor of this model's LoRA");
+  if (!problems.empty())
+    throw UsageError(fmt::format("model.init_args.lora_path: {} does not fit the model with its LoRA settings: {}",
+                                 file, fmt::join(problems, "; ")));
+}
+
+std::optional<std::int64_t> CausalLM::eosId() const {
+  if (config_.eos_token_id) return config_.eos_token_id;
+  return tokenizer_ ? tokenizer_->settings().eos_id : std::nullopt;
+}
+
+void CausalLM::exportPretrained(const std::string& dir) {
+  const std::size_t merged = nn::mergeLora(*this);
+  if (merged > 0) spdlog::info("export: merged the LoRA adapters of {} layers into their weights", merged);
+  std::vector<checkpoint::TensorEntry> tensors;
+  DType dtype = DType::kFloat32;
+  for (const auto& p : namedParameters()) {
+    checkpoint::TensorEntry e;
+    e.name = checkpointKey(p.name);
+    dtype = p.tensor.dtype();
+    if (device::isFp8(dtype))
+      throw UsageError("export: " + e.name + " is an fp8 weight; export the bf16 checkpoint the fp8 run started from");
+    e.dtype = dtype;
+    e.shape.assign(p.tensor.shape().dims().begin(), p.tensor.shape().dims().end());
+    e.values = p.tensor.toHost();
+    tensors.push_back(std::move(e));
+  }
+  TransformerConfig c = config_;
+  const data::TokenizerSettings none;
+  const data::TokenizerSettings& t = tokenizer_ ? tokenizer_->settings() : none;
+  if (!c.eos_token_id) c.eos_token_id = t.eos_id;
+  if (!c.pad_token_id) c.pad_token_id = t.pad_id;
+  namespace fs = std::filesystem;
+  writeFileAtomically((fs::path(dir) / "config.json").string(), hfConfigJson(c, dtype));
+  writeFileAtomically((fs::path(dir) / "generation_config.json").string(),
+                      hfGenerationConfigJson(t.bos_id, c.eos_token_id, c.pad_token_id));
+  if (tokenizer_)
+    tokenizer_->save(dir);
+  else
+    spdlog::warn("export: the model has no tokenizer (neither its data's nor its pretrained directory's); {} holds "
+                 "no tokenizer files",
+                 dir);
+  writePretrainedWeights(dir, std::move(tensors));
+}
+
+void CausalLM::saveAdapter(const std::string& dir) const {
+  if (!lora_)
+    throw UsageError("export --adapter: the checkpoint's model has no LoRA adapters (model.init_args.lora is null)");
+  checkpoint::Checkpoint adapter;
+  adapter.metadata["format"] = "pt";
+  for (const auto& p : namedParameters()) {
+    if (!p.tensor.requiresGrad()) continue;  // applyLora left exactly the adapter's tensors trainable
+    checkpoint::TensorEntry e;
+    e.name = kPeftPrefix + nn::peftParameterName(*this, checkpointKey(p.name));
+    e.dtype = p.tensor.dtype();
+    e.shape.assign(p.tensor.shape().dims().begin(), p.tensor.shape().dims().end());
+    e.values = p.tensor.toHost();
+    adapter.tensors.push_back(std::move(e));
+  }
+  namespace fs = std::filesystem;
+  writeFileAtomically((fs::path(dir) / "adapter_config.json").string(),
+                      peftAdapterConfigJson(*lora_, pretrained_, config_.model_type));
+  writeFileAtomically((fs::path(dir) / "adapter_model.safetensors").string(), checkpoint::encodeSafetensors(adapter));
 }
 
 std::vector<nn::Module*> CausalLM::backbone() {
@@ -175,7 +292,7 @@ Prediction CausalLM::predictStep(const Batch& batch, std::int64_t) {
   Prediction out;
   for (std::int64_t i = 0; i < index.numel(); ++i) {
     const std::string& prompt = all.at(static_cast<std::size_t>(index.labels()[i]));
-    const std::vector<std::int64_t> ids = tokenizer_->encode(prompt, "model.init_args.prompt");
+    const std::vector<std::int64_t> ids = tokenizer_->encodeWithSpecialTokens(prompt, "model.init_args.prompt");
     if (ids.empty()) throw UsageError("model.init_args.prompt: an empty prompt gives nothing to continue");
     std::vector<std::int64_t> completion = generate(ids, generation_, *sampling_rng_);
     out.texts.push_back({prompt, tokenizer_->decode(completion), std::move(completion)});
@@ -195,6 +312,7 @@ Prediction CausalLM::continueBatch(const Tensor& ids) {
                     config_.head_dim, cacheDtype(), o.bucket_size);
   std::vector<std::vector<std::int64_t>> rows(static_cast<std::size_t>(batch));
   std::vector<bool> ended(static_cast<std::size_t>(batch), false);
+  const std::optional<std::int64_t> eos = eosId();
   Tensor feed = ids;
   for (std::int64_t step = 0; step < o.max_new_tokens; ++step) {
     const Tensor out = (*this)(nn::Inputs{{{"input_ids", feed}}, &cache});
@@ -211,7 +329,7 @@ Prediction CausalLM::continueBatch(const Tensor& ids) {
       next[static_cast<std::size_t>(b)] = pick(std::vector<float>(last, last + vocab), o, *sampling_rng_);
       if (!ended[static_cast<std::size_t>(b)])
         rows[static_cast<std::size_t>(b)].push_back(next[static_cast<std::size_t>(b)]);
-      if (config_.eos_token_id && next[static_cast<std::size_t>(b)] == *config_.eos_token_id)
+      if (eos && next[static_cast<std::size_t>(b)] == *eos)
         ended[static_cast<std::size_t>(b)] = true;
     }
     if (std::all_of(ended.begin(), ended.end(), [](bool e) { return e; })) break;
@@ -263,7 +381,7 @@ std::vector<std::int64_t> CausalLM::generate(const std::vector<std::int64_t>& pr
     const std::int64_t next = pick(std::vector<float>(all.end() - vocab, all.end()), o, rng);
     sequence.push_back(next);
     generated.push_back(next);
-    if (config_.eos_token_id && next == *config_.eos_token_id) break;
+    if (const auto eos = eosId(); eos && next == *eos) break;
   }
   return generated;
 }
@@ -281,6 +399,14 @@ std::vector<config::ParamSpec> causalLMParams() {
   return {
       {"config", Type::optional(Type::string()), "null",
        "A Hugging Face config.json to read the architecture from; init_args given beside it win."},
+      {"pretrained", Type::optional(Type::string()), "null",
+       "A Hugging Face model directory: its config.json (unless config is given), its weights (model.safetensors "
+       "or a sharded index; F32, BF16, F16) and, when the data brings none, its tokenizer."},
+      {"lora", Type::optional(Type::structure(&loraSchema())), "null",
+       "LoRA fine-tuning with PEFT's LoraConfig keys: only the adapters (and modules_to_save) train."},
+      {"lora_path", Type::optional(Type::string()), "null",
+       "A PEFT adapter directory (adapter_config.json, adapter_model.safetensors) to start from; its LoraConfig "
+       "applies when lora is not given."},
       {"gradient_checkpointing", Type::boolean(), "false",
        "Recompute each decoder layer's activations in backward instead of keeping them."},
       {"lr", Type::real().min(0.0, true), "0.0003", "Learning rate of the default AdamW (betas 0.9, 0.95)."},
@@ -296,6 +422,43 @@ std::vector<config::ParamSpec> causalLMParams() {
        "predict: attend to the KV cache in buckets of this many positions, a graph per bucket (0: the whole "
        "cache, one graph), as optimum-habana's --bucket_size --bucket_internal."},
   };
+}
+
+const config::StructSchema& loraSchema() {
+  static const config::StructSchema schema{
+      "lora",
+      "PEFT's LoraConfig.",
+      {
+          {"r", Type::integer().min(1), "8", "Rank of the update B A."},
+          {"lora_alpha", Type::real().min(0.0, true), "8", "The update is scaled by lora_alpha / r."},
+          {"lora_dropout", Type::real().min(0.0).max(1.0, true), "0.0", "Dropout on the adapters' input in training."},
+          {"target_modules", Type::optional(Type::anyOf({Type::list(Type::string()), Type::string()})), "null",
+           "Layers to adapt: names (q_proj matches every ...q_proj), or a regular expression the whole path must "
+           "match; null: PEFT's default for the model type (q_proj, v_proj; GPT-2's c_attn)."},
+          {"bias", Type::string({"none", "all", "lora_only"}), "none", "Biases that train: none, all, lora_only."},
+          {"modules_to_save", Type::optional(Type::list(Type::string())), "null",
+           "Modules trained whole and saved with the adapters (a new head)."},
+          {"use_rslora", Type::boolean(), "false", "Rank-stabilised LoRA: scale by lora_alpha / sqrt(r)."},
+      }};
+  return schema;
+}
+
+nn::LoraSettings loraSettings(const config::Params& p, Family family) {
+  nn::LoraSettings s;
+  s.r = p.getInt("r");
+  s.lora_alpha = p.getFloat("lora_alpha");
+  s.lora_dropout = static_cast<float>(p.getFloat("lora_dropout"));
+  if (!p.has("target_modules"))
+    s.target_modules = family == Family::kGpt2 ? std::vector<std::string>{"c_attn"}
+                                                : std::vector<std::string>{"q_proj", "v_proj"};
+  else if (p.node("target_modules").isSequence())
+    s.target_modules = p.getStringList("target_modules");
+  else
+    s.target_modules_regex = p.node("target_modules").str();
+  s.bias = p.getString("bias");
+  if (p.has("modules_to_save")) s.modules_to_save = p.getStringList("modules_to_save");
+  s.use_rslora = p.getBool("use_rslora");
+  return s;
 }
 
 }  // namespace hpu::core::models

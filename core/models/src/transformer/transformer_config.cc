@@ -2,6 +2,7 @@
 
 #include <spdlog/fmt/fmt.h>
 
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -224,8 +225,14 @@ TransformerConfig defaults(Family family) {
 
 TransformerConfig resolveTransformerConfig(Family family, const config::Params& p) {
   TransformerConfig c = defaults(family);
-  if (p.has("config")) {
-    ConfigFile f(p.getString("config"));
+  // config.json: the given one, else the pretrained directory's.
+  const std::string config_path =
+      p.has("config") ? p.getString("config") : p.has("pretrained") ? p.getString("pretrained") + "/config.json" : "";
+  if (!config_path.empty()) {
+    if (!p.has("config") && !std::filesystem::exists(config_path))
+      throw UsageError(fmt::format("{}: {} has no config.json (a Hugging Face model directory)",
+                                   p.pathOf("pretrained"), p.getString("pretrained")));
+    ConfigFile f(config_path);
     if (family == Family::kLlama)
       readLlama(f, c);
     else
@@ -274,7 +281,7 @@ TransformerConfig resolveTransformerConfig(Family family, const config::Params& 
   // What the configs derive.
   if (c.num_key_value_heads == 0 || family == Family::kGpt2) c.num_key_value_heads = c.num_attention_heads;
   if (family == Family::kGpt2 && c.intermediate_size == 0) c.intermediate_size = 4 * c.hidden_size;
-  const std::string where = p.has("config") ? p.getString("config") + " and " + p.path() : p.path();
+  const std::string where = config_path.empty() ? p.path() : config_path + " and " + p.path();
   const auto check = [&](bool ok, const std::string& what) {
     if (!ok) throw UsageError(fmt::format("{}: {}", where, what));
   };

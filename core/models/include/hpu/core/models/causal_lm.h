@@ -5,7 +5,11 @@
 //  - AdamW(lr, weight_decay, betas 0.9 / 0.95) by default;
 //  - generation (predict) over the prompts of its init_args with a KV cache:
 //    greedy by default, or sampled (temperature, top_k) from the run's seed;
-//  - checkpoint tensors under their Hugging Face names.
+//  - checkpoint tensors under their Hugging Face names;
+//  - a pretrained Hugging Face directory (init_args pretrained): its
+//    config.json, weights and, when the data brings none, tokenizer;
+//  - LoRA (init_args lora, PEFT's LoraConfig; lora_path, a PEFT adapter);
+//  - export as a Hugging Face directory, or the adapters as PEFT's.
 // A family builds its network in Hugging Face's module layout and computes
 // the logits; this class drives them.
 #pragma once
@@ -20,6 +24,7 @@
 #include "hpu/core/models/transformer_config.h"
 #include "hpu/core/module/lightning_module.h"
 #include "hpu/core/nn/kv_cache.h"
+#include "hpu/core/nn/lora.h"
 
 namespace hpu::core::models {
 
@@ -69,6 +74,16 @@ class CausalLM : public LightningModule {
                                      Generator& rng, bool use_cache = true);
   const TransformerConfig& config() const { return config_; }
 
+  // Writes a Hugging Face model directory loadable by transformers'
+  // from_pretrained: config.json, model.safetensors (sharded past 5 GB),
+  // generation_config.json and the tokenizer's files. LoRA adapters are
+  // merged into their layers first (the model stays merged).
+  void exportPretrained(const std::string& dir);
+  // Writes the LoRA adapters (and the modules_to_save, the trained biases)
+  // as PEFT's save_pretrained does: adapter_config.json and
+  // adapter_model.safetensors. Throws UsageError when the model has none.
+  void saveAdapter(const std::string& dir) const;
+
  protected:
   // Registers the network's modules (Hugging Face's names and layout).
   virtual void build(nn::InitContext& ctx) = 0;
@@ -104,10 +119,20 @@ class CausalLM : public LightningModule {
   std::string prompt_file_;
   std::shared_ptr<const data::Tokenizer> tokenizer_;
   std::unique_ptr<Generator> sampling_rng_;
+  std::string pretrained_;               // a Hugging Face model directory, or ""
+  std::optional<nn::LoraSettings> lora_;  // from init_args lora, or lora_path's adapter_config.json
+  std::string lora_path_;
+  // The token that ends a generation: config.json's eos_token_id, else the tokenizer's.
+  std::optional<std::int64_t> eosId() const;
+  void applyPretrained(nn::InitContext& ctx);
 };
 
 // The init_args every causal LM takes beside its architecture's: config,
 // training and generation settings.
 std::vector<config::ParamSpec> causalLMParams();
+
+// The schema of init_args lora (PEFT's LoraConfig keys) and the settings it gives.
+const config::StructSchema& loraSchema();
+nn::LoraSettings loraSettings(const config::Params& lora, Family family);
 
 }  // namespace hpu::core::models

@@ -7,6 +7,11 @@
 // `bucket_cap_bytes` each (a larger parameter gets a bucket of its own): the
 // gradients of the last layers are complete first in backward, so their
 // bucket can be all-reduced while backward goes on (as DDP does).
+//
+// Parameters that do not require a gradient when the buckets are made (a
+// LoRA model's frozen base weights) stay out of them: no gradient, no
+// optimizer slice, no ZeRO shard; they keep their own storage (frozen()).
+// Freezing later (BackboneFinetuning) keeps a parameter in its bucket.
 // Not thread-safe.
 #pragma once
 
@@ -50,6 +55,10 @@ class FlatParameters {
   std::int64_t numel() const { return numel_; }
   // The bucket holding parameter `param`. REQUIRES: one of the module's.
   std::size_t bucketOf(const Tensor& param) const;
+  // Whether `param` is in a bucket (false: frozen when the buckets were made).
+  bool bucketed(const Tensor& param) const;
+  // The parameters left out of the buckets, in registration order.
+  const std::vector<NamedTensor>& frozen() const { return frozen_; }
 
   // optimizer.zero_grad(): the next backward overwrites every gradient.
   void invalidateGrads();
@@ -82,6 +91,7 @@ class FlatParameters {
   bool persistent_grads_;
   std::optional<DType> grad_dtype_;
   std::vector<ParamBucket> buckets_;
+  std::vector<NamedTensor> frozen_;
   std::vector<int> pending_params_;                         // per bucket, parameters without final gradient
   std::unordered_map<const void*, std::size_t> bucket_of_;  // Leaf::id() -> bucket
   std::function<void(std::size_t)> ready_;

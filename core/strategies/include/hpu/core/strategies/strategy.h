@@ -107,7 +107,8 @@ class Strategy {
   // Refuses optimizers the strategy cannot shard (DeepSpeed's rule).
   virtual void checkOptimizer(const optim::Optimizer&) const {}
   // Called once the parameters are flat: DDP broadcasts rank 0's values
-  // (and buffers, such as batch-norm statistics).
+  // (and `buffers`: batch-norm statistics, parameters frozen before the
+  // buckets were made).
   virtual void setupParameters(nn::Module& model, nn::FlatParameters& params,
                                const std::vector<nn::NamedTensor>& buffers) {}
   // The slices this rank's optimizer updates (all buckets unless sharded).

@@ -67,6 +67,9 @@ class Trainer {
   // Returns what predictStep returned for each batch (callbacks such as
   // BasePredictionWriter write them).
   std::vector<Prediction> predict(LightningModule& model, data::DataModule& data, const std::string& ckpt_path);
+  // Builds `model` as predict does and loads the weights of `ckpt_path`
+  // ("last" resolves as for predict), running nothing (hpu-train export).
+  void loadWeights(LightningModule& model, data::DataModule& data, const std::string& ckpt_path);
 
   // --- estimate: shape-only dry runs ---
   // REQUIRES: the strategy's device is shape-only. Batches have the fields

@@ -1,0 +1,185 @@
+#include "hpu/core/nn/lora.h"
+
+#include <spdlog/fmt/fmt.h>
+
+#include <algorithm>
+#include <cmath>
+#include <regex>
+
+#include "hpu/core/base/errors.h"
+#include "hpu/core/nn/layers/conv1d.h"
+#include "hpu/core/nn/layers/linear.h"
+#include "hpu/core/ops/ops.h"
+#include "hpu/device/numerics.h"
+
+namespace hpu::core::nn {
+namespace {
+
+// PEFT's rule for a module name in target_modules / modules_to_save.
+bool namedBy(const std::string& path, const std::vector<std::string>& names) {
+  for (const std::string& n : names)
+    if (path == n || path.ends_with("." + n)) return true;
+  return false;
+}
+
+struct Walk {
+  const LoraSettings& s;
+  InitContext& ctx;
+  std::optional<std::regex> regex;
+  std::vector<std::string> adapted;
+
+  void visit(Module& m, const std::string& prefix) {
+    for (auto& [name, child] : m.mutableChildren()) {
+      const std::string path = prefix + name;
+      const bool target = regex ? std::regex_match(path, *regex) : namedBy(path, s.target_modules);
+      if (target && !namedBy(path, s.modules_to_save)) {
+        if (dynamic_cast<Linear*>(child.get()) == nullptr && dynamic_cast<Conv1D*>(child.get()) == nullptr)
+          throw UsageError(fmt::format("model.init_args.lora.target_modules names {}, a {}; LoRA adapts Linear and "
+                                       "Conv1D layers",
+                                       path, child->typeName()));
+        child = std::make_shared<LoraLinear>(ctx, child, s);
+        adapted.push_back(path);
+        continue;
+      }
+      visit(*child, path + ".");
+    }
+  }
+};
+
+void setTrainable(const Module& m, bool on) {
+  for (const auto& p : m.namedParameters()) Tensor(p.tensor).setRequiresGrad(on);
+}
+
+// Trains the biases of `m`'s tree that `bias` names.
+void trainBiases(Module& m, const std::string& bias, bool in_lora) {
+  const bool lora = in_lora || dynamic_cast<LoraLinear*>(&m) != nullptr;
+  for (const auto& p : m.ownParameters())
+    if (p.name == "bias" && (bias == "all" || (bias == "lora_only" && lora))) Tensor(p.tensor).setRequiresGrad(true);
+  for (auto& [name, child] : m.mutableChildren()) trainBiases(*child, bias, lora);
+}
+
+void trainModulesToSave(Module& m, const std::string& prefix, const std::vector<std::string>& names) {
+  for (auto& [name, child] : m.mutableChildren()) {
+    const std::string path = prefix + name;
+    if (namedBy(path, names))
+      setTrainable(*child, true);
+    else
+      trainModulesToSave(*child, path + ".", names);
+  }
+}
+
+std::size_t mergeUnder(Module& m) {
+  std::size_t n = 0;
+  for (auto& [name, child] : m.mutableChildren()) {
+    if (auto* lora = dynamic_cast<LoraLinear*>(child.get())) {
+      child = lora->merged();
+      ++n;
+    } else {
+      n += mergeUnder(*child);
+    }
+  }
+  return n;
+}
+
+}  // namespace
+
+double LoraSettings::scaling() const {
+  return use_rslora ? lora_alpha / std::sqrt(static_cast<double>(r)) : lora_alpha / static_cast<double>(r);
+}
+
+LoraLinear::LoraLinear(InitContext& ctx, std::shared_ptr<Module> base, const LoraSettings& s)
+    : base_(std::move(base)), scaling_(s.scaling()), dropout_(s.lora_dropout), rng_(&ctx.dropout_rng) {
+  std::int64_t in = 0, out = 0;
+  if (auto* l = dynamic_cast<Linear*>(base_.get())) {
+    weight_ = l->weight, bias_ = l->bias, weight_in_out_ = false;
+    in = weight_.size(1), out = weight_.size(0);
+  } else {
+    auto& c = dynamic_cast<Conv1D&>(*base_);
+    weight_ = c.weight, bias_ = c.bias, weight_in_out_ = true;
+    in = weight_.size(0), out = weight_.size(1);
+  }
+  registerParameter("weight", weight_);
+  if (bias_.defined()) registerParameter("bias", bias_);
+  InitContext adapter_ctx = ctx;
+  adapter_ctx.param_dtype = weight_.dtype();
+  lora_a_ = registerModule("lora_A", std::make_shared<Linear>(adapter_ctx, in, s.r, false));
+  auto b = std::make_shared<Linear>(adapter_ctx, s.r, out, false);
+  if (!b->weight.shapeOnly()) std::fill(b->weight.values().begin(), b->weight.values().end(), 0.0f);
+  lora_b_ = registerModule("lora_B", b);
+}
+
+std::string LoraLinear::describe() const {
+  return fmt::format("{}, r={}, scaling={}", base_->describe(), static_cast<const Linear&>(*lora_a_).weight.size(0),
+                     scaling_);
+}
+
+Tensor LoraLinear::forward(const Tensor& x) {
+  Tensor y = base_->forward(x);
+  const Tensor h = dropout_ > 0 ? ops::dropout(x, dropout_, training(), *rng_) : x;
+  const Tensor delta = (*lora_b_)((*lora_a_)(h));
+  return ops::add(y, scaling_ == 1.0 ? delta : ops::scale(delta, static_cast<float>(scaling_)));
+}
+
+std::shared_ptr<Module> LoraLinear::merged() const {
+  if (weight_.shapeOnly()) return base_;
+  const Tensor& a = static_cast<const Linear&>(*lora_a_).weight;  // [r, in]
+  const Tensor& b = static_cast<const Linear&>(*lora_b_).weight;  // [out, r]
+  const std::int64_t r = a.size(0), in = a.size(1), out = b.size(0);
+  const std::span<const float> av = a.values(), bv = b.values();
+  std::span<float> w = Tensor(weight_).values();
+  for (std::int64_t o = 0; o < out; ++o)
+    for (std::int64_t i = 0; i < in; ++i) {
+      double d = 0;
+      for (std::int64_t k = 0; k < r; ++k) d += static_cast<double>(bv[o * r + k]) * av[k * in + i];
+      w[weight_in_out_ ? i * out + o : o * in + i] += static_cast<float>(scaling_ * d);
+    }
+  if (weight_.dtype() == DType::kBFloat16 || weight_.dtype() == DType::kFloat16)
+    device::roundInPlace(w, weight_.dtype());
+  return base_;
+}
+
+std::vector<std::string> applyLora(Module& root, InitContext& ctx, const LoraSettings& s) {
+  if (s.r < 1) throw UsageError("model.init_args.lora.r must be at least 1");
+  if (s.bias != "none" && s.bias != "all" && s.bias != "lora_only")
+    throw UsageError("model.init_args.lora.bias: '" + s.bias + "' is not none, all or lora_only");
+  Walk walk{s, ctx, std::nullopt, {}};
+  if (!s.target_modules_regex.empty()) {
+    try {
+      walk.regex.emplace(s.target_modules_regex);
+    } catch (const std::regex_error& e) {
+      throw UsageError(fmt::format("model.init_args.lora.target_modules: '{}' is not a regular expression ({})",
+                                   s.target_modules_regex, e.what()));
+    }
+  }
+  walk.visit(root, "");
+  if (walk.adapted.empty())
+    throw UsageError(fmt::format("model.init_args.lora.target_modules: {} matches no layer of the model",
+                                 s.target_modules_regex.empty()
+                                     ? fmt::format("[{}]", fmt::join(s.target_modules, ", "))
+                                     : "'" + s.target_modules_regex + "'"));
+  setTrainable(root, false);
+  for (const auto& p : root.namedParameters())
+    if (p.name.find("lora_A.") != std::string::npos || p.name.find("lora_B.") != std::string::npos)
+      Tensor(p.tensor).setRequiresGrad(true);
+  if (s.bias != "none") trainBiases(root, s.bias, false);
+  trainModulesToSave(root, "", s.modules_to_save);
+  return walk.adapted;
+}
+
+std::size_t mergeLora(Module& root) { return mergeUnder(root); }
+
+std::string peftParameterName(const Module& root, const std::string& name) {
+  const Module* m = &root;
+  std::size_t at = 0;
+  for (std::size_t dot; (dot = name.find('.', at)) != std::string::npos; at = dot + 1) {
+    const std::string part = name.substr(at, dot - at);
+    const auto& children = m->children();
+    const auto it = std::find_if(children.begin(), children.end(), [&](const auto& c) { return c.first == part; });
+    if (it == children.end()) return name;
+    m = it->second.get();
+  }
+  if (dynamic_cast<const LoraLinear*>(m) == nullptr) return name;
+  return name.substr(0, at) + "base_layer." + name.substr(at);
+}
+
+}  // namespace hpu::core::nn

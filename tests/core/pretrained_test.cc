@@ -1,0 +1,162 @@
+// Hugging Face model directories: a model exported with exportPretrained
+// loads back (one file or sharded, F32 / BF16 / F16) to the same weights and
+// logits; weights that do not fit the config are listed by name.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "hpu/core/checkpoint/safetensors_file.h"
+#include "hpu/core/models/causal_lm.h"
+#include "hpu/core/models/hf_directory.h"
+#include "hpu/core/tensor/autograd.h"
+#include "hpu/device/numerics.h"
+#include "test_support.h"
+
+namespace hpu::core {
+namespace {
+
+using testing::errorOf;
+using testing::TempDir;
+using testing::testDevice;
+
+// A small language model on the test device.
+template <class... Args>
+std::unique_ptr<models::CausalLM> lm(Args&&... args) {
+  return testing::configuredModel<models::CausalLM>(std::forward<Args>(args)...);
+}
+
+const char* kTinyLlama =
+    "{vocab_size: 40, hidden_size: 32, intermediate_size: 48, num_hidden_layers: 2, num_attention_heads: 4, "
+    "num_key_value_heads: 2, max_position_embeddings: 64}";
+const char* kTinyGpt2 = "{vocab_size: 40, n_embd: 32, n_layer: 2, n_head: 4, n_positions: 64}";
+
+std::vector<float> logitsOf(models::CausalLM& m) {
+  autograd::TapeScope no_grad(nullptr);
+  m.eval();
+  const std::vector<std::int64_t> ids{3, 1, 4, 1, 5, 9, 2, 6};
+  const Tensor out = m(nn::Inputs{{{"input_ids", Tensor::fromHost(testDevice(), {1, 8}, ids)}}});
+  return out.toHost();
+}
+
+void expectSameParameters(const models::CausalLM& a, const models::CausalLM& b) {
+  const auto pa = a.namedParameters(), pb = b.namedParameters();
+  ASSERT_EQ(pa.size(), pb.size());
+  for (std::size_t i = 0; i < pa.size(); ++i) {
+    ASSERT_EQ(pa[i].name, pb[i].name);
+    EXPECT_EQ(pa[i].tensor.toHost(), pb[i].tensor.toHost()) << pa[i].name;
+  }
+}
+
+TEST(Pretrained, AnExportedModelLoadsBackToTheSameWeightsAndLogits) {
+  for (const char* family : {"LlamaForCausalLM", "GPT2LMHeadModel"}) {
+    SCOPED_TRACE(family);
+    TempDir dir;
+    auto trained = lm(family, std::string(family) == "LlamaForCausalLM" ? kTinyLlama : kTinyGpt2, 5);
+    trained->exportPretrained(dir.file("hf"));
+    EXPECT_THAT(TempDir::entriesOf(dir.file("hf")),
+                ::testing::ElementsAre("config.json", "generation_config.json", "model.safetensors"));
+    auto loaded = lm(family, "{pretrained: " + dir.file("hf") + "}", 99);
+    expectSameParameters(*trained, *loaded);
+    EXPECT_EQ(logitsOf(*trained), logitsOf(*loaded));
+    // GPT-2 ties its head: transformers saves no lm_head.weight, nor do we.
+    const auto file = checkpoint::SafetensorsFile::open(dir.file("hf") + "/model.safetensors");
+    EXPECT_EQ(file->find("lm_head.weight") != nullptr, std::string(family) == "LlamaForCausalLM");
+    EXPECT_EQ(file->metadata().at("format"), "pt");
+  }
+}
+
+TEST(Pretrained, ShardedWeightsLoadLikeOneFile) {
+  TempDir dir;
+  auto trained = lm("LlamaForCausalLM", kTinyLlama, 5);
+  std::vector<checkpoint::TensorEntry> tensors;
+  for (const auto& p : trained->namedParameters())
+    tensors.push_back({p.name, DType::kFloat32, {p.tensor.shape().dims().begin(), p.tensor.shape().dims().end()},
+                       p.tensor.toHost(), {}});
+  trained->exportPretrained(dir.file("hf"));
+  std::filesystem::remove(dir.file("hf/model.safetensors"));
+  models::writePretrainedWeights(dir.file("hf"), tensors, /*max_shard_bytes=*/8000);
+  const auto entries = TempDir::entriesOf(dir.file("hf"));
+  EXPECT_THAT(entries, ::testing::Contains("model.safetensors.index.json"));
+  // Greedy in registration order as transformers splits: [embed, norm], [q, k],
+  // [v, o, norm], [gate], [up], [down, next norm], ... [lm_head]: 12 shards.
+  EXPECT_THAT(entries, ::testing::Contains("model-00001-of-00012.safetensors"));
+  EXPECT_THAT(entries, ::testing::Contains("model-00012-of-00012.safetensors"));
+  auto loaded = lm("LlamaForCausalLM", "{pretrained: " + dir.file("hf") + "}", 99);
+  expectSameParameters(*trained, *loaded);
+}
+
+TEST(Pretrained, HalfPrecisionFilesAreWidenedExactly) {
+  for (DType dtype : {DType::kBFloat16, DType::kFloat16}) {
+    TempDir dir;
+    auto trained = lm("LlamaForCausalLM", kTinyLlama, 5);
+    trained->exportPretrained(dir.file("hf"));
+    std::vector<checkpoint::TensorEntry> tensors;
+    for (const auto& p : trained->namedParameters()) {
+      std::vector<float> v = p.tensor.toHost();
+      device::roundInPlace(v, dtype);
+      tensors.push_back({p.name, dtype, {p.tensor.shape().dims().begin(), p.tensor.shape().dims().end()}, v, {}});
+    }
+    models::writePretrainedWeights(dir.file("hf"), tensors);
+    auto loaded = lm("LlamaForCausalLM", "{pretrained: " + dir.file("hf") + "}", 99);
+    const auto want = trained->namedParameters(), got = loaded->namedParameters();
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      std::vector<float> v = want[i].tensor.toHost();
+      device::roundInPlace(v, dtype);
+      EXPECT_EQ(got[i].tensor.toHost(), v) << want[i].name;
+    }
+  }
+}
+
+TEST(Pretrained, WeightsThatDoNotFitAreListedByName) {
+  TempDir dir;
+  auto trained = lm("LlamaForCausalLM", kTinyLlama, 5);
+  trained->exportPretrained(dir.file("hf"));
+  std::vector<checkpoint::TensorEntry> tensors;
+  for (const auto& p : trained->namedParameters()) {
+    if (p.name == "model.norm.weight") continue;
+    checkpoint::TensorEntry e{p.name, DType::kFloat32,
+                              {p.tensor.shape().dims().begin(), p.tensor.shape().dims().end()}, p.tensor.toHost(), {}};
+    if (p.name == "model.layers.1.mlp.up_proj.weight") {
+      e.shape = {24, 64};
+      e.values.resize(24 * 64);
+    }
+    tensors.push_back(std::move(e));
+  }
+  tensors.push_back({"model.layers.2.mlp.up_proj.weight", DType::kFloat32, {2}, {1, 2}, {}});
+  models::writePretrainedWeights(dir.file("hf"), tensors);
+  EXPECT_EQ(errorOf<UsageError>([&] { lm("LlamaForCausalLM", "{pretrained: " + dir.file("hf") + "}", 9); }),
+            "model.init_args.pretrained: the weights in " + dir.file("hf") +
+                " do not fit the model built from its config.json:\n"
+                "  missing from the files (1): model.norm.weight\n"
+                "  in the files but not in the model (1): model.layers.2.mlp.up_proj.weight\n"
+                "  of another shape (1): model.layers.1.mlp.up_proj.weight is [24, 64] in the files and [48, 32] in "
+                "the model");
+}
+
+TEST(Pretrained, ADirectoryWithoutWeightsOrConfigIsAUsageError) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.file("empty"));
+  EXPECT_EQ(errorOf<UsageError>([&] { lm("LlamaForCausalLM", "{pretrained: " + dir.file("empty") + "}", 9); }),
+            "model.init_args.pretrained: " + dir.file("empty") +
+                " has no config.json (a Hugging Face model directory)");
+  testing::writeBytes(dir.file("empty/config.json"), R"({"model_type": "llama", "hidden_size": 32,
+    "intermediate_size": 48, "num_hidden_layers": 1, "num_attention_heads": 4, "vocab_size": 40})");
+  EXPECT_EQ(errorOf<UsageError>([&] { lm("LlamaForCausalLM", "{pretrained: " + dir.file("empty") + "}", 9); }),
+            dir.file("empty") +
+                " has neither model.safetensors nor model.safetensors.index.json: hpu-train reads safetensors weights "
+                "(save them with save_pretrained(..., safe_serialization=True))");
+}
+
+TEST(Pretrained, AHeaderOnlyOpenReadsNamesAndShapes) {
+  TempDir dir;
+  lm("GPT2LMHeadModel", kTinyGpt2, 5)->exportPretrained(dir.file("hf"));
+  const auto file = checkpoint::SafetensorsFile::open(dir.file("hf/model.safetensors"), /*header_only=*/true);
+  const checkpoint::SafetensorsTensor* wte = file->find("transformer.wte.weight");
+  ASSERT_NE(wte, nullptr);
+  EXPECT_EQ(wte->shape, (std::vector<std::int64_t>{40, 32}));
+  EXPECT_EQ(wte->dtype, DType::kFloat32);
+}
+
+}  // namespace
+}  // namespace hpu::core
