@@ -6,10 +6,11 @@
 
 #include <gtest/gtest.h>
 
+#include <ctime>
 #include <fstream>
 #include <set>
 
-#include "test_support.h"
+#include "instruct_support.h"
 
 namespace hpu::core::data {
 namespace {
@@ -24,9 +25,24 @@ json fixture(const std::string& name) {
   return json::parse(in);
 }
 
-ChatTemplateInputs inputsOf(const json& spec, bool add_generation_prompt) {
+// The fixtures' strftime_now time: [year, month, day, hour, minute, second].
+std::tm timeOf(const json& now) {
+  std::tm t{};
+  t.tm_year = now[0].get<int>() - 1900;
+  t.tm_mon = now[1].get<int>() - 1;
+  t.tm_mday = now[2];
+  t.tm_hour = now[3];
+  t.tm_min = now[4];
+  t.tm_sec = now[5];
+  const std::time_t seconds = timegm(&t);  // fills in the weekday and the day of the year
+  gmtime_r(&seconds, &t);
+  return t;
+}
+
+ChatTemplateInputs inputsOf(const json& spec, bool add_generation_prompt, const std::tm& now) {
   ChatTemplateInputs in;
   in.add_generation_prompt = add_generation_prompt;
+  in.now = now;
   const auto token = [&](const char* key, std::optional<std::string>& out) {
     if (spec.contains(key)) out = spec[key].get<std::string>();
   };
@@ -46,13 +62,14 @@ TEST(ChatTemplate, RendersTheModelsTemplatesAsJinja2Does) {
   std::map<std::string, ChatTemplate> parsed;
   for (const auto& [name, spec] : templates.items())
     parsed.emplace(name, ChatTemplate(spec["template"].get<std::string>(), name));
+  const std::tm now = timeOf(renders["now"]);
   std::set<std::string> refused_somewhere;
   int compared = 0;
   for (const json& r : renders["renders"]) {
     const std::string name = r["template"], conversation = r["conversation"];
     SCOPED_TRACE(name + " / " + conversation + (r["add_generation_prompt"].get<bool>() ? " + generation prompt" : ""));
     const ChatTemplate& t = parsed.at(name);
-    const ChatTemplateInputs in = inputsOf(templates[name], r["add_generation_prompt"]);
+    const ChatTemplateInputs in = inputsOf(templates[name], r["add_generation_prompt"], now);
     const json& messages = conversations[conversation];
     if (r.contains("text")) {
       EXPECT_EQ(t.render(messages, in), r["text"].get<std::string>());
@@ -70,7 +87,7 @@ TEST(ChatTemplate, RendersTheModelsTemplatesAsJinja2Does) {
     }
     ++compared;
   }
-  EXPECT_EQ(compared, 180);
+  EXPECT_EQ(compared, 200);
   EXPECT_EQ(refused_somewhere, (std::set<std::string>{"gemma", "llama2", "mistral"}));
 }
 
@@ -99,9 +116,9 @@ TEST(ChatTemplate, RefusesWhatTheSubsetLacksWithLineAndColumn) {
             "t.jinja:1:9: the test 'sameas' is not supported; chat templates may use boolean, defined, divisibleby, "
             "eq, equalto, even, false, float, in, integer, iterable, mapping, ne, none, number, odd, sequence, "
             "string, true, undefined");
-  EXPECT_EQ(refusal("{{ strftime_now('%Y') }}"),
-            "t.jinja:1:4: the function 'strftime_now' is not supported; chat templates may call namespace, "
-            "raise_exception, range");
+  EXPECT_EQ(refusal("{{ lipsum(2) }}"),
+            "t.jinja:1:4: the function 'lipsum' is not supported; chat templates may call namespace, "
+            "raise_exception, range, strftime_now");
   EXPECT_EQ(refusal("{{ m.content.format(1) }}"),
             "t.jinja:1:14: the method 'format' is not supported; chat templates may call capitalize, endswith, get, "
             "items, join, keys, lower, lstrip, replace, rstrip, split, startswith, strip, title, upper, values");

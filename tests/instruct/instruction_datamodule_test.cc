@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hpu/core/data/datamodule.h"
-#include "test_support.h"
+#include "instruct_support.h"
 
 namespace hpu::core::data {
 namespace {
@@ -25,7 +25,6 @@ namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
 using core::testing::errorOf;
 using core::testing::TempDir;
-using core::testing::writeBytes;
 using ::testing::HasSubstr;
 using Ids = std::vector<std::int64_t>;
 
@@ -38,13 +37,6 @@ json readJson(const fs::path& file) {
 
 // A tokenizer directory: byte ids 0-255 (the byte tokenizer's BPE), <s> 256,
 // </s> 257, <pad> 258 (unless !with_pad), a leading <s> with special tokens.
-// Writes `content` to `name` in `dir`; its path.
-std::string writeFile(const TempDir& dir, const std::string& name, const std::string& content) {
-  const std::string path = (dir.path() / name).string();
-  writeBytes(path, content);
-  return path;
-}
-
 std::string writeTokenizer(const TempDir& dir, bool with_pad, const std::string& chat_template = "") {
   const fs::path out = dir.path() / (with_pad ? "tokenizer" : "tokenizer-no-pad");
   fs::create_directories(out);
@@ -95,7 +87,7 @@ std::vector<Sample> samples(const Dataset& d) {
 TEST(InstructionDataModule, PromptTokensAreMaskedAndExamplesPaddedWithAnAttentionMask) {
   TempDir dir;
   const std::string tok = writeTokenizer(dir, true);
-  const std::string train = writeFile(dir, "train.jsonl", "{\"prompt\": \"ab\", \"completion\": \"cd\"}\n\n");
+  const std::string train = dir.file("train.jsonl", "{\"prompt\": \"ab\", \"completion\": \"cd\"}\n\n");
   auto dm = instructionData("{train_file: " + train + ", tokenizer: " + tok + ", block_size: 8, val_split: 0}");
   dm->setup(Stage::kFit);
   const auto s = samples(*dm->dataset(Split::kTrain));
@@ -112,7 +104,7 @@ TEST(InstructionDataModule, PromptTokensAreMaskedAndExamplesPaddedWithAnAttentio
 TEST(InstructionDataModule, WithoutAPadTokenPadsWithEos) {
   TempDir dir;
   const std::string tok = writeTokenizer(dir, false);
-  const std::string train = writeFile(dir, "train.jsonl", "{\"prompt\": \"\", \"completion\": \"z\"}");
+  const std::string train = dir.file("train.jsonl", "{\"prompt\": \"\", \"completion\": \"z\"}");
   auto dm = instructionData("{train_file: " + train + ", tokenizer: " + tok + ", block_size: 5, val_split: 0}");
   dm->setup(Stage::kFit);
   const auto s = samples(*dm->dataset(Split::kTrain));
@@ -124,7 +116,7 @@ TEST(InstructionDataModule, WithoutAPadTokenPadsWithEos) {
 TEST(InstructionDataModule, LongExamplesAreTruncatedAndCountedInALogLine) {
   TempDir dir;
   const std::string tok = writeTokenizer(dir, true);
-  const std::string train = writeFile(dir, "train.jsonl", "{\"prompt\": \"ab\", \"completion\": \"cd\"}\n"
+  const std::string train = dir.file("train.jsonl", "{\"prompt\": \"ab\", \"completion\": \"cd\"}\n"
                                      "{\"prompt\": \"abcd\", \"completion\": \"e\"}\n"
                                      "{\"prompt\": \"a\", \"completion\": \"\"}\n");
   std::ostringstream log;
@@ -151,7 +143,7 @@ TEST(InstructionDataModule, LongExamplesAreTruncatedAndCountedInALogLine) {
 TEST(InstructionDataModule, PackingCutsBlocksOfAllExamplesEndToEnd) {
   TempDir dir;
   const std::string tok = writeTokenizer(dir, true);
-  const std::string train = writeFile(dir, "train.jsonl", "{\"prompt\": \"ab\", \"completion\": \"cd\"}\n"
+  const std::string train = dir.file("train.jsonl", "{\"prompt\": \"ab\", \"completion\": \"cd\"}\n"
                                      "{\"prompt\": \"x\", \"completion\": \"y\"}\n");
   auto dm = instructionData("{train_file: " + train + ", tokenizer: " + tok +
                             ", block_size: 4, val_split: 0, packing: true}");
@@ -188,8 +180,7 @@ Ids concat(std::initializer_list<Ids> parts) {
 TEST(InstructionDataModule, ConversationsAreRenderedWithTheTokenizersChatTemplate) {
   TempDir dir;
   const std::string tok = writeTokenizer(dir, true, kChat);
-  const std::string train = writeFile(
-      dir, "train.jsonl",
+  const std::string train = dir.file("train.jsonl",
       R"({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]})");
   auto dm = instructionData("{train_file: " + train + ", tokenizer: " + tok + ", block_size: 32, val_split: 0}");
   dm->setup(Stage::kFit);
@@ -212,14 +203,14 @@ TEST(InstructionDataModule, AChatTemplateInitArgReplacesTheTokenizers) {
   TempDir dir;
   const std::string tok = writeTokenizer(dir, true);  // no chat template
   const std::string line = R"({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]})";
-  const std::string train = writeFile(dir, "train.jsonl", line + "\n");
+  const std::string train = dir.file("train.jsonl", line + "\n");
   EXPECT_EQ(errorOf([&] {
               instructionData("{train_file: " + train + ", tokenizer: " + tok + ", val_split: 0}")->setup(Stage::kFit);
             }),
             train + ":1: a \"messages\" example needs a chat template, and the tokenizer " + tok +
                 " has none (tokenizer_config.json chat_template); set data.init_args.chat_template, or write "
                 "prompt/completion examples");
-  const std::string file = writeFile(dir, "chat.jinja", "{% for m in messages %}[{{ m.content }}]{% endfor %}");
+  const std::string file = dir.file("chat.jinja", "{% for m in messages %}[{{ m.content }}]{% endfor %}");
   auto dm = instructionData("{train_file: " + train + ", tokenizer: " + tok + ", chat_template: " + file +
                             ", block_size: 6, val_split: 0}");
   dm->setup(Stage::kFit);
@@ -233,7 +224,7 @@ TEST(InstructionDataModule, ValidationIsASeededDrawOfWholeExamplesOrItsOwnFile) 
   const std::string tok = writeTokenizer(dir, true);
   std::string lines;
   for (char c = 'a'; c < 'k'; ++c) lines += fmt::format("{{\"prompt\": \"{}\", \"completion\": \"{}\"}}\n", c, c);
-  const std::string train = writeFile(dir, "train.jsonl", lines);
+  const std::string train = dir.file("train.jsonl", lines);
   auto dm = instructionData("{train_file: " + train + ", tokenizer: " + tok + ", block_size: 4, val_split: 0.2}");
   dm->setup(Stage::kFit);
   const auto t = samples(*dm->dataset(Split::kTrain)), v = samples(*dm->dataset(Split::kVal));
@@ -244,7 +235,7 @@ TEST(InstructionDataModule, ValidationIsASeededDrawOfWholeExamplesOrItsOwnFile) 
   for (const auto& s : v) seen.insert(s.ids[1]);
   EXPECT_EQ(seen.size(), 10u) << "every example in exactly one split";
   EXPECT_EQ(dm->dataset(Split::kTest), dm->dataset(Split::kVal));
-  const std::string val = writeFile(dir, "val.jsonl", "{\"prompt\": \"v\", \"completion\": \"w\"}\n");
+  const std::string val = dir.file("val.jsonl", "{\"prompt\": \"v\", \"completion\": \"w\"}\n");
   auto own =
       instructionData("{train_file: " + train + ", val_file: " + val + ", tokenizer: " + tok + ", block_size: 4}");
   own->setup(Stage::kFit);
@@ -269,7 +260,7 @@ TEST(InstructionDataModule, BadLinesAreNamedByFileAndLine) {
   TempDir dir;
   const std::string tok = writeTokenizer(dir, true, kChat);
   const auto error = [&](const std::string& content) {
-    const std::string train = writeFile(dir, "bad.jsonl", content);
+    const std::string train = dir.file("bad.jsonl", content);
     return errorOf([&] {
       instructionData("{train_file: " + train + ", tokenizer: " + tok + ", val_split: 0}")->setup(Stage::kFit);
     });
@@ -307,8 +298,7 @@ TEST(InstructionDataModule, ATemplateRefusingAConversationNamesTheLineAndTheTemp
   TempDir dir;
   const std::string tok = writeTokenizer(
       dir, true, "{% if messages[0].role == 'system' %}{{ raise_exception('no system role') }}{% endif %}x");
-  const std::string train = writeFile(
-      dir, "train.jsonl",
+  const std::string train = dir.file("train.jsonl",
       R"({"messages": [{"role": "system", "content": "s"}, {"role": "assistant", "content": "a"}]})");
   EXPECT_EQ(errorOf([&] {
               instructionData("{train_file: " + train + ", tokenizer: " + tok + ", val_split: 0}")->setup(Stage::kFit);

@@ -13,6 +13,7 @@ creates build/jinja-venv (python3 -m venv; pip install jinja2) on first use
 and reruns itself there. Writes tests/instruct/fixtures/chat_templates.json,
 conversations.json and chat_renders.json.
 """
+import datetime
 import json
 import os
 import subprocess
@@ -226,6 +227,100 @@ QWEN3 = r"""{%- if tools %}
         {{- '<think>\n\n</think>\n\n' }}
     {%- endif %}
 {%- endif %}"""
+LLAMA3_2 = r"""{{- bos_token }}
+{%- if custom_tools is defined %}
+    {%- set tools = custom_tools %}
+{%- endif %}
+{%- if not tools_in_user_message is defined %}
+    {%- set tools_in_user_message = true %}
+{%- endif %}
+{%- if not date_string is defined %}
+    {%- if strftime_now is defined %}
+        {%- set date_string = strftime_now("%d %b %Y") %}
+    {%- else %}
+        {%- set date_string = "26 Jul 2024" %}
+    {%- endif %}
+{%- endif %}
+{%- if not tools is defined %}
+    {%- set tools = none %}
+{%- endif %}
+
+{#- This block extracts the system message, so we can slot it into the right place. #}
+{%- if messages[0]['role'] == 'system' %}
+    {%- set system_message = messages[0]['content']|trim %}
+    {%- set messages = messages[1:] %}
+{%- else %}
+    {%- set system_message = "" %}
+{%- endif %}
+
+{#- System message #}
+{{- "<|start_header_id|>system<|end_header_id|>\n\n" }}
+{%- if tools is not none %}
+    {{- "Environment: ipython\n" }}
+{%- endif %}
+{{- "Cutting Knowledge Date: December 2023\n" }}
+{{- "Today Date: " + date_string + "\n\n" }}
+{%- if tools is not none and not tools_in_user_message %}
+    {{- "You have access to the following functions. To call a function, please respond with JSON for a function call." }}
+    {{- 'Respond in the format {"name": function name, "parameters": dictionary of argument name and its value}.' }}
+    {{- "Do not use variables.\n\n" }}
+    {%- for t in tools %}
+        {{- t | tojson(indent=4) }}
+        {{- "\n\n" }}
+    {%- endfor %}
+{%- endif %}
+{{- system_message }}
+{{- "<|eot_id|>" }}
+
+{#- Custom tools are passed in a user message with some extra guidance #}
+{%- if tools_in_user_message and not tools is none %}
+    {#- Extract the first user message so we can plug it in here #}
+    {%- if messages | length != 0 %}
+        {%- set first_user_message = messages[0]['content']|trim %}
+        {%- set messages = messages[1:] %}
+    {%- else %}
+        {{- raise_exception("Cannot put tools in the first user message when there's no first user message!") }}
+    {%- endif %}
+    {{- '<|start_header_id|>user<|end_header_id|>\n\n' -}}
+    {{- "Given the following functions, please respond with a JSON for a function call " }}
+    {{- "with its proper arguments that best answers the given prompt.\n\n" }}
+    {{- 'Respond in the format {"name": function name, "parameters": dictionary of argument name and its value}.' }}
+    {{- "Do not use variables.\n\n" }}
+    {%- for t in tools %}
+        {{- t | tojson(indent=4) }}
+        {{- "\n\n" }}
+    {%- endfor %}
+    {{- first_user_message + "<|eot_id|>"}}
+{%- endif %}
+
+{%- for message in messages %}
+    {%- if not (message.role == 'ipython' or message.role == 'tool' or 'tool_calls' in message) %}
+        {{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' }}
+    {%- elif 'tool_calls' in message %}
+        {%- if not message.tool_calls|length == 1 %}
+            {{- raise_exception("This model only supports single tool-calls at once!") }}
+        {%- endif %}
+        {%- set tool_call = message.tool_calls[0].function %}
+        {{- '<|start_header_id|>assistant<|end_header_id|>\n\n' -}}
+        {{- '{"name": "' + tool_call.name + '", ' }}
+        {{- '"parameters": ' }}
+        {{- tool_call.arguments | tojson }}
+        {{- "}" }}
+        {{- "<|eot_id|>" }}
+    {%- elif message.role == "tool" or message.role == "ipython" %}
+        {{- "<|start_header_id|>ipython<|end_header_id|>\n\n" }}
+        {%- if message.content is mapping or message.content is iterable %}
+            {{- message.content | tojson }}
+        {%- else %}
+            {{- message.content }}
+        {%- endif %}
+        {{- "<|eot_id|>" }}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|start_header_id|>assistant<|end_header_id|>\n\n' }}
+{%- endif %}
+"""
 # Not a model's: the rest of the subset (comments, whitespace control,
 # filters, tests, operators, loop variables, namespace), checked the same way.
 ENGINE = r"""{# The engine's subset, beyond what the models' templates use. #}
@@ -258,6 +353,8 @@ TEMPLATES = {
                "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"},
     "llama3": {"model": "meta-llama/Meta-Llama-3-8B-Instruct", "template": LLAMA3,
                "bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"},
+    "llama3_2": {"model": "meta-llama/Llama-3.2-1B-Instruct", "template": LLAMA3_2,
+                 "bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"},
     "mistral": {"model": "mistralai/Mistral-7B-Instruct-v0.2", "template": MISTRAL,
                 "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"},
     "zephyr": {"model": "HuggingFaceH4/zephyr-7b-beta", "template": ZEPHYR,
@@ -320,6 +417,10 @@ CONVERSATIONS = {
 }
 
 
+# What strftime_now formats in the fixtures (the C++ test passes the same time).
+NOW = (2026, 1, 2, 3, 4, 5)
+
+
 def environment():
     from jinja2.exceptions import TemplateError
     from jinja2.ext import loopcontrols
@@ -334,6 +435,7 @@ def environment():
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = lambda format: datetime.datetime(*NOW).strftime(format)
     return env
 
 
@@ -362,7 +464,7 @@ def main():
     outputs = {
         "chat_templates.json": TEMPLATES,
         "conversations.json": CONVERSATIONS,
-        "chat_renders.json": {"jinja2": jinja2.__version__, "renders": renders},
+        "chat_renders.json": {"jinja2": jinja2.__version__, "now": NOW, "renders": renders},
     }
     for file, content in outputs.items():
         with open(os.path.join(FIXTURES, file), "w", encoding="utf-8") as f:

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <ctime>
 #include <limits>
 #include <optional>
 #include <unordered_map>
@@ -131,6 +132,7 @@ const char* typeName(const Value& v) {
     case Kind::kList: return v.tuple ? "tuple" : "list";
     case Kind::kDict: return "dict";
     case Kind::kNamespace: return "Namespace";
+    case Kind::kFunction: return "function";
   }
   return "?";
 }
@@ -162,6 +164,7 @@ std::string str(const Value& v) {
       }
       return out + (v.is(Kind::kNamespace) ? "}>" : "}");
     }
+    case Kind::kFunction: return "<function " + v.text + ">";
   }
   return "";
 }
@@ -178,7 +181,8 @@ bool truthy(const Value& v) {
     case Kind::kString: return !v.text.empty();
     case Kind::kList: return !v.list->empty();
     case Kind::kDict: return !v.dict->empty();
-    case Kind::kNamespace: return true;
+    case Kind::kNamespace:
+    case Kind::kFunction: return true;
   }
   return false;
 }
@@ -207,6 +211,7 @@ bool equals(const Value& a, const Value& b) {
       }
       return true;
     case Kind::kNamespace: return a.dict == b.dict;
+    case Kind::kFunction: return a.text == b.text;
     default: return false;
   }
 }
@@ -244,7 +249,7 @@ enum class Flow { kNormal, kBreak, kContinue };
 
 class Renderer {
  public:
-  Renderer(const std::string& origin, Value globals) : origin_(origin) {
+  Renderer(const std::string& origin, Value globals, std::optional<std::tm> now) : origin_(origin), now_(now) {
     scopes_.emplace_back();
     for (auto& [k, v] : *globals.dict) scopes_.back()[k] = v;
   }
@@ -633,6 +638,22 @@ class Renderer {
       }
       for (const auto& [k, x] : e.keywords) d.emplace_back(k, eval(*x));
       return Value::of(std::move(d), Kind::kNamespace);
+    }
+    if (e.name == "strftime_now") {
+      // transformers' strftime_now(format): datetime.now().strftime(format).
+      if (e.operands.size() != 1) fail(e.pos, "strftime_now() takes one format string");
+      const Value format = eval(*e.operands[0]);
+      if (!format.is(Kind::kString)) fail(e.pos, "strftime_now() takes a format string");
+      std::tm now{};
+      if (now_) {
+        now = *now_;
+      } else {
+        const std::time_t t = std::time(nullptr);
+        localtime_r(&t, &now);
+      }
+      std::string out(64 + format.text.size() * 4, '\0');
+      out.resize(std::strftime(out.data(), out.size(), format.text.c_str(), &now));
+      return Value::of(std::move(out));
     }
     // range([start,] stop[, step]), at most 100000 numbers (Jinja2's sandbox limit).
     std::vector<std::int64_t> args;
@@ -1025,6 +1046,7 @@ class Renderer {
   }
 
   const std::string& origin_;
+  std::optional<std::tm> now_;
   std::vector<std::unordered_map<std::string, Value>> scopes_;
   std::string out_;
 };
@@ -1056,7 +1078,9 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& messages, const C
       {"unk_token", &inputs.unk_token}};
   for (const auto& [name, text] : tokens)
     if (*text) globals.emplace_back(name, Value::of(**text));
-  return detail::Renderer(origin_, Value::of(std::move(globals))).run(*program_);
+  for (const char* function : {"namespace", "raise_exception", "range", "strftime_now"})
+    globals.emplace_back(function, Value{Value::Kind::kFunction, false, 0, 0, function});
+  return detail::Renderer(origin_, Value::of(std::move(globals)), inputs.now).run(*program_);
 }
 
 }  // namespace hpu::core::data

@@ -25,7 +25,7 @@ constexpr std::array kFilters = {"abs",   "capitalize", "count", "d",         "d
 constexpr std::array kTests = {"boolean", "defined", "divisibleby", "eq",     "equalto", "even",  "false",
                                "float",   "in",      "integer",     "iterable", "mapping", "ne",   "none",
                                "number",  "odd",     "sequence",    "string", "true",    "undefined"};
-constexpr std::array kFunctions = {"namespace", "raise_exception", "range"};
+constexpr std::array kFunctions = {"namespace", "raise_exception", "range", "strftime_now"};
 constexpr std::array kMethods = {"capitalize", "endswith", "get",   "items",      "join",  "keys",  "lower",
                                  "lstrip",     "replace",  "rstrip", "split",     "startswith", "strip", "title",
                                  "upper",      "values"};

@@ -27,13 +27,14 @@ using ValueList = std::vector<Value>;
 using ValueDict = std::vector<std::pair<std::string, Value>>;  // insertion order, as Python's dicts
 
 struct Value {
-  enum class Kind { kUndefined, kNone, kBool, kInt, kFloat, kString, kList, kDict, kNamespace };
+  enum class Kind { kUndefined, kNone, kBool, kInt, kFloat, kString, kList, kDict, kNamespace, kFunction };
   Kind kind = Kind::kUndefined;
   bool boolean = false;
   std::int64_t integer = 0;
   double real = 0;
   // kString: the text. kUndefined: what was undefined, for messages
-  // ("'x' is undefined").
+  // ("'x' is undefined"). kFunction: the global function's name (called
+  // by name: the value only makes `f is defined` true, as in Jinja2).
   std::string text;
   std::shared_ptr<ValueList> list;  // kList
   std::shared_ptr<ValueDict> dict;  // kDict, kNamespace (a namespace's attributes)

@@ -21,6 +21,7 @@
 // Immutable after construction: render() is thread-safe.
 #pragma once
 
+#include <ctime>
 #include <memory>
 #include <optional>
 #include <string>
@@ -43,6 +44,9 @@ struct ChatTemplateInputs {
   // The special tokens' text; nullopt leaves the variable undefined, as
   // transformers does for a token the tokenizer does not set.
   std::optional<std::string> bos_token, eos_token, pad_token, unk_token;
+  // The local time strftime_now(format) formats (Llama 3.x's "Today Date");
+  // nullopt: the current local time, as transformers gives.
+  std::optional<std::tm> now;
 };
 
 // The template called raise_exception(message): the conversation is not one
@@ -69,7 +73,8 @@ class ChatTemplate {
 
   // The text of the conversation `messages` (a JSON array of objects with
   // "role", "content" and whatever else the template reads; key order is
-  // kept, as tojson prints it). Also defined: tools and documents (none).
+  // kept, as tojson prints it). Also defined: tools and documents (none),
+  // and the functions raise_exception, namespace, range and strftime_now.
   // Throws ChatTemplateRefusal for raise_exception, DataError
   // "<origin>:<line>:<column>: ..." for an error of evaluation (an undefined
   // value's attribute, str + int, ...).
