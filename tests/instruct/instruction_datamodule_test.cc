@@ -37,8 +37,11 @@ json readJson(const fs::path& file) {
 
 // A tokenizer directory: byte ids 0-255 (the byte tokenizer's BPE), <s> 256,
 // </s> 257, <pad> 258 (unless !with_pad), a leading <s> with special tokens.
-std::string writeTokenizer(const TempDir& dir, bool with_pad, const std::string& chat_template = "") {
-  const fs::path out = dir.path() / (with_pad ? "tokenizer" : "tokenizer-no-pad");
+// With add_eos: </s> after a text too (Llama's add_eos_token).
+std::string writeTokenizer(const TempDir& dir, bool with_pad, const std::string& chat_template = "",
+                           bool add_eos = false) {
+  const fs::path out =
+      dir.path() / (std::string(with_pad ? "tokenizer" : "tokenizer-no-pad") + (add_eos ? "-eos" : ""));
   fs::create_directories(out);
   makeByteTokenizer()->save(out);
   json tok = readJson(out / "tokenizer.json");
@@ -54,6 +57,7 @@ std::string writeTokenizer(const TempDir& dir, bool with_pad, const std::string&
   config["eos_token"] = "</s>";
   if (with_pad) config["pad_token"] = "<pad>";
   config["add_bos_token"] = true;
+  if (add_eos) config["add_eos_token"] = true;
   if (!chat_template.empty()) config["chat_template"] = chat_template;
   std::ofstream(out / "tokenizer_config.json") << config.dump(2);
   fs::remove(out / "special_tokens_map.json");
@@ -84,21 +88,63 @@ std::vector<Sample> samples(const Dataset& d) {
   return out;
 }
 
+Ids bytes(const std::string& s) { return Ids(s.begin(), s.end()); }
+Ids concat(std::initializer_list<Ids> parts) {
+  Ids out;
+  for (const Ids& p : parts) out.insert(out.end(), p.begin(), p.end());
+  return out;
+}
+
 TEST(InstructionDataModule, PromptTokensAreMaskedAndExamplesPaddedWithAnAttentionMask) {
   TempDir dir;
   const std::string tok = writeTokenizer(dir, true);
-  const std::string train = dir.file("train.jsonl", "{\"prompt\": \"ab\", \"completion\": \"cd\"}\n\n");
+  const std::string train = dir.file("train.jsonl",
+                                     "{\"prompt\": \"ab\", \"completion\": \"cd\"}\n\n"
+                                     "{\"prompt\": \"x\", \"completion\": \"y</s>\"}\n");
   auto dm = instructionData("{train_file: " + train + ", tokenizer: " + tok + ", block_size: 8, val_split: 0}");
   dm->setup(Stage::kFit);
   const auto s = samples(*dm->dataset(Split::kTrain));
-  ASSERT_EQ(s.size(), 1u);
+  ASSERT_EQ(s.size(), 2u);
   // <s> a b | c d </s>: the prompt (with the tokenizer's <s>) masked, the completion and eos learnt.
   EXPECT_EQ(s[0].ids, (Ids{kBos, 'a', 'b', 'c', 'd', kEos, kPad, kPad}));
   EXPECT_EQ(s[0].labels, (Ids{kIgnore, kIgnore, 'c', 'd', kEos, kIgnore, kIgnore, kIgnore}));
   EXPECT_EQ(s[0].mask, (Ids{1, 1, 1, 1, 1, 1, 0, 0}));
+  // A completion that ends with the eos text ends with the eos token once.
+  EXPECT_EQ(s[1].ids, (Ids{kBos, 'x', 'y', kEos, kPad, kPad, kPad, kPad}));
   EXPECT_EQ(dm->dataset(Split::kVal), nullptr);
   EXPECT_EQ(dm->dataset(Split::kPredict), nullptr);
   EXPECT_EQ(dm->tokenizer()->settings().eos_id, kEos);
+}
+
+TEST(InstructionDataModule, ATokenizerAddingEosWrapsTheWholeExampleOnce) {
+  TempDir dir;
+  const std::string tok = writeTokenizer(dir, true, "", true);
+  const std::string train = dir.file("train.jsonl", "{\"prompt\": \"ab\", \"completion\": \"cd\"}\n");
+  auto dm = instructionData("{train_file: " + train + ", tokenizer: " + tok + ", block_size: 7, val_split: 0}");
+  dm->setup(Stage::kFit);
+  const auto s = samples(*dm->dataset(Split::kTrain));
+  // Not <s> a b </s> c d </s>: the tokenizer's </s> goes after the completion, and no second eos.
+  EXPECT_EQ(s[0].ids, (Ids{kBos, 'a', 'b', 'c', 'd', kEos, kPad}));
+  EXPECT_EQ(s[0].labels, (Ids{kIgnore, kIgnore, 'c', 'd', kEos, kIgnore, kIgnore}));
+}
+
+TEST(InstructionDataModule, ASentencePieceTokenizerGivesItsOwnIds) {
+  // tests/tokenizers' SentencePiece-style BPE: metaspace, <s> before and </s> after a text.
+  const std::string tok = std::string(HPU_SOURCE_DIR) + "/tests/tokenizers/fixtures/sentencepiece_bpe";
+  TempDir dir;
+  const std::string train = dir.file("train.jsonl", "{\"prompt\": \"Hello world\", \"completion\": \" the end\"}\n");
+  auto dm = instructionData("{train_file: " + train + ", tokenizer: " + tok + ", block_size: 64, val_split: 0}");
+  dm->setup(Stage::kFit);
+  const Tokenizer& t = *dm->tokenizer();
+  const Ids prompt = t.encode("Hello world", "p"), completion = t.encode(" the end", "c");
+  const std::int64_t bos = *t.settings().bos_id, eos = *t.settings().eos_id;
+  ASSERT_EQ(t.encodeWithSpecialTokens("Hello world", "p"), concat({{bos}, prompt, {eos}}));
+  const Ids ids = concat({{bos}, prompt, completion, {eos}});
+  const auto s = samples(*dm->dataset(Split::kTrain));
+  EXPECT_EQ(Ids(s[0].ids.begin(), s[0].ids.begin() + static_cast<std::ptrdiff_t>(ids.size())), ids);
+  Ids labels(64, kIgnore);
+  for (std::size_t i = prompt.size(); i + 1 < ids.size(); ++i) labels[i] = ids[i + 1];
+  EXPECT_EQ(s[0].labels, labels);
 }
 
 TEST(InstructionDataModule, WithoutAPadTokenPadsWithEos) {
@@ -169,13 +215,6 @@ const char* kChat =
     "{% for m in messages %}{{ bos_token if loop.first }}{{ m.role }}: {{ m.content }}"
     "{% if m.role == 'assistant' %}{{ eos_token }}{% endif %}{{ '\\n' }}{% endfor %}"
     "{% if add_generation_prompt %}assistant: {% endif %}";
-
-Ids bytes(const std::string& s) { return Ids(s.begin(), s.end()); }
-Ids concat(std::initializer_list<Ids> parts) {
-  Ids out;
-  for (const Ids& p : parts) out.insert(out.end(), p.begin(), p.end());
-  return out;
-}
 
 TEST(InstructionDataModule, ConversationsAreRenderedWithTheTokenizersChatTemplate) {
   TempDir dir;

@@ -150,6 +150,14 @@ class InstructionDataModule final : public DataModule {
     // Padding is never a label, and with right padding and causal attention
     // no real token attends to it, so its id does not change the loss.
     pad_id_ = s.pad_id.value_or(s.eos_id.value_or(0));
+    // What the post-processor puts around a text (Llama's <s> before it; with
+    // add_eos_token, </s> after it), from a probe: the same around any text.
+    const std::vector<std::int64_t> plain = tokenizer_->encode("a", "probe");
+    const std::vector<std::int64_t> wrapped = tokenizer_->encodeWithSpecialTokens("a", "probe");
+    const auto at = std::search(wrapped.begin(), wrapped.end(), plain.begin(), plain.end());
+    special_prefix_.assign(wrapped.begin(), at == wrapped.end() ? wrapped.begin() : at);
+    special_suffix_.assign(at == wrapped.end() ? wrapped.end() : at + static_cast<std::ptrdiff_t>(plain.size()),
+                           wrapped.end());
 
     Examples train = readExamples(train_file_);
     Examples val;
@@ -275,18 +283,25 @@ class InstructionDataModule final : public DataModule {
                                  key));
         if (!j[key].is_string()) throw fail(fmt::format("\"{}\" must be a string, not {}", key, j[key].type_name()));
       }
-      // The prompt with the tokenizer's special tokens (Llama's <s>), the
-      // completion without, then eos. run_lora_clm.py and TRL tokenize
-      // prompt + completion in one piece and mask as many tokens as the
-      // prompt alone has; tokenizing the parts apart gives the same ids
-      // unless a token would span the boundary, and then gives the prompt
-      // exactly as the model sees it when it generates from it.
+      // The tokenizer's special tokens around the example (what
+      // encodeWithSpecialTokens adds: Llama's <s> before; </s> after when
+      // the tokenizer adds eos), the prompt and the completion each
+      // encoded alone, then eos unless the example already ends with it
+      // (run_lora_clm.py's rule). run_lora_clm.py and TRL tokenize prompt +
+      // completion in one piece and mask as many tokens as the prompt alone
+      // has; tokenizing the parts apart gives the same ids unless a token
+      // would span the boundary, and then gives the prompt exactly as the
+      // model sees it when it generates from it.
       const std::string origin = file + ":" + std::to_string(line_no);
-      ids = tokenizer_->encodeWithSpecialTokens(j["prompt"].get<std::string>(), origin);
+      ids = special_prefix_;
+      const std::vector<std::int64_t> prompt = tokenizer_->encode(j["prompt"].get<std::string>(), origin);
+      ids.insert(ids.end(), prompt.begin(), prompt.end());
       prompt_tokens = ids.size();
       const std::vector<std::int64_t> completion = tokenizer_->encode(j["completion"].get<std::string>(), origin);
       ids.insert(ids.end(), completion.begin(), completion.end());
-      if (const auto eos = tokenizer_->settings().eos_id) ids.push_back(*eos);
+      ids.insert(ids.end(), special_suffix_.begin(), special_suffix_.end());
+      if (const auto eos = tokenizer_->settings().eos_id; eos && (ids.empty() || ids.back() != *eos))
+        ids.push_back(*eos);
     }
     out.add(ids, prompt_tokens);
   }
@@ -388,6 +403,7 @@ class InstructionDataModule final : public DataModule {
   std::shared_ptr<const Tokenizer> tokenizer_;
   std::optional<ChatTemplate> template_;
   std::int64_t pad_id_ = 0;
+  std::vector<std::int64_t> special_prefix_, special_suffix_;  // what the post-processor adds around a text
   std::shared_ptr<const Dataset> train_, val_;
 };
 
