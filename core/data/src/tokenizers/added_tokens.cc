@@ -16,11 +16,6 @@ char32_t charBefore(std::string_view text, std::size_t end) {
   return cp ? cp->value : 0xFFFD;
 }
 
-bool isWordChar(char32_t c) {
-  const CharClass k = charClass(c);
-  return k == CharClass::kLetter || k == CharClass::kNumber;
-}
-
 }  // namespace
 
 AddedTokenMatcher::AddedTokenMatcher(std::vector<AddedToken> tokens) : tokens_(std::move(tokens)), trie_(1) {

@@ -1,7 +1,7 @@
 // Added tokens (tokenizer.json's "added_tokens"): strings that become one
 // token wherever they occur, before the model sees the text. As Hugging
 // Face's AddedVocabulary: the leftmost, then longest, occurrence wins;
-// single_word requires no letter or digit on either side; lstrip / rstrip
+// single_word requires no word character (\w) on either side; lstrip / rstrip
 // take the whitespace before / after it into the token. Tokens with
 // normalized=false are found in the input, the others in the normalized
 // text. Immutable: thread-safe.

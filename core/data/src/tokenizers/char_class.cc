@@ -34,4 +34,9 @@ CharClass charClass(char32_t c) {
   return c < 0x10000 ? bmp.classes[c] : lookUp(c);
 }
 
+bool isWordChar(char32_t c) {
+  if (c < 0x80) return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
+  return charClass(c) == CharClass::kLetter || inRanges(wordExtraRanges(), c);
+}
+
 }  // namespace hpu::core::data::detail

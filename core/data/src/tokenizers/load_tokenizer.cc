@@ -163,6 +163,7 @@ std::unique_ptr<Tokenizer> loadTokenizer(const fs::path& path) {
     if (configFlag("add_bos_token") && settings.bos_id) pipeline.prefix.push_back(*settings.bos_id);
     if (configFlag("add_eos_token") && settings.eos_id) pipeline.suffix.push_back(*settings.eos_id);
   }
+  pipeline.clean_up_spaces = configFlag("clean_up_tokenization_spaces");
   return std::make_unique<detail::PretrainedTokenizer>(tokenizer_json.string(), std::move(pipeline),
                                                        std::move(settings), std::move(files));
 }

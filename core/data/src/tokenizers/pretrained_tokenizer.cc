@@ -114,7 +114,18 @@ std::string PretrainedTokenizer::decode(const std::vector<std::int64_t>& ids) co
     else if (const std::string* token = p_.model->token(id))
       tokens.push_back(*token);
   }
-  return p_.decoder.decode(std::move(tokens));
+  std::string text = p_.decoder.decode(std::move(tokens));
+  if (!p_.clean_up_spaces) return text;
+  // transformers' clean_up_tokenization, its replacements in its order.
+  static constexpr std::pair<std::string_view, std::string_view> kCleanUps[] = {
+      {" .", "."},     {" ?", "?"},     {" !", "!"},   {" ,", ","},     {" ' ", "'"},
+      {" n't", "n't"}, {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
+  std::string cleaned;
+  for (const auto& [from, to] : kCleanUps) {
+    replaceAll(text, from, to, cleaned);
+    text.swap(cleaned);
+  }
+  return text;
 }
 
 void PretrainedTokenizer::save(const std::filesystem::path& dir) const {

@@ -28,6 +28,9 @@ struct TokenizerPipeline {
   // The post-processor's template for one sequence: ids before and after it.
   std::vector<std::int64_t> prefix, suffix;
   Decoder decoder;
+  // tokenizer_config.json's clean_up_tokenization_spaces (transformers'
+  // decode): " ." -> ".", " n't" -> "n't" and the like after decoding.
+  bool clean_up_spaces = false;
 };
 
 // tokenizer.json's text parsed; DataError naming `origin` and the key of

@@ -1,6 +1,6 @@
 // Unicode character classes of the pre-tokenizer regexes: \p{L} (letters,
 // general category L*), \p{N} (numbers, N*) and \s (the White_Space
-// property, as Oniguruma's \s in Hugging Face tokenizers). Pure functions;
+// property, as Oniguruma's \s in Hugging Face tokenizers); word characters. Pure functions;
 // the tables are built once, thread-safe.
 #pragma once
 
@@ -15,9 +15,14 @@ struct CodeRange {
 // Generated (unicode_tables.cc): sorted, disjoint.
 std::span<const CodeRange> letterRanges();
 std::span<const CodeRange> numberRanges();
+std::span<const CodeRange> wordExtraRanges();  // word characters that are not letters
 
 enum class CharClass : std::uint8_t { kOther, kLetter, kNumber, kSpace };
 CharClass charClass(char32_t c);
+
+// A word character as Rust regex's \w (letters, marks, decimal digits,
+// connector punctuation, joiners): single_word's boundary.
+bool isWordChar(char32_t c);
 
 // Unicode White_Space (Rust's char::is_whitespace).
 constexpr bool isWhitespace(char32_t c) {
