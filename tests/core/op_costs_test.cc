@@ -16,12 +16,15 @@ using device::GaudiModel;
 using device::OperandInfo;
 
 // Operand infos over shapes that outlive them.
+// Every operand requires a gradient unless `frozen` says otherwise.
 struct Operands {
   std::vector<std::vector<std::int64_t>> shapes;
   std::vector<DType> dtypes;
+  std::vector<bool> frozen = {};
   std::vector<OperandInfo> infos() const {
     std::vector<OperandInfo> out;
-    for (std::size_t i = 0; i < shapes.size(); ++i) out.push_back({shapes[i], dtypes[i]});
+    for (std::size_t i = 0; i < shapes.size(); ++i)
+      out.push_back({shapes[i], dtypes[i], !(i < frozen.size() && frozen[i])});
     return out;
   }
 };
@@ -44,6 +47,13 @@ TEST(OpCosts, LinearIsOneProductOverEveryLeadingDimension) {
   // Backward: dX and dW, two products of the forward's size.
   EXPECT_EQ(p.backward.flops, 2 * p.forward.flops);
   EXPECT_EQ(p.backward.seconds, 2 * p.forward.seconds);
+  // A frozen weight (LoRA's base) gets no dW; a model's input no dX.
+  for (const std::vector<bool>& frozen : {std::vector<bool>{false, true}, std::vector<bool>{true, false}}) {
+    const Operands one{o.shapes, o.dtypes, frozen};
+    const OpPrice q = priceOp(gaudi2(), "linear", one.infos());
+    EXPECT_EQ(q.backward.flops, p.forward.flops);
+    EXPECT_EQ(q.backward.seconds, p.forward.seconds);
+  }
 }
 
 TEST(OpCosts, Fp8ProductsRunAtTheFp8PeakAndWriteBf16) {

@@ -144,8 +144,9 @@ StructSchema makeRoot() {
            "Seed for every random generator: an int, true (pick one and save it) or false (unseeded)."},
           {"trainer", Type::structure(&trainerSchema()), "{}", "Trainer arguments."},
           {"model", Type::component({K::kModel}), "null", "The model: a registered Model class and its init_args."},
-          {"data", Type::component({K::kDataModule}), "null",
-           "The data: a registered DataModule class and its init_args."},
+          {"data", Type::optional(Type::component({K::kDataModule})), "null",
+           "The data: a registered DataModule class and its init_args (predict of a language model with its own "
+           "prompts needs none)."},
           {"optimizer", Type::optional(Type::component({K::kOptimizer})), "null",
            "Optimizer overriding the model's configure_optimizers (e.g. AdamW)."},
           {"lr_scheduler", Type::optional(Type::component({K::kLRScheduler})), "null",

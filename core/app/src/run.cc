@@ -74,6 +74,19 @@ std::uint64_t seedOf(const Node& cfg) {
   return static_cast<std::uint64_t>(config::asInt(s));
 }
 
+// A data module's tokenizer left null is the model's pretrained directory's,
+// as a LightningCLI link_arguments("model.init_args.pretrained",
+// "data.init_args.tokenizer") would make it.
+Node withPretrainedTokenizer(Node data, const Node& model) {
+  Node* args = data.find("init_args");
+  Node* tokenizer = args == nullptr ? nullptr : args->find("tokenizer");
+  const Node* model_args = model.find("init_args");
+  const Node* pretrained = model_args == nullptr ? nullptr : model_args->find("pretrained");
+  if (tokenizer != nullptr && tokenizer->isNull() && pretrained != nullptr && !pretrained->isNull())
+    *tokenizer = *pretrained;
+  return data;
+}
+
 }  // namespace
 
 void resolveSeed(config::Node& cfg, const std::map<std::string, std::string>& env) {
@@ -117,7 +130,14 @@ Pipeline buildPipeline(const RunRequest& request, device::Platform& platform, in
     for (const std::string& note : request.notes) spdlog::warn("{}", note);
 
   pipeline.model = build<LightningModule>(*cfg.find("model"), "model");
-  pipeline.data = build<data::DataModule>(*cfg.find("data"), "data");
+  if (const Node& data = *cfg.find("data"); !data.isNull())
+    pipeline.data = build<data::DataModule>(withPretrainedTokenizer(data, *cfg.find("model")), "data");
+  else if (request.subcommand == "predict")
+    pipeline.data = data::makeNoDataModule();
+  else
+    throw UsageError("data: missing; " + request.subcommand +
+                     " needs a DataModule class (--data TextDataModule, data: {class_path: ..., init_args: ...}); "
+                     "only predict runs without one, on the prompts of the model's init_args");
   TrainingSettings settings{o.accumulate_grad_batches, o.gradient_clip_val};
   strategy.configureTraining(settings, pipeline.data->loaderOptions(data::Split::kTrain).batch_size);
   o.accumulate_grad_batches = settings.accumulate_grad_batches;

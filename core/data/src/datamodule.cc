@@ -24,4 +24,19 @@ std::vector<Field> DataModule::batchFields(Split) const {
                    "a data module of the same shapes (RandomDataModule, RandomTokensDataModule)");
 }
 
+namespace {
+
+class NoDataModule final : public DataModule {
+ public:
+  void setup(Stage) override {}
+  std::shared_ptr<const Dataset> dataset(Split) const override { return nullptr; }
+  LoaderOptions loaderOptions(Split) const override { return LoaderOptions{.batch_size = 1}; }
+  std::vector<Field> batchFields(Split) const override { return {}; }
+  std::string name() const override { return "no data module"; }
+};
+
+}  // namespace
+
+std::unique_ptr<DataModule> makeNoDataModule() { return std::make_unique<NoDataModule>(); }
+
 }  // namespace hpu::core::data

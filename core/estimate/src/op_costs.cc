@@ -67,9 +67,12 @@ OpCost product(const device::GaudiModel& m, std::int64_t batch, std::int64_t row
   return matrix <= vector ? OpCost{Engine::kMatrix, matrix, flops} : OpCost{Engine::kVector, vector, flops};
 }
 
-// The backward of a product: dX and dW, two products of the forward's size.
-OpCost productBackward(const OpCost& forward) {
-  return {forward.engine, 2 * forward.seconds, 2 * forward.flops};
+// The backward of a product of a and b: dA and dB, a product of the
+// forward's size each, for those of the two the tape differentiates (a
+// frozen weight gets no gradient; a model's input none either).
+OpCost productBackward(const OpCost& forward, const OperandInfo& a, const OperandInfo& b) {
+  const double products = std::max(1, static_cast<int>(a.requires_grad) + static_cast<int>(b.requires_grad));
+  return {forward.engine, products * forward.seconds, products * forward.flops};
 }
 
 // Attention as one fused FlashAttention kernel over q [B, H, T, D] and k, v
@@ -136,7 +139,7 @@ OpCost vectorPass(const device::GaudiModel& m, std::string_view op, std::span<co
 OpPrice priceOp(const device::GaudiModel& m, std::string_view op, std::span<const OperandInfo> operands) {
   if (operands.empty()) return {};
   const OperandInfo& a = operands[0];
-  const auto withBackward = [](const OpCost& c) { return OpPrice{c, productBackward(c)}; };
+  const auto withBackward = [&](const OpCost& c) { return OpPrice{c, productBackward(c, a, operands[1])}; };
   if ((op == "linear" || op == "fp8_linear") && operands.size() >= 2) {
     // x [..., in] by w [out, in] (or [in, out], Conv1D's layout).
     const OperandInfo& w = operands[1];

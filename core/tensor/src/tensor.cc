@@ -104,6 +104,6 @@ void Tensor::invalidateGrad() const {
   if (impl_) impl_->grad_valid = false;
 }
 
-device::OperandInfo operandInfo(const Tensor& t) { return {t.shape().dims(), t.dtype()}; }
+device::OperandInfo operandInfo(const Tensor& t) { return {t.shape().dims(), t.dtype(), t.requiresGrad()}; }
 
 }  // namespace hpu::core

@@ -131,11 +131,13 @@ void Trainer::setupModel(LightningModule& model, data::DataModule& data, data::S
   } else {
     for (data::Split s : {data::Split::kTrain, data::Split::kVal, data::Split::kTest, data::Split::kPredict})
       if (!sample) sample = data.dataset(s);
-    if (!sample) throw UsageError("the data module provides no data set for this stage");
-    fields = sample->fields();
+    // Predict may run on the model's own data (a language model's prompts).
+    if (!sample && stage != data::Stage::kPredict)
+      throw UsageError("the data module provides no data set for this stage");
+    if (sample) fields = sample->fields();
   }
-  ModelInput input{Shape(std::span<const std::int64_t>(fields.front().shape)), data.numClasses(), fields,
-                   data.tokenizer()};
+  ModelInput input{fields.empty() ? Shape{} : Shape(std::span<const std::int64_t>(fields.front().shape)),
+                   data.numClasses(), fields, data.tokenizer()};
   device::Device& dev = strategy_->device();
   precision_->checkDevice(dev);
   // A partitioning strategy's model is built in host memory: a device of the

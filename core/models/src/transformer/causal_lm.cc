@@ -13,6 +13,7 @@
 
 #include "hpu/core/base/errors.h"
 #include "hpu/core/base/file_io.h"
+#include "hpu/core/data/chat_template.h"
 #include "hpu/core/models/hf_directory.h"
 #include "hpu/core/nn/layers/rotary.h"
 #include "hpu/core/ops/autocast.h"
@@ -79,6 +80,14 @@ CausalLM::CausalLM(Family family, const config::Params& p)
   else if (!lora_path_.empty())
     lora_ = readPeftAdapterConfig(lora_path_);
   if (p.has("prompt")) prompt_ = p.getString("prompt");
+  if (p.has("messages"))
+    for (const config::Node& m : p.node("messages").items()) {
+      const config::Node* role = m.find("role");
+      const config::Node* content = m.find("content");
+      if (role == nullptr || content == nullptr || !role->isScalar() || !content->isScalar())
+        p.fail("messages", "each message is {role: ..., content: ...}");
+      messages_.emplace_back(role->str(), content->str());
+    }
   if (p.has("prompts")) {
     const config::Node& n = p.node("prompts");
     if (n.isSequence())
@@ -275,14 +284,33 @@ std::vector<std::string> CausalLM::prompts() const {
 }
 
 std::shared_ptr<const data::Dataset> CausalLM::predictData() {
-  const auto n = static_cast<std::int64_t>(prompts().size());
+  const auto n = static_cast<std::int64_t>(prompts().size()) + (messages_.empty() ? 0 : 1);
   if (n == 0)
     throw UsageError(typeName() +
                      " generates from prompts: give model.init_args.prompt (--model.prompt='Once upon a "
-                     "time'), or prompts (a list, or a file with one per line)");
+                     "time'), prompts (a list, or a file with one per line), or messages (a conversation)");
   if (!tokenizer_)
-    throw UsageError(typeName() + " needs the data's tokenizer to read prompts and write text: use TextDataModule");
+    throw UsageError(typeName() +
+                     " needs a tokenizer to read prompts and write text: its data's (TextDataModule) or its "
+                     "pretrained directory's (model.init_args.pretrained)");
   return std::make_shared<PromptIndices>(n);
+}
+
+std::string CausalLM::renderConversation() const {
+  const data::TokenizerSettings& t = tokenizer_->settings();
+  if (t.chat_template.empty())
+    throw UsageError("model.init_args.messages: the " + tokenizer_->name() +
+                     " tokenizer has no chat_template (tokenizer_config.json) to render a conversation with");
+  nlohmann::ordered_json conversation = nlohmann::ordered_json::array();
+  for (const auto& [role, content] : messages_) conversation.push_back({{"role", role}, {"content", content}});
+  data::ChatTemplateInputs inputs;
+  inputs.add_generation_prompt = true;
+  const auto text = [](const std::string& s) { return s.empty() ? std::nullopt : std::optional<std::string>(s); };
+  inputs.bos_token = text(t.bos_token);
+  inputs.eos_token = text(t.eos_token);
+  inputs.pad_token = text(t.pad_token);
+  inputs.unk_token = text(t.unk_token);
+  return data::ChatTemplate(t.chat_template, "tokenizer_config.json: chat_template").render(conversation, inputs);
 }
 
 Prediction CausalLM::predictStep(const Batch& batch, std::int64_t) {
@@ -291,11 +319,20 @@ Prediction CausalLM::predictStep(const Batch& batch, std::int64_t) {
   const Tensor& index = batch["prompt_index"];
   Prediction out;
   for (std::int64_t i = 0; i < index.numel(); ++i) {
-    const std::string& prompt = all.at(static_cast<std::size_t>(index.labels()[i]));
-    const std::vector<std::int64_t> ids = tokenizer_->encodeWithSpecialTokens(prompt, "model.init_args.prompt");
+    const auto at = static_cast<std::size_t>(index.labels()[i]);
+    // The conversation of init_args messages comes after the prompts; its
+    // rendered text holds its special tokens (apply_chat_template's).
+    const bool chat = at == all.size();
+    const std::string prompt = chat ? renderConversation() : all.at(at);
+    const std::vector<std::int64_t> ids =
+        chat ? tokenizer_->encode(prompt, "model.init_args.messages")
+             : tokenizer_->encodeWithSpecialTokens(prompt, "model.init_args.prompt");
     if (ids.empty()) throw UsageError("model.init_args.prompt: an empty prompt gives nothing to continue");
     std::vector<std::int64_t> completion = generate(ids, generation_, *sampling_rng_);
-    out.texts.push_back({prompt, tokenizer_->decode(completion), std::move(completion)});
+    // The text without the end-of-text token (skip_special_tokens' view); the ids keep it.
+    std::vector<std::int64_t> shown = completion;
+    if (const auto eos = eosId(); eos && !shown.empty() && shown.back() == *eos) shown.pop_back();
+    out.texts.push_back({prompt, tokenizer_->decode(shown), std::move(completion)});
   }
   return out;
 }
@@ -414,6 +451,9 @@ std::vector<config::ParamSpec> causalLMParams() {
       {"prompt", Type::optional(Type::string()), "null", "predict: a text to continue."},
       {"prompts", Type::optional(Type::anyOf({Type::list(Type::string()), Type::string()})), "null",
        "predict: texts to continue, a list or a file with one per line."},
+      {"messages", Type::optional(Type::list(Type::dict())), "null",
+       "predict: a conversation ([{role: user, content: ...}, ...]) rendered with the tokenizer's chat template "
+       "and continued as the assistant."},
       {"max_new_tokens", Type::integer().min(1), "64", "predict: tokens generated per prompt at most."},
       {"do_sample", Type::boolean(), "false", "predict: sample the next token (false: greedy, the most likely)."},
       {"temperature", Type::real().min(0.0, true), "1.0", "predict, sampling: logits are divided by this."},

@@ -62,6 +62,10 @@ class OpName {
 struct OperandInfo {
   std::span<const std::int64_t> shape;
   DType dtype;
+  // The tape will compute this operand's gradient (estimate prices only the
+  // gradients backward computes: none for a LoRA model's frozen weights).
+  // Not part of a graph's key.
+  bool requires_grad = false;
 };
 
 struct GraphStats {

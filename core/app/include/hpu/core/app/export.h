@@ -11,7 +11,7 @@ namespace hpu::core {
 
 struct ExportRequest {
   RunRequest run;         // the config that built the checkpoint's model
-  std::string ckpt_path;  // the checkpoint ("last" as for predict)
+  std::string ckpt_path;  // the checkpoint file
   std::string output;     // the directory to write
   bool adapter = false;   // the LoRA adapters alone, in PEFT's layout
 };

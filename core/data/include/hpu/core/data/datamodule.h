@@ -46,4 +46,9 @@ class DataModule {
   virtual std::string name() const = 0;
 };
 
+// What a run without a `data` section gets: no data sets, batches of 1.
+// Predict of a model that brings its own data (a language model's prompts)
+// needs nothing more.
+std::unique_ptr<DataModule> makeNoDataModule();
+
 }  // namespace hpu::core::data

@@ -117,6 +117,9 @@ class CausalLM : public LightningModule {
   std::string prompt_;
   std::vector<std::string> prompt_list_;
   std::string prompt_file_;
+  std::vector<std::pair<std::string, std::string>> messages_;  // (role, content)
+  // messages_ rendered with the tokenizer's chat template, ready for the assistant.
+  std::string renderConversation() const;
   std::shared_ptr<const data::Tokenizer> tokenizer_;
   std::unique_ptr<Generator> sampling_rng_;
   std::string pretrained_;               // a Hugging Face model directory, or ""

@@ -68,7 +68,8 @@ class Trainer {
   // BasePredictionWriter write them).
   std::vector<Prediction> predict(LightningModule& model, data::DataModule& data, const std::string& ckpt_path);
   // Builds `model` as predict does and loads the weights of `ckpt_path`
-  // ("last" resolves as for predict), running nothing (hpu-train export).
+  // (a path; "last" and "best" resolve as for predict), running nothing
+  // (hpu-train export).
   void loadWeights(LightningModule& model, data::DataModule& data, const std::string& ckpt_path);
 
   // --- estimate: shape-only dry runs ---
