@@ -10,6 +10,10 @@
 
 #include "hpu/core/base/errors.h"
 #include "hpu/core/base/file_io.h"
+#include "hpu/core/config/normalize.h"
+#include "hpu/core/config/registry.h"
+#include "hpu/core/config/yaml_io.h"
+#include "hpu/core/data/datamodule.h"
 #include "hpu/core/data/tokenizer.h"
 
 namespace hpu::core::data {
@@ -213,6 +217,44 @@ TEST(CharTokenizer, SavesAMergelessBpeOverItsCharacters) {
   EXPECT_EQ(t->encode("wörld 日\n", "test"), chars->encode("wörld 日\n", "test"));
   EXPECT_EQ(t->decode(chars->encode("hello 本", "test")), "hello 本");
   EXPECT_EQ(t->vocabSize(), chars->vocabSize());
+  fs::remove_all(dir);
+}
+
+// TextDataModule with tokenizer: PATH.
+std::unique_ptr<DataModule> textData(const std::string& init_args) {
+  const config::Node node =
+      config::loadYamlString("class_path: TextDataModule\ninit_args: " + init_args, "test.yaml");
+  std::vector<std::string> problems;
+  const config::Node canonical =
+      config::normalize(node, config::Type::component({config::ComponentKind::kDataModule}), "data", problems);
+  if (!problems.empty()) throw ConfigError(problems);
+  return config::ComponentFactory<DataModule>::instance().create(canonical, "data");
+}
+
+TEST(TextDataModule, TokenizesWithAHuggingFaceTokenizer) {
+  const fs::path dir = tempDir("text");
+  fs::create_directories(dir);
+  const std::string corpus = (dir / "corpus.txt").string();
+  const std::string text = "the ab the ab the ab the ab the ab";
+  writeFileAtomically(corpus, text);
+  auto data = textData("{path: " + corpus + ", tokenizer: " + (kFixtures / "sentencepiece_bpe").string() +
+                       ", block_size: 2, val_split: 0.25}");
+  data->setup(Stage::kFit);
+  EXPECT_EQ(data->tokenizer()->settings().bos_id, 1);
+  EXPECT_EQ(data->tokenizer()->encode("the ab", "test"), (Ids{269, 270, 264}));
+  // 15 tokens: 12 of training text and 3 of validation text, in blocks of 2 + 1.
+  EXPECT_EQ(data->tokenizer()->encode(text, "test").size(), 15u);
+  EXPECT_EQ(data->dataset(Split::kTrain)->size(), 5);
+  EXPECT_EQ(data->dataset(Split::kVal)->size(), 1);
+  try {
+    textData("{path: " + corpus + ", tokenizer: /no/such/tokenizer.json}")->setup(Stage::kFit);
+    FAIL();
+  } catch (const DataError& e) {
+    EXPECT_STREQ(e.what(),
+                 "data.init_args.tokenizer: /no/such/tokenizer.json: does not exist; give a Hugging Face model "
+                 "directory (with tokenizer.json, or vocab.json and merges.txt) or a tokenizer.json file (the value "
+                 "is byte, char, or a Hugging Face model directory or tokenizer.json)");
+  }
   fs::remove_all(dir);
 }
 

@@ -1,5 +1,6 @@
 // TextDataModule: a language model's data from text files. The corpus (a
-// file, or the regular files of a folder in name order) is tokenized whole;
+// file, or the regular files of a folder in name order) is tokenized whole
+// (byte, char, or a Hugging Face tokenizer, without special tokens added);
 // its last val_split of tokens is the validation (and test) text, the rest
 // the training text. Each is cut into blocks of block_size + 1 tokens:
 // "input_ids" are a block's first block_size tokens, "labels" the same
@@ -36,7 +37,7 @@ class TextDataModule final : public DataModule {
   void setup(Stage) override {
     if (tokenizer_) return;
     const std::string text = readCorpus();
-    tokenizer_ = tokenizer_name_ == "char" ? makeCharTokenizer(text, path_) : makeByteTokenizer();
+    tokenizer_ = makeTokenizer(text);
     std::vector<std::int64_t> tokens = tokenizer_->encode(text, path_);
     const auto n = static_cast<std::int64_t>(tokens.size());
     const auto n_val = static_cast<std::int64_t>(static_cast<double>(n) * val_split_);
@@ -77,6 +78,19 @@ class TextDataModule final : public DataModule {
   std::vector<Field> batchFields(Split) const override { return tokenBlockFields(block_size_); }
 
  private:
+  // byte, char (the corpus's characters), or a Hugging Face tokenizer's path.
+  std::unique_ptr<Tokenizer> makeTokenizer(const std::string& corpus) const {
+    if (tokenizer_name_ == "byte") return makeByteTokenizer();
+    if (tokenizer_name_ == "char") return makeCharTokenizer(corpus, path_);
+    try {
+      return loadTokenizer(tokenizer_name_);
+    } catch (const DataError& e) {
+      throw DataError(fmt::format("data.init_args.tokenizer: {} (the value is byte, char, or a Hugging Face model "
+                                  "directory or tokenizer.json)",
+                                  e.what()));
+    }
+  }
+
   bool excluded(const fs::path& file) const {
     const std::string name = file.filename().string();
     return std::any_of(exclude_.begin(), exclude_.end(),
@@ -124,8 +138,10 @@ HPU_REGISTER_COMPONENT(
         "TextDataModule", "",
         {{"path", Type::string(), "null", "A text file, or a folder whose regular files are read in name order."},
          {"exclude", Type::list(Type::string()), "[]", "File name patterns of a folder's files to skip (e.g. *.dat)."},
-         {"tokenizer", Type::string({"byte", "char"}), "byte",
-          "byte: every UTF-8 byte a token (vocabulary 256); char: every character of the corpus (UTF-8 only)."},
+         {"tokenizer", Type::string(), "byte",
+          "byte: every UTF-8 byte a token (vocabulary 256); char: every character of the corpus (UTF-8 only); "
+          "or a Hugging Face tokenizer: a model directory (tokenizer.json, or GPT-2's vocab.json + merges.txt) or a "
+          "tokenizer.json file."},
          {"block_size", Type::integer().min(1), "256", "Tokens per sample (the context length)."},
          {"val_split", Type::real().min(0.0).max(1.0, true), "0.1",
           "Fraction of the tokens, from the end of the text, held out for validation and test."}},

@@ -31,7 +31,7 @@ struct TokenizerSettings {
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
-  virtual std::string name() const = 0;  // "byte", "char"
+  virtual std::string name() const = 0;  // "byte", "char", or a loaded tokenizer's file
   virtual std::int64_t vocabSize() const = 0;
   // Throws DataError naming `origin` and the offset of text it cannot encode.
   virtual std::vector<std::int64_t> encode(std::string_view text, const std::string& origin) const = 0;
