@@ -348,6 +348,34 @@ users={{ users | length }} {{ messages[1:] | map(attribute='role') | join('|') }
 {{- "\n  " -}}   end  {{ bos_token | default('<nobos>') }}{{ eos_token }}
 """
 
+ENGINE_EDGES = r"""{%- set outer = 'kept' %}
+{%- for m in messages %}{% set outer = 'loop only' %}{% set seen = m.role %}{% endfor -%}
+scope: {{ outer }} {{ seen is defined }}
+{#- a comment with lstrip #}
+  {#+ kept before this comment #}x
+    {%- if true -%}
+      trimmed both sides
+    {%- endif %}
+{% if true +%}
+kept newline after +%}
+{% endif %}
+escapes: {{ '\x41\u00e9\U0001F600\101\t|' }} {{ "it's \"q\"" }} {{ 'a\qb' }}
+unicode: {{ 'héllo'|length }} {{ 'héllo'[1:3] }} {{ 'héllo'|upper }} {{ 'ÀB'|lower }} {{ 'héllo'|reverse }}
+{%- for c in 'ab' %} c={{ c }}{% endfor %}
+{%- for k in {'z': 1, 'a': 2} %} k={{ k }}{% endfor %}
+{% for x in [1, 2, 3] %}{{ x }}{{ '<' ~ loop.nextitem ~ '>' if loop.nextitem is defined }}{{ ',' if not loop.last }}{% endfor %}
+tests: {{ 9 is divisibleby 3 }} {{ 3 is odd }} {{ 4 is even }} {{ 'a' is in ['a'] }} {{ none is not none }} {{ 1 is number }} {{ true is boolean }} {{ [] is sequence }} {{ {} is mapping }} {{ 'x' is string }} {{ 2 is integer }} {{ 2.0 is float }}
+cond: [{{ 'yes' if false }}] [{{ none | default('d') }}] [{{ '' | default('e', true) }}] [{{ missing | default('m') }}]
+lists: {{ [1, 2] == [1, 2] }} {{ [1, [2, 'x']] }} {{ [1, 2] + [3] }} {{ ('x') }} {{ (1 + 2) * 3 }} {{ 10 - 2 - 3 }} {{ 2 ** 3 ** 2 }} {{ -2 ** 2 }}
+nums: {{ 7 / 7 }} {{ 0.1 + 0.2 }} {{ 1e20 }} {{ 3 // 2.0 }} {{ -0.0 }} {{ '42' | int + 1 }} {{ 'x' | int }} {{ 2.7 | int }} {{ '1.5' | float }} {{ -3 | abs }}
+items: {% for k, v in {'b': [1], 'a': none} | items %}{{ k }}={{ v }};{% endfor %} {{ {'b': 1} | items | list }} {{ {'a': 1}.get('a') }} {{ {'a': 1}.get('z', 'dflt') }} {{ {'a': 1}.keys() | list }}
+strings: {{ 'a-b-c'.split('-', 1) }} {{ '  x  '.lstrip() }}|{{ '  x  '.rstrip() }}| {{ 'aXbX'.replace('X', '.') }} {{ 'ab'.startswith('a') }} {{ 'ab'.endswith('b') }} {{ ', '.join(['p', 'q']) }} {{ 'hello world'.title() }} {{ 'x' * 3 }}
+join: {{ [1, none, 'a'] | join('/') }} {{ messages | map(attribute='role') | first if messages else '' }} {{ messages | rejectattr('role', 'eq', 'user') | map(attribute='role') | list }} {{ messages | selectattr('content') | list | length }}
+{%- for m in messages %}{% if loop.index is even %}{% continue %}{% endif %} {{ loop.index }}{% endfor %}
+{% for m in [] %}never{% else %}empty loop else{% endfor %}
+{{ messages[-1].role if messages else 'none' }} {{ messages[10] is defined }} {{ (messages | last).content[:5] if messages else '' }}
+"""
+
 TEMPLATES = {
     "llama2": {"model": "meta-llama/Llama-2-7b-chat-hf", "template": LLAMA2,
                "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"},
@@ -368,6 +396,7 @@ TEMPLATES = {
     "gemma": {"model": "google/gemma-7b-it", "template": GEMMA,
               "bos_token": "<bos>", "eos_token": "<eos>", "unk_token": "<unk>", "pad_token": "<pad>"},
     "engine": {"model": "", "template": ENGINE, "eos_token": "</s>"},
+    "engine_edges": {"model": "", "template": ENGINE_EDGES},
 }
 
 CONVERSATIONS = {

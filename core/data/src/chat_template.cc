@@ -4,11 +4,12 @@
 // are falsy and iterate as empty, and fail when indexed).
 #include "hpu/core/data/chat_template.h"
 
+#include <locale.h>
 #include <spdlog/fmt/fmt.h>
+#include <wctype.h>
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <ctime>
 #include <limits>
 #include <optional>
@@ -64,15 +65,44 @@ std::string strip(std::string_view s, const std::optional<std::string>& chars, b
   return fromCodePoints(cps, b, e);
 }
 
-std::string asciiCase(std::string s, bool upper) {
-  for (char& c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    c = static_cast<char>(upper ? std::toupper(u) : std::tolower(u));
+// Case of one character: Unicode's one-to-one mappings (glibc's C.UTF-8
+// tables; ASCII only if that locale is missing). Python also maps a few
+// characters to several ('ß'.upper() is 'SS'); those stay as they are.
+char32_t toCase(char32_t c, bool upper) {
+  static const locale_t utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", nullptr);
+  if (c < 0x80) {
+    const int ascii = static_cast<int>(c);
+    return static_cast<char32_t>(upper ? std::toupper(ascii) : std::tolower(ascii));
   }
-  return s;
+  if (utf8 == nullptr) return c;
+  const auto wide = static_cast<wint_t>(c);
+  return static_cast<char32_t>(upper ? towupper_l(wide, utf8) : towlower_l(wide, utf8));
 }
 
-bool isAsciiAlpha(char c) { return std::isalpha(static_cast<unsigned char>(c)) != 0; }
+// Whether a character has case (Python's "cased": a letter with an upper
+// or lower form).
+bool isCased(char32_t c) { return toCase(c, true) != c || toCase(c, false) != c; }
+
+// Python's str.upper / lower.
+std::string changeCase(std::string_view s, bool upper) {
+  std::vector<char32_t> cps = codePoints(s);
+  for (char32_t& c : cps) c = toCase(c, upper);
+  return fromCodePoints(cps, 0, cps.size());
+}
+
+// Title case: a character that starts a word (after `starts(previous)`)
+// upper, the others lower.
+template <class StartsWord>
+std::string titleCase(std::string_view s, StartsWord starts) {
+  std::vector<char32_t> cps = codePoints(s);
+  bool begins = true;
+  for (char32_t& c : cps) {
+    const char32_t original = c;
+    c = toCase(c, begins);
+    begins = starts(original);
+  }
+  return fromCodePoints(cps, 0, cps.size());
+}
 
 // Python's float repr (shortest round trip, ".0" on integral values).
 std::string pythonFloat(double d) {
@@ -674,21 +704,13 @@ class Renderer {
     return Value::of(std::move(l));
   }
 
+  // Python's str.title: a word starts after a character without case.
   static std::string pythonTitle(const std::string& s) {
-    std::string out = s;
-    bool previous_cased = false;
-    for (char& c : out) {
-      const bool alpha = isAsciiAlpha(c);
-      c = static_cast<char>(alpha && !previous_cased ? std::toupper(static_cast<unsigned char>(c))
-                                                     : std::tolower(static_cast<unsigned char>(c)));
-      previous_cased = alpha;
-    }
-    return out;
+    return titleCase(s, [](char32_t previous) { return !isCased(previous); });
   }
+  // Python's str.capitalize (and Jinja2's filter): the first character upper, the rest lower.
   static std::string capitalize(const std::string& s) {
-    std::string out = asciiCase(s, false);
-    if (!out.empty()) out[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(out[0])));
-    return out;
+    return titleCase(s, [](char32_t) { return false; });
   }
 
   ValueList dictItems(const Value& v) const {
@@ -725,7 +747,7 @@ class Renderer {
       }
       if (m == "upper" || m == "lower") {
         expectArguments(e, 1, {});
-        return Value::of(asciiCase(s, m == "upper"));
+        return Value::of(changeCase(s, m == "upper"));
       }
       if (m == "title") return Value::of(pythonTitle(s));
       if (m == "capitalize") return Value::of(capitalize(s));
@@ -893,19 +915,14 @@ class Renderer {
       expectArguments(e, 2, {"chars"});
       return Value::of(strip(str(v), charsArgument(e, 1), true, true));
     }
-    if (f == "upper" || f == "lower") return Value::of(asciiCase(str(v), f == "upper"));
+    if (f == "upper" || f == "lower") return Value::of(changeCase(str(v), f == "upper"));
     if (f == "capitalize") return Value::of(capitalize(str(v)));
     if (f == "title") {
       // Jinja2's title: words begin after whitespace, '-', '(', '{', '[' or '<'.
-      std::string out = str(v);
-      bool begins = true;
-      for (char& c : out) {
-        const bool separator = std::isspace(static_cast<unsigned char>(c)) || std::strchr("-({[<", c);
-        const auto u = static_cast<unsigned char>(c);
-        c = static_cast<char>(begins ? std::toupper(u) : std::tolower(u));
-        begins = separator;
-      }
-      return Value::of(std::move(out));
+      return Value::of(titleCase(str(v), [](char32_t previous) {
+        return isPythonSpace(previous) || previous == '-' || previous == '(' || previous == '{' || previous == '[' ||
+               previous == '<';
+      }));
     }
     if (f == "replace") return Value::of(replace(e, str(v), 1));
     if (f == "abs") {

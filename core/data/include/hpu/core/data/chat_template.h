@@ -16,7 +16,9 @@
 // methods that chat_template_syntax.h lists (isSupportedFilter ...).
 // Anything else is refused when the template is parsed, with its
 // line:column. Strings are Python's: len, slices and indices count
-// characters; upper / lower / title / capitalize change ASCII letters only.
+// characters; upper / lower / title / capitalize use Unicode's one-to-one
+// case mappings (Python's few one-to-many ones, 'ß'.upper() == 'SS', are
+// not made).
 //
 // Immutable after construction: render() is thread-safe.
 #pragma once
