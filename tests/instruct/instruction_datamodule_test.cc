@@ -249,6 +249,12 @@ TEST(InstructionDataModule, AChatTemplateInitArgReplacesTheTokenizers) {
             train + ":1: a \"messages\" example needs a chat template, and the tokenizer " + tok +
                 " has none (tokenizer_config.json chat_template); set data.init_args.chat_template, or write "
                 "prompt/completion examples");
+  EXPECT_EQ(errorOf([&] {
+              instructionData("{train_file: " + train + ", tokenizer: " + tok + ", chat_template: no.jinja}")
+                  ->setup(Stage::kFit);
+            }),
+            "data.init_args.chat_template: no.jinja is neither a template (no {% or {{) nor a file it can read: "
+            "cannot read no.jinja: No such file or directory");
   const std::string file = dir.file("chat.jinja", "{% for m in messages %}[{{ m.content }}]{% endfor %}");
   auto dm = instructionData("{train_file: " + train + ", tokenizer: " + tok + ", chat_template: " + file +
                             ", block_size: 6, val_split: 0}");

@@ -204,8 +204,17 @@ class InstructionDataModule final : public DataModule {
     if (chat_template_arg_) {
       const bool is_file = chat_template_arg_->find("{%") == std::string::npos &&
                            chat_template_arg_->find("{{") == std::string::npos;
-      template_.emplace(is_file ? readFile(*chat_template_arg_) : *chat_template_arg_,
-                        is_file ? *chat_template_arg_ : "data.init_args.chat_template");
+      std::string source = *chat_template_arg_;
+      if (is_file) {
+        try {
+          source = readFile(*chat_template_arg_);
+        } catch (const Error& e) {
+          throw DataError(fmt::format("data.init_args.chat_template: {} is neither a template (no {{% or {{{{) nor a "
+                                      "file it can read: {}",
+                                      *chat_template_arg_, e.what()));
+        }
+      }
+      template_.emplace(source, is_file ? *chat_template_arg_ : "data.init_args.chat_template");
     } else {
       const std::string& source = tokenizer_->settings().chat_template;
       if (source.empty())
