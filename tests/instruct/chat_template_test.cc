@@ -134,6 +134,13 @@ TEST(ChatTemplate, RefusesWhatTheSubsetLacksWithLineAndColumn) {
   EXPECT_EQ(refusal("{% endif %}"), "t.jinja:1:4: unexpected '{% endif %}' (no open block it closes)");
   EXPECT_EQ(refusal("{{ (1, 2) }}"), "t.jinja:1:6: tuples are not supported; use a list [a, b]");
   EXPECT_EQ(refusal("{# never closed"), "t.jinja:1:1: this comment has no end ('#}')");
+  EXPECT_EQ(refusal("{{ 99999999999999999999 }}"),
+            "t.jinja:1:4: the integer 99999999999999999999 does not fit in 64 bits");
+  EXPECT_EQ(refusal("{{ " + std::string(300, '(') + "1" + std::string(300, ')') + " }}"),
+            "t.jinja:1:203: the template nests blocks or expressions more than 200 deep");
+  std::string deep;
+  for (int i = 0; i < 300; ++i) deep += "{% if true %}";
+  EXPECT_EQ(refusal(deep), "t.jinja:1:2594: the template nests blocks or expressions more than 200 deep");
 }
 
 TEST(ChatTemplate, EvaluationErrorsNameTheirPlace) {
@@ -147,6 +154,10 @@ TEST(ChatTemplate, EvaluationErrorsNameTheirPlace) {
             "t:1:19: cannot set the attribute 'y' of 'x', a int: only a namespace() has attributes to set");
   EXPECT_EQ(error("{{ 1 // 0 }}"), "t:1:6: integer division or modulo by zero");
   EXPECT_EQ(error("{% for c in 3 %}{% endfor %}"), "t:1:13: 'int' object is not iterable");
+  EXPECT_EQ(error("{{ 3 ** 40 }}"), "t:1:6: 3 ** 40 overflows 64-bit integers");
+  EXPECT_EQ(ChatTemplate("{{ 1 ** 1000000000000 }} {{ (-1) ** 999999999999 }} {{ 1e999 }} {{ 2 ** 62 }}", "t")
+                .render(messages, {}),
+            "1 -1 inf 4611686018427387904");
 }
 
 TEST(ChatTemplate, KeepsMessageFieldOrderAndUnknownFields) {

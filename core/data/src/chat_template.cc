@@ -634,8 +634,13 @@ class Renderer {
         r = op == "//" ? q : m;
       } else if (op == "**") {
         if (y < 0) return Value::ofReal(std::pow(static_cast<double>(x), static_cast<double>(y)));
+        // By squaring: y may be large when x is 0, 1 or -1.
         r = 1;
-        for (std::int64_t k = 0; k < y && !overflow; ++k) overflow = __builtin_mul_overflow(r, x, &r);
+        std::int64_t base = x;
+        for (std::int64_t k = y; k > 0 && !overflow; k >>= 1) {
+          if (k & 1) overflow = __builtin_mul_overflow(r, base, &r);
+          if (k > 1 && !overflow) overflow = __builtin_mul_overflow(base, base, &base);
+        }
       }
       if (overflow) fail(e.pos, fmt::format("{} {} {} overflows 64-bit integers", x, op, y));
       return Value::of(r);

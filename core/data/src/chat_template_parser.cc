@@ -8,6 +8,8 @@
 #include <spdlog/fmt/fmt.h>
 
 #include <array>
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <set>
 
@@ -395,7 +397,30 @@ class Parser {
 
   // Nodes up to a block tag named in `ends` (left as the current token, after
   // its '{%') or the end of the template.
+  // Counts the nesting of blocks and expressions while it lives: deeper than
+  // kMaxDepth is refused (a template is input, and the parser recurses).
+  class Nesting {
+   public:
+    Nesting(Parser& p, SourcePos pos) : p_(p) {
+      if (++p_.depth_ > kMaxDepth)
+        p_.fail(pos, fmt::format("the template nests blocks or expressions more than {} deep", kMaxDepth));
+    }
+    ~Nesting() { --p_.depth_; }
+
+   private:
+    Parser& p_;
+  };
+  static constexpr int kMaxDepth = 200;
+
+  std::int64_t integer(const Token& t) const {
+    errno = 0;
+    const long long v = std::strtoll(t.value.c_str(), nullptr, 10);
+    if (errno == ERANGE) fail(t.pos, "the integer " + t.value + " does not fit in 64 bits");
+    return static_cast<std::int64_t>(v);
+  }
+
   NodeList parseBody(const std::set<std::string>& ends) {
+    const Nesting nesting(*this, cur().pos);
     NodeList nodes;
     while (true) {
       const Token& t = cur();
@@ -600,6 +625,7 @@ class Parser {
     return e;
   }
   ExprPtr parseUnary(bool with_filter) {
+    const Nesting nesting(*this, cur().pos);
     ExprPtr e;
     if (isOp("-") || isOp("+")) {
       const Token op = next();
@@ -634,17 +660,13 @@ class Parser {
       case Tok::kInteger: {
         next();
         ExprPtr e = make(Expr::Kind::kLiteral, t.pos);
-        try {
-          e->value = Value::of(static_cast<std::int64_t>(std::stoll(t.value)));
-        } catch (const std::out_of_range&) {
-          fail(t.pos, "the integer " + t.value + " does not fit in 64 bits");
-        }
+        e->value = Value::of(integer(t));
         return e;
       }
       case Tok::kFloat: {
         next();
         ExprPtr e = make(Expr::Kind::kLiteral, t.pos);
-        e->value = Value::ofReal(std::stod(t.value));
+        e->value = Value::ofReal(std::strtod(t.value.c_str(), nullptr));  // inf beyond the range, as Python
         return e;
       }
       case Tok::kOperator:
@@ -713,7 +735,7 @@ class Parser {
           ExprPtr item = make(Expr::Kind::kItem, t.pos);
           item->operands.push_back(std::move(e));
           ExprPtr index = make(Expr::Kind::kLiteral, t.pos);
-          index->value = Value::of(static_cast<std::int64_t>(std::stoll(t.value)));
+          index->value = Value::of(integer(t));
           item->operands.push_back(std::move(index));
           e = std::move(item);
           continue;
@@ -804,6 +826,7 @@ class Parser {
   std::vector<Token> tokens_;
   std::size_t i_ = 0;
   std::vector<std::string> open_;  // the end tags of the blocks open at the current token
+  int depth_ = 0;
   const std::string& origin_;
 };
 
