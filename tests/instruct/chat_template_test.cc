@@ -91,6 +91,23 @@ TEST(ChatTemplate, RendersTheModelsTemplatesAsJinja2Does) {
   EXPECT_EQ(refused_somewhere, (std::set<std::string>{"gemma", "llama2", "mistral"}));
 }
 
+TEST(ChatTemplate, EvaluatesRandomExpressionsAsJinja2Does) {
+  const json fixture_cases = fixture("random_expressions.json");
+  const json messages = fixture("conversations.json")[fixture_cases["conversation"].get<std::string>()];
+  int rendered = 0;
+  for (const json& c : fixture_cases["cases"]) {
+    const std::string source = c["template"];
+    SCOPED_TRACE(source);
+    if (c.contains("text")) {
+      EXPECT_EQ(ChatTemplate(source, "t").render(messages, {}), c["text"].get<std::string>());
+      ++rendered;
+    } else {
+      EXPECT_THROW(ChatTemplate(source, "t").render(messages, {}), DataError) << "Jinja2: " << c["error"];
+    }
+  }
+  EXPECT_GT(rendered, 250);
+}
+
 TEST(ChatTemplate, RaiseExceptionNamesTheTemplateAndWhere) {
   const ChatTemplate t(
       "{% if messages[0]['role'] == 'system' %}\n  {{ raise_exception('System role not supported') }}\n{% endif %}",

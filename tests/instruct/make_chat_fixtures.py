@@ -450,6 +450,72 @@ CONVERSATIONS = {
 NOW = (2026, 1, 2, 3, 4, 5)
 
 
+# Random expressions over literals, the messages, operators, filters and
+# tests: what Jinja2 renders (or refuses) for each, compared by the C++ test
+# too. Left out, where Jinja2's own answer is an accident of Python: string
+# % formatting, slicing what is not a sequence, reverse and items of what
+# they do not apply to, printing range().
+STRINGS = ["'a'", "'ab c'", "''", "' x '", "'é'", "'A-b'", '"q\\"t"', "'1'", "'42'"]
+EXPR_FILTERS = ["length", "trim", "upper", "lower", "first", "last", "join", "join(',')", "default('d')", "tojson",
+                "string", "list", "int", "abs", "capitalize", "title", "float", "count"]
+EXPR_TESTS = ["defined", "undefined", "none", "string", "number", "integer", "float", "mapping", "iterable",
+              "sequence", "odd", "even", "boolean", "true", "false", "divisibleby 2", "in [1, 'a']", "eq 1"]
+EXPR_OPS = ["+", "-", "*", "//", "~", "==", "!=", "<", ">=", "and", "or", "in", "not in", "/"]
+
+
+def random_literal(rng, depth):
+    r = rng.random()
+    if r < 0.25:
+        return str(rng.choice([0, 1, 2, 3, -1, 7, 10]))
+    if r < 0.35:
+        return rng.choice(["0.5", "1.0", "2.5", "-0.25", "1e3"])
+    if r < 0.6:
+        return rng.choice(STRINGS)
+    if r < 0.68:
+        return rng.choice(["none", "true", "false"])
+    if r < 0.78 and depth < 3:
+        return "[" + ", ".join(random_expression(rng, depth + 1) for _ in range(rng.randint(0, 3))) + "]"
+    if r < 0.83 and depth < 3:
+        items = (f"{rng.choice(STRINGS)}: {random_expression(rng, depth + 1)}" for _ in range(rng.randint(0, 2)))
+        return "{" + ", ".join(items) + "}"
+    if r < 0.93:
+        return rng.choice(["messages", "messages[0]", "messages[0].role", "messages[-1]['content']", "undefinedvar",
+                           "messages|length", "messages[1:]", "'abcdef'[1:4]", "messages[::-1][0].role"])
+    return rng.choice(["(range(3) | list)", "namespace(a=1).a"])
+
+
+def random_expression(rng, depth=0):
+    r = rng.random()
+    if depth > 3 or r < 0.3:
+        return random_literal(rng, depth)
+    sub = lambda: random_expression(rng, depth + 1)
+    if r < 0.55:
+        return f"({sub()} {rng.choice(EXPR_OPS)} {sub()})"
+    if r < 0.7:
+        return f"{sub()} | {rng.choice(EXPR_FILTERS)}"
+    if r < 0.82:
+        return f"({sub()} is {rng.choice(['', 'not '])}{rng.choice(EXPR_TESTS)})"
+    if r < 0.9:
+        return f"(not {sub()})"
+    if r < 0.97:
+        return f"({sub()} if {sub()} else {sub()})"
+    return f"-{random_literal(rng, depth)}"
+
+
+def random_expression_renders(env, count=500, seed=30):
+    import random
+    rng = random.Random(seed)
+    messages = CONVERSATIONS["two_turns"]
+    cases = []
+    for _ in range(count):
+        source = "{{ " + random_expression(rng) + " }}"
+        try:
+            cases.append({"template": source, "text": env.from_string(source).render(messages=messages)})
+        except Exception as e:  # what Jinja2 refuses, ours must refuse too
+            cases.append({"template": source, "error": f"{type(e).__name__}: {e}"})
+    return {"conversation": "two_turns", "cases": cases}
+
+
 def environment():
     from jinja2.exceptions import TemplateError
     from jinja2.ext import loopcontrols
@@ -470,6 +536,8 @@ def environment():
 
 def main():
     ensure_venv()
+    import warnings
+    warnings.filterwarnings("ignore", category=SyntaxWarning)  # Python's remarks on constant subscripts
     import jinja2
     from jinja2.exceptions import TemplateError, UndefinedError
 
@@ -494,6 +562,7 @@ def main():
         "chat_templates.json": TEMPLATES,
         "conversations.json": CONVERSATIONS,
         "chat_renders.json": {"jinja2": jinja2.__version__, "now": NOW, "renders": renders},
+        "random_expressions.json": random_expression_renders(env),
     }
     for file, content in outputs.items():
         with open(os.path.join(FIXTURES, file), "w", encoding="utf-8") as f:

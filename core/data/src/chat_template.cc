@@ -199,7 +199,10 @@ std::string str(const Value& v) {
   return "";
 }
 
-std::string repr(const Value& v) { return v.is(Kind::kString) ? pythonRepr(v.text) : str(v); }
+std::string repr(const Value& v) {
+  if (v.is(Kind::kUndefined)) return "Undefined";  // inside a list or dict: Jinja2's Undefined's repr
+  return v.is(Kind::kString) ? pythonRepr(v.text) : str(v);
+}
 
 bool truthy(const Value& v) {
   switch (v.kind) {
@@ -221,6 +224,14 @@ bool isNumber(const Value& v) { return v.is(Kind::kBool) || v.is(Kind::kInt) || 
 bool isInteger(const Value& v) { return v.is(Kind::kBool) || v.is(Kind::kInt); }
 std::int64_t asInteger(const Value& v) { return v.is(Kind::kBool) ? (v.boolean ? 1 : 0) : v.integer; }
 double asReal(const Value& v) { return v.is(Kind::kFloat) ? v.real : static_cast<double>(asInteger(v)); }
+
+// Python's % of floats: the result has the divisor's sign (a zero too).
+double pythonMod(double x, double y) {
+  double m = std::fmod(x, y);
+  if (m == 0) return std::copysign(0.0, y);
+  if ((m < 0) != (y < 0)) m += y;
+  return m;
+}
 
 bool equals(const Value& a, const Value& b) {
   if (isNumber(a) && isNumber(b))
@@ -611,11 +622,15 @@ class Renderer {
       l.insert(l.end(), b.list->begin(), b.list->end());
       return Value::of(std::move(l));
     }
-    if (op == "*" && (a.is(Kind::kString) || a.is(Kind::kList)) && isInteger(b)) {
-      Value out = a.is(Kind::kString) ? Value::of(std::string()) : Value::of(ValueList{});
-      for (std::int64_t k = 0; k < std::min<std::int64_t>(asInteger(b), 100000); ++k) {
-        if (a.is(Kind::kString)) out.text += a.text;
-        else out.list->insert(out.list->end(), a.list->begin(), a.list->end());
+    const auto sequence = [](const Value& v) { return v.is(Kind::kString) || v.is(Kind::kList); };
+    if (op == "*" && ((sequence(a) && isInteger(b)) || (isInteger(a) && sequence(b)))) {
+      // Repetition, either way round, at most 100000 times.
+      const Value& seq = sequence(a) ? a : b;
+      const std::int64_t times = std::min<std::int64_t>(asInteger(sequence(a) ? b : a), 100000);
+      Value out = seq.is(Kind::kString) ? Value::of(std::string()) : Value::of(ValueList{});
+      for (std::int64_t k = 0; k < times; ++k) {
+        if (seq.is(Kind::kString)) out.text += seq.text;
+        else out.list->insert(out.list->end(), seq.list->begin(), seq.list->end());
       }
       return out;
     }
@@ -653,7 +668,7 @@ class Renderer {
     if (y == 0) fail(e.pos, "division by zero");
     if (op == "/") return Value::ofReal(x / y);
     if (op == "//") return Value::ofReal(std::floor(x / y));
-    if (op == "%") return Value::ofReal(x - std::floor(x / y) * y);
+    if (op == "%") return Value::ofReal(pythonMod(x, y));
     return unsupported();
   }
 
@@ -935,6 +950,7 @@ class Renderer {
       return isInteger(v) ? Value::of(std::abs(asInteger(v))) : Value::ofReal(std::fabs(v.real));
     }
     if (f == "int" || f == "float") {
+      if (v.is(Kind::kUndefined)) failUndefined(e.pos, v);
       expectArguments(e, 2, {"default"});
       const Value zero = f == "int" ? Value::of(std::int64_t{0}) : Value::ofReal(0);
       const Value fallback = argument(e, 1, "default").value_or(zero);
@@ -1050,8 +1066,8 @@ class Renderer {
     if (t == "sequence") return v.is(Kind::kList) || v.is(Kind::kDict) || v.is(Kind::kString) || v.is(Kind::kUndefined);
     if (e.operands.size() < 2) {
       if (t == "odd" || t == "even") {
-        if (!isInteger(v)) fail(e.pos, fmt::format("the test '{}' needs an integer, got {}", t, typeName(v)));
-        return (asInteger(v) % 2 != 0) == (t == "odd");
+        if (!isNumber(v)) fail(e.pos, fmt::format("the test '{}' needs a number, got {}", t, typeName(v)));
+        return pythonMod(asReal(v), 2) == (t == "odd" ? 1 : 0);
       }
       fail(e.pos, fmt::format("the test '{}' needs an argument", t));
     }
@@ -1060,9 +1076,9 @@ class Renderer {
     if (t == "ne") return !equals(v, arg);
     if (t == "in") return contains(arg, v, e.pos);
     if (t == "divisibleby") {
-      if (!isInteger(v) || !isInteger(arg) || asInteger(arg) == 0)
-        fail(e.pos, "divisibleby needs integers (and a divisor other than 0)");
-      return asInteger(v) % asInteger(arg) == 0;
+      if (!isNumber(v) || !isNumber(arg) || asReal(arg) == 0)
+        fail(e.pos, "divisibleby needs numbers (and a divisor other than 0)");
+      return pythonMod(asReal(v), asReal(arg)) == 0;
     }
     fail(e.pos, fmt::format("the test '{}' is not supported", t));
   }
