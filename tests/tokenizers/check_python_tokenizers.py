@@ -8,7 +8,9 @@ AutoTokenizer:
   and of the unit fixtures encodes the documents (and strings on which the
   JavaScript reference is known to differ from the crate) to the same ids,
   and decodes them to the same text (transformers' clean-up of spaces when
-  tokenizer_config.json asks for it);
+  tokenizer_config.json asks for it); so do variants of the unit fixtures
+  (other prepend schemes, add_prefix_space, stripped and normalized added
+  tokens, no byte fallback...);
 - what save(dir) writes for the byte and char tokenizers and for a loaded
   one, loaded by AutoTokenizer.from_pretrained, encodes as hpu-train does.
 
@@ -57,6 +59,38 @@ else:
     out["results"] = [{"ids": t(d, add_special_tokens=False)["input_ids"]} for d in docs]
 print(json.dumps(out))
 '''
+
+
+def variants(unit):
+    """tokenizer.json files that vary the unit fixtures' options: what the
+    models in the reference data do not exercise."""
+    def load(name):
+        return json.loads((unit / name / "tokenizer.json").read_text())
+    out = {}
+    v = load("byte_bpe"); v["pre_tokenizer"]["add_prefix_space"] = True; out["prefix_space"] = v
+    v = load("byte_bpe"); v["pre_tokenizer"]["use_regex"] = False; out["no_regex"] = v
+    v = load("byte_bpe")
+    v["added_tokens"].append({"id": 269, "content": "the", "single_word": False, "lstrip": True, "rstrip": True,
+                              "normalized": False, "special": True})
+    out["stripped_added_token"] = v
+    for scheme in ("always", "first", "never"):
+        for split in (True, False):
+            v = load("metaspace_unk")
+            v["pre_tokenizer"].update(prepend_scheme=scheme, split=split)
+            v["decoder"].update(prepend_scheme=scheme, split=split)
+            out[f"metaspace_{scheme}_{'split' if split else 'whole'}"] = v
+    v = load("metaspace_unk"); v["model"]["fuse_unk"] = False; out["unfused_unk"] = v
+    v = load("sentencepiece_bpe"); v["model"]["byte_fallback"] = False; out["no_byte_fallback"] = v
+    v = load("sentencepiece_bpe"); v["model"].update(fuse_unk=False, byte_fallback=False); out["no_fallback_no_fuse"] = v
+    v = load("sentencepiece_bpe")
+    v["added_tokens"] += [
+        {"id": len(v["model"]["vocab"]), "content": "hello world", "single_word": False, "lstrip": False,
+         "rstrip": False, "normalized": True, "special": False},
+        {"id": v["model"]["vocab"]["ab"], "content": "ab", "single_word": True, "lstrip": True, "rstrip": False,
+         "normalized": False, "special": False}]
+    out["normalized_added_tokens"] = v
+    v = load("llama3_style"); v["model"]["ignore_merges"] = False; out["merges_not_ignored"] = v
+    return out
 
 
 def find_python(args):
@@ -115,6 +149,10 @@ def main():
 
     dirs = [fixtures / n for n in ("gpt2", "llama2", "llama2-metaspace", "llama3") if (fixtures / n).exists()]
     dirs += [unit / n for n in ("byte_bpe", "llama3_style", "sentencepiece_bpe", "metaspace_unk")]
+    for name, tokenizer in variants(unit).items():
+        (work / name).mkdir()
+        (work / name / "tokenizer.json").write_text(json.dumps(tokenizer, ensure_ascii=False))
+        dirs.append(work / name)
     for d in dirs:
         config = json.loads((d / "tokenizer_config.json").read_text()) if (d / "tokenizer_config.json").exists() else {}
         mine = ours(args.tool, str(d), str(docs_file))
@@ -134,7 +172,7 @@ def main():
         corpus = work / "corpus.txt"
         corpus.write_text("".join(docs))
         saved = {"byte": "byte", "char": f"char:{corpus}"}
-        saved.update({d.name: str(d) for d in dirs[:4]})
+        saved.update({d.name: str(d) for d in dirs if d.parent == fixtures})
         for name, source in saved.items():
             out = work / f"saved-{name}"
             subprocess.run([args.tool, source, "--save", str(out)], check=True)

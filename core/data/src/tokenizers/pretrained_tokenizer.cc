@@ -40,10 +40,11 @@ PretrainedTokenizer::PretrainedTokenizer(std::string name, TokenizerPipeline pip
   for (const AddedToken& token : p_.added_tokens) {
     added_by_id_[token.id] = token.content;
     vocab_size_ = std::max<std::int64_t>(vocab_size_, token.id + 1);
-    if (token.normalized && !p_.normalizer.empty()) {
-      // Found in normalized text: as tokenizers, its content is normalized too.
+    if (token.normalized) {
+      // Found in normalized text, after the others (a pass of its own even
+      // without a normalizer, as tokenizers does); its content is normalized too.
       AddedToken copy = token;
-      p_.normalizer.apply(token.content, copy.content);
+      if (!p_.normalizer.empty()) p_.normalizer.apply(token.content, copy.content);
       normalized.push_back(std::move(copy));
     } else {
       raw.push_back(token);
