@@ -108,6 +108,16 @@ TEST(ChatTemplate, EvaluatesRandomExpressionsAsJinja2Does) {
   EXPECT_GT(rendered, 250);
 }
 
+TEST(ChatTemplate, KeepsAndStripsWhitespaceAsJinja2Does) {
+  const json fixture_cases = fixture("random_templates.json");
+  const json messages = fixture("conversations.json")[fixture_cases["conversation"].get<std::string>()];
+  for (const json& c : fixture_cases["cases"]) {
+    const std::string source = c["template"];
+    SCOPED_TRACE(source);
+    EXPECT_EQ(ChatTemplate(source, "t").render(messages, {}), c["text"].get<std::string>());
+  }
+}
+
 TEST(ChatTemplate, RaiseExceptionNamesTheTemplateAndWhere) {
   const ChatTemplate t(
       "{% if messages[0]['role'] == 'system' %}\n  {{ raise_exception('System role not supported') }}\n{% endif %}",

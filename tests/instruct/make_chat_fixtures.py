@@ -516,6 +516,54 @@ def random_expression_renders(env, count=500, seed=30):
     return {"conversation": "two_turns", "cases": cases}
 
 
+# Random templates of text (spaces, tabs, newlines) and tags with random
+# whitespace control: the lexer's trim_blocks / lstrip_blocks / - / + rules.
+def random_template(rng, depth=0):
+    texts = ["", " ", "  ", "\t", "\n", " \n", "\n  ", "\n\n", "a", " b ", "c\n", "\n d \n", "  \t\n  e"]
+    def tag(body, kind="%"):
+        left = rng.choice(["", "", "-", "+"]) if kind != "{" else rng.choice(["", "-"])
+        right = rng.choice(["", "", "-", "+"]) if kind == "%" else rng.choice(["", "-"])
+        if kind == "{":
+            return "{{" + left + " " + body + " " + right + "}}"
+        if kind == "#":
+            return "{#" + left + " " + body + " " + right + "#}"
+        return "{%" + left + " " + body + " " + right + "%}"
+    parts = []
+    for _ in range(rng.randint(1, 4 - depth)):
+        parts.append(rng.choice(texts))
+        r = rng.random()
+        if r < 0.25:
+            parts.append(tag(rng.choice(["m.role if m is defined else '-'", "loop.index if loop is defined else 'x'", "x | default('u')"]), "{"))
+        elif r < 0.4:
+            parts.append(tag("comment", "#"))
+        elif r < 0.55:
+            parts.append(tag("set x = " + rng.choice(["1", "'s'", "x ~ 'y' if x is defined else 'z'"])))
+        elif r < 0.8 and depth < 2:
+            parts.append(tag("if " + rng.choice(["true", "false", "m is defined", "x is defined"])))
+            parts.append(random_template(rng, depth + 1))
+            if rng.random() < 0.4:
+                parts.append(tag("else"))
+                parts.append(random_template(rng, depth + 1))
+            parts.append(tag("endif"))
+        elif depth < 2:
+            parts.append(tag("for m in messages"))
+            parts.append(random_template(rng, depth + 1))
+            parts.append(tag("endfor"))
+    parts.append(rng.choice(texts))
+    return "".join(parts)
+
+
+def random_template_renders(env, count=200, seed=31):
+    import random
+    rng = random.Random(seed)
+    messages = CONVERSATIONS["system"]
+    cases = []
+    for _ in range(count):
+        source = random_template(rng)
+        cases.append({"template": source, "text": env.from_string(source).render(messages=messages)})
+    return {"conversation": "system", "cases": cases}
+
+
 def environment():
     from jinja2.exceptions import TemplateError
     from jinja2.ext import loopcontrols
@@ -563,6 +611,7 @@ def main():
         "conversations.json": CONVERSATIONS,
         "chat_renders.json": {"jinja2": jinja2.__version__, "now": NOW, "renders": renders},
         "random_expressions.json": random_expression_renders(env),
+        "random_templates.json": random_template_renders(env),
     }
     for file, content in outputs.items():
         with open(os.path.join(FIXTURES, file), "w", encoding="utf-8") as f:

@@ -1101,6 +1101,17 @@ ChatTemplate::~ChatTemplate() = default;
 ChatTemplate::ChatTemplate(ChatTemplate&&) noexcept = default;
 ChatTemplate& ChatTemplate::operator=(ChatTemplate&&) noexcept = default;
 
+ChatTemplateInputs chatTemplateInputs(const TokenizerSettings& settings, bool add_generation_prompt) {
+  const auto token = [](const std::string& text) { return text.empty() ? std::nullopt : std::optional(text); };
+  ChatTemplateInputs in;
+  in.add_generation_prompt = add_generation_prompt;
+  in.bos_token = token(settings.bos_token);
+  in.eos_token = token(settings.eos_token);
+  in.pad_token = token(settings.pad_token);
+  in.unk_token = token(settings.unk_token);
+  return in;
+}
+
 std::string ChatTemplate::render(const nlohmann::ordered_json& messages, const ChatTemplateInputs& inputs) const {
   using detail::Value;
   detail::ValueDict globals{

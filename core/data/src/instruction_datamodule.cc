@@ -341,13 +341,7 @@ class InstructionDataModule final : public DataModule {
                              "conversation ends with the answer",
                              messages.back()["role"].get<std::string>()));
     const ChatTemplate& t = chatTemplate(file, line_no);
-    const TokenizerSettings& s = tokenizer_->settings();
-    ChatTemplateInputs in;
-    const auto token = [](const std::string& text) { return text.empty() ? std::nullopt : std::optional(text); };
-    in.bos_token = token(s.bos_token);
-    in.eos_token = token(s.eos_token);
-    in.pad_token = token(s.pad_token);
-    in.unk_token = token(s.unk_token);
+    ChatTemplateInputs in = chatTemplateInputs(tokenizer_->settings(), false);
     std::string whole, prompt;
     try {
       whole = t.render(messages, in);

@@ -32,6 +32,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hpu/core/base/errors.h"
+#include "hpu/core/data/tokenizer.h"
 
 namespace hpu::core::data {
 
@@ -50,6 +51,10 @@ struct ChatTemplateInputs {
   // nullopt: the current local time, as transformers gives.
   std::optional<std::tm> now;
 };
+
+// The inputs transformers gives a tokenizer's template: the text of its special
+// tokens (those it sets) and add_generation_prompt.
+ChatTemplateInputs chatTemplateInputs(const TokenizerSettings& settings, bool add_generation_prompt);
 
 // The template called raise_exception(message): the conversation is not one
 // it accepts. what() is "<origin>:<line>:<column>: the chat template refuses
