@@ -533,7 +533,8 @@ def random_template(rng, depth=0):
         parts.append(rng.choice(texts))
         r = rng.random()
         if r < 0.25:
-            parts.append(tag(rng.choice(["m.role if m is defined else '-'", "loop.index if loop is defined else 'x'", "x | default('u')"]), "{"))
+            outputs = ["m.role if m is defined else '-'", "loop.index if loop is defined else 'x'", "x | default('u')"]
+            parts.append(tag(rng.choice(outputs), "{"))
         elif r < 0.4:
             parts.append(tag("comment", "#"))
         elif r < 0.55:
