@@ -58,9 +58,15 @@ std::unique_ptr<Tokenizer> makeByteTokenizer();
 // offset of the first invalid sequence otherwise).
 std::unique_ptr<Tokenizer> makeCharTokenizer(std::string_view corpus, const std::string& origin);
 // A Hugging Face tokenizer from `path`: a model directory (tokenizer.json, or
-// vocab.json + merges.txt; tokenizer_config.json and special_tokens_map.json
-// when present) or a tokenizer.json file. Throws DataError naming the file
-// (and line:column for JSON) and what it cannot read or does not support.
+// vocab.json + merges.txt; tokenizer_config.json, special_tokens_map.json and
+// chat_template.jinja when present) or a tokenizer.json file. Encodes as the
+// tokenizers library does (encode: add_special_tokens=False); decode keeps
+// special tokens and applies clean_up_tokenization_spaces when the config
+// asks. encodeWithSpecialTokens adds the post-processor's tokens, or, when
+// tokenizer_config.json has add_bos_token / add_eos_token, bos and eos as
+// they say (transformers' Llama tokenizers). name() is the file's path.
+// Throws DataError naming the file (and line:column for JSON) and what it
+// cannot read or does not support (by its JSON key).
 std::unique_ptr<Tokenizer> loadTokenizer(const std::filesystem::path& path);
 
 }  // namespace hpu::core::data
