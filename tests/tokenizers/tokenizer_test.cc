@@ -192,6 +192,21 @@ TEST(PretrainedTokenizer, RefusesWhatItDoesNotSupportByName) {
   EXPECT_EQ(loadError(bad / "syntax.json"), p + "syntax.json:3:27: not valid JSON: syntax error while parsing "
                                                 "object key - unexpected ','; expected string literal");
   EXPECT_THAT(loadError(bad / "missing"), testing::HasSubstr("missing: does not exist"));
+  // Values of the wrong type are named by key, never an unexplained crash.
+  const fs::path dir = tempDir("shapes");
+  const std::pair<std::string, std::string> shapes[] = {
+      {R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": "a b"}})", "model.merges: must be a list"},
+      {R"({"model": {"vocab": [], "merges": []}})", "model.vocab: must be an object of token: id"},
+      {R"({"added_tokens": [{"id": "1", "content": "x"}], "model": {}})", "added_tokens[0].id: must be an integer"},
+      {R"({"decoder": {"type": "Sequence", "decoders": 3}, "model": {"vocab": {}, "merges": []}})",
+       "decoder.decoders: must be a list"},
+      {R"([1, 2])", "(top level): must be a JSON object"},
+  };
+  for (const auto& [text, error] : shapes) {
+    writeFileAtomically((dir / "tokenizer.json").string(), text);
+    EXPECT_EQ(loadError(dir / "tokenizer.json"), (dir / "tokenizer.json").string() + ": " + error) << text;
+  }
+  fs::remove_all(dir);
   EXPECT_THAT(loadError(bad), testing::HasSubstr("has no tokenizer.json, nor GPT-2's vocab.json and merges.txt"));
 }
 

@@ -137,7 +137,8 @@ std::unique_ptr<Tokenizer> loadTokenizer(const fs::path& path) {
     if (it->is_string()) settings.chat_template = it->get<std::string>();
     if (it->is_array())
       for (const json& named : *it)
-        if (named.value("name", "") == "default" && named.contains("template") && named["template"].is_string())
+        if (named.is_object() && named.value("name", "") == "default" && named.contains("template") &&
+            named["template"].is_string())
           settings.chat_template = named["template"].get<std::string>();
   }
   if (!files.contains("tokenizer_config.json")) {

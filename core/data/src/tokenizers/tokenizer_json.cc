@@ -28,6 +28,11 @@ class Reader {
     if (it == object.end()) fail(key + "." + name, "missing");
     return *it;
   }
+  const json& list(const json& object, const std::string& key, const std::string& name) const {
+    const json& v = field(object, key, name);
+    if (!v.is_array()) fail(key + "." + name, "must be a list");
+    return v;
+  }
   std::string string(const json& object, const std::string& key, const std::string& name) const {
     const json& v = field(object, key, name);
     if (!v.is_string()) fail(key + "." + name, "must be a string");
@@ -83,7 +88,7 @@ void readNormalizer(const Reader& r, const json& j, const std::string& key, std:
   if (j.is_null()) return;
   const std::string type = r.type(j, key);
   if (type == "Sequence") {
-    const json& list = r.field(j, key, "normalizers");
+    const json& list = r.list(j, key, "normalizers");
     for (std::size_t i = 0; i < list.size(); ++i)
       readNormalizer(r, list[i], fmt::format("{}.normalizers[{}]", key, i), steps);
   } else if (type == "Prepend") {
@@ -105,7 +110,7 @@ void readPreTokenizer(const Reader& r, const json& j, const std::string& key, Pr
     if (taken) r.fail(key, fmt::format("a second {} in one tokenizer is not supported", what));
   };
   if (type == "Sequence") {
-    const json& list = r.field(j, key, "pretokenizers");
+    const json& list = r.list(j, key, "pretokenizers");
     for (std::size_t i = 0; i < list.size(); ++i)
       readPreTokenizer(r, list[i], fmt::format("{}.pretokenizers[{}]", key, i), pre, byte_level);
   } else if (type == "ByteLevel") {
@@ -152,7 +157,7 @@ void readDecoder(const Reader& r, const json& j, const std::string& key, std::ve
   const std::string type = r.type(j, key);
   using Kind = DecoderStep::Kind;
   if (type == "Sequence") {
-    const json& list = r.field(j, key, "decoders");
+    const json& list = r.list(j, key, "decoders");
     for (std::size_t i = 0; i < list.size(); ++i) readDecoder(r, list[i], fmt::format("{}.decoders[{}]", key, i), steps);
   } else if (type == "ByteLevel") {
     steps.push_back({Kind::kByteLevel});
@@ -182,12 +187,12 @@ void readPostProcessor(const Reader& r, const json& j, const std::string& key, T
   if (j.is_null()) return;
   const std::string type = r.type(j, key);
   if (type == "Sequence") {
-    const json& list = r.field(j, key, "processors");
+    const json& list = r.list(j, key, "processors");
     for (std::size_t i = 0; i < list.size(); ++i) readPostProcessor(r, list[i], fmt::format("{}.processors[{}]", key, i), p);
   } else if (type == "ByteLevel") {
     // Adjusts offsets only.
   } else if (type == "TemplateProcessing") {
-    const json& single = r.field(j, key, "single");
+    const json& single = r.list(j, key, "single");
     const json& special = r.field(j, key, "special_tokens");
     bool seen_sequence = false;
     for (std::size_t i = 0; i < single.size(); ++i) {
@@ -198,7 +203,7 @@ void readPostProcessor(const Reader& r, const json& j, const std::string& key, T
       }
       const std::string name = r.string(r.field(single[i], item, "SpecialToken"), item + ".SpecialToken", "id");
       const json& entry = r.field(special, key + ".special_tokens", name);
-      for (const json& id : r.field(entry, key + ".special_tokens." + name, "ids"))
+      for (const json& id : r.list(entry, key + ".special_tokens." + name, "ids"))
         (seen_sequence ? p.suffix : p.prefix).push_back(r.integer(id, key + ".special_tokens." + name + ".ids"));
     }
   } else {
@@ -232,7 +237,7 @@ std::unique_ptr<BpeModel> readModel(const Reader& r, const json& j, bool byte_le
     vocab.emplace(token, static_cast<std::int32_t>(value));
   }
   std::vector<std::pair<std::string, std::string>> merges;
-  const json& merges_json = r.field(j, key, "merges");
+  const json& merges_json = r.list(j, key, "merges");
   merges.reserve(merges_json.size());
   for (std::size_t i = 0; i < merges_json.size(); ++i) {
     const json& m = merges_json[i];
@@ -255,9 +260,7 @@ std::unique_ptr<BpeModel> readModel(const Reader& r, const json& j, bool byte_le
   }
 }
 
-}  // namespace
-
-TokenizerPipeline parseTokenizerJson(const std::string& json_text, const std::string& origin) {
+TokenizerPipeline readPipeline(const std::string& json_text, const std::string& origin) {
   const Reader r(origin);
   const json j = parseJson(json_text, origin);
   if (!j.is_object()) r.fail("(top level)", "must be a JSON object");
@@ -276,6 +279,16 @@ TokenizerPipeline parseTokenizerJson(const std::string& json_text, const std::st
     p.decoder = Decoder(std::move(steps));
   }
   return p;
+}
+
+}  // namespace
+
+TokenizerPipeline parseTokenizerJson(const std::string& json_text, const std::string& origin) {
+  try {
+    return readPipeline(json_text, origin);
+  } catch (const json::exception& e) {  // a value of an unexpected type the readers did not check
+    throw DataError(fmt::format("{}: not a tokenizer.json of the expected shape ({})", origin, e.what()));
+  }
 }
 
 }  // namespace hpu::core::data::detail
