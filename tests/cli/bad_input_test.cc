@@ -231,5 +231,17 @@ TEST_F(BadInputTest, AppendedKeysNeedAnItem) {
                     "--trainer.callbacks+=<ClassName>\n");
 }
 
+TEST_F(BadInputTest, ExportAndRunsWithoutDataSayWhatTheyNeed) {
+  expectRejected({"export", "-c", boringConfig(), "--ckpt_path", "last", "--output", "hf"},
+                 "error: export --ckpt_path last: give the checkpoint file "
+                 "(lightning_logs/version_N/checkpoints/last.ckpt); last and best name checkpoints inside a run\n");
+  expectRejected({"export", "--output", "hf"}, "error: --ckpt_path is required\n");
+  write("nodata.yaml", "trainer: {devices: 1}\nmodel: BoringModel\n");
+  expectRejected({"fit", "-c", "nodata.yaml"},
+                 "error: data: missing; fit needs a DataModule class (--data TextDataModule, data: {class_path: ..., "
+                 "init_args: ...}); only predict runs without one, on the prompts of the model's init_args\n");
+}
+
 }  // namespace
+
 }  // namespace hpu::cli::testing

@@ -14,6 +14,7 @@
 #include "hpu/core/config/yaml_io.h"
 #include "hpu/core/ops/ops.h"
 #include "hpu/core/tensor/leaf.h"
+#include "hpu/device/numerics.h"
 #include "hpu/core/tensor/op_record.h"
 #include "hpu/device/check.h"
 #include "metric_collector.h"
@@ -151,6 +152,7 @@ void Trainer::setupModel(LightningModule& model, data::DataModule& data, data::S
   device::Device& build_on = strategy_->partitionsParameters() ? *host_staging_ : dev;
   nn::InitContext ctx{
       build_on, init_rng_, dropout_rng_, precision_->paramDtype(), strategy_->activationCheckpointsOnHost(), seed_};
+  ctx.defer_trainable_values = strategy_->partitionsParameters();
   model.configureModel(ctx, input);
   precision_->convertModule(model);
   // Gradients exist for training only (evaluation and prediction allocate none).
@@ -167,8 +169,30 @@ void Trainer::setupModel(LightningModule& model, data::DataModule& data, data::S
     HPU_CHECK(host_staging_->allocator().stats().inUse == 0, "{} bytes of the model left in host memory",
               host_staging_->allocator().stats().inUse);
   }
+  if (ctx.defer_trainable_values && !dev.shapeOnly()) fillDeferredParameters(model);
   model.attachTrainer(metrics_.get(), profiler_.get());
   model_ready_ = true;
+}
+
+// Each rank's shard of every bucket: the model fills the part of each
+// parameter that falls in it, reading only that part of its files.
+void Trainer::fillDeferredParameters(LightningModule& model) {
+  const std::vector<optim::ParamSlice> slices = strategy_->optimizerSlices(*params_);
+  const std::vector<Strategy::SliceShard> shards = strategy_->optimizerShards(*params_);
+  for (std::size_t i = 0; i < params_->buckets().size(); ++i) {
+    const nn::ParamBucket& b = params_->buckets()[i];
+    const std::int64_t lo = shards[i].offset, hi = lo + shards[i].size;
+    for (std::size_t j = 0; j < b.members.size(); ++j) {
+      const std::int64_t start = b.offsets[j], end = start + b.members[j].tensor.numel();
+      const std::int64_t from = std::max(start, lo), to = std::min(end, hi);
+      if (from >= to) continue;
+      const std::span<float> out(slices[i].values + (from - lo), static_cast<std::size_t>(to - from));
+      if (model.fillDeferredParameter(b.members[j].name, from - start, out) &&
+          (b.dtype == DType::kBFloat16 || b.dtype == DType::kFloat16))
+        device::roundInPlace(out, b.dtype);
+    }
+  }
+  model.deferredParametersFilled();
 }
 
 void Trainer::recordOutputShapes() {

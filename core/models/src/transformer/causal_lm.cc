@@ -118,14 +118,30 @@ void CausalLM::configureModel(nn::InitContext& ctx, const ModelInput& input) {
   applyPretrained(ctx);
 }
 
+// LoRA wraps the layers first (a wrapped layer keeps its parameters'
+// names), so that the pretrained files fill the base weights and what stays
+// trainable is known: under ZeRO-3 those are filled later, each rank its
+// shard (fillDeferredParameter), and frozen ones whole here.
 void CausalLM::applyPretrained(nn::InitContext& ctx) {
   const auto key = [this](const std::string& name) { return checkpointKey(name); };
-  if (!pretrained_.empty())
-    loadPretrainedWeights(*this, key, PretrainedWeights(pretrained_, /*header_only=*/ctx.device.shapeOnly()));
-  if (!lora_) return;
-  const std::vector<std::string> adapted = nn::applyLora(*this, ctx, *lora_);
-  spdlog::debug("LoRA: {} layers adapted ({} ...)", adapted.size(), adapted.front());
-  if (lora_path_.empty()) return;
+  if (lora_) {
+    const std::vector<std::string> adapted = nn::applyLora(*this, ctx, *lora_);
+    spdlog::debug("LoRA: {} layers adapted ({} ...)", adapted.size(), adapted.front());
+  }
+  if (!pretrained_.empty()) {
+    pretrained_weights_ = std::make_unique<PretrainedWeights>(pretrained_, /*header_only=*/ctx.device.shapeOnly());
+    const bool defer = ctx.defer_trainable_values;
+    loadPretrainedWeights(
+        *this, key,
+        [defer](const nn::NamedTensor& t) {
+          if (t.name.find("lora_A.") != std::string::npos || t.name.find("lora_B.") != std::string::npos)
+            return PretrainedLoad::kAbsent;
+          return defer && t.tensor.requiresGrad() ? PretrainedLoad::kCheckOnly : PretrainedLoad::kCopy;
+        },
+        *pretrained_weights_);
+    if (!defer) pretrained_weights_.reset();
+  }
+  if (!lora_ || lora_path_.empty()) return;
   // PEFT's adapter file: the trainable tensors under kPeftPrefix + their names.
   const std::string file = (std::filesystem::path(lora_path_) / "adapter_model.safetensors").string();
   const auto adapter = checkpoint::SafetensorsFile::open(file, ctx.device.shapeOnly());
@@ -157,6 +173,22 @@ void CausalLM::applyPretrained(nn::InitContext& ctx) {
   if (!problems.empty())
     throw UsageError(fmt::format("model.init_args.lora_path: {} does not fit the model with its LoRA settings: {}",
                                  file, fmt::join(problems, "; ")));
+}
+
+bool CausalLM::fillDeferredParameter(const std::string& name, std::int64_t first, std::span<float> out) {
+  if (!pretrained_weights_ || name.find("lora_A.") != std::string::npos || name.find("lora_B.") != std::string::npos)
+    return false;
+  pretrained_weights_->copy(checkpointKey(name), first, out);
+  return true;
+}
+
+void CausalLM::deferredParametersFilled() {
+  if (!pretrained_weights_) return;
+  const std::uint64_t read = pretrained_weights_->bytesRead(), stored = pretrained_weights_->bytesStored();
+  spdlog::info("pretrained: this rank read {} of the {} bytes ({:.0f}%) of weights in {}", read, stored,
+               100.0 * static_cast<double>(read) / static_cast<double>(std::max<std::uint64_t>(stored, 1)),
+               pretrained_);
+  pretrained_weights_.reset();
 }
 
 std::optional<std::int64_t> CausalLM::eosId() const {
@@ -303,14 +335,8 @@ std::string CausalLM::renderConversation() const {
                      " tokenizer has no chat_template (tokenizer_config.json) to render a conversation with");
   nlohmann::ordered_json conversation = nlohmann::ordered_json::array();
   for (const auto& [role, content] : messages_) conversation.push_back({{"role", role}, {"content", content}});
-  data::ChatTemplateInputs inputs;
-  inputs.add_generation_prompt = true;
-  const auto text = [](const std::string& s) { return s.empty() ? std::nullopt : std::optional<std::string>(s); };
-  inputs.bos_token = text(t.bos_token);
-  inputs.eos_token = text(t.eos_token);
-  inputs.pad_token = text(t.pad_token);
-  inputs.unk_token = text(t.unk_token);
-  return data::ChatTemplate(t.chat_template, "tokenizer_config.json: chat_template").render(conversation, inputs);
+  return data::ChatTemplate(t.chat_template, "tokenizer_config.json: chat_template")
+      .render(conversation, data::chatTemplateInputs(t, /*add_generation_prompt=*/true));
 }
 
 Prediction CausalLM::predictStep(const Batch& batch, std::int64_t) {

@@ -9,6 +9,7 @@
 
 #include "hpu/core/base/errors.h"
 #include "hpu/core/base/file_io.h"
+#include "hpu/device/check.h"
 #include "hpu/device/numerics.h"
 
 namespace hpu::core::models {
@@ -98,13 +99,30 @@ std::vector<std::string> PretrainedWeights::names() const {
   return out;
 }
 
+void PretrainedWeights::copy(const std::string& name, std::int64_t first, std::span<float> out) const {
+  const auto [file, t] = find(name);
+  HPU_CHECK(t != nullptr, "{}: no tensor {}", dir_, name);
+  file->copy(*t, first, out);
+  bytes_read_ += out.size() * device::logicalSize(t->dtype);
+}
+
+std::uint64_t PretrainedWeights::bytesStored() const {
+  std::uint64_t n = 0;
+  for (const auto& f : files_)
+    for (const auto& t : f->tensors()) n += t.end - t.begin;
+  return n;
+}
+
 void loadPretrainedWeights(const nn::Module& module, const std::function<std::string(const std::string&)>& key,
+                           const std::function<PretrainedLoad(const nn::NamedTensor&)>& how,
                            const PretrainedWeights& weights) {
   std::vector<std::string> missing, misshapen;
   std::set<std::string> used;
   std::vector<nn::NamedTensor> tensors = module.namedParameters();
   for (auto& b : module.namedBuffers()) tensors.push_back(std::move(b));
   for (const nn::NamedTensor& p : tensors) {
+    const PretrainedLoad load = how(p);
+    if (load == PretrainedLoad::kAbsent) continue;
     const std::string name = key(p.name);
     const auto [file, stored] = weights.find(name);
     if (stored == nullptr) {
@@ -123,9 +141,9 @@ void loadPretrainedWeights(const nn::Module& module, const std::function<std::st
                                       device::dtypeName(stored->dtype), device::dtypeName(p.tensor.dtype())));
       continue;
     }
-    if (p.tensor.shapeOnly()) continue;  // estimate: the shapes are what it needs
+    if (p.tensor.shapeOnly() || load == PretrainedLoad::kCheckOnly) continue;  // estimate needs the shapes alone
     Tensor t = p.tensor;
-    file->copy(*stored, 0, t.values());
+    weights.copy(name, 0, t.values());
     if (t.dtype() == device::DType::kBFloat16 || t.dtype() == device::DType::kFloat16)
       device::roundInPlace(t.values(), t.dtype());
   }

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "hpu/core/config/params.h"
+#include "hpu/core/models/hf_directory.h"
 #include "hpu/core/models/transformer_config.h"
 #include "hpu/core/module/lightning_module.h"
 #include "hpu/core/nn/kv_cache.h"
@@ -62,6 +63,8 @@ class CausalLM : public LightningModule {
   // The decoder: every module but lm_head (Hugging Face's `model` or
   // `transformer`); a tied lm_head shares its embedding.
   std::vector<nn::Module*> backbone() override;
+  bool fillDeferredParameter(const std::string& name, std::int64_t first, std::span<float> out) override;
+  void deferredParametersFilled() override;
   bool setKVCacheDtype(DType dtype) override {
     kv_cache_dtype_ = dtype;
     return true;
@@ -125,6 +128,7 @@ class CausalLM : public LightningModule {
   std::string pretrained_;               // a Hugging Face model directory, or ""
   std::optional<nn::LoraSettings> lora_;  // from init_args lora, or lora_path's adapter_config.json
   std::string lora_path_;
+  std::unique_ptr<PretrainedWeights> pretrained_weights_;  // kept while trainable values are deferred
   // The token that ends a generation: config.json's eos_token_id, else the tokenizer's.
   std::optional<std::int64_t> eosId() const;
   void applyPretrained(nn::InitContext& ctx);

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <span>
 #include <map>
 #include <memory>
 #include <string>
@@ -42,23 +43,38 @@ class PretrainedWeights {
   Found find(const std::string& name) const;
   // Every stored tensor's name, in file order.
   std::vector<std::string> names() const;
+  // Elements [first, first + out.size()) of tensor `name` into `out`.
+  // REQUIRES: find(name) finds it, floating, and the range lies inside it.
+  void copy(const std::string& name, std::int64_t first, std::span<float> out) const;
+  // Bytes of tensor data copied out so far, and stored in all.
+  std::uint64_t bytesRead() const { return bytes_read_; }
+  std::uint64_t bytesStored() const;
   const std::string& dir() const { return dir_; }
 
  private:
   std::string dir_;
   std::vector<std::shared_ptr<const checkpoint::SafetensorsFile>> files_;
   std::map<std::string, std::size_t> file_of_;  // tensor name -> files_ index
+  mutable std::uint64_t bytes_read_ = 0;
+};
+
+// What loadPretrainedWeights does with one of the module's tensors.
+enum class PretrainedLoad {
+  kCopy,       // check its shape and copy its values
+  kCheckOnly,  // check its shape; its values are copied later (a partitioned parameter's shard)
+  kAbsent,     // not in the files (a LoRA adapter)
 };
 
 // Copies `weights` into `module`'s parameters and buffers, each looked up by
-// key(name) (a model's checkpoint names: Hugging Face's). Tensors
-// transformers leaves out of a checkpoint (rotary inv_freq, GPT-2's causal
-// mask buffers) may be absent or present; a tied lm_head may be present
-// (transformers ties it anyway). Anything else missing from the files,
-// present in them but not in the model, or of another shape is listed, all
-// of it, in one UsageError naming the directory. Half-precision parameters
-// are rounded to their dtype.
+// key(name) (a model's checkpoint names: Hugging Face's) and treated as
+// how(tensor) says. Tensors transformers leaves out of a checkpoint (rotary
+// inv_freq, GPT-2's causal mask buffers) may be absent or present; a tied
+// lm_head may be present (transformers ties it anyway). Anything else
+// missing from the files, present in them but not in the model, or of
+// another shape is listed, all of it, in one UsageError naming the
+// directory. Half-precision parameters are rounded to their dtype.
 void loadPretrainedWeights(const nn::Module& module, const std::function<std::string(const std::string&)>& key,
+                           const std::function<PretrainedLoad(const nn::NamedTensor&)>& how,
                            const PretrainedWeights& weights);
 
 // config.json of `c` as transformers writes it for LlamaForCausalLM,

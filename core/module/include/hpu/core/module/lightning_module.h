@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 
 #include "hpu/core/data/dataset.h"
@@ -114,6 +115,15 @@ class LightningModule : public nn::Module {
   virtual std::optional<double> flopsPerBatch(std::int64_t batch_size) const { return std::nullopt; }
   // The optimizer (and scheduler) used when the config names none.
   virtual OptimizerConfig configureOptimizers();
+  // With InitContext::defer_trainable_values: copies elements [first,
+  // first + out.size()) of trainable parameter `name`'s values from where
+  // the model loads them (a pretrained directory) into `out`, reading only
+  // those; false when the model left no values of `name` to fill.
+  virtual bool fillDeferredParameter(const std::string& /*name*/, std::int64_t /*first*/, std::span<float> /*out*/) {
+    return false;
+  }
+  // Every deferred parameter has been filled (the model may let go of its files).
+  virtual void deferredParametersFilled() {}
 
   // A shape-only scalar (a dry run's) is not logged: it has no value.
   void log(const std::string& name, const Tensor& scalar, const LogOptions& options = {});

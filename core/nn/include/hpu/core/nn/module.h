@@ -30,6 +30,10 @@ struct InitContext {
   // The run's seed (seed_everything), for streams a model draws itself
   // (generation's sampling).
   std::uint64_t seed = 0;
+  // The trainable parameters will be partitioned (ZeRO-3): a model that
+  // loads their values from files leaves them to
+  // LightningModule::fillDeferredParameter, which fills each rank's shard.
+  bool defer_trainable_values = false;
 };
 
 struct NamedTensor {

@@ -194,6 +194,7 @@ class Trainer {
 
  private:
   void setupModel(LightningModule& model, data::DataModule& data, data::Stage stage);
+  void fillDeferredParameters(LightningModule& model);
   void configureOptimizers();
   // Tells the optimizer which element ranges param_group_ puts in which group.
   void applyParamGroups();

@@ -1,0 +1,185 @@
+// Fine-tuning a pretrained model through the real binary: a small Llama
+// trained on text, exported as a Hugging Face directory, then fine-tuned
+// from it with LoRA (and whole) on one device, on 2 ranks of hpu_parallel
+// and of ZeRO-3, which must reach one device's weights for the same global
+// batch (|a - b| <= 1e-6 + 1e-5 |a|: ranks sum gradients in another order);
+// ZeRO-3 ranks each read their shard of the files, not the whole; the
+// merged export and the LoRA checkpoint generate the same tokens, the
+// export without a data section.
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+
+#include "train_support.h"
+
+namespace hpu::cli::testing {
+namespace {
+
+using core::checkpoint::Checkpoint;
+
+// A few kilobytes of varied text, the same on every platform.
+std::string corpus() {
+  std::ostringstream out;
+  const char* words[] = {"the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "and", "sleeps", "now"};
+  for (int i = 0; i < 700; ++i) out << words[(i * 7 + i / 3) % 11] << (i % 13 == 12 ? ".\n" : " ");
+  return out.str();
+}
+
+constexpr const char* kConfig = R"(seed_everything: 3
+trainer:
+  devices: 1
+  max_steps: 3
+  enable_progress_bar: false
+  enable_model_summary: false
+  num_sanity_val_steps: 0
+  limit_val_batches: 0
+  callbacks:
+    - {class_path: ModelCheckpoint, init_args: {filename: final}}
+model:
+  class_path: LlamaForCausalLM
+  init_args: {hidden_size: 32, intermediate_size: 48, num_hidden_layers: 2, num_attention_heads: 4,
+              num_key_value_heads: 2, max_position_embeddings: 64, lr: 0.01, weight_decay: 0.0,
+              max_new_tokens: 12, prompt: "the quick"}
+data:
+  class_path: TextDataModule
+  init_args: {path: corpus.txt, block_size: 32, batch_size: 4, val_split: 0.1}
+)";
+
+bool close(float expected, float actual) { return std::fabs(expected - actual) <= 1e-6f + 1e-5f * std::fabs(expected); }
+
+// The tensors of `want` whose name contains `part` are in `got`, within close().
+void expectClose(const Checkpoint& want, const Checkpoint& got, const std::string& part, const std::string& what) {
+  int n = 0;
+  for (const auto& e : want.tensors) {
+    if (e.name.find(part) == std::string::npos || e.name.starts_with("optimizer.")) continue;
+    ++n;
+    const auto* a = got.find(e.name);
+    ASSERT_NE(a, nullptr) << what << ": no " << e.name;
+    ASSERT_EQ(a->values.size(), e.values.size()) << what << ": " << e.name;
+    for (std::size_t i = 0; i < e.values.size(); ++i)
+      if (!close(e.values[i], a->values[i])) {
+        ADD_FAILURE() << what << ": " << e.name << "[" << i << "] is " << a->values[i] << ", one device's "
+                      << e.values[i];
+        break;
+      }
+  }
+  EXPECT_GT(n, 0) << what << ": no tensor named *" << part << "*";
+}
+
+class FineTuningTest : public HpuTrainTest {
+ protected:
+  void SetUp() override {
+    write("corpus.txt", corpus());
+    write("llama.yaml", kConfig);
+    const RunResult base = run({"fit", "-c", "llama.yaml", "--trainer.default_root_dir=base"});
+    ASSERT_EQ(base.exit_code, 0) << base.describe();
+    const RunResult exported = run({"export", "--ckpt_path", checkpointOf("base"), "--output", "hf"});
+    ASSERT_EQ(exported.exit_code, 0) << exported.describe();
+  }
+  static std::string checkpointOf(const std::string& root) {
+    return root + "/lightning_logs/version_0/checkpoints/final.ckpt";
+  }
+  // fit from the export (its weights and tokenizer) in `root` with `args`.
+  RunResult fineTune(const std::string& root, std::vector<std::string> args) {
+    std::vector<std::string> full{"fit", "-c", "llama.yaml", "--model.pretrained=hf", "--trainer.default_root_dir=" + root};
+    full.insert(full.end(), args.begin(), args.end());
+    RunResult r = run(full);
+    EXPECT_EQ(r.exit_code, 0) << root << ": " << r.describe();
+    return r;
+  }
+  Checkpoint checkpoint(const std::string& root) const { return readCheckpoint(dir() / checkpointOf(root)); }
+  // predictions.jsonl's token ids of the newest predict run in `root`.
+  std::vector<std::int64_t> predicted(const std::string& root) const {
+    std::istringstream lines(read(root + "/lightning_logs/version_0/predictions.jsonl"));
+    std::string line;
+    std::getline(lines, line);
+    return nlohmann::json::parse(line)["token_ids"].get<std::vector<std::int64_t>>();
+  }
+};
+
+TEST_F(FineTuningTest, LoraTrainsAlikeOnOneDeviceHpuParallelAndZero3) {
+  const std::string lora = "--model.lora={r: 4, lora_alpha: 8, target_modules: [q_proj, v_proj, down_proj]}";
+  fineTune("one", {lora});
+  fineTune("ddp", {lora, "--trainer.devices=2", "--data.batch_size=2"});
+  fineTune("zero3", {lora, "--trainer.devices=2", "--trainer.strategy=deepspeed_stage_3", "--data.batch_size=2"});
+  const Checkpoint one = checkpoint("one");
+  for (const char* root : {"ddp", "zero3"}) {
+    expectClose(one, checkpoint(root), "lora_", root);
+    expectClose(one, checkpoint(root), "q_proj.weight", root);
+  }
+  // The base weights stayed the export's.
+  const Checkpoint base = checkpoint("base");
+  for (const auto& e : base.tensors)
+    if (e.name.starts_with("model.") || e.name.starts_with("lm_head")) EXPECT_EQ(one.find(e.name)->values, e.values) << e.name;
+  // Only the adapters have optimizer state: 2 layers x (q, v, down) x (A, B).
+  std::int64_t state = 0;
+  for (const auto& t : one.tensors)
+    if (t.name.starts_with("optimizer.exp_avg.")) state += static_cast<std::int64_t>(t.values.size());
+  EXPECT_EQ(state, 2 * ((4 * 32 + 32 * 4) + (4 * 32 + 16 * 4) + (4 * 48 + 32 * 4)));
+}
+
+TEST_F(FineTuningTest, Zero3RanksReadTheirShardOfThePretrainedFiles) {
+  fineTune("one", {});
+  env()["HPU_LOG_LEVEL"] = "info";  // the ranks' reading lines
+  const RunResult zero3 = fineTune("zero3", {"--trainer.devices=2", "--trainer.strategy=deepspeed_stage_3",
+                                             "--data.batch_size=2"});
+  expectClose(checkpoint("one"), checkpoint("zero3"), "", "zero3");
+  // "[rank R] info: pretrained: this rank read X of the Y bytes (Z%) of weights in hf"
+  static const std::regex kRead(R"(\[rank (\d)\] info: pretrained: this rank read (\d+) of the (\d+) bytes)");
+  int ranks = 0;
+  for (std::sregex_iterator it(zero3.err.begin(), zero3.err.end(), kRead), end; it != end; ++it, ++ranks) {
+    const double read = std::stod((*it)[2]), stored = std::stod((*it)[3]);
+    EXPECT_GT(read, 0.3 * stored) << it->str();
+    EXPECT_LT(read, 0.7 * stored) << it->str();
+  }
+  EXPECT_EQ(ranks, 2) << zero3.err;
+}
+
+TEST_F(FineTuningTest, TheMergedExportGeneratesAsTheLoraCheckpointWithoutAData) {
+  fineTune("lora", {"--model.lora={r: 4, lora_alpha: 8}", "--trainer.max_steps=6"});
+  ASSERT_EQ(run({"export", "--ckpt_path", checkpointOf("lora"), "--output", "merged"}).exit_code, 0);
+  const RunResult adapter = run({"export", "--ckpt_path", checkpointOf("lora"), "--output", "adapter", "--adapter"});
+  ASSERT_EQ(adapter.exit_code, 0) << adapter.describe();
+  EXPECT_EQ(fileNames(dir() / "adapter"),
+            (std::vector<std::string>{"adapter_config.json", "adapter_model.safetensors"}));
+  EXPECT_EQ(fileNames(dir() / "merged"),
+            (std::vector<std::string>{"config.json", "generation_config.json", "model.safetensors",
+                                      "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json"}));
+  const RunResult from_ckpt = run({"predict", "-c", "llama.yaml", "--model.pretrained=hf",
+                                   "--model.lora={r: 4, lora_alpha: 8}", "--ckpt_path", checkpointOf("lora"),
+                                   "--trainer.default_root_dir=p1"});
+  ASSERT_EQ(from_ckpt.exit_code, 0) << from_ckpt.describe();
+  write("merged.yaml",
+        "trainer: {devices: 1, enable_progress_bar: false, default_root_dir: p2}\n"
+        "model: {class_path: LlamaForCausalLM, init_args: {pretrained: merged, prompt: \"the quick\", "
+        "max_new_tokens: 12}}\n");
+  const RunResult from_export = run({"predict", "-c", "merged.yaml"});
+  ASSERT_EQ(from_export.exit_code, 0) << from_export.describe();
+  const std::vector<std::int64_t> tokens = predicted("p1");
+  EXPECT_EQ(tokens.size(), 12u);
+  EXPECT_EQ(predicted("p2"), tokens);
+  // A conversation goes through the tokenizer's chat template.
+  nlohmann::json config = nlohmann::json::parse(read("merged/tokenizer_config.json"));
+  config["chat_template"] =
+      "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}{% endfor %}{% if add_generation_prompt %}<assistant>"
+      "{% endif %}";
+  write("merged/tokenizer_config.json", config.dump());
+  write("chat.yaml",
+        "trainer: {devices: 1, enable_progress_bar: false, default_root_dir: p4}\n"
+        "model: {class_path: LlamaForCausalLM, init_args: {pretrained: merged, max_new_tokens: 5, "
+        "messages: [{role: user, content: the lazy dog}]}}\n");
+  const RunResult chat = run({"predict", "-c", "chat.yaml"});
+  ASSERT_EQ(chat.exit_code, 0) << chat.describe();
+  EXPECT_EQ(nlohmann::json::parse(read("p4/lightning_logs/version_0/predictions.jsonl"))["prompt"],
+            "<user>the lazy dog<assistant>");
+  // The adapter directory starts a LoRA fine-tune where the checkpoint left it.
+  const RunResult resumed = run({"predict", "-c", "llama.yaml", "--model.pretrained=hf", "--model.lora_path=adapter",
+                                 "--trainer.default_root_dir=p3"});
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.describe();
+  EXPECT_EQ(predicted("p3"), tokens);
+}
+
+}  // namespace
+}  // namespace hpu::cli::testing
