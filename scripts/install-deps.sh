@@ -6,7 +6,8 @@
 #   scripts/install-deps.sh --bench  also the benchmark yardsticks (PyTorch, OpenBLAS)
 #   scripts/install-deps.sh --fuzz   also clang with libFuzzer and the sanitizer runtimes (scripts/fuzz.sh)
 #   scripts/install-deps.sh --interop  also the real clients that judge our files (transformers, peft,
-#                                    tokenizers, torch 2.13 CPU) in the virtual environment .venv/interop
+#                                    tokenizers, torch 2.13 CPU) in the virtual environment .venv/interop,
+#                                    and node with npm for the reference tokenizers
 set -euo pipefail
 
 packages=(
@@ -21,7 +22,13 @@ packages=(
 interop=false
 for option in "$@"; do
   case "$option" in
-    --interop) interop=true; packages+=(python3 python3-venv) ;;
+    # node and npm run the reference tokenizers (tests/tokenizers/make_fixtures.sh);
+    # a node that brings its own npm needs no Debian npm.
+    --interop)
+      interop=true
+      packages+=(python3 python3-venv nodejs)
+      command -v npm >/dev/null || packages+=(npm)
+      ;;
     --bench) packages+=(python3-torch libopenblas0-openmp) ;;
     # clang's OpenMP runtime: the device kernels use OpenMP.
     --fuzz) packages+=(clang libclang-rt-dev libomp-dev) ;;

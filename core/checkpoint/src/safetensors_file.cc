@@ -88,8 +88,13 @@ std::vector<SafetensorsTensor> parseSafetensorsHeader(std::string_view text, std
                                           info.at("dtype").dump()));
       t.dtype = *dt;
       t.shape = info.at("shape").get<std::vector<std::int64_t>>();
+      std::uint64_t elements = 1;
       for (auto d : t.shape)
-        if (d < 0) throw invalid(origin, kind, fmt::format("tensor '{}' has a negative dimension", name));
+        if (d < 0 || __builtin_mul_overflow(elements, static_cast<std::uint64_t>(d), &elements) ||
+            elements > data_size)
+          throw invalid(origin, kind,
+                        fmt::format("tensor '{}' has shape {} (more elements than the {} data bytes hold)", name,
+                                    info.at("shape").dump(), data_size));
       const auto offsets = info.at("data_offsets").get<std::vector<std::uint64_t>>();
       if (offsets.size() != 2 || offsets[1] < offsets[0] || offsets[1] > data_size ||
           offsets[1] - offsets[0] != static_cast<std::uint64_t>(t.numel()) * widthOf(t.dtype))
