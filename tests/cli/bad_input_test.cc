@@ -114,8 +114,8 @@ TEST_F(BadInputTest, UnknownClassSuggestsTheClosest) {
   // Without a close match, the registered classes are listed.
   expectFitRejected({"--data=ImageNet"},
                     "error: command line: data: unknown DataModule class 'ImageNet' (registered: "
-                    "BoringDataModule, CSVDataModule, FashionMNISTDataModule, MNISTDataModule, RandomDataModule, "
-                    "RandomTokensDataModule, TextDataModule)\n");
+                    "BoringDataModule, CSVDataModule, FashionMNISTDataModule, InstructionDataModule, MNISTDataModule, "
+                    "RandomDataModule, RandomTokensDataModule, TextDataModule)\n");
   write("cb.yaml", "trainer:\n  callbacks:\n    - class_path: lightning.pytorch.callbacks.EarlyStoping\n");
   const RunResult r = run({"fit", "-c", boringConfig(), "-c", "cb.yaml"});
   EXPECT_EQ(r.exit_code, 2);

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -145,9 +146,17 @@ Checkpoint decodeSafetensors(const std::string& bytes, const std::string& origin
   const std::uint64_t n = safetensorsHeaderLength(std::string_view(bytes).substr(0, 8), bytes.size(), origin, "checkpoint");
   Checkpoint ckpt;
   const std::size_t data_begin = 8 + n;
-  const std::vector<SafetensorsTensor> entries =
-      parseSafetensorsHeader(std::string_view(bytes).substr(8, n), bytes.size() - data_begin, origin, ckpt.metadata,
-                             "checkpoint");
+  // A tensor table that does not fit the bytes is reported as the checksum's
+  // failure when the checksum fails too (a truncated or altered file).
+  std::vector<SafetensorsTensor> entries;
+  std::exception_ptr table_error;
+  try {
+    entries = parseSafetensorsHeader(std::string_view(bytes).substr(8, n), bytes.size() - data_begin, origin,
+                                     ckpt.metadata, "checkpoint");
+  } catch (const CheckpointError&) {
+    if (!ckpt.metadata.count(kCrcKey)) throw;  // no checksum to judge by: the header's own error
+    table_error = std::current_exception();
+  }
   // Required, not optional: were a file without it accepted, one altered
   // byte in the key's name would switch the check off.
   auto crc = ckpt.metadata.find(kCrcKey);
@@ -165,6 +174,7 @@ Checkpoint decodeSafetensors(const std::string& bytes, const std::string& origin
                             crc->second, actual));
     ckpt.metadata.erase(crc);
   }
+  if (table_error) std::rethrow_exception(table_error);
   const auto* data = reinterpret_cast<const unsigned char*>(bytes.data()) + data_begin;
   for (const SafetensorsTensor& e : entries) {
     TensorEntry t;

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -68,17 +69,18 @@ std::vector<SafetensorsTensor> parseSafetensorsHeader(std::string_view text, std
     throw invalid(origin, kind, std::string("corrupt header: ") + e.what());
   }
   if (!header.is_object()) throw invalid(origin, kind, "header is not a JSON object");
+  // The metadata first, whatever the keys' order: a caller may check a
+  // checksum in it before trusting the tensor table.
+  if (const auto it = header.find("__metadata__"); it != header.end() && !it->is_null()) {
+    if (!it->is_object()) throw invalid(origin, kind, "__metadata__ is not an object");
+    for (const auto& [k, v] : it->items()) {
+      if (!v.is_string()) throw invalid(origin, kind, "metadata '" + k + "' is not a string");
+      metadata[k] = v.get<std::string>();
+    }
+  }
   std::vector<SafetensorsTensor> out;
   for (const auto& [name, info] : header.items()) {
-    if (name == "__metadata__") {
-      if (info.is_null()) continue;
-      if (!info.is_object()) throw invalid(origin, kind, "__metadata__ is not an object");
-      for (const auto& [k, v] : info.items()) {
-        if (!v.is_string()) throw invalid(origin, kind, "metadata '" + k + "' is not a string");
-        metadata[k] = v.get<std::string>();
-      }
-      continue;
-    }
+    if (name == "__metadata__") continue;
     try {
       SafetensorsTensor t;
       t.name = name;
@@ -88,10 +90,12 @@ std::vector<SafetensorsTensor> parseSafetensorsHeader(std::string_view text, std
                                           info.at("dtype").dump()));
       t.dtype = *dt;
       t.shape = info.at("shape").get<std::vector<std::int64_t>>();
+      // A shape's element count may not overflow (an empty tensor has none).
+      const bool empty = std::find(t.shape.begin(), t.shape.end(), 0) != t.shape.end();
       std::uint64_t elements = 1;
       for (auto d : t.shape)
-        if (d < 0 || __builtin_mul_overflow(elements, static_cast<std::uint64_t>(d), &elements) ||
-            elements > data_size)
+        if (d < 0 || (!empty && (__builtin_mul_overflow(elements, static_cast<std::uint64_t>(d), &elements) ||
+                                 elements > data_size)))
           throw invalid(origin, kind,
                         fmt::format("tensor '{}' has shape {} (more elements than the {} data bytes hold)", name,
                                     info.at("shape").dump(), data_size));
