@@ -6,6 +6,8 @@
 // ZeRO-3 ranks each read their shard of the files, not the whole; the
 // merged export and the LoRA checkpoint generate the same tokens, the
 // export without a data section.
+#include <gmock/gmock.h>
+
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -113,6 +115,9 @@ TEST_F(FineTuningTest, LoraTrainsAlikeOnOneDeviceHpuParallelAndZero3) {
   const Checkpoint base = checkpoint("base");
   for (const auto& e : base.tensors)
     if (e.name.starts_with("model.") || e.name.starts_with("lm_head")) EXPECT_EQ(one.find(e.name)->values, e.values) << e.name;
+  // fp8 replaces the frozen Linear layers and keeps them frozen.
+  const RunResult fp8 = fineTune("fp8", {lora, "--trainer.precision=fp8", "--trainer.enable_model_summary=true"});
+  EXPECT_THAT(fp8.out, ::testing::HasSubstr("1.5 K     Trainable params")) << fp8.out;
   // Only the adapters have optimizer state: 2 layers x (q, v, down) x (A, B).
   std::int64_t state = 0;
   for (const auto& t : one.tensors)

@@ -98,8 +98,8 @@ LoraLinear::LoraLinear(InitContext& ctx, std::shared_ptr<Module> base, const Lor
     weight_ = c.weight, bias_ = c.bias, weight_in_out_ = true;
     in = weight_.size(0), out = weight_.size(1);
   }
-  registerParameter("weight", weight_);
-  if (bias_.defined()) registerParameter("bias", bias_);
+  adoptParameter("weight", weight_);
+  if (bias_.defined()) adoptParameter("bias", bias_);
   InitContext adapter_ctx = ctx;
   adapter_ctx.param_dtype = weight_.dtype();
   lora_a_ = registerModule("lora_A", std::make_shared<Linear>(adapter_ctx, in, s.r, false));

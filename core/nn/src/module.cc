@@ -66,6 +66,11 @@ Tensor Module::registerParameter(std::string name, Tensor t) {
   return t;
 }
 
+Tensor Module::adoptParameter(std::string name, Tensor t) {
+  params_.push_back({std::move(name), t});
+  return t;
+}
+
 Tensor Module::registerBuffer(std::string name, Tensor t) {
   buffers_.push_back({std::move(name), t});
   return t;

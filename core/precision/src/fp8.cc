@@ -58,8 +58,8 @@ ops::OpRecord recordGemm(device::OpName name, const Tensor& x, const Tensor& w, 
 class TrainingLinear final : public nn::Module {
  public:
   TrainingLinear(const LinearWeights& l, const Fp8Options& o) : o_(o), l_(l) {
-    weight_ = registerParameter("weight", l.weight);
-    if (l.bias.defined()) bias_ = registerParameter("bias", l.bias);
+    weight_ = adoptParameter("weight", l.weight);
+    if (l.bias.defined()) bias_ = adoptParameter("bias", l.bias);
   }
   std::string typeName() const override { return "Fp8Linear"; }
   std::string describe() const override {
@@ -133,10 +133,11 @@ class InferenceLinear final : public nn::Module {
     if (quant_) {
       Tensor w = Tensor::empty(l.weight.device(), l.weight.shape(), DType::kFloat8E4M3);
       if (!w.shapeOnly()) std::copy_n(l.weight.data(), l.weight.numel(), w.data());
+      w.setRequiresGrad(l.weight.requiresGrad());
       l_.weight = w;
     }
-    weight_ = registerParameter("weight", l_.weight);
-    if (l.bias.defined()) bias_ = registerParameter("bias", l.bias);
+    weight_ = adoptParameter("weight", l_.weight);
+    if (l.bias.defined()) bias_ = adoptParameter("bias", l.bias);
   }
   std::string typeName() const override { return quant_ ? "QuantizedLinear" : "MeasuredLinear"; }
 

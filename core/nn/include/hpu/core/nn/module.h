@@ -104,8 +104,12 @@ class Module {
   void useParameter(const Tensor& t) { used_.push_back(t); }
   const std::vector<Tensor>& usedParameters() const { return used_; }
 
-  // Registration (call from constructors / configureModel).
+  // Registration (call from constructors / configureModel). A registered
+  // parameter requires a gradient.
   Tensor registerParameter(std::string name, Tensor t);
+  // Registers a parameter taken over from another module (a wrapper's: fp8
+  // layers, LoRA) as it is: frozen stays frozen.
+  Tensor adoptParameter(std::string name, Tensor t);
   Tensor registerBuffer(std::string name, Tensor t);
   template <class M>
   std::shared_ptr<M> registerModule(std::string name, std::shared_ptr<M> m) {
