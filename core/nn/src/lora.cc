@@ -159,8 +159,7 @@ std::vector<std::string> applyLora(Module& root, InitContext& ctx, const LoraSet
                                      : "'" + s.target_modules_regex + "'"));
   setTrainable(root, false);
   for (const auto& p : root.namedParameters())
-    if (p.name.find("lora_A.") != std::string::npos || p.name.find("lora_B.") != std::string::npos)
-      Tensor(p.tensor).setRequiresGrad(true);
+    if (isLoraAdapter(p.name)) Tensor(p.tensor).setRequiresGrad(true);
   if (s.bias != "none") trainBiases(root, s.bias, false);
   trainModulesToSave(root, "", s.modules_to_save);
   return walk.adapted;

@@ -134,8 +134,7 @@ void CausalLM::applyPretrained(nn::InitContext& ctx) {
     loadPretrainedWeights(
         *this, key,
         [defer](const nn::NamedTensor& t) {
-          if (t.name.find("lora_A.") != std::string::npos || t.name.find("lora_B.") != std::string::npos)
-            return PretrainedLoad::kAbsent;
+          if (nn::isLoraAdapter(t.name)) return PretrainedLoad::kAbsent;
           return defer && t.tensor.requiresGrad() ? PretrainedLoad::kCheckOnly : PretrainedLoad::kCopy;
         },
         *pretrained_weights_);
@@ -176,8 +175,7 @@ void CausalLM::applyPretrained(nn::InitContext& ctx) {
 }
 
 bool CausalLM::fillDeferredParameter(const std::string& name, std::int64_t first, std::span<float> out) {
-  if (!pretrained_weights_ || name.find("lora_A.") != std::string::npos || name.find("lora_B.") != std::string::npos)
-    return false;
+  if (!pretrained_weights_ || nn::isLoraAdapter(name)) return false;
   pretrained_weights_->copy(checkpointKey(name), first, out);
   return true;
 }

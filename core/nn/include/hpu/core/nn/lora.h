@@ -73,6 +73,11 @@ std::vector<std::string> applyLora(Module& root, InitContext& ctx, const LoraSet
 // base layer's ("q_proj.base_layer.bias"), the rest keep their names.
 std::string peftParameterName(const Module& root, const std::string& name);
 
+// Whether parameter `name` is a LoRA adapter's (…lora_A.weight, …lora_B.weight).
+inline bool isLoraAdapter(const std::string& name) {
+  return name.find("lora_A.") != std::string::npos || name.find("lora_B.") != std::string::npos;
+}
+
 // Replaces every LoraLinear under `root` by its merged layer; returns how many.
 std::size_t mergeLora(Module& root);
 
