@@ -269,7 +269,7 @@ int dispatch(int argc, char** argv) {
   devices->allow_extras();
   std::string consolidate_in, consolidate_out;
   CLI::App* consolidate = app.add_subcommand(
-      "consolidate", "Merge a ZeRO checkpoint's per-rank optimizer shards (<ckpt>.rank<R>) into one checkpoint file.");
+      "consolidate", "Merge a checkpoint written by every rank (<ckpt>.rank<R>: a ZeRO run's optimizer shards, a tensor-parallel run's distributed checkpoint) into one checkpoint file that any strategy resumes.");
   consolidate->add_option("checkpoint", consolidate_in, "The sharded checkpoint")->required()->type_name("INPUT");
   consolidate->add_option("output", consolidate_out, "Where to write the consolidated checkpoint")->required()->type_name("OUTPUT");
   PlotArgs plot_args;

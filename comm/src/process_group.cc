@@ -1,6 +1,8 @@
 #include "hpu/comm/process_group.h"
 
+#include <algorithm>
 #include <cstring>
+#include <functional>
 
 #include <spdlog/fmt/fmt.h>
 
@@ -9,8 +11,10 @@
 #include "collectives/descriptor.h"
 #include "collectives/native.h"
 #include "collectives/node_layout.h"
+#include "execution_lane.h"
 #include "hpu/comm/errors.h"
 #include "hpu/comm/fault_injection.h"
+#include "subset_transport.h"
 #include "work_state.h"
 
 namespace hpu::comm {
@@ -19,9 +23,21 @@ using detail::CollectiveContext;
 using detail::CollectiveDescriptor;
 using detail::CollectiveKind;
 
-struct ProcessGroup::Operation {
+struct ProcessGroup::Operation final : detail::LaneTask {
+  explicit Operation(ProcessGroup& owner) : group(owner) {}
+
+  // Numbers the operation in its group's order.
+  void scheduled() override {
+    {
+      std::lock_guard lock(group.mutex_);
+      descriptor.sequence = group.nextSequence_++;
+    }
+    work = std::make_shared<detail::WorkState>(detail::describe(descriptor));
+  }
+  std::exception_ptr run(std::exception_ptr failure) override { return group.execute(*this, std::move(failure)); }
+
+  ProcessGroup& group;
   CollectiveDescriptor descriptor;
-  std::chrono::milliseconds timeout;
   std::function<void(CollectiveContext&)> body;
   std::shared_ptr<detail::WorkState> work;
   bool async = false;  // issued by allreduceAsync
@@ -41,8 +57,8 @@ detail::NodeLayout layoutOf(const Transport& transport) {
 
 std::shared_ptr<ProcessGroup::Operation> ProcessGroup::makeOperation(CollectiveKind kind, DType dtype,
                                                                      std::uint64_t count,
-                                                                     std::chrono::milliseconds timeout) const {
-  auto op = std::make_shared<Operation>();
+                                                                     std::chrono::milliseconds timeout) {
+  auto op = std::make_shared<Operation>(*this);
   op->descriptor.kind = kind;
   op->descriptor.dtype = dtype;
   op->descriptor.count = count;
@@ -52,25 +68,30 @@ std::shared_ptr<ProcessGroup::Operation> ProcessGroup::makeOperation(CollectiveK
 
 ProcessGroup::ProcessGroup(std::unique_ptr<Transport> transport, std::shared_ptr<Store> store,
                            ProcessGroupOptions options)
+    : ProcessGroup(std::move(transport), std::move(store), options, std::make_shared<detail::ExecutionLane>(),
+                   nullptr) {}
+
+ProcessGroup::ProcessGroup(std::unique_ptr<Transport> transport, std::shared_ptr<Store> store,
+                           ProcessGroupOptions options, std::shared_ptr<detail::ExecutionLane> lane,
+                           ProcessGroup* parent)
     : transport_(std::move(transport)),
       store_(std::move(store)),
       options_(options),
       rank_(transport_->rank()),
       size_(transport_->size()),
-      layout_(std::make_unique<const detail::NodeLayout>(layoutOf(*transport_))) {
+      layout_(std::make_unique<const detail::NodeLayout>(layoutOf(*transport_))),
+      lane_(std::move(lane)),
+      parent_(parent) {
   HPU_COMM_CHECK(options_.chunkBytes >= 64, "ProcessGroupOptions::chunkBytes must be at least 64");
   HPU_COMM_CHECK(options_.timeout.count() > 0, "ProcessGroupOptions::timeout must be positive");
-  commThread_ = std::thread([this] { commThreadMain(); });
+  if (parent_) ++parent_->liveSubgroups_;
 }
 
 ProcessGroup::~ProcessGroup() {
-  {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
-  }
-  queued_.notify_all();
-  commThread_.join();
-  if (native_ && failure_) native_->abandon();
+  HPU_COMM_CHECK(liveSubgroups_ == 0, "a process group was destroyed before the groups split from it");
+  lane_->drain();
+  if (native_ && lane_->failure()) native_->abandon();
+  if (parent_) --parent_->liveSubgroups_;
 }
 
 ProcessGroup::Range ProcessGroup::shardRange(std::size_t total, int worldSize, int rank) {
@@ -199,40 +220,18 @@ void ProcessGroup::reduceScatter(ConstBufferView input, BufferView output, Reduc
 }
 
 void ProcessGroup::abort(std::string_view reason) {
-  {
-    std::lock_guard lock(mutex_);
-    if (!failure_) {
-      failure_ = std::make_exception_ptr(CommError(fmt::format("rank {}: the process group was aborted: {}", rank_, reason)));
-    }
-  }
-  idle_.notify_all();
+  lane_->fail(
+      std::make_exception_ptr(CommError(fmt::format("rank {}: the process group was aborted: {}", rank_, reason))));
   transport_->abort(reason);
 }
 
 void ProcessGroup::run(std::shared_ptr<Operation> op, bool wait) {
-  std::unique_lock lock(mutex_);
   op->async = !wait;
-  if (!wait && !options_.simulated) {
-    op->descriptor.sequence = nextSequence_++;
-    op->work = std::make_shared<detail::WorkState>(detail::describe(op->descriptor));
-    queue_.push_back(std::move(op));
-    queued_.notify_all();
-    return;
+  if (wait || options_.simulated) {
+    lane_->runNow(*op);
+  } else {
+    lane_->submit(std::move(op));
   }
-  // A synchronous call runs after every pending asynchronous one; each of
-  // those is bounded by its own timeout, so this wait is too.
-  auto pending = runningTimeout_;
-  for (const auto& queued : queue_) pending += queued->timeout;
-  const auto drained = Clock::now() + pending + std::chrono::seconds(1);
-  if (!idle_.wait_until(lock, drained, [&] { return (!running_ && queue_.empty()) || failure_; })) {
-    HPU_COMM_CHECK(false, "queued collectives overran their own deadlines");
-  }
-  op->descriptor.sequence = nextSequence_++;
-  op->work = std::make_shared<detail::WorkState>(detail::describe(op->descriptor));
-  if (failure_) std::rethrow_exception(failure_);
-  execute(lock, *op);
-  lock.unlock();
-  if (auto error = op->work->error()) std::rethrow_exception(error);
 }
 
 void ProcessGroup::setObserver(std::shared_ptr<CollectiveObserver> observer) {
@@ -240,28 +239,27 @@ void ProcessGroup::setObserver(std::shared_ptr<CollectiveObserver> observer) {
   observer_ = std::move(observer);
 }
 
-void ProcessGroup::execute(std::unique_lock<std::mutex>& lock, Operation& op) {
-  running_ = true;
-  runningTimeout_ = op.timeout;
-  std::exception_ptr error = failure_;
-  const std::shared_ptr<CollectiveObserver> observer = observer_;
-  lock.unlock();
+std::exception_ptr ProcessGroup::execute(Operation& op, std::exception_ptr error) {
+  std::shared_ptr<CollectiveObserver> observer;
+  {
+    std::lock_guard lock(mutex_);
+    observer = observer_;
+  }
   const auto begin = Clock::now();
   if (!error && !options_.simulated) {
     try {
-      if (faultPoint(FaultSite::kCollective, static_cast<std::int64_t>(op.descriptor.sequence), rank_) ==
-          FaultAction::kDrop)
+      // Fault sites count the collectives of the job's group, where rank_ is the global rank.
+      if (!parent_ && faultPoint(FaultSite::kCollective, static_cast<std::int64_t>(op.descriptor.sequence), rank_) ==
+                          FaultAction::kDrop)
         transport_->dropConnectionsForTesting();
       transport_->setActivity(detail::describe(op.descriptor));
       CollectiveContext ctx(*transport_, op.descriptor, Clock::now() + op.timeout, op.timeout, options_.chunkBytes);
       op.body(ctx);
       transport_->setActivity("");
     } catch (const PeerLostError&) {
-      error = std::current_exception();
-      poison(error);  // the lost rank is known to everyone already
+      error = std::current_exception();  // the lost rank is known to everyone already
     } catch (const std::exception& e) {
       error = std::current_exception();
-      poison(error);
       transport_->abort(e.what());
     }
   }
@@ -271,32 +269,40 @@ void ProcessGroup::execute(std::unique_lock<std::mutex>& lock, Operation& op) {
                             .dtype = op.descriptor.dtype,
                             .count = op.descriptor.count,
                             .sequence = op.descriptor.sequence,
+                            .groupSize = size_,
                             .async = op.async,
                             .failed = error != nullptr,
                             .begin = begin,
                             .end = Clock::now()});
   }
   op.work->complete(error);
-  lock.lock();
-  running_ = false;
-  runningTimeout_ = {};
-  idle_.notify_all();
-  if (!queue_.empty()) queued_.notify_all();
+  return error;
 }
 
-void ProcessGroup::poison(std::exception_ptr error) {
-  std::lock_guard lock(mutex_);
-  if (!failure_) failure_ = std::move(error);
+std::unique_ptr<ProcessGroup> ProcessGroup::split(std::vector<int> ranks) {
+  checkSubgroupRanks(ranks);
+  auto transport = std::make_unique<detail::SubsetTransport>(*transport_, std::move(ranks));
+  return std::unique_ptr<ProcessGroup>(new ProcessGroup(std::move(transport), store_, options_, lane_, this));
 }
 
-void ProcessGroup::commThreadMain() {
-  std::unique_lock lock(mutex_);
-  for (;;) {
-    queued_.wait(lock, [&] { return (!queue_.empty() && !running_) || (stopping_ && queue_.empty()); });
-    if (queue_.empty()) return;
-    auto op = std::move(queue_.front());
-    queue_.pop_front();
-    execute(lock, *op);
+void ProcessGroup::checkSubgroupRanks(const std::vector<int>& ranks) const {
+  const auto reject = [&](const std::string& reason) {
+    throw CommError(fmt::format("rank {}: cannot split ranks [{}] from a process group of {}: {}", rank_,
+                                fmt::join(ranks, ", "), size_, reason));
+  };
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    if (ranks[i] < 0 || ranks[i] >= size_) {
+      reject(fmt::format("rank {} is not in the group (its ranks are 0 to {})", ranks[i], size_ - 1));
+    }
+    if (i > 0 && ranks[i] == ranks[i - 1]) reject(fmt::format("rank {} is listed twice", ranks[i]));
+    if (i > 0 && ranks[i] < ranks[i - 1]) {
+      reject(fmt::format("rank {} follows rank {}; list the ranks ascending", ranks[i], ranks[i - 1]));
+    }
+  }
+  if (!std::binary_search(ranks.begin(), ranks.end(), rank_)) {
+    reject(fmt::format("this rank ({}) is not among them; only the ranks of a subgroup call split, each with the "
+                       "same list",
+                       rank_));
   }
 }
 

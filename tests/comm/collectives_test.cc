@@ -27,19 +27,12 @@ using hpu::comm::test_support::messageOf;
 using hpu::comm::test_support::referenceValue;
 using hpu::comm::test_support::rethrowFirst;
 using hpu::comm::test_support::runRanks;
+using hpu::comm::test_support::smallChunks;
 using hpu::comm::test_support::TypedBuffer;
 
 constexpr std::size_t kSizes[] = {0, 1, 7, 4097, 131075};
 constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax};
 constexpr DType kReducible[] = {DType::kFloat32, DType::kBFloat16};
-
-// Small chunks, so every size above a few elements streams many chunks.
-ProcessGroupOptions smallChunks() {
-  ProcessGroupOptions options;
-  options.chunkBytes = 256;
-  options.timeout = 30s;
-  return options;
-}
 
 class CollectivesTest : public ::testing::TestWithParam<int> {
  protected:

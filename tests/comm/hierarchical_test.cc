@@ -7,20 +7,21 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <mutex>
 #include <random>
 
 #include "hpu/comm/in_memory.h"
 #include "rank_threads.h"
+#include "recording_observer.h"
 #include "reference.h"
 
 namespace hpu::comm {
 namespace {
 
-using namespace std::chrono_literals;
 using ::testing::HasSubstr;
+using hpu::comm::test_support::RecordingObserver;
 using hpu::comm::test_support::rethrowFirst;
 using hpu::comm::test_support::runRanks;
+using hpu::comm::test_support::smallChunks;
 using hpu::comm::test_support::TypedBuffer;
 
 constexpr std::size_t kSizes[] = {0, 1, 7, 4097, 131075};
@@ -37,28 +38,10 @@ struct Layout {
 };
 
 ProcessGroupOptions optionsWith(std::size_t threshold) {
-  ProcessGroupOptions options;
-  options.chunkBytes = 256;  // many chunks per block
-  options.timeout = 30s;
+  ProcessGroupOptions options = smallChunks();
   options.ringThresholdBytes = threshold;
   return options;
 }
-
-class RecordingObserver final : public CollectiveObserver {
- public:
-  void onCollective(const CollectiveRecord& record) override {
-    std::lock_guard lock(mutex_);
-    descriptions_.push_back(record.description);
-  }
-  std::vector<std::string> descriptions() {
-    std::lock_guard lock(mutex_);
-    return descriptions_;
-  }
-
- private:
-  std::mutex mutex_;
-  std::vector<std::string> descriptions_;
-};
 
 class HierarchicalTest : public ::testing::TestWithParam<Layout> {
  protected:

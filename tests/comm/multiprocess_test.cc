@@ -1,7 +1,8 @@
 // Ranks as processes on 127.0.0.1 (build/comm_test_rank): rendezvous and
 // every collective for world sizes 1..8, emulated multi-node launches,
-// rejections, and ranks that crash, freeze, hang or drop their connections
-// mid-allreduce (HPU_FAULT, comm/fault_injection.h).
+// tensor- and data-parallel subgroups, rejections, and ranks that crash,
+// freeze, hang or drop their connections mid-allreduce (HPU_FAULT,
+// comm/fault_injection.h).
 // Every wait has a deadline; every process started is killed on the way out.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -95,6 +96,18 @@ TEST(MultiProcess, TwoNodesOfTwoDevicesMixTcpAndIpc) {
   job.startAll("collectives");
   const auto codes = job.waitAll(Clock::now() + 240s);
   for (std::size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << job.ranks[r]->output();
+}
+
+// TP x DP = 2 x 2: the tensor-parallel groups are the nodes' rank pairs
+// (shared memory), the data-parallel groups span the nodes (TCP).
+TEST(MultiProcess, TensorAndDataParallelSubgroupsOfTwoNodesOfTwoDevices) {
+  ProcessJob job{2, 2};
+  job.startAll("subgroups");
+  const auto codes = job.waitAll(Clock::now() + 120s);
+  for (std::size_t r = 0; r < codes.size(); ++r) {
+    EXPECT_EQ(codes[r], 0) << job.ranks[r]->output();
+    EXPECT_THAT(job.ranks[r]->output(), HasSubstr(fmt::format("rank {}: subgroups ok", r)));
+  }
 }
 
 TEST(MultiProcess, DuplicateNodeRankIsRejectedOnEveryRank) {

@@ -1,8 +1,10 @@
-// Runs one function per rank on its own thread and collects what each threw.
+// Runs one function per rank on its own thread and collects what each threw;
+// the options those ranks-as-threads tests give their groups.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <exception>
 #include <string>
 #include <functional>
@@ -13,6 +15,15 @@
 #include "hpu/comm/process_group.h"
 
 namespace hpu::comm::test_support {
+
+// Small chunks, so every size above a few elements streams many chunks, and
+// a deadline that no test reaches unless a rank is stuck.
+inline ProcessGroupOptions smallChunks() {
+  ProcessGroupOptions options;
+  options.chunkBytes = 256;
+  options.timeout = std::chrono::seconds(30);
+  return options;
+}
 
 // Calls body(group) for every group on its own thread; returns each rank's
 // exception (nullptr when it returned). Every collective in `body` has a

@@ -4,6 +4,7 @@
 #include <bit>
 #include <cstdint>
 #include <cstring>
+#include <ranges>
 #include <vector>
 
 #include "hpu/comm/buffer_view.h"
@@ -25,12 +26,15 @@ inline float exactInput(int rank, std::size_t i) {
   return static_cast<float>(static_cast<int>((static_cast<std::size_t>(rank) * 7919 + i * 104729) % 25) - 12);
 }
 
-// Reference for rank-wise inputs exactInput(r, i): op over ranks, rounded to
-// `dtype` the way the kernels do (one rounding of the exact result).
-inline float referenceValue(ReduceOp op, DType dtype, int worldSize, std::size_t i) {
-  float acc = exactInput(0, i);
-  for (int r = 1; r < worldSize; ++r) {
-    const float v = exactInput(r, i);
+// Reference for the inputs exactInput(r, i) of the ranks r in `ranks`: op
+// over them, rounded to `dtype` the way the kernels do (one rounding of the
+// exact result). REQUIRES: `ranks` is not empty.
+template <std::ranges::sized_range Ranks>
+float referenceValue(ReduceOp op, DType dtype, const Ranks& ranks, std::size_t i) {
+  auto rank = std::ranges::begin(ranks);
+  float acc = exactInput(*rank, i);
+  for (++rank; rank != std::ranges::end(ranks); ++rank) {
+    const float v = exactInput(*rank, i);
     switch (op) {
       case ReduceOp::kSum:
       case ReduceOp::kAvg: acc += v; break;
@@ -39,10 +43,15 @@ inline float referenceValue(ReduceOp op, DType dtype, int worldSize, std::size_t
     }
   }
   if (op == ReduceOp::kAvg) {
-    acc /= static_cast<float>(worldSize);
+    acc /= static_cast<float>(std::ranges::size(ranks));
     if (dtype == DType::kBFloat16) acc = bf16ToFloat(floatToBf16(acc));
   }
   return acc;
+}
+
+// The same for the ranks 0 .. worldSize - 1.
+inline float referenceValue(ReduceOp op, DType dtype, int worldSize, std::size_t i) {
+  return referenceValue(op, dtype, std::views::iota(0, worldSize), i);
 }
 
 // A buffer of `count` elements of `dtype` holding exactInput(rank, i).

@@ -136,7 +136,7 @@ TEST(LanguageModel, TiedEmbeddingsProjectWithTheEmbeddingAndCountOnce) {
             "4, num_key_value_heads: 2, max_position_embeddings: 64, tie_word_embeddings: true}");
   EXPECT_EQ(untied->numParameters() - tied->numParameters(), 40 * 32);
   std::vector<std::string> names;
-  for (const auto& [name, t] : tied->namedParameters()) names.push_back(name);
+  for (const nn::NamedTensor& p : tied->namedParameters()) names.push_back(p.name);
   EXPECT_THAT(names, ::testing::Not(::testing::Contains("lm_head.weight")));
   // The gradient of the tied weight gathers both uses.
   autograd::Tape tape;

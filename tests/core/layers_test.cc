@@ -178,7 +178,7 @@ TEST(Layers, ASequentialLlamaIsLlamaForCausalLM) {
   const auto from = llama->namedParameters(), to = sequential->namedParameters();
   ASSERT_EQ(to.size() + 2, from.size()) << "one fused Linear per MLP";
   std::size_t f = 0;
-  for (auto [name, t] : to) {
+  for (auto [name, t, shard] : to) {
     float* dst = t.data();
     const std::int64_t want = t.numel();
     std::int64_t copied = 0;

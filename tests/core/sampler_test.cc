@@ -1,6 +1,6 @@
 // The epoch order and its distributed split: one seeded permutation per
-// epoch, torch DistributedSampler's padding / drop_last, the uneven split of
-// evaluation, and the property multi-device training rests on.
+// epoch, torch DistributedSampler's padding / drop_last (every rank the same
+// count), and the property multi-device training rests on.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -21,12 +21,11 @@ Indices iota(std::int64_t n) {
   return v;
 }
 
-SamplerOptions replica(int n, int rank, bool drop_last = false, bool uneven = false) {
+SamplerOptions replica(int n, int rank, bool drop_last = false) {
   SamplerOptions o;
   o.num_replicas = n;
   o.rank = rank;
   o.drop_last = drop_last;
-  o.uneven = uneven;
   return o;
 }
 
@@ -74,18 +73,33 @@ TEST(DistributedSampler, DropLastDropsTheTail) {
   EXPECT_EQ(epochIndices(3, replica(4, 0, true), 0), Indices{});
 }
 
-TEST(DistributedSampler, UnevenCountsEverySampleExactlyOnce) {
-  std::multiset<std::int64_t> seen;
-  const std::int64_t expected_counts[] = {3, 3, 2, 2};
-  for (int r = 0; r < 4; ++r) {
-    const Indices mine = epochIndices(10, replica(4, r, false, true), 0);
-    EXPECT_EQ(static_cast<std::int64_t>(mine.size()), expected_counts[r]) << "rank " << r;
-    EXPECT_EQ(samplesPerReplica(10, replica(4, r, false, true)), expected_counts[r]);
-    seen.insert(mine.begin(), mine.end());
+// Ranks run each batch's collectives together, so every rank gets the same
+// count whatever the size (evaluation too); padded, every sample comes at
+// least once.
+TEST(DistributedSampler, EveryRankGetsTheSameCount) {
+  for (int n = 1; n <= 8; ++n) {
+    for (std::int64_t size : {0, 1, 6, 7, 4097}) {
+      for (bool drop_last : {false, true}) {
+        SCOPED_TRACE("world size " + std::to_string(n) + ", size " + std::to_string(size) +
+                     (drop_last ? ", drop_last" : ""));
+        std::multiset<std::int64_t> seen;
+        const std::int64_t per = samplesPerReplica(size, replica(n, 0, drop_last));
+        for (int r = 0; r < n; ++r) {
+          const Indices mine = epochIndices(size, replica(n, r, drop_last), 0);
+          EXPECT_EQ(static_cast<std::int64_t>(mine.size()), per) << "rank " << r;
+          EXPECT_EQ(samplesPerReplica(size, replica(n, r, drop_last)), per) << "rank " << r;
+          seen.insert(mine.begin(), mine.end());
+        }
+        EXPECT_EQ(per, drop_last || n == 1 ? size / n : (size + n - 1) / n);
+        if (!drop_last)
+          for (std::int64_t i = 0; i < size; ++i) EXPECT_GE(seen.count(i), 1u) << "sample " << i;
+      }
+    }
   }
-  EXPECT_EQ(seen, (std::multiset<std::int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
-  EXPECT_EQ(samplesPerReplica(2, replica(4, 3, false, true)), 0);
-  EXPECT_EQ(epochIndices(2, replica(4, 3, false, true), 0), Indices{});
+  // Rank 0's share is never padded: positions 0, N, 2N, ... below the size.
+  EXPECT_EQ(epochIndices(6, replica(8, 0), 0), (Indices{0}));
+  EXPECT_EQ(epochIndices(6, replica(8, 6), 0), (Indices{0}));
+  EXPECT_EQ(epochIndices(6, replica(8, 7), 0), (Indices{1}));
 }
 
 TEST(DistributedSampler, ShuffledRanksSplitTheSameEpochPermutation) {

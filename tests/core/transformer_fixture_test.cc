@@ -125,7 +125,7 @@ void checkModel(const std::string& family, const std::string& class_name) {
   nn::InitContext ctx{testDevice(), init, dropout};
   model->configureModel(ctx, {});
   std::map<std::string, Tensor> params;
-  for (const auto& [name, t] : model->namedParameters()) params[name] = t;
+  for (const nn::NamedTensor& p : model->namedParameters()) params[p.name] = p.tensor;
   std::vector<std::string> names;
   for (const auto& [name, w] : f["weights"].items()) {
     names.push_back(name);

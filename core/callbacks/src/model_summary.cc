@@ -74,8 +74,8 @@ class ModelSummary : public Callback {
     Summary s;
     collect(trainer.model(), "", 1, max_depth_, s.rows);
     s.total = trainer.model().numParameters();
-    for (const Tensor& p : trainer.model().parameters())
-      if (p.requiresGrad()) s.trainable += p.numel();
+    for (const nn::NamedTensor& p : trainer.model().namedParameters())
+      if (p.tensor.requiresGrad()) s.trainable += p.shard.fullShape(p.tensor.shape()).numel();
     s.megabytes = static_cast<double>(s.total) * device::logicalSize(trainer.precision().paramDtype()) / 1e6;
     const std::string text = render(s);
     std::fputs(text.c_str(), stdout);

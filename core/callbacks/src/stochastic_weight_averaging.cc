@@ -99,7 +99,7 @@ class StochasticWeightAveraging final : public Callback {
       j["average_model_state"] = nullptr;
     } else {
       json weights = json::object();
-      for (const auto& [name, tensor] : average_) weights[name] = tensor.toHost();
+      for (const nn::NamedTensor& a : average_) weights[a.name] = a.tensor.toHost();
       j["average_model_state"] = weights;
     }
     return j.dump();

@@ -60,14 +60,14 @@ void Module::setForwardHooks(const std::shared_ptr<ForwardHooks>& hooks) {
   for (auto& [name, child] : children_) child->setForwardHooks(hooks);
 }
 
-Tensor Module::registerParameter(std::string name, Tensor t) {
+Tensor Module::registerParameter(std::string name, Tensor t, Shard shard) {
   t.setRequiresGrad(true);
-  params_.push_back({std::move(name), t});
+  params_.push_back({std::move(name), t, shard});
   return t;
 }
 
-Tensor Module::adoptParameter(std::string name, Tensor t) {
-  params_.push_back({std::move(name), t});
+Tensor Module::adoptParameter(std::string name, Tensor t, Shard shard) {
+  params_.push_back({std::move(name), t, shard});
   return t;
 }
 
@@ -77,7 +77,7 @@ Tensor Module::registerBuffer(std::string name, Tensor t) {
 }
 
 void Module::collect(const std::string& prefix, bool params, std::vector<NamedTensor>& out) const {
-  for (const auto& p : params ? params_ : buffers_) out.push_back({prefix + p.name, p.tensor});
+  for (const auto& p : params ? params_ : buffers_) out.push_back({prefix + p.name, p.tensor, p.shard});
   for (const auto& [name, child] : children_) child->collect(prefix + name + ".", params, out);
 }
 
@@ -101,7 +101,7 @@ std::vector<Tensor> Module::parameters() const {
 
 std::int64_t Module::numParameters() const {
   std::int64_t n = 0;
-  for (auto& p : namedParameters()) n += p.tensor.numel();
+  for (auto& p : namedParameters()) n += p.shard.fullShape(p.tensor.shape()).numel();
   return n;
 }
 

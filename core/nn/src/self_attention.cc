@@ -2,21 +2,49 @@
 
 #include "hpu/core/nn/kv_cache.h"
 #include "hpu/core/nn/layers/rotary.h"
+#include "hpu/core/ops/parallel.h"
 
 namespace hpu::core::nn {
 
-SelfAttention::SelfAttention(InitContext& ctx, const SelfAttentionOptions& o) : o_(o), dropout_rng_(&ctx.dropout_rng) {
+LocalHeads localHeads(std::int64_t num_heads, std::int64_t num_key_value_heads, int ranks) {
+  if (num_heads % ranks != 0)
+    throw UsageError(fmt::format("num_attention_heads {} cannot be split across {} tensor-parallel ranks; choose a "
+                                 "tensor_parallel_size that divides it",
+                                 num_heads, ranks));
+  if (num_key_value_heads % ranks == 0) return {num_heads / ranks, num_key_value_heads / ranks, 1};
+  if (ranks % num_key_value_heads != 0)
+    throw UsageError(fmt::format("num_key_value_heads {} and {} tensor-parallel ranks: one must divide the other",
+                                 num_key_value_heads, ranks));
+  return {num_heads / ranks, 1, static_cast<int>(ranks / num_key_value_heads)};
+}
+
+SelfAttention::SelfAttention(InitContext& ctx, const SelfAttentionOptions& o)
+    : o_(o),
+      local_(o.tensor_parallel ? localHeads(o.num_heads, o.num_key_value_heads, o.tensor_parallel->size())
+                               : LocalHeads{o.num_heads, o.num_key_value_heads, 1}),
+      dropout_rng_(&ctx.dropout_rng) {
   if (o_.head_dim == 0) o_.head_dim = o_.hidden_size / o_.num_heads;
   const std::int64_t q = o_.num_heads * o_.head_dim, kv = o_.num_key_value_heads * o_.head_dim;
-  q_proj = registerChild("q_proj", std::make_shared<Linear>(ctx, o_.hidden_size, q, o_.bias));
-  k_proj = registerChild("k_proj", std::make_shared<Linear>(ctx, o_.hidden_size, kv, o_.bias));
-  v_proj = registerChild("v_proj", std::make_shared<Linear>(ctx, o_.hidden_size, kv, o_.bias));
-  o_proj = registerChild("o_proj", std::make_shared<Linear>(ctx, q, o_.hidden_size, o_.bias));
+  LinearParallel column, row, kv_column;
+  if (ops::ParallelGroup* g = o_.tensor_parallel) {
+    column = {.split = ParallelSplit::kColumn, .group = g};
+    row = {.split = ParallelSplit::kRow, .group = g};
+    kv_column = column;
+    if (local_.kv_replicas > 1) {
+      kv_column.pieces = static_cast<int>(o_.num_key_value_heads);
+      kv_column.replicas = &g->subgroupOf(local_.kv_replicas);
+    }
+  }
+  q_proj = registerChild("q_proj", std::make_shared<Linear>(ctx, o_.hidden_size, q, o_.bias, column));
+  k_proj = registerChild("k_proj", std::make_shared<Linear>(ctx, o_.hidden_size, kv, o_.bias, kv_column));
+  v_proj = registerChild("v_proj", std::make_shared<Linear>(ctx, o_.hidden_size, kv, o_.bias, kv_column));
+  o_proj = registerChild("o_proj", std::make_shared<Linear>(ctx, q, o_.hidden_size, o_.bias, row));
 }
 
 std::string SelfAttention::describe() const {
   std::string s = fmt::format("heads={}", o_.num_heads);
   if (o_.num_key_value_heads != o_.num_heads) s += fmt::format(", kv_heads={}", o_.num_key_value_heads);
+  if (o_.tensor_parallel) s += fmt::format(", {} heads on each of {} ranks", local_.heads, o_.tensor_parallel->size());
   if (o_.rope_theta > 0) s += fmt::format(", rope_theta={}", o_.rope_theta);
   if (o_.rope_scaling.type != ops::RopeScaling::Type::kNone) s += fmt::format(", rope_scaling x{}", o_.rope_scaling.factor);
   if (!o_.causal) s += ", bidirectional";
@@ -26,11 +54,12 @@ std::string SelfAttention::describe() const {
 Tensor SelfAttention::forward(const Tensor& x) { return forward(Inputs{{{"hidden_states", x}}, nullptr}); }
 
 Tensor SelfAttention::forward(const Inputs& in) {
-  const Tensor& x = in.tensors["hidden_states"];
+  const Tensor& hidden = in.tensors["hidden_states"];
+  const Tensor x = o_.tensor_parallel ? ops::copyToParallel(hidden, *o_.tensor_parallel) : hidden;
   const std::int64_t cached = in.kv_cache ? in.kv_cache->length() : 0;
-  Tensor q = ops::splitHeads(q_proj(x), o_.num_heads);
-  Tensor k = ops::splitHeads(k_proj(x), o_.num_key_value_heads);
-  Tensor v = ops::splitHeads(v_proj(x), o_.num_key_value_heads);
+  Tensor q = ops::splitHeads(q_proj(x), local_.heads);
+  Tensor k = ops::splitHeads(k_proj(x), local_.kv_heads);
+  Tensor v = ops::splitHeads(v_proj(x), local_.kv_heads);
   if (o_.rope_theta > 0) {
     const Tensor* given = in.tensors.find("position_ids");
     const Tensor positions = given ? *given : positionRange(x.device(), cached, x.size(1));
@@ -44,6 +73,10 @@ Tensor SelfAttention::forward(const Inputs& in) {
     a.kv_graph_length = in.kv_cache->attendedRows(a.kv_length);
   }
   a.dropout_p = o_.dropout;
+  if (o_.tensor_parallel) {
+    a.head_offset = local_.heads * o_.tensor_parallel->rank();
+    a.all_heads = o_.num_heads;
+  }
   a.training = training();
   a.rng = dropout_rng_;
   return o_proj(ops::mergeHeads(ops::scaledDotProductAttention(q, k, v, a)));

@@ -56,6 +56,8 @@ Tensor scaledDotProductAttention(const Tensor& q_in, const Tensor& k_in, const T
   if (o.training && o.dropout_p > 0.0f) {
     g.dropout_p = o.dropout_p;
     g.dropout_seed = o.rng->next();
+    g.head_offset = o.head_offset;
+    g.all_heads = o.all_heads;
   }
   Tensor y = like(q, q.shape());
   // One log-sum-exp per query row: what backward needs instead of the scores.

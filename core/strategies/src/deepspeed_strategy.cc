@@ -22,6 +22,7 @@
 #include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
 
+#include "bf16_wire.h"
 #include "distributed_strategy.h"
 #include "hpu/core/base/errors.h"
 #include "hpu/core/config/registry.h"
@@ -205,7 +206,7 @@ class DeepSpeedStrategy final : public DistributedStrategy {
     }
     for (auto& w : pending_) w.wait(comm::Work::Clock::time_point::max());
     if (bf16_grad_wire_ && settings_.stage < 2)
-      for (std::size_t i = 0; i < params.buckets().size(); ++i) fromWire(wire_[i], params.buckets()[i].gradSpan());
+      for (std::size_t i = 0; i < params.buckets().size(); ++i) wire::fromBits(wire_[i], params.buckets()[i].gradSpan());
     params.setBucketReadyCallback(nullptr);
   }
 
@@ -324,23 +325,11 @@ class DeepSpeedStrategy final : public DistributedStrategy {
       return;
     }
     std::vector<std::uint16_t> in, out(all.data() != nullptr ? all.size() : 0);
-    toWire(mine, in);
-    group().allgather(wireView(in, mine.size()), wireView(out, all.size()));
-    fromWire(out, all.data() != nullptr ? all : std::span<float>());
+    wire::toBits(mine, in);
+    group().allgather(wire::bitsView(in, mine.size()), wire::bitsView(out, all.size()));
+    wire::fromBits(out, all.data() != nullptr ? all : std::span<float>());
   }
 
-  // bf16 on the wire: values rounded to bf16 bits and back (nothing on a
-  // shape-only device, whose spans hold no data).
-  static void toWire(std::span<const float> values, std::vector<std::uint16_t>& bits) {
-    bits.resize(values.data() != nullptr ? values.size() : 0);
-    for (std::size_t j = 0; j < bits.size(); ++j) bits[j] = device::toBFloat16Bits(values[j]);
-  }
-  static void fromWire(const std::vector<std::uint16_t>& bits, std::span<float> values) {
-    for (std::size_t j = 0; j < bits.size() && j < values.size(); ++j) values[j] = device::fromBFloat16Bits(bits[j]);
-  }
-  static comm::BufferView wireView(std::vector<std::uint16_t>& bits, std::size_t count) {
-    return comm::BufferView::bfloat16(std::span<std::uint16_t>(bits.empty() ? nullptr : bits.data(), count));
-  }
   void release(std::size_t i) {
     if (--refs_[i] == 0) params_->releaseValues(i);
   }
@@ -366,8 +355,8 @@ class DeepSpeedStrategy final : public DistributedStrategy {
         pending_[i] = group().allreduceAsync(grads, comm::ReduceOp::kAvg);
         return;
       }
-      toWire(grads, wire_[i]);  // read back in afterBackward
-      pending_[i] = group().allreduceAsync(wireView(wire_[i], grads.size()), {.op = comm::ReduceOp::kAvg});
+      wire::toBits(grads, wire_[i]);  // read back in afterBackward
+      pending_[i] = group().allreduceAsync(wire::bitsView(wire_[i], grads.size()), {.op = comm::ReduceOp::kAvg});
       return;
     }
     const auto shard = static_cast<std::size_t>(shards_[i].size);
@@ -379,9 +368,9 @@ class DeepSpeedStrategy final : public DistributedStrategy {
         return;
       }
       std::vector<std::uint16_t> in, out(into != nullptr ? shard : 0);
-      toWire(grads, in);
-      group().reduceScatter(wireView(in, grads.size()), wireView(out, shard), comm::ReduceOp::kAvg);
-      fromWire(out, std::span<float>(into, into != nullptr ? shard : 0));
+      wire::toBits(grads, in);
+      group().reduceScatter(wire::bitsView(in, grads.size()), wire::bitsView(out, shard), comm::ReduceOp::kAvg);
+      wire::fromBits(out, std::span<float>(into, into != nullptr ? shard : 0));
     };
     // Accumulation adds each micro-batch's shard to the step's, in the
     // shard's dtype.

@@ -14,6 +14,7 @@
 #include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
 
+#include "bucket_allreduce.h"
 #include "distributed_strategy.h"
 #include "hpu/core/config/registry.h"
 #include "trainer_part_param.h"
@@ -33,39 +34,14 @@ class ParallelStrategy final : public DistributedStrategy {
 
   void setupParameters(nn::Module&, nn::FlatParameters& params, const std::vector<nn::NamedTensor>& buffers) override {
     broadcastParameters(params, buffers);
-    pending_.assign(params.buckets().size(), comm::Work());
-    launched_.assign(params.buckets().size(), false);
+    sync_.setup(params);
   }
-
-  void beforeBackward(nn::FlatParameters& params, MicroBatch m) override {
-    std::fill(launched_.begin(), launched_.end(), false);
-    if (!m.last) {
-      params.setBucketReadyCallback(nullptr);
-      return;
-    }
-    params.setBucketReadyCallback([this, &params](std::size_t i) { launch(params, i); });
-  }
-
-  void afterBackward(nn::FlatParameters& params, MicroBatch m) override {
-    if (!m.last) return;
-    // Buckets with a parameter that got no gradient this step were never
-    // reported ready: zero those gradients and reduce them now, in order.
-    params.zeroMissingGrads();
-    for (std::size_t i = 0; i < params.buckets().size(); ++i)
-      if (!launched_[i]) launch(params, i);
-    for (auto& w : pending_) w.wait(comm::Work::Clock::time_point::max());
-    params.setBucketReadyCallback(nullptr);
-  }
+  void beforeBackward(nn::FlatParameters& params, MicroBatch m) override { sync_.beforeBackward(group(), params, m); }
+  void afterBackward(nn::FlatParameters& params, MicroBatch m) override { sync_.afterBackward(group(), params, m); }
 
  private:
-  void launch(nn::FlatParameters& params, std::size_t i) {
-    launched_[i] = true;
-    pending_[i] = group().allreduceAsync(params.buckets()[i].gradSpan(), comm::ReduceOp::kAvg);
-  }
-
   std::int64_t bucket_cap_bytes_;
-  std::vector<comm::Work> pending_;
-  std::vector<bool> launched_;
+  BucketAllreduce sync_;
 };
 
 config::Type strategyEnvType() {

@@ -3,6 +3,7 @@
 #include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -67,6 +68,37 @@ void moveTensors(const std::vector<nn::NamedTensor>& tensors, device::Device& de
   }
 }
 
+// Every rank must run as many batches of a loader as every other: training
+// all-reduces each step's gradients and evaluation reduces its metrics, so a
+// rank with fewer batches would leave the others waiting for a collective it
+// never issues. The ranks exchange their counts (`batches`; -1: no such data
+// set) and, if any differ, all fail alike, naming them.
+void expectSameBatchesOnEveryRank(Strategy& strategy, data::Split split, std::int64_t batches) {
+  const int world = strategy.worldSize();
+  if (world == 1 || strategy.device().shapeOnly()) return;
+  std::vector<double> counts(static_cast<std::size_t>(world), 0.0);
+  counts[static_cast<std::size_t>(strategy.globalRank())] = static_cast<double>(batches);
+  strategy.allReduceSum(counts);  // exact: one integer per slot
+  if (std::all_of(counts.begin(), counts.end(), [&](double c) { return c == counts.front(); })) return;
+  const std::string set = split == data::Split::kVal ? "validation" : std::string(data::splitName(split));
+  // Runs of consecutive ranks with the same count: "ranks 0-5: 1, ranks 6-7: 0".
+  std::string runs;
+  for (int first = 0; first < world;) {
+    int last = first;
+    while (last + 1 < world && counts[last + 1] == counts[first]) ++last;
+    const auto c = static_cast<std::int64_t>(counts[first]);
+    runs += fmt::format("{}{} {}: {}", runs.empty() ? "" : ", ", first == last ? "rank" : "ranks",
+                        first == last ? std::to_string(first) : fmt::format("{}-{}", first, last),
+                        c < 0 ? "no " + set + " set" : std::to_string(c));
+    first = last + 1;
+  }
+  throw DataError(fmt::format(
+      "the ranks have different numbers of {} batches ({}); every rank must run as many as the others, which would "
+      "wait for the collectives it skips. Give every rank the same {} data (the same files on every node): with "
+      "trainer.use_distributed_sampler=true each rank's share of it is padded to the same size",
+      set, runs, set));
+}
+
 }  // namespace
 
 Trainer::Trainer(TrainerParts parts)
@@ -84,7 +116,7 @@ Trainer::Trainer(TrainerParts parts)
       restart_round_(parts.restart_round),
       metrics_(std::make_unique<MetricCollector>()),
       init_rng_(parts.seed, RandomStream::kInit),
-      dropout_rng_(parts.seed, RandomStream::kDropout, static_cast<std::uint64_t>(strategy_->globalRank())) {
+      dropout_rng_(parts.seed, RandomStream::kDropout, static_cast<std::uint64_t>(strategy_->dataParallelRank())) {
   if (!profiler_) profiler_ = std::make_unique<PassThroughProfiler>();
   if (!precision_) precision_ = makePrecisionPlugin("32-true");
   if (!checkpoint_io_) checkpoint_io_ = checkpoint::makeHPUCheckpointIO();
@@ -153,6 +185,7 @@ void Trainer::setupModel(LightningModule& model, data::DataModule& data, data::S
   nn::InitContext ctx{
       build_on, init_rng_, dropout_rng_, precision_->paramDtype(), strategy_->activationCheckpointsOnHost(), seed_};
   ctx.defer_trainable_values = strategy_->partitionsParameters();
+  ctx.tensor_parallel = strategy_->tensorParallelGroup();
   model.configureModel(ctx, input);
   precision_->convertModule(model);
   // Gradients exist for training only (evaluation and prediction allocate none).
@@ -381,7 +414,10 @@ void Trainer::applyParamGroups() {
 std::unique_ptr<data::DataLoader> Trainer::makeLoader(data::DataModule& data, data::Split split,
                                                       std::shared_ptr<const data::Dataset> dataset) {
   if (!dataset) dataset = data.dataset(split);
-  if (!dataset) return nullptr;
+  if (!dataset) {
+    expectSameBatchesOnEveryRank(*strategy_, split, -1);
+    return nullptr;
+  }
   data::LoaderOptions o = data.loaderOptions(split);
   if (options_.overfit && split == data::Split::kTrain && o.sampler.shuffle) {
     // As Lightning: the overfitted batches are the same ones every epoch.
@@ -393,12 +429,24 @@ std::unique_ptr<data::DataLoader> Trainer::makeLoader(data::DataModule& data, da
   }
   if (options_.use_distributed_sampler && strategy_->worldSize() > 1) {
     o.sampler = strategy_->samplerFor(o.sampler);
-    // Training splits pad so every rank steps the same number of times;
-    // evaluation splits shard unevenly so every sample counts exactly once.
+    // As torch's DistributedSampler under Lightning: every split pads each
+    // rank's share by repeating samples from the start (training may drop
+    // the tail instead), so every rank runs the same number of batches.
+    // Evaluation metrics then count the repeated samples; predictions are
+    // written by rank 0, whose share is never padded.
     o.sampler.drop_last = split == data::Split::kTrain ? o.drop_last : false;
-    if (split != data::Split::kTrain) o.sampler.uneven = true;
+    if (split == data::Split::kVal || split == data::Split::kTest)
+      if ((stage_ == data::Stage::kValidate || stage_ == data::Stage::kTest) && isGlobalZero())
+        spdlog::warn(
+            "Using `DistributedSampler` with the dataloaders. During `trainer.{}()`, it is recommended to use "
+            "`Trainer(devices=1, num_nodes=1)` to ensure each sample/batch gets evaluated exactly once. Otherwise, "
+            "multi-device settings use `DistributedSampler` that replicates some samples to make sure all devices "
+            "have same batch size in case of uneven inputs.",
+            stage_ == data::Stage::kValidate ? "validate" : "test");
   }
-  return std::make_unique<data::DataLoader>(dataset, o);
+  auto loader = std::make_unique<data::DataLoader>(dataset, o);
+  expectSameBatchesOnEveryRank(*strategy_, split, loader->numBatches());
+  return loader;
 }
 
 Batch Trainer::toDevice(const data::HostBatch& hb) {
@@ -616,7 +664,7 @@ bool Trainer::trainStep(const Batch& batch, std::int64_t batch_idx, bool optimiz
   // after a resume, whatever was drawn before.
   dropout_rng_ =
       Generator(seed_, RandomStream::kDropout,
-                (static_cast<std::uint64_t>(strategy_->globalRank()) << 48) ^
+                (static_cast<std::uint64_t>(strategy_->dataParallelRank()) << 48) ^
                     (static_cast<std::uint64_t>(current_epoch_) << 24) ^ static_cast<std::uint64_t>(batch_idx));
   const Strategy::MicroBatch micro{.first = batch_idx % options_.accumulate_grad_batches == 0, .last = optimizer_turn};
   if (micro.first) params_->invalidateGrads();
@@ -676,8 +724,11 @@ void Trainer::clipGradients(const optim::GradientView& grads) {
     return;
   }
   double sq = 0;
-  for (std::span<float> span : grads.spans)
-    for (float g : span) sq += static_cast<double>(g) * g;
+  for (std::size_t i = 0; i < grads.spans.size(); ++i) {
+    double own = 0;
+    for (float g : grads.spans[i]) own += static_cast<double>(g) * g;
+    sq += grads.weight(i) * own;
+  }
   const double norm = std::sqrt(grads.total(sq));
   const double coef = static_cast<double>(limit) / (norm + 1e-6);
   if (coef >= 1.0) return;

@@ -16,6 +16,7 @@
 #include <tuple>
 
 #include "hpu/core/base/errors.h"
+#include "hpu/core/checkpoint/consolidate.h"
 #include "hpu/core/config/yaml_io.h"
 #include "hpu/core/tensor/leaf.h"
 #include "hpu/core/trainer/trainer.h"
@@ -41,18 +42,20 @@ checkpoint::TensorEntry entryOf(const std::string& name, const Tensor& t) {
   return e;
 }
 
-// Copies a stored tensor into `t`, checking shape.
-void loadInto(const checkpoint::Checkpoint& ckpt, const std::string& name, Tensor t, const std::string& path) {
+// Copies a stored tensor into `t` (this rank's piece `shard` of the stored
+// whole), checking shape.
+void loadInto(const checkpoint::Checkpoint& ckpt, const std::string& name, Tensor t, const Shard& shard,
+              const std::string& path) {
   const checkpoint::TensorEntry* e = ckpt.find(name);
   if (e == nullptr) throw CheckpointError(fmt::format("{} has no tensor '{}': was it saved from this model?", path, name));
   const Shape stored(std::span<const std::int64_t>(e->shape));
-  if (!(stored == t.shape()))
+  if (!(stored == shard.fullShape(t.shape())))
     throw CheckpointError(fmt::format("{}: '{}' has shape {} in the checkpoint but {} in the model", path, name,
-                                      stored.str(), t.shape().str()));
+                                      stored.str(), shard.fullShape(t.shape()).str()));
   if (t.dtype() == DType::kInt64)
     std::copy(e->ints.begin(), e->ints.end(), t.labels());
   else
-    std::copy(e->values.begin(), e->values.end(), t.data());
+    shard.take(t.shape(), e->values, t.values());
   // Half-precision parameters hold their dtype's values (fp8 weights keep
   // theirs: they are quantized with their scale where they are used).
   if (t.dtype() == DType::kBFloat16 || t.dtype() == DType::kFloat16)
@@ -74,7 +77,7 @@ std::string stateString(const Callback& callback, const char* key) {
 // order: buckets hold the parameters in one order whatever their sizes, so
 // state saved with one bucketing (reduce_bucket_size, strategy) resumes
 // with another.
-void Trainer::restoreOptimizerState(const checkpoint::Checkpoint& ckpt, const std::string& path) {
+void Trainer::restoreOptimizerState(const checkpoint::Checkpoint& ckpt, const std::string& path, bool pieces) {
   const auto shards = strategy_->optimizerShards(*params_);
   const auto buffers = optimizer_->stateBuffers();
   const std::size_t per_slice = shards.empty() ? 0 : buffers.size() / shards.size();
@@ -83,19 +86,22 @@ void Trainer::restoreOptimizerState(const checkpoint::Checkpoint& ckpt, const st
                                        "from a different model, optimizer or strategy",
                                        path, name));
   };
+  // This rank's own state, buffer by buffer.
+  const auto copyOwn = [&](const checkpoint::Checkpoint& own) {
+    for (const auto& s : buffers) {
+      const checkpoint::TensorEntry* e = own.find("optimizer." + s.name);
+      if (e == nullptr || e->values.size() != s.values.size()) throw mismatch(s.name);
+      std::copy(e->values.begin(), e->values.end(), s.values.begin());
+    }
+  };
+  if (pieces) return copyOwn(ckpt);
   if (auto it = ckpt.metadata.find("sharded_optimizer"); it != ckpt.metadata.end()) {
     const bool sharded_now = std::any_of(shards.begin(), shards.end(), [](const auto& s) { return s.size != s.total; });
     if (!sharded_now || std::stoi(it->second) != strategy_->worldSize())
       throw CheckpointError(fmt::format("{}: its optimizer state is sharded over {} ranks; resume it with the same ZeRO "
                                         "world size, or consolidate it first: hpu-train consolidate {} <output.ckpt>",
                                         path, it->second, path));
-    const checkpoint::Checkpoint own = checkpoint_io_->load(checkpoint::shardPath(path, strategy_->globalRank()));
-    for (const auto& s : buffers) {
-      const checkpoint::TensorEntry* e = own.find("optimizer." + s.name);
-      if (e == nullptr || e->values.size() != s.values.size()) throw mismatch(s.name);
-      std::copy(e->values.begin(), e->values.end(), s.values.begin());
-    }
-    return;
+    return copyOwn(checkpoint_io_->load(checkpoint::shardPath(path, strategy_->globalRank())));
   }
   std::map<std::string, std::map<std::size_t, const checkpoint::TensorEntry*>> stored;  // state -> slice -> tensor
   for (const auto& e : ckpt.tensors)
@@ -103,20 +109,65 @@ void Trainer::restoreOptimizerState(const checkpoint::Checkpoint& ckpt, const st
   std::map<std::string, std::vector<float>> flat;
   for (const auto& [state, slices] : stored)
     for (const auto& [slice, e] : slices) flat[state].insert(flat[state].end(), e->values.begin(), e->values.end());
-  std::vector<std::int64_t> start;  // of each slice's bucket among all parameters
+  // Whole state: every parameter's whole values, bucket member after member;
+  // this rank takes the part of each that it holds (its tensor-parallel
+  // piece, within its ZeRO shard of the bucket).
   std::int64_t numel = 0;
-  for (const auto& s : shards) {
-    start.push_back(numel);
-    numel += s.total;
+  for (const auto& b : params_->buckets())
+    for (const auto& m : b.members) numel += m.shard.fullShape(m.tensor.shape()).numel();
+  std::int64_t whole_start = 0;  // of the current bucket's first member
+  for (std::size_t slice = 0; slice < shards.size(); ++slice) {
+    const nn::ParamBucket& bucket = params_->buckets()[slice];
+    for (std::size_t k = 0; k < per_slice; ++k) {
+      const auto& s = buffers[slice * per_slice + k];
+      const auto it = flat.find(checkpoint::parseOptimizerStateName("optimizer." + s.name)->state);
+      if (it == flat.end() || static_cast<std::int64_t>(it->second.size()) != numel) throw mismatch(s.name);
+      const std::int64_t lo = shards[slice].offset, hi = lo + shards[slice].size;
+      std::int64_t whole = whole_start;
+      for (std::size_t j = 0; j < bucket.members.size(); ++j) {
+        const nn::NamedTensor& m = bucket.members[j];
+        m.shard.forEachRun(m.tensor.shape(), [&](std::int64_t full, std::int64_t local, std::int64_t count) {
+          const std::int64_t from = std::max(lo, bucket.offsets[j] + local);
+          const std::int64_t to = std::min(hi, bucket.offsets[j] + local + count);
+          if (from < to)
+            std::copy_n(it->second.begin() + whole + full + (from - bucket.offsets[j] - local), to - from,
+                        s.values.begin() + (from - lo));
+        });
+        whole += m.shard.fullShape(m.tensor.shape()).numel();
+      }
+    }
+    for (const auto& m : bucket.members) whole_start += m.shard.fullShape(m.tensor.shape()).numel();
   }
-  for (std::size_t b = 0; b < buffers.size(); ++b) {
-    const auto& s = buffers[b];
-    const std::size_t slice = b / per_slice;
-    const auto it = flat.find(checkpoint::parseOptimizerStateName("optimizer." + s.name)->state);
-    if (it == flat.end() || static_cast<std::int64_t>(it->second.size()) != numel) throw mismatch(s.name);
-    const auto from = it->second.begin() + start[slice] + shards[slice].offset;
-    std::copy(from, from + static_cast<std::ptrdiff_t>(s.values.size()), s.values.begin());
+}
+
+// Every state's slices (this rank's pieces of its bucket members) replaced by
+// one slice holding each member's whole values in turn, as one device saves
+// them. Every tensor-parallel rank calls it, with the same states.
+std::vector<checkpoint::TensorEntry> Trainer::wholeOptimizerState(std::vector<checkpoint::TensorEntry> tensors) {
+  std::map<std::string, std::map<std::size_t, const checkpoint::TensorEntry*>> states;  // state -> slice -> tensor
+  for (const auto& e : tensors)
+    if (auto key = checkpoint::parseOptimizerStateName(e.name)) states[key->state][key->slice] = &e;
+  std::vector<checkpoint::TensorEntry> out;
+  for (const auto& [state, slices] : states) {
+    checkpoint::TensorEntry whole;
+    whole.name = "optimizer." + state + ".0";
+    for (const auto& [slice, e] : slices) {
+      const nn::ParamBucket& b = params_->buckets().at(slice);
+      for (std::size_t j = 0; j < b.members.size(); ++j) {
+        const nn::NamedTensor& m = b.members[j];
+        const std::vector<float> values = strategy_->wholeOf(
+            std::span<const float>(e->values).subspan(static_cast<std::size_t>(b.offsets[j]),
+                                                      static_cast<std::size_t>(m.tensor.numel())),
+            m.shard, m.tensor.shape());
+        whole.values.insert(whole.values.end(), values.begin(), values.end());
+      }
+    }
+    whole.shape = {static_cast<std::int64_t>(whole.values.size())};
+    out.push_back(std::move(whole));
   }
+  for (auto& e : tensors)
+    if (!checkpoint::parseOptimizerStateName(e.name)) out.push_back(std::move(e));
+  return out;
 }
 
 // The optimizer's groups as saved: frozen parameters, then each group past
@@ -152,9 +203,26 @@ void Trainer::restoreParamGroups(const nlohmann::json& opt, const std::string& p
 
 void Trainer::saveCheckpoint(const std::string& path, bool weights_only) {
   GatheredParameters gathered(*strategy_, *params_, Strategy::GatherScope::kAll);
+  // A tensor-parallel run saves every rank's pieces in its own file
+  // (distributed), or each parameter made whole in the main file.
+  const bool split = strategy_->tensorParallelGroup() != nullptr;
+  const bool distributed = split && strategy_->savesDistributedCheckpoint();
   checkpoint::Checkpoint ckpt;
-  for (const auto& p : model_->namedParameters()) ckpt.tensors.push_back(entryOf(model_->checkpointKey(p.name), p.tensor));
-  for (const auto& b : model_->namedBuffers()) ckpt.tensors.push_back(entryOf(model_->checkpointKey(b.name), b.tensor));
+  checkpoint::Checkpoint own;  // this rank's file: its pieces, or its ZeRO shard of the optimizer state
+  json pieces = json::object();
+  for (const auto& p : model_->namedParameters()) {
+    const std::string key = model_->checkpointKey(p.name);
+    checkpoint::TensorEntry e = entryOf(key, p.tensor);
+    if (distributed && p.shard.split()) pieces[key] = {p.shard.dim, p.shard.parts, p.shard.index, p.shard.blocks};
+    if (!distributed && p.shard.split()) {
+      e.values = strategy_->wholeOf(e.values, p.shard, p.tensor.shape());
+      const Shape whole = p.shard.fullShape(p.tensor.shape());
+      e.shape.assign(whole.dims().begin(), whole.dims().end());
+    }
+    (distributed ? own : ckpt).tensors.push_back(std::move(e));
+  }
+  for (const auto& b : model_->namedBuffers())
+    (distributed ? own : ckpt).tensors.push_back(entryOf(model_->checkpointKey(b.name), b.tensor));
   auto& m = ckpt.metadata;
   m["hpu_train.format"] = "1";
   m["epoch"] = std::to_string(current_epoch_);
@@ -162,23 +230,23 @@ void Trainer::saveCheckpoint(const std::string& path, bool weights_only) {
   m["batches_done"] = std::to_string(epoch_completed_ ? -1 : batch_in_epoch_);
   m["precision"] = precision_->precision();
   m["config"] = config::emitYaml(config_);
+  const auto shards = strategy_->optimizerShards(*params_);
+  const bool sharded = !weights_only && optimizer_ &&
+                       std::any_of(shards.begin(), shards.end(), [](const auto& s) { return s.size != s.total; });
   if (!weights_only && optimizer_) {
-    const auto shards = strategy_->optimizerShards(*params_);
-    const bool sharded = std::any_of(shards.begin(), shards.end(), [](const auto& s) { return s.size != s.total; });
-    checkpoint::Checkpoint own;  // sharded state: this rank's part, in a file of its own
     for (const auto& s : optimizer_->stateBuffers()) {
       checkpoint::TensorEntry e;
       e.name = "optimizer." + s.name;
       e.shape = {static_cast<std::int64_t>(s.values.size())};
       e.values.assign(s.values.begin(), s.values.end());
-      (sharded ? own : ckpt).tensors.push_back(std::move(e));
+      (sharded || distributed ? own : ckpt).tensors.push_back(std::move(e));
     }
+    if (split && !distributed) ckpt.tensors = wholeOptimizerState(std::move(ckpt.tensors));
     if (sharded) {
       json layout = json::array();
       for (const auto& s : shards) layout.push_back({s.offset, s.size, s.total});
       own.metadata["hpu_train.optimizer_shard"] =
           json{{"rank", strategy_->globalRank()}, {"world_size", strategy_->worldSize()}, {"slices", layout}}.dump();
-      checkpoint_io_->save(own, checkpoint::shardPath(path, strategy_->globalRank()));
       m["sharded_optimizer"] = std::to_string(strategy_->worldSize());
     }
     json opt{{"name", optimizer_->name()}, {"lr", optimizer_->lr()}, {"step", optimizer_->stepCount()}};
@@ -203,6 +271,20 @@ void Trainer::saveCheckpoint(const std::string& path, bool weights_only) {
       if (auto st = c->stateJson(); !st.empty()) cbs[c->stateKey()] = st;
     m["callbacks"] = cbs.dump();
   }
+  if (distributed) {
+    json order = json::array();  // the parameters of the optimizer state, in its order
+    for (const auto& b : params_->buckets())
+      for (const auto& member : b.members) order.push_back(model_->checkpointKey(member.name));
+    const int ranks = strategy_->tensorParallelGroup()->size();
+    own.metadata[checkpoint::kTensorParallelPart] = json{{"rank", strategy_->globalRank()},
+                                                         {"tensor_parallel_size", ranks},
+                                                         {"shards", pieces},
+                                                         {"optimizer_params", order}}
+                                                        .dump();
+    m[checkpoint::kDistributedCheckpoint] =
+        json{{"world_size", strategy_->worldSize()}, {"tensor_parallel_size", ranks}}.dump();
+  }
+  if (sharded || distributed) checkpoint_io_->save(own, checkpoint::shardPath(path, strategy_->globalRank()));
   if (isGlobalZero()) {
     checkpoint_io_->save(ckpt, path);
     // The logs reach as far as the checkpoint: a run resumed from it after a
@@ -300,12 +382,14 @@ std::string Trainer::newestCompleteCheckpoint() const {
         continue;
       }
       if (!meta.count("global_step") || !meta.count("optimizer")) continue;  // weights only: cannot resume
-      if (auto it = meta.find("sharded_optimizer"); it != meta.end()) {
-        bool whole = true;
-        for (int r = 0; r < std::stoi(it->second); ++r)
-          whole = whole && fs::exists(checkpoint::shardPath(entry.path().string(), r));
-        if (!whole) continue;
-      }
+      // Every rank's file of a checkpoint written by each rank.
+      int rank_files = 0;
+      if (auto it = meta.find("sharded_optimizer"); it != meta.end()) rank_files = std::stoi(it->second);
+      if (auto it = meta.find(checkpoint::kDistributedCheckpoint); it != meta.end())
+        rank_files = json::parse(it->second).at("world_size").get<int>();
+      bool whole = true;
+      for (int r = 0; r < rank_files; ++r) whole = whole && fs::exists(checkpoint::shardPath(entry.path().string(), r));
+      if (!whole) continue;
       const std::int64_t done = meta.count("batches_done") ? std::stoll(meta.at("batches_done")) : 0;
       const Progress progress{std::stoll(meta.at("global_step")), std::stoll(meta.at("epoch")) * 2 + (done < 0 ? 1 : 0),
                               entry.last_write_time(ec)};
@@ -319,10 +403,22 @@ std::string Trainer::newestCompleteCheckpoint() const {
 }
 
 void Trainer::restore(const std::string& path, bool full) {
-  const checkpoint::Checkpoint ckpt = checkpoint_io_->load(path);
+  checkpoint::Checkpoint ckpt = checkpoint_io_->load(path);
+  // A distributed checkpoint: this rank's own file when the run has the same
+  // layout, else the whole tensors assembled from the files.
+  bool pieces = false;
+  if (auto it = ckpt.metadata.find(checkpoint::kDistributedCheckpoint); it != ckpt.metadata.end()) {
+    const json layout = json::parse(it->second);
+    const ops::ParallelGroup* tp = strategy_->tensorParallelGroup();
+    pieces = tp != nullptr && layout.at("world_size").get<int>() == strategy_->worldSize() &&
+             layout.at("tensor_parallel_size").get<int>() == tp->size();
+    ckpt.tensors = pieces ? checkpoint_io_->load(checkpoint::shardPath(path, strategy_->globalRank())).tensors
+                          : checkpoint::assembleDistributed(*checkpoint_io_, path, ckpt);
+  }
   strategy_->gatherParameters(*params_, Strategy::GatherScope::kAll);
-  for (const auto& p : model_->namedParameters()) loadInto(ckpt, model_->checkpointKey(p.name), p.tensor, path);
-  for (const auto& b : model_->namedBuffers()) loadInto(ckpt, model_->checkpointKey(b.name), b.tensor, path);
+  for (const auto& p : model_->namedParameters())
+    loadInto(ckpt, model_->checkpointKey(p.name), p.tensor, pieces ? Shard{} : p.shard, path);
+  for (const auto& b : model_->namedBuffers()) loadInto(ckpt, model_->checkpointKey(b.name), b.tensor, {}, path);
   strategy_->parametersLoaded(*params_);
   strategy_->releaseParameters(*params_, Strategy::GatherScope::kAll);
   if (optimizer_) optimizer_->parametersLoaded();
@@ -335,7 +431,7 @@ void Trainer::restore(const std::string& path, bool full) {
   if (opt["name"].get<std::string>() != optimizer_->name())
     throw CheckpointError(fmt::format("{} was trained with {}, this run uses {}", path,
                                       opt["name"].get<std::string>(), optimizer_->name()));
-  restoreOptimizerState(ckpt, path);
+  restoreOptimizerState(ckpt, path, pieces);
   optimizer_->setLr(opt["lr"].get<double>());
   optimizer_->setStepCount(opt["step"].get<std::int64_t>());
   restoreParamGroups(opt, path);

@@ -39,19 +39,25 @@ class DropoutMask {
   explicit DropoutMask(const AttentionShape& g)
       : seed_(g.dropout_seed),
         kv_len_(g.kv_len),
+        rows_per_batch_(g.heads * g.q_len),
+        offset_rows_(g.head_offset * g.q_len),
+        all_rows_per_batch_((g.all_heads > 0 ? g.all_heads : g.heads) * g.q_len),
         threshold_(static_cast<std::uint32_t>(static_cast<double>(g.dropout_p) * 16777216.0)),
         keep_scale_(g.dropout_p > 0.0f ? 1.0f / (1.0f - g.dropout_p) : 1.0f),
         active_(g.dropout_p > 0.0f) {}
   bool active() const { return active_; }
   // 1 / (1 - p) when kept, 0 when dropped.
   float factor(std::int64_t row, std::int64_t key) const {
-    const std::uint64_t z = counterDraw(seed_, static_cast<std::uint64_t>(row * kv_len_ + key));
+    // The row among all heads' (a tensor-parallel rank holds some of them).
+    const std::int64_t all_row = row / rows_per_batch_ * all_rows_per_batch_ + offset_rows_ + row % rows_per_batch_;
+    const std::uint64_t z = counterDraw(seed_, static_cast<std::uint64_t>(all_row * kv_len_ + key));
     return static_cast<std::uint32_t>(z >> 40) < threshold_ ? 0.0f : keep_scale_;
   }
 
  private:
   std::uint64_t seed_;
   std::int64_t kv_len_;
+  std::int64_t rows_per_batch_, offset_rows_, all_rows_per_batch_;
   std::uint32_t threshold_;
   float keep_scale_;
   bool active_;

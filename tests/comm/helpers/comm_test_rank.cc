@@ -4,7 +4,7 @@
 //
 //   comm_test_rank <scenario> <devices> <num_nodes> [mode]
 //
-// Scenarios: collectives, allreduce-loop, mismatch, launch <mode>.
+// Scenarios: collectives, subgroups, allreduce-loop, mismatch, launch <mode>.
 // Errors print "<ErrorType>: <message>" on stderr and exit with a code per
 // type: EnvError 2, PeerLostError 3, RendezvousError 4,
 // CollectiveMismatchError 5, CommTimeoutError 6, LaunchError 7, other 1.
@@ -99,6 +99,44 @@ void checkCollectives(ProcessGroup& pg) {
   std::printf("rank %d: collectives ok\n", pg.rank());
 }
 
+// Fails unless `buffer` holds op over the inputs of `ranks` (reference.h).
+void expectReference(const TypedBuffer& buffer, ReduceOp op, const std::vector<int>& ranks, const std::string& what) {
+  for (std::size_t i = 0; i < buffer.size(); ++i) {
+    const float expected = referenceValue(op, buffer.dtype, ranks, i);
+    if (buffer.at(i) != expected) fail(fmt::format("{} element {}: {} vs {}", what, i, buffer.at(i), expected));
+  }
+}
+
+// TP x DP = 2 x 2 on two nodes of two ranks: the ranks of a node form a
+// tensor-parallel group, the ranks of one local index a data-parallel one.
+// Asynchronous DP, synchronous TP and job-wide allreduces interleave, in
+// the same order on every rank.
+void subgroups(ProcessGroup& pg) {
+  if (pg.size() != 4) fail("the subgroups scenario needs 4 ranks");
+  const int r = pg.rank();
+  const std::vector<int> tpRanks{r / 2 * 2, r / 2 * 2 + 1};
+  const std::vector<int> dpRanks{r % 2, r % 2 + 2};
+  const std::vector<int> allRanks{0, 1, 2, 3};
+  auto tp = pg.split(tpRanks);
+  auto dp = pg.split(dpRanks);
+  for (std::size_t count : {1ul, 4097ul, 262147ul}) {
+    TypedBuffer dpData(DType::kBFloat16, count, r);
+    TypedBuffer tpData(DType::kFloat32, count, r);
+    TypedBuffer worldData(DType::kFloat32, count, r);
+    const Work dpWork = dp->allreduceAsync(dpData.view(), AllreduceOptions{.op = ReduceOp::kSum});
+    tp->allreduce(tpData.view(), AllreduceOptions{.op = ReduceOp::kMax});
+    pg.allreduce(worldData.view(), AllreduceOptions{.op = ReduceOp::kAvg});
+    dpWork.wait(60s);
+    expectReference(dpData, ReduceOp::kSum, dpRanks, fmt::format("DP allreduce of {}", count));
+    expectReference(tpData, ReduceOp::kMax, tpRanks, fmt::format("TP allreduce of {}", count));
+    expectReference(worldData, ReduceOp::kAvg, allRanks, fmt::format("job-wide allreduce of {}", count));
+  }
+  tp->barrier("tp_done");
+  dp->barrier("dp_done");
+  pg.barrier("subgroups_done");
+  std::printf("rank %d: subgroups ok\n", r);
+}
+
 void allreduceLoop(ProcessGroup& pg) {
   std::vector<float> data(1 << 20, 1.0f);
   pg.allreduce(data, ReduceOp::kSum);
@@ -185,6 +223,8 @@ int main(int argc, char** argv) {
     auto pg = join(env, topology);
     if (scenario == "collectives") {
       checkCollectives(*pg);
+    } else if (scenario == "subgroups") {
+      subgroups(*pg);
     } else if (scenario == "allreduce-loop") {
       allreduceLoop(*pg);
     } else if (scenario == "mismatch") {

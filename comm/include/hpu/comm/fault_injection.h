@@ -24,9 +24,10 @@
 // Sites:
 //   step=N        when training reaches global step N (N optimizer steps done
 //                 and the checkpoints of step N saved); a drop there happens
-//                 at the rank's next collective;
+//                 at the rank's next collective in the job's group;
 //   collective=N  before the rank's collective #N (0-based, the numbers its
-//                 peer-lost and mismatch errors print);
+//                 peer-lost and mismatch errors print) in the job's group;
+//                 the collectives of groups split from it are not sites;
 //   restart=K     only in elastic round K (HPU_RESTART_COUNT, 0 for the first
 //                 launch); in every round when absent.
 // Each fault fires at most once per process. R is the global rank.

@@ -1,8 +1,10 @@
 // Ranks as threads: process groups whose transport and store live in this
 // process's memory. Tests use them to run every collective at every world
-// size without sockets; a world of one process uses one as well.
+// size without sockets; a world of one process uses one as well. Their
+// subgroups (ProcessGroup::split) run over the same in-memory transport.
 // Thread-safety: each returned group is used like a separate process (one
-// thread issuing its collectives); the groups may be destroyed in any order.
+// thread issuing its collectives); the groups may be destroyed in any order,
+// each after the groups split from it.
 #pragma once
 
 #include <memory>

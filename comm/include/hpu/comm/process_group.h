@@ -1,4 +1,5 @@
-// A process group: the ranks of one job and the collectives they run together.
+// A process group: the ranks of one job, or of a subgroup of them, and the
+// collectives they run together.
 //
 // Algorithms (every result is bit-identical on every rank: each element is
 // reduced in one fixed order, then copied):
@@ -20,32 +21,51 @@
 // sequence number; a rank that receives a message of a different collective
 // throws CollectiveMismatchError naming both sides instead of reading garbage.
 //
-// Failure: the first error poisons the group (every later call rethrows it)
-// and is announced to the other ranks, which fail with PeerLostError naming
-// this rank. Every blocking call has a deadline (CollectiveOptions::timeout,
-// default HPU_COLLECTIVE_TIMEOUT).
+// Subgroups (split): tensor, pipeline and data parallelism each run their
+// collectives among some of the job's ranks (TP=2 x DP=2 on 4 ranks: TP
+// groups {0,1},{2,3}, DP groups {0,2},{1,3}). A group split from this one
+// sends through a view of this group's transport and shares its execution
+// lane: on each rank, the collectives of a group and of every group split
+// from it, directly or not, run one at a time, in the order issued. Each
+// group numbers its own collectives and reports to its own observer.
+// Contract: the job's collectives, of all its groups, follow one order that
+// every rank agrees on, and each rank issues those of its groups in that
+// order (the same program on every rank does). Then the messages of two
+// groups between a pair of ranks cannot interleave, since each rank sends
+// and receives them one collective after another, and no ranks wait on each
+// other in a cycle. Ranks that break it wait until their timeouts or fail
+// with CollectiveMismatchError; messages do not name their group, so
+// collectives of two groups that agree on kind, sizes and sequence number
+// are not told apart. A subgroup's errors name this rank and its peers by
+// their ranks in the subgroup, a lost rank (PeerLostError::rank() and the
+// transport's report of it) by its rank in the job.
+//
+// Failure: the first error poisons the group and every group sharing its
+// lane (every later call rethrows it) and is announced to the other ranks,
+// which fail with PeerLostError naming this rank. Every blocking call has a
+// deadline (CollectiveOptions::timeout, default HPU_COLLECTIVE_TIMEOUT).
 //
 // Asynchronous collectives (allreduceAsync) run in submission order on the
-// group's comm thread; synchronous calls are ordered after every pending
-// asynchronous one, and run on the caller's thread when nothing is pending.
+// lane's comm thread, whichever group issued them; a synchronous call on any
+// group of the lane is ordered after every pending asynchronous one, and
+// runs on the caller's thread when nothing is pending.
 //
 // Thread-safety: all methods may be called from any thread, but the ranks
 // must issue collectives in the same order, so a job normally calls them from
 // one thread (plus the comm thread behind allreduceAsync).
 #pragma once
 
+#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
-#include <deque>
+#include <cstdint>
 #include <exception>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
-#include <thread>
+#include <vector>
 
 #include "hpu/comm/buffer_view.h"
 #include "hpu/comm/collective_observer.h"
@@ -57,6 +77,7 @@ namespace hpu::comm {
 
 namespace detail {
 enum class CollectiveKind : std::uint8_t;
+class ExecutionLane;
 class NodeLayout;
 class NativeCollectives;
 }
@@ -102,8 +123,9 @@ class ProcessGroup {
 
   // `store` is shared by the ranks of the job (rank 0's over ZeroMQ).
   ProcessGroup(std::unique_ptr<Transport> transport, std::shared_ptr<Store> store, ProcessGroupOptions options);
-  // Waits for queued asynchronous work (each bounded by its timeout), then
-  // stops the comm thread and leaves the job.
+  // Waits for queued asynchronous work of its lane (each bounded by its
+  // timeout); the job's group then stops the comm thread and leaves the job.
+  // REQUIRES: the groups split from this one are destroyed.
   ~ProcessGroup();
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;
@@ -114,8 +136,9 @@ class ProcessGroup {
 
   // From now on allreduce, broadcast, allgather, reduceScatter and barrier
   // move their data through `native` (Open MPI's collectives; see
-  // collectives/native.h) instead of the transport. REQUIRES: called before
-  // the first collective.
+  // collectives/native.h) instead of the transport. Groups split from this
+  // one do not: theirs run this library's algorithms over the transport.
+  // REQUIRES: called before the first collective.
   void useNativeCollectives(std::unique_ptr<detail::NativeCollectives> native);
   // "Open MPI 4.1.4" with native collectives, else "" (the transport's algorithms).
   std::string nativeCollectivesName() const;
@@ -163,21 +186,37 @@ class ProcessGroup {
   };
   static Range shardRange(std::size_t total, int worldSize, int rank);
 
-  // Tells `observer` (null: nobody) of every collective that runs from now
-  // on. The group keeps it alive while it may call it.
+  // Tells `observer` (null: nobody) of every collective of this group that
+  // runs from now on; groups split from it or that it was split from have
+  // observers of their own. The group keeps it alive while it may call it.
   void setObserver(std::shared_ptr<CollectiveObserver> observer);
+
+  // A group of the listed ranks of this one: its rank r is ranks[r]. It
+  // runs over this group's transport and shares its execution lane, its
+  // failures and its store (see "Subgroups" above); it numbers its
+  // collectives from 0 and has no observer yet. Nothing is sent: only the
+  // listed ranks call split, each with the same list. A subgroup of a
+  // simulated group is simulated. Throws CommError naming the list when it
+  // is not ascending, lists a rank twice or a rank outside this group, or
+  // leaves this rank out.
+  // REQUIRES: the returned group is destroyed before this one.
+  std::unique_ptr<ProcessGroup> split(std::vector<int> ranks);
 
  private:
   struct Operation;
+  // A group split from `parent` (null: the job's group) running on `lane`.
+  ProcessGroup(std::unique_ptr<Transport> transport, std::shared_ptr<Store> store, ProcessGroupOptions options,
+               std::shared_ptr<detail::ExecutionLane> lane, ProcessGroup* parent);
   // An operation with its descriptor's kind, dtype and count; timeout 0 means the group's default.
   std::shared_ptr<Operation> makeOperation(detail::CollectiveKind kind, DType dtype, std::uint64_t count,
-                                           std::chrono::milliseconds timeout) const;
+                                           std::chrono::milliseconds timeout);
   std::shared_ptr<Operation> makeAllreduce(BufferView data, const AllreduceOptions& options);
   void run(std::shared_ptr<Operation> op, bool wait);
-  // Runs `op` holding the transport; `lock` is released meanwhile.
-  void execute(std::unique_lock<std::mutex>& lock, Operation& op);
-  void poison(std::exception_ptr error);
-  void commThreadMain();
+  // Runs `op` on the transport unless `error` is set (the lane failed), tells
+  // the observer and completes its Work. Returns its error.
+  std::exception_ptr execute(Operation& op, std::exception_ptr error);
+  // Throws CommError unless `ranks` can make a subgroup of this group (split's contract).
+  void checkSubgroupRanks(const std::vector<int>& ranks) const;
 
   std::unique_ptr<Transport> transport_;
   std::shared_ptr<Store> store_;
@@ -186,22 +225,14 @@ class ProcessGroup {
   const int size_;
   std::unique_ptr<const detail::NodeLayout> layout_;
   std::unique_ptr<detail::NativeCollectives> native_;
+  // Runs the collectives of this group, of the groups split from it and of the one it was split from.
+  std::shared_ptr<detail::ExecutionLane> lane_;
+  ProcessGroup* const parent_;  // the group this one was split from; null for the job's group
+  std::atomic<int> liveSubgroups_{0};  // groups split from this one and not destroyed yet
 
-  std::mutex mutex_;
-  // Two conditions, so that a synchronous collective wakes no thread: the
-  // comm thread waits for work (queued_), callers for the transport to be
-  // free (idle_). One condition for both woke the comm thread after every
-  // collective: two context switches each, a third of a 4-byte allreduce.
-  std::condition_variable queued_;
-  std::condition_variable idle_;
-  std::deque<std::shared_ptr<Operation>> queue_;
-  bool running_ = false;  // an operation holds the transport
-  std::chrono::milliseconds runningTimeout_{0};
-  bool stopping_ = false;
+  std::mutex mutex_;  // guards the two below; taken after the lane's lock, never before
   std::uint64_t nextSequence_ = 0;
-  std::exception_ptr failure_;  // the first error; poisons the group
   std::shared_ptr<CollectiveObserver> observer_;
-  std::thread commThread_;
 };
 
 }  // namespace hpu::comm

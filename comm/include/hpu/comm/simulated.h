@@ -3,6 +3,7 @@
 // described to the observer as on a real group, then completes at once, on
 // the caller's thread (asynchronous ones too, so an observer sees every
 // collective where the caller issued it). Buffers may have no storage.
+// Its subgroups (ProcessGroup::split) are simulated too.
 // Thread-safety: as ProcessGroup.
 #pragma once
 

@@ -16,6 +16,7 @@
 #include "hpu/core/data/chat_template.h"
 #include "hpu/core/models/hf_directory.h"
 #include "hpu/core/nn/layers/rotary.h"
+#include "hpu/core/nn/layers/self_attention.h"
 #include "hpu/core/ops/autocast.h"
 #include "hpu/core/tensor/autograd.h"
 #include "hpu/device/numerics.h"
@@ -112,6 +113,10 @@ void CausalLM::configureModel(nn::InitContext& ctx, const ModelInput& input) {
         typeName(), config_.vocab_size, tokenizer_->name(), tokenizer_->vocabSize(), tokenizer_->vocabSize()));
   if (config_.pad_token_id && *config_.pad_token_id >= config_.vocab_size) config_.pad_token_id.reset();
   dropout_rng_ = &ctx.dropout_rng;
+  tensor_parallel_ = ctx.tensor_parallel;
+  if (tensor_parallel_ && lora_)
+    throw UsageError(typeName() + ": LoRA (model.init_args.lora / lora_path) does not run tensor-parallel; train "
+                                  "adapters with hpu_parallel or DeepSpeed (ZeRO shards only the adapters)");
   checkpoint_on_host_ = ctx.checkpoint_on_host;
   sampling_rng_ = std::make_unique<Generator>(ctx.seed, RandomStream::kSampling);
   build(ctx);
@@ -283,18 +288,33 @@ Tensor CausalLM::runLayer(nn::Module& layer, const Tensor& hidden, const Tensor&
   return call(hidden);
 }
 
+Tensor CausalLM::toVocabParallel(const Tensor& x) const {
+  return tensor_parallel_ ? ops::copyToParallel(x, *tensor_parallel_) : x;
+}
+
+Tensor CausalLM::loss(const Tensor& logits, const Tensor& labels) const {
+  if (!tensor_parallel_) return ops::crossEntropy(logits, labels, ops::CrossEntropyOptions{});
+  const std::int64_t part = logits.size(-1);
+  return ops::vocabParallelCrossEntropy(logits, labels, part * tensor_parallel_->rank(), config_.vocab_size,
+                                        *tensor_parallel_);
+}
+
+Tensor CausalLM::wholeVocabulary(const Tensor& logits) const {
+  return tensor_parallel_ ? ops::gatherFromParallel(logits, *tensor_parallel_) : logits;
+}
+
 Tensor CausalLM::trainingStep(const Batch& batch, std::int64_t) {
-  Tensor loss = ops::crossEntropy((*this)(nn::Inputs{batch}), batch["labels"], ops::CrossEntropyOptions{});
-  log("train_loss", loss, {.prog_bar = true});
-  return loss;
+  Tensor l = loss((*this)(nn::Inputs{batch}), batch["labels"]);
+  log("train_loss", l, {.prog_bar = true});
+  return l;
 }
 
 void CausalLM::evaluate(const Batch& batch, const char* stage) {
-  Tensor loss = ops::crossEntropy((*this)(nn::Inputs{batch}), batch["labels"], ops::CrossEntropyOptions{});
-  log(std::string(stage) + "_loss", loss, {.prog_bar = true});
+  Tensor l = loss((*this)(nn::Inputs{batch}), batch["labels"]);
+  log(std::string(stage) + "_loss", l, {.prog_bar = true});
   // A byte is a token: bits per byte are nats per token over ln 2.
-  if (tokenizer_ && tokenizer_->byteLevel() && !loss.shapeOnly())
-    log(std::string(stage) + "_bpb", static_cast<double>(loss.item()) / std::log(2.0), {.prog_bar = true});
+  if (tokenizer_ && tokenizer_->byteLevel() && !l.shapeOnly())
+    log(std::string(stage) + "_bpb", static_cast<double>(l.item()) / std::log(2.0), {.prog_bar = true});
 }
 
 void CausalLM::validationStep(const Batch& batch, std::int64_t) { evaluate(batch, "val"); }
@@ -369,14 +389,14 @@ Prediction CausalLM::continueBatch(const Tensor& ids) {
                                  typeName(), prompt_len, o.max_new_tokens, config_.max_position_embeddings));
   autograd::TapeScope no_grad(nullptr);
   device::Device& dev = ids.device();
-  nn::KVCache cache(dev, config_.num_hidden_layers, batch, config_.num_key_value_heads, prompt_len + o.max_new_tokens,
+  nn::KVCache cache(dev, config_.num_hidden_layers, batch, localKVHeads(), prompt_len + o.max_new_tokens,
                     config_.head_dim, cacheDtype(), o.bucket_size);
   std::vector<std::vector<std::int64_t>> rows(static_cast<std::size_t>(batch));
   std::vector<bool> ended(static_cast<std::size_t>(batch), false);
   const std::optional<std::int64_t> eos = eosId();
   Tensor feed = ids;
   for (std::int64_t step = 0; step < o.max_new_tokens; ++step) {
-    const Tensor out = (*this)(nn::Inputs{{{"input_ids", feed}}, &cache});
+    const Tensor out = wholeVocabulary((*this)(nn::Inputs{{{"input_ids", feed}}, &cache}));
     dev.graph().markStep();
     if (out.shapeOnly()) {  // a dry run: the next tokens' shape, no values
       feed = Tensor::fromHost(dev, {batch, 1}, std::span<const std::int64_t>{});
@@ -408,6 +428,11 @@ Prediction CausalLM::continueBatch(const Tensor& ids) {
   return out;
 }
 
+std::int64_t CausalLM::localKVHeads() const {
+  if (!tensor_parallel_) return config_.num_key_value_heads;
+  return nn::localHeads(config_.num_attention_heads, config_.num_key_value_heads, tensor_parallel_->size()).kv_heads;
+}
+
 DType CausalLM::cacheDtype() const {
   if (kv_cache_dtype_) return *kv_cache_dtype_;
   // Keys and values in the dtype attention computes in.
@@ -425,7 +450,7 @@ std::vector<std::int64_t> CausalLM::generate(const std::vector<std::int64_t>& pr
   device::Device& dev = parameters().front().device();
   std::unique_ptr<nn::KVCache> cache;
   if (use_cache)
-    cache = std::make_unique<nn::KVCache>(dev, config_.num_hidden_layers, 1, config_.num_key_value_heads,
+    cache = std::make_unique<nn::KVCache>(dev, config_.num_hidden_layers, 1, localKVHeads(),
                                           prompt_len + o.max_new_tokens, config_.head_dim, cacheDtype(),
                                           o.bucket_size);
   std::vector<std::int64_t> sequence = prompt, generated;
@@ -435,7 +460,7 @@ std::vector<std::int64_t> CausalLM::generate(const std::vector<std::int64_t>& pr
         use_cache && step > 0 ? std::vector<std::int64_t>{sequence.back()} : sequence;
     const auto len = static_cast<std::int64_t>(feed.size());
     const Tensor ids = Tensor::fromHost(dev, {1, len}, feed);
-    const Tensor out = (*this)(nn::Inputs{{{"input_ids", ids}}, cache.get()});
+    const Tensor out = wholeVocabulary((*this)(nn::Inputs{{{"input_ids", ids}}, cache.get()}));
     dev.graph().markStep();
     const std::int64_t vocab = out.size(2);
     const std::vector<float> all = out.toHost();

@@ -23,25 +23,40 @@ Tensor activate(const std::string& name, const Tensor& x) {
 
 class GPT2Attention final : public nn::Module {
  public:
+  // Tensor parallel: c_attn column-parallel in three blocks (each rank its
+  // heads' q, k and v), c_proj row-parallel.
   GPT2Attention(nn::InitContext& ctx, const TransformerConfig& c, std::int64_t layer, Generator& dropout_rng)
-      : c_(c), layer_(layer), dropout_rng_(&dropout_rng) {
-    c_attn = registerChild("c_attn", std::make_shared<nn::Conv1D>(ctx, c.hidden_size, 3 * c.hidden_size));
-    c_proj = registerChild("c_proj", std::make_shared<nn::Conv1D>(ctx, c.hidden_size, c.hidden_size));
+      : c_(c),
+        layer_(layer),
+        tp_(ctx.tensor_parallel),
+        heads_(tp_ ? nn::localHeads(c.num_attention_heads, c.num_attention_heads, tp_->size()).heads
+                   : c.num_attention_heads),
+        dropout_rng_(&dropout_rng) {
+    nn::LinearParallel qkv = nn::splitAcross(tp_, nn::ParallelSplit::kColumn);
+    qkv.blocks = 3;
+    c_attn = registerChild("c_attn", std::make_shared<nn::Conv1D>(ctx, c.hidden_size, 3 * c.hidden_size, 0.02f, qkv));
+    c_proj = registerChild("c_proj", std::make_shared<nn::Conv1D>(ctx, c.hidden_size, c.hidden_size, 0.02f,
+                                                                  nn::splitAcross(tp_, nn::ParallelSplit::kRow)));
   }
   std::string typeName() const override { return "GPT2Attention"; }
   using Module::forward;
   Tensor forward(const nn::Inputs& in) override {
-    const Tensor& x = in.tensors["hidden_states"];
-    const std::int64_t n = c_.hidden_size, sizes[] = {n, n, n};
+    const Tensor& hidden = in.tensors["hidden_states"];
+    const Tensor x = tp_ ? ops::copyToParallel(hidden, *tp_) : hidden;
+    const std::int64_t n = heads_ * (c_.hidden_size / c_.num_attention_heads), sizes[] = {n, n, n};
     const std::vector<Tensor> qkv = ops::split(c_attn(x), sizes);
-    const Tensor q = ops::splitHeads(qkv[0], c_.num_attention_heads);
-    Tensor k = ops::splitHeads(qkv[1], c_.num_attention_heads), v = ops::splitHeads(qkv[2], c_.num_attention_heads);
+    const Tensor q = ops::splitHeads(qkv[0], heads_);
+    Tensor k = ops::splitHeads(qkv[1], heads_), v = ops::splitHeads(qkv[2], heads_);
     ops::AttentionOptions o{.causal = true};
     if (in.kv_cache != nullptr) {
       std::tie(k, v) = in.kv_cache->append(layer_, k, v);
       o.kv_length = in.kv_cache->length() + x.size(1);
     }
     o.dropout_p = c_.attention_dropout;
+    if (tp_) {
+      o.head_offset = heads_ * tp_->rank();
+      o.all_heads = c_.num_attention_heads;
+    }
     o.training = training();
     o.rng = dropout_rng_;
     const Tensor y = c_proj(ops::mergeHeads(ops::scaledDotProductAttention(q, k, v, o)));
@@ -52,18 +67,23 @@ class GPT2Attention final : public nn::Module {
  private:
   const TransformerConfig& c_;
   std::int64_t layer_;
+  ops::ParallelGroup* tp_;
+  std::int64_t heads_;  // on this rank
   Generator* dropout_rng_;
 };
 
 class GPT2MLP final : public nn::Module {
  public:
   GPT2MLP(nn::InitContext& ctx, const TransformerConfig& c, Generator& dropout_rng)
-      : c_(c), dropout_rng_(&dropout_rng) {
-    c_fc = registerChild("c_fc", std::make_shared<nn::Conv1D>(ctx, c.hidden_size, c.intermediate_size));
-    c_proj = registerChild("c_proj", std::make_shared<nn::Conv1D>(ctx, c.intermediate_size, c.hidden_size));
+      : c_(c), tp_(ctx.tensor_parallel), dropout_rng_(&dropout_rng) {
+    c_fc = registerChild("c_fc", std::make_shared<nn::Conv1D>(ctx, c.hidden_size, c.intermediate_size, 0.02f,
+                                                              nn::splitAcross(tp_, nn::ParallelSplit::kColumn)));
+    c_proj = registerChild("c_proj", std::make_shared<nn::Conv1D>(ctx, c.intermediate_size, c.hidden_size, 0.02f,
+                                                                  nn::splitAcross(tp_, nn::ParallelSplit::kRow)));
   }
   std::string typeName() const override { return "GPT2MLP"; }
-  Tensor forward(const Tensor& x) override {
+  Tensor forward(const Tensor& input) override {
+    const Tensor x = tp_ ? ops::copyToParallel(input, *tp_) : input;
     const Tensor hidden = activate(c_.activation, c_fc(x));  // c_fc's output is freed here (outside autograd)
     return ops::dropout(c_proj(hidden), c_.resid_dropout, training(), *dropout_rng_);
   }
@@ -71,6 +91,7 @@ class GPT2MLP final : public nn::Module {
 
  private:
   const TransformerConfig& c_;
+  ops::ParallelGroup* tp_;
   Generator* dropout_rng_;
 };
 
@@ -100,7 +121,8 @@ class GPT2Model final : public nn::Module {
  public:
   GPT2Model(nn::InitContext& ctx, const TransformerConfig& c, Generator& dropout_rng) {
     const auto std = static_cast<float>(c.initializer_range);
-    wte = registerChild("wte", std::make_shared<nn::Embedding>(ctx, c.vocab_size, c.hidden_size, std::nullopt, std));
+    wte = registerChild("wte", std::make_shared<nn::Embedding>(ctx, c.vocab_size, c.hidden_size, std::nullopt, std,
+                                                               ctx.tensor_parallel));
     wpe = registerChild(
         "wpe", std::make_shared<nn::Embedding>(ctx, c.max_position_embeddings, c.hidden_size, std::nullopt, std));
     h = registerChild("h", std::make_shared<nn::ModuleList>());
@@ -115,16 +137,19 @@ class GPT2Model final : public nn::Module {
 };
 
 // lm_head: the token embedding as the output projection (GPT-2 ties them),
-// or a linear layer of its own.
+// or a linear layer of its own; under tensor parallelism, this rank's
+// vocabulary rows of either.
 class LMHead final : public nn::Module {
  public:
-  LMHead(nn::InitContext& ctx, const TransformerConfig& c, const Tensor& wte) {
+  LMHead(nn::InitContext& ctx, const TransformerConfig& c, const nn::Embedding& wte) {
     if (c.tie_word_embeddings) {
-      weight_ = wte;
-      useParameter(wte);
+      weight_ = wte.weight;
+      useParameter(weight_);
     } else {
+      const Shard shard = wte.ownParameters().front().shard;
       weight_ = registerParameter(
-          "weight", nn::normalInit(ctx, {c.vocab_size, c.hidden_size}, static_cast<float>(c.initializer_range)));
+          "weight",
+          nn::normalInit(ctx, wte.weight.shape(), static_cast<float>(c.initializer_range), shard), shard);
     }
   }
   std::string typeName() const override { return "Linear"; }
@@ -143,12 +168,12 @@ class GPT2LMHeadModel final : public CausalLM {
  protected:
   void build(nn::InitContext& ctx) override {
     transformer_ = registerChild("transformer", std::make_shared<GPT2Model>(ctx, config_, *dropout_rng_));
-    lm_head_ = registerChild("lm_head", std::make_shared<LMHead>(ctx, config_, transformer_->wte->weight));
+    lm_head_ = registerChild("lm_head", std::make_shared<LMHead>(ctx, config_, *transformer_->wte));
     // Hugging Face's _init_weights: the residual projections scaled by 1 / sqrt(2 n_layer).
     const float std =
         static_cast<float>(config_.initializer_range / std::sqrt(2.0 * static_cast<double>(config_.num_hidden_layers)));
-    for (const auto& [name, t] : namedParameters())
-      if (name.ends_with("c_proj.weight")) nn::fillNormal(ctx, t, std);
+    for (const auto& [name, t, shard] : namedParameters())
+      if (name.ends_with("c_proj.weight")) nn::fillNormal(ctx, t, std, shard);
   }
   Tensor logits(const Tensor& ids, const Tensor& positions, nn::KVCache* cache) override {
     // Positions broadcast over the batch: one row of position embeddings per sample.
@@ -160,7 +185,7 @@ class GPT2LMHeadModel final : public CausalLM {
     Tensor h = ops::add(transformer_->wte(ids), transformer_->wpe(pos_ids));
     h = ops::dropout(h, config_.embd_dropout, training(), *dropout_rng_);
     for (std::size_t l = 0; l < transformer_->h->size(); ++l) h = runLayer((*transformer_->h)[l], h, positions, cache);
-    return lm_head_(transformer_->ln_f(statesToPredict(h, cache)));
+    return lm_head_(toVocabParallel(transformer_->ln_f(statesToPredict(h, cache))));
   }
 
  private:

@@ -130,7 +130,9 @@ void loadPretrainedWeights(const nn::Module& module, const std::function<std::st
       continue;
     }
     used.insert(name);
-    const std::vector<std::int64_t> want(p.tensor.shape().dims().begin(), p.tensor.shape().dims().end());
+    // A tensor-parallel rank's piece is checked against the whole tensor and reads its part of the file.
+    const Shape whole = p.shard.fullShape(p.tensor.shape());
+    const std::vector<std::int64_t> want(whole.dims().begin(), whole.dims().end());
     if (stored->shape != want) {
       misshapen.push_back(fmt::format("{} is {} in the files and {} in the model", name, shapeText(stored->shape),
                                       shapeText(want)));
@@ -143,7 +145,10 @@ void loadPretrainedWeights(const nn::Module& module, const std::function<std::st
     }
     if (p.tensor.shapeOnly() || load == PretrainedLoad::kCheckOnly) continue;  // estimate needs the shapes alone
     Tensor t = p.tensor;
-    weights.copy(name, 0, t.values());
+    const std::span<float> values = t.values();
+    p.shard.forEachRun(t.shape(), [&](std::int64_t first, std::int64_t local, std::int64_t count) {
+      weights.copy(name, first, values.subspan(static_cast<std::size_t>(local), static_cast<std::size_t>(count)));
+    });
     if (t.dtype() == device::DType::kBFloat16 || t.dtype() == device::DType::kFloat16)
       device::roundInPlace(t.values(), t.dtype());
   }

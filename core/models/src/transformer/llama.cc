@@ -30,27 +30,35 @@ class LlamaAttention final : public nn::SelfAttention {
                             .causal = true,
                             .sliding_window = c.sliding_window,
                             .dropout = static_cast<float>(c.attention_dropout),
-                            .cache_layer = layer}) {}
+                            .cache_layer = layer,
+                            .tensor_parallel = ctx.tensor_parallel}) {}
   std::string typeName() const override { return "LlamaAttention"; }
 };
 
 class LlamaMLP final : public nn::Module {
  public:
-  LlamaMLP(nn::InitContext& ctx, const TransformerConfig& c) {
-    gate_proj =
-        registerChild("gate_proj", std::make_shared<nn::Linear>(ctx, c.hidden_size, c.intermediate_size, c.mlp_bias));
-    up_proj =
-        registerChild("up_proj", std::make_shared<nn::Linear>(ctx, c.hidden_size, c.intermediate_size, c.mlp_bias));
-    down_proj =
-        registerChild("down_proj", std::make_shared<nn::Linear>(ctx, c.intermediate_size, c.hidden_size, c.mlp_bias));
+  // Tensor parallel: gate and up column-parallel, down row-parallel.
+  LlamaMLP(nn::InitContext& ctx, const TransformerConfig& c) : tp_(ctx.tensor_parallel) {
+    const nn::LinearParallel column = nn::splitAcross(tp_, nn::ParallelSplit::kColumn);
+    gate_proj = registerChild(
+        "gate_proj", std::make_shared<nn::Linear>(ctx, c.hidden_size, c.intermediate_size, c.mlp_bias, column));
+    up_proj = registerChild("up_proj",
+                            std::make_shared<nn::Linear>(ctx, c.hidden_size, c.intermediate_size, c.mlp_bias, column));
+    down_proj = registerChild("down_proj",
+                              std::make_shared<nn::Linear>(ctx, c.intermediate_size, c.hidden_size, c.mlp_bias,
+                                                           nn::splitAcross(tp_, nn::ParallelSplit::kRow)));
   }
   std::string typeName() const override { return "LlamaMLP"; }
-  Tensor forward(const Tensor& x) override {
+  Tensor forward(const Tensor& input) override {
+    const Tensor x = tp_ ? ops::copyToParallel(input, *tp_) : input;
     // The projections are freed once combined (outside autograd), as in eager PyTorch.
     const Tensor hidden = ops::swiglu(gate_proj(x), up_proj(x));
     return down_proj(hidden);
   }
   nn::Child<nn::Linear> gate_proj, up_proj, down_proj;
+
+ private:
+  ops::ParallelGroup* tp_;
 };
 
 class LlamaDecoderLayer final : public nn::Module {
@@ -78,7 +86,8 @@ class LlamaDecoderLayer final : public nn::Module {
 };
 
 // The embedding matrix as the output projection (tie_word_embeddings): it
-// reads the embedding's weight, which stays the embedding's parameter.
+// reads the embedding's weight, which stays the embedding's parameter (this
+// rank's vocabulary rows under tensor parallelism).
 class TiedHead final : public nn::Module {
  public:
   explicit TiedHead(const Tensor& weight) : weight_(weight) { useParameter(weight); }
@@ -93,9 +102,9 @@ class TiedHead final : public nn::Module {
 class LlamaModel final : public nn::Module {
  public:
   LlamaModel(nn::InitContext& ctx, const TransformerConfig& c) {
-    embed_tokens =
-        registerChild("embed_tokens", std::make_shared<nn::Embedding>(ctx, c.vocab_size, c.hidden_size, c.pad_token_id,
-                                                                      static_cast<float>(c.initializer_range)));
+    embed_tokens = registerChild(
+        "embed_tokens", std::make_shared<nn::Embedding>(ctx, c.vocab_size, c.hidden_size, c.pad_token_id,
+                                                        static_cast<float>(c.initializer_range), ctx.tensor_parallel));
     layers = registerChild("layers", std::make_shared<nn::ModuleList>());
     for (std::int64_t l = 0; l < c.num_hidden_layers; ++l)
       layers->append(std::make_shared<LlamaDecoderLayer>(ctx, c, l));
@@ -118,20 +127,21 @@ class LlamaForCausalLM final : public CausalLM {
     if (config_.tie_word_embeddings) {
       lm_head_ = registerChild("lm_head", std::make_shared<TiedHead>(model_->embed_tokens->weight));
     } else {
-      lm_head_ =
-          registerChild("lm_head", std::make_shared<nn::Linear>(ctx, config_.hidden_size, config_.vocab_size, false));
+      lm_head_ = registerChild("lm_head", std::make_shared<nn::Linear>(
+                                              ctx, config_.hidden_size, config_.vocab_size, false,
+                                              nn::splitAcross(ctx.tensor_parallel, nn::ParallelSplit::kColumn)));
     }
     // Hugging Face's _init_weights: linear weights N(0, initializer_range), biases zero.
     const auto std = static_cast<float>(config_.initializer_range);
-    for (const auto& [name, t] : namedParameters()) {
-      if (name.ends_with("_proj.weight") || name == "lm_head.weight") nn::fillNormal(ctx, t, std);
+    for (const auto& [name, t, shard] : namedParameters()) {
+      if (name.ends_with("_proj.weight") || name == "lm_head.weight") nn::fillNormal(ctx, t, std, shard);
       if (name.ends_with("_proj.bias")) nn::fillConstant(t, 0.0f);
     }
   }
   Tensor logits(const Tensor& ids, const Tensor& positions, nn::KVCache* cache) override {
     Tensor h = model_->embed_tokens(ids);
     for (std::size_t l = 0; l < model_->layers->size(); ++l) h = runLayer((*model_->layers)[l], h, positions, cache);
-    return lm_head_(model_->norm(statesToPredict(h, cache)));
+    return lm_head_(toVocabParallel(model_->norm(statesToPredict(h, cache))));
   }
 
  private:

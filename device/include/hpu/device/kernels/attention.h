@@ -32,6 +32,10 @@ struct AttentionShape {
   std::int64_t window = 0;    // > 0 (causal only): and only the last `window` of them (sliding window)
   float dropout_p = 0.0f;     // probabilities dropped, the rest scaled by 1 / (1 - dropout_p)
   std::uint64_t dropout_seed = 0;
+  // These heads are heads [head_offset, head_offset + heads) of a layer of
+  // all_heads (a tensor-parallel rank's): dropout masks are those of that
+  // layer's heads. 0: all_heads = heads.
+  std::int64_t head_offset = 0, all_heads = 0;
   // q, k, v (and dout) hold bfloat16 values: the products run on bf16
   // operands, the probabilities and their gradients rounded to bf16 for
   // theirs, as FlashAttention computes in bf16 (softmax statistics in fp32).

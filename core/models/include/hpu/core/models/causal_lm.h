@@ -26,6 +26,7 @@
 #include "hpu/core/module/lightning_module.h"
 #include "hpu/core/nn/kv_cache.h"
 #include "hpu/core/nn/lora.h"
+#include "hpu/core/ops/parallel.h"
 
 namespace hpu::core::models {
 
@@ -45,7 +46,8 @@ class CausalLM : public LightningModule {
   CausalLM(Family family, const config::Params& init_args);
 
   void configureModel(nn::InitContext& ctx, const ModelInput& input) final;
-  // Logits [B, T, vocab] of inputs "input_ids" [B, T] (int64) at positions
+  // Logits [B, T, vocab] (under tensor parallelism this rank's part of the
+  // vocabulary, vocab / ranks) of inputs "input_ids" [B, T] (int64) at positions
   // "position_ids" [T] (default: after what the KV cache holds). With a KV
   // cache (generation) the last position's only, [B, 1, vocab], as Hugging
   // Face's generate computes them (logits_to_keep = 1).
@@ -100,16 +102,28 @@ class CausalLM : public LightningModule {
   // gradient_checkpointing in training, its activations are recomputed in
   // backward instead of kept.
   Tensor runLayer(nn::Module& layer, const Tensor& hidden, const Tensor& positions, nn::KVCache* cache);
+  // The final hidden states as the output projection reads them: under
+  // tensor parallelism in the parallel region (its rows are split by
+  // vocabulary, as the embedding's), else x itself.
+  Tensor toVocabParallel(const Tensor& x) const;
   TransformerConfig config_;
   Generator* dropout_rng_ = nullptr;
+  ops::ParallelGroup* tensor_parallel_ = nullptr;  // the group the layers are split across, if any
 
  private:
   void evaluate(const Batch& batch, const char* stage);
+  // Mean next-token cross-entropy of forward's logits (this rank's
+  // vocabulary under tensor parallelism).
+  Tensor loss(const Tensor& logits, const Tensor& labels) const;
+  // The logits of forward over the whole vocabulary, to pick tokens from.
+  Tensor wholeVocabulary(const Tensor& logits) const;
   // predict on a batch of token ids [B, T] (prompts of T tokens each): the
   // continuations of every row, decoded together with one KV cache of B
   // rows; a shape-only batch runs the steps without values (estimate).
   Prediction continueBatch(const Tensor& ids);
   DType cacheDtype() const;
+  // Key/value heads the decoding cache holds on this rank.
+  std::int64_t localKVHeads() const;
   std::vector<std::string> prompts() const;
 
   double lr_, weight_decay_;

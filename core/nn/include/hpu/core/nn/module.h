@@ -12,8 +12,13 @@
 #include <vector>
 
 #include "hpu/core/base/random.h"
+#include "hpu/core/tensor/shard.h"
 #include "hpu/core/tensor/tensor.h"
 #include "hpu/core/tensor/tensor_dict.h"
+
+namespace hpu::core::ops {
+class ParallelGroup;
+}
 
 namespace hpu::core::nn {
 
@@ -34,11 +39,15 @@ struct InitContext {
   // loads their values from files leaves them to
   // LightningModule::fillDeferredParameter, which fills each rank's shard.
   bool defer_trainable_values = false;
+  // The tensor-parallel group a model splits its layers across (null: no
+  // tensor parallelism).
+  ops::ParallelGroup* tensor_parallel = nullptr;
 };
 
 struct NamedTensor {
   std::string name;
   Tensor tensor;
+  Shard shard{};  // a parameter split across tensor-parallel ranks: this rank's piece
 };
 
 class Module;
@@ -106,10 +115,11 @@ class Module {
 
   // Registration (call from constructors / configureModel). A registered
   // parameter requires a gradient.
-  Tensor registerParameter(std::string name, Tensor t);
+  // A parameter split across tensor-parallel ranks names this rank's piece.
+  Tensor registerParameter(std::string name, Tensor t, Shard shard = {});
   // Registers a parameter taken over from another module (a wrapper's: fp8
   // layers, LoRA) as it is: frozen stays frozen.
-  Tensor adoptParameter(std::string name, Tensor t);
+  Tensor adoptParameter(std::string name, Tensor t, Shard shard = {});
   Tensor registerBuffer(std::string name, Tensor t);
   template <class M>
   std::shared_ptr<M> registerModule(std::string name, std::shared_ptr<M> m) {
@@ -129,6 +139,8 @@ class Module {
   std::vector<NamedTensor> namedParameters() const;
   std::vector<NamedTensor> namedBuffers() const;
   std::vector<Tensor> parameters() const;
+  // Elements of the parameters, whole: a tensor-parallel rank counts every
+  // rank's piece of its split ones (as a DTensor's numel()).
   std::int64_t numParameters() const;
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const { return children_; }
   // For module rewrites (e.g. fp8 layer replacement) before training starts.

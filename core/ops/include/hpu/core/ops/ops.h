@@ -152,6 +152,10 @@ struct AttentionOptions {
   // bucket), at least kv_length; -1: all S. What the lazy graph and the
   // estimate see; the result depends on kv_length alone.
   std::int64_t kv_graph_length = -1;
+  // q's heads are heads [head_offset, head_offset + heads) of a layer of
+  // all_heads (a tensor-parallel rank's): dropout drops what it would in
+  // the whole layer. 0: all_heads = q's heads.
+  std::int64_t head_offset = 0, all_heads = 0;
 };
 Tensor scaledDotProductAttention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o = {});
 

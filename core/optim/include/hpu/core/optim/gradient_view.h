@@ -11,6 +11,11 @@ namespace hpu::core::optim {
 
 struct GradientView {
   std::vector<std::span<float>> spans;
+  // Each span's share in a total over ranks (empty: 1 each): gradients that
+  // `n` ranks of the total hold alike (a tensor-parallel run's unsplit
+  // parameters) count 1/n on each, so that a norm counts them once.
+  std::vector<double> weights;
+  double weight(std::size_t span) const { return weights.empty() ? 1.0 : weights[span]; }
   // Sums a per-rank partial (a squared norm, a count of non-finite values)
   // over the ranks that hold the other parts: the identity when every rank
   // holds all.

@@ -15,9 +15,11 @@
 #include <vector>
 
 #include "hpu/comm/collective_observer.h"
+#include "hpu/comm/process_group.h"
 #include "hpu/core/data/sampler.h"
 #include "hpu/core/precision/loss_scaling.h"
 #include "hpu/core/nn/flat_parameters.h"
+#include "hpu/core/ops/parallel.h"
 #include "hpu/core/optim/gradient_view.h"
 #include "hpu/core/optim/lr_scheduler.h"
 #include "hpu/core/optim/optimizer.h"
@@ -65,6 +67,26 @@ class Strategy {
   virtual int localRank() const { return 0; }
   virtual int localWorldSize() const { return 1; }
   bool isGlobalZero() const { return globalRank() == 0; }
+  // This rank among the replicas that read different data. Dropout streams
+  // are per replica: the tensor-parallel ranks of one draw alike, so their
+  // replicated activations stay equal.
+  virtual int dataParallelRank() const { return globalRank(); }
+
+  // The group a model splits its layers across (tensor parallelism), or
+  // null. Valid from setup() on.
+  virtual ops::ParallelGroup* tensorParallelGroup() { return nullptr; }
+
+  // The whole parameter's values assembled from every tensor-parallel rank's
+  // piece (`piece`: this rank's, of a parameter split as `shard`, shaped
+  // `local`). Every rank of the group calls it for the same parameters in
+  // the same order. Default: the piece itself (nothing is split).
+  virtual std::vector<float> wholeOf(std::span<const float> piece, const Shard& shard, const Shape& local) {
+    return {piece.begin(), piece.end()};
+  }
+  // Whether a checkpoint is each rank's own part in a file of its own
+  // (ModelParallelStrategy's save_distributed_checkpoint) rather than the
+  // whole model in one file.
+  virtual bool savesDistributedCheckpoint() const { return false; }
 
   // Bucket size for FlatParameters.
   virtual std::int64_t bucketCapBytes() const { return 25ll << 20; }
@@ -180,6 +202,9 @@ device::Device& deviceFor(device::Platform& platform, const RunEnvironment& run,
 
 // One process, one device (hpu_single).
 std::unique_ptr<Strategy> makeSingleDeviceStrategy(int device_index);
+// A process group as the group a model's layers are split across (the
+// tensor-parallel group of ModelParallelStrategy).
+std::unique_ptr<ops::ParallelGroup> makeTensorParallelGroup(std::unique_ptr<comm::ProcessGroup> group);
 // Data parallel over processes and nodes (hpu_parallel). An empty
 // `cluster_environment` detects it from the environment variables.
 std::unique_ptr<Strategy> makeParallelStrategy(std::int64_t bucket_cap_bytes, const std::string& cluster_environment);

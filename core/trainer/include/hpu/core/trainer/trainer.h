@@ -206,7 +206,10 @@ class Trainer {
   Batch dryRunBatch(data::Split split, std::int64_t size);
   bool dryRun() { return strategy_->device().shapeOnly(); }
   void restore(const std::string& ckpt_path, bool full);
-  void restoreOptimizerState(const checkpoint::Checkpoint& ckpt, const std::string& path);
+  // `pieces`: ckpt holds this rank's own parts (a distributed checkpoint of
+  // the same layout); else whole state.
+  void restoreOptimizerState(const checkpoint::Checkpoint& ckpt, const std::string& path, bool pieces);
+  std::vector<checkpoint::TensorEntry> wholeOptimizerState(std::vector<checkpoint::TensorEntry> tensors);
   void restoreParamGroups(const nlohmann::json& optimizer, const std::string& path);
   // ckpt_path as a file: "last" and "best" looked up; "" (with a warning)
   // when "last" finds none.

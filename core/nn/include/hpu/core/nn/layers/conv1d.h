@@ -1,25 +1,43 @@
 // Conv1D, Hugging Face's (GPT-2's linear layer despite its name): y = x W + b
-// with the weight stored [in, out]; weight N(0, 0.02), bias zeros.
+// with the weight stored [in, out]; weight N(0, 0.02), bias zeros. Split
+// across a tensor-parallel group as Linear is (linear.h): column splits the
+// weight's columns and the bias, row its rows.
 #pragma once
 
 #include <spdlog/fmt/fmt.h>
 
 #include "hpu/core/nn/init.h"
 #include "hpu/core/nn/layer.h"
+#include "hpu/core/nn/layers/linear.h"
 #include "hpu/core/ops/ops.h"
 
 namespace hpu::core::nn {
 
 class Conv1D : public Module {
  public:
-  Conv1D(InitContext& ctx, std::int64_t in_features, std::int64_t out_features, float std = 0.02f) {
-    weight = registerParameter("weight", normalInit(ctx, {in_features, out_features}, std));
-    bias = registerParameter("bias", constantInit(ctx, {out_features}, 0.0f));
+  // in_features and out_features are the whole layer's.
+  Conv1D(InitContext& ctx, std::int64_t in_features, std::int64_t out_features, float std = 0.02f,
+         LinearParallel parallel = {})
+      : parallel_(parallel) {
+    const LinearParallel::Local p = parallel.localPart(in_features, out_features, /*weight_in_out=*/true);
+    weight = registerParameter("weight", normalInit(ctx, {p.in, p.out}, std, p.weight), p.weight);
+    bias = registerParameter("bias", constantInit(ctx, {p.out}, 0.0f), p.bias);
   }
   std::string typeName() const override { return "Conv1D"; }
-  std::string describe() const override { return fmt::format("nx={}, nf={}", weight.size(0), weight.size(1)); }
-  Tensor forward(const Tensor& x) override { return ops::linear(x, weight, bias, {.weight_in_out = true}); }
+  std::string describe() const override {
+    const Shape full = ownParameters().front().shard.fullShape(weight.shape());
+    return fmt::format("nx={}, nf={}{}", full[0], full[1], parallel_.describe());
+  }
+  Tensor forward(const Tensor& x) override {
+    if (parallel_.split == ParallelSplit::kRow)
+      return ops::reduceFromParallel(ops::linear(x, weight, Tensor(), {.weight_in_out = true}), *parallel_.group, bias);
+    return ops::linear(x, weight, bias, {.weight_in_out = true});
+  }
+  const LinearParallel& parallel() const { return parallel_; }
   Tensor weight, bias;
+
+ private:
+  LinearParallel parallel_;
 };
 
 inline const LayerRegistration kConv1DLayer{

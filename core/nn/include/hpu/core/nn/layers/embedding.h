@@ -1,6 +1,8 @@
 // Embedding (torch.nn.Embedding): a [num_embeddings, embedding_dim] table,
 // initialised N(0, 1), looked up by int64 indices. The row padding_idx (if
-// any) starts at zero and learns nothing, as torch's.
+// any) starts at zero and learns nothing, as torch's. Split across a
+// tensor-parallel group (Megatron-LM's VocabParallelEmbedding), each rank
+// holds num_embeddings / size rows and the lookup is summed over the group.
 #pragma once
 
 #include <spdlog/fmt/fmt.h>
@@ -13,29 +15,55 @@
 #include "hpu/core/nn/init.h"
 #include "hpu/core/nn/layer.h"
 #include "hpu/core/ops/ops.h"
+#include "hpu/core/ops/parallel.h"
 
 namespace hpu::core::nn {
 
 class Embedding : public Module {
  public:
   Embedding(InitContext& ctx, std::int64_t num_embeddings, std::int64_t embedding_dim,
-            std::optional<std::int64_t> padding_idx = std::nullopt, float std = 1.0f)
-      : padding_idx(padding_idx) {
+            std::optional<std::int64_t> padding_idx = std::nullopt, float std = 1.0f,
+            ops::ParallelGroup* vocab_parallel = nullptr)
+      : padding_idx(padding_idx), vocab_(num_embeddings), group_(vocab_parallel) {
     if (padding_idx && (*padding_idx < 0 || *padding_idx >= num_embeddings))
       throw UsageError(
           fmt::format("Embedding: padding_idx {} is not a row of the {} embeddings", *padding_idx, num_embeddings));
-    weight = registerParameter("weight", normalInit(ctx, {num_embeddings, embedding_dim}, std));
-    if (padding_idx && !weight.shapeOnly())
-      std::fill_n(weight.data() + *padding_idx * embedding_dim, embedding_dim, 0.0f);
+    Shard shard;
+    std::int64_t rows = num_embeddings;
+    if (group_ != nullptr && group_->size() > 1) {
+      if (num_embeddings % group_->size() != 0)
+        throw UsageError(fmt::format("Embedding: {} rows (the vocabulary) cannot be split across {} tensor-parallel "
+                                     "ranks; choose a tensor_parallel_size that divides it",
+                                     num_embeddings, group_->size()));
+      rows = num_embeddings / group_->size();
+      shard = {.dim = 0, .parts = group_->size(), .index = group_->rank()};
+      start_ = rows * group_->rank();
+    }
+    weight = registerParameter("weight", normalInit(ctx, {rows, embedding_dim}, std, shard), shard);
+    const std::int64_t padding_row = padding_idx ? *padding_idx - start_ : -1;
+    if (padding_row >= 0 && padding_row < rows && !weight.shapeOnly())
+      std::fill_n(weight.data() + padding_row * embedding_dim, embedding_dim, 0.0f);
   }
   std::string typeName() const override { return "Embedding"; }
   std::string describe() const override {
-    return fmt::format("{}, {}{}", weight.size(0), weight.size(1),
-                       padding_idx ? fmt::format(", padding_idx={}", *padding_idx) : "");
+    return fmt::format("{}, {}{}{}", vocab_, weight.size(1),
+                       padding_idx ? fmt::format(", padding_idx={}", *padding_idx) : "",
+                       start_ != 0 || weight.size(0) != vocab_ ? fmt::format(", vocab-parallel x{}", group_->size()) : "");
   }
-  Tensor forward(const Tensor& indices) override { return ops::embedding(indices, weight, padding_idx); }
+  Tensor forward(const Tensor& indices) override {
+    if (weight.size(0) == vocab_) return ops::embedding(indices, weight, padding_idx);
+    return ops::reduceFromParallel(ops::vocabShardEmbedding(indices, weight, start_, vocab_, padding_idx), *group_);
+  }
+  // The first vocabulary row this rank holds (0 unless split).
+  std::int64_t vocabStart() const { return start_; }
+  std::int64_t vocabSize() const { return vocab_; }
   Tensor weight;
   std::optional<std::int64_t> padding_idx;
+
+ private:
+  std::int64_t vocab_;
+  ops::ParallelGroup* group_;
+  std::int64_t start_ = 0;
 };
 
 inline const LayerRegistration kEmbeddingLayer{

@@ -3,6 +3,11 @@
 // rotary embeddings, grouped-query attention, causal mask, sliding window,
 // dropout on the probabilities, and a KV cache when generating. Llama's
 // attention is this module; in YAML it is one layer of a Sequential.
+// Split across a tensor-parallel group (Megatron-LM's), each rank holds
+// num_heads / size query heads and their key/value heads: q, k, v
+// column-parallel, o row-parallel (one all-reduce in forward, one in
+// backward). With fewer key/value heads than ranks, each is held by
+// size / num_key_value_heads ranks, which sum its projections' gradients.
 #pragma once
 
 #include "hpu/core/nn/layer.h"
@@ -22,7 +27,16 @@ struct SelfAttentionOptions {
   std::int64_t sliding_window = 0;  // > 0: each query sees only that many latest keys
   float dropout = 0.0f;             // on the attention probabilities, in training
   std::int64_t cache_layer = 0;     // this module's layer in a KVCache
+  ops::ParallelGroup* tensor_parallel = nullptr;  // the heads split across it
 };
+
+// Query and key/value heads on one rank of a tensor-parallel group of
+// `ranks`. Throws UsageError when the heads cannot be split so.
+struct LocalHeads {
+  std::int64_t heads, kv_heads;
+  int kv_replicas;  // ranks holding each key/value head (1: each its own)
+};
+LocalHeads localHeads(std::int64_t num_heads, std::int64_t num_key_value_heads, int ranks);
 
 class SelfAttention : public Module {
  public:
@@ -41,6 +55,7 @@ class SelfAttention : public Module {
 
  private:
   SelfAttentionOptions o_;
+  LocalHeads local_;
   Generator* dropout_rng_;
 };
 

@@ -1,0 +1,74 @@
+// Tensor parallelism's ops (Megatron-LM's mappings between a replicated
+// activation and one split across the ranks of a tensor-parallel group), and
+// the vocabulary-parallel embedding lookup and cross-entropy, with which no
+// rank ever holds a whole vocabulary's logits.
+//
+// Every rank of the group runs the same ops in the same order; each op that
+// communicates does so through ParallelGroup (the strategy's process group),
+// in forward or in backward as documented. On a shape-only device the
+// collectives are still issued (with no data), so that they are recorded.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+
+#include "hpu/core/ops/ops.h"
+
+namespace hpu::core::ops {
+
+enum class ParallelReduce { kSum, kMax };
+
+// The ranks a layer is split across. Implemented by the strategies over
+// their process groups.
+class ParallelGroup {
+ public:
+  virtual ~ParallelGroup() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // In place: every rank ends with the elementwise reduction over the group
+  // of `count` values at `data`, carried as `wire` (float32 or bfloat16:
+  // values are rounded to it), equal in every bit on every rank. `data` is
+  // null on a shape-only device.
+  virtual void allreduce(float* data, std::size_t count, DType wire, ParallelReduce op) = 0;
+  // out [size() x count] = every rank's `in` [count], in rank order. Null
+  // pointers on a shape-only device.
+  virtual void allgather(const float* in, std::size_t count, DType wire, float* out) = 0;
+  // The group of `count` consecutive ranks this rank is one of (ranks
+  // rank() / count x count onwards), made at the first call and kept by
+  // this group. REQUIRES: count divides size(); every rank of the group
+  // asks for it.
+  virtual ParallelGroup& subgroupOf(int count) = 0;
+};
+
+// Forward: x itself. Backward: the gradient is summed over the group. The
+// input of column-parallel layers (each rank's layer sees all of x and
+// contributes a part of x's gradient); one call can feed several layers.
+Tensor copyToParallel(const Tensor& x, ParallelGroup& group);
+// Forward: the sum over the group of every rank's `partial`, plus `bias`
+// (if defined) once. Backward: the output's gradient, unchanged, to
+// `partial` on every rank; bias's gradient is its sum over rows. The output
+// of a row-parallel layer.
+Tensor reduceFromParallel(const Tensor& partial, ParallelGroup& group, const Tensor& bias = Tensor());
+// Forward: x's last dimension concatenated over the group in rank order
+// ([..., C] -> [..., C x size]). Backward: this rank's columns of the
+// gradient. Logits for sampling a token.
+Tensor gatherFromParallel(const Tensor& x, ParallelGroup& group);
+
+// The rows [start, start + weight.size(0)) of an embedding of `vocab` rows:
+// indices in that range are looked up, the others give zeros (the sum over
+// the group, reduceFromParallel, is the whole lookup). Throws for an index
+// outside [0, vocab). The row `padding_idx` (a full-vocabulary index)
+// learns nothing.
+Tensor vocabShardEmbedding(const Tensor& indices, const Tensor& weight, std::int64_t start, std::int64_t vocab,
+                           std::optional<std::int64_t> padding_idx = std::nullopt);
+
+// crossEntropy() over logits split along the vocabulary: this rank holds
+// classes [start, start + logits.size(-1)) of `vocab`. Three all-reduces of
+// one value per row (max, sum of exponentials, target logit) in forward,
+// none in backward; every rank returns the same loss and writes the
+// gradient of its own classes. REQUIRES: o.label_smoothing == 0.
+Tensor vocabParallelCrossEntropy(const Tensor& logits, const Tensor& labels, std::int64_t start, std::int64_t vocab,
+                                 ParallelGroup& group, const CrossEntropyOptions& o = {});
+
+}  // namespace hpu::core::ops

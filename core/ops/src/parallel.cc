@@ -1,0 +1,165 @@
+// Tensor parallelism's mappings, vocabulary-parallel embedding and
+// cross-entropy.
+#include "hpu/core/ops/parallel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <vector>
+
+#include "op_support.h"
+
+namespace hpu::core::ops {
+
+using namespace detail;
+
+namespace {
+
+// The wire type of a tensor's values: bfloat16 stays bfloat16, the rest
+// travels as float32.
+DType wireOf(const Tensor& t) { return t.dtype() == DType::kBFloat16 ? DType::kBFloat16 : DType::kFloat32; }
+
+// t's gradient (+)= the sum over rows of g [rows, t.numel()].
+void accumulateRowSum(const Tensor& t, const float* g, std::int64_t rows) {
+  GradTarget target = gradTarget(t);
+  if (target.data != nullptr) {
+    const std::int64_t c = t.numel();
+    if (!target.accumulate) std::fill(target.data, target.data + c, 0.0f);
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t j = 0; j < c; ++j) target.data[j] += g[r * c + j];
+  }
+  gradWritten(t);
+}
+
+}  // namespace
+
+Tensor copyToParallel(const Tensor& x, ParallelGroup& group) {
+  Tensor y = x.reshaped(x.shape());
+  recordBackward(y, {&x}, [x, y, &group] {
+    Tensor gy = y.grad();
+    if (!gy.defined()) return;
+    group.allreduce(gy.data(), static_cast<std::size_t>(gy.numel()), wireOf(gy), ParallelReduce::kSum);
+    accumulateGrad(x, gy.data());
+  });
+  return y;
+}
+
+Tensor reduceFromParallel(const Tensor& partial, ParallelGroup& group, const Tensor& bias) {
+  require(!bias.defined() || (bias.ndim() == 1 && bias.size(0) == partial.size(-1)), "reduce_from_parallel", [&] {
+    return fmt::format("bias {} does not match the last dimension of {}", bias.shape().str(), partial.shape().str());
+  });
+  Tensor y = like(partial, partial.shape());
+  const std::int64_t c = partial.size(-1), rows = partial.numel() / c;
+  if (computes(y)) std::copy_n(partial.data(), partial.numel(), y.data());
+  group.allreduce(y.data(), static_cast<std::size_t>(y.numel()), wireOf(y), ParallelReduce::kSum);
+  if (bias.defined()) {
+    const OpRecord op_record = record(op::kAdd, {&y, &bias});
+    if (computes(y))
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t j = 0; j < c; ++j) y.data()[r * c + j] += bias.data()[j];
+  }
+  recordBackward(y, {&partial, &bias}, [partial, bias, y, rows] {
+    Tensor gy = y.grad();
+    if (!gy.defined()) return;
+    if (wants(partial)) accumulateGrad(partial, gy.data());
+    if (wants(bias)) accumulateRowSum(bias, gy.data(), rows);
+  });
+  return finish(y);
+}
+
+Tensor gatherFromParallel(const Tensor& x, ParallelGroup& group) {
+  const std::int64_t c = x.size(-1), rows = x.numel() / c, parts = group.size();
+  std::vector<std::int64_t> dims(x.shape().dims().begin(), x.shape().dims().end());
+  dims.back() = c * parts;
+  Tensor y = like(x, Shape(std::span<const std::int64_t>(dims)));
+  std::vector<float> gathered(computes(x) ? static_cast<std::size_t>(y.numel()) : 0);
+  group.allgather(x.data(), static_cast<std::size_t>(x.numel()), wireOf(x), computes(x) ? gathered.data() : nullptr);
+  if (computes(y))
+    for (std::int64_t k = 0; k < parts; ++k)
+      for (std::int64_t r = 0; r < rows; ++r)
+        std::copy_n(gathered.data() + (k * rows + r) * c, c, y.data() + r * c * parts + k * c);
+  const int rank = group.rank();
+  recordBackward(y, {&x}, [x, y, rows, c, parts, rank] {
+    Tensor gy = y.grad();
+    if (!gy.defined()) return;
+    if (!computes(gy)) return accumulateGrad(x, nullptr);
+    std::vector<float> mine(static_cast<std::size_t>(x.numel()));
+    for (std::int64_t r = 0; r < rows; ++r) std::copy_n(gy.data() + r * c * parts + rank * c, c, mine.data() + r * c);
+    accumulateGrad(x, mine.data());
+  });
+  return finish(y);
+}
+
+Tensor vocabParallelCrossEntropy(const Tensor& logits_in, const Tensor& labels, std::int64_t start, std::int64_t vocab,
+                                 ParallelGroup& group, const CrossEntropyOptions& o) {
+  require(logits_in.ndim() >= 2 && labels.dtype() == DType::kInt64 &&
+              labels.numel() * logits_in.size(-1) == logits_in.numel(),
+          op::kCrossEntropy, [&] {
+            return fmt::format("expects logits [..., C] and int64 labels [...] (one per row), got {} and {}",
+                               logits_in.shape().str(), labels.shape().str());
+          });
+  require(o.label_smoothing == 0.0f, op::kCrossEntropy,
+          "label smoothing is not supported with the vocabulary split across tensor-parallel ranks");
+  const Tensor logits = castTo(logits_in, computeDtype(op::kCrossEntropy, {&logits_in}));
+  const OpRecord op_record = record(op::kCrossEntropy, {&logits, &labels});
+  const std::int64_t c = logits.size(-1), n = logits.numel() / c;
+  Tensor lse = Tensor::empty(logits.device(), {n});  // one log-sum-exp per row, for backward
+  auto counted = std::make_shared<std::int64_t>(0);
+  const bool real = computes(logits);
+  const auto rows = static_cast<std::size_t>(real ? n : 0);
+  std::vector<float> max(rows, -std::numeric_limits<float>::infinity()), sum(rows, 0.0f), target(rows, 0.0f);
+  const auto each = [&](std::vector<float>& v, ParallelReduce op) {
+    group.allreduce(real ? v.data() : nullptr, static_cast<std::size_t>(n), DType::kFloat32, op);
+  };
+  const float* l = logits.data();
+  const std::int64_t* y = labels.labels();
+  if (real)
+    for (std::int64_t r = 0; r < n; ++r) {
+      if (y[r] != o.ignore_index && (y[r] < 0 || y[r] >= vocab))
+        throw Error(fmt::format("cross_entropy: label {} of sample {} is outside the {} classes", y[r], r, vocab));
+      max[r] = *std::max_element(l + r * c, l + (r + 1) * c);
+    }
+  each(max, ParallelReduce::kMax);
+  if (real)
+    for (std::int64_t r = 0; r < n; ++r) {
+      double s = 0;
+      for (std::int64_t j = 0; j < c; ++j) s += std::exp(static_cast<double>(l[r * c + j]) - max[r]);
+      sum[r] = static_cast<float>(s);
+      const std::int64_t mine = y[r] - start;
+      if (mine >= 0 && mine < c) target[r] = l[r * c + mine];
+    }
+  each(sum, ParallelReduce::kSum);
+  each(target, ParallelReduce::kSum);
+  double total = 0;
+  if (real)
+    for (std::int64_t r = 0; r < n; ++r) {
+      lse.data()[r] = max[r] + std::log(sum[r]);
+      if (y[r] == o.ignore_index) continue;
+      total += static_cast<double>(lse.data()[r]) - target[r];
+      ++*counted;
+    }
+  Tensor loss = scalar(logits.device(), real ? total / static_cast<double>(*counted) : 0.0);  // none counted: nan
+  recordBackward(loss, {&logits}, [logits, labels, loss, lse, n, c, start, o, counted] {
+    Tensor gl = loss.grad();
+    if (!gl.defined()) return;
+    GradTarget g = gradTarget(logits);
+    if (g.data != nullptr) {
+      const float scale = gl.item() / static_cast<float>(*counted);
+      const float* x = logits.data();
+      const std::int64_t* y = labels.labels();
+      for (std::int64_t r = 0; r < n; ++r) {
+        const bool ignored = y[r] == o.ignore_index;
+        for (std::int64_t j = 0; j < c; ++j) {
+          float d = 0.0f;
+          if (!ignored) d = (std::exp(x[r * c + j] - lse.data()[r]) - (y[r] - start == j ? 1.0f : 0.0f)) * scale;
+          g.data[r * c + j] = g.accumulate ? g.data[r * c + j] + d : d;
+        }
+      }
+    }
+    gradWritten(logits);
+  });
+  return loss;
+}
+
+}  // namespace hpu::core::ops

@@ -1,0 +1,279 @@
+// Tensor parallelism's ops and split layers, N ranks against one: each rank
+// is a thread with its own device and a tensor-parallel group over
+// in-memory process groups. Split layers start from the pieces of the whole
+// layer's initial weights, compute its outputs, and get its gradients: the
+// pieces of the whole gradient, or (replicated key/value heads) the whole
+// gradient of the piece they share.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "hpu/comm/in_memory.h"
+#include "hpu/core/nn/layers.h"
+#include "hpu/core/ops/parallel.h"
+#include "hpu/core/strategies/strategy.h"
+#include "hpu/core/tensor/autograd.h"
+#include "test_support.h"
+
+namespace hpu::core::testing {
+namespace {
+
+using autograd::Tape;
+using autograd::TapeScope;
+
+// Devices 1..4 are the ranks'; device 0 the whole layer's.
+device::Device& deviceOf(int index) {
+  static device::Platform platform =
+      device::Platform::fromEnv(device::Env{{"HPU_EMULATOR_DEVICES", "5"}, {"PT_HPU_LAZY_MODE", "0"}});
+  return platform.device(index);
+}
+
+// Runs body(rank, group, device) on `ranks` threads; rethrows the first
+// failure.
+void onRanks(int ranks, const std::function<void(int, ops::ParallelGroup&, device::Device&)>& body) {
+  auto groups = comm::makeInMemoryProcessGroups(ranks);
+  std::vector<std::unique_ptr<ops::ParallelGroup>> tp;
+  for (auto& g : groups) tp.push_back(makeTensorParallelGroup(std::move(g)));
+  std::exception_ptr failure;
+  std::mutex mutex;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ranks; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        body(r, *tp[static_cast<std::size_t>(r)], deviceOf(r + 1));
+      } catch (...) {
+        std::lock_guard lock(mutex);
+        if (!failure) failure = std::current_exception();
+      }
+    });
+  for (auto& t : threads) t.join();
+  if (failure) std::rethrow_exception(failure);
+}
+
+std::vector<float> normals(std::size_t n, std::uint64_t seed) {
+  Generator g(seed);
+  std::vector<float> v(n);
+  for (float& x : v) x = g.normal();
+  return v;
+}
+
+// Columns [first, first + count) of a [rows, cols] matrix.
+std::vector<float> columns(const std::vector<float>& m, std::int64_t cols, std::int64_t first, std::int64_t count) {
+  std::vector<float> out;
+  for (std::size_t r = 0; r < m.size() / static_cast<std::size_t>(cols); ++r)
+    out.insert(out.end(), m.begin() + static_cast<std::ptrdiff_t>(r * cols + first),
+               m.begin() + static_cast<std::ptrdiff_t>(r * cols + first + count));
+  return out;
+}
+
+void expectNear(const std::vector<float>& got, const std::vector<float>& want, double tolerance, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (std::size_t i = 0; i < want.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], tolerance * (1.0 + std::abs(want[i]))) << what << "[" << i << "]";
+}
+
+TEST(TensorParallelOps, CrossEntropyOverASplitVocabularyIsTheWholeOnes) {
+  const std::int64_t rows = 6, vocab = 8;
+  const std::vector<float> logits = normals(static_cast<std::size_t>(rows * vocab), 3);
+  const std::vector<std::int64_t> labels{0, 7, -100, 3, 4, 5};  // both halves, and an ignored row
+  Tensor whole = Tensor::fromHost(deviceOf(0), {rows, vocab}, logits);
+  whole.setRequiresGrad(true);
+  Tape tape;
+  float want_loss;
+  {
+    TapeScope scope(&tape);
+    const Tensor loss = ops::crossEntropy(whole, Tensor::fromHost(deviceOf(0), {rows}, labels));
+    want_loss = loss.item();
+    tape.backward(loss);
+  }
+  const std::vector<float> want_grad = whole.grad().toHost();
+  onRanks(2, [&](int rank, ops::ParallelGroup& group, device::Device& dev) {
+    const std::int64_t part = vocab / 2;
+    Tensor mine = Tensor::fromHost(dev, {rows, part}, columns(logits, vocab, rank * part, part));
+    mine.setRequiresGrad(true);
+    Tape t;
+    TapeScope scope(&t);
+    const Tensor loss = ops::vocabParallelCrossEntropy(mine, Tensor::fromHost(dev, {rows}, labels), rank * part, vocab, group);
+    EXPECT_NEAR(loss.item(), want_loss, 1e-6);
+    t.backward(loss);
+    expectNear(mine.grad().toHost(), columns(want_grad, vocab, rank * part, part), 1e-6, "logits' gradient");
+  });
+}
+
+TEST(TensorParallelOps, LabelsOutsideTheWholeVocabularyAreRefused) {
+  EXPECT_THROW(
+      onRanks(2,
+              [](int rank, ops::ParallelGroup& group, device::Device& dev) {
+                const Tensor logits = Tensor::fromHost(dev, {1, 4}, std::vector<float>(4, 0.0f));
+                try {
+                  ops::vocabParallelCrossEntropy(logits, Tensor::fromHost(dev, {1}, std::vector<std::int64_t>{8}),
+                                                 rank * 4, 8, group);
+                } catch (const Error& e) {
+                  EXPECT_STREQ(e.what(), "cross_entropy: label 8 of sample 0 is outside the 8 classes");
+                  throw;
+                }
+              }),
+      Error);
+}
+
+TEST(TensorParallelOps, GatherConcatenatesTheLastDimensionAndScattersItsGradient) {
+  onRanks(2, [](int rank, ops::ParallelGroup& group, device::Device& dev) {
+    Tensor x = Tensor::fromHost(dev, {2, 2}, std::vector<float>{1.0f + rank, 2.0f + rank, 3.0f + rank, 4.0f + rank});
+    x.setRequiresGrad(true);
+    Tape t;
+    TapeScope scope(&t);
+    const Tensor y = ops::gatherFromParallel(x, group);
+    EXPECT_EQ(y.toHost(), (std::vector<float>{1, 2, 2, 3, 3, 4, 4, 5}));
+    t.backward(ops::sum(ops::mul(y, Tensor::fromHost(dev, {2, 4}, std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8}))));
+    EXPECT_EQ(x.grad().toHost(), rank == 0 ? (std::vector<float>{1, 2, 5, 6}) : (std::vector<float>{3, 4, 7, 8}));
+  });
+}
+
+// The whole module's output, x's gradient and parameter gradients for
+// sum(y * w), w fixed normal draws; built with `group` (or none) from seed 11.
+struct Outcome {
+  std::vector<float> y, dx;
+  std::map<std::string, std::vector<float>> weights, grads;
+  std::map<std::string, Shard> shards;
+};
+
+template <class Build>
+Outcome runModule(device::Device& dev, ops::ParallelGroup* group, const Shape& in, const Build& build) {
+  Generator init(11), dropout(12);
+  nn::InitContext ctx{dev, init, dropout};
+  ctx.tensor_parallel = group;
+  std::shared_ptr<nn::Module> m = build(ctx);
+  Tensor x = Tensor::fromHost(dev, in, normals(static_cast<std::size_t>(in.numel()), 13));
+  x.setRequiresGrad(true);
+  Outcome out;
+  for (const auto& p : m->namedParameters()) {
+    out.weights[p.name] = p.tensor.toHost();
+    out.shards[p.name] = p.shard;
+  }
+  Tape tape;
+  TapeScope scope(&tape);
+  const Tensor y = (*m)(x);
+  out.y = y.toHost();
+  tape.backward(ops::sum(ops::mul(y, Tensor::fromHost(dev, y.shape(), normals(static_cast<std::size_t>(y.numel()), 14)))));
+  out.dx = x.grad().toHost();
+  for (const auto& p : m->namedParameters()) out.grads[p.name] = p.tensor.grad().toHost();
+  return out;
+}
+
+// Every rank's parameters and their gradients are its pieces of the whole's.
+void expectPiecesOfWhole(const Outcome& rank, const Outcome& whole, const std::map<std::string, Shape>& local) {
+  for (const auto& [name, shard] : rank.shards) {
+    std::vector<float> w(rank.weights.at(name).size()), g(w.size());
+    shard.take(local.at(name), whole.weights.at(name), w);
+    shard.take(local.at(name), whole.grads.at(name), g);
+    expectNear(rank.weights.at(name), w, 0.0, name + " (initial value)");
+    expectNear(rank.grads.at(name), g, 1e-5, name + "'s gradient");
+  }
+}
+
+// A column-parallel then a row-parallel Linear with biases: Megatron's MLP.
+class SplitMlp final : public nn::Module {
+ public:
+  explicit SplitMlp(nn::InitContext& ctx) : tp_(ctx.tensor_parallel) {
+    up = registerChild("up", std::make_shared<nn::Linear>(ctx, 6, 8, true, nn::splitAcross(tp_, nn::ParallelSplit::kColumn)));
+    down = registerChild("down", std::make_shared<nn::Linear>(ctx, 8, 6, true, nn::splitAcross(tp_, nn::ParallelSplit::kRow)));
+  }
+  std::string typeName() const override { return "SplitMlp"; }
+  Tensor forward(const Tensor& input) override {
+    const Tensor x = tp_ ? ops::copyToParallel(input, *tp_) : input;
+    return down(ops::gelu(up(x), true));
+  }
+  nn::Child<nn::Linear> up, down;
+
+ private:
+  ops::ParallelGroup* tp_;
+};
+
+std::map<std::string, Shape> localShapes(const nn::Module& m) {
+  std::map<std::string, Shape> out;
+  for (const auto& p : m.namedParameters()) out.emplace(p.name, p.tensor.shape());
+  return out;
+}
+
+TEST(TensorParallelLayers, ColumnThenRowParallelLinearIsTheWholeMlp) {
+  const Shape in{3, 6};
+  const Outcome whole = runModule(deviceOf(0), nullptr, in, [](nn::InitContext& c) { return std::make_shared<SplitMlp>(c); });
+  onRanks(2, [&](int, ops::ParallelGroup& group, device::Device& dev) {
+    std::map<std::string, Shape> local;
+    const Outcome mine = runModule(dev, &group, in, [&](nn::InitContext& c) {
+      auto m = std::make_shared<SplitMlp>(c);
+      local = localShapes(*m);
+      return m;
+    });
+    EXPECT_EQ(local.at("up.weight"), (Shape{4, 6}));
+    EXPECT_EQ(local.at("down.weight"), (Shape{6, 4}));
+    EXPECT_EQ(local.at("down.bias"), (Shape{6}));
+    expectNear(mine.y, whole.y, 1e-6, "y");
+    expectNear(mine.dx, whole.dx, 1e-6, "x's gradient");
+    expectPiecesOfWhole(mine, whole, local);
+  });
+}
+
+TEST(TensorParallelLayers, VocabularyParallelEmbeddingIsTheWholeLookup) {
+  const std::vector<std::int64_t> ids{0, 5, 7, 2, 5, 3};  // the padding row 5 in rank 1's half
+  const auto run = [&](device::Device& dev, ops::ParallelGroup* group, Shape& local) {
+    Generator init(11), dropout(12);
+    nn::InitContext ctx{dev, init, dropout};
+    nn::Embedding e(ctx, 8, 3, 5, 1.0f, group);
+    local = e.weight.shape();
+    Tape tape;
+    TapeScope scope(&tape);
+    const Tensor y = e(Tensor::fromHost(dev, {2, 3}, ids));
+    tape.backward(ops::sum(ops::mul(y, Tensor::fromHost(dev, y.shape(), normals(18, 14)))));
+    return std::tuple(y.toHost(), e.weight.toHost(), e.weight.grad().toHost(), e.ownParameters().front().shard);
+  };
+  Shape whole_shape;
+  const auto [y, w, g, unsplit] = run(deviceOf(0), nullptr, whole_shape);
+  onRanks(2, [&](int rank, ops::ParallelGroup& group, device::Device& dev) {
+    Shape local;
+    const auto [my_y, my_w, my_g, shard] = run(dev, &group, local);
+    EXPECT_EQ(local, (Shape{4, 3}));
+    EXPECT_EQ(shard.index, rank);
+    expectNear(my_y, y, 1e-6, "lookup");
+    std::vector<float> piece(my_w.size());
+    shard.take(local, w, piece);
+    expectNear(my_w, piece, 0.0, "initial rows");
+    shard.take(local, g, piece);
+    expectNear(my_g, piece, 1e-6, "rows' gradient");
+  });
+}
+
+TEST(TensorParallelLayers, GroupedQueryAttentionOnMoreRanksThanKeyValueHeads) {
+  // 4 query heads, 2 key/value heads, rotary embeddings, on 4 ranks: each
+  // rank one query head; each key/value head on 2 ranks, which sum its
+  // projections' gradients, so each holds the whole gradient of its piece.
+  const Shape in{2, 5, 16};
+  const auto build = [](nn::InitContext& c) {
+    return std::make_shared<nn::SelfAttention>(
+        c, nn::SelfAttentionOptions{.hidden_size = 16, .num_heads = 4, .num_key_value_heads = 2, .rope_theta = 10000.0f,
+                                    .tensor_parallel = c.tensor_parallel});
+  };
+  const Outcome whole = runModule(deviceOf(0), nullptr, in, build);
+  onRanks(4, [&](int rank, ops::ParallelGroup& group, device::Device& dev) {
+    std::map<std::string, Shape> local;
+    const Outcome mine = runModule(dev, &group, in, [&](nn::InitContext& c) {
+      auto m = build(c);
+      local = localShapes(*m);
+      return m;
+    });
+    EXPECT_EQ(local.at("q_proj.weight"), (Shape{4, 16}));
+    EXPECT_EQ(local.at("k_proj.weight"), (Shape{4, 16}));
+    EXPECT_EQ(mine.shards.at("k_proj.weight").parts, 2);
+    EXPECT_EQ(mine.shards.at("k_proj.weight").index, rank / 2);
+    expectNear(mine.y, whole.y, 1e-5, "y");
+    expectNear(mine.dx, whole.dx, 1e-5, "x's gradient");
+    expectPiecesOfWhole(mine, whole, local);
+  });
+}
+
+}  // namespace
+}  // namespace hpu::core::testing
