@@ -195,6 +195,80 @@ TEST_F(ModelParallelTest, DistributedCheckpointResumesInAnotherLayout) {
   expectSameTensors(whole, readCheckpoint(checkpoint("one", "epoch=0-step=5.ckpt")));
 }
 
+// Byte-level Llama on Debian's fortunes, trained a little, then sampled.
+constexpr const char* kText = R"(seed_everything: 3
+trainer:
+  devices: 1
+  max_steps: 30
+  enable_progress_bar: false
+  enable_model_summary: false
+  logger:
+    class_path: CSVLogger
+    init_args: {version: 0}
+  callbacks:
+    - class_path: ModelCheckpoint
+      init_args: {save_last: true}
+model:
+  class_path: LlamaForCausalLM
+  init_args:
+    hidden_size: 64
+    intermediate_size: 96
+    num_hidden_layers: 2
+    num_attention_heads: 4
+    num_key_value_heads: 2
+    max_position_embeddings: 64
+    prompts: ["The meaning of life is", "Linux is"]
+    max_new_tokens: 24
+    do_sample: true
+data:
+  class_path: TextDataModule
+  init_args: {path: /usr/share/games/fortunes/linux, block_size: 64, batch_size: 4, val_split: 0.05}
+optimizer:
+  class_path: AdamW
+  init_args: {lr: 0.005}
+)";
+
+TEST_F(ModelParallelTest, GenerationSplitAcrossRanksSamplesWhatOneDeviceSamples) {
+  if (!fs::exists("/usr/share/games/fortunes/linux")) GTEST_SKIP() << "Debian's fortunes package is not installed";
+  write("text.yaml", kText);
+  fit("text.yaml", "train", {});
+  const std::string ckpt = "--ckpt_path=" + checkpoint("train", "last.ckpt").string();
+  const auto predictions = [&](const std::string& root) {
+    return read(root + "/lightning_logs/version_0/predictions.jsonl");
+  };
+  const auto predict = [&](const std::string& root, std::vector<std::string> args) {
+    args.insert(args.begin(), {"predict", "-c", "text.yaml", ckpt, "--trainer.default_root_dir=" + root});
+    const RunResult r = run(args);
+    ASSERT_EQ(r.exit_code, 0) << r.describe();
+  };
+  predict("one", {});
+  // The key/value cache holds each rank's heads; the last position's logits
+  // are gathered to pick every token.
+  predict("tp2", {"--trainer.devices=2", kTensorParallel[0]});
+  EXPECT_EQ(predictions("tp2"), predictions("one"));
+  // DeepSpeed-inference's tensor_parallel is the same split.
+  write("ds.yaml", "trainer:\n  strategy:\n    class_path: HPUDeepSpeedStrategy\n    init_args:\n      config: "
+                   "{tensor_parallel: {tp_size: 2}}\n");
+  predict("ds_tp2", {"-c", "ds.yaml", "--trainer.devices=2"});
+  EXPECT_EQ(predictions("ds_tp2"), predictions("one"));
+  const RunResult fit_ds = run({"fit", "-c", "text.yaml", "-c", "ds.yaml", "--trainer.devices=2"});
+  EXPECT_EQ(fit_ds.exit_code, 2) << fit_ds.describe();
+  EXPECT_THAT(fit_ds.err, HasSubstr("error: trainer.strategy: the DeepSpeed config's tensor_parallel (tp_size 2) is "
+                                    "DeepSpeed-inference's: it serves predict, validate and test; to train "
+                                    "tensor-parallel use ModelParallelStrategy (tensor_parallel_size: 2)"));
+  // fp8 measurement: every rank's pieces together are one device's whole layers.
+  const std::vector<std::string> fp8{"--trainer.plugins+=lightning_habana.pytorch.plugins.precision.HPUPrecisionPlugin",
+                                     "--trainer.plugins.precision=fp8", "--trainer.plugins.inference=true",
+                                     "--trainer.plugins.quant=false"};
+  predict("one", fp8);
+  const std::string measured = read("one/hqt_output/measure.json");
+  std::vector<std::string> split = fp8;
+  split.insert(split.end(), {"--trainer.devices=2", kTensorParallel[0]});
+  predict("tp2", split);
+  EXPECT_EQ(read("tp2/hqt_output/measure.json"), measured);
+  EXPECT_THAT(measured, HasSubstr("\"model.layers.1.self_attn.o_proj\""));
+}
+
 TEST_F(ModelParallelTest, LayoutsThatCannotWorkAreRefusedByName) {
   write("llama.yaml", std::string(kRun) + kLlama);
   RunResult r = run({"fit", "-c", "llama.yaml", "--trainer.devices=2", kTensorParallel[0],

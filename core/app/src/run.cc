@@ -117,7 +117,7 @@ Pipeline buildPipeline(const RunRequest& request, device::Platform& platform, in
   const Node& det = *cfg.find("trainer")->find("deterministic");
   device::setIntraOpThreads(intraOpThreads(request.env, devices, det.isScalar() && det.str() == "true"));
   device::setCpuIsa(device::cpuIsaFromEnv(envOf(request.env)));
-  parts.strategy = app::selectStrategy(o, devices);
+  parts.strategy = app::selectStrategy(o, devices, request.subcommand, request.env);
   RunEnvironment run_env{
       request.env,     request.argv,        devices, static_cast<int>(o.num_nodes), deviceIndices(o.devices),
       request.version, config::flatten(cfg)};

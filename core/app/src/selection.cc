@@ -4,6 +4,7 @@
 
 #include "hpu/core/base/errors.h"
 #include "hpu/core/config/normalize.h"
+#include "hpu/core/strategies/deepspeed_config.h"
 #include "hpu/core/strategies/strategy_names.h"
 
 namespace hpu::core::app {
@@ -28,14 +29,32 @@ bool isDeepSpeed(const Node& strategy) {
 }
 
 // HPUDeepSpeedStrategy with the stage and offload a strategy name gives.
-std::unique_ptr<Strategy> deepSpeedStrategy(const StrategyName& name) {
+Node deepSpeedComponent(const StrategyName& name) {
   const char* offload = name.offload ? "true" : "false";
   const char* offload_parameters = name.offload && name.zero_stage == 3 ? "true" : "false";
-  return build<Strategy>(component("HPUDeepSpeedStrategy", ComponentKind::kStrategy, "trainer.strategy",
-                                   {{"stage", std::to_string(name.zero_stage)},
-                                    {"offload_optimizer", offload},
-                                    {"offload_parameters", offload_parameters}}),
-                         "trainer.strategy");
+  return component("HPUDeepSpeedStrategy", ComponentKind::kStrategy, "trainer.strategy",
+                   {{"stage", std::to_string(name.zero_stage)},
+                    {"offload_optimizer", offload},
+                    {"offload_parameters", offload_parameters}});
+}
+
+// HPUDeepSpeedStrategy (`strategy`, its canonical node), or, when its config
+// asks for DeepSpeed-inference's tensor_parallel, the tensor-parallel
+// strategy with that tp_size over every rank.
+std::unique_ptr<Strategy> deepSpeedStrategy(const Node& strategy, int world, const std::string& subcommand,
+                                            const std::map<std::string, std::string>& env) {
+  const int tp = deepSpeedTensorParallelSize(*strategy.find("init_args"), env);
+  if (tp == 1) return build<Strategy>(strategy, "trainer.strategy");
+  if (subcommand == "fit")
+    throw UsageError(fmt::format(
+        "trainer.strategy: the DeepSpeed config's tensor_parallel (tp_size {}) is DeepSpeed-inference's: it serves "
+        "predict, validate and test; to train tensor-parallel use ModelParallelStrategy (tensor_parallel_size: {})",
+        tp, tp));
+  if (world % tp != 0)
+    throw UsageError(fmt::format("trainer.strategy: the DeepSpeed config's tensor_parallel.tp_size {} does not divide "
+                                 "the world size {} (trainer.devices x trainer.num_nodes)",
+                                 tp, world));
+  return makeModelParallelStrategy(world / tp, tp, /*save_distributed_checkpoint=*/true);
 }
 
 }  // namespace
@@ -65,9 +84,12 @@ std::string classOf(const Node& component) {
   return path.substr(path.rfind('.') + 1);  // a canonical class path ends in the class's name
 }
 
-std::unique_ptr<Strategy> selectStrategy(const TrainerOptions& o, int devices) {
-  if (o.strategy.isMap()) return build<Strategy>(o.strategy, "trainer.strategy");
+std::unique_ptr<Strategy> selectStrategy(const TrainerOptions& o, int devices, const std::string& subcommand,
+                                         const std::map<std::string, std::string>& env) {
   const int world = devices * static_cast<int>(o.num_nodes);
+  if (o.strategy.isMap())
+    return isDeepSpeed(o.strategy) ? deepSpeedStrategy(o.strategy, world, subcommand, env)
+                                   : build<Strategy>(o.strategy, "trainer.strategy");
   // The schema admits only names of the table.
   const StrategyName& name = *findStrategyName(o.strategy.str());
   switch (name.family) {
@@ -83,7 +105,7 @@ std::unique_ptr<Strategy> selectStrategy(const TrainerOptions& o, int devices) {
     case StrategyFamily::kParallel:
       return makeParallelStrategy(25ll << 20, clusterEnvironmentOf(o));
     case StrategyFamily::kDeepSpeed:
-      return deepSpeedStrategy(name);
+      return deepSpeedStrategy(deepSpeedComponent(name), world, subcommand, env);
   }
   throw std::logic_error("unhandled strategy family");
 }

@@ -35,9 +35,13 @@ std::vector<const config::Node*> componentsOf(const config::Node& n);
 // The registered name of a canonical component node's class ("ModelCheckpoint").
 std::string classOf(const config::Node& component);
 
-// trainer.strategy for a job of `devices` per node: a name from the strategy
-// table or a Strategy class. Throws UsageError for hpu_single on several.
-std::unique_ptr<Strategy> selectStrategy(const TrainerOptions& o, int devices);
+// trainer.strategy for `subcommand` on a job of `devices` per node: a name
+// from the strategy table or a Strategy class. A DeepSpeed config with
+// DeepSpeed-inference's tensor_parallel (tp_size > 1) runs evaluation and
+// prediction tensor-parallel (ModelParallelStrategy). Throws UsageError for
+// hpu_single on several devices, and for fit with that tensor_parallel.
+std::unique_ptr<Strategy> selectStrategy(const TrainerOptions& o, int devices, const std::string& subcommand,
+                                         const std::map<std::string, std::string>& env);
 
 // The precision plugin: one named in trainer.plugins, else the strategy's
 // own config (DeepSpeed's bf16/fp16), else trainer.precision. Two different

@@ -28,17 +28,27 @@ std::vector<float> fakeQuantize(const float* data, std::int64_t n, DType format,
 
 // A linear layer's weight as the fp8 layers see it: [out, in] (nn::Linear)
 // or [in, out] (nn::Conv1D), and its bias.
+// Under tensor parallelism, this rank's pieces and how the layer is split.
 struct LinearWeights {
   Tensor weight, bias;
   bool in_out = false;
+  nn::LinearParallel parallel;
+  Shard weight_shard, bias_shard;
   std::int64_t in() const { return weight.size(in_out ? 0 : 1); }
   std::int64_t out() const { return weight.size(in_out ? 1 : 0); }
+  bool rowSplit() const { return parallel.split == nn::ParallelSplit::kRow; }
+  // What the GEMM adds: a row-parallel layer's bias comes once, after the sum over its group.
+  Tensor gemmBias() const { return rowSplit() ? Tensor() : bias; }
+  // The layer's output from its GEMM's: summed over a row-parallel layer's group, plus the bias.
+  Tensor output(const Tensor& gemm, const Tensor& b) const {
+    return rowSplit() ? ops::reduceFromParallel(gemm, *parallel.group, b) : gemm;
+  }
 };
 
 // y = q(x) op(q(w)) + b in fp32, then rounded to bf16 (the fp8 GEMM's output).
 Tensor fp8Gemm(const Tensor& x, const std::vector<float>& xq, const std::vector<float>& wq, const LinearWeights& l) {
   const std::int64_t in = l.in(), out = l.out(), n = x.numel() / in;
-  const Tensor& b = l.bias;
+  const Tensor b = l.gemmBias();
   Shape ys = x.shape();
   ys[-1] = out;
   Tensor y = Tensor::empty(x.device(), ys, DType::kBFloat16);
@@ -58,8 +68,8 @@ ops::OpRecord recordGemm(device::OpName name, const Tensor& x, const Tensor& w, 
 class TrainingLinear final : public nn::Module {
  public:
   TrainingLinear(const LinearWeights& l, const Fp8Options& o) : o_(o), l_(l) {
-    weight_ = adoptParameter("weight", l.weight);
-    if (l.bias.defined()) bias_ = adoptParameter("bias", l.bias);
+    weight_ = adoptParameter("weight", l.weight, l.weight_shard);
+    if (l.bias.defined()) bias_ = adoptParameter("bias", l.bias, l.bias_shard);
   }
   std::string typeName() const override { return "Fp8Linear"; }
   std::string describe() const override {
@@ -67,42 +77,52 @@ class TrainingLinear final : public nn::Module {
   }
 
   Tensor forward(const Tensor& x) override {
+    // Replicated key/value pieces sum their gradients over their replicas.
+    const Tensor weight = l_.parallel.read(weight_), bias = l_.rowSplit() ? Tensor() : l_.parallel.read(bias_);
+    return l_.output(gemm(x, weight, bias), l_.rowSplit() ? bias_ : Tensor());
+  }
+
+ private:
+  // The fp8 GEMM x op(weight) (+ bias) and its backward.
+  Tensor gemm(const Tensor& x, const Tensor& w, const Tensor& b) {
     const DType fwd = DType::kFloat8E4M3;
     const DType bwd = o_.hybrid ? DType::kFloat8E5M2 : DType::kFloat8E4M3;
-    const ops::OpRecord op_record = recordGemm("fp8_linear", x, weight_, fwd);
+    const ops::OpRecord op_record = recordGemm("fp8_linear", x, w, fwd);
     auto xq = std::make_shared<std::vector<float>>(fakeQuantize(x.data(), x.numel(), fwd, x_.scale));
-    auto wq = std::make_shared<std::vector<float>>(fakeQuantize(weight_.data(), weight_.numel(), fwd, w_.scale));
-    Tensor y = fp8Gemm(x, *xq, *wq, l_);
+    auto wq = std::make_shared<std::vector<float>>(fakeQuantize(w.data(), w.numel(), fwd, w_.scale));
+    LinearWeights gemm_weights = l_;
+    gemm_weights.bias = b;
+    Tensor y = fp8Gemm(x, *xq, *wq, gemm_weights);
     const bool computes = !x.shapeOnly();
     // Delayed scaling: this step's amax shapes the next step's scale.
     if (computes) {
       x_.update(device::absMax(x.values()), static_cast<std::size_t>(o_.amax_history_len), fwd, o_.margin);
-      w_.update(device::absMax(weight_.values()), static_cast<std::size_t>(o_.amax_history_len), fwd, o_.margin);
+      w_.update(device::absMax(w.values()), static_cast<std::size_t>(o_.amax_history_len), fwd, o_.margin);
     }
-    if (!autograd::needsGrad({&x, &weight_, &bias_})) return y;
+    if (!autograd::needsGrad({&x, &w, &b})) return y;
     y.setRequiresGrad(true);
-    for (const Tensor* t : std::initializer_list<const Tensor*>{&x, &weight_, &bias_})
+    for (const Tensor* t : std::initializer_list<const Tensor*>{&x, &w, &b})
       if (t->defined() && t->requiresGrad()) autograd::noteUse(*t);
     autograd::currentTape()->record(
-        [this, x, y, xq, wq, bwd, computes] {
+        [this, x, y, w, b, xq, wq, bwd, computes] {
           Tensor gy = y.grad();
           if (!gy.defined()) return;
           const std::int64_t in = l_.in(), out = l_.out(), n = x.numel() / in;
           const std::vector<float> gq = fakeQuantize(gy.data(), gy.numel(), bwd, g_.scale);
           if (computes)
             g_.update(device::absMax(gy.values()), static_cast<std::size_t>(o_.amax_history_len), bwd, o_.margin);
-          if (weight_.requiresGrad()) {
-            autograd::GradTarget g = autograd::gradTarget(weight_);
+          if (w.requiresGrad()) {
+            autograd::GradTarget g = autograd::gradTarget(w);
             if (computes && l_.in_out)  // dW [in, out] = x^T dy
               k::gemm(true, false, in, out, n, xq->data(), gq.data(), g.accumulate ? 1.0f : 0.0f, g.data);
             else if (computes)  // dW [out, in] = dy^T x
               k::gemm(true, false, out, in, n, gq.data(), xq->data(), g.accumulate ? 1.0f : 0.0f, g.data);
-            autograd::gradWritten(weight_);
+            autograd::gradWritten(w);
           }
-          if (bias_.defined() && bias_.requiresGrad()) {
-            autograd::GradTarget g = autograd::gradTarget(bias_);
+          if (b.defined() && b.requiresGrad()) {
+            autograd::GradTarget g = autograd::gradTarget(b);
             if (computes) k::columnSums(gy.data(), n, out, g.data, g.accumulate);
-            autograd::gradWritten(bias_);
+            autograd::gradWritten(b);
           }
           if (x.requiresGrad()) {
             autograd::GradTarget g = autograd::gradTarget(x);
@@ -115,7 +135,6 @@ class TrainingLinear final : public nn::Module {
     return y;
   }
 
- private:
   Fp8Options o_;
   LinearWeights l_;
   Tensor weight_, bias_;
@@ -136,12 +155,15 @@ class InferenceLinear final : public nn::Module {
       w.setRequiresGrad(l.weight.requiresGrad());
       l_.weight = w;
     }
-    weight_ = adoptParameter("weight", l_.weight);
-    if (l.bias.defined()) bias_ = adoptParameter("bias", l.bias);
+    weight_ = adoptParameter("weight", l_.weight, l.weight_shard);
+    if (l.bias.defined()) bias_ = adoptParameter("bias", l.bias, l.bias_shard);
   }
   std::string typeName() const override { return quant_ ? "QuantizedLinear" : "MeasuredLinear"; }
 
-  Tensor forward(const Tensor& x) override {
+  Tensor forward(const Tensor& x) override { return l_.output(gemm(x), l_.rowSplit() ? bias_ : Tensor()); }
+
+ private:
+  Tensor gemm(const Tensor& x) {
     if (x.shapeOnly()) {  // a dry run: the quantized GEMM's record and output, no measurements needed
       const ops::OpRecord op_record = recordGemm("fp8_linear", x, weight_, quant_ ? DType::kFloat8E4M3 : x.dtype());
       return fp8Gemm(x, {}, {}, l_);
@@ -150,7 +172,7 @@ class InferenceLinear final : public nn::Module {
       float& in = stats_->inputs[path_];
       in = std::max(in, device::absMax(x.values()));
       stats_->weights[path_] = device::absMax(weight_.values());
-      return ops::linear(x, weight_, bias_, {.weight_in_out = l_.in_out});
+      return ops::linear(x, weight_, l_.gemmBias(), {.weight_in_out = l_.in_out});
     }
     const DType fmt8 = DType::kFloat8E4M3;
     auto in = stats_->inputs.find(path_);
@@ -167,7 +189,6 @@ class InferenceLinear final : public nn::Module {
                    fakeQuantize(weight_.data(), weight_.numel(), fmt8, sw), l_);
   }
 
- private:
   std::string path_;
   bool quant_;
   std::shared_ptr<Stats> stats_;
@@ -183,11 +204,16 @@ int replaceLinears(nn::Module& root, const std::string& prefix, const std::set<s
   for (auto& [name, child] : root.mutableChildren()) {
     const std::string path = prefix.empty() ? name : prefix + "." + name;
     if (keep.count(path)) continue;
+    const auto weightsOf = [](const auto& layer, bool in_out) {
+      const auto& params = layer.ownParameters();
+      return LinearWeights{layer.weight, layer.bias, in_out, layer.parallel(), params.front().shard,
+                           params.size() > 1 ? params.back().shard : Shard{}};
+    };
     if (auto* linear = dynamic_cast<nn::Linear*>(child.get())) {
-      child = make(LinearWeights{linear->weight, linear->bias, false}, path);
+      child = make(weightsOf(*linear, false), path);
       ++n;
     } else if (auto* conv1d = dynamic_cast<nn::Conv1D*>(child.get())) {
-      child = make(LinearWeights{conv1d->weight, conv1d->bias, true}, path);
+      child = make(weightsOf(*conv1d, true), path);
       ++n;
     } else {
       n += replaceLinears(*child, path, keep, make);

@@ -141,7 +141,9 @@ class DeepSpeedPrecision final : public PrecisionPlugin {
   std::shared_ptr<void> forwardContext() override { return plugin_->forwardContext(); }
   float lossScale() const override { return plugin_->lossScale(); }
   bool prepareStep(const optim::GradientView& grads) override { return plugin_->prepareStep(grads); }
-  void onRunEnd(bool is_global_zero) override { plugin_->onRunEnd(is_global_zero); }
+  void onRunEnd(bool is_global_zero, const std::function<void(std::span<double>)>& max_over_ranks) override {
+    plugin_->onRunEnd(is_global_zero, max_over_ranks);
+  }
   std::string summary() const override { return plugin_->summary(); }
   std::string stateJson() const override { return plugin_->stateJson(); }
   void loadStateJson(const std::string& text) override { plugin_->loadStateJson(text); }
@@ -205,8 +207,19 @@ class Fp8Precision final : public MixedPrecision {
     if (quant_) model.setKVCacheDtype(DType::kFloat8E4M3);
   }
 
-  void onRunEnd(bool is_global_zero) override {
-    if (o_.inference && !quant_ && stats_ && is_global_zero) {
+  void onRunEnd(bool is_global_zero, const std::function<void(std::span<double>)>& max_over_ranks) override {
+    if (!o_.inference || quant_ || !stats_) return;
+    // Every rank's measurements together: its prompts, and under tensor
+    // parallelism its pieces of the layers, as one device measures the
+    // whole (the layers' paths are the same on every rank).
+    std::vector<double> all;
+    for (const auto* m : {&stats_->inputs, &stats_->weights})
+      for (const auto& [path, amax] : *m) all.push_back(amax);
+    max_over_ranks(all);
+    std::size_t i = 0;
+    for (auto* m : {&stats_->inputs, &stats_->weights})
+      for (auto& [path, amax] : *m) amax = static_cast<float>(all[i++]);
+    if (is_global_zero) {
       writeFileAtomically(stats_path_, stats_->toJson());
       spdlog::info("fp8 measurement: wrote the statistics of {} layers to {}", stats_->inputs.size(), stats_path_);
     }

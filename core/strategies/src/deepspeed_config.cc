@@ -78,22 +78,12 @@ bool offloadTo(const json& zero, const char* key, const std::string& origin) {
   return dev == "cpu";
 }
 
-}  // namespace
-
-DeepSpeedSettings resolveDeepSpeed(const config::Node& args, const std::map<std::string, std::string>& env,
-                                   std::int64_t dataloader_batch, std::int64_t accumulate_grad_batches, int world_size) {
-  DeepSpeedSettings s;
-  auto arg = [&](const char* k) -> const config::Node& { return *args.find(k); };
-  s.stage = config::asBool(arg("zero_optimization")) ? static_cast<int>(config::asInt(arg("stage"))) : 0;
-  s.offload_optimizer = config::asBool(arg("offload_optimizer"));
-  s.offload_parameters = config::asBool(arg("offload_parameters"));
-  s.cpu_checkpointing = config::asBool(arg("cpu_checkpointing"));
-  s.partition_activations = config::asBool(arg("partition_activations"));
-
-  // The DeepSpeed config: init_args.config (dict or JSON path), else PL_DEEPSPEED_CONFIG_PATH.
+// The DeepSpeed config: init_args.config (dict or JSON path), else
+// PL_DEEPSPEED_CONFIG_PATH; `origin` names where it came from.
+json loadConfig(const config::Node& args, const std::map<std::string, std::string>& env, std::string& origin) {
   json cfg = json::object();
-  std::string origin = "trainer.strategy.init_args.config";
-  const config::Node& c = arg("config");
+  origin = "trainer.strategy.init_args.config";
+  const config::Node& c = *args.find("config");
   std::string path;
   if (c.isMap()) {
     cfg = toJson(c);
@@ -107,10 +97,40 @@ DeepSpeedSettings resolveDeepSpeed(const config::Node& args, const std::map<std:
     cfg = json::parse(readFile(path), nullptr, false);
     if (cfg.is_discarded() || !cfg.is_object()) fail(path, "not a DeepSpeed JSON config (a JSON object)");
   }
+  return cfg;
+}
+
+}  // namespace
+
+int deepSpeedTensorParallelSize(const config::Node& args, const std::map<std::string, std::string>& env) {
+  std::string origin;
+  const json cfg = loadConfig(args, env, origin);
+  if (!cfg.contains("tensor_parallel")) return 1;
+  const json& t = cfg["tensor_parallel"];
+  if (!t.is_object()) fail(origin, "tensor_parallel must be an object ({\"tp_size\": N})");
+  refuseUnknown(t, {"tp_size"}, origin, "tensor_parallel.");
+  const auto size = get<std::int64_t>(t, "tp_size", 1, origin, "tensor_parallel.");
+  if (size < 1) fail(origin, fmt::format("tensor_parallel.tp_size must be at least 1, not {}", size));
+  return static_cast<int>(size);
+}
+
+DeepSpeedSettings resolveDeepSpeed(const config::Node& args, const std::map<std::string, std::string>& env,
+                                   std::int64_t dataloader_batch, std::int64_t accumulate_grad_batches, int world_size) {
+  DeepSpeedSettings s;
+  auto arg = [&](const char* k) -> const config::Node& { return *args.find(k); };
+  s.stage = config::asBool(arg("zero_optimization")) ? static_cast<int>(config::asInt(arg("stage"))) : 0;
+  s.offload_optimizer = config::asBool(arg("offload_optimizer"));
+  s.offload_parameters = config::asBool(arg("offload_parameters"));
+  s.cpu_checkpointing = config::asBool(arg("cpu_checkpointing"));
+  s.partition_activations = config::asBool(arg("partition_activations"));
+
+  std::string origin;
+  const json cfg = loadConfig(args, env, origin);
   refuseUnknown(cfg,
                 {"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "bf16", "fp16",
                  "zero_optimization", "zero_allow_untested_optimizer", "scheduler", "optimizer", "gradient_clipping",
-                 "steps_per_print", "wall_clock_breakdown", "activation_checkpointing", "communication_data_type"},
+                 "steps_per_print", "wall_clock_breakdown", "activation_checkpointing", "communication_data_type",
+                 "tensor_parallel"},
                 origin, "");
   if (cfg.contains("zero_optimization")) {
     const json& z = cfg["zero_optimization"];

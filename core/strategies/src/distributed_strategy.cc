@@ -3,6 +3,7 @@
 #include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "hpu/comm/cluster_environment.h"
@@ -81,21 +82,26 @@ data::SamplerOptions DistributedStrategy::samplerFor(data::SamplerOptions base) 
 }
 
 void DistributedStrategy::allReduceSum(std::span<double> values) {
-  // Every rank's doubles, gathered as bytes and summed in rank order, so every
-  // rank gets the same bits.
+  allReduce(values, [](double a, double b) { return a + b; });
+}
+
+void DistributedStrategy::allReduceMax(std::span<double> values) {
+  allReduce(values, [](double a, double b) { return std::max(a, b); });
+}
+
+void DistributedStrategy::allReduce(std::span<double> values, double (*combine)(double, double)) {
+  // Every rank's doubles, gathered as bytes and combined in rank order, so
+  // every rank gets the same bits.
   const std::size_t bytes = values.size() * sizeof(double);
   std::vector<std::byte> mine(bytes), all(bytes * static_cast<std::size_t>(worldSize()));
   std::memcpy(mine.data(), values.data(), bytes);
   group_->allgather(comm::ConstBufferView(std::span<const std::byte>(mine)), comm::BufferView(std::span<std::byte>(all)));
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    double s = 0;
+  for (std::size_t i = 0; i < values.size(); ++i)
     for (int r = 0; r < worldSize(); ++r) {
       double v;
       std::memcpy(&v, all.data() + static_cast<std::size_t>(r) * bytes + i * sizeof(double), sizeof(double));
-      s += v;
+      values[i] = r == 0 ? v : combine(values[i], v);
     }
-    values[i] = s;
-  }
 }
 
 void DistributedStrategy::barrier(const std::string& name) { group_->barrier(name); }

@@ -31,6 +31,7 @@ class DistributedStrategy : public Strategy {
 
   data::SamplerOptions samplerFor(data::SamplerOptions base) const override;
   void allReduceSum(std::span<double> values) override;
+  void allReduceMax(std::span<double> values) override;
   void barrier(const std::string& name) override;
   std::string broadcast(const std::string& text, int root) override;
   // A worker's failure, when it came first, is the job's exit code.
@@ -46,6 +47,8 @@ class DistributedStrategy : public Strategy {
 
  private:
   comm::ClusterInfo resolve(const comm::EnvMap& env, const comm::Topology& topology) const;
+  // Every rank's `values`, combined in rank order: values[i] = combine over r of rank r's values[i].
+  void allReduce(std::span<double> values, double (*combine)(double, double));
   // RunEnvironment::simulated_rank: this rank of the job, traced alone.
   void setupSimulated(const RunEnvironment& run, device::Platform& platform);
 

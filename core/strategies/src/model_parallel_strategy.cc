@@ -233,6 +233,13 @@ HPU_REGISTER_COMPONENT(
 
 }  // namespace
 
+std::unique_ptr<Strategy> makeModelParallelStrategy(std::optional<int> data_parallel_size,
+                                                    std::optional<int> tensor_parallel_size,
+                                                    bool save_distributed_checkpoint) {
+  return std::make_unique<ModelParallelStrategy>(data_parallel_size, tensor_parallel_size, save_distributed_checkpoint,
+                                                 "");
+}
+
 std::unique_ptr<ops::ParallelGroup> makeTensorParallelGroup(std::unique_ptr<comm::ProcessGroup> group) {
   return std::make_unique<CommParallelGroup>(std::move(group));
 }

@@ -814,7 +814,7 @@ void Trainer::loadWeights(LightningModule& model, data::DataModule& data, const 
 void Trainer::endStage() {
   auto s = profiler_->profile("teardown");
   if (stage_ == data::Stage::kFit) callbacks([&](Callback& c) { c.onFitEnd(*this); });
-  precision_->onRunEnd(isGlobalZero());
+  precision_->onRunEnd(isGlobalZero(), [this](std::span<double> values) { strategy_->allReduceMax(values); });
   for (auto& l : loggers_) l->finalize(/*succeeded=*/true);
 }
 

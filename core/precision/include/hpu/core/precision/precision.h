@@ -11,6 +11,9 @@
 //               or fp8 inference (measure, then quantize) (Gaudi2+)
 #pragma once
 
+#include <functional>
+#include <span>
+
 #include <memory>
 #include <span>
 #include <string>
@@ -45,8 +48,10 @@ class PrecisionPlugin {
   // returns false when the step must be skipped (non-finite gradients on
   // any rank).
   virtual bool prepareStep(const optim::GradientView&) { return true; }
-  // End of a fit/validate/test/predict run (fp8 measurement writes its statistics).
-  virtual void onRunEnd(bool is_global_zero) {}
+  // End of a fit/validate/test/predict run (fp8 measurement writes its
+  // statistics, the max over every rank's: `max_over_ranks` replaces values
+  // by their elementwise max over the ranks, which all call it alike).
+  virtual void onRunEnd(bool is_global_zero, const std::function<void(std::span<double>)>& max_over_ranks) {}
   // A line for the end-of-run report ("" for none).
   virtual std::string summary() const { return ""; }
   // State carried in checkpoints, as JSON text ("" for none).

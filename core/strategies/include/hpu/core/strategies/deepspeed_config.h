@@ -42,4 +42,10 @@ struct DeepSpeedSettings {
 DeepSpeedSettings resolveDeepSpeed(const config::Node& init_args, const std::map<std::string, std::string>& env,
                                    std::int64_t dataloader_batch, std::int64_t accumulate_grad_batches, int world_size);
 
+// DeepSpeed-inference's tensor_parallel.tp_size in the config (1 when
+// absent): generation split across that many ranks, as
+// ModelParallelStrategy's tensor_parallel_size. Throws ConfigError naming
+// the key.
+int deepSpeedTensorParallelSize(const config::Node& init_args, const std::map<std::string, std::string>& env);
+
 }  // namespace hpu::core

@@ -164,8 +164,9 @@ class Strategy {
 
   // The distributed part of a data loader's sampler.
   virtual data::SamplerOptions samplerFor(data::SamplerOptions base) const { return base; }
-  // Sums `values` across ranks in place.
+  // Sums `values` across ranks in place / takes their elementwise max.
   virtual void allReduceSum(std::span<double> values) {}
+  virtual void allReduceMax(std::span<double> values) {}
   virtual void barrier(const std::string& name) {}
   // Rank `root`'s text on every rank.
   virtual std::string broadcast(const std::string& text, int root) { return text; }
@@ -202,6 +203,11 @@ device::Device& deviceFor(device::Platform& platform, const RunEnvironment& run,
 
 // One process, one device (hpu_single).
 std::unique_ptr<Strategy> makeSingleDeviceStrategy(int device_index);
+// Tensor parallelism inside data parallelism (ModelParallelStrategy); a
+// size unset is "auto".
+std::unique_ptr<Strategy> makeModelParallelStrategy(std::optional<int> data_parallel_size,
+                                                    std::optional<int> tensor_parallel_size,
+                                                    bool save_distributed_checkpoint);
 // A process group as the group a model's layers are split across (the
 // tensor-parallel group of ModelParallelStrategy).
 std::unique_ptr<ops::ParallelGroup> makeTensorParallelGroup(std::unique_ptr<comm::ProcessGroup> group);
