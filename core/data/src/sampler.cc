@@ -7,7 +7,6 @@ namespace hpu::core::data {
 std::int64_t samplesPerReplica(std::int64_t size, const SamplerOptions& o) {
   const std::int64_t n = o.num_replicas;
   if (n == 1) return size;
-  if (o.uneven) return size > o.rank ? (size - o.rank + n - 1) / n : 0;
   return o.drop_last ? size / n : (size + n - 1) / n;
 }
 
@@ -22,7 +21,7 @@ std::vector<std::int64_t> epochIndices(std::int64_t size, const SamplerOptions& 
   }
   if (o.num_replicas == 1) return order;
   const std::int64_t per = samplesPerReplica(size, o);
-  const std::int64_t total = o.uneven ? size : per * o.num_replicas;
+  const std::int64_t total = per * o.num_replicas;
   for (std::int64_t i = size; i < total; ++i) order.push_back(order[(i - size) % size]);
   std::vector<std::int64_t> mine;
   mine.reserve(static_cast<std::size_t>(per));

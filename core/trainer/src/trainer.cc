@@ -68,6 +68,18 @@ void moveTensors(const std::vector<nn::NamedTensor>& tensors, device::Device& de
   }
 }
 
+// Lightning's warning (on global rank 0) when validate or test (`fn`) split
+// the data between replicas, padding each one's share.
+void warnRepeatedSamples(const Strategy& strategy, bool distributed_sampler, const char* fn) {
+  if (!distributed_sampler || !strategy.isGlobalZero() || strategy.samplerFor({}).num_replicas == 1) return;
+  spdlog::warn(
+      "Using `DistributedSampler` with the dataloaders. During `trainer.{}()`, it is recommended to use "
+      "`Trainer(devices=1, num_nodes=1)` to ensure each sample/batch gets evaluated exactly once. Otherwise, "
+      "multi-device settings use `DistributedSampler` that replicates some samples to make sure all devices have "
+      "same batch size in case of uneven inputs.",
+      fn);
+}
+
 // Every rank must run as many batches of a loader as every other: training
 // all-reduces each step's gradients and evaluation reduces its metrics, so a
 // rank with fewer batches would leave the others waiting for a collective it
@@ -93,9 +105,9 @@ void expectSameBatchesOnEveryRank(Strategy& strategy, data::Split split, std::in
     first = last + 1;
   }
   throw DataError(fmt::format(
-      "the ranks have different numbers of {} batches ({}); every rank must run as many as the others, which would "
-      "wait for the collectives it skips. Give every rank the same {} data (the same files on every node): with "
-      "trainer.use_distributed_sampler=true each rank's share of it is padded to the same size",
+      "the ranks have different numbers of {} batches ({}): a rank with fewer would leave the others waiting for "
+      "collectives it skips. Give every rank the same {} data (the same files on every node); "
+      "trainer.use_distributed_sampler=true pads each rank's share of it to the same size",
       set, runs, set));
 }
 
@@ -432,17 +444,9 @@ std::unique_ptr<data::DataLoader> Trainer::makeLoader(data::DataModule& data, da
     // As torch's DistributedSampler under Lightning: every split pads each
     // rank's share by repeating samples from the start (training may drop
     // the tail instead), so every rank runs the same number of batches.
-    // Evaluation metrics then count the repeated samples; predictions are
-    // written by rank 0, whose share is never padded.
+    // Evaluation metrics then count the repeated samples; rank 0's share
+    // (what the prediction writer writes) is never padded.
     o.sampler.drop_last = split == data::Split::kTrain ? o.drop_last : false;
-    if (split == data::Split::kVal || split == data::Split::kTest)
-      if ((stage_ == data::Stage::kValidate || stage_ == data::Stage::kTest) && isGlobalZero())
-        spdlog::warn(
-            "Using `DistributedSampler` with the dataloaders. During `trainer.{}()`, it is recommended to use "
-            "`Trainer(devices=1, num_nodes=1)` to ensure each sample/batch gets evaluated exactly once. Otherwise, "
-            "multi-device settings use `DistributedSampler` that replicates some samples to make sure all devices "
-            "have same batch size in case of uneven inputs.",
-            stage_ == data::Stage::kValidate ? "validate" : "test");
   }
   auto loader = std::make_unique<data::DataLoader>(dataset, o);
   expectSameBatchesOnEveryRank(*strategy_, split, loader->numBatches());
@@ -822,6 +826,7 @@ std::map<std::string, double> Trainer::validate(LightningModule& model, data::Da
                                                 const std::string& ckpt_path) {
   ProfiledStage profiled(*profiler_, *strategy_, profilerContext("validate"));
   setupEvaluation(model, data, ckpt_path, data::Stage::kValidate, std::nullopt);
+  warnRepeatedSamples(*strategy_, options_.use_distributed_sampler, "validate");
   auto out =
       evaluationLoop(data::Split::kVal, options_.limit_val.of(std::numeric_limits<std::int64_t>::max() / 2), false);
   endStage();
@@ -834,6 +839,7 @@ std::map<std::string, double> Trainer::test(LightningModule& model, data::DataMo
                                             const std::string& ckpt_path) {
   ProfiledStage profiled(*profiler_, *strategy_, profilerContext("test"));
   auto loader = setupEvaluation(model, data, ckpt_path, data::Stage::kTest, data::Split::kTest);
+  warnRepeatedSamples(*strategy_, options_.use_distributed_sampler, "test");
   auto out = evaluationLoop(data::Split::kTest, options_.limit_test.of(loader->numBatches()), false);
   endStage();
   profiled.finish();

@@ -19,12 +19,9 @@ struct SamplerOptions {
   int num_replicas = 1;
   int rank = 0;
   // Distributed only: drop the tail so every rank gets the same count
-  // (otherwise pad by repeating samples from the start).
+  // (otherwise pad by repeating samples from the start). Either way every
+  // rank gets the same count: ranks run their batches' collectives together.
   bool drop_last = false;
-  // Distributed only: neither pad nor drop; rank r takes positions r, r+N,
-  // ... < size, so ranks may get one sample less (evaluation: every sample
-  // counts exactly once).
-  bool uneven = false;
 };
 
 // This rank's sample indices for `epoch` of a data set of `size` samples.
