@@ -6,7 +6,8 @@
 #   scripts/install-deps.sh --bench  also the benchmark yardsticks (PyTorch, OpenBLAS)
 #   scripts/install-deps.sh --fuzz   also clang with libFuzzer and the sanitizer runtimes (scripts/fuzz.sh)
 #   scripts/install-deps.sh --interop  also the real clients that judge our files (transformers, peft,
-#                                    tokenizers, torch 2.13 CPU) in the virtual environment .venv/interop,
+#                                    tokenizers, torch 2.13 CPU, tensorboard, mlflow) in the virtual
+#                                    environment .venv/interop,
 #                                    and node with npm for the reference tokenizers
 set -euo pipefail
 
@@ -55,7 +56,7 @@ if $interop; then
   root="$(cd "$(dirname "$0")/.." && pwd)"
   venv="$root/.venv/interop" requirements="$root/tests/interop/requirements.txt"
   if ! cmp -s "$requirements" "$venv/requirements.txt" 2>/dev/null; then
-    echo "creating $venv (torch 2.13.0 CPU, transformers, peft, tokenizers)"
+    echo "creating $venv (torch 2.13.0 CPU, transformers, peft, tokenizers, tensorboard, mlflow)"
     rm -rf "$venv"
     python3 -m venv "$venv"
     "$venv/bin/pip" install -q --disable-pip-version-check -r "$requirements"

@@ -118,6 +118,42 @@ TEST_F(MLFlowLoggerTest, WritesTheFileStoreLayout) {
   EXPECT_EQ(runs(exps[0]).size(), 2u);
 }
 
+// Every rank resumes and ends the stage; only global rank 0 writes the
+// run: its start_time stands (other ranks never knew it) and no rank
+// rewrites the metric files beside it (its temporaries would be read as
+// metrics). Rank 1 of 2 crashes at step 25, after the checkpoint of step 20.
+TEST_F(MLFlowLoggerTest, OnlyRankZeroWritesTheRunOfTwoDevicesAcrossARestart) {
+  write("elastic.yaml", R"(trainer:
+  callbacks:
+    - {class_path: ModelCheckpoint, init_args: {every_n_train_steps: 10, save_last: true}}
+)");
+  env()["HPU_RESTART_BACKOFF"] = "10ms";
+  env()["HPU_FAULT"] = "crash,rank=1,step=25,restart=0";
+  const RunResult fit = fitLogged({"-c", "elastic.yaml", "--trainer.devices=2", "--trainer.log_every_n_steps=1",
+                                   "--trainer.max_restarts=1"});
+  ASSERT_EQ(fit.exit_code, 0) << fit.describe();
+  ASSERT_THAT(fit.err, HasSubstr("was killed by signal 9"));
+  const std::vector<fs::path> rs = runs(experiments().at(0));
+  ASSERT_EQ(rs.size(), 1u);
+  const std::string meta = readFile(rs[0] / "meta.yaml");
+  std::smatch start, end;
+  ASSERT_TRUE(std::regex_search(meta, start, std::regex("\nstart_time: ([0-9]+)\n"))) << meta;
+  ASSERT_TRUE(std::regex_search(meta, end, std::regex("\nend_time: ([0-9]+)\n"))) << meta;
+  EXPECT_EQ(start[1].length(), 13u) << meta;
+  EXPECT_LE(std::stoll(start[1]), std::stoll(end[1]));
+  EXPECT_THAT(meta, HasSubstr("\nrun_name: first\n"));
+  EXPECT_THAT(fileNames(rs[0] / "metrics"), ElementsAre("epoch", "train_loss", "val_loss"));
+  std::istringstream lines(readFile(rs[0] / "metrics/train_loss"));
+  std::vector<std::string> steps;
+  for (std::string line; std::getline(lines, line);) steps.push_back(line.substr(line.rfind(' ') + 1));
+  const CsvTable m = metrics();
+  std::vector<std::string> logged;
+  for (std::size_t r = 0; r < m.rows.size(); ++r)
+    if (!m.column("train_loss")[r].empty()) logged.push_back(m.column("step")[r]);
+  EXPECT_EQ(steps, logged);
+  EXPECT_EQ(steps.size(), 32u);  // 2 epochs of 16 steps a rank, each once
+}
+
 TEST_F(MLFlowLoggerTest, AFailedRunIsMarkedFailed) {
   const RunResult fit =
       fitLogged({"--trainer.callbacks+=EarlyStopping", "--trainer.callbacks.monitor=missing_metric"});

@@ -4,6 +4,7 @@
 // compared with metrics.csv, which the default CSVLogger writes beside them.
 #include <gmock/gmock.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <regex>
@@ -17,6 +18,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 namespace fs = std::filesystem;
 
 std::uint64_t littleEndian(const std::string& bytes, std::size_t at, int width) {
@@ -111,13 +113,16 @@ TEST_F(TensorBoardLoggerTest, DefaultLoggersWriteAnEventFileThatMatchesMetricsCs
   std::vector<std::string> decoded;
   for (const std::string& r : records) decoded.push_back(protoc.decode("tensorboard.Event", "tensorboard/event.proto", r));
   EXPECT_THAT(decoded[0], HasSubstr("file_version: \"brain.Event:2\""));
+  // A run opens with SessionLog START at step 0, as TensorFlow's sessions do.
+  EXPECT_THAT(decoded[1], HasSubstr("session_log {\n  status: START\n}"));
+  EXPECT_THAT(decoded[1], Not(HasSubstr("step:")));
 
   // Every scalar as (tag, step, value); the other summaries by tag.
   using Scalar = std::tuple<std::string, std::int64_t, float>;
   std::vector<Scalar> scalars;
   std::map<std::string, std::string> plugin_summaries;
   std::vector<std::string> plugin_order;
-  for (std::size_t i = 1; i < decoded.size(); ++i) {
+  for (std::size_t i = 2; i < decoded.size(); ++i) {
     const std::string& e = decoded[i];
     std::smatch step, value;
     const std::int64_t s =
@@ -143,8 +148,11 @@ TEST_F(TensorBoardLoggerTest, DefaultLoggersWriteAnEventFileThatMatchesMetricsCs
     for (std::size_t row = 0; row < m.rows.size(); ++row)
       if (m.header[col] != "step" && !m.rows[row][col].empty())
         cells.emplace_back(m.header[col], std::stoll(steps[row]), static_cast<float>(std::stod(m.rows[row][col])));
+  // A value logged again at its step (epoch, in the training and the
+  // validation rows of step 3) is one scalar: TensorBoard shows each step once.
   std::sort(scalars.begin(), scalars.end());
   std::sort(cells.begin(), cells.end());
+  cells.erase(std::unique(cells.begin(), cells.end()), cells.end());
   EXPECT_EQ(scalars, cells);
   EXPECT_EQ(std::count_if(cells.begin(), cells.end(), [](const Scalar& c) { return std::get<0>(c) == "val_acc"; }), 2);
 
@@ -193,9 +201,76 @@ TEST_F(TensorBoardLoggerOptionsTest, SubDirPrefixAndNoHpMetric) {
     const std::string tag = quotedField(protoc.decode("tensorboard.Event", "tensorboard/event.proto", r), "tag");
     if (!tag.empty()) tags.push_back(tag);
   }
-  // No hparams summaries without a metric; every scalar prefixed ("-" as Lightning joins).
-  EXPECT_THAT(tags, ElementsAre("config/text_summary", "p-epoch", "p-train_loss", "p-epoch", "p-train_loss", "p-epoch",
+  // No hparams summaries without a metric; every scalar prefixed ("-" as Lightning joins);
+  // epoch once at step 31, where the training and the validation metrics both bring it.
+  EXPECT_THAT(tags, ElementsAre("config/text_summary", "p-epoch", "p-train_loss", "p-epoch", "p-train_loss",
                                 "p-val_loss"));
+}
+
+// An elastic restart continues version_0 in a second event file: named to
+// sort after the first (TensorBoard reads a run's files in name order), it
+// opens with SessionLog START at the resumed step, which is Event field 7 as
+// TensorBoard numbers it (tests/interop has TensorBoard itself read it), and
+// it holds nothing below that step: the first file's hp_metric, hparams and
+// config stand, so every (tag, step) TensorBoard keeps is there once.
+TEST_F(TensorBoardLoggerOptionsTest, AnElasticRestartContinuesInAFileThatSortsLastAndStartsAtTheResumedStep) {
+  write("elastic.yaml", R"(trainer:
+  max_epochs: 2
+  log_every_n_steps: 1
+  callbacks:
+    - {class_path: ModelCheckpoint, init_args: {every_n_train_steps: 10, save_last: true}}
+)");
+  env()["HPU_RESTART_BACKOFF"] = "10ms";
+  env()["HPU_FAULT"] = "crash,rank=0,step=29,restart=0";
+  fitBoring({"-c", "elastic.yaml", "--trainer.max_restarts=1"});
+  const fs::path version = dir() / "lightning_logs/version_0";
+  std::vector<std::string> events;
+  for (const std::string& name : fileNames(version))
+    if (name.starts_with("events.out.tfevents.")) events.push_back(name);
+  ASSERT_EQ(events.size(), 2u) << ::testing::PrintToString(fileNames(version));
+  const std::vector<std::string> first = readTfRecords(version / events[0]);
+  const std::vector<std::string> second = readTfRecords(version / events[1]);
+  ASSERT_GE(first.size(), 2u);
+  ASSERT_GE(second.size(), 2u);
+  // The wire bytes, not our .proto: wall_time (field 1, 0x09 and 8 bytes),
+  // step (field 2, 0x10, absent at 0), session_log (field 7, 0x3a, 2 bytes:
+  // status = START).
+  ASSERT_EQ(first[1].size(), 13u) << ::testing::PrintToString(first[1]);
+  EXPECT_EQ(first[1].substr(9), std::string("\x3a\x02\x08\x01", 4));
+  ASSERT_EQ(second[1].size(), 15u) << ::testing::PrintToString(second[1]);
+  EXPECT_EQ(second[1].substr(9), std::string("\x10\x14\x3a\x02\x08\x01", 6)) << "START at step 20";
+
+  ProtocDecoder protoc(dir());
+  std::vector<std::pair<std::string, std::int64_t>> kept;  // (tag, step) as TensorBoard keeps them
+  for (const auto* records : {&first, &second})
+    for (std::size_t i = 1; i < records->size(); ++i) {
+      const std::string e = protoc.decode("tensorboard.Event", "tensorboard/event.proto", (*records)[i]);
+      std::smatch m;
+      const std::int64_t step = std::regex_search(e, m, std::regex(R"(\nstep: ([0-9]+))")) ? std::stoll(m[1]) : 0;
+      if (records == &second) EXPECT_GE(step, 20) << e;
+      const std::string tag = quotedField(e, "tag");
+      if (tag.empty()) continue;  // the STARTs
+      if (records == &first && step >= 20) continue;  // redone after the restart
+      kept.emplace_back(tag, step);
+    }
+  std::sort(kept.begin(), kept.end());
+  EXPECT_EQ(std::adjacent_find(kept.begin(), kept.end()), kept.end()) << ::testing::PrintToString(kept);
+  EXPECT_EQ(std::count(kept.begin(), kept.end(), std::pair<std::string, std::int64_t>{"hp_metric", 0}), 1);
+  EXPECT_EQ(std::count_if(kept.begin(), kept.end(), [](const auto& k) { return k.first == "train_loss"; }), 64);
+}
+
+// A new event file's name sorts after the files already in its folder, even
+// one stamped later (another host's clock, or a pid with more digits in the
+// same second).
+TEST_F(TensorBoardLoggerOptionsTest, ANewEventFileSortsAfterTheFilesAlreadyInItsFolder) {
+  fs::create_directories(dir() / "tb/lightning_logs/version_0");
+  writeFile(dir() / "tb/lightning_logs/version_0/events.out.tfevents.4000000000.zz.1.0", "");
+  fitBoring({"--trainer.max_epochs=1", "--trainer.logger=TensorBoardLogger", "--trainer.logger.save_dir=tb",
+             "--trainer.logger.version=0"});
+  const std::vector<std::string> files = fileNames(dir() / "tb/lightning_logs/version_0");
+  ASSERT_EQ(files.size(), 4u) << ::testing::PrintToString(files);
+  EXPECT_EQ(files[1], "events.out.tfevents.4000000000.zz.1.0");
+  EXPECT_TRUE(files[2].starts_with("events.out.tfevents.4000000001.")) << files[2];
 }
 
 TEST_F(TensorBoardLoggerOptionsTest, LogGraphIsRefusedByName) {

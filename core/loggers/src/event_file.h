@@ -12,17 +12,33 @@
 #include <cstdio>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace hpu::core {
 
 // One TFRecord: `data` framed with its length and their masked CRC-32Cs.
 std::string tfRecord(std::string_view data);
 
+// The data of the TFRecords in `path`, in order, up to the first record that
+// is cut short or fails its CRC (a killed writer's last one); none if the
+// file cannot be read.
+std::vector<std::string> readTfRecords(const std::string& path);
+
+// The event files (events.out.tfevents.*) directly in `dir`, sorted by name:
+// the order TensorBoard reads a run's files in.
+std::vector<std::string> eventFilesIn(const std::string& dir);
+
 class EventFile {
  public:
   // Creates <dir>/events.out.tfevents.<unix seconds>.<host>.<pid>.<n><suffix>
   // (the name torch.utils.tensorboard gives it) and writes the version
-  // record. Throws Error naming the path and the system's reason.
+  // record. The name sorts after the event files already in `dir`: where one
+  // would sort later (a restart within the same second whose pid has more
+  // digits, or another host's name), the seconds are one past the latest
+  // file's. TensorBoard reads a run's files in name order: it would read this
+  // one first and its Rust reader would drop this file's values at the
+  // earlier file's steps, taking them for a run that restarted.
+  // Throws Error naming the path and the system's reason.
   EventFile(const std::string& dir, const std::string& suffix);
   ~EventFile();
   EventFile(const EventFile&) = delete;

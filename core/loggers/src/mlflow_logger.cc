@@ -116,8 +116,9 @@ class MLFlowLogger final : public Logger {
   }
 
   void setup(const std::string& default_root_dir, Strategy& strategy, bool continue_run) override {
+    global_zero_ = strategy.isGlobalZero();
     std::string ids;
-    if (strategy.isGlobalZero()) ids = createRun(continue_run);
+    if (global_zero_) ids = createRun(continue_run);
     ids = strategy.broadcast(ids, 0);
     const auto slash = ids.find('/');
     experiment_id_ = ids.substr(0, slash);
@@ -160,6 +161,7 @@ class MLFlowLogger final : public Logger {
   // Drops the values logged at `step` and later: the restarted round logs
   // them again.
   void resumeAt(std::int64_t step) override {
+    if (!global_zero_) return;  // every rank resumes; one writes
     save();
     const fs::path dir = runDir() / "metrics";
     std::vector<fs::path> files;  // listed first: rewriting adds and renames files
@@ -178,7 +180,10 @@ class MLFlowLogger final : public Logger {
     }
   }
 
+  // Every rank ends the stage; global rank 0, which knows the run's start,
+  // writes its end.
   void finalize(bool succeeded) override {
+    if (!global_zero_) return;
     save();
     writeRunMeta(succeeded ? kFinished : kFailed, nowMillis());
   }
@@ -281,6 +286,7 @@ class MLFlowLogger final : public Logger {
   std::string experiment_id_, run_id_;
   std::vector<std::pair<std::string, std::string>> tags_;
   bool synchronous_;
+  bool global_zero_ = true;
   std::int64_t start_time_ = 0;
   std::map<std::string, std::string> pending_;  // metric key -> lines not yet appended
 };

@@ -7,11 +7,16 @@
 //    through torch.utils.tensorboard's hparams(),
 //  - the resolved config as a text summary ("config/text_summary"),
 // and hparams.yaml. Global rank 0 writes; the event file is created at the
-// first record.
+// first record. An elastic restart continues the run in a new file of the
+// same folder (resumeAt).
 #include <spdlog/fmt/fmt.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <map>
 #include <memory>
+#include <set>
+#include <utility>
 
 #include "event_file.h"
 #include "hparams.h"
@@ -43,6 +48,7 @@ class TensorBoardLogger final : public Logger {
 
   void setup(const std::string& default_root_dir, Strategy& strategy, bool continue_run) override {
     dir_.resolve(default_root_dir, strategy, continue_run);
+    global_zero_ = strategy.isGlobalZero();
   }
   std::string name() const override { return dir_.name(); }
   std::string version() const override { return dir_.version(); }
@@ -79,8 +85,14 @@ class TensorBoardLogger final : public Logger {
     writeHparams("_hparams_/session_end_info", end);
   }
 
+  // A value logged again at the same step (`epoch`, which rides along with
+  // the training and the validation metrics of a step) is written once:
+  // TensorBoard's Python reader would show it twice.
   void logMetrics(const std::map<std::string, double>& metrics, std::int64_t step) override {
     for (const auto& [k, v] : metrics) {
+      const auto last = last_.find(k);
+      if (last != last_.end() && last->second == std::pair{step, v}) continue;
+      last_[k] = {step, v};
       tensorboard::Event e = event(step);
       tensorboard::Summary::Value* value = e.mutable_summary()->add_value();
       value->set_tag(tagged(k));
@@ -105,12 +117,24 @@ class TensorBoardLogger final : public Logger {
     write(e);
   }
 
-  // A new event file in the same folder, opened with SessionLog START at
-  // `step`, as a restarted TensorFlow run writes it.
+  // An elastic restart: a new event file in the same folder (named to sort
+  // after the earlier rounds' files), opened with SessionLog START at
+  // `step`, as a restarted TensorFlow run writes it. TensorBoard keeps what
+  // the earlier files hold below `step` (its Python reader drops the rest at
+  // this second START of the run, its Rust reader where a tag's step comes
+  // again), so a value this round would log again below it (hp_metric, the
+  // hparams and the config at step 0) is left out: TensorBoard would show
+  // it twice.
   void resumeAt(std::int64_t step) override {
-    tensorboard::Event e = event(step);
-    e.mutable_session_log()->set_status(tensorboard::SessionLog::START);
-    write(e);
+    if (!global_zero_) return;  // every rank resumes; one writes
+    resumed_at_ = step;
+    for (const std::string& name : eventFilesIn(logDir()))
+      for (const std::string& record : readTfRecords((fs::path(logDir()) / name).string())) {
+        tensorboard::Event e;
+        if (!e.ParseFromString(record) || e.step() >= step) continue;
+        for (const auto& v : e.summary().value()) kept_.emplace(v.tag(), e.step());
+      }
+    write(sessionStart(step));
   }
 
   void save() override {
@@ -127,6 +151,12 @@ class TensorBoardLogger final : public Logger {
     return e;
   }
 
+  static tensorboard::Event sessionStart(std::int64_t step) {
+    tensorboard::Event e = event(step);
+    e.mutable_session_log()->set_status(tensorboard::SessionLog::START);
+    return e;
+  }
+
   void writeHparams(const std::string& tag, const tensorboard::hparams::HParamsPluginData& content) {
     tensorboard::Event e = event(0);
     tensorboard::Summary::Value* value = e.mutable_summary()->add_value();
@@ -138,7 +168,17 @@ class TensorBoardLogger final : public Logger {
   }
 
   void write(const tensorboard::Event& e) {
-    if (!file_) file_ = std::make_unique<EventFile>(logDir(), filename_suffix_);
+    if (e.step() < resumed_at_ && e.summary().value_size() > 0 &&
+        std::all_of(e.summary().value().begin(), e.summary().value().end(),
+                    [&](const auto& v) { return kept_.contains({v.tag(), e.step()}); }))
+      return;  // an earlier round's file holds it (resumeAt)
+    if (!file_) {
+      file_ = std::make_unique<EventFile>(logDir(), filename_suffix_);
+      // A run's file opens with START at step 0, as TensorFlow's sessions
+      // open theirs: TensorBoard's Python reader takes a run's first START
+      // for its start and only a later one (resumeAt's) for a restart.
+      if (!e.has_session_log()) write(sessionStart(0));
+    }
     file_->append(e.SerializeAsString(), max_queue_, std::chrono::seconds(flush_secs_));
   }
 
@@ -149,6 +189,10 @@ class TensorBoardLogger final : public Logger {
   std::int64_t flush_secs_;
   std::string filename_suffix_;
   std::unique_ptr<EventFile> file_;
+  bool global_zero_ = true;
+  std::int64_t resumed_at_ = 0;                        // the step an elastic restart resumed at
+  std::set<std::pair<std::string, std::int64_t>> kept_;  // (tag, step) below it in earlier files
+  std::map<std::string, std::pair<std::int64_t, double>> last_;  // metric -> its last step and value
 };
 
 HPU_REGISTER_COMPONENT(
