@@ -11,8 +11,8 @@ stated per row. The inference rows run on one card, as Intel's did, and the
 2048-token generations decode in KV-cache buckets of 128 positions
 (`bucket_size`), as optimum-habana's benchmark script for them does
 (examples/text-generation/run_1x.sh: --bucket_size 128 --bucket_internal).
-Llama 2 70B inference (2 and 4 cards) is left out: it runs tensor-parallel
-(DeepSpeed inference), which hpu-train does not implement.
+Llama 2 70B inference runs tensor-parallel on 2 and 4 cards, as Intel's did
+(DeepSpeed inference; here ModelParallelStrategy, the same split).
 
     /usr/bin/python3 bench/estimate/published_gaudi2.py [--bin build/hpu-train] [--only SUBSTRING]
 
@@ -56,14 +56,18 @@ def train(model, nodes, seq, strategy, micro, accumulation, published):
     return {"kind": "training", "model": name, "setting": setting, "args": args, "published": published}
 
 
-def infer(model, prompt, new, batch, published):
-    """fp8 inference on one card: `batch` prompts of `prompt` tokens, `new` generated each."""
+def infer(model, prompt, new, batch, published, cards=1):
+    """fp8 inference: `batch` prompts of `prompt` tokens, `new` generated each, the model split
+    tensor-parallel across `cards`."""
     name, config, vocab = model
     bucket = 128 if new >= 2048 else 0  # as run_1x.sh
     args = ["predict", "-c", INFER, f"--model.init_args.config={config}", f"--model.init_args.max_new_tokens={new}",
             f"--model.init_args.bucket_size={bucket}", f"--data.init_args.vocab_size={vocab}",
             f"--data.init_args.block_size={prompt}", f"--data.init_args.batch_size={batch}"]
-    setting = f"1 card, {prompt} in / {new} out, batch {batch}" + (f" (bucket {bucket})" if bucket else "")
+    if cards > 1:
+        args += [f"--trainer.devices={cards}", "--trainer.strategy=ModelParallelStrategy"]
+    setting = (f"{cards} card{'s' if cards > 1 else ''}{', tensor-parallel' if cards > 1 else ''}, "
+               f"{prompt} in / {new} out, batch {batch}" + (f" (bucket {bucket})" if bucket else ""))
     return {"kind": "inference", "model": name, "setting": setting, "args": args, "published": published}
 
 
@@ -77,6 +81,10 @@ ROWS = [
     infer(LLAMA2_7B, 128, 2048, 163, 4791),
     infer(LLAMA2_7B, 2048, 128, 94, 1449),
     infer(LLAMA2_7B, 2048, 2048, 81, 1953),
+    infer(LLAMA2_70B, 128, 128, 1750, 2844, cards=2),
+    infer(LLAMA2_70B, 128, 2048, 327, 3211, cards=4),
+    infer(LLAMA2_70B, 2048, 128, 95, 310, cards=2),
+    infer(LLAMA2_70B, 2048, 2048, 78, 1438, cards=2),
     infer(MISTRAL_7B, 128, 128, 896, 18023),
     infer(MISTRAL_7B, 128, 2048, 120, 11294),
     infer(MISTRAL_7B, 2048, 128, 120, 1427),

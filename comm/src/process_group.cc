@@ -269,6 +269,7 @@ std::exception_ptr ProcessGroup::execute(Operation& op, std::exception_ptr error
                             .dtype = op.descriptor.dtype,
                             .count = op.descriptor.count,
                             .sequence = op.descriptor.sequence,
+                            .groupNodes = layout_->nodes(),
                             .groupSize = size_,
                             .async = op.async,
                             .failed = error != nullptr,

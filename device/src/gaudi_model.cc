@@ -125,9 +125,11 @@ double GaudiModel::hostMemorySeconds(double bytes) const { return bytes / (kHost
 
 double GaudiModel::hostSecondsPerGraph() const { return kHostSecondsPerGraph; }
 
-double GaudiModel::collectiveSeconds(CollectiveKind kind, double bytes) const {
-  const int n = std::min(topology_.devicesPerNode, kCardsPerServer), nodes = topology_.numNodes;
-  if (topology_.worldSize() <= 1) return 0;
+double GaudiModel::collectiveSeconds(CollectiveKind kind, double bytes, int group_size, int group_nodes) const {
+  const int size = group_size > 0 ? group_size : topology_.worldSize();
+  const int nodes = group_size > 0 ? std::max(group_nodes, 1) : topology_.numNodes;
+  const int n = std::min(size / nodes, kCardsPerServer);
+  if (size <= 1) return 0;
   const double gbit = spec_.nicGbitPerPort * 1e9 / 8 * kRoceEfficiency;  // bytes/s of one port
   // Inside a server each card has scaleUpPorts / 7 ports to each other card,
   // so a direct (all-to-all) reduce-scatter or allgather moves its n - 1
@@ -149,7 +151,7 @@ double GaudiModel::collectiveSeconds(CollectiveKind kind, double bytes) const {
       return (n > 1 ? bytes / (peer_link * (n - 1)) + kLinkLatencySeconds : 0) +
              (nodes > 1 ? bytes / out_link + std::log2(nodes) * kLinkLatencySeconds : 0);
     case CollectiveKind::kBarrier:
-      return 2 * std::ceil(std::log2(topology_.worldSize())) * kLinkLatencySeconds;
+      return 2 * std::ceil(std::log2(size)) * kLinkLatencySeconds;
   }
   return 0;
 }

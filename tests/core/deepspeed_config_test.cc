@@ -203,7 +203,7 @@ TEST(DeepSpeedConfig, UnsupportedKeysAreRefusedByName) {
                 "'train_batch_size'? (supported: train_batch_size, train_micro_batch_size_per_gpu, "
                 "gradient_accumulation_steps, bf16, fp16, zero_optimization, zero_allow_untested_optimizer, "
                 "scheduler, optimizer, gradient_clipping, steps_per_print, wall_clock_breakdown, "
-                "activation_checkpointing, communication_data_type)");
+                "activation_checkpointing, communication_data_type, tensor_parallel)");
   EXPECT_EQ(errorFor("{communication_data_type: fp16}"),
             std::string(kOrigin) + "communication_data_type \"fp16\" is not supported by hpu-train (fp32, bf16)");
   const std::string nested = errorFor("{zero_optimization: {stage: 3, stage3_max_live_parameters: 1e9}}");

@@ -61,8 +61,11 @@ TEST_P(EstimateMatchesFit, PeakDeviceMemoryIsFitsMaxInUse) {
   EXPECT_GT(j["step_time_s"].get<double>(), 0.0);
 }
 
-std::vector<std::string> llamaWith(std::initializer_list<std::string> more) {
-  auto a = kLlama;
+// kLlama with `more`, after `before` (a subcommand).
+std::vector<std::string> llamaWith(std::initializer_list<std::string> more,
+                                   std::initializer_list<std::string> before = {}) {
+  std::vector<std::string> a = before;
+  a.insert(a.end(), kLlama.begin(), kLlama.end());
   a.insert(a.end(), more);
   return a;
 }
@@ -77,6 +80,43 @@ class EstimateMemory : public TrainRunTest {
     return nlohmann::json::parse(read("peak.json"))["peak_device_memory_bytes"].get<double>();
   }
 };
+
+// Training computes every product's two gradients (input and weight): each
+// product's backward costs twice its forward per call, in bf16 and in fp8,
+// and attention's backward 2.5 times (its operands' records say that they
+// need gradients). Shapes large enough that no fixed cost blurs the ratio.
+TEST_F(EstimateMemory, TrainingPricesEveryGradientOfEveryProduct) {
+  for (const char* precision : {"bf16-mixed", "fp8"}) {
+    const RunResult e = run(llamaWith({"--trainer.precision=" + std::string(precision),
+                                       "--model.init_args.hidden_size=1024", "--model.init_args.intermediate_size=2048",
+                                       "--model.init_args.num_attention_heads=8",
+                                       "--model.init_args.max_position_embeddings=256",
+                                       "--data.init_args.block_size=256", "--data.init_args.batch_size=8"},
+                                      {"estimate", "fit", "--json", "ops.json"}));
+    ASSERT_EQ(e.exit_code, 0) << e.describe();
+    const nlohmann::json report = nlohmann::json::parse(read("ops.json"));
+    std::map<std::pair<std::string, std::string>, double> per_call;
+    for (const auto& op : report["ops"])
+      per_call[{op["op"].get<std::string>(), op["operands"].get<std::string>()}] =
+          op["seconds"].get<double>() / op["calls"].get<double>();
+    int products = 0, attention = 0;
+    for (const auto& [key, forward] : per_call) {
+      const auto backward = per_call.find({key.first + "_backward", key.second});
+      if (backward == per_call.end()) continue;
+      const std::string what = std::string(precision) + " " + key.first + " " + key.second;
+      if (key.first == "linear" || key.first == "fp8_linear") {
+        ++products;
+        EXPECT_NEAR(backward->second / forward, 2.0, 1e-3) << what;
+      }
+      if (key.first == "scaled_dot_product_attention") {
+        ++attention;
+        EXPECT_NEAR(backward->second / forward, 2.5, 1e-3) << what;
+      }
+    }
+    EXPECT_GE(products, 4) << precision << ": the projections of attention, MLP and lm_head";
+    EXPECT_EQ(attention, 1) << precision;
+  }
+}
 
 // ZeRO-2 and ZeRO-3 reduce-scatter every micro-batch: accumulating four of
 // them adds one bucket's gradient shard to the peak (the reduction's
@@ -244,6 +284,12 @@ INSTANTIATE_TEST_SUITE_P(
             "CnnSingle",
             {"-c", HPU_SOURCE_DIR "/configs/fashion_mnist_cnn.yaml", "--trainer.devices=1", "--trainer.logger=true"}},
         EstimateCase{"LlamaZeRO1", llamaWith({"--trainer.devices=2", "--trainer.strategy=hpu_deepspeed_stage_1"})},
+        EstimateCase{"LlamaTensorParallel2",
+                     llamaWith({"--trainer.devices=2", "--trainer.strategy=ModelParallelStrategy"})},
+        EstimateCase{"LlamaTensorParallel2DataParallel2",
+                     llamaWith({"--trainer.devices=4", "--trainer.strategy=ModelParallelStrategy",
+                                "--trainer.strategy.init_args.tensor_parallel_size=2",
+                                "--trainer.strategy.init_args.data_parallel_size=2"})},
         EstimateCase{"LlamaZeRO2Accumulation",
                      llamaWith({"--trainer.devices=2", "--trainer.strategy=hpu_deepspeed_stage_2",
                                 "--trainer.accumulate_grad_batches=2"})},

@@ -195,19 +195,9 @@ TEST_F(ModelParallelTest, DistributedCheckpointResumesInAnotherLayout) {
   expectSameTensors(whole, readCheckpoint(checkpoint("one", "epoch=0-step=5.ckpt")));
 }
 
-// Byte-level Llama on Debian's fortunes, trained a little, then sampled.
+// Byte-level Llama on Debian's fortunes (on top of kRun), trained a
+// little, then sampled.
 constexpr const char* kText = R"(seed_everything: 3
-trainer:
-  devices: 1
-  max_steps: 30
-  enable_progress_bar: false
-  enable_model_summary: false
-  logger:
-    class_path: CSVLogger
-    init_args: {version: 0}
-  callbacks:
-    - class_path: ModelCheckpoint
-      init_args: {save_last: true}
 model:
   class_path: LlamaForCausalLM
   init_args:
@@ -230,14 +220,16 @@ optimizer:
 
 TEST_F(ModelParallelTest, GenerationSplitAcrossRanksSamplesWhatOneDeviceSamples) {
   if (!fs::exists("/usr/share/games/fortunes/linux")) GTEST_SKIP() << "Debian's fortunes package is not installed";
+  write("run.yaml", kRun);
   write("text.yaml", kText);
-  fit("text.yaml", "train", {});
+  fit("run.yaml", "train", {"-c", "text.yaml", "--trainer.max_steps=30"});
   const std::string ckpt = "--ckpt_path=" + checkpoint("train", "last.ckpt").string();
   const auto predictions = [&](const std::string& root) {
     return read(root + "/lightning_logs/version_0/predictions.jsonl");
   };
   const auto predict = [&](const std::string& root, std::vector<std::string> args) {
-    args.insert(args.begin(), {"predict", "-c", "text.yaml", ckpt, "--trainer.default_root_dir=" + root});
+    args.insert(args.begin(),
+                {"predict", "-c", "run.yaml", "-c", "text.yaml", ckpt, "--trainer.default_root_dir=" + root});
     const RunResult r = run(args);
     ASSERT_EQ(r.exit_code, 0) << r.describe();
   };
@@ -251,7 +243,7 @@ TEST_F(ModelParallelTest, GenerationSplitAcrossRanksSamplesWhatOneDeviceSamples)
                    "{tensor_parallel: {tp_size: 2}}\n");
   predict("ds_tp2", {"-c", "ds.yaml", "--trainer.devices=2"});
   EXPECT_EQ(predictions("ds_tp2"), predictions("one"));
-  const RunResult fit_ds = run({"fit", "-c", "text.yaml", "-c", "ds.yaml", "--trainer.devices=2"});
+  const RunResult fit_ds = run({"fit", "-c", "run.yaml", "-c", "text.yaml", "-c", "ds.yaml", "--trainer.devices=2"});
   EXPECT_EQ(fit_ds.exit_code, 2) << fit_ds.describe();
   EXPECT_THAT(fit_ds.err, HasSubstr("error: trainer.strategy: the DeepSpeed config's tensor_parallel (tp_size 2) is "
                                     "DeepSpeed-inference's: it serves predict, validate and test; to train "

@@ -65,6 +65,7 @@ std::vector<int> classStarts(const std::vector<std::int64_t>& buckets, int world
 // What the traced job looks like, from rank 0's trace.
 struct JobShape {
   int devices = 1, nodes = 1, world = 1;
+  int replicas = 1;  // data-parallel: ranks that read different batches (tensor-parallel ranks share theirs)
   std::int64_t accumulate = 1, micro_batch = 1, tokens_per_sample = 0, max_new_tokens = 0;
   std::string strategy, precision;
   device::DType matrix_dtype = device::DType::kFloat32;
@@ -91,6 +92,8 @@ RankTrace traceRank(const EstimateRequest& request, const device::EmulatorSettin
   shape.devices = pipeline.devices;
   shape.nodes = static_cast<int>(pipeline.parts.options.num_nodes);
   shape.world = pipeline.parts.strategy->worldSize();
+  const ops::ParallelGroup* tp = pipeline.parts.strategy->tensorParallelGroup();
+  shape.replicas = tp ? shape.world / tp->size() : shape.world;
   shape.accumulate = pipeline.parts.options.accumulate_grad_batches;
   shape.strategy = pipeline.parts.strategy->name();
   const data::Split split = predict ? data::Split::kPredict : data::Split::kTrain;
@@ -290,7 +293,7 @@ int runEstimate(const EstimateRequest& request) {
   for (const RankTrace& r : ranks) peak = std::max(peak, r.peak);
   const bool fits = peak <= limit.bytes;
   const double seconds = r0.step.seconds;
-  const double samples = static_cast<double>(shape.micro_batch) * (predict ? 1 : shape.accumulate) * shape.world;
+  const double samples = static_cast<double>(shape.micro_batch) * (predict ? 1 : shape.accumulate) * shape.replicas;
   const bool tokens = shape.tokens_per_sample > 0;
   const double per_sample =
       predict ? static_cast<double>(shape.max_new_tokens) : static_cast<double>(shape.tokens_per_sample);
@@ -303,12 +306,13 @@ int runEstimate(const EstimateRequest& request) {
                                 shape.world, spec.product, shape.nodes, shape.devices, shape.strategy, shape.precision);
   out += fmt::format("  parameters            {}\n", r0.total_params);
   if (predict)
-    out += fmt::format("  batch                 {} prompts of {} tokens, {} new tokens each, per rank\n",
-                       shape.micro_batch, shape.tokens_per_sample, shape.max_new_tokens);
+    out += fmt::format("  batch                 {} prompts of {} tokens, {} new tokens each, per {}\n",
+                       shape.micro_batch, shape.tokens_per_sample, shape.max_new_tokens,
+                       shape.replicas == shape.world ? "rank" : "data-parallel replica");
   else
-    out += fmt::format("  batch                 micro {} x accumulation {} x world {}{}\n", shape.micro_batch,
-                       shape.accumulate, shape.world,
-                       tokens ? fmt::format(" x {} tokens", shape.tokens_per_sample) : std::string());
+    out += fmt::format("  batch                 micro {} x accumulation {} x {} {}{}\n", shape.micro_batch,
+                       shape.accumulate, shape.replicas == shape.world ? "world" : "data-parallel replicas",
+                       shape.replicas, tokens ? fmt::format(" x {} tokens", shape.tokens_per_sample) : std::string());
   out +=
       fmt::format("  step time             {:.4f} s{}\n", seconds, predict ? " (prefill and every decode step)" : "");
   const StepTime& st = r0.step;

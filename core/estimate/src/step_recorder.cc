@@ -75,12 +75,15 @@ void StepRecorder::onCollective(const comm::CollectiveRecord& record) {
   const double bytes = static_cast<double>(record.count) * static_cast<double>(comm::elementSize(record.dtype));
   const device::CollectiveKind kind = kindOf(record.kind);
   Stream stream = Stream::kBlocking;
-  if ((kind == device::CollectiveKind::kAllreduce || kind == device::CollectiveKind::kReduceScatter) &&
-      backward_seen_ && !optimizer_seen_)
+  // Gradient reductions overlap the rest of backward: DDP's asynchronous
+  // bucket all-reduces, ZeRO's reduce-scatters in the bucket hooks (as
+  // DeepSpeed's overlap_comm). A tensor-parallel layer's all-reduce in
+  // backward is synchronous: the next op needs its result.
+  if ((record.async || kind == device::CollectiveKind::kReduceScatter) && backward_seen_ && !optimizer_seen_)
     stream = Stream::kOverlapped;
   else if (kind == device::CollectiveKind::kAllgather && !optimizer_seen_ && record.dtype != comm::DType::kByte)
     stream = Stream::kPrefetch;
-  events_.push_back({stream, Engine::kNone, model_.collectiveSeconds(kind, bytes)});
+  events_.push_back({stream, Engine::kNone, model_.collectiveSeconds(kind, bytes, record.groupSize, record.groupNodes)});
   notePeak(record.description);
 }
 

@@ -39,7 +39,8 @@ Tensor scaledDotProductAttention(const Tensor& q_in, const Tensor& k_in, const T
   });
   // Keys and values are recorded as the rows the graph reads.
   const std::int64_t kv_shape[] = {key.size(0), key.size(1), graph_len, key.size(3)};
-  const device::OperandInfo operands[] = {operandInfo(q), {kv_shape, key.dtype()}, {kv_shape, v.dtype()}};
+  const device::OperandInfo operands[] = {operandInfo(q), {kv_shape, key.dtype(), key.requiresGrad()},
+                                          {kv_shape, v.dtype(), v.requiresGrad()}};
   const OpRecord op_record(q.device(), op::kAttention.name, operands);
   k::AttentionShape g;
   g.batch = q.size(0);

@@ -61,7 +61,8 @@ Tensor fp8Gemm(const Tensor& x, const std::vector<float>& xq, const std::vector<
 
 // The GEMM's record: its operands in the fp8 format they run in.
 ops::OpRecord recordGemm(device::OpName name, const Tensor& x, const Tensor& w, DType format) {
-  const device::OperandInfo operands[] = {{x.shape().dims(), format}, {w.shape().dims(), format}};
+  const device::OperandInfo operands[] = {{x.shape().dims(), format, x.requiresGrad()},
+                                          {w.shape().dims(), format, w.requiresGrad()}};
   return ops::OpRecord(x.device(), name, operands);
 }
 

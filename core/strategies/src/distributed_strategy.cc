@@ -66,7 +66,7 @@ void DistributedStrategy::setupSimulated(const RunEnvironment& run, device::Plat
   cluster_.numNodes = run.num_nodes;
   cluster_.environment = "simulated";
   device_ = &deviceFor(platform, run, cluster_.localRank);
-  group_ = comm::makeSimulatedProcessGroup(cluster_.globalRank, cluster_.worldSize);
+  group_ = comm::makeSimulatedProcessGroup(cluster_.globalRank, cluster_.worldSize, run.devices_per_node);
 }
 
 void DistributedStrategy::broadcastParameters(nn::FlatParameters& params, const std::vector<nn::NamedTensor>& buffers) {

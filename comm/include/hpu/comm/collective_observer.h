@@ -21,6 +21,7 @@ struct CollectiveRecord {
   DType dtype = DType::kFloat32;
   std::uint64_t count = 0;     // elements (the whole buffer for allgather / reduce_scatter)
   std::uint64_t sequence = 0;  // the group's n-th collective
+  int groupNodes = 1;          // nodes the group's ranks are on
   int groupSize = 1;           // ranks of the group that ran it: a subgroup's (ProcessGroup::split), or the job's
   bool async = false;          // issued by allreduceAsync (ran on the comm thread unless simulated)
   bool failed = false;

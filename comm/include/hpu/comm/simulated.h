@@ -13,7 +13,9 @@
 
 namespace hpu::comm {
 
-// Rank `rank` of a world of `worldSize`. REQUIRES: 0 <= rank < worldSize.
-std::unique_ptr<ProcessGroup> makeSimulatedProcessGroup(int rank, int worldSize);
+// Rank `rank` of a world of `worldSize`, `ranksPerNode` to a node (ranks
+// r / ranksPerNode share one), as the job would be laid out: its groups
+// report the nodes they span. REQUIRES: 0 <= rank < worldSize.
+std::unique_ptr<ProcessGroup> makeSimulatedProcessGroup(int rank, int worldSize, int ranksPerNode = 1);
 
 }  // namespace hpu::comm

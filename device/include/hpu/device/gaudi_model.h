@@ -55,10 +55,11 @@ class GaudiModel {
   double hostLinkSeconds(double bytes) const;
   // A host-side pass over `bytes` of host memory (an offloaded optimizer step).
   double hostMemorySeconds(double bytes) const;
-  // A collective over all ranks of the job on a buffer of `bytes` (the
-  // whole buffer: a reduce-scatter's input, an allgather's output):
-  // hierarchical when the job spans nodes.
-  double collectiveSeconds(CollectiveKind kind, double bytes) const;
+  // A collective on a buffer of `bytes` (the whole buffer: a
+  // reduce-scatter's input, an allgather's output) over a group of
+  // `group_size` ranks on `group_nodes` nodes, each node holding as many
+  // (0, 0: all ranks of the job): hierarchical when the group spans nodes.
+  double collectiveSeconds(CollectiveKind kind, double bytes, int group_size = 0, int group_nodes = 0) const;
   // The host's part of one launched graph (a step's mark_step).
   double hostSecondsPerGraph() const;
 
