@@ -6,7 +6,8 @@
 #   scripts/install-deps.sh --bench  also the benchmark yardsticks (PyTorch, OpenBLAS)
 #   scripts/install-deps.sh --fuzz   also clang with libFuzzer and the sanitizer runtimes (scripts/fuzz.sh)
 #   scripts/install-deps.sh --interop  also the real clients that judge our files (transformers, peft,
-#                                    tokenizers, torch 2.13 CPU, tensorboard, mlflow) in the virtual
+#                                    tokenizers, torch 2.13 CPU, tensorboard, mlflow, lightning 2.4,
+#                                    jsonargparse) in the virtual
 #                                    environment .venv/interop,
 #                                    and node with npm for the reference tokenizers
 set -euo pipefail

@@ -14,9 +14,10 @@
 #include "hpu/cli/help.h"
 #include "hpu/cli/overrides.h"
 #include "hpu/cli/version.h"
-#include "hpu/comm/errors.h"
+#include "hpu/comm/launcher.h"
 #include "hpu/core/app/estimate.h"
 #include "hpu/core/app/export.h"
+#include "hpu/core/app/failure.h"
 #include "hpu/core/app/root.h"
 #include "hpu/core/app/run.h"
 #include "hpu/core/base/errors.h"
@@ -25,7 +26,6 @@
 #include "hpu/core/checkpoint/consolidate.h"
 #include "hpu/core/config/print.h"
 #include "hpu/core/config/scalars.h"
-#include "hpu/device/errors.h"
 #include "plot_command.h"
 
 extern char** environ;
@@ -34,8 +34,6 @@ namespace hpu::cli {
 namespace {
 
 constexpr int kExitOk = 0;
-constexpr int kExitFailure = 1;
-constexpr int kExitUsage = 2;
 
 const char* const kTrainerCommands[][2] = {
     {"fit", "Run the full optimization routine (train + validate)."},
@@ -96,6 +94,11 @@ std::map<std::string, std::string> processEnv() {
     if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
   return env;
+}
+
+comm::EnvMap workerEnv() {
+  const auto env = processEnv();
+  return comm::EnvMap(env.begin(), env.end());
 }
 
 // Rejects top-level flags given after the subcommand, saying where they go.
@@ -343,23 +346,18 @@ int runCli(int argc, char** argv) {
   // In a distributed run every line carries its rank (set by the strategy).
   spdlog::set_default_logger(spdlog::stderr_color_mt("hpu-train"));
   spdlog::set_pattern("%^%l%$: %v");
-  const auto report = [](const std::exception& e, int code) {
-    spdlog::error("{}", e.what());
-    return code;
-  };
   try {
     return dispatch(argc, argv);
-  } catch (const core::ConfigError& e) {
-    for (const std::string& p : e.problems()) spdlog::error("{}", p);
-    return kExitUsage;
-  } catch (const core::UsageError& e) {
-    return report(e, kExitUsage);
-  } catch (const comm::EnvError& e) {
-    return report(e, kExitUsage);
-  } catch (const device::EmulatorConfigError& e) {  // a bad HABANA_*/HPU_EMULATOR_* variable
-    return report(e, kExitUsage);
-  } catch (const std::exception& e) {
-    return report(e, kExitFailure);
+  } catch (...) {
+    const core::Failure failure = core::failureOf(std::current_exception());
+    // A local rank that hpu-train started hands its error to the process
+    // that started it, which reports the job's failure once for every rank.
+    const comm::WorkerErrorReport report{failure.exit_code, failure.secondary, failure.lines};
+    const bool handed_over = !failure.reported && comm::reportErrorToLauncher(workerEnv(), report);
+    if (!failure.reported)
+      for (const std::string& line : failure.lines)
+        spdlog::log(handed_over ? spdlog::level::debug : spdlog::level::err, "{}", line);
+    return failure.exit_code;
   }
 }
 

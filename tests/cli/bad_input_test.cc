@@ -154,7 +154,29 @@ TEST_F(BadInputTest, EveryProblemOfOneRunIsReportedTogether) {
   expectRejected({"fit", "-c", "dup.yaml", "-c", "missing.yaml", "-c", "syntax.yaml"},
                  "error: dup.yaml:2:1: a: duplicate key (first defined at dup.yaml:1:4)\n"
                  "error: cannot read config file 'missing.yaml': No such file or directory\n"
-                 "error: syntax.yaml:2:1: invalid YAML: end of map flow not found\n");
+                 "error: syntax.yaml:2:1: invalid YAML: end of map flow not found\n"
+                 "error: dup.yaml:1:4: a: unknown key\n");
+}
+
+TEST_F(BadInputTest, ASyntaxErrorInOneFileDoesNotHideTheOtherFilesProblems) {
+  write("bad.yaml",
+        "trainer:\n"
+        "  max_epoch: 3\n"
+        "  devices: two\n"
+        "model:\n"
+        "  class_path: BoringModel\n");
+  write("syntax.yaml", "data:\n  class_path: RandomDataModule\n  init_args: {size: 32\nseed_everything: 1\n");
+  expectRejected({"fit", "-c", "bad.yaml", "-c", "syntax.yaml", "--trainer.max_steps=abc"},
+                 "error: syntax.yaml:4:16: invalid YAML: end of map flow not found\n"
+                 "error: bad.yaml:2:14: trainer.max_epoch: unknown key; did you mean 'max_epochs'?\n"
+                 "error: bad.yaml:3:12: trainer.devices: expected int | {auto} | list[int], got 'two'\n"
+                 "error: command line: trainer.max_steps: expected int, got 'abc'\n");
+  // What the unreadable file may hold is not reported missing: here the
+  // model's class, which bad_model.yaml only gives init_args for.
+  write("bad_model.yaml", "model:\n  init_args: {lr: 0.2}\ntrainer:\n  max_epoch: 2\n");
+  expectRejected({"fit", "-c", "syntax.yaml", "-c", "bad_model.yaml"},
+                 "error: syntax.yaml:4:16: invalid YAML: end of map flow not found\n"
+                 "error: bad_model.yaml:4:14: trainer.max_epoch: unknown key; did you mean 'max_epochs'?\n");
 }
 
 TEST_F(BadInputTest, MissingConfigFile) {

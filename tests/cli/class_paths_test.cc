@@ -83,7 +83,7 @@ TEST_F(ClassPathsTest, UnknownPathsListTheCloseMatches) {
   EXPECT_EQ(r.err,
             "error: command line: trainer.callbacks[0]: unknown Callback class 'my_project.callbacks.ModelCheckpoint'; "
             "class paths resolve under lightning.pytorch, pytorch_lightning, lightning.fabric, lightning_fabric, "
-            "lightning_habana, torch, transformers, deepspeed, pl_bolts; did you mean "
+            "lightning_habana, torch, transformers, deepspeed, pl_bolts, __main__; did you mean "
             "'lightning.pytorch.callbacks.ModelCheckpoint'?\n");
 }
 

@@ -56,7 +56,12 @@ TEST_F(LightningFixtureTest, RunsUnchanged) {
 }
 
 TEST_F(LightningFixtureTest, PrintsBackWhatLightningCliWrote) {
-  const YAML::Node lightning = YAML::LoadFile(fixture());
+  YAML::Node lightning = YAML::LoadFile(fixture());
+  // The fixture was printed with a torch that still had the schedulers'
+  // `verbose` (deprecated); torch 2.13 has none, and hpu-train prints it
+  // only when set.
+  ASSERT_EQ(lightning["lr_scheduler"]["init_args"]["verbose"].Scalar(), "deprecated");
+  lightning["lr_scheduler"]["init_args"].remove("verbose");
   const YAML::Node printed = YAML::Load(printConfig({"-c", fixture()}));
   expectContains(lightning, printed, "");
   // The same keys in the same order, but for the init_args hpu-train's

@@ -180,6 +180,21 @@ TEST(Validate, CanonicalFormFillsDefaultsAndResolvesAliases) {
   EXPECT_EQ(m->find("init_args")->find("hidden")->items()[1].str(), "4");
 }
 
+// LightningCLI prints a class defined in the script it ran as
+// __main__.<Class> (a Python mirror of MLPClassifier): it resolves by name.
+TEST(Validate, ClassOfTheScriptLightningCliRanResolvesByName) {
+  Node n = compose("model: {class_path: __main__.OtherNet, init_args: {depth: 3}}");
+  EXPECT_EQ(n.find("model")->find("class_path")->str(), "OtherNet");
+  EXPECT_EQ(n.find("model")->find("init_args")->find("depth")->str(), "3");
+  const ComponentKind models[] = {ComponentKind::kModel};
+  const Resolution mlp = SchemaRegistry::instance().resolve(models, "__main__.MLPClassifier");
+  ASSERT_NE(mlp.schema, nullptr);
+  EXPECT_EQ(mlp.schema->name, "MLPClassifier");
+  EXPECT_TRUE(underClassPathPackage("__main__"));
+  EXPECT_FALSE(underClassPathPackage("__main___helpers"));
+  EXPECT_EQ(SchemaRegistry::instance().resolve(models, "__main__.NoSuchNet").schema, nullptr);
+}
+
 TEST(Overrides, EveryForm) {
   Node n = compose("model: TestNet",
                    {ov("epochs", "5"), ov("model.lr", "0.5"), ov("model.init_args.hidden", "[3, 2, 1]"),

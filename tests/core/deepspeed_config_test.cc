@@ -37,6 +37,15 @@ std::string errorFor(const std::string& config, std::int64_t batch = 4, std::int
 
 constexpr const char* kOrigin = "trainer.strategy.init_args.config: ";
 
+// As Lightning: without a DeepSpeed config the init_arg (true by default)
+// goes into the config it makes; a given config says it itself.
+TEST(DeepSpeedConfig, UntestedOptimizersAreAllowedByTheInitArgUnlessAConfigIsGiven) {
+  EXPECT_TRUE(resolveDeepSpeed(initArgs(), {}, 4, 1, 2).allow_untested_optimizer);
+  EXPECT_FALSE(resolveDeepSpeed(initArgs("{zero_allow_untested_optimizer: false}"), {}, 4, 1, 2).allow_untested_optimizer);
+  EXPECT_FALSE(resolve("{zero_optimization: {stage: 2}}").allow_untested_optimizer);
+  EXPECT_TRUE(resolve("{zero_allow_untested_optimizer: true}").allow_untested_optimizer);
+}
+
 TEST(DeepSpeedConfig, InitArgsAloneTakeTheBatchFromTheLoaderAndTheTrainer) {
   const DeepSpeedSettings s = resolveDeepSpeed(initArgs(), {}, 8, 3, 4);
   EXPECT_EQ(s.stage, 2);  // HPUDeepSpeedStrategy's default, as hpu_deepspeed

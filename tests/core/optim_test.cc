@@ -136,6 +136,25 @@ TEST(OptimizersVsTorch, BuiltFromConfig) {
   }
 }
 
+// torch 2.13's Adam(decoupled_weight_decay=True) is AdamW's rule: from a
+// config it follows torch's AdamW numbers, and is still named Adam (the
+// learning-rate monitor's lr-Adam, as torch's class).
+TEST(OptimizersVsTorch, AdamWithDecoupledWeightDecayStepsAsAdamW) {
+  const auto cases = casesOf("optimizers", "AdamW");
+  ASSERT_EQ(cases.size(), 3u);
+  for (const json* c : cases) {
+    SCOPED_TRACE((*c)["name"].get<std::string>() + " " + (*c)["options"].dump());
+    const json& o = (*c)["options"];
+    ASSERT_GT(o["weight_decay"].get<double>(), 0.0);  // else the rules do not differ
+    const std::string args = "lr: " + o["lr"].dump() + ", betas: " + o["betas"].dump() + ", eps: " + o["eps"].dump() +
+                             ", weight_decay: " + o["weight_decay"].dump() + ", decoupled_weight_decay: true";
+    auto opt = buildComponent<Optimizer>(config::ComponentKind::kOptimizer,
+                                         "class_path: torch.optim.Adam\ninit_args: {" + args + "}", "optimizer");
+    EXPECT_EQ(opt->name(), "Adam");
+    expectTorchTrajectory(*opt, *c);
+  }
+}
+
 // ZeRO-Offload: the state lives in host memory, the numbers do not change.
 TEST(OptimizersVsTorch, OffloadedStateGivesTheSameNumbers) {
   for (const char* name : {"sgd_nesterov_weight_decay", "adam_weight_decay", "adamw_changing_lr"})

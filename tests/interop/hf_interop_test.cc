@@ -8,6 +8,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "interop_python.h"
+
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -25,17 +27,6 @@ using nlohmann::json;
 using testing::TempDir;
 using testing::testDevice;
 
-std::filesystem::path interopPython() {
-  return std::filesystem::path(HPU_SOURCE_DIR) / ".venv/interop/bin/python";
-}
-
-void requireJudges() {
-  if (std::filesystem::exists(interopPython())) return;
-  const char* ci = std::getenv("CI");
-  if (ci != nullptr && std::string(ci) == "true")
-    FAIL() << interopPython() << " is missing: .ci/run must run scripts/install-deps.sh --interop";
-  GTEST_SKIP() << "no " << interopPython() << " (scripts/install-deps.sh --interop makes it)";
-}
 
 std::unique_ptr<models::CausalLM> build(const std::string& class_name, const std::string& init_args,
                                         std::uint64_t seed) {
@@ -60,14 +51,14 @@ void judge(const TempDir& dir, const json& c) {
            {"HOME", dir.path().string()}, {"OMP_NUM_THREADS", "1"}};
   o.timeout = std::chrono::seconds(300);
   const auto r = cli::testing::runProgram(
-      interopPython(), {std::string(HPU_SOURCE_DIR) + "/tests/interop/check_hf.py", dir.file("case.json")},
+      interop::python(), {std::string(HPU_SOURCE_DIR) + "/tests/interop/check_hf.py", dir.file("case.json")},
       o);
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   std::cout << r.out;
 }
 
 TEST(HuggingFaceInterop, TransformersAndPeftLoadOurExportsAndComputeTheSame) {
-  requireJudges();
+  HPU_REQUIRE_INTEROP_PYTHON();
   const char* tiny_llama =
       "vocab_size: 48, hidden_size: 32, intermediate_size: 48, num_hidden_layers: 2, num_attention_heads: 4, "
       "num_key_value_heads: 2, max_position_embeddings: 64, rope_theta: 500000.0, rms_norm_eps: 1.0e-5";

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "interop_python.h"
 #include "train_support.h"
 
 namespace hpu::cli::testing {
@@ -28,7 +29,7 @@ using ::testing::HasSubstr;
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-const fs::path kPython = fs::path(HPU_SOURCE_DIR) / ".venv/interop/bin/python";
+const fs::path kPython = interop::python();
 
 // A metric's points: (step, value), in the order read.
 using Points = std::vector<std::pair<std::int64_t, double>>;
@@ -56,12 +57,7 @@ data:
 class LoggerInteropTest : public HpuTrainTest {
  protected:
   void SetUp() override {
-    if (!fs::exists(kPython)) {
-      const char* ci = std::getenv("CI");
-      if (ci != nullptr && std::string(ci) == "true")
-        GTEST_FAIL() << kPython << " is missing: .ci/run must run scripts/install-deps.sh --interop";
-      GTEST_SKIP() << "no " << kPython << " (scripts/install-deps.sh --interop makes it)";
-    }
+    HPU_REQUIRE_INTEROP_PYTHON();
     std::ostringstream csv;
     csv << "f0,f1,f2,f3,label\n";
     for (int i = 0; i < 80; ++i) {

@@ -111,7 +111,8 @@ std::vector<TableRow> tableRows(const std::string& table) {
 }
 
 TEST_F(PyTorchProfilerTest, PrintsKeyAveragesAndWritesTheTrace) {
-  const RunResult r = fitBoring({"--trainer.max_epochs=1", "--trainer.profiler=PyTorchProfiler", "--trainer.profiler.row_limit=-1"});
+  const RunResult r = fitBoring({"--trainer.max_epochs=1", "--trainer.profiler=PyTorchProfiler", "--trainer.profiler.row_limit=-1",
+                                 "--trainer.profiler.record_shapes=true"});
   const std::string table = section(r.out, "records");
   ASSERT_FALSE(table.empty()) << r.out;
   const std::string sep = std::string(35, '-') + "  " + [] {
@@ -156,7 +157,7 @@ TEST_F(PyTorchProfilerTest, PrintsKeyAveragesAndWritesTheTrace) {
 TEST_F(PyTorchProfilerTest, RowLimitSortByKeyAndInputShapes) {
   const RunResult r = fitBoring({"--trainer.max_epochs=1", "--trainer.profiler=PyTorchProfiler",
                                  "--trainer.profiler.row_limit=4", "--trainer.profiler.sort_by_key=count",
-                                 "--trainer.profiler.group_by_input_shapes=true",
+                                 "--trainer.profiler.group_by_input_shapes=true", "--trainer.profiler.record_shapes=true",
                                  "--trainer.profiler.export_to_chrome=false"});
   const std::string table = section(r.out, "records");
   EXPECT_THAT(table, HasSubstr("# of Calls  Input Shapes"));

@@ -496,7 +496,9 @@ lr_scheduler: {class_path: StepLR, init_args: {step_size: 100}}
 }
 
 // ZeRO shards only Adam and AdamW unless zero_allow_untested_optimizer says
-// otherwise, as DeepSpeed (BoringModel steps with SGD).
+// otherwise, as DeepSpeed (BoringModel steps with SGD). Without a DeepSpeed
+// config, Lightning writes the strategy's init_arg (true by default) into
+// the config it makes; a given config says it itself (false by default).
 TEST_F(DeepSpeedTest, UntestedOptimizerNeedsZeroAllowUntestedOptimizer) {
   const std::vector<std::string> boring{"fit",
                                         "-c",
@@ -504,11 +506,20 @@ TEST_F(DeepSpeedTest, UntestedOptimizerNeedsZeroAllowUntestedOptimizer) {
                                         "--trainer.max_epochs=1",
                                         "--trainer.enable_progress_bar=false",
                                         "--trainer.enable_model_summary=false"};
-  std::vector<std::string> refused = boring;
-  refused.push_back("--trainer.strategy=hpu_deepspeed_stage_1");
-  expectFailure(run(refused), 2,
-                "error: You are using an untested ZeRO Optimizer (SGD). Please add "
-                "<\"zero_allow_untested_optimizer\": true> in the configuration file to use it.");
+  const std::string refusal =
+      "error: You are using an untested ZeRO Optimizer (SGD). Please add "
+      "<\"zero_allow_untested_optimizer\": true> in the configuration file to use it.";
+  for (const std::string& off : {std::string("--trainer.strategy.zero_allow_untested_optimizer=false"),
+                                 std::string("--trainer.strategy.config={zero_optimization: {stage: 1}}")}) {
+    std::vector<std::string> refused = boring;
+    refused.insert(refused.end(), {"--trainer.strategy=HPUDeepSpeedStrategy", "--trainer.strategy.stage=1", off});
+    expectFailure(run(refused), 2, refusal);
+  }
+
+  std::vector<std::string> by_default = boring;
+  by_default.push_back("--trainer.strategy=hpu_deepspeed_stage_1");
+  const RunResult lightning_default = run(by_default);
+  EXPECT_EQ(lightning_default.exit_code, 0) << lightning_default.describe();
 
   std::vector<std::string> allowed = boring;
   allowed.insert(allowed.end(), {"--trainer.strategy=HPUDeepSpeedStrategy", "--trainer.strategy.stage=1",

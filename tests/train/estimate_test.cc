@@ -197,7 +197,8 @@ TEST_F(EstimateMemory, EstimatesTheOpsFitsProfilerTraces) {
       "--trainer.enable_checkpointing=false",
       "--trainer.profiler=HPUProfiler",
       "--trainer.profiler.dirpath=traces",
-      "--trainer.profiler.schedule={skip_first: 1, wait: 0, warmup: 0, active: 1, repeat: 1}"};
+      "--trainer.profiler.schedule={skip_first: 1, wait: 0, warmup: 0, active: 1, repeat: 1}",
+      "--trainer.profiler.record_shapes=true"};
   fit.insert(fit.end(), common.begin(), common.end());
   const RunResult f = run(fit);
   ASSERT_EQ(f.exit_code, 0) << f.describe();
@@ -286,6 +287,9 @@ INSTANTIATE_TEST_SUITE_P(
         EstimateCase{"LlamaZeRO1", llamaWith({"--trainer.devices=2", "--trainer.strategy=hpu_deepspeed_stage_1"})},
         EstimateCase{"LlamaTensorParallel2",
                      llamaWith({"--trainer.devices=2", "--trainer.strategy=ModelParallelStrategy"})},
+        EstimateCase{"LlamaSequenceParallel2",
+                     llamaWith({"--trainer.devices=2", "--trainer.strategy=ModelParallelStrategy",
+                                "--trainer.strategy.init_args.sequence_parallel=true"})},
         EstimateCase{"LlamaTensorParallel2DataParallel2",
                      llamaWith({"--trainer.devices=4", "--trainer.strategy=ModelParallelStrategy",
                                 "--trainer.strategy.init_args.tensor_parallel_size=2",

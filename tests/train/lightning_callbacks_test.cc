@@ -212,6 +212,20 @@ TEST_F(LightningCallbacksTest, ThroughputMonitorLogsRates) {
   }
 }
 
+// Lightning's separator joins the parts of each name; batch_size_fn and
+// length_fn (Python functions) take only their null.
+TEST_F(LightningCallbacksTest, ThroughputMonitorSeparatorNamesTheMetrics) {
+  fitBoring({"--trainer.max_epochs=1", "--trainer.log_every_n_steps=16", "--trainer.callbacks+=ThroughputMonitor",
+             "--trainer.callbacks.separator=."});
+  const CsvTable m = metrics();
+  EXPECT_THAT(m.header, ::testing::Contains("train.device.samples_per_sec"));
+  EXPECT_THAT(m.header, Not(::testing::Contains("train/samples")));
+  EXPECT_EQ(m.valueAt("train.samples", 31), 64.0);
+  const RunResult r = boring("fit", {"--trainer.callbacks+=ThroughputMonitor", "--trainer.callbacks.length_fn=len"});
+  EXPECT_EQ(r.exit_code, 2) << r.describe();
+  EXPECT_THAT(r.err, HasSubstr("length_fn: only the default (null) is supported"));
+}
+
 TEST_F(LightningCallbacksTest, ThroughputMonitorGivesMfuAgainstThePeakOfThePrecision) {
   // Gaudi2 publishes no fp32 peak: no MFU under 32-true; bf16's is 432 TFLOP/s.
   fitBoring({"--trainer.max_epochs=1", "--trainer.log_every_n_steps=16", "--trainer.callbacks+=ThroughputMonitor"});

@@ -191,7 +191,7 @@ class HPUProfilerTest : public HpuTrainTest {
 };
 
 TEST_F(HPUProfilerTest, TraceIsValidNestedAndKeepsTheActiveSteps) {
-  const RunResult r = fitTraced(10, {});
+  const RunResult r = fitTraced(10, {"--trainer.profiler.record_shapes=true"});
   ASSERT_EQ(r.exit_code, 0) << r.describe();
   ASSERT_TRUE(fs::exists(tracePath(0))) << r.describe();
   const Trace t = loadTrace(tracePath(0));

@@ -23,6 +23,7 @@
 #include "hpu/comm/launcher.h"
 #include "signal_forwarding.h"
 #include "spawn.h"
+#include "worker_error_file.h"
 #include "worker_output.h"
 
 namespace hpu::comm {
@@ -63,6 +64,8 @@ class SubprocessLauncher final : public LocalLauncher {
     if (c.numNodes == 1 && JobToken::fromEnv(options.env).empty()) {
       sharedEnv_["HPU_JOB_TOKEN"] = JobToken::generate().secretForChildEnvironment();
     }
+    sharedEnv_.erase(kWorkerErrorFileVariable);  // each worker gets its own, or none
+    if (options.workersReportErrors) errorFolder_.emplace();
     std::promise<void> started;
     auto startedFuture = started.get_future();
     supervisor_ = std::thread([this, &started] { supervise(started); });
@@ -96,6 +99,11 @@ class SubprocessLauncher final : public LocalLauncher {
   std::optional<WorkerFailure> firstFailure() const override {
     std::lock_guard lock(mutex_);
     return failure_;
+  }
+
+  std::vector<WorkerExit> workerExits() const override {
+    std::lock_guard lock(mutex_);
+    return exits_;
   }
 
   int waitWorkers(Clock::time_point deadline) override {
@@ -146,6 +154,7 @@ class SubprocessLauncher final : public LocalLauncher {
       if (const int signal = forwarding_.pendingSignal(); signal != 0 && !terminating_) {
         beginTermination(0);  // the workers already got the signal itself
       }
+      if (stopDeadline_ && !terminating_ && now >= *stopDeadline_) beginTermination(SIGTERM);
       if (terminating_ && now >= killDeadline_) signalRunning(SIGKILL);
       if (allExited()) {
         if (const int signal = forwarding_.pendingSignal(); signal != 0) forwarding_.dieOf(signal);
@@ -158,6 +167,10 @@ class SubprocessLauncher final : public LocalLauncher {
           lock.lock();
         }
         if (exitDeadline && !ownerWaiting_ && Clock::now() >= *exitDeadline) {
+          // This process reports for its workers: say what the failed one did.
+          for (const WorkerExit& e : exits_)
+            if (e.globalRank == failure_->globalRank && e.report)
+              for (const std::string& line : e.report->lines) spdlog::error("rank {}: {}", e.globalRank, line);
           spdlog::error("rank {}: {}; rank 0 did not stop within {}; exiting with code {}", options_.cluster.globalRank,
                         failure_->description, detail::durationText(options_.exitGrace), failure_->exitCode);
           std::_Exit(failure_->exitCode);
@@ -194,6 +207,7 @@ class SubprocessLauncher final : public LocalLauncher {
     for (int localRank = options_.firstLocalRank; localRank < options_.cluster.localWorldSize; ++localRank) {
       EnvMap env = sharedEnv_;
       env["LOCAL_RANK"] = std::to_string(localRank);
+      if (errorFolder_) env[kWorkerErrorFileVariable] = errorFolder_->fileFor(localRank).string();
       int pipeFds[2];
       if (::pipe2(pipeFds, O_CLOEXEC) != 0)
         throw LaunchError(fmt::format("cannot create a pipe for a worker's output: {}", std::strerror(errno)));
@@ -226,14 +240,27 @@ class SubprocessLauncher final : public LocalLauncher {
       forwarding_.remove(w.pid);
       w.output->drain();
       const int code = exitCodeOf(status);
-      if (code == 0 || failure_ || stopping_ || forwarding_.pendingSignal() != 0) continue;
       const ClusterInfo& c = options_.cluster;
-      failure_ = WorkerFailure{w.localRank, c.nodeRank * c.localWorldSize + w.localRank, w.pid, code,
-                               describeExit(w.localRank, w.pid, status), w.output->lastLines()};
-      // An elastic agent reports the failure itself, with what it does next.
+      const int globalRank = c.nodeRank * c.localWorldSize + w.localRank;
+      WorkerExit& exit = exits_.emplace_back(WorkerExit{w.localRank, globalRank, code,
+                                                        describeExit(w.localRank, w.pid, status),
+                                                        terminating_ || stopping_});
+      if (errorFolder_ && code != 0) exit.report = detail::readWorkerErrorFile(errorFolder_->fileFor(w.localRank));
+      if (code == 0 || failure_ || stopping_ || forwarding_.pendingSignal() != 0) continue;
+      failure_ = WorkerFailure{w.localRank, globalRank, w.pid, code, exit.description, w.output->lastLines()};
+      // An elastic agent reports the failure itself, with what it does next;
+      // with error reports, rank 0 reports the job's failure once, at its end.
       if (options_.firstLocalRank == 1)
-        spdlog::error("rank {}: {}; stopping the other local ranks", c.globalRank, failure_->description);
-      beginTermination(SIGTERM);
+        spdlog::log(options_.workersReportErrors ? spdlog::level::debug : spdlog::level::err,
+                    "rank {}: {}; stopping the other local ranks", c.globalRank, failure_->description);
+      // A worker that reported its error aborted its process group, so the
+      // others stop at their next collective and report theirs: they have
+      // terminationGrace for it before SIGTERM.
+      if (exit.report) {
+        stopDeadline_ = Clock::now() + options_.terminationGrace;
+      } else {
+        beginTermination(SIGTERM);
+      }
     }
     changed_.notify_all();
   }
@@ -277,13 +304,16 @@ class SubprocessLauncher final : public LocalLauncher {
   detail::SignalForwarding forwarding_;
   mutable std::mutex mutex_;
   std::condition_variable changed_;
+  std::optional<detail::WorkerErrorFolder> errorFolder_;  // with workersReportErrors
   std::vector<Worker> workers_;
+  std::vector<WorkerExit> exits_;
   std::optional<WorkerFailure> failure_;
   bool failureHandled_ = false;
   bool terminating_ = false;
   bool stopping_ = false;
   bool ownerWaiting_ = false;
   Clock::time_point killDeadline_;
+  std::optional<Clock::time_point> stopDeadline_;  // SIGTERM then, after a reported failure
   std::thread supervisor_;
 };
 

@@ -323,7 +323,9 @@ class RendezvousServer::Session {
     Member& member = members_[static_cast<std::size_t>(rank)];
     member.down = true;
     member.downKind = kind;
-    if (kind == PeerDownKind::kLeft) {
+    // A rank that aborts reports its own error, and every rank failing
+    // because of it names it: this line only repeats them.
+    if (kind == PeerDownKind::kLeft || kind == PeerDownKind::kAborted) {
       spdlog::debug("rank 0: {}", reason);
     } else {
       spdlog::error("rank 0: {}", reason);

@@ -7,6 +7,7 @@
 #include <random>
 #include <thread>
 
+#include "hpu/core/app/failure.h"
 #include "hpu/core/base/errors.h"
 #include "hpu/core/base/file_io.h"
 #include "hpu/core/config/params.h"
@@ -15,6 +16,8 @@
 #include "hpu/core/trainer/trainer.h"
 #include "hpu/device/cpu_isa.h"
 #include "hpu/device/device_table.h"
+#include "hpu/device/emulator.h"
+#include "hpu/device/spec.h"
 #include "hpu/device/platform.h"
 #include "hpu/device/threading.h"
 #include "elastic.h"
@@ -87,6 +90,42 @@ Node withPretrainedTokenizer(Node data, const Node& model) {
   return data;
 }
 
+// In a catch block, once `strategy` is set up: ends the job (teardown). A
+// process that started local ranks reports the job's failure once, for them
+// all, and throws JobFailedError with the root cause's exit code; any other
+// rethrows its error for the caller to report.
+[[noreturn]] void failJob(Strategy& strategy) {
+  const std::exception_ptr error = std::current_exception();
+  strategy.teardown(/*failed=*/true);
+  const std::vector<comm::WorkerExit> workers = strategy.workerExits();
+  if (workers.empty()) std::rethrow_exception(error);
+  throw JobFailedError(reportJobFailure(failureOf(error), strategy.globalRank(), workers));
+}
+
+// trainer.devices=auto (or -1): says how many devices that is and why, once
+// per node; and warns when a node's ranks outnumber its cores.
+void describeDevicesOnNode(const Node& devices, int count, const device::Platform& platform,
+                           const std::map<std::string, std::string>& env) {
+  if (const auto it = env.find("LOCAL_RANK"); it != env.end() && it->second != "0") return;
+  const bool automatic = devices.isScalar() && (devices.str() == "auto" || devices.str() == "-1");
+  const std::string setting = "trainer.devices=" + (devices.isSequence() ? fmt::format("[{} devices]", count)
+                                                                          : devices.str());
+  if (automatic) {
+    const device::EmulatorSettings& e = platform.settings();
+    std::string why = env.count(std::string(device::kDevicesVariable))
+                          ? fmt::format("{}={}", device::kDevicesVariable, e.devicesPerNode)
+                          : fmt::format("{} unset: the default {}", device::kDevicesVariable, e.devicesPerNode);
+    if (e.visibleDevices || e.visibleModules) why += "; visible: " + device::describeVisibility(e);
+    spdlog::info("{}: {} emulated {} device{} on this node ({})", setting, count, device::specFor(e.generation).product,
+                 count == 1 ? "" : "s", why);
+  }
+  const unsigned cores = std::thread::hardware_concurrency();
+  if (count > 1 && cores > 0 && static_cast<unsigned>(count) > cores)
+    spdlog::warn("{}: {} local ranks on a host with {} cores; they share the cores and each runs slower than "
+                 "alone (lower trainer.devices, or run on a larger host)",
+                 setting, count, cores);
+}
+
 }  // namespace
 
 void resolveSeed(config::Node& cfg, const std::map<std::string, std::string>& env) {
@@ -100,6 +139,10 @@ void resolveSeed(config::Node& cfg, const std::map<std::string, std::string>& en
   std::random_device rd;
   *seed = config::Node::scalar(std::to_string(rd()), seed->loc());
 }
+
+namespace {
+void buildParts(const RunRequest& request, Pipeline& pipeline);
+}  // namespace
 
 Pipeline buildPipeline(const RunRequest& request, device::Platform& platform, int simulated_rank) {
   const Node& cfg = request.config;
@@ -125,6 +168,21 @@ Pipeline buildPipeline(const RunRequest& request, device::Platform& platform, in
   // Local workers re-read the command line: they must draw the same seed.
   run_env.env["PL_GLOBAL_SEED"] = std::to_string(parts.seed);
   parts.strategy->setup(run_env, platform);
+  try {
+    buildParts(request, pipeline);
+  } catch (...) {
+    failJob(*parts.strategy);
+  }
+  return pipeline;
+}
+
+namespace {
+
+// What buildPipeline builds once the strategy is set up.
+void buildParts(const RunRequest& request, Pipeline& pipeline) {
+  const Node& cfg = request.config;
+  TrainerParts& parts = pipeline.parts;
+  TrainerOptions& o = parts.options;
   Strategy& strategy = *parts.strategy;
   if (strategy.isGlobalZero())
     for (const std::string& note : request.notes) spdlog::warn("{}", note);
@@ -151,14 +209,17 @@ Pipeline buildPipeline(const RunRequest& request, device::Platform& platform, in
       throw UsageError("lr_scheduler needs an optimizer from the config too (optimizer: {class_path: Adam, ...})");
     parts.scheduler = build<optim::LRScheduler>(n, "lr_scheduler");
   }
-  return pipeline;
 }
+
+}  // namespace
 
 int run(const RunRequest& request) {
   const Node& cfg = request.config;
   device::Platform platform = device::Platform::fromEnv(envOf(request.env));
-  if (auto code = app::runElasticAgent(request, devicesRequested(*cfg.find("trainer")->find("devices"), platform)))
-    return *code;
+  const Node& devices = *cfg.find("trainer")->find("devices");
+  const int devices_per_node = devicesRequested(devices, platform);
+  describeDevicesOnNode(devices, devices_per_node, platform, request.env);
+  if (auto code = app::runElasticAgent(request, devices_per_node)) return *code;
   Pipeline pipeline = buildPipeline(request, platform, -1);
   TrainerParts& parts = pipeline.parts;
   parts.restart_round = app::restartRound(request.env);
@@ -250,13 +311,7 @@ int run(const RunRequest& request) {
           spdlog::warn("{}", secondary.what());  // the run's own error is the one to report
         }
       }
-    // A local worker's failure is the job's: exit with its code.
-    const int code = trainer.strategy().teardown(/*failed=*/true);
-    if (code != 1) {
-      spdlog::error("{}", e.what());
-      return code;
-    }
-    throw;
+    failJob(trainer.strategy());
   }
   if (const device::ParallelStats threads = device::parallelStats(); threads.steps_alone > 0)
     spdlog::info("intra-op threads: {} of {} steps ran on one thread, measured faster than {} (README: Speed)",
@@ -269,7 +324,11 @@ int run(const RunRequest& request) {
     }
     std::fflush(stdout);
   }
-  return trainer.strategy().teardown(false);
+  // This process succeeded; a local worker may not have.
+  const int code = trainer.strategy().teardown(false);
+  if (code != 0 && !trainer.strategy().workerExits().empty())
+    return reportJobFailure(std::nullopt, trainer.strategy().globalRank(), trainer.strategy().workerExits());
+  return code;
 }
 
 std::string describeDevices(const std::map<std::string, std::string>& env) {

@@ -226,8 +226,8 @@ HPU_REGISTER_COMPONENT(
           {"max_trials", Type::integer().min(1), "25", "Trials before the search stops."},
           {"batch_arg_name", Type::string(), "batch_size", "The data module's init_arg that holds the batch size."},
           {"margin", Type::real().min(0.0).max(1.0, true), "0.05",
-           "binsearch: the fraction taken off the size found, as a safety buffer."},
-          {"max_val", Type::integer().min(1), "8192", "The largest batch size tried."}}},
+           "binsearch: the fraction taken off the size found, as a safety buffer.", "", true},
+          {"max_val", Type::integer().min(1), "8192", "The largest batch size tried.", "", true}}},
         "Before fit, finds the largest batch size that fits in the device memory and fits with it."},
     [](const config::Params& p) {
       BatchSizeFinderOptions o;

@@ -1,5 +1,8 @@
-// BasePredictionWriter: writes what predictStep returns, on global rank 0,
-// into output_dir (default: the run's log directory):
+// BasePredictionWriter: writes what predictStep returns on every
+// data-parallel rank, gathered by global rank 0 in the data set's order
+// (rank r predicted samples r, r + N, ...; the repeats that pad the last
+// ranks' shares are dropped), into output_dir (default: the run's log
+// directory):
 //  - numeric rows (a classifier's logits) to predictions.csv:
 //      index,prediction,output_0,output_1,...   (prediction: the arg-max)
 //    and, whole, to predictions.safetensors: "outputs" (float32 [N, width])
@@ -35,14 +38,24 @@ class PredictionWriter final : public Callback {
     jsonl_.clear();
     outputs_.clear();
     argmax_.clear();
-    rows_ = texts_ = 0;
+    rows_ = texts_ = seen_ = 0;
   }
 
   void onPredictBatchEnd(Trainer& trainer, const Prediction& outputs, std::int64_t) override {
+    const std::vector<Prediction> replicas = gather(trainer, outputs);
     if (!trainer.isGlobalZero()) return;
-    // Generated text is shown as it comes: the prompt and its completion.
-    for (const Prediction::Text& t : outputs.texts) std::printf("%s%s\n", t.prompt.c_str(), t.completion.c_str());
-    append(outputs);
+    // Row j of every replica's batch in turn: the data set's order.
+    std::size_t rows = 0;
+    for (const Prediction& p : replicas) rows = std::max(rows, static_cast<std::size_t>(p.size()));
+    for (std::size_t j = 0; j < rows; ++j)
+      for (const Prediction& p : replicas) {
+        if (j >= static_cast<std::size_t>(p.size())) continue;
+        if (seen_++ >= trainer.predictSamples()) continue;  // a repeat padding the last ranks' shares
+        // Generated text is shown as it comes: the prompt and its completion.
+        if (!p.texts.empty())
+          std::printf("%s%s\n", p.texts[j].prompt.c_str(), p.texts[j].completion.c_str());
+        append(p, j);
+      }
     if (interval_ != "epoch") write(trainer, false);
   }
 
@@ -51,7 +64,40 @@ class PredictionWriter final : public Callback {
   }
 
  private:
-  void append(const Prediction& p) {
+  // Every data-parallel replica's `mine`, in replica order (one device:
+  // `mine` alone). Every rank calls it; the tensor-parallel ranks of a
+  // replica hold the same outputs, its first rank's are kept.
+  static std::vector<Prediction> gather(Trainer& trainer, const Prediction& mine) {
+    Strategy& strategy = trainer.strategy();
+    if (strategy.worldSize() == 1 || strategy.device().shapeOnly()) return {mine};
+    nlohmann::json j{{"replica", strategy.dataParallelRank()}, {"texts", nlohmann::json::array()}};
+    if (mine.rows.defined()) {
+      j["shape"] = {mine.rows.size(0), mine.rows.numel() / std::max<std::int64_t>(1, mine.rows.size(0))};
+      j["values"] = mine.rows.toHost();
+    }
+    for (const Prediction::Text& t : mine.texts)
+      j["texts"].push_back({t.prompt, t.completion, t.token_ids});
+    const std::vector<std::string> all =
+        strategy.gatherText(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    std::vector<Prediction> out;
+    for (const std::string& text : all) {
+      const nlohmann::json part = nlohmann::json::parse(text);
+      if (part["replica"].get<std::size_t>() != out.size()) continue;  // a later rank of a replica already kept
+      Prediction p;
+      if (part.contains("shape")) {
+        const std::vector<std::int64_t> shape = part["shape"].get<std::vector<std::int64_t>>();
+        p.rows = Tensor::fromHost(strategy.device(), Shape(std::span<const std::int64_t>(shape)),
+                                  part["values"].get<std::vector<float>>());
+      }
+      for (const auto& t : part["texts"])
+        p.texts.push_back({t[0].get<std::string>(), t[1].get<std::string>(), t[2].get<std::vector<std::int64_t>>()});
+      out.push_back(std::move(p));
+    }
+    return out;
+  }
+
+  // Row `r` of `p`.
+  void append(const Prediction& p, std::size_t r) {
     if (p.rows.defined() && !p.rows.shapeOnly()) {
       const std::int64_t n = p.rows.size(0), width = p.rows.numel() / std::max<std::int64_t>(1, n);
       if (csv_.empty()) {
@@ -59,18 +105,17 @@ class PredictionWriter final : public Callback {
         for (std::int64_t j = 0; j < width; ++j) csv_ += fmt::format(",output_{}", j);
         csv_ += "\n";
       }
-      const float* v = p.rows.data();
+      const float* row = p.rows.data() + static_cast<std::int64_t>(r) * width;
       width_ = width;
-      outputs_.insert(outputs_.end(), v, v + n * width);
-      for (std::int64_t r = 0; r < n; ++r, ++rows_) {
-        const float* row = v + r * width;
-        argmax_.push_back(std::max_element(row, row + width) - row);
-        csv_ += fmt::format("{},{}", rows_, argmax_.back());
-        for (std::int64_t j = 0; j < width; ++j) csv_ += fmt::format(",{}", row[j]);
-        csv_ += "\n";
-      }
+      outputs_.insert(outputs_.end(), row, row + width);
+      argmax_.push_back(std::max_element(row, row + width) - row);
+      csv_ += fmt::format("{},{}", rows_, argmax_.back());
+      for (std::int64_t j = 0; j < width; ++j) csv_ += fmt::format(",{}", row[j]);
+      csv_ += "\n";
+      ++rows_;
     }
-    for (const Prediction::Text& t : p.texts) {
+    if (r < p.texts.size()) {
+      const Prediction::Text& t = p.texts[r];
       jsonl_ += nlohmann::json{{"prompt", t.prompt}, {"completion", t.completion}, {"token_ids", t.token_ids}}.dump(
                     -1, ' ', false, nlohmann::json::error_handler_t::replace) +
                 "\n";
@@ -99,6 +144,7 @@ class PredictionWriter final : public Callback {
   std::string output_dir_, interval_;
   std::string csv_, jsonl_;
   std::int64_t rows_ = 0, texts_ = 0, width_ = 0;
+  std::int64_t seen_ = 0;  // rows gathered so far, repeats included
   std::vector<float> outputs_;
   std::vector<std::int64_t> argmax_;
 };
@@ -112,7 +158,7 @@ HPU_REGISTER_COMPONENT(
         {"BasePredictionWriter",
          "",
          {{"output_dir", config::Type::optional(config::Type::string()), "null",
-           "Directory of predictions.csv / .safetensors / .jsonl (null: the run's log directory)."},
+           "Directory of predictions.csv / .safetensors / .jsonl (null: the run's log directory).", "", true},
           {"write_interval", config::Type::string({"batch", "epoch", "batch_and_epoch"}), "batch",
            "Write after every batch (the file grows, atomically) or once at the end."}}},
         "Writes predict's outputs: numeric rows to predictions.csv and predictions.safetensors, generated text to "

@@ -31,8 +31,10 @@ std::string richClock(double seconds) {
 
 class ProgressBar final : public Callback {
  public:
-  ProgressBar(std::int64_t refresh_rate, bool rich)
-      : refresh_(refresh_rate), tty_(::isatty(STDOUT_FILENO) == 1), rich_(rich) {}
+  // `leave`: on a terminal, each epoch's finished bar stays on its line;
+  // otherwise the next epoch's bar is drawn over it (Lightning's `leave`).
+  ProgressBar(std::int64_t refresh_rate, bool rich, bool leave)
+      : refresh_(refresh_rate), tty_(::isatty(STDOUT_FILENO) == 1), rich_(rich), leave_(leave) {}
   std::string stateKey() const override { return rich_ ? "RichProgressBar" : "TQDMProgressBar"; }
 
   void onTrainEpochStart(Trainer&) override { start(); }
@@ -41,6 +43,12 @@ class ProgressBar final : public Callback {
   }
   void onTrainEpochEnd(Trainer& t) override {
     show(t, fmt::format("Epoch {}", t.currentEpoch()), t.numTrainingBatches(), t.numTrainingBatches(), true);
+  }
+  void onFitEnd(Trainer&) override {
+    if (!open_line_) return;
+    std::fprintf(stdout, "\n");
+    std::fflush(stdout);
+    open_line_ = false;
   }
   void onValidationStart(Trainer&) override { eval_start_ = Clock::now(); }
   void onValidationBatchEnd(Trainer& t, std::int64_t i) override {
@@ -77,7 +85,8 @@ class ProgressBar final : public Callback {
                                                          done, total, clock(elapsed), clock(eta), rate, metricsText(t));
     if (tty_) {
       if (!end && done % refresh_ != 0) return;
-      std::fprintf(stdout, "\r%s\x1b[K%s", line.c_str(), end ? "\n" : "");
+      std::fprintf(stdout, "\r%s\x1b[K%s", line.c_str(), end && leave_ ? "\n" : "");
+      open_line_ = !(end && leave_);
     } else {
       const std::int64_t every = std::max<std::int64_t>(1, total / 10);
       if (!end && (done == total || done - last_printed_ < every)) return;  // the epoch's end prints the last line
@@ -128,7 +137,8 @@ class ProgressBar final : public Callback {
   }
 
   std::int64_t refresh_;
-  bool tty_, rich_;
+  bool tty_, rich_, leave_;
+  bool open_line_ = false;  // a bar is on the terminal's current line
   Clock::time_point start_, eval_start_;
   std::int64_t last_printed_ = 0;
 };
@@ -140,9 +150,16 @@ HPU_REGISTER_COMPONENT(
                             "lightning.pytorch.callbacks",
                             {"TQDMProgressBar",
                              "",
-                             {{"refresh_rate", config::Type::integer().min(0), "1", "Redraw every N batches (0: off)."}}},
+                             {{"refresh_rate", config::Type::integer().min(0), "1", "Redraw every N batches (0: off)."},
+                              {"process_position", config::Type::integer().min(0), "0",
+                               "Terminal line of the bar, for several bars at once.",
+                               "hpu-train draws one bar, from global rank 0, on the current line"},
+                              {"leave", config::Type::boolean(), "false",
+                               "On a terminal, keep each epoch's finished bar (false: redraw one bar)."}}},
                             "The progress bar (added by trainer.enable_progress_bar)."},
-    [](const config::Params& p) { return std::make_unique<ProgressBar>(p.getInt("refresh_rate"), false); });
+    [](const config::Params& p) {
+      return std::make_unique<ProgressBar>(p.getInt("refresh_rate"), false, p.getBool("leave"));
+    });
 
 HPU_REGISTER_COMPONENT(
     Callback,
@@ -151,9 +168,23 @@ HPU_REGISTER_COMPONENT(
                             "lightning.pytorch.callbacks",
                             {"RichProgressBar",
                              "",
-                             {{"refresh_rate", config::Type::integer().min(0), "1", "Redraw every N batches (0: off)."}}},
+                             {{"refresh_rate", config::Type::integer().min(0), "1", "Redraw every N batches (0: off)."},
+                              {"leave", config::Type::boolean(), "false",
+                               "On a terminal, keep each epoch's finished bar (false: redraw one bar)."},
+                              {"theme", config::Type::dict(),
+                               "{description: white, progress_bar: '#6206E0', progress_bar_finished: '#6206E0', "
+                               "progress_bar_pulse: '#6206E0', batch_progress: white, time: grey54, "
+                               "processing_speed: grey70, metrics: white, metrics_text_delimiter: ' ', "
+                               "metrics_format: .3f}",
+                               "RichProgressBarTheme's colours and formats.",
+                               "hpu-train draws rich's bar in the default RichProgressBarTheme only"},
+                              {"console_kwargs", config::Type::optional(config::Type::dict()), "null",
+                               "Options of rich's Console.",
+                               "hpu-train writes the bar to stdout itself; there is no rich Console to configure"}}},
                             "rich's coloured progress bar on a terminal; plain lines otherwise."},
-    [](const config::Params& p) { return std::make_unique<ProgressBar>(p.getInt("refresh_rate"), true); });
+    [](const config::Params& p) {
+      return std::make_unique<ProgressBar>(p.getInt("refresh_rate"), true, p.getBool("leave"));
+    });
 
 }  // namespace
 

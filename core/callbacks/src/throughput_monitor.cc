@@ -12,6 +12,8 @@
 // what the loop takes per batch, data loading and optimizer included.
 #include <chrono>
 #include <deque>
+#include <map>
+#include <string>
 
 #include "hpu/core/config/registry.h"
 #include "hpu/core/trainer/trainer.h"
@@ -33,7 +35,8 @@ DType computeDtype(const std::string& precision) {
 
 class ThroughputMonitor final : public Callback {
  public:
-  explicit ThroughputMonitor(std::int64_t window) : window_(static_cast<std::size_t>(window)) {}
+  ThroughputMonitor(std::int64_t window, std::string separator)
+      : window_(static_cast<std::size_t>(window)), separator_(std::move(separator)) {}
   std::string stateKey() const override { return "ThroughputMonitor"; }
 
   void onTrainBatchStart(Trainer& t, std::int64_t) override {
@@ -76,6 +79,15 @@ class ThroughputMonitor final : public Callback {
         }
       }
     }
+    if (separator_ != "/") {
+      std::map<std::string, double> renamed;
+      for (auto& [name, value] : m) {
+        std::string key;
+        for (char c : name) key += c == '/' ? separator_ : std::string(1, c);
+        renamed[key] = value;
+      }
+      m = std::move(renamed);
+    }
     t.logMetrics(m, t.globalStep() - 1);
   }
 
@@ -85,6 +97,7 @@ class ThroughputMonitor final : public Callback {
     std::int64_t batches, samples;
   };
   std::size_t window_;
+  std::string separator_;  // between the parts of a metric's name (train/device/mfu)
   bool started_ = false;
   Clock::time_point start_, validation_start_;
   double time_ = 0;
@@ -99,10 +112,23 @@ HPU_REGISTER_COMPONENT(
                             "lightning.pytorch.callbacks",
                             {"ThroughputMonitor",
                              "",
-                             {{"window_size", config::Type::integer().min(2), "100",
-                               "Steps of the sliding window the rates are measured over."}}},
+                             {{"batch_size_fn", config::Type::optional(config::Type::string()), "null",
+                               "How many samples a batch holds (Lightning requires a function; hpu-train counts "
+                               "each batch's rows).",
+                               "hpu-train counts each batch's samples itself (its rows); a Python function cannot run "
+                               "here"},
+                              {"length_fn", config::Type::optional(config::Type::string()), "null",
+                               "Items (tokens) per batch, for items_per_sec.",
+                               "hpu-train logs samples, batches and FLOPs per second, not items; a Python function "
+                               "cannot run here"},
+                              {"window_size", config::Type::integer().min(2), "100",
+                               "Steps of the sliding window the rates are measured over."},
+                              {"separator", config::Type::string(), "/",
+                               "Between the parts of a metric's name (train/device/samples_per_sec)."}}},
                             "Logs samples/s, batches/s (and FLOP/s and MFU where the model reports its FLOPs)."},
-    [](const config::Params& p) { return std::make_unique<ThroughputMonitor>(p.getInt("window_size")); });
+    [](const config::Params& p) {
+      return std::make_unique<ThroughputMonitor>(p.getInt("window_size"), p.getString("separator"));
+    });
 
 }  // namespace
 }  // namespace hpu::core

@@ -295,33 +295,36 @@ std::vector<Override> envOverrides(const std::map<std::string, std::string>& env
 }
 
 Node composeConfig(const ConfigSources& sources, const Type& root_type, std::vector<std::string>* notes) {
-  // `problems` stop the composition before validation; `whole_tree` problems
-  // (a duplicate key, ...) leave a tree that validation still checks, so a
-  // user sees every error at once.
-  std::vector<std::string> problems, whole_tree;
+  // Every problem of every source, in command-line order, then validation's:
+  // a file that cannot be read (a syntax error) or an override that cannot be
+  // applied leaves the others to be merged and validated all the same, so a
+  // user sees every error at once. The tree then lacks what the broken source
+  // held, so validation takes it as partial (no "missing" problems).
+  std::vector<std::string> problems;
+  bool partial = false;
   Node root = Node::map();
   for (const std::string& file : sources.files) {
     try {
-      Node doc = loadYamlFile(file, {}, &whole_tree);
+      Node doc = loadYamlFile(file, {}, &problems);  // a duplicate key leaves the file whole
       if (doc.isNull()) continue;
       if (!doc.isMap()) {
         problems.push_back(doc.loc().str() + ": a config file must be a mapping of keys");
+        partial = true;
         continue;
       }
       mergeInto(root, doc, root_type);
     } catch (const ConfigError& e) {
       problems.insert(problems.end(), e.problems().begin(), e.problems().end());
+      partial = true;
     }
   }
+  const std::size_t before_overrides = problems.size();
   for (const Override& o : envOverrides(sources.env, sources.subcommand, problems))
     applyOverride(root, root_type, o, problems);
   for (const Override& o : sources.overrides) applyOverride(root, root_type, o, problems);
-  if (!problems.empty()) {
-    whole_tree.insert(whole_tree.end(), problems.begin(), problems.end());
-    throw ConfigError(std::move(whole_tree));
-  }
-  Node out = normalize(root, root_type, "", whole_tree, notes, sources.template_only);
-  if (!whole_tree.empty()) throw ConfigError(std::move(whole_tree));
+  partial = partial || problems.size() > before_overrides;
+  Node out = normalize(root, root_type, "", problems, notes, sources.template_only, partial);
+  if (!problems.empty()) throw ConfigError(std::move(problems));
   return out;
 }
 

@@ -22,8 +22,8 @@ std::string describe(const Node& n) {
 
 class Normalizer {
  public:
-  Normalizer(std::vector<std::string>& problems, std::vector<std::string>* notes, bool template_only)
-      : problems_(problems), notes_(notes), template_only_(template_only) {}
+  Normalizer(std::vector<std::string>& problems, std::vector<std::string>* notes, bool template_only, bool partial)
+      : problems_(problems), notes_(notes), template_only_(template_only || partial), partial_(partial) {}
 
   Node run(const Node& v, const Type& t, const std::string& path) {
     switch (t.tag()) {
@@ -168,6 +168,7 @@ class Normalizer {
         }
       }
       if (name_node == nullptr) {
+        if (partial_) return v;  // the class may be named in the source that could not be read
         fail(v, path, "missing class_path; expected a " + kind_names + " class" + registeredClasses(kinds));
         return v;
       }
@@ -265,7 +266,7 @@ class Normalizer {
       if (v.isScalar() && a->tag() == Tag::kString && a->foreignSpelling(v.str())) return run(v, *a, path);
     for (const Type* a : fitting) {
       std::vector<std::string> trial, trial_notes;
-      Node out = Normalizer(trial, &trial_notes, template_only_).run(v, *a, path);
+      Node out = Normalizer(trial, &trial_notes, template_only_, partial_).run(v, *a, path);
       if (trial.empty()) {
         if (notes_ != nullptr) notes_->insert(notes_->end(), trial_notes.begin(), trial_notes.end());
         return out;
@@ -279,7 +280,7 @@ class Normalizer {
     // range, not finite) says more than "expected A | B".
     for (const Type* a : fitting) {
       if (reads(v, *a)) {
-        Normalizer(problems_, notes_, template_only_).run(v, *a, path);
+        Normalizer(problems_, notes_, template_only_, partial_).run(v, *a, path);
         return v;
       }
     }
@@ -318,13 +319,14 @@ class Normalizer {
   std::vector<std::string>& problems_;
   std::vector<std::string>* notes_;
   bool template_only_;
+  bool partial_;
 };
 
 }  // namespace
 
 Node normalize(const Node& value, const Type& type, const std::string& path, std::vector<std::string>& problems,
-               std::vector<std::string>* notes, bool template_only) {
-  return Normalizer(problems, notes, template_only).run(value, type, path);
+               std::vector<std::string>* notes, bool template_only, bool partial) {
+  return Normalizer(problems, notes, template_only, partial).run(value, type, path);
 }
 
 std::string componentName(const Node& value, const std::vector<ComponentKind>& kinds) {

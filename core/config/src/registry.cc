@@ -12,10 +12,12 @@ namespace {
 // Lightning (both distributions, Fabric's environments), lightning-habana,
 // torch (optimizers, schedulers, layers, checkpointing), and the libraries
 // whose classes hpu-train implements (Hugging Face models, DeepSpeed's
-// schedules, Lightning Bolts' data modules).
+// schedules, Lightning Bolts' data modules), and `__main__`: the script that
+// ran LightningCLI, whose own classes it prints as __main__.<Class>.
 constexpr std::string_view kPackages[] = {
     "lightning.pytorch", "pytorch_lightning", "lightning.fabric", "lightning_fabric", "lightning_habana",
-    "torch",             "transformers",      "deepspeed",        "pl_bolts"};
+    "torch",             "transformers",      "deepspeed",        "pl_bolts",
+    "__main__"};
 
 bool ofKinds(const ComponentSchema& s, std::span<const ComponentKind> kinds) {
   return std::find(kinds.begin(), kinds.end(), s.kind) != kinds.end();

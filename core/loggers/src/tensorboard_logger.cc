@@ -213,6 +213,13 @@ HPU_REGISTER_COMPONENT(
            params.push_back({"prefix", Type::string(), "''", "Prefix of every metric tag."});
            params.push_back({"sub_dir", Type::optional(Type::string()), "null",
                              "A folder under version_N for the event file."});
+           // SummaryWriter's keyword arguments, as LightningCLI lists them.
+           params.push_back({"comment", Type::string(), "''", "Suffix of a log_dir SummaryWriter names itself.",
+                             "SummaryWriter appends it only to a log_dir it names itself, and the logger names "
+                             "log_dir (Lightning ignores it too)"});
+           params.push_back({"purge_step", Type::optional(Type::integer().min(0)), "null",
+                             "On a restart, hide the events logged at or after this step.",
+                             "hpu-train's event writer does not write SummaryWriter's purge record"});
            params.push_back({"max_queue", Type::integer().min(1), "10",
                              "Records kept in memory before they are written (SummaryWriter's max_queue)."});
            params.push_back({"flush_secs", Type::integer().min(0), "120",

@@ -30,6 +30,8 @@ HPU_REGISTER_COMPONENT(
           {"anonymous", Type::optional(Type::boolean()), "null", "Log anonymously."},
           {"project", Type::optional(Type::string()), "null", "The W&B project."},
           {"log_model", Type::anyOf({Type::boolean(), Type::string({"all"})}), "false", "Upload checkpoints."},
+          {"experiment", Type::null(), "null", "A wandb Run object to log to.",
+           "a W&B Run is a Python object, which a config cannot give"},
           {"prefix", Type::string(), "''", "Prefix of every metric key."},
           {"checkpoint_name", Type::optional(Type::string()), "null", "Name of the model checkpoint artifact."}}},
         "Not supported: refused with the alternative (TensorBoardLogger, then `wandb sync <log_dir>`)."},

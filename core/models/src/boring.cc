@@ -55,8 +55,11 @@ HPU_REGISTER_COMPONENT(LightningModule,
                            "lightning.pytorch.demos.boring_classes",
                            {"BoringModel",
                             "",
-                            {{"out_features", config::Type::integer().min(1), "2", "Outputs of the linear layer."},
-                             {"lr", config::Type::real().min(0.0, true), "0.1", "Learning rate of the default SGD."}}},
+                            // Lightning's BoringModel takes no arguments: both keys are hpu-train's own.
+                            {{"out_features", config::Type::integer().min(1), "2", "Outputs of the linear layer.", "",
+                              true},
+                             {"lr", config::Type::real().min(0.0, true), "0.1", "Learning rate of the default SGD.", "",
+                              true}}},
                            "Lightning's BoringModel: Linear(32, 2) pushed towards ones; for smoke tests."},
                        [](const config::Params& p) { return std::make_unique<BoringModel>(p); });
 

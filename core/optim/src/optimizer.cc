@@ -198,8 +198,9 @@ class SGD final : public Optimizer {
 // torch.optim.Adam / AdamW (single-tensor path, amsgrad off).
 class Adam final : public Optimizer {
  public:
-  explicit Adam(const AdamOptions& o) : Optimizer(o.lr), o_(o) {}
-  std::string name() const override { return o_.decoupled_weight_decay ? "AdamW" : "Adam"; }
+  // `name`: the torch class (Adam with decoupled_weight_decay is still Adam).
+  Adam(const AdamOptions& o, std::string name) : Optimizer(o.lr), o_(o), name_(std::move(name)) {}
+  std::string name() const override { return name_; }
   std::optional<double> momentum() const override { return o_.beta1; }
   void setMomentum(double beta1) override { o_.beta1 = beta1; }
   double weightDecay() const override { return o_.weight_decay; }
@@ -236,6 +237,7 @@ class Adam final : public Optimizer {
 
  private:
   AdamOptions o_;
+  std::string name_;
 };
 
 // torch.optim.RMSprop (single-tensor path): float32 math, scalars from doubles.
@@ -326,10 +328,10 @@ class Adagrad final : public Optimizer {
 std::unique_ptr<Optimizer> makeSGD(const SGDOptions& o) { return std::make_unique<SGD>(o); }
 std::unique_ptr<Optimizer> makeRMSprop(const RMSpropOptions& o) { return std::make_unique<RMSprop>(o); }
 std::unique_ptr<Optimizer> makeAdagrad(const AdagradOptions& o) { return std::make_unique<Adagrad>(o); }
-std::unique_ptr<Optimizer> makeAdam(const AdamOptions& o) { return std::make_unique<Adam>(o); }
+std::unique_ptr<Optimizer> makeAdam(const AdamOptions& o) { return std::make_unique<Adam>(o, "Adam"); }
 std::unique_ptr<Optimizer> makeAdamW(AdamOptions o) {
   o.decoupled_weight_decay = true;
-  return std::make_unique<Adam>(o);
+  return std::make_unique<Adam>(o, "AdamW");
 }
 
 }  // namespace hpu::core::optim

@@ -44,9 +44,12 @@ config::ParamSpec differentiableParam() {
           "hpu-train does not differentiate through optimizer steps (no higher-order training)"};
 }
 
+// torch 2.13 removed `verbose` from its schedulers (deprecated since 2.2):
+// kept as hpu-train's own, so configs printed with an older torch
+// (verbose: deprecated) still load, and printed only when set.
 config::ParamSpec verboseParam() {
   return {"verbose", Type::anyOf({Type::boolean(), Type::string({"deprecated"})}), "deprecated",
-          "true: print each lr change as torch does (deprecated: false)."};
+          "true: print each lr change as torch < 2.7 did (deprecated: false).", "", true};
 }
 
 // A torch.optim.lr_scheduler class; its init_args end with torch's
@@ -104,6 +107,11 @@ std::vector<config::ParamSpec> adamParams(const char* wd_default, bool adamw) {
   params.push_back(foreachParam());
   if (!adamw) params.push_back(maximizeParam());
   for (config::ParamSpec p : {capturableParam(), differentiableParam(), fusedParam()}) params.push_back(std::move(p));
+  // torch 2.13's Adam: AdamW's rule (weight decay applied to the weights,
+  // not added to the gradient), as torch.optim.AdamW.
+  if (!adamw)
+    params.push_back({"decoupled_weight_decay", Type::boolean(), "false",
+                      "Decay the weights directly, as AdamW, instead of adding weight_decay x weight to the gradient."});
   return params;
 }
 
@@ -126,7 +134,11 @@ HPU_REGISTER_COMPONENT(Optimizer,
                                        "torch.optim",
                                        {"Adam", "", adamParams("0.0", false)},
                                        "Adam with L2 weight decay (torch.optim.Adam)."},
-                       [](const Params& p) { return makeAdam(adamOptions(p)); });
+                       [](const Params& p) {
+                         AdamOptions o = adamOptions(p);
+                         o.decoupled_weight_decay = p.getBool("decoupled_weight_decay");
+                         return makeAdam(o);
+                       });
 
 HPU_REGISTER_COMPONENT(Optimizer,
                        ComponentSchema{ComponentKind::kOptimizer,

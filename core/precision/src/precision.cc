@@ -296,11 +296,11 @@ std::vector<config::ParamSpec> pluginParams() {
       {"precision", precisionType(), "32-true", "Precision: 32-true, bf16-mixed, bf16-true, 16-mixed, fp8."},
       {"device", Type::string({"hpu"}), "hpu", "Device type (always hpu)."},
       {"replace_layers", Type::boolean(), "true",
-       "fp8 training: replace Linear layers with fp8 ones (convert_modules)."},
+       "fp8 training: replace Linear layers with fp8 ones (convert_modules).", "", true},
       {"recipe", Type::optional(Type::dict()), "null",
-       "fp8 DelayedScaling recipe: {margin: 0, amax_history_len: 1024, fp8_format: HYBRID|E4M3}."},
-      {"inference", Type::boolean(), "false", "fp8 inference (convert_modules(inference=True)) instead of training."},
-      {"quant", Type::boolean(), "true", "fp8 inference: quantize (true) or measure statistics (false)."}};
+       "fp8 DelayedScaling recipe: {margin: 0, amax_history_len: 1024, fp8_format: HYBRID|E4M3}.", "", true},
+      {"inference", Type::boolean(), "false", "fp8 inference (convert_modules(inference=True)) instead of training.", "", true},
+      {"quant", Type::boolean(), "true", "fp8 inference: quantize (true) or measure statistics (false).", "", true}};
 }
 
 HPU_REGISTER_COMPONENT(

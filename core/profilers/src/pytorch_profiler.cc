@@ -172,6 +172,13 @@ HPU_REGISTER_COMPONENT(
            params.push_back({"sort_by_key",
                              Type::optional(Type::string({"cpu_time", "cpu_time_total", "self_cpu_time_total", "count"})),
                              "null", "Sort the table by this column (null: cpu_time_total)."});
+           // Lightning's default is true; hpu-train's is false, the one it
+           // honours (lightning_interop_test.cc's kDefaultDiffers).
+           params.push_back({"record_module_names", Type::boolean(), "false",
+                             "Module ranges in the trace (Lightning's default: true).", kNoModuleRanges});
+           params.push_back({"table_kwargs", Type::optional(Type::dict()), "null",
+                             "Extra arguments of torch's key_averages().table().",
+                             "the table has torch's default layout (its columns and widths are fixed)"});
            return params;
          }()},
         "torch.profiler: a Chrome trace of host actions, emulated device ops and collectives, and the table of "

@@ -336,10 +336,13 @@ std::vector<config::ParamSpec> traceParams() {
   return {{"dirpath", Type::optional(Type::string()), "null", "Directory of the trace files (null: the logger's log_dir)."},
           {"filename", Type::optional(Type::string()), "null",
            "Trace file prefix: <dirpath>/<filename>-rank<R>-<stage>.pt.trace.json, one per rank."},
+          // torch.profiler.schedule is a function, which LightningCLI's
+          // parser does not take from a config: hpu-train's own.
           {"schedule", Type::structure(&traceScheduleSchema()),
            "{skip_first: 0, wait: 1, warmup: 1, active: 3, repeat: 1}",
-           "Steps to trace, as torch.profiler.schedule: {skip_first, wait, warmup, active, repeat}."},
-          {"record_shapes", Type::boolean(), "true", "Record each op's operand shapes and dtypes."}};
+           "Steps to trace, as torch.profiler.schedule: {skip_first, wait, warmup, active, repeat}.", "", true},
+          {"record_shapes", Type::boolean(), "false",
+           "Record each op's operand shapes and dtypes (torch.profiler's record_shapes)."}};
 }
 
 TraceOptions traceOptions(const config::Params& p, std::string name) {

@@ -47,7 +47,7 @@ struct TraceSchedule {
 struct TraceOptions {
   std::string name = "HPUProfiler";  // in messages
   std::string dirpath, filename;
-  bool record_shapes = true;
+  bool record_shapes = false;
   TraceSchedule schedule;
   bool export_to_chrome = true;  // write <dirpath>/[<filename>-]rank<R>-<stage>.pt.trace.json
   // Called at teardown with the kept events (those of the trace).
@@ -58,6 +58,10 @@ struct TraceOptions {
 // record_shapes) and what they give.
 std::vector<config::ParamSpec> traceParams();
 TraceOptions traceOptions(const config::Params& p, std::string name);
+// Lightning's reason for refusing record_module_names other than false.
+inline constexpr const char* kNoModuleRanges =
+    "hpu-train's trace records no module ranges ([pl][module]...): its modules are not wrapped in record_function; "
+    "each device op is traced by its op name";
 std::unique_ptr<Profiler> makeTraceProfiler(TraceOptions options);
 
 }  // namespace hpu::core

@@ -42,7 +42,7 @@ HPU_REGISTER_COMPONENT(
         "lightning_habana",
         {"SingleHPUStrategy",
          "",
-         {{"device", config::Type::anyOf({config::Type::integer().min(0), config::Type::string()}), "0",
+         {{"device", config::Type::anyOf({config::Type::integer().min(0), config::Type::string()}), "hpu",
            "The visible HPU to train on: an index, hpu (hpu:0) or hpu:N."},
           trainerPartParam("accelerator", "trainer.accelerator"),
           trainerPartParam("checkpoint_io", "trainer.plugins (HPUCheckpointIO)"),

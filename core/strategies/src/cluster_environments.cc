@@ -13,10 +13,19 @@ namespace {
 struct ClusterEnvironmentChoice {};
 
 // The schema of environment `name` (Lightning's class of that name).
-config::ComponentSchema environmentSchema(const std::string& name, const char* doc) {
-  return config::ComponentSchema{
-      config::ComponentKind::kClusterEnvironment, name, "lightning.pytorch.plugins.environments", {name, "", {}}, doc};
+config::ComponentSchema environmentSchema(const std::string& name, const char* doc,
+                                          std::vector<config::ParamSpec> params = {}) {
+  return config::ComponentSchema{config::ComponentKind::kClusterEnvironment, name,
+                                 "lightning.pytorch.plugins.environments", {name, "", std::move(params)}, doc};
 }
+
+// Lightning saves a checkpoint and requeues the job on SLURM's signal;
+// hpu-train does neither, so it says so rather than take Lightning's
+// default (true) and not act on it (lightning_interop_test.cc's
+// kDefaultDiffers).
+constexpr const char* kNoRequeue =
+    "hpu-train does not save and requeue on SLURM's signal; requeue the job yourself (sbatch --requeue) and resume "
+    "it from a checkpoint (ckpt_path)";
 
 std::unique_ptr<ClusterEnvironmentChoice> choose(const config::Params&) {
   return std::make_unique<ClusterEnvironmentChoice>();
@@ -29,7 +38,11 @@ HPU_REGISTER_COMPONENT(ClusterEnvironmentChoice,
 HPU_REGISTER_COMPONENT(
     ClusterEnvironmentChoice,
     environmentSchema("SLURMEnvironment",
-                      "srun: SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NODEID, SLURM_JOB_NODELIST."),
+                      "srun: SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NODEID, SLURM_JOB_NODELIST.",
+                      {{"auto_requeue", config::Type::boolean(), "false",
+                        "Save and requeue on the signal (Lightning's default: true).", kNoRequeue},
+                       {"requeue_signal", config::Type::optional(config::Type::string()), "null",
+                        "The signal that requeues (null: SIGUSR1).", kNoRequeue}}),
     choose);
 HPU_REGISTER_COMPONENT(
     ClusterEnvironmentChoice,

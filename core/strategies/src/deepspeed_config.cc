@@ -155,7 +155,16 @@ DeepSpeedSettings resolveDeepSpeed(const config::Node& args, const std::map<std:
     s.partition_activations = get<bool>(a, "partition_activations", s.partition_activations, origin);
     s.cpu_checkpointing = get<bool>(a, "cpu_checkpointing", s.cpu_checkpointing, origin);
   }
-  s.allow_untested_optimizer = get<bool>(cfg, "zero_allow_untested_optimizer", false, origin);
+  // Lightning writes init_args.zero_allow_untested_optimizer into the config
+  // it makes when none is given; a given config says it itself (DeepSpeed's
+  // default: false).
+  const config::Node* given = args.find("config");
+  const auto env_path = env.find("PL_DEEPSPEED_CONFIG_PATH");
+  const bool has_config =
+      (given != nullptr && !given->isNull()) || (env_path != env.end() && !env_path->second.empty());
+  const config::Node* allow = args.find("zero_allow_untested_optimizer");
+  s.allow_untested_optimizer = get<bool>(cfg, "zero_allow_untested_optimizer",
+                                         !has_config && allow != nullptr && config::asBool(*allow), origin);
   if (cfg.contains("communication_data_type")) {
     const json& t = cfg["communication_data_type"];
     if (!t.is_string() || (t != "fp32" && t != "bf16"))

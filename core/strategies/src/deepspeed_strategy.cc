@@ -29,14 +29,21 @@
 #include "hpu/core/strategies/deepspeed_config.h"
 #include "hpu/core/tensor/autograd.h"
 #include "hpu/device/numerics.h"
+#include "trainer_part_param.h"
 
 namespace hpu::core {
 namespace {
 
+// init_args.cluster_environment ("" when absent or null: detected).
+std::string clusterEnvironmentOf(const config::Node& init_args) {
+  const config::Node* n = init_args.find("cluster_environment");
+  return n != nullptr && !n->isNull() ? n->str() : "";
+}
+
 class DeepSpeedStrategy final : public DistributedStrategy {
  public:
   DeepSpeedStrategy(config::Node init_args, std::map<std::string, std::string> env)
-      : DistributedStrategy(""), init_args_(std::move(init_args)), env_(std::move(env)) {
+      : DistributedStrategy(clusterEnvironmentOf(init_args)), init_args_(std::move(init_args)), env_(std::move(env)) {
     // Settings that do not depend on the data are known at once.
     settings_.stage = config::asBool(*init_args_.find("zero_optimization")) ? static_cast<int>(config::asInt(*init_args_.find("stage"))) : 0;
   }
@@ -403,19 +410,89 @@ class DeepSpeedStrategy final : public DistributedStrategy {
   std::vector<std::size_t> step_buckets_;
 };
 
+// DeepSpeedStrategy's keys that configure what hpu-train does not emulate
+// or always does one way: their (lightning-habana's) defaults only.
+constexpr const char* kNoNvme =
+    "NVMe offload is not emulated: offload_optimizer and offload_parameters keep their shards in host memory";
+constexpr const char* kZeroAlways = "hpu-train's ZeRO always does so (flat buckets, reduce-scatter as backward "
+                                    "completes each bucket, all-gather of the updated shards)";
+constexpr const char* kBucketsInConfig =
+    "hpu-train sizes its buckets from the DeepSpeed config (init_args.config: zero_optimization.reduce_bucket_size) "
+    "or its own default; set it there";
+constexpr const char* kLossScaleInConfig =
+    "hpu-train takes DeepSpeed's fp16 loss scaler from the DeepSpeed config (init_args.config: fp16.loss_scale, "
+    "initial_scale_power, loss_scale_window, hysteresis, min_loss_scale); set it there";
+constexpr const char* kNoDeepSpeedLogging =
+    "there is no DeepSpeed engine to log; hpu-train's progress and metrics go through its own loggers";
+
 std::vector<config::ParamSpec> deepspeedParams(const char* stage, const char* offload_optimizer,
                                                const char* offload_parameters) {
   using config::Type;
-  return {{"zero_optimization", Type::boolean(), "true", "Use ZeRO (false: plain data parallel)."},
+  const auto fixedInt = [](const char* name, const char* value, const char* doc, const char* because) {
+    return config::ParamSpec{name, Type::integer(), value, doc, because};
+  };
+  const auto fixedBool = [](const char* name, const char* value, const char* doc, const char* because) {
+    return config::ParamSpec{name, Type::boolean(), value, doc, because};
+  };
+  // lightning-habana's order (strategies/deepspeed.py).
+  return {trainerPartParam("accelerator", "trainer.accelerator"),
+          {"zero_optimization", Type::boolean(), "true", "Use ZeRO (false: plain data parallel)."},
           {"stage", Type::integer().min(0).max(3), stage, "ZeRO stage: 1 optimizer state, 2 + gradients, 3 + parameters."},
+          {"remote_device", Type::optional(Type::string()), "null", "Stage 3: where parameters are initialised.",
+           "stage 3 builds the model's parameters in host memory and partitions them itself"},
           {"offload_optimizer", Type::boolean(), offload_optimizer, "Keep optimizer state and gradient shards in host memory."},
           {"offload_parameters", Type::boolean(), offload_parameters, "Stage 3: keep parameter shards in host memory."},
-          {"cpu_checkpointing", Type::boolean(), "false", "Keep activation checkpoints in host memory."},
-          {"partition_activations", Type::boolean(), "false", "Partition activation checkpoints across ranks."},
+          {"offload_params_device", Type::string(), "cpu", "Where offloaded parameters go.", kNoNvme},
+          {"nvme_path", Type::string(), "/local_nvme", "NVMe offload directory.", kNoNvme},
+          fixedInt("params_buffer_count", "5", "NVMe parameter buffers.", kNoNvme),
+          fixedInt("params_buffer_size", "100000000", "NVMe parameter buffer size.", kNoNvme),
+          fixedInt("max_in_cpu", "1000000000", "Parameters kept in host memory under NVMe offload.", kNoNvme),
+          {"offload_optimizer_device", Type::string(), "cpu", "Where offloaded optimizer state goes.", kNoNvme},
+          fixedInt("optimizer_buffer_count", "4", "NVMe optimizer buffers.", kNoNvme),
+          fixedInt("block_size", "1048576", "NVMe I/O block size.", kNoNvme),
+          fixedInt("queue_depth", "8", "NVMe I/O queue depth.", kNoNvme),
+          fixedBool("single_submit", "false", "NVMe I/O submission.", kNoNvme),
+          fixedBool("overlap_events", "true", "NVMe I/O event overlap.", kNoNvme),
+          fixedInt("thread_count", "1", "NVMe I/O threads.", kNoNvme),
+          fixedBool("pin_memory", "false", "Pin the offloaded host buffers.",
+                    "the emulated device reads host memory directly; there is no pinned memory to ask for"),
+          fixedInt("sub_group_size", "1000000000000", "Parameters per optimizer step group.",
+                   "the optimizer steps each rank's shard of every bucket at once"),
+          fixedBool("contiguous_gradients", "true", "Copy gradients into one contiguous buffer.", kZeroAlways),
+          fixedBool("overlap_comm", "true", "Reduce gradients while backward runs.", kZeroAlways),
+          fixedBool("allgather_partitions", "true", "All-gather the updated shards (not broadcast).", kZeroAlways),
+          fixedBool("reduce_scatter", "true", "Reduce-scatter gradients (not all-reduce).", kZeroAlways),
+          fixedInt("allgather_bucket_size", "200000000", "Elements per all-gather.", kBucketsInConfig),
+          fixedInt("reduce_bucket_size", "200000000", "Elements per reduce-scatter.", kBucketsInConfig),
+          {"zero_allow_untested_optimizer", Type::boolean(), "true",
+           "Shard optimizers other than Adam and AdamW (used when no DeepSpeed config is given; a config says it "
+           "itself, false by default)."},
+          {"logging_batch_size_per_gpu", Type::anyOf({Type::string({"auto"}), Type::integer().min(1)}), "auto",
+           "Batch size DeepSpeed's throughput log assumes.", kNoDeepSpeedLogging},
           {"config", Type::optional(Type::anyOf({Type::dict(), Type::string()})), "null",
            "A DeepSpeed config: a mapping, or the path of a DeepSpeed JSON file (also PL_DEEPSPEED_CONFIG_PATH)."},
+          fixedInt("logging_level", "30", "DeepSpeed's log level (logging.WARN).", kNoDeepSpeedLogging),
           {"parallel_devices", Type::optional(Type::list(Type::string())), "null",
-           "Devices to use (their count must match trainer.devices)."}};
+           "Devices to use (their count must match trainer.devices)."},
+          {"cluster_environment", Type::optional(Type::string({"LightningEnvironment", "SLURMEnvironment",
+                                                               "MPIEnvironment", "TorchElasticEnvironment"})),
+           "null", "Force a cluster environment instead of detecting it (see trainer.plugins too)."},
+          {"loss_scale", Type::real(), "0", "fp16: a static loss scale (0: dynamic).", kLossScaleInConfig},
+          fixedInt("initial_scale_power", "16", "fp16: the dynamic scale starts at 2^this.", kLossScaleInConfig),
+          fixedInt("loss_scale_window", "1000", "fp16: clean steps before the scale grows.", kLossScaleInConfig),
+          fixedInt("hysteresis", "2", "fp16: overflows tolerated before the scale shrinks.", kLossScaleInConfig),
+          fixedInt("min_loss_scale", "1", "fp16: the smallest scale.", kLossScaleInConfig),
+          {"partition_activations", Type::boolean(), "false", "Partition activation checkpoints across ranks."},
+          {"cpu_checkpointing", Type::boolean(), "false", "Keep activation checkpoints in host memory."},
+          fixedBool("contiguous_memory_optimization", "false", "Copy activation checkpoints into one buffer.",
+                    "hpu-train's activation checkpointing keeps each checkpoint where it was made"),
+          fixedBool("synchronize_checkpoint_boundary", "false", "Synchronize at activation checkpoint boundaries.",
+                    "activation checkpointing runs in the ranks' own order of ops; there is no boundary to synchronize"),
+          fixedBool("load_full_weights", "false", "Load a single-file checkpoint into the sharded model.",
+                    "hpu-train reads a checkpoint's layout from its files, whole or sharded, without being told"),
+          trainerPartParam("precision_plugin", "trainer.precision or trainer.plugins (HPUDeepSpeedPrecisionPlugin)"),
+          {"process_group_backend", Type::string({"hccl"}), "hccl", "Collective backend.",
+           "HPUs communicate through HCCL, which hpu-train's collectives emulate"}};
 }
 
 HPU_REGISTER_COMPONENT(

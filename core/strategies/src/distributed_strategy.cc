@@ -36,6 +36,7 @@ void DistributedStrategy::setup(const RunEnvironment& run, device::Platform& pla
     lo.onWorkerFailure = [this](const comm::WorkerFailure& f) {
       if (group_) group_->abort("local worker failed: " + f.description);
     };
+    lo.workersReportErrors = true;  // this process reports the job's failure (app/failure.h)
     launcher_ = comm::launchLocalWorkers(lo);
     env = launcher_->sharedEnv();
     cluster_ = resolve(env, topology);
@@ -115,6 +116,23 @@ std::string DistributedStrategy::broadcast(const std::string& text, int root) {
   return out;
 }
 
+std::vector<std::string> DistributedStrategy::gatherText(const std::string& text) {
+  // The sizes, then every text padded to the longest.
+  const auto ranks = static_cast<std::size_t>(worldSize());
+  std::vector<double> sizes(ranks, 0.0);
+  sizes[static_cast<std::size_t>(globalRank())] = static_cast<double>(text.size());
+  allReduceSum(sizes);
+  const auto longest = static_cast<std::size_t>(*std::max_element(sizes.begin(), sizes.end()));
+  std::vector<std::byte> mine(longest), all(longest * ranks);
+  std::memcpy(mine.data(), text.data(), text.size());
+  if (longest > 0)
+    group_->allgather(comm::ConstBufferView(std::span<const std::byte>(mine)), comm::BufferView(std::span<std::byte>(all)));
+  std::vector<std::string> out;
+  for (std::size_t r = 0; r < ranks; ++r)
+    out.emplace_back(reinterpret_cast<const char*>(all.data()) + r * longest, static_cast<std::size_t>(sizes[r]));
+  return out;
+}
+
 int DistributedStrategy::teardown(bool failed) {
   int code = failed ? 1 : 0;
   if (group_ && failed) group_->abort("rank " + std::to_string(cluster_.globalRank) + " failed");
@@ -131,6 +149,7 @@ int DistributedStrategy::teardown(bool failed) {
       spdlog::error("{}", e.what());
       if (code == 0) code = 1;
     }
+    worker_exits_ = launcher_->workerExits();
     launcher_.reset();
   }
   return code;

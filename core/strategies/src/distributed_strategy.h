@@ -34,8 +34,10 @@ class DistributedStrategy : public Strategy {
   void allReduceMax(std::span<double> values) override;
   void barrier(const std::string& name) override;
   std::string broadcast(const std::string& text, int root) override;
+  std::vector<std::string> gatherText(const std::string& text) override;
   // A worker's failure, when it came first, is the job's exit code.
   int teardown(bool failed) override;
+  std::vector<comm::WorkerExit> workerExits() const override { return worker_exits_; }
   void observeCollectives(std::shared_ptr<comm::CollectiveObserver> observer) override {
     if (group_) group_->setObserver(std::move(observer));
   }
@@ -55,6 +57,7 @@ class DistributedStrategy : public Strategy {
   std::string environment_;
   comm::ClusterInfo cluster_;
   std::unique_ptr<comm::LocalLauncher> launcher_;
+  std::vector<comm::WorkerExit> worker_exits_;  // kept from launcher_ at teardown
   std::unique_ptr<comm::ProcessGroup> group_;
   device::Device* device_ = nullptr;
 };

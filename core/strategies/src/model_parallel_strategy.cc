@@ -61,6 +61,16 @@ class CommParallelGroup final : public ops::ParallelGroup {
     wire::fromBits(bits_out, all);
   }
 
+  void reduceScatter(const float* in, std::size_t count, DType wire, float* out) override {
+    const std::span<const float> all(in, count * static_cast<std::size_t>(size()));
+    const std::span<float> mine(out, count);
+    if (wire != DType::kBFloat16) return group_->reduceScatter(all, mine, comm::ReduceOp::kSum);
+    std::vector<std::uint16_t> bits_in, bits_out(out != nullptr ? count : 0);
+    wire::toBits(all, bits_in);
+    group_->reduceScatter(wire::bitsView(bits_in, all.size()), wire::bitsView(bits_out, count), comm::ReduceOp::kSum);
+    wire::fromBits(bits_out, mine);
+  }
+
   ops::ParallelGroup& subgroupOf(int count) override {
     auto& sub = subgroups_[count];
     if (!sub) {
@@ -87,11 +97,12 @@ class ModelParallelStrategy final : public DistributedStrategy {
   // Sizes unset: "auto" (Lightning's rule: data_parallel_size = nodes,
   // tensor_parallel_size = devices per node).
   ModelParallelStrategy(std::optional<int> data_parallel_size, std::optional<int> tensor_parallel_size,
-                        bool save_distributed_checkpoint, std::string cluster_environment)
+                        bool save_distributed_checkpoint, bool sequence_parallel, std::string cluster_environment)
       : DistributedStrategy(std::move(cluster_environment)),
         dp_(data_parallel_size),
         tp_(tensor_parallel_size),
-        save_distributed_(save_distributed_checkpoint) {}
+        save_distributed_(save_distributed_checkpoint),
+        sequence_parallel_(sequence_parallel) {}
   ~ModelParallelStrategy() override { releaseSubgroups(); }
 
   std::string name() const override { return "ModelParallelStrategy"; }
@@ -120,6 +131,7 @@ class ModelParallelStrategy final : public DistributedStrategy {
 
   ops::ParallelGroup* tensorParallelGroup() override { return tensor_.get(); }
   bool savesDistributedCheckpoint() const override { return save_distributed_; }
+  bool sequenceParallel() const override { return sequence_parallel_ && tensor_->size() > 1; }
 
   std::vector<float> wholeOf(std::span<const float> piece, const Shard& shard, const Shape& local) override {
     if (!shard.split()) return {piece.begin(), piece.end()};
@@ -189,7 +201,7 @@ class ModelParallelStrategy final : public DistributedStrategy {
   }
 
   std::optional<int> dp_, tp_;
-  bool save_distributed_;
+  bool save_distributed_, sequence_parallel_;
   int dp_size_ = 1;
   std::unique_ptr<CommParallelGroup> tensor_;
   std::unique_ptr<comm::ProcessGroup> data_;
@@ -222,13 +234,21 @@ HPU_REGISTER_COMPONENT(
           {"save_distributed_checkpoint", config::Type::boolean(), "true",
            "Each rank writes its own part of a checkpoint (false: one consolidated file)."},
           {"process_group_backend", config::Type::optional(config::Type::string({"hccl"})), "null",
-           "Collective backend (HCCL on HPU, which hpu-train's collectives emulate)."}}},
+           "Collective backend (HCCL on HPU, which hpu-train's collectives emulate)."},
+          {"timeout", config::Type::optional(config::Type::string()), "0:30:00", "Collective timeout.",
+           "collectives wait under hpu-train's own deadlines (comm's barrier and store timeouts)"},
+          {"sequence_parallel", config::Type::boolean(), "false",
+           "hpu-train's own: between the tensor-parallel regions, split activations along the sequence "
+           "(norms, dropouts and residuals on each rank's positions; reduce-scatter and all-gather instead of "
+           "all-reduce), as Megatron-LM's sequence parallelism.",
+           "", true}}},
         "Tensor parallelism inside data parallelism (Llama, GPT-2: attention heads, MLP and vocabulary split "
         "across the tensor-parallel ranks).",
         {}},
     [](const config::Params& p) {
       return std::make_unique<ModelParallelStrategy>(sizeOf(p, "data_parallel_size"), sizeOf(p, "tensor_parallel_size"),
-                                                     p.getBool("save_distributed_checkpoint"), "");
+                                                     p.getBool("save_distributed_checkpoint"),
+                                                     p.getBool("sequence_parallel"), "");
     });
 
 }  // namespace
@@ -237,7 +257,7 @@ std::unique_ptr<Strategy> makeModelParallelStrategy(std::optional<int> data_para
                                                     std::optional<int> tensor_parallel_size,
                                                     bool save_distributed_checkpoint) {
   return std::make_unique<ModelParallelStrategy>(data_parallel_size, tensor_parallel_size, save_distributed_checkpoint,
-                                                 "");
+                                                 /*sequence_parallel=*/false, "");
 }
 
 std::unique_ptr<ops::ParallelGroup> makeTensorParallelGroup(std::unique_ptr<comm::ProcessGroup> group) {

@@ -49,6 +49,10 @@ config::Type strategyEnvType() {
       {"LightningEnvironment", "SLURMEnvironment", "MPIEnvironment", "TorchElasticEnvironment"}));
 }
 
+constexpr const char* kOneDevicePerProcess = "each process drives one device, as DDP does with one device per process";
+constexpr const char* kOwnBuckets =
+    "DistributedDataParallel's option; hpu-train all-reduces its own gradient buckets, overlapping backward";
+
 HPU_REGISTER_COMPONENT(
     Strategy,
     config::ComponentSchema{
@@ -70,13 +74,39 @@ HPU_REGISTER_COMPONENT(
           {"process_group_backend", config::Type::string({"hccl"}), "hccl", "Collective backend.",
            "HPUs communicate through HCCL, which hpu-train's collectives emulate"},
           // DistributedDataParallel's keyword arguments.
-          {"bucket_cap_mb", config::Type::real().min(0.0, true), "25.0", "Gradient bucket size (MiB) for all-reduce."},
+          {"bucket_cap_mb", config::Type::optional(config::Type::real().min(0.0, true)), "null",
+           "Gradient bucket size (MiB) for all-reduce (null: 25, torch's default)."},
           {"find_unused_parameters", config::Type::boolean(), "false",
-           "Parameters without a gradient in a step are found every step (they get zeros), whatever this says."}}},
+           "Parameters without a gradient in a step are found every step (they get zeros), whatever this says."},
+          // DDPStrategy's own and the rest of DistributedDataParallel's
+          // (torch 2.13), as LightningCLI lists them: their defaults only.
+          {"timeout", config::Type::optional(config::Type::string()), "0:30:00", "Collective timeout.",
+           "collectives wait under hpu-train's own deadlines (comm's barrier and store timeouts)"},
+          {"start_method", config::Type::string({"popen", "spawn", "fork", "forkserver"}), "popen",
+           "How local ranks start.", "hpu-train's launcher starts every local rank as a process of its own"},
+          {"output_device", config::Type::null(), "null", "DDP output device.", kOneDevicePerProcess},
+          {"dim", config::Type::integer(), "0", "DDP scatter dimension.", kOneDevicePerProcess},
+          {"broadcast_buffers", config::Type::null(), "null", "DDP buffer broadcast.", kOwnBuckets},
+          {"init_sync", config::Type::boolean(), "true", "DDP's initial parameter sync.", kOwnBuckets},
+          {"process_group", config::Type::null(), "null", "DDP process group.", kOwnBuckets},
+          {"check_reduction", config::Type::boolean(), "false", "Deprecated DDP check.", kOwnBuckets},
+          {"gradient_as_bucket_view", config::Type::boolean(), "false", "Gradients as views of the buckets.",
+           kOwnBuckets},
+          {"static_graph", config::Type::boolean(), "false", "DDP static graph.", kOwnBuckets},
+          {"delay_all_reduce_named_params", config::Type::null(), "null", "DDP delayed all-reduce.", kOwnBuckets},
+          {"param_to_hook_all_reduce", config::Type::null(), "null", "DDP hooked all-reduce.", kOwnBuckets},
+          {"mixed_precision", config::Type::null(), "null", "DDP's mixed precision.",
+           "precision is trainer.precision's (the precision plugin), not DDP's"},
+          {"device_mesh", config::Type::null(), "null", "DDP device mesh.", kOwnBuckets},
+          {"skip_all_reduce_unused_params", config::Type::boolean(), "false", "DDP unused-parameter all-reduce.",
+           kOwnBuckets},
+          {"bucket_cap_mb_list", config::Type::null(), "null", "DDP per-bucket sizes.", kOwnBuckets},
+          {"batched_grad_copy", config::Type::boolean(), "false", "DDP batched gradient copy.", kOwnBuckets},
+          {"forward_sync_buffers", config::Type::null(), "null", "DDP buffer sync in forward.", kOwnBuckets}}},
         "Data-parallel training over processes and nodes (strategy: hpu_parallel).",
         {"lightning.pytorch.strategies.DDPStrategy", "lightning_habana.HPUDDPStrategy"}},
     [](const config::Params& p) {
-      return makeParallelStrategy(static_cast<std::int64_t>(p.getFloat("bucket_cap_mb") * 1024 * 1024),
+      return makeParallelStrategy(static_cast<std::int64_t>((p.has("bucket_cap_mb") ? p.getFloat("bucket_cap_mb") : 25.0) * 1024 * 1024),
                                   p.has("cluster_environment") ? p.getString("cluster_environment") : "");
     });
 

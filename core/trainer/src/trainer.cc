@@ -198,6 +198,7 @@ void Trainer::setupModel(LightningModule& model, data::DataModule& data, data::S
       build_on, init_rng_, dropout_rng_, precision_->paramDtype(), strategy_->activationCheckpointsOnHost(), seed_};
   ctx.defer_trainable_values = strategy_->partitionsParameters();
   ctx.tensor_parallel = strategy_->tensorParallelGroup();
+  ctx.sequence_parallel = strategy_->sequenceParallel();
   model.configureModel(ctx, input);
   precision_->convertModule(model);
   // Gradients exist for training only (evaluation and prediction allocate none).
@@ -852,6 +853,7 @@ std::vector<Prediction> Trainer::predict(LightningModule& model, data::DataModul
   auto loader = setupEvaluation(model, data, ckpt_path, data::Stage::kPredict, data::Split::kPredict);
   const std::int64_t n = options_.limit_predict.of(loader->numBatches());
   num_eval_batches_ = n;
+  predict_samples_ = loader->dataset().size();
   std::optional<Profiler::Scope> loop_scope;
   loop_scope.emplace(*profiler_, "run_predict");
   model.eval();

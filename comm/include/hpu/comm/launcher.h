@@ -9,6 +9,11 @@
 // to a random per-launch token. They are never given secrets on argv.
 // Their stderr comes through a pipe: the launcher forwards it line by line
 // to its own stderr and keeps each worker's last lines for its failure.
+// With LaunchOptions::workersReportErrors, each worker also gets
+// HPU_WORKER_ERROR_FILE, a file of the launcher's private temporary folder
+// where a failing worker writes its error (reportErrorToLauncher) instead of
+// printing it, so that the launching process reports the job's failure once:
+// the root cause first, with the ranks that share it (workerExits()).
 //
 // Supervision (a thread of the launcher):
 //  - a worker that exits non-zero or dies of a signal is the job's first
@@ -53,6 +58,35 @@ struct WorkerFailure {
   std::vector<std::string> lastLines{};  // the end of its stderr, oldest first
 };
 
+// A failing worker's own account of its error (reportErrorToLauncher).
+struct WorkerErrorReport {
+  int exitCode = 1;
+  // The error is a consequence of another rank's (a peer lost, the process
+  // group aborted), not a cause of its own.
+  bool secondary = false;
+  std::vector<std::string> lines{};  // the message, one problem a line
+};
+
+// How a worker ended.
+struct WorkerExit {
+  int localRank = 0;
+  int globalRank = 0;
+  int exitCode = 0;         // the exit status, or 128 + signal
+  std::string description;  // "local rank 2 (pid 4242) exited with code 3"
+  // It exited after the launcher began stopping the workers (another
+  // worker's failure, or the launcher's own).
+  bool stopped = false;
+  std::optional<WorkerErrorReport> report{};  // what it reported, if it did
+};
+
+// The variable naming a worker's error file.
+inline constexpr const char* kWorkerErrorFileVariable = "HPU_WORKER_ERROR_FILE";
+
+// In a worker started with workersReportErrors: writes `report` to the
+// file `env` names (kWorkerErrorFileVariable). Returns false when `env`
+// names none or the file cannot be written; the caller prints the error then.
+bool reportErrorToLauncher(const EnvMap& env, const WorkerErrorReport& report);
+
 struct LaunchOptions {
   ClusterInfo cluster;  // this process's resolved place (local rank 0, not created externally)
   EnvMap env;           // the workers' base environment, normally processEnvironment()
@@ -66,6 +100,10 @@ struct LaunchOptions {
   // Called on the supervising thread after the workers were stopped, e.g.
   // to abort rank 0's process group so that it stops at once.
   std::function<void(const WorkerFailure&)> onWorkerFailure{};
+  // Workers write their errors to files (HPU_WORKER_ERROR_FILE) for this
+  // process to report (workerExits()), and the first failure is logged at
+  // debug level only.
+  bool workersReportErrors = false;
 };
 
 class LocalLauncher {
@@ -79,6 +117,9 @@ class LocalLauncher {
   virtual const EnvMap& sharedEnv() const = 0;
   virtual std::vector<pid_t> workerPids() const = 0;
   virtual std::optional<WorkerFailure> firstFailure() const = 0;
+  // The workers that exited so far, in the order they did, with the errors
+  // they reported.
+  virtual std::vector<WorkerExit> workerExits() const = 0;
   // Returns once every worker exited: 0, or the first failure's exit code.
   // Throws CommTimeoutError at `deadline` (the workers keep running).
   virtual int waitWorkers(Clock::time_point deadline) = 0;

@@ -17,10 +17,13 @@ namespace hpu::core::config {
 // omitted when unknown) and returns the canonical tree, which is meaningful
 // only when no problem was added. What was rewritten on the way (a GPU
 // spelling to its HPU counterpart) is appended to `notes`, in the same form.
+// With `partial` (a source of the tree could not be read, so what it held
+// is missing), a required key or a class_path left out is no problem either.
 // With `template_only`, a required key left out is null instead of a
 // problem (the template --print_config writes before a model is chosen).
 Node normalize(const Node& value, const Type& type, const std::string& path, std::vector<std::string>& problems,
-               std::vector<std::string>* notes = nullptr, bool template_only = false);
+               std::vector<std::string>* notes = nullptr, bool template_only = false,
+               bool partial = false);
 
 // The name of the registered class a component node (string or
 // {class_path: ...}) names by the class-path rule, or "" if it names none

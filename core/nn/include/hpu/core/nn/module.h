@@ -42,6 +42,10 @@ struct InitContext {
   // The tensor-parallel group a model splits its layers across (null: no
   // tensor parallelism).
   ops::ParallelGroup* tensor_parallel = nullptr;
+  // Between its tensor-parallel regions, the model splits activations along
+  // the sequence across that group (training and evaluation; generation
+  // with a KV cache runs without).
+  bool sequence_parallel = false;
 };
 
 struct NamedTensor {

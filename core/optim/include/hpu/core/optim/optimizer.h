@@ -165,7 +165,7 @@ struct AdamOptions {
   double beta2 = 0.999;
   double eps = 1e-8;
   double weight_decay = 0.0;
-  bool decoupled_weight_decay = false;  // true: AdamW
+  bool decoupled_weight_decay = false;  // true: AdamW's rule (torch.optim.Adam's decoupled_weight_decay)
 };
 std::unique_ptr<Optimizer> makeAdam(const AdamOptions& o);
 // AdamW: decoupled weight decay (default 0.01), as torch.optim.AdamW.

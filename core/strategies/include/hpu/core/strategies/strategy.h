@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "hpu/comm/collective_observer.h"
+#include "hpu/comm/launcher.h"
 #include "hpu/comm/process_group.h"
 #include "hpu/core/data/sampler.h"
 #include "hpu/core/precision/loss_scaling.h"
@@ -75,6 +76,9 @@ class Strategy {
   // The group a model splits its layers across (tensor parallelism), or
   // null. Valid from setup() on.
   virtual ops::ParallelGroup* tensorParallelGroup() { return nullptr; }
+  // Whether the model also splits its activations along the sequence
+  // between the tensor-parallel regions (Megatron-LM's sequence parallelism).
+  virtual bool sequenceParallel() const { return false; }
 
   // The whole parameter's values assembled from every tensor-parallel rank's
   // piece (`piece`: this rank's, of a parameter split as `shard`, shaped
@@ -170,10 +174,16 @@ class Strategy {
   virtual void barrier(const std::string& name) {}
   // Rank `root`'s text on every rank.
   virtual std::string broadcast(const std::string& text, int root) { return text; }
+  // Every rank's text, in rank order, on every rank.
+  virtual std::vector<std::string> gatherText(const std::string& text) { return {text}; }
 
   // Ends the job: waits for (or stops) local workers. Returns the exit code
   // of the job as seen from this process (0 if all went well).
   virtual int teardown(bool failed) { return failed ? 1 : 0; }
+  // After teardown: how the local ranks this process started ended, with
+  // the errors they reported (empty when it started none), for the job's
+  // failure report.
+  virtual std::vector<comm::WorkerExit> workerExits() const { return {}; }
 
   // Tells `observer` (null: nobody) of every collective this strategy's
   // process group runs (profilers' collectives track).

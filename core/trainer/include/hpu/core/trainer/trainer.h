@@ -67,6 +67,9 @@ class Trainer {
   // Returns what predictStep returned for each batch (callbacks such as
   // BasePredictionWriter write them).
   std::vector<Prediction> predict(LightningModule& model, data::DataModule& data, const std::string& ckpt_path);
+  // The samples of the data set predict runs on (each data-parallel rank
+  // predicts every world-size-th, padded to as many as the others).
+  std::int64_t predictSamples() const { return predict_samples_; }
   // Builds `model` as predict does and loads the weights of `ckpt_path`
   // (a path; "last" and "best" resolve as for predict), running nothing
   // (hpu-train export).
@@ -271,6 +274,7 @@ class Trainer {
   std::int64_t global_step_ = 0;
   std::int64_t num_train_batches_ = 0;
   std::int64_t num_eval_batches_ = 0;
+  std::int64_t predict_samples_ = 0;
   std::int64_t train_batch_size_ = 0;
   std::int64_t batch_in_epoch_ = 0;  // batches of current_epoch_ done (for checkpoints)
   std::int64_t skip_batches_ = 0;    // batches to skip when resuming inside an epoch
