@@ -6,6 +6,7 @@
 // gradient of the piece they share.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <exception>
 #include <functional>
@@ -131,6 +132,26 @@ TEST(TensorParallelOps, GatherConcatenatesTheLastDimensionAndScattersItsGradient
     t.backward(ops::sum(ops::mul(y, Tensor::fromHost(dev, {2, 4}, std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8}))));
     EXPECT_EQ(x.grad().toHost(), rank == 0 ? (std::vector<float>{1, 2, 5, 6}) : (std::vector<float>{3, 4, 7, 8}));
   });
+}
+
+TEST(TensorParallelOps, DropoutOnPartOfASequenceDrawsThatPartOfTheWholeMask) {
+  const std::vector<float> values = normals(2 * 6 * 3, 9);
+  const Tensor whole = Tensor::fromHost(deviceOf(0), {2, 6, 3}, values);
+  Generator rng(21);
+  const std::vector<float> want = ops::dropout(whole, 0.5f, true, rng).toHost();
+  for (std::int64_t first : {0, 2, 4}) {
+    std::vector<float> part;
+    for (std::int64_t b = 0; b < 2; ++b)
+      part.insert(part.end(), values.begin() + (b * 6 + first) * 3, values.begin() + (b * 6 + first + 2) * 3);
+    Generator same(21);
+    const std::vector<float> got =
+        ops::dropout(Tensor::fromHost(deviceOf(0), {2, 2, 3}, part), 0.5f, true, same, {first, 6}).toHost();
+    for (std::int64_t b = 0; b < 2; ++b)
+      for (std::int64_t i = 0; i < 6; ++i)
+        EXPECT_EQ(got[static_cast<std::size_t>(b * 6 + i)], want[static_cast<std::size_t>((b * 6 + first) * 3 + i)])
+            << "positions from " << first;
+  }
+  EXPECT_GT(std::count(want.begin(), want.end(), 0.0f), 6) << "half dropped";
 }
 
 // The whole module's output, x's gradient and parameter gradients for

@@ -8,6 +8,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <set>
@@ -157,6 +158,33 @@ TEST_F(ModelParallelTest, Gpt2WithDropoutSplitTwoWaysTrainsAsOneDevice) {
   expectClose(losses("tp2"), losses("one"), "train_loss");
 }
 
+TEST_F(ModelParallelTest, SequenceParallelTrainsAsOneDevice) {
+  // Norms, residuals and GPT-2's dropouts on each rank's positions; the
+  // dropout masks are the whole sequence's.
+  const std::vector<std::string> split{"--trainer.devices=2", kTensorParallel[0],
+                                       "--trainer.strategy.init_args.sequence_parallel=true",
+                                       "--trainer.strategy.init_args.save_distributed_checkpoint=false"};
+  write("llama.yaml", std::string(kRun) + kLlama);
+  fit("llama.yaml", "one", {"--trainer.max_steps=6"});
+  std::vector<std::string> args = split;
+  args.push_back("--trainer.max_steps=6");
+  fit("llama.yaml", "sp2", args);
+  expectClose(losses("sp2"), losses("one"), "train_loss");
+  expectSameTensors(readCheckpoint(checkpoint("sp2", "last.ckpt")), readCheckpoint(checkpoint("one", "last.ckpt")));
+  write("gpt2.yaml", std::string(kRun) + kGpt2);
+  fit("gpt2.yaml", "gpt2_one", {"--trainer.max_steps=6"});
+  fit("gpt2.yaml", "gpt2_sp2", args);
+  expectClose(losses("gpt2_sp2"), losses("gpt2_one"), "train_loss");
+  // The sequence must split evenly.
+  args.push_back("--data.init_args.block_size=15");
+  args.push_back("--trainer.default_root_dir=odd");
+  args.insert(args.begin(), {"fit", "-c", "llama.yaml"});
+  const RunResult r = run(args);
+  EXPECT_EQ(r.exit_code, 2) << r.describe();
+  EXPECT_THAT(r.err, HasSubstr("sequence parallelism splits the 15 positions of a sequence across 2 tensor-parallel "
+                               "ranks: choose a sequence length (data block_size) that they divide"));
+}
+
 TEST_F(ModelParallelTest, TensorTimesDataParallelTrainsAsDataParallel) {
   write("llama.yaml", std::string(kRun) + kLlama);
   fit("llama.yaml", "dp2", {"--trainer.max_steps=6", "--trainer.devices=2", "--trainer.strategy=hpu_parallel"});
@@ -248,6 +276,16 @@ TEST_F(ModelParallelTest, GenerationSplitAcrossRanksSamplesWhatOneDeviceSamples)
   EXPECT_THAT(fit_ds.err, HasSubstr("error: trainer.strategy: the DeepSpeed config's tensor_parallel (tp_size 2) is "
                                     "DeepSpeed-inference's: it serves predict, validate and test; to train "
                                     "tensor-parallel use ModelParallelStrategy (tensor_parallel_size: 2)"));
+  // Data-parallel ranks' generations are gathered in the prompts' order;
+  // the repeat of "a" that pads rank 1's share of 3 prompts is dropped.
+  const std::vector<std::string> greedy{"--model.init_args.do_sample=false", "--model.init_args.prompts=[a, b, c]"};
+  predict("greedy_one", greedy);
+  std::vector<std::string> data_parallel = greedy;
+  data_parallel.insert(data_parallel.end(), {"--trainer.devices=2", "--trainer.strategy=hpu_parallel"});
+  predict("greedy_dp2", data_parallel);
+  const std::string greedy_one = predictions("greedy_one");
+  EXPECT_EQ(predictions("greedy_dp2"), greedy_one);
+  EXPECT_EQ(std::count(greedy_one.begin(), greedy_one.end(), '\n'), 3);
   // fp8 measurement: every rank's pieces together are one device's whole layers.
   const std::vector<std::string> fp8{"--trainer.plugins+=lightning_habana.pytorch.plugins.precision.HPUPrecisionPlugin",
                                      "--trainer.plugins.precision=fp8", "--trainer.plugins.inference=true",

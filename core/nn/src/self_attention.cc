@@ -55,7 +55,7 @@ Tensor SelfAttention::forward(const Tensor& x) { return forward(Inputs{{{"hidden
 
 Tensor SelfAttention::forward(const Inputs& in) {
   const Tensor& hidden = in.tensors["hidden_states"];
-  const Tensor x = o_.tensor_parallel ? ops::copyToParallel(hidden, *o_.tensor_parallel) : hidden;
+  const Tensor x = o_.tensor_parallel ? ops::toParallelRegion(hidden, *o_.tensor_parallel) : hidden;
   const std::int64_t cached = in.kv_cache ? in.kv_cache->length() : 0;
   Tensor q = ops::splitHeads(q_proj(x), local_.heads);
   Tensor k = ops::splitHeads(k_proj(x), local_.kv_heads);

@@ -86,7 +86,7 @@ Tensor softmax(const Tensor& x_in) {
   return finish(y);
 }
 
-Tensor dropout(const Tensor& x_in, float p, bool training, Generator& rng) {
+Tensor dropout(const Tensor& x_in, float p, bool training, Generator& rng, SequencePart part) {
   if (!training || p == 0.0f) return x_in;
   const Tensor x = castTo(x_in, computeDtype(op::kDropout, {&x_in}));
   const OpRecord op_record = record(op::kDropout, {&x});
@@ -98,7 +98,18 @@ Tensor dropout(const Tensor& x_in, float p, bool training, Generator& rng) {
     // One generator step per call: the mask is a counter-based stream under
     // that key (kernels::dropoutForward), drawn on any number of threads.
     mask.reset(new float[static_cast<std::size_t>(n)]);
-    k::dropoutForward(rng.next(), p, x.data(), y.data(), mask.get(), n);
+    const std::uint64_t key = rng.next();
+    if (part.whole == 0 || part.whole == x.size(1)) {
+      k::dropoutForward(key, p, x.data(), y.data(), mask.get(), n);
+    } else {
+      // The whole sequence's mask (drawn on ones), then this part's rows of it.
+      const std::int64_t batch = x.size(0), rows = x.size(1), row = n / (batch * rows), whole = batch * part.whole * row;
+      std::vector<float> ones(static_cast<std::size_t>(whole), 1.0f), scaled(ones.size()), all(ones.size());
+      k::dropoutForward(key, p, ones.data(), scaled.data(), all.data(), whole);
+      for (std::int64_t b = 0; b < batch; ++b)
+        std::copy_n(all.begin() + (b * part.whole + part.first) * row, rows * row, mask.get() + b * rows * row);
+      for (std::int64_t i = 0; i < n; ++i) y.data()[i] = x.data()[i] * mask[static_cast<std::size_t>(i)];
+    }
   }
   recordBackward(y, {&x}, [x, y, n, mask] {
     Tensor gy = y.grad();

@@ -162,4 +162,149 @@ Tensor vocabParallelCrossEntropy(const Tensor& logits_in, const Tensor& labels, 
   return loss;
 }
 
+
+// ---------------------------------------------------------------- sequence parallelism
+
+namespace {
+
+thread_local bool tls_sequence_parallel = false;
+
+// x [B, T, C...] as [B, T, C] with C the product of the rest.
+struct SequenceDims {
+  std::int64_t batch, positions, row;
+};
+SequenceDims dimsOf(const Tensor& x) {
+  require(x.ndim() >= 2, "sequence_parallel", [&] { return "expects [batch, positions, ...], got " + x.shape().str(); });
+  return {x.size(0), x.size(1), x.numel() / (x.size(0) * x.size(1))};
+}
+
+// [B, p x T, C] from every rank's [B, T, C] (`local`, this rank's), and the
+// reverse: rank-major blocks [p][B][T][C] <-> [B][p x T][C].
+void rankBlocksToSequence(const float* blocks, const SequenceDims& d, int parts, float* whole) {
+  for (int r = 0; r < parts; ++r)
+    for (std::int64_t b = 0; b < d.batch; ++b)
+      std::copy_n(blocks + ((r * d.batch + b) * d.positions) * d.row, d.positions * d.row,
+                  whole + ((b * parts + r) * d.positions) * d.row);
+}
+void sequenceToRankBlocks(const float* whole, const SequenceDims& d, int parts, float* blocks) {
+  for (int r = 0; r < parts; ++r)
+    for (std::int64_t b = 0; b < d.batch; ++b)
+      std::copy_n(whole + ((b * parts + r) * d.positions) * d.row, d.positions * d.row,
+                  blocks + ((r * d.batch + b) * d.positions) * d.row);
+}
+
+// Every rank's positions [B, T, C] -> the whole sequence [B, p x T, C].
+std::vector<float> allgatherSequence(const float* local, const SequenceDims& d, DType wire, ParallelGroup& group) {
+  const auto count = static_cast<std::size_t>(d.batch * d.positions * d.row);
+  const bool real = local != nullptr;
+  std::vector<float> blocks(real ? count * static_cast<std::size_t>(group.size()) : 0), whole(blocks.size());
+  group.allgather(local, count, wire, real ? blocks.data() : nullptr);
+  if (real) rankBlocksToSequence(blocks.data(), d, group.size(), whole.data());
+  return whole;
+}
+
+// The sum over the group of whole [B, p x T, C] -> this rank's positions
+// [B, T, C] (`d`: the local dimensions).
+std::vector<float> reduceScatterSequence(const float* whole, const SequenceDims& d, DType wire, ParallelGroup& group) {
+  const auto count = static_cast<std::size_t>(d.batch * d.positions * d.row);
+  const bool real = whole != nullptr;
+  std::vector<float> blocks(real ? count * static_cast<std::size_t>(group.size()) : 0), mine(real ? count : 0);
+  if (real) sequenceToRankBlocks(whole, d, group.size(), blocks.data());
+  group.reduceScatter(real ? blocks.data() : nullptr, count, wire, real ? mine.data() : nullptr);
+  return mine;
+}
+
+Shape withPositions(const Tensor& x, std::int64_t positions) {
+  std::vector<std::int64_t> dims(x.shape().dims().begin(), x.shape().dims().end());
+  dims[1] = positions;
+  return Shape(std::span<const std::int64_t>(dims));
+}
+
+}  // namespace
+
+SequenceParallelScope::SequenceParallelScope(bool on) : previous_(tls_sequence_parallel) { tls_sequence_parallel = on; }
+SequenceParallelScope::~SequenceParallelScope() { tls_sequence_parallel = previous_; }
+bool sequenceParallel() { return tls_sequence_parallel; }
+
+Tensor toParallelRegion(const Tensor& x, ParallelGroup& group) {
+  if (!sequenceParallel()) return copyToParallel(x, group);
+  const SequenceDims d = dimsOf(x);
+  Tensor y = like(x, withPositions(x, d.positions * group.size()));
+  const std::vector<float> whole = allgatherSequence(x.data(), d, wireOf(x), group);
+  if (computes(y)) std::copy(whole.begin(), whole.end(), y.data());
+  recordBackward(y, {&x}, [x, y, d, &group] {
+    Tensor gy = y.grad();
+    if (!gy.defined()) return;
+    const std::vector<float> mine = reduceScatterSequence(gy.data(), d, wireOf(gy), group);
+    accumulateGrad(x, mine.empty() ? nullptr : mine.data());
+  });
+  return finish(y);
+}
+
+Tensor fromParallelRegion(const Tensor& partial, ParallelGroup& group, const Tensor& bias) {
+  if (!sequenceParallel()) return reduceFromParallel(partial, group, bias);
+  const SequenceDims whole_dims = dimsOf(partial);
+  const std::int64_t positions = whole_dims.positions / group.size();
+  const SequenceDims d{whole_dims.batch, positions, whole_dims.row};
+  Tensor y = like(partial, withPositions(partial, positions));
+  const std::vector<float> mine = reduceScatterSequence(partial.data(), d, wireOf(partial), group);
+  if (computes(y)) std::copy(mine.begin(), mine.end(), y.data());
+  const std::int64_t c = partial.size(-1), rows = y.numel() / c;
+  if (bias.defined()) {
+    const OpRecord op_record = record(op::kAdd, {&y, &bias});
+    if (computes(y))
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t j = 0; j < c; ++j) y.data()[r * c + j] += bias.data()[j];
+  }
+  recordBackward(y, {&partial, &bias}, [partial, bias, y, d, rows, &group] {
+    Tensor gy = y.grad();
+    if (!gy.defined()) return;
+    if (wants(partial)) {
+      const std::vector<float> whole = allgatherSequence(gy.data(), d, wireOf(gy), group);
+      accumulateGrad(partial, whole.empty() ? nullptr : whole.data());
+    }
+    // The bias's gradient over this rank's positions, summed over the group: all of them.
+    if (wants(bias)) {
+      std::vector<float> sums(static_cast<std::size_t>(bias.numel()), 0.0f);
+      if (computes(gy))
+        for (std::int64_t r = 0; r < rows; ++r)
+          for (std::int64_t j = 0; j < bias.numel(); ++j) sums[static_cast<std::size_t>(j)] += gy.data()[r * bias.numel() + j];
+      group.allreduce(computes(gy) ? sums.data() : nullptr, sums.size(), DType::kFloat32, ParallelReduce::kSum);
+      accumulateRowSum(bias, computes(gy) ? sums.data() : nullptr, 1);
+    }
+  });
+  return finish(y);
+}
+
+Tensor scatterToSequence(const Tensor& x, ParallelGroup& group) {
+  if (!sequenceParallel()) return x;
+  const SequenceDims whole = dimsOf(x);
+  if (whole.positions % group.size() != 0)
+    throw UsageError(fmt::format("sequence parallelism splits the {} positions of a sequence across {} tensor-parallel "
+                                 "ranks: choose a sequence length (data block_size) that they divide",
+                                 whole.positions, group.size()));
+  const std::int64_t positions = whole.positions / group.size(), first = positions * group.rank();
+  const SequenceDims d{whole.batch, positions, whole.row};
+  Tensor y = like(x, withPositions(x, positions));
+  if (computes(y))
+    for (std::int64_t b = 0; b < d.batch; ++b)
+      std::copy_n(x.data() + (b * whole.positions + first) * d.row, positions * d.row, y.data() + b * positions * d.row);
+  recordBackward(y, {&x}, [x, y, d, &group] {
+    Tensor gy = y.grad();
+    if (!gy.defined()) return;
+    const std::vector<float> all = allgatherSequence(gy.data(), d, wireOf(gy), group);
+    accumulateGrad(x, all.empty() ? nullptr : all.data());
+  });
+  return finish(y);
+}
+
+Tensor sequenceParallelParameter(const Tensor& p, ParallelGroup& group) {
+  return sequenceParallel() ? copyToParallel(p, group) : p;
+}
+
+SequencePart sequencePartOf(const Tensor& x, ParallelGroup& group) {
+  if (!sequenceParallel()) return {};
+  return {x.size(1) * group.rank(), x.size(1) * group.size()};
+}
+
 }  // namespace hpu::core::ops

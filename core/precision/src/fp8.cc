@@ -41,7 +41,7 @@ struct LinearWeights {
   Tensor gemmBias() const { return rowSplit() ? Tensor() : bias; }
   // The layer's output from its GEMM's: summed over a row-parallel layer's group, plus the bias.
   Tensor output(const Tensor& gemm, const Tensor& b) const {
-    return rowSplit() ? ops::reduceFromParallel(gemm, *parallel.group, b) : gemm;
+    return rowSplit() ? ops::fromParallelRegion(gemm, *parallel.group, b) : gemm;
   }
 };
 

@@ -114,6 +114,7 @@ void CausalLM::configureModel(nn::InitContext& ctx, const ModelInput& input) {
   if (config_.pad_token_id && *config_.pad_token_id >= config_.vocab_size) config_.pad_token_id.reset();
   dropout_rng_ = &ctx.dropout_rng;
   tensor_parallel_ = ctx.tensor_parallel;
+  sequence_parallel_ = ctx.sequence_parallel && tensor_parallel_ != nullptr;
   if (tensor_parallel_ && lora_)
     throw UsageError(typeName() + ": LoRA (model.init_args.lora / lora_path) does not run tensor-parallel; train "
                                   "adapters with hpu_parallel or DeepSpeed (ZeRO shards only the adapters)");
@@ -270,6 +271,8 @@ Tensor CausalLM::forward(const nn::Inputs& inputs) {
     throw Error(fmt::format("{}: {} positions exceed max_position_embeddings {}", typeName(), start + len,
                             config_.max_position_embeddings));
   const Tensor* given = inputs.tensors.find("position_ids");
+  // Sequence parallelism in training and evaluation; generation (a KV cache) runs without.
+  const ops::SequenceParallelScope sequence_parallel(sequence_parallel_ && inputs.kv_cache == nullptr);
   Tensor out = logits(ids, given ? *given : nn::positionRange(ids.device(), start, len), inputs.kv_cache);
   if (inputs.kv_cache) inputs.kv_cache->advance(len);
   return out;
@@ -280,7 +283,9 @@ Tensor CausalLM::statesToPredict(const Tensor& hidden, const nn::KVCache* cache)
 }
 
 Tensor CausalLM::runLayer(nn::Module& layer, const Tensor& hidden, const Tensor& positions, nn::KVCache* cache) {
-  const auto call = [&layer, positions, cache](const Tensor& h) {
+  // A recomputation in backward (activation checkpointing) splits as the forward did.
+  const auto call = [&layer, positions, cache, sequence_parallel = ops::sequenceParallel()](const Tensor& h) {
+    const ops::SequenceParallelScope scope(sequence_parallel);
     return layer(nn::Inputs{{{"hidden_states", h}, {"position_ids", positions}}, cache});
   };
   if (gradient_checkpointing_ && training() && cache == nullptr && autograd::currentTape() != nullptr)
@@ -288,8 +293,12 @@ Tensor CausalLM::runLayer(nn::Module& layer, const Tensor& hidden, const Tensor&
   return call(hidden);
 }
 
+Tensor CausalLM::toSequenceParallel(const Tensor& embeddings) const {
+  return tensor_parallel_ ? ops::scatterToSequence(embeddings, *tensor_parallel_) : embeddings;
+}
+
 Tensor CausalLM::toVocabParallel(const Tensor& x) const {
-  return tensor_parallel_ ? ops::copyToParallel(x, *tensor_parallel_) : x;
+  return tensor_parallel_ ? ops::toParallelRegion(x, *tensor_parallel_) : x;
 }
 
 Tensor CausalLM::loss(const Tensor& logits, const Tensor& labels) const {

@@ -42,7 +42,7 @@ class GPT2Attention final : public nn::Module {
   using Module::forward;
   Tensor forward(const nn::Inputs& in) override {
     const Tensor& hidden = in.tensors["hidden_states"];
-    const Tensor x = tp_ ? ops::copyToParallel(hidden, *tp_) : hidden;
+    const Tensor x = tp_ ? ops::toParallelRegion(hidden, *tp_) : hidden;
     const std::int64_t n = heads_ * (c_.hidden_size / c_.num_attention_heads), sizes[] = {n, n, n};
     const std::vector<Tensor> qkv = ops::split(c_attn(x), sizes);
     const Tensor q = ops::splitHeads(qkv[0], heads_);
@@ -60,7 +60,7 @@ class GPT2Attention final : public nn::Module {
     o.training = training();
     o.rng = dropout_rng_;
     const Tensor y = c_proj(ops::mergeHeads(ops::scaledDotProductAttention(q, k, v, o)));
-    return ops::dropout(y, c_.resid_dropout, training(), *dropout_rng_);
+    return ops::dropout(y, c_.resid_dropout, training(), *dropout_rng_, tp_ ? ops::sequencePartOf(y, *tp_) : ops::SequencePart{});
   }
   nn::Child<nn::Conv1D> c_attn, c_proj;
 
@@ -83,9 +83,10 @@ class GPT2MLP final : public nn::Module {
   }
   std::string typeName() const override { return "GPT2MLP"; }
   Tensor forward(const Tensor& input) override {
-    const Tensor x = tp_ ? ops::copyToParallel(input, *tp_) : input;
+    const Tensor x = tp_ ? ops::toParallelRegion(input, *tp_) : input;
     const Tensor hidden = activate(c_.activation, c_fc(x));  // c_fc's output is freed here (outside autograd)
-    return ops::dropout(c_proj(hidden), c_.resid_dropout, training(), *dropout_rng_);
+    const Tensor y = c_proj(hidden);
+    return ops::dropout(y, c_.resid_dropout, training(), *dropout_rng_, tp_ ? ops::sequencePartOf(y, *tp_) : ops::SequencePart{});
   }
   nn::Child<nn::Conv1D> c_fc, c_proj;
 
@@ -183,7 +184,7 @@ class GPT2LMHeadModel final : public CausalLM {
       for (std::int64_t b = 0; b < batch; ++b) std::copy_n(positions.labels(), len, pos.begin() + b * len);
     const Tensor pos_ids = Tensor::fromHost(ids.device(), {batch, len}, pos);
     Tensor h = ops::add(transformer_->wte(ids), transformer_->wpe(pos_ids));
-    h = ops::dropout(h, config_.embd_dropout, training(), *dropout_rng_);
+    h = toSequenceParallel(ops::dropout(h, config_.embd_dropout, training(), *dropout_rng_));
     for (std::size_t l = 0; l < transformer_->h->size(); ++l) h = runLayer((*transformer_->h)[l], h, positions, cache);
     return lm_head_(toVocabParallel(transformer_->ln_f(statesToPredict(h, cache))));
   }

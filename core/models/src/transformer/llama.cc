@@ -50,7 +50,7 @@ class LlamaMLP final : public nn::Module {
   }
   std::string typeName() const override { return "LlamaMLP"; }
   Tensor forward(const Tensor& input) override {
-    const Tensor x = tp_ ? ops::copyToParallel(input, *tp_) : input;
+    const Tensor x = tp_ ? ops::toParallelRegion(input, *tp_) : input;
     // The projections are freed once combined (outside autograd), as in eager PyTorch.
     const Tensor hidden = ops::swiglu(gate_proj(x), up_proj(x));
     return down_proj(hidden);
@@ -139,7 +139,7 @@ class LlamaForCausalLM final : public CausalLM {
     }
   }
   Tensor logits(const Tensor& ids, const Tensor& positions, nn::KVCache* cache) override {
-    Tensor h = model_->embed_tokens(ids);
+    Tensor h = toSequenceParallel(model_->embed_tokens(ids));
     for (std::size_t l = 0; l < model_->layers->size(); ++l) h = runLayer((*model_->layers)[l], h, positions, cache);
     return lm_head_(toVocabParallel(model_->norm(statesToPredict(h, cache))));
   }

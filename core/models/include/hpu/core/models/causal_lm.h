@@ -106,9 +106,13 @@ class CausalLM : public LightningModule {
   // tensor parallelism in the parallel region (its rows are split by
   // vocabulary, as the embedding's), else x itself.
   Tensor toVocabParallel(const Tensor& x) const;
+  // The embeddings [B, T, hidden] (whole on every rank) as the decoder
+  // layers read them: under sequence parallelism this rank's positions.
+  Tensor toSequenceParallel(const Tensor& embeddings) const;
   TransformerConfig config_;
   Generator* dropout_rng_ = nullptr;
   ops::ParallelGroup* tensor_parallel_ = nullptr;  // the group the layers are split across, if any
+  bool sequence_parallel_ = false;                 // activations split along the sequence between its regions
 
  private:
   void evaluate(const Batch& batch, const char* stage);

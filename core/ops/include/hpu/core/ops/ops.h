@@ -82,8 +82,14 @@ Tensor gelu(const Tensor& x, bool approximate = false);
 Tensor tanh(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 // Zeroes elements with probability p and scales the rest by 1/(1-p) when
-// `training`; identity otherwise.
-Tensor dropout(const Tensor& x, float p, bool training, Generator& rng);
+// `training`; identity otherwise. With `part`, x [B, T, ...] holds
+// positions [part.first, part.first + T) of a sequence of part.whole, and
+// gets the masks a tensor of the whole sequence would (sequence
+// parallelism: every rank draws its part of one mask).
+struct SequencePart {
+  std::int64_t first = 0, whole = 0;  // whole 0: x is whole
+};
+Tensor dropout(const Tensor& x, float p, bool training, Generator& rng, SequencePart part = {});
 
 // Same data, new shape (differentiable).
 Tensor reshape(const Tensor& x, const Shape& shape);

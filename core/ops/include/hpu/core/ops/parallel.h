@@ -34,6 +34,10 @@ class ParallelGroup {
   // out [size() x count] = every rank's `in` [count], in rank order. Null
   // pointers on a shape-only device.
   virtual void allgather(const float* in, std::size_t count, DType wire, float* out) = 0;
+  // out [count] = this rank's block of the sum over the group of every
+  // rank's `in` [size() x count] (block r: rank r's). Null pointers on a
+  // shape-only device.
+  virtual void reduceScatter(const float* in, std::size_t count, DType wire, float* out) = 0;
   // The group of `count` consecutive ranks this rank is one of (ranks
   // rank() / count x count onwards), made at the first call and kept by
   // this group. REQUIRES: count divides size(); every rank of the group
@@ -54,6 +58,46 @@ Tensor reduceFromParallel(const Tensor& partial, ParallelGroup& group, const Ten
 // ([..., C] -> [..., C x size]). Backward: this rank's columns of the
 // gradient. Logits for sampling a token.
 Tensor gatherFromParallel(const Tensor& x, ParallelGroup& group);
+
+// Sequence parallelism (Megatron-LM's option of tensor parallelism):
+// between the tensor-parallel regions, activations [B, T, ...] are split
+// along the sequence, each rank holding T / size positions, and the norms,
+// dropouts and residual adds run on that part. While a
+// SequenceParallelScope that is on lives on a thread, toParallelRegion and
+// fromParallelRegion gather and reduce-scatter the sequence instead of
+// copyToParallel and reduceFromParallel, and the helpers below split.
+class SequenceParallelScope {
+ public:
+  explicit SequenceParallelScope(bool on);
+  ~SequenceParallelScope();
+  SequenceParallelScope(const SequenceParallelScope&) = delete;
+  SequenceParallelScope& operator=(const SequenceParallelScope&) = delete;
+
+ private:
+  bool previous_;
+};
+bool sequenceParallel();
+
+// The input of column-parallel layers: copyToParallel(x), or under sequence
+// parallelism the whole sequence gathered from every rank's positions
+// (backward: the gradient reduce-scattered back to them).
+Tensor toParallelRegion(const Tensor& x, ParallelGroup& group);
+// The output of row-parallel layers: reduceFromParallel, or under sequence
+// parallelism the sum reduce-scattered to this rank's positions, plus bias
+// (backward: the gradient gathered).
+Tensor fromParallelRegion(const Tensor& partial, ParallelGroup& group, const Tensor& bias = Tensor());
+// Under sequence parallelism, this rank's positions of x [B, T, ...], which
+// every rank holds whole (backward: the gradient gathered, whole on every
+// rank again); else x. Throws UsageError when size() does not divide T.
+Tensor scatterToSequence(const Tensor& x, ParallelGroup& group);
+// A parameter read by ops on this rank's positions only (a norm's weight):
+// under sequence parallelism a view whose gradient is summed over the
+// group; else p.
+Tensor sequenceParallelParameter(const Tensor& p, ParallelGroup& group);
+// Where this rank's positions of x [B, T / size, ...] sit in the whole
+// sequence, for dropout to draw the whole sequence's masks; {} unless
+// sequence parallelism is on.
+SequencePart sequencePartOf(const Tensor& x, ParallelGroup& group);
 
 // The rows [start, start + weight.size(0)) of an embedding of `vocab` rows:
 // indices in that range are looked up, the others give zeros (the sum over

@@ -30,7 +30,7 @@ class Conv1D : public Module {
   }
   Tensor forward(const Tensor& x) override {
     if (parallel_.split == ParallelSplit::kRow)
-      return ops::reduceFromParallel(ops::linear(x, weight, Tensor(), {.weight_in_out = true}), *parallel_.group, bias);
+      return ops::fromParallelRegion(ops::linear(x, weight, Tensor(), {.weight_in_out = true}), *parallel_.group, bias);
     return ops::linear(x, weight, bias, {.weight_in_out = true});
   }
   const LinearParallel& parallel() const { return parallel_; }

@@ -110,7 +110,7 @@ class Linear : public Module {
   }
   Tensor forward(const Tensor& x) override {
     if (parallel_.split == ParallelSplit::kRow)
-      return ops::reduceFromParallel(ops::linear(x, weight, Tensor()), *parallel_.group, bias);
+      return ops::fromParallelRegion(ops::linear(x, weight, Tensor()), *parallel_.group, bias);
     return ops::linear(x, parallel_.read(weight), parallel_.read(bias));
   }
   const LinearParallel& parallel() const { return parallel_; }

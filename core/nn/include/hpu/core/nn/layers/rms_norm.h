@@ -7,21 +7,27 @@
 #include "hpu/core/nn/init.h"
 #include "hpu/core/nn/layer.h"
 #include "hpu/core/ops/ops.h"
+#include "hpu/core/ops/parallel.h"
 
 namespace hpu::core::nn {
 
 class RMSNorm : public Module {
  public:
-  RMSNorm(InitContext& ctx, std::int64_t size, float eps = 1e-6f) : eps_(eps) {
+  RMSNorm(InitContext& ctx, std::int64_t size, float eps = 1e-6f) : eps_(eps), tp_(ctx.tensor_parallel) {
     weight = registerParameter("weight", constantInit(ctx, {size}, 1.0f));
   }
   std::string typeName() const override { return "RMSNorm"; }
   std::string describe() const override { return fmt::format("{}, eps={}", weight.size(0), eps_); }
-  Tensor forward(const Tensor& x) override { return ops::rmsNorm(x, weight, eps_); }
+  // Under sequence parallelism each rank normalises its positions: the
+  // weight's gradient is summed over the tensor-parallel group.
+  Tensor forward(const Tensor& x) override {
+    return ops::rmsNorm(x, tp_ ? ops::sequenceParallelParameter(weight, *tp_) : weight, eps_);
+  }
   Tensor weight;
 
  private:
   float eps_;
+  ops::ParallelGroup* tp_;
 };
 
 inline const LayerRegistration kRMSNormLayer{
