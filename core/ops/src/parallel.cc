@@ -32,6 +32,15 @@ void accumulateRowSum(const Tensor& t, const float* g, std::int64_t rows) {
   gradWritten(t);
 }
 
+// y [rows, bias.numel()] += bias on every row, recorded as an add.
+void addBias(Tensor& y, const Tensor& bias) {
+  const OpRecord op_record = record(op::kAdd, {&y, &bias});
+  if (!computes(y)) return;
+  const std::int64_t c = bias.numel(), rows = y.numel() / c;
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t j = 0; j < c; ++j) y.data()[r * c + j] += bias.data()[j];
+}
+
 }  // namespace
 
 Tensor copyToParallel(const Tensor& x, ParallelGroup& group) {
@@ -53,12 +62,7 @@ Tensor reduceFromParallel(const Tensor& partial, ParallelGroup& group, const Ten
   const std::int64_t c = partial.size(-1), rows = partial.numel() / c;
   if (computes(y)) std::copy_n(partial.data(), partial.numel(), y.data());
   group.allreduce(y.data(), static_cast<std::size_t>(y.numel()), wireOf(y), ParallelReduce::kSum);
-  if (bias.defined()) {
-    const OpRecord op_record = record(op::kAdd, {&y, &bias});
-    if (computes(y))
-      for (std::int64_t r = 0; r < rows; ++r)
-        for (std::int64_t j = 0; j < c; ++j) y.data()[r * c + j] += bias.data()[j];
-  }
+  if (bias.defined()) addBias(y, bias);
   recordBackward(y, {&partial, &bias}, [partial, bias, y, rows] {
     Tensor gy = y.grad();
     if (!gy.defined()) return;
@@ -250,12 +254,7 @@ Tensor fromParallelRegion(const Tensor& partial, ParallelGroup& group, const Ten
   const std::vector<float> mine = reduceScatterSequence(partial.data(), d, wireOf(partial), group);
   if (computes(y)) std::copy(mine.begin(), mine.end(), y.data());
   const std::int64_t c = partial.size(-1), rows = y.numel() / c;
-  if (bias.defined()) {
-    const OpRecord op_record = record(op::kAdd, {&y, &bias});
-    if (computes(y))
-      for (std::int64_t r = 0; r < rows; ++r)
-        for (std::int64_t j = 0; j < c; ++j) y.data()[r * c + j] += bias.data()[j];
-  }
+  if (bias.defined()) addBias(y, bias);
   recordBackward(y, {&partial, &bias}, [partial, bias, y, d, rows, &group] {
     Tensor gy = y.grad();
     if (!gy.defined()) return;

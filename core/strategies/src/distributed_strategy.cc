@@ -70,10 +70,12 @@ void DistributedStrategy::setupSimulated(const RunEnvironment& run, device::Plat
   group_ = comm::makeSimulatedProcessGroup(cluster_.globalRank, cluster_.worldSize, run.devices_per_node);
 }
 
-void DistributedStrategy::broadcastParameters(nn::FlatParameters& params, const std::vector<nn::NamedTensor>& buffers) {
-  for (auto& b : params.buckets()) group_->broadcast(b.valueSpan(), 0);
+void DistributedStrategy::broadcastParameters(nn::FlatParameters& params, const std::vector<nn::NamedTensor>& buffers,
+                                              comm::ProcessGroup* group) {
+  comm::ProcessGroup& g = group != nullptr ? *group : *group_;
+  for (auto& b : params.buckets()) g.broadcast(b.valueSpan(), 0);
   for (const auto& b : buffers)
-    if (b.tensor.dtype() == DType::kFloat32) group_->broadcast(Tensor(b.tensor).values(), 0);
+    if (b.tensor.dtype() == DType::kFloat32) g.broadcast(Tensor(b.tensor).values(), 0);
 }
 
 data::SamplerOptions DistributedStrategy::samplerFor(data::SamplerOptions base) const {

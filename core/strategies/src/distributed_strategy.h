@@ -43,8 +43,10 @@ class DistributedStrategy : public Strategy {
   }
 
  protected:
-  // Rank 0's parameter values and float buffers on every rank.
-  void broadcastParameters(nn::FlatParameters& params, const std::vector<nn::NamedTensor>& buffers);
+  // Rank 0's parameter values and float buffers on every rank of `group`
+  // (null: the job's).
+  void broadcastParameters(nn::FlatParameters& params, const std::vector<nn::NamedTensor>& buffers,
+                           comm::ProcessGroup* group = nullptr);
   comm::ProcessGroup& group() { return *group_; }
 
  private:

@@ -145,9 +145,7 @@ class ModelParallelStrategy final : public DistributedStrategy {
   }
 
   void setupParameters(nn::Module&, nn::FlatParameters& params, const std::vector<nn::NamedTensor>& buffers) override {
-    for (auto& b : params.buckets()) data_->broadcast(b.valueSpan(), 0);
-    for (const auto& b : buffers)
-      if (b.tensor.dtype() == DType::kFloat32) data_->broadcast(Tensor(b.tensor).values(), 0);
+    broadcastParameters(params, buffers, data_.get());
     sync_.setup(params);
   }
 
