@@ -10,6 +10,7 @@
 
 #include "hpu/core/app/root.h"
 #include "hpu/core/base/errors.h"
+#include "hpu/core/module/pipeline_module.h"
 #include "hpu/core/base/file_io.h"
 #include "hpu/core/config/compose.h"
 #include "hpu/core/config/params.h"
@@ -39,6 +40,7 @@ std::vector<device::Assumption> assumptionsOf(const device::GaudiModel& model) {
 // One traced rank: its memory and its priced step.
 struct RankTrace {
   int rank = 0, last_rank = 0;  // the ranks [rank, last_rank] it stands for (identical shards)
+  int stage = 0;                // its pipeline stage (with pipeline parallelism: and each replica's ranks of it)
   std::uint64_t weights = 0, optimizer_state = 0, gradients = 0;  // persistent, by kind
   std::uint64_t persistent = 0, peak = 0;
   std::string peak_at;
@@ -65,7 +67,8 @@ std::vector<int> classStarts(const std::vector<std::int64_t>& buckets, int world
 // What the traced job looks like, from rank 0's trace.
 struct JobShape {
   int devices = 1, nodes = 1, world = 1;
-  int replicas = 1;  // data-parallel: ranks that read different batches (tensor-parallel ranks share theirs)
+  int replicas = 1;  // data-parallel: ranks that read different batches (tensor-parallel ranks and stages share theirs)
+  int stages = 1, tensor_parallel = 1;
   std::int64_t accumulate = 1, micro_batch = 1, tokens_per_sample = 0, max_new_tokens = 0;
   std::string strategy, precision;
   device::DType matrix_dtype = device::DType::kFloat32;
@@ -93,7 +96,9 @@ RankTrace traceRank(const EstimateRequest& request, const device::EmulatorSettin
   shape.nodes = static_cast<int>(pipeline.parts.options.num_nodes);
   shape.world = pipeline.parts.strategy->worldSize();
   const ops::ParallelGroup* tp = pipeline.parts.strategy->tensorParallelGroup();
-  shape.replicas = tp ? shape.world / tp->size() : shape.world;
+  shape.stages = pipeline.parts.strategy->pipelineStages();
+  shape.tensor_parallel = tp ? tp->size() : 1;
+  shape.replicas = shape.world / (shape.tensor_parallel * shape.stages);
   shape.accumulate = pipeline.parts.options.accumulate_grad_batches;
   shape.strategy = pipeline.parts.strategy->name();
   const data::Split split = predict ? data::Split::kPredict : data::Split::kTrain;
@@ -144,6 +149,11 @@ RankTrace traceRank(const EstimateRequest& request, const device::EmulatorSettin
   t.peak_at = recorder->peakAt();
   t.ops = recorder->lastStepOps();
   t.total_params = pipeline.model->numParameters();
+  // A pipeline stage's parameters (a later stage's copy of a tied embedding
+  // counts on the first).
+  if (const auto* stages = dynamic_cast<const PipelineModule*>(pipeline.model.get());
+      stages != nullptr && trainer.strategy().pipelineStage() > 0)
+    for (const Tensor& shared : stages->stageSharedParameters()) t.total_params -= shared.numel();
   t.buckets = trainer.bucketSizes();
   return t;
 }
@@ -255,6 +265,30 @@ std::vector<std::string> suggestions(const EstimateRequest& request, const devic
   return out;
 }
 
+// The step time of the job traced in `ranks`: rank 0's; with pipeline
+// stages, the slowest stage's plus 1F1B's bubble: each of the stages - 1
+// other stages idles one micro-batch's forward and backward of the slowest
+// stage while the pipeline fills and drains (Narayanan et al., "Efficient
+// Large-Scale Language Model Training on GPU Clusters", 2021: bubble =
+// (p - 1) / m of the ideal time). The matrix engine's work is a rank's on
+// average.
+StepTime stepOf(const std::vector<RankTrace>& ranks, const JobShape& shape) {
+  if (shape.stages == 1) return ranks.front().step;
+  StepTime out = ranks.front().step;
+  double flops = 0, busiest = 0;
+  for (const RankTrace& r : ranks) {
+    if (r.step.seconds > out.seconds) out = r.step;
+    flops += r.step.matrix_flops;
+    const estimate::StepBreakdown& b = r.step.breakdown;
+    busiest = std::max(busiest, b.matrix + b.vector + b.host);
+  }
+  out.matrix_flops = flops / static_cast<double>(ranks.size());
+  out.breakdown.pipeline_bubble =
+      static_cast<double>(shape.stages - 1) * busiest / static_cast<double>(std::max<std::int64_t>(1, shape.accumulate));
+  out.seconds = out.breakdown.total();
+  return out;
+}
+
 }  // namespace
 
 int runEstimate(const EstimateRequest& request) {
@@ -270,35 +304,52 @@ int runEstimate(const EstimateRequest& request) {
   JobShape shape;
   std::vector<RankTrace> ranks;
   ranks.push_back(traceRank(request, settings, 0, shape));
-  // Every rank runs the same graph; they differ only in their shards, a
-  // bucket of n elements giving ranks below n % world one element more.
-  // The distinct remainders cut the world into classes of identical ranks,
-  // and one rank of each is traced. Rank 0 holds the largest shard of every
-  // bucket, so its memory bounds every other rank's at every point; past
-  // kMaxTracedClasses only the first and last classes are traced.
-  const std::vector<int> starts = classStarts(ranks.front().buckets, shape.world);
-  ranks.front().last_rank = (starts.size() > 1 ? starts[1] : shape.world) - 1;
-  const bool all = starts.size() <= kMaxTracedClasses;
-  for (std::size_t c = 1; c < starts.size(); ++c) {
-    if (!all && c + 1 < starts.size()) continue;
-    JobShape ignored;
-    RankTrace t = traceRank(request, settings, starts[c], ignored);
-    t.last_rank = (c + 1 < starts.size() ? starts[c + 1] : shape.world) - 1;
-    ranks.push_back(std::move(t));
+  if (shape.stages > 1) {
+    // Pipeline stages run different parts of the model: one rank of each
+    // (its tensor-parallel ranks and each replica's hold the same shapes).
+    ranks.front().last_rank = shape.tensor_parallel - 1;
+    for (int stage = 1; stage < shape.stages; ++stage) {
+      JobShape ignored;
+      RankTrace t = traceRank(request, settings, stage * shape.tensor_parallel, ignored);
+      t.stage = stage;
+      t.last_rank = (stage + 1) * shape.tensor_parallel - 1;
+      ranks.push_back(std::move(t));
+    }
+  } else {
+    // Every rank runs the same graph; they differ only in their shards, a
+    // bucket of n elements giving ranks below n % world one element more.
+    // The distinct remainders cut the world into classes of identical ranks,
+    // and one rank of each is traced. Rank 0 holds the largest shard of every
+    // bucket, so its memory bounds every other rank's at every point; past
+    // kMaxTracedClasses only the first and last classes are traced.
+    const std::vector<int> starts = classStarts(ranks.front().buckets, shape.world);
+    ranks.front().last_rank = (starts.size() > 1 ? starts[1] : shape.world) - 1;
+    const bool all = starts.size() <= kMaxTracedClasses;
+    for (std::size_t c = 1; c < starts.size(); ++c) {
+      if (!all && c + 1 < starts.size()) continue;
+      JobShape ignored;
+      RankTrace t = traceRank(request, settings, starts[c], ignored);
+      t.last_rank = (c + 1 < starts.size() ? starts[c + 1] : shape.world) - 1;
+      ranks.push_back(std::move(t));
+    }
   }
+  const StepTime st = stepOf(ranks, shape);
+  // With pipeline stages, each traced rank holds its stage's parameters.
+  if (shape.stages > 1)
+    for (std::size_t i = 1; i < ranks.size(); ++i) ranks.front().total_params += ranks[i].total_params;
 
   const RankTrace& r0 = ranks.front();
   const device::GaudiModel model(settings.generation, {shape.devices, shape.nodes});
   std::uint64_t peak = 0;
   for (const RankTrace& r : ranks) peak = std::max(peak, r.peak);
   const bool fits = peak <= limit.bytes;
-  const double seconds = r0.step.seconds;
+  const double seconds = st.seconds;
   const double samples = static_cast<double>(shape.micro_batch) * (predict ? 1 : shape.accumulate) * shape.replicas;
   const bool tokens = shape.tokens_per_sample > 0;
   const double per_sample =
       predict ? static_cast<double>(shape.max_new_tokens) : static_cast<double>(shape.tokens_per_sample);
   const double throughput = seconds > 0 ? samples * (tokens ? per_sample : 1.0) / seconds : 0;
-  const double mfu = seconds > 0 ? r0.step.matrix_flops / (seconds * model.matrixPeakFlops(shape.matrix_dtype)) : 0;
+  const double mfu = seconds > 0 ? st.matrix_flops / (seconds * model.matrixPeakFlops(shape.matrix_dtype)) : 0;
 
   // ---- the table
   const device::DeviceSpec& spec = model.spec();
@@ -315,7 +366,6 @@ int runEstimate(const EstimateRequest& request) {
                        shape.replicas, tokens ? fmt::format(" x {} tokens", shape.tokens_per_sample) : std::string());
   out +=
       fmt::format("  step time             {:.4f} s{}\n", seconds, predict ? " (prefill and every decode step)" : "");
-  const StepTime& st = r0.step;
   const auto share = [&](double s) {
     return fmt::format("{:.4f} s ({:4.1f}%)", s, seconds > 0 ? 100 * s / seconds : 0);
   };
@@ -323,6 +373,9 @@ int runEstimate(const EstimateRequest& request) {
                      share(st.breakdown.matrix), share(st.breakdown.vector), share(st.breakdown.exposed_comm));
   out += fmt::format("    optimizer           {}\n    offload / host link {}\n    host                {}\n",
                      share(st.breakdown.optimizer), share(st.breakdown.offload), share(st.breakdown.host));
+  if (shape.stages > 1)
+    out += fmt::format("    pipeline bubble     {} ({} stages, {} micro-batches in 1F1B)\n",
+                       share(st.breakdown.pipeline_bubble), shape.stages, shape.accumulate);
   out += fmt::format("  communication         {:.4f} s in {} collectives (overlapped or not)\n", st.comm_seconds,
                      st.collectives);
   out += fmt::format("  throughput            {:.0f} {}/s{}\n", throughput, tokens ? "tokens" : "samples",
@@ -335,8 +388,9 @@ int runEstimate(const EstimateRequest& request) {
     if (i > 0 && ranks[i - 1].last_rank + 1 < r.rank)
       out += fmt::format("  ranks {}-{}          between the ranks above and below (not traced)\n",
                          ranks[i - 1].last_rank + 1, r.rank - 1);
-    const std::string who =
+    std::string who =
         r.last_rank > r.rank ? fmt::format("ranks {}-{}", r.rank, r.last_rank) : fmt::format("rank {}", r.rank);
+    if (shape.stages > 1) who += fmt::format(" stage {}", r.stage);
     out += fmt::format("  {:<21} peak {} at {}\n", who, gib(r.peak), r.peak_at);
     out += fmt::format(
         "                        persistent {} (weights {}, optimizer state {}, gradients {}), "
@@ -375,12 +429,14 @@ int runEstimate(const EstimateRequest& request) {
     j["fits"] = fits;
     j["breakdown"] = {{"matrix_engine_s", st.breakdown.matrix},      {"vector_engine_s", st.breakdown.vector},
                       {"exposed_comm_s", st.breakdown.exposed_comm}, {"optimizer_s", st.breakdown.optimizer},
-                      {"offload_s", st.breakdown.offload},           {"host_s", st.breakdown.host}};
+                      {"offload_s", st.breakdown.offload},           {"host_s", st.breakdown.host},
+                      {"pipeline_bubble_s", st.breakdown.pipeline_bubble}};
     // One entry per class of identical ranks: the ranks it stands for.
     j["per_rank"] = json::array();
     for (const RankTrace& r : ranks)
       j["per_rank"].push_back({{"rank", r.rank},
                                {"ranks", {r.rank, r.last_rank}},
+                               {"pipeline_stage", r.stage},
                                {"peak_bytes", r.peak},
                                {"peak_at", r.peak_at},
                                {"persistent_bytes", r.persistent},

@@ -8,6 +8,7 @@
 // table, in colour on a terminal. trainer.enable_model_summary adds a
 // ModelSummary unless one of them is configured.
 #include <spdlog/fmt/fmt.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <array>
@@ -15,6 +16,7 @@
 #include <cstdio>
 
 #include "hpu/core/config/registry.h"
+#include "hpu/core/module/pipeline_module.h"
 #include "hpu/core/trainer/trainer.h"
 
 namespace hpu::core {
@@ -70,12 +72,34 @@ class ModelSummary : public Callback {
   void onFitStart(Trainer& trainer) override {
     if (max_depth_ == 0) return;
     trainer.recordOutputShapes();
-    if (!trainer.isGlobalZero()) return;
     Summary s;
-    collect(trainer.model(), "", 1, max_depth_, s.rows);
     s.total = trainer.model().numParameters();
     for (const nn::NamedTensor& p : trainer.model().namedParameters())
       if (p.tensor.requiresGrad()) s.trainable += p.shard.fullShape(p.tensor.shape()).numel();
+    Strategy& strategy = trainer.strategy();
+    const int stages = strategy.pipelineStages();
+    if (stages > 1) {
+      // Each stage's ranks hold a part of the model: the totals are the
+      // stages' of one replica, a stage-shared parameter counted once.
+      const ops::ParallelGroup* tp = strategy.tensorParallelGroup();
+      const bool counts = strategy.dataParallelRank() == 0 && (tp == nullptr || tp->rank() == 0);
+      std::vector<double> n{counts ? static_cast<double>(s.total) : 0.0, counts ? static_cast<double>(s.trainable) : 0.0};
+      if (const auto* stage = dynamic_cast<const PipelineModule*>(&trainer.model());
+          counts && stage != nullptr && strategy.pipelineStage() > 0)
+        for (const Tensor& shared : stage->stageSharedParameters()) {
+          n[0] -= static_cast<double>(shared.numel());
+          if (shared.requiresGrad()) n[1] -= static_cast<double>(shared.numel());
+        }
+      strategy.allReduceSum(n);
+      s.total = static_cast<std::int64_t>(n[0]);
+      s.trainable = static_cast<std::int64_t>(n[1]);
+    }
+    if (!trainer.isGlobalZero()) return;
+    collect(trainer.model(), "", 1, max_depth_, s.rows);
+    if (stages > 1)
+      spdlog::info("ModelSummary: the rows are pipeline stage 1 of {} (rank 0's modules); the totals are the whole "
+                   "model's",
+                   stages);
     s.megabytes = static_cast<double>(s.total) * device::logicalSize(trainer.precision().paramDtype()) / 1e6;
     const std::string text = render(s);
     std::fputs(text.c_str(), stdout);

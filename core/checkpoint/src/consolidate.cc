@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <map>
+#include <set>
 #include <span>
 
 #include "hpu/core/checkpoint/checkpoint.h"
@@ -55,69 +56,98 @@ std::vector<float> wholeOf(const std::vector<RankPart>& parts, const std::string
 
 }  // namespace
 
-std::vector<TensorEntry> assembleDistributed(CheckpointIO& io, const std::string& path, const Checkpoint& main) {
+Checkpoint assembleDistributed(CheckpointIO& io, const std::string& path, const Checkpoint& main) {
   const json meta = json::parse(main.meta(kDistributedCheckpoint));
-  const int ranks = meta.at("tensor_parallel_size").get<int>();
-  std::vector<RankPart> parts;
-  for (int rank = 0; rank < ranks; ++rank) {
-    RankPart part{shardPath(path, rank), io.load(shardPath(path, rank)), {}};
-    part.layout = json::parse(part.file.meta(kTensorParallelPart));
-    if (part.layout.at("rank").get<int>() != rank || part.layout.at("tensor_parallel_size").get<int>() != ranks)
-      throw CheckpointError(fmt::format("{} is not tensor-parallel rank {} of {}'s {} ranks", part.path, rank, path, ranks));
-    parts.push_back(std::move(part));
-  }
-  std::vector<TensorEntry> out;
-  // The model: each split parameter's pieces placed in the whole.
-  std::map<std::string, std::vector<std::vector<float>>> state_flats;  // state -> rank -> its slices, concatenated
-  for (const TensorEntry& e : parts.front().file.tensors) {
-    if (const auto key = parseOptimizerStateName(e.name)) {
-      auto& flats = state_flats[key->state];
-      flats.resize(static_cast<std::size_t>(ranks));
-      continue;
+  const int tp = meta.at("tensor_parallel_size").get<int>();
+  const int pp = meta.value("pipeline_parallel_size", 1);
+  // The files of the first data-parallel replica: stage s's tensor-parallel
+  // rank k is rank s * tp + k.
+  std::vector<std::vector<RankPart>> stages(static_cast<std::size_t>(pp));
+  for (int stage = 0; stage < pp; ++stage)
+    for (int k = 0; k < tp; ++k) {
+      const int rank = stage * tp + k;
+      RankPart part{shardPath(path, rank), io.load(shardPath(path, rank)), {}};
+      part.layout = json::parse(part.file.meta(kTensorParallelPart));
+      if (part.layout.at("rank").get<int>() != rank || part.layout.at("tensor_parallel_size").get<int>() != tp ||
+          part.layout.value("pipeline_stage", 0) != stage)
+        throw CheckpointError(fmt::format("{} is not tensor-parallel rank {} of {} of pipeline stage {} of {}'s {} x {} "
+                                          "ranks",
+                                          part.path, k, tp, stage, path, pp, tp));
+      stages[static_cast<std::size_t>(stage)].push_back(std::move(part));
     }
-    TensorEntry whole = e;
-    if (const Shard s = parts.front().shardOf(e.name); s.split()) {
-      const Shape local = shapeOf(e);
-      whole.values = wholeOf(parts, e.name, [&](const RankPart& p) { return std::span<const float>(p.tensor(e.name).values); },
-                             local);
-      const Shape full = s.fullShape(local);
-      whole.shape.assign(full.dims().begin(), full.dims().end());
+  Checkpoint out;
+  out.metadata = main.metadata;
+  out.metadata.erase(kDistributedCheckpoint);
+  // The model: each parameter from the first stage that holds it (the last
+  // stage's copy of a tied embedding is the first's), its pieces placed in
+  // the whole.
+  std::set<std::string> seen, states;
+  for (const auto& parts : stages)
+    for (const TensorEntry& e : parts.front().file.tensors) {
+      if (const auto key = parseOptimizerStateName(e.name)) {
+        states.insert(key->state);
+        continue;
+      }
+      if (!seen.insert(e.name).second) continue;
+      TensorEntry whole = e;
+      if (const Shard s = parts.front().shardOf(e.name); s.split()) {
+        const Shape local = shapeOf(e);
+        whole.values = wholeOf(parts, e.name, [&](const RankPart& p) { return std::span<const float>(p.tensor(e.name).values); },
+                               local);
+        const Shape full = s.fullShape(local);
+        whole.shape.assign(full.dims().begin(), full.dims().end());
+      }
+      out.tensors.push_back(std::move(whole));
     }
-    out.push_back(std::move(whole));
-  }
   // The optimizer state: each rank's slices in slice order, cut into its
-  // parameters' pieces, each parameter made whole, one after the other.
-  for (auto& [state, flats] : state_flats) {
-    for (int rank = 0; rank < ranks; ++rank) {
-      std::map<std::size_t, const TensorEntry*> slices;
-      for (const TensorEntry& e : parts[static_cast<std::size_t>(rank)].file.tensors)
-        if (const auto key = parseOptimizerStateName(e.name); key && key->state == state) slices[key->slice] = &e;
-      for (const auto& [slice, e] : slices)
-        flats[static_cast<std::size_t>(rank)].insert(flats[static_cast<std::size_t>(rank)].end(), e->values.begin(),
-                                                     e->values.end());
-    }
+  // parameters' pieces, each parameter made whole (from the first stage that
+  // holds it), in the order one device's buckets hold them: a stage's
+  // buckets hold its parameters last to first, so the stages go last to
+  // first too.
+  std::map<std::string, std::size_t> owner;  // parameter -> the first stage that holds it
+  for (std::size_t stage = stages.size(); stage-- > 0;)
+    for (const json& param : stages[stage].front().layout.at("optimizer_params")) owner[param.get<std::string>()] = stage;
+  json order = json::array();
+  for (std::size_t stage = stages.size(); stage-- > 0;)
+    for (const json& param : stages[stage].front().layout.at("optimizer_params"))
+      if (owner.at(param.get<std::string>()) == stage) order.push_back(param);
+  for (const std::string& state : states) {
     TensorEntry whole;
     whole.name = "optimizer." + state + ".0";
-    std::vector<std::size_t> at(static_cast<std::size_t>(ranks), 0);  // each rank's position in its flat state
-    for (const json& param : parts.front().layout.at("optimizer_params")) {
-      const std::string name = param.get<std::string>();
-      const Shape local = shapeOf(parts.front().tensor(name));
-      const auto n = static_cast<std::size_t>(local.numel());
-      const std::vector<float> values = wholeOf(
-          parts, name,
-          [&](const RankPart& p) {
-            const auto r = static_cast<std::size_t>(&p - parts.data());
-            if (at[r] + n > flats[r].size())
-              throw CheckpointError(fmt::format("{}: its optimizer state '{}' ends before parameter {}", p.path, state, name));
-            return std::span<const float>(flats[r]).subspan(at[r], n);
-          },
-          local);
-      for (auto& a : at) a += n;
-      whole.values.insert(whole.values.end(), values.begin(), values.end());
+    for (std::size_t stage = stages.size(); stage-- > 0;) {
+      const auto& parts = stages[stage];
+      std::vector<std::vector<float>> flats(parts.size());  // each rank's slices, concatenated
+      for (std::size_t r = 0; r < parts.size(); ++r) {
+        std::map<std::size_t, const TensorEntry*> slices;
+        for (const TensorEntry& e : parts[r].file.tensors)
+          if (const auto key = parseOptimizerStateName(e.name); key && key->state == state) slices[key->slice] = &e;
+        for (const auto& [slice, e] : slices) flats[r].insert(flats[r].end(), e->values.begin(), e->values.end());
+      }
+      std::vector<std::size_t> at(parts.size(), 0);  // each rank's position in its flat state
+      for (const json& param : parts.front().layout.at("optimizer_params")) {
+        const std::string name = param.get<std::string>();
+        const Shape local = shapeOf(parts.front().tensor(name));
+        const auto n = static_cast<std::size_t>(local.numel());
+        if (owner.at(name) == stage) {
+          const std::vector<float> values = wholeOf(
+              parts, name,
+              [&](const RankPart& p) {
+                const auto r = static_cast<std::size_t>(&p - parts.data());
+                if (at[r] + n > flats[r].size())
+                  throw CheckpointError(
+                      fmt::format("{}: its optimizer state '{}' ends before parameter {}", p.path, state, name));
+                return std::span<const float>(flats[r]).subspan(at[r], n);
+              },
+              local);
+          whole.values.insert(whole.values.end(), values.begin(), values.end());
+        }
+        for (auto& a : at) a += n;
+      }
     }
     whole.shape = {static_cast<std::int64_t>(whole.values.size())};
-    out.push_back(std::move(whole));
+    out.tensors.push_back(std::move(whole));
   }
+  out.metadata[kOptimizerParams] = order.dump();
   return out;
 }
 
@@ -125,9 +155,7 @@ void consolidate(const std::string& input, const std::string& output) {
   auto io = makeHPUCheckpointIO();
   Checkpoint main = io->load(input);
   if (main.metadata.count(kDistributedCheckpoint)) {
-    main.tensors = assembleDistributed(*io, input, main);
-    main.metadata.erase(kDistributedCheckpoint);
-    io->save(main, output);
+    io->save(assembleDistributed(*io, input, main), output);
     return;
   }
   auto it = main.metadata.find("sharded_optimizer");

@@ -1,9 +1,22 @@
-// ModelParallelStrategy (Lightning 2.4's): tensor parallelism inside data
-// parallelism, over a mesh of data_parallel_size x tensor_parallel_size
-// ranks. Rank r is tensor-parallel rank r % tp of data-parallel rank r / tp,
-// so a tensor-parallel group is consecutive ranks: inside a node whenever
-// tp divides the devices per node, where its all-reduces (two per
-// transformer block, each way) use the fast links.
+// ModelParallelStrategy (Lightning 2.4's): tensor parallelism inside
+// pipeline parallelism (hpu-train's own pipeline_parallel_size) inside data
+// parallelism, over a mesh of dp x pp x tp ranks. Rank r is tensor-parallel
+// rank r % tp of pipeline stage r / tp % pp of data-parallel rank
+// r / (tp pp): a tensor-parallel group is consecutive ranks, inside a node
+// whenever tp divides the devices per node, where its all-reduces (two per
+// transformer block, each way) use the fast links; stages and replicas
+// spread over the nodes.
+//  - Pipeline: each stage holds a run of the decoder layers (module/
+//    pipeline_module.h); an optimizer step's micro-batches
+//    (accumulate_grad_batches) run in the 1F1B schedule, activations and
+//    their gradients sent between neighbouring stages (pipeline_schedule.h);
+//    the last stage's losses are broadcast to the others, so every rank
+//    logs them. A tied embedding's gradients are summed over the first and
+//    last stage, as Megatron-LM's embedding group does.
+//  - zero_stage 1: each data-parallel rank keeps the optimizer state of its
+//    part of every bucket and steps that part; the updated parts are
+//    all-gathered over the data-parallel group. Checkpoints hold the whole
+//    state (gathered when saved), so any layout resumes them.
 //  - Model: built with the tensor-parallel group (InitContext::
 //    tensor_parallel); Llama and GPT-2 split their layers as Megatron-LM
 //    does (nn/layers/linear.h, self_attention.h, embedding.h), and the loss
@@ -23,10 +36,12 @@
 #include <optional>
 
 #include "bf16_wire.h"
+#include "pipeline_schedule.h"
 #include "bucket_allreduce.h"
 #include "distributed_strategy.h"
 #include "hpu/core/base/errors.h"
 #include "hpu/core/config/registry.h"
+#include "hpu/core/module/pipeline_module.h"
 #include "hpu/core/strategies/strategy.h"
 #include "trainer_part_param.h"
 
@@ -95,43 +110,84 @@ class CommParallelGroup final : public ops::ParallelGroup {
 class ModelParallelStrategy final : public DistributedStrategy {
  public:
   // Sizes unset: "auto" (Lightning's rule: data_parallel_size = nodes,
-  // tensor_parallel_size = devices per node).
+  // tensor_parallel_size = devices per node; with pipeline stages, the data
+  // parallel size fills the rest of the world).
   ModelParallelStrategy(std::optional<int> data_parallel_size, std::optional<int> tensor_parallel_size,
-                        bool save_distributed_checkpoint, bool sequence_parallel, std::string cluster_environment)
+                        bool save_distributed_checkpoint, bool sequence_parallel, int pipeline_parallel_size,
+                        std::vector<int> pipeline_layers, int zero_stage, std::string cluster_environment)
       : DistributedStrategy(std::move(cluster_environment)),
         dp_(data_parallel_size),
         tp_(tensor_parallel_size),
+        pp_(pipeline_parallel_size),
+        pipeline_layers_(std::move(pipeline_layers)),
         save_distributed_(save_distributed_checkpoint),
-        sequence_parallel_(sequence_parallel) {}
+        sequence_parallel_(sequence_parallel),
+        zero_(zero_stage == 1) {}
   ~ModelParallelStrategy() override { releaseSubgroups(); }
 
   std::string name() const override { return "ModelParallelStrategy"; }
 
   void setup(const RunEnvironment& run, device::Platform& platform) override {
     const int world = run.devices_per_node * run.num_nodes;
-    const int dp = dp_.value_or(run.num_nodes), tp = tp_.value_or(run.devices_per_node);
+    const int tp = tp_.value_or(run.devices_per_node);
+    const int dp = dp_.value_or(pp_ == 1 ? run.num_nodes : std::max(1, world / (tp * pp_)));
     // Checked before any worker starts: one message, from the launching process.
-    if (dp * tp != world)
-      throw UsageError(fmt::format("trainer.strategy: the sizes data_parallel_size={} and tensor_parallel_size={} "
-                                   "multiplied should equal the world size ({} = trainer.devices {} x "
-                                   "trainer.num_nodes {})",
-                                   dp, tp, world, run.devices_per_node, run.num_nodes));
+    if (dp * tp * pp_ != world) {
+      const std::string sizes =
+          pp_ > 1 ? fmt::format("data_parallel_size={}, tensor_parallel_size={} and pipeline_parallel_size={}", dp, tp, pp_)
+                  : fmt::format("data_parallel_size={} and tensor_parallel_size={}", dp, tp);
+      throw UsageError(fmt::format("trainer.strategy: the sizes {} multiplied should equal the world size ({} = "
+                                   "trainer.devices {} x trainer.num_nodes {})",
+                                   sizes, world, run.devices_per_node, run.num_nodes));
+    }
+    if (!pipeline_layers_.empty() && static_cast<int>(pipeline_layers_.size()) != pp_)
+      throw UsageError(fmt::format("trainer.strategy.init_args.pipeline_layers: {} counts for {} pipeline stages "
+                                   "(pipeline_parallel_size); give one count of decoder layers per stage",
+                                   pipeline_layers_.size(), pp_));
     DistributedStrategy::setup(run, platform);
     dp_size_ = dp;
-    const int r = globalRank(), first = r / tp * tp;
-    std::vector<int> tp_ranks, dp_ranks;
-    for (int k = 0; k < tp; ++k) tp_ranks.push_back(first + k);
-    for (int k = 0; k < dp; ++k) dp_ranks.push_back(k * tp + r % tp);
+    const int r = globalRank(), model = tp * pp_;
+    stage_ = r / tp % pp_;
+    std::vector<int> tp_ranks, dp_ranks, pp_ranks, model_ranks;
+    for (int k = 0; k < tp; ++k) tp_ranks.push_back(r / tp * tp + k);
+    for (int k = 0; k < dp; ++k) dp_ranks.push_back(k * model + r % model);
+    for (int k = 0; k < pp_; ++k) pp_ranks.push_back(r / model * model + k * tp + r % tp);
+    for (int k = 0; k < model; ++k) model_ranks.push_back(r / model * model + k);
     tensor_ = std::make_unique<CommParallelGroup>(group().split(tp_ranks));
     data_ = group().split(dp_ranks);
+    if (pp_ > 1) {
+      // The links to the neighbouring stages and, on the first and last
+      // stage, the pair that sums a tied embedding's gradients.
+      pipeline_ = group().split(pp_ranks);
+      model_ = group().split(model_ranks);
+      const auto link = [&](int from) {
+        const std::vector<int> pair{pp_ranks[static_cast<std::size_t>(from)], pp_ranks[static_cast<std::size_t>(from) + 1]};
+        return StageLinks::Link{group().split(pair), group().split(pair)};
+      };
+      links_ = std::make_unique<StageLinks>(device(), stage_ > 0 ? link(stage_ - 1) : StageLinks::Link{},
+                                            stage_ + 1 < pp_ ? link(stage_) : StageLinks::Link{});
+      if (stage_ == 0 || stage_ == pp_ - 1) embedding_ = group().split({pp_ranks.front(), pp_ranks.back()});
+    }
     if (isGlobalZero())
-      spdlog::info("{}: {} data-parallel x {} tensor-parallel ranks (tensor-parallel groups of consecutive ranks)",
-                   name(), dp, tp);
+      spdlog::info("{}: {} data-parallel x {}{} tensor-parallel ranks (tensor-parallel groups of consecutive ranks)",
+                   name(), dp, pp_ > 1 ? fmt::format("{} pipeline stages x ", pp_) : "", tp);
   }
 
   ops::ParallelGroup* tensorParallelGroup() override { return tensor_.get(); }
   bool savesDistributedCheckpoint() const override { return save_distributed_; }
   bool sequenceParallel() const override { return sequence_parallel_ && tensor_->size() > 1; }
+  int pipelineStages() const override { return pp_; }
+  int pipelineStage() const override { return stage_; }
+  std::vector<int> pipelineLayers() const override { return pipeline_layers_; }
+
+  std::vector<double> runPipeline(PipelineWork& work, std::size_t micro_batches, bool backward) override {
+    HPU_CHECK(links_ != nullptr, "runPipeline without pipeline stages");
+    std::vector<double> losses = runSchedule(work, *links_, stage_, pp_, micro_batches, backward);
+    // The last stage's losses, on every stage.
+    std::vector<float> values(losses.begin(), losses.end());
+    pipeline_->broadcast(comm::BufferView(std::span<float>(values)), pp_ - 1);
+    return {values.begin(), values.end()};
+  }
 
   std::vector<float> wholeOf(std::span<const float> piece, const Shard& shard, const Shape& local) override {
     if (!shard.split()) return {piece.begin(), piece.end()};
@@ -144,29 +200,109 @@ class ModelParallelStrategy final : public DistributedStrategy {
     return whole;
   }
 
-  void setupParameters(nn::Module&, nn::FlatParameters& params, const std::vector<nn::NamedTensor>& buffers) override {
+  void setupParameters(nn::Module& model, nn::FlatParameters& params,
+                       const std::vector<nn::NamedTensor>& buffers) override {
     broadcastParameters(params, buffers, data_.get());
     sync_.setup(params);
+    shared_.clear();
+    if (embedding_)
+      if (const auto* stages = dynamic_cast<const PipelineModule*>(&model)) shared_ = stages->stageSharedParameters();
   }
 
-  void beforeBackward(nn::FlatParameters& params, MicroBatch m) override { sync_.beforeBackward(*data_, params, m); }
-  void afterBackward(nn::FlatParameters& params, MicroBatch m) override { sync_.afterBackward(*data_, params, m); }
+  // Under pipeline parallelism a step's micro-batches run in one schedule:
+  // the data-parallel all-reduce waits for its end (no overlap with the
+  // backwards), after the stages' shared parameters are summed.
+  void beforeBackward(nn::FlatParameters& params, MicroBatch m) override {
+    if (pp_ > 1) m.last = false;
+    sync_.beforeBackward(*data_, params, m);
+  }
+  void afterBackward(nn::FlatParameters& params, MicroBatch m) override {
+    if (m.last && embedding_)
+      for (const Tensor& t : shared_) {
+        Tensor grad = t.grad();
+        const auto n = static_cast<std::size_t>(grad.numel());
+        embedding_->allreduce(std::span<float>(grad.shapeOnly() ? nullptr : grad.data(), n), comm::ReduceOp::kSum);
+      }
+    sync_.afterBackward(*data_, params, m);
+  }
+
+  // ZeRO-1: each data-parallel rank steps its part of every bucket (the
+  // balanced partition of the data-parallel group's all-gather), keeping
+  // the optimizer state of that part only, then the parts are gathered.
+  std::vector<SliceShard> optimizerShards(nn::FlatParameters& params) override {
+    std::vector<SliceShard> out;
+    for (const auto& b : params.buckets()) {
+      const auto part = comm::ProcessGroup::shardRange(static_cast<std::size_t>(b.numel), zero_ ? dp_size_ : 1,
+                                                       zero_ ? data_->rank() : 0);
+      out.push_back({static_cast<std::int64_t>(part.offset), static_cast<std::int64_t>(part.size), b.numel});
+    }
+    return out;
+  }
+  std::vector<optim::ParamSlice> optimizerSlices(nn::FlatParameters& params) override {
+    std::vector<optim::ParamSlice> slices;
+    const std::vector<SliceShard> shards = optimizerShards(params);
+    for (std::size_t i = 0; i < shards.size(); ++i) {
+      auto& b = params.buckets()[i];
+      const auto at = static_cast<std::size_t>(shards[i].offset);
+      slices.push_back({b.valueSpan().data() ? b.valueSpan().data() + at : nullptr,
+                        b.gradSpan().data() ? b.gradSpan().data() + at : nullptr, shards[i].size, b.dtype});
+    }
+    return slices;
+  }
+  void afterOptimizerStep(nn::FlatParameters& params) override {
+    if (!zero_) return;
+    const std::vector<SliceShard> shards = optimizerShards(params);
+    for (std::size_t i = 0; i < shards.size(); ++i) {
+      const std::span<float> values = params.buckets()[i].valueSpan();
+      const auto n = static_cast<std::size_t>(shards[i].size);
+      // The input is a copy: the all-gather's output overlaps it (a dry run's holds no values).
+      std::vector<float> mine(values.data() ? n : 0);
+      if (values.data()) std::copy_n(values.begin() + shards[i].offset, n, mine.begin());
+      data_->allgather(comm::ConstBufferView(std::span<const float>(values.data() ? mine.data() : nullptr, n)),
+                       comm::BufferView(values));
+    }
+  }
+  std::optional<std::vector<float>> wholeOptimizerSlice(std::span<const float> shard, const SliceShard& where) override {
+    if (!zero_) return std::nullopt;
+    std::vector<float> whole(static_cast<std::size_t>(where.total));
+    data_->allgather(comm::ConstBufferView(shard), comm::BufferView(std::span<float>(whole)));
+    return whole;
+  }
 
   optim::GradientView gradients(nn::FlatParameters& params) override {
     optim::GradientView v;
     const double ranks = tensor_->size();
-    for (auto& b : params.buckets()) {
+    const std::vector<SliceShard> shards = optimizerShards(params);
+    for (std::size_t i = 0; i < shards.size(); ++i) {
+      auto& b = params.buckets()[i];
       const std::span<float> grads = b.gradSpan();
+      const std::int64_t lo = shards[i].offset, hi = lo + shards[i].size;
       for (std::size_t j = 0; j < b.members.size(); ++j) {
         const nn::NamedTensor& m = b.members[j];
-        v.spans.push_back(grads.subspan(static_cast<std::size_t>(b.offsets[j]), static_cast<std::size_t>(m.tensor.numel())));
-        // A piece held by ranks / parts ranks counts parts / ranks on each.
-        v.weights.push_back((m.shard.split() ? m.shard.parts : 1) / ranks);
+        // This rank's part of the member (under ZeRO-1, of its shard).
+        const std::int64_t from = std::max(lo, b.offsets[j]), to = std::min(hi, b.offsets[j] + m.tensor.numel());
+        if (from >= to) continue;
+        v.spans.push_back(grads.subspan(static_cast<std::size_t>(from), static_cast<std::size_t>(to - from)));
+        // A piece held by ranks / parts ranks counts parts / ranks on each;
+        // a stage-shared parameter counts on the first stage only.
+        const bool copy = stage_ > 0 && std::any_of(shared_.begin(), shared_.end(), [&](const Tensor& t) {
+                            return t.sameAs(m.tensor);
+                          });
+        v.weights.push_back(copy ? 0.0 : (m.shard.split() ? m.shard.parts : 1) / ranks);
       }
     }
+    // Over the ranks of a replica, or under ZeRO-1 of every replica.
     v.total = [this](double partial) {
+      if (zero_) {
+        double value[1] = {partial};
+        allReduceSum(value);
+        return value[0];
+      }
       float value = static_cast<float>(partial);
-      tensor_->allreduce(&value, 1, DType::kFloat32, ops::ParallelReduce::kSum);
+      if (model_)
+        model_->allreduce(std::span<float>(&value, 1), comm::ReduceOp::kSum);
+      else
+        tensor_->allreduce(&value, 1, DType::kFloat32, ops::ParallelReduce::kSum);
       return static_cast<double>(value);
     };
     return v;
@@ -184,6 +320,9 @@ class ModelParallelStrategy final : public DistributedStrategy {
     DistributedStrategy::observeCollectives(observer);
     if (tensor_) tensor_->observe(observer);
     if (data_) data_->setObserver(observer);
+    for (comm::ProcessGroup* g : {pipeline_.get(), model_.get(), embedding_.get()})
+      if (g) g->setObserver(observer);
+    if (links_) links_->observe(observer);
   }
 
   int teardown(bool failed) override {
@@ -196,13 +335,25 @@ class ModelParallelStrategy final : public DistributedStrategy {
   void releaseSubgroups() {
     tensor_.reset();
     data_.reset();
+    links_.reset();
+    embedding_.reset();
+    model_.reset();
+    pipeline_.reset();
   }
 
   std::optional<int> dp_, tp_;
+  int pp_;
+  std::vector<int> pipeline_layers_;
   bool save_distributed_, sequence_parallel_;
-  int dp_size_ = 1;
+  bool zero_;  // ZeRO-1: the optimizer state sharded over the data-parallel group
+  int dp_size_ = 1, stage_ = 0;
   std::unique_ptr<CommParallelGroup> tensor_;
   std::unique_ptr<comm::ProcessGroup> data_;
+  std::unique_ptr<comm::ProcessGroup> pipeline_;   // this rank's pipeline: its stages, in order
+  std::unique_ptr<comm::ProcessGroup> model_;      // the ranks of one data-parallel replica (tp x pp)
+  std::unique_ptr<comm::ProcessGroup> embedding_;  // {first stage, last stage} of this pipeline, on those
+  std::unique_ptr<StageLinks> links_;
+  std::vector<Tensor> shared_;  // this rank's stage-shared parameters
   BucketAllreduce sync_;
 };
 
@@ -239,14 +390,30 @@ HPU_REGISTER_COMPONENT(
            "hpu-train's own: between the tensor-parallel regions, split activations along the sequence "
            "(norms, dropouts and residuals on each rank's positions; reduce-scatter and all-gather instead of "
            "all-reduce), as Megatron-LM's sequence parallelism.",
+           "", true},
+          {"pipeline_parallel_size", config::Type::integer().min(1), "1",
+           "hpu-train's own: stages the decoder layers are split into (Llama, GPT-2), the embeddings on the first "
+           "and the output head on the last; an optimizer step's micro-batches (accumulate_grad_batches) run in "
+           "the 1F1B schedule.",
+           "", true},
+          {"pipeline_layers", config::Type::optional(config::Type::list(config::Type::integer().min(1))), "null",
+           "hpu-train's own: decoder layers of each pipeline stage, in order (null: balanced by parameter count).",
+           "", true},
+          {"zero_stage", config::Type::integer().min(0).max(1), "0",
+           "hpu-train's own: 1 shards the optimizer state over the data-parallel group (ZeRO-1, Megatron-LM's "
+           "distributed optimizer); 0 keeps it whole on every replica.",
            "", true}}},
-        "Tensor parallelism inside data parallelism (Llama, GPT-2: attention heads, MLP and vocabulary split "
-        "across the tensor-parallel ranks).",
+        "Tensor, pipeline and data parallelism (Llama, GPT-2: attention heads, MLP and vocabulary split across "
+        "the tensor-parallel ranks; decoder layers across pipeline stages).",
         {}},
     [](const config::Params& p) {
-      return std::make_unique<ModelParallelStrategy>(sizeOf(p, "data_parallel_size"), sizeOf(p, "tensor_parallel_size"),
-                                                     p.getBool("save_distributed_checkpoint"),
-                                                     p.getBool("sequence_parallel"), "");
+      std::vector<int> layers;
+      if (p.has("pipeline_layers"))
+        for (const config::Node& n : p.node("pipeline_layers").items()) layers.push_back(static_cast<int>(config::asInt(n)));
+      return std::make_unique<ModelParallelStrategy>(
+          sizeOf(p, "data_parallel_size"), sizeOf(p, "tensor_parallel_size"), p.getBool("save_distributed_checkpoint"),
+          p.getBool("sequence_parallel"), static_cast<int>(p.getInt("pipeline_parallel_size")), std::move(layers),
+          static_cast<int>(p.getInt("zero_stage")), "");
     });
 
 }  // namespace
@@ -255,7 +422,8 @@ std::unique_ptr<Strategy> makeModelParallelStrategy(std::optional<int> data_para
                                                     std::optional<int> tensor_parallel_size,
                                                     bool save_distributed_checkpoint) {
   return std::make_unique<ModelParallelStrategy>(data_parallel_size, tensor_parallel_size, save_distributed_checkpoint,
-                                                 /*sequence_parallel=*/false, "");
+                                                 /*sequence_parallel=*/false, /*pipeline_parallel_size=*/1,
+                                                 std::vector<int>{}, /*zero_stage=*/0, "");
 }
 
 std::unique_ptr<ops::ParallelGroup> makeTensorParallelGroup(std::unique_ptr<comm::ProcessGroup> group) {

@@ -1,5 +1,8 @@
 #include "hpu/core/strategies/strategy.h"
 
+#include "hpu/core/base/errors.h"
+#include "hpu/device/check.h"
+
 namespace hpu::core {
 
 std::vector<optim::ParamSlice> Strategy::optimizerSlices(nn::FlatParameters& params) {
@@ -19,6 +22,11 @@ optim::GradientView Strategy::gradients(nn::FlatParameters& params) {
   optim::GradientView v;
   for (auto& b : params.buckets()) v.spans.push_back(b.gradSpan());
   return v;
+}
+
+std::vector<double> Strategy::runPipeline(PipelineWork&, std::size_t, bool) {
+  HPU_CHECK(false, "{} runs no pipeline stages", name());
+  return {};
 }
 
 std::uint64_t Strategy::gradientDeviceBytes(const nn::FlatParameters& params) const {

@@ -13,6 +13,7 @@
 #include "hpu/comm/fault_injection.h"
 #include "hpu/core/base/errors.h"
 #include "hpu/core/config/yaml_io.h"
+#include "hpu/core/module/pipeline_module.h"
 #include "hpu/core/ops/ops.h"
 #include "hpu/core/tensor/leaf.h"
 #include "hpu/device/numerics.h"
@@ -199,6 +200,21 @@ void Trainer::setupModel(LightningModule& model, data::DataModule& data, data::S
   ctx.defer_trainable_values = strategy_->partitionsParameters();
   ctx.tensor_parallel = strategy_->tensorParallelGroup();
   ctx.sequence_parallel = strategy_->sequenceParallel();
+  if (const int stages = strategy_->pipelineStages(); stages > 1) {
+    if (dynamic_cast<PipelineModule*>(&model) == nullptr)
+      throw UsageError(fmt::format("trainer.strategy.init_args.pipeline_parallel_size={}: {} has no decoder layers to "
+                                   "split into pipeline stages; pipeline parallelism runs LlamaForCausalLM and "
+                                   "GPT2LMHeadModel",
+                                   stages, model.typeName()));
+    if (stage == data::Stage::kPredict)
+      throw UsageError(fmt::format("predict with trainer.strategy.init_args.pipeline_parallel_size={}: generation "
+                                   "runs every layer on each rank; predict with tensor_parallel_size (and "
+                                   "pipeline_parallel_size 1), which reads this run's checkpoints as well",
+                                   stages));
+    ctx.pipeline_stages = stages;
+    ctx.pipeline_stage = strategy_->pipelineStage();
+    ctx.pipeline_layers = strategy_->pipelineLayers();
+  }
   model.configureModel(ctx, input);
   precision_->convertModule(model);
   // Gradients exist for training only (evaluation and prediction allocate none).
@@ -241,6 +257,59 @@ void Trainer::fillDeferredParameters(LightningModule& model) {
   model.deferredParametersFilled();
 }
 
+// This rank's pipeline stage run on micro-batches, as the strategy's
+// schedule asks: each micro-batch's forward records on a tape of its own,
+// kept until its backward.
+class Trainer::StageRun final : public PipelineWork {
+ public:
+  // (batch, batch_idx) of each micro-batch, in order.
+  using MicroBatches = std::vector<std::pair<Batch, std::int64_t>>;
+  StageRun(Trainer& trainer, MicroBatches micro, bool training)
+      : t_(trainer),
+        stage_(dynamic_cast<PipelineModule&>(*trainer.model_)),
+        micro_(std::move(micro)),
+        training_(training),
+        tapes_(micro_.size()),
+        inputs_(micro_.size()),
+        outputs_(micro_.size()) {}
+
+  std::size_t size() const { return micro_.size(); }
+  const Batch& batch(std::size_t i) const { return micro_[i].first; }
+  PipelineModule& stage() { return stage_; }
+
+  PipelineModule::StageInput input(std::size_t i) override { return stage_.stageInput(micro_[i].first); }
+  Tensor forward(std::size_t i, const Tensor& input) override {
+    if (training_) t_.reseedDropout(micro_[i].second);
+    Tensor in = input;
+    if (training_ && in.defined()) in.setRequiresGrad(true);
+    autograd::TapeScope scope(training_ ? &tapes_[i] : nullptr);
+    auto autocast = t_.precision_->forwardContext();
+    inputs_[i] = in;
+    outputs_[i] = stage_.forwardStage(micro_[i].first, in);
+    return outputs_[i];
+  }
+  Tensor backward(std::size_t i, const Tensor& grad) override {
+    if (grad.defined())
+      tapes_[i].backward(outputs_[i], grad);
+    else
+      tapes_[i].backward(outputs_[i],
+                         t_.precision_->lossScale() / static_cast<float>(t_.options_.accumulate_grad_batches));
+    Tensor input_grad = inputs_[i].defined() ? inputs_[i].grad() : Tensor();
+    inputs_[i] = outputs_[i] = Tensor();
+    return input_grad;
+  }
+  void start(std::string_view phase) override { t_.profiler_->start(phase); }
+  void stop(std::string_view phase) override { t_.profiler_->stop(phase); }
+
+ private:
+  Trainer& t_;
+  PipelineModule& stage_;
+  MicroBatches micro_;
+  bool training_;
+  std::vector<autograd::Tape> tapes_;
+  std::vector<Tensor> inputs_, outputs_;
+};
+
 void Trainer::recordOutputShapes() {
   std::shared_ptr<const data::Dataset> dataset;
   for (data::Split split : {data::Split::kTrain, data::Split::kVal, data::Split::kTest, data::Split::kPredict})
@@ -256,9 +325,14 @@ void Trainer::recordOutputShapes() {
   ops::GraphRecordingPause no_graph;
   autograd::TapeScope no_grad(nullptr);
   GatheredParameters gathered(*strategy_, *params_, Strategy::GatherScope::kStep);
-  auto autocast = precision_->forwardContext();
   model_->eval();
-  (*model_)(nn::Inputs{batch});
+  if (strategy_->pipelineStages() > 1) {
+    StageRun run(*this, {{batch, 0}}, /*training=*/false);
+    strategy_->runPipeline(run, 1, /*backward=*/false);
+  } else {
+    auto autocast = precision_->forwardContext();
+    (*model_)(nn::Inputs{batch});
+  }
   model_->train();
 }
 
@@ -663,14 +737,50 @@ void Trainer::trainEpoch() {
   ++current_epoch_;
 }
 
-bool Trainer::trainStep(const Batch& batch, std::int64_t batch_idx, bool optimizer_turn) {
-  metrics_->setHook(MetricCollector::Hook::kTraining, batch.size());
+void Trainer::reseedDropout(std::int64_t batch_idx) {
   // Dropout masks are a pure function of (seed, rank, epoch, batch): the same
   // after a resume, whatever was drawn before.
   dropout_rng_ =
       Generator(seed_, RandomStream::kDropout,
                 (static_cast<std::uint64_t>(strategy_->dataParallelRank()) << 48) ^
                     (static_cast<std::uint64_t>(current_epoch_) << 24) ^ static_cast<std::uint64_t>(batch_idx));
+}
+
+// Pipeline parallelism: micro-batches wait for the last of their optimizer
+// step, then run together in the strategy's schedule.
+bool Trainer::trainPipelineStep(const Batch& batch, std::int64_t batch_idx, bool optimizer_turn) {
+  pending_micro_batches_.push_back({batch, batch_idx});
+  if (!optimizer_turn) return false;
+  StageRun run(*this, std::move(pending_micro_batches_), /*training=*/true);
+  pending_micro_batches_.clear();
+  params_->invalidateGrads();
+  GatheredParameters gathered(*strategy_, *params_, Strategy::GatherScope::kStep);
+  params_->beginStep();
+  strategy_->beforeBackward(*params_, {.first = true, .last = false});
+  std::vector<double> losses;
+  {
+    std::optional<autograd::AnomalyDetection> anomaly;
+    if (options_.detect_anomaly) anomaly.emplace();
+    auto s = profiler_->profile("pipeline_schedule");
+    losses = strategy_->runPipeline(run, run.size(), /*backward=*/true);
+  }
+  {
+    std::optional<Profiler::Scope> s;
+    if (strategy_->worldSize() > 1) s.emplace(*profiler_, "allreduce");
+    strategy_->afterBackward(*params_, {.first = true, .last = true});
+  }
+  for (std::size_t i = 0; i < losses.size(); ++i) {
+    metrics_->setHook(MetricCollector::Hook::kTraining, run.batch(i).size());
+    if (!dryRun()) run.stage().logLoss("train", losses[i]);
+  }
+  if (!dryRun()) progress_metrics_["loss"] = losses.back();
+  return optimizerStep();
+}
+
+bool Trainer::trainStep(const Batch& batch, std::int64_t batch_idx, bool optimizer_turn) {
+  if (strategy_->pipelineStages() > 1) return trainPipelineStep(batch, batch_idx, optimizer_turn);
+  metrics_->setHook(MetricCollector::Hook::kTraining, batch.size());
+  reseedDropout(batch_idx);
   const Strategy::MicroBatch micro{.first = batch_idx % options_.accumulate_grad_batches == 0, .last = optimizer_turn};
   if (micro.first) params_->invalidateGrads();
   GatheredParameters gathered(*strategy_, *params_, Strategy::GatherScope::kStep);
@@ -705,6 +815,10 @@ bool Trainer::trainStep(const Batch& batch, std::int64_t batch_idx, bool optimiz
     strategy_->afterBackward(*params_, micro);
   }
   if (!optimizer_turn) return false;
+  return optimizerStep();
+}
+
+bool Trainer::optimizerStep() {
   const optim::GradientView grads = strategy_->gradients(*params_);
   // A dry run's gradients have no values to unscale, check or clip.
   if (!dryRun() && !precision_->prepareStep(grads)) return false;
@@ -768,7 +882,12 @@ std::map<std::string, double> Trainer::evaluationLoop(data::Split split, std::in
     metrics_->setHook(MetricCollector::Hook::kEvaluation, batch.size());
     callbacks(
         [&](Callback& c) { val ? c.onValidationBatchStart(*this, batch_idx) : c.onTestBatchStart(*this, batch_idx); });
-    {
+    if (strategy_->pipelineStages() > 1) {
+      auto s = profiler_->profile(val ? "validation_step" : "test_step");
+      StageRun run(*this, {{batch, batch_idx}}, /*training=*/false);
+      const double loss = strategy_->runPipeline(run, 1, /*backward=*/false).front();
+      if (!dryRun()) run.stage().logLoss(val ? "val" : "test", loss);
+    } else {
       auto autocast = precision_->forwardContext();
       auto s = profiler_->profile(val ? "validation_step" : "test_step");
       val ? model_->validationStep(batch, batch_idx) : model_->testStep(batch, batch_idx);

@@ -86,12 +86,20 @@ void Trainer::restoreOptimizerState(const checkpoint::Checkpoint& ckpt, const st
                                        "from a different model, optimizer or strategy",
                                        path, name));
   };
-  // This rank's own state, buffer by buffer.
+  // This rank's own state, buffer by buffer: its shard, or the whole slice
+  // it takes its shard of (a strategy that saves its shards whole).
   const auto copyOwn = [&](const checkpoint::Checkpoint& own) {
-    for (const auto& s : buffers) {
+    for (std::size_t k = 0; k < buffers.size(); ++k) {
+      const auto& s = buffers[k];
       const checkpoint::TensorEntry* e = own.find("optimizer." + s.name);
-      if (e == nullptr || e->values.size() != s.values.size()) throw mismatch(s.name);
-      std::copy(e->values.begin(), e->values.end(), s.values.begin());
+      if (e == nullptr) throw mismatch(s.name);
+      const Strategy::SliceShard& shard = shards[k / per_slice];
+      if (e->values.size() == s.values.size())
+        std::copy(e->values.begin(), e->values.end(), s.values.begin());
+      else if (static_cast<std::int64_t>(e->values.size()) == shard.total)
+        std::copy_n(e->values.begin() + shard.offset, shard.size, s.values.begin());
+      else
+        throw mismatch(s.name);
     }
   };
   if (pieces) return copyOwn(ckpt);
@@ -109,13 +117,29 @@ void Trainer::restoreOptimizerState(const checkpoint::Checkpoint& ckpt, const st
   std::map<std::string, std::vector<float>> flat;
   for (const auto& [state, slices] : stored)
     for (const auto& [slice, e] : slices) flat[state].insert(flat[state].end(), e->values.begin(), e->values.end());
-  // Whole state: every parameter's whole values, bucket member after member;
-  // this rank takes the part of each that it holds (its tensor-parallel
-  // piece, within its ZeRO shard of the bucket).
+  // Whole state: every parameter's whole values, one after the other in the
+  // checkpoint's order (kOptimizerParams; older checkpoints: this model's
+  // bucket members'); this rank takes the part of each that it holds (its
+  // tensor-parallel piece, within its ZeRO shard of the bucket).
+  std::map<std::string, std::int64_t> whole_offset;
   std::int64_t numel = 0;
-  for (const auto& b : params_->buckets())
-    for (const auto& m : b.members) numel += m.shard.fullShape(m.tensor.shape()).numel();
-  std::int64_t whole_start = 0;  // of the current bucket's first member
+  if (auto it = ckpt.metadata.find(checkpoint::kOptimizerParams); it != ckpt.metadata.end()) {
+    for (const json& n : json::parse(it->second)) {
+      const std::string name = n.get<std::string>();
+      const checkpoint::TensorEntry* e = ckpt.find(name);
+      if (e == nullptr)
+        throw CheckpointError(fmt::format("{}: its optimizer state covers parameter '{}', which it holds no tensor of",
+                                          path, name));
+      whole_offset[name] = numel;
+      numel += Shape(std::span<const std::int64_t>(e->shape)).numel();
+    }
+  } else {
+    for (const auto& b : params_->buckets())
+      for (const auto& m : b.members) {
+        whole_offset[model_->checkpointKey(m.name)] = numel;
+        numel += m.shard.fullShape(m.tensor.shape()).numel();
+      }
+  }
   for (std::size_t slice = 0; slice < shards.size(); ++slice) {
     const nn::ParamBucket& bucket = params_->buckets()[slice];
     for (std::size_t k = 0; k < per_slice; ++k) {
@@ -123,9 +147,14 @@ void Trainer::restoreOptimizerState(const checkpoint::Checkpoint& ckpt, const st
       const auto it = flat.find(checkpoint::parseOptimizerStateName("optimizer." + s.name)->state);
       if (it == flat.end() || static_cast<std::int64_t>(it->second.size()) != numel) throw mismatch(s.name);
       const std::int64_t lo = shards[slice].offset, hi = lo + shards[slice].size;
-      std::int64_t whole = whole_start;
       for (std::size_t j = 0; j < bucket.members.size(); ++j) {
         const nn::NamedTensor& m = bucket.members[j];
+        const auto at = whole_offset.find(model_->checkpointKey(m.name));
+        if (at == whole_offset.end())
+          throw CheckpointError(fmt::format("{}: its optimizer state has nothing for parameter '{}'; the checkpoint "
+                                            "comes from a different model",
+                                            path, model_->checkpointKey(m.name)));
+        const std::int64_t whole = at->second;
         m.shard.forEachRun(m.tensor.shape(), [&](std::int64_t full, std::int64_t local, std::int64_t count) {
           const std::int64_t from = std::max(lo, bucket.offsets[j] + local);
           const std::int64_t to = std::min(hi, bucket.offsets[j] + local + count);
@@ -133,10 +162,8 @@ void Trainer::restoreOptimizerState(const checkpoint::Checkpoint& ckpt, const st
             std::copy_n(it->second.begin() + whole + full + (from - bucket.offsets[j] - local), to - from,
                         s.values.begin() + (from - lo));
         });
-        whole += m.shard.fullShape(m.tensor.shape()).numel();
       }
     }
-    for (const auto& m : bucket.members) whole_start += m.shard.fullShape(m.tensor.shape()).numel();
   }
 }
 
@@ -204,9 +231,14 @@ void Trainer::restoreParamGroups(const nlohmann::json& opt, const std::string& p
 void Trainer::saveCheckpoint(const std::string& path, bool weights_only) {
   GatheredParameters gathered(*strategy_, *params_, Strategy::GatherScope::kAll);
   // A tensor-parallel run saves every rank's pieces in its own file
-  // (distributed), or each parameter made whole in the main file.
+  // (distributed), or each parameter made whole in the main file; a
+  // pipeline-parallel one, whose stages hold different parameters, always
+  // writes every rank's file, then assembles the whole tensors from them
+  // unless it keeps the files.
   const bool split = strategy_->tensorParallelGroup() != nullptr;
-  const bool distributed = split && strategy_->savesDistributedCheckpoint();
+  const int stages = strategy_->pipelineStages();
+  const bool distributed = split && (strategy_->savesDistributedCheckpoint() || stages > 1);
+  const bool assemble = distributed && !strategy_->savesDistributedCheckpoint();
   checkpoint::Checkpoint ckpt;
   checkpoint::Checkpoint own;  // this rank's file: its pieces, or its ZeRO shard of the optimizer state
   json pieces = json::object();
@@ -231,16 +263,26 @@ void Trainer::saveCheckpoint(const std::string& path, bool weights_only) {
   m["precision"] = precision_->precision();
   m["config"] = config::emitYaml(config_);
   const auto shards = strategy_->optimizerShards(*params_);
-  const bool sharded = !weights_only && optimizer_ &&
-                       std::any_of(shards.begin(), shards.end(), [](const auto& s) { return s.size != s.total; });
+  bool sharded = !weights_only && optimizer_ &&
+                 std::any_of(shards.begin(), shards.end(), [](const auto& s) { return s.size != s.total; });
   if (!weights_only && optimizer_) {
-    for (const auto& s : optimizer_->stateBuffers()) {
+    const auto buffers = optimizer_->stateBuffers();
+    const std::size_t per_slice = shards.empty() ? 0 : buffers.size() / shards.size();
+    bool gathered = false;
+    for (std::size_t k = 0; k < buffers.size(); ++k) {
+      const auto& s = buffers[k];
       checkpoint::TensorEntry e;
       e.name = "optimizer." + s.name;
-      e.shape = {static_cast<std::int64_t>(s.values.size())};
-      e.values.assign(s.values.begin(), s.values.end());
-      (sharded || distributed ? own : ckpt).tensors.push_back(std::move(e));
+      if (auto whole = sharded ? strategy_->wholeOptimizerSlice(s.values, shards[k / per_slice]) : std::nullopt) {
+        e.values = std::move(*whole);
+        gathered = true;
+      } else {
+        e.values.assign(s.values.begin(), s.values.end());
+      }
+      e.shape = {static_cast<std::int64_t>(e.values.size())};
+      ((sharded && !gathered) || distributed ? own : ckpt).tensors.push_back(std::move(e));
     }
+    sharded = sharded && !gathered;
     if (split && !distributed) ckpt.tensors = wholeOptimizerState(std::move(ckpt.tensors));
     if (sharded) {
       json layout = json::array();
@@ -271,26 +313,36 @@ void Trainer::saveCheckpoint(const std::string& path, bool weights_only) {
       if (auto st = c->stateJson(); !st.empty()) cbs[c->stateKey()] = st;
     m["callbacks"] = cbs.dump();
   }
+  json order = json::array();  // the parameters of the optimizer state, in its order
+  for (const auto& b : params_->buckets())
+    for (const auto& member : b.members) order.push_back(model_->checkpointKey(member.name));
   if (distributed) {
-    json order = json::array();  // the parameters of the optimizer state, in its order
-    for (const auto& b : params_->buckets())
-      for (const auto& member : b.members) order.push_back(model_->checkpointKey(member.name));
     const int ranks = strategy_->tensorParallelGroup()->size();
     own.metadata[checkpoint::kTensorParallelPart] = json{{"rank", strategy_->globalRank()},
                                                          {"tensor_parallel_size", ranks},
+                                                         {"pipeline_stage", strategy_->pipelineStage()},
                                                          {"shards", pieces},
                                                          {"optimizer_params", order}}
                                                         .dump();
-    m[checkpoint::kDistributedCheckpoint] =
-        json{{"world_size", strategy_->worldSize()}, {"tensor_parallel_size", ranks}}.dump();
+    json layout{{"world_size", strategy_->worldSize()}, {"tensor_parallel_size", ranks}};
+    if (stages > 1) layout["pipeline_parallel_size"] = stages;
+    m[checkpoint::kDistributedCheckpoint] = layout.dump();
+  } else {
+    m[checkpoint::kOptimizerParams] = order.dump();
   }
   if (sharded || distributed) checkpoint_io_->save(own, checkpoint::shardPath(path, strategy_->globalRank()));
-  if (isGlobalZero()) {
-    checkpoint_io_->save(ckpt, path);
-    // The logs reach as far as the checkpoint: a run resumed from it after a
-    // crash continues them without a gap.
-    for (auto& l : loggers_) l->save();
+  if (isGlobalZero()) checkpoint_io_->save(ckpt, path);
+  if (assemble) {
+    strategy_->barrier("save_checkpoint_parts");
+    if (isGlobalZero())
+      checkpoint_io_->save(checkpoint::assembleDistributed(*checkpoint_io_, path, checkpoint_io_->load(path)), path);
+    strategy_->barrier("save_checkpoint_assembled");
+    checkpoint_io_->remove(checkpoint::shardPath(path, strategy_->globalRank()));
   }
+  // The logs reach as far as the checkpoint: a run resumed from it after a
+  // crash continues them without a gap.
+  if (isGlobalZero())
+    for (auto& l : loggers_) l->save();
   strategy_->barrier("save_checkpoint");
 }
 
@@ -411,9 +463,12 @@ void Trainer::restore(const std::string& path, bool full) {
     const json layout = json::parse(it->second);
     const ops::ParallelGroup* tp = strategy_->tensorParallelGroup();
     pieces = tp != nullptr && layout.at("world_size").get<int>() == strategy_->worldSize() &&
-             layout.at("tensor_parallel_size").get<int>() == tp->size();
-    ckpt.tensors = pieces ? checkpoint_io_->load(checkpoint::shardPath(path, strategy_->globalRank())).tensors
-                          : checkpoint::assembleDistributed(*checkpoint_io_, path, ckpt);
+             layout.at("tensor_parallel_size").get<int>() == tp->size() &&
+             layout.value("pipeline_parallel_size", 1) == strategy_->pipelineStages();
+    if (pieces)
+      ckpt.tensors = checkpoint_io_->load(checkpoint::shardPath(path, strategy_->globalRank())).tensors;
+    else
+      ckpt = checkpoint::assembleDistributed(*checkpoint_io_, path, ckpt);
   }
   strategy_->gatherParameters(*params_, Strategy::GatherScope::kAll);
   for (const auto& p : model_->namedParameters())

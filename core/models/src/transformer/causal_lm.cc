@@ -9,6 +9,7 @@
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <numeric>
 #include <set>
 
 #include "hpu/core/base/errors.h"
@@ -115,9 +116,18 @@ void CausalLM::configureModel(nn::InitContext& ctx, const ModelInput& input) {
   dropout_rng_ = &ctx.dropout_rng;
   tensor_parallel_ = ctx.tensor_parallel;
   sequence_parallel_ = ctx.sequence_parallel && tensor_parallel_ != nullptr;
-  if (tensor_parallel_ && lora_)
-    throw UsageError(typeName() + ": LoRA (model.init_args.lora / lora_path) does not run tensor-parallel; train "
-                                  "adapters with hpu_parallel or DeepSpeed (ZeRO shards only the adapters)");
+  if ((tensor_parallel_ || ctx.pipeline_stages > 1) && lora_)
+    throw UsageError(typeName() + ": LoRA (model.init_args.lora / lora_path) does not run tensor- or "
+                                  "pipeline-parallel; train adapters with hpu_parallel or DeepSpeed (ZeRO shards only "
+                                  "the adapters)");
+  const std::vector<std::int64_t> layers = stageLayers(ctx);
+  const auto stage = static_cast<std::size_t>(ctx.pipeline_stage);
+  stage_.first_layer = std::accumulate(layers.begin(), layers.begin() + static_cast<std::ptrdiff_t>(stage), std::int64_t{0});
+  stage_.end_layer = stage_.first_layer + layers[stage];
+  stage_.first = stage == 0;
+  stage_.last = stage + 1 == layers.size();
+  param_dtype_ = ctx.param_dtype;
+  dropout_ = config_.attention_dropout > 0 || config_.resid_dropout > 0 || config_.embd_dropout > 0;
   checkpoint_on_host_ = ctx.checkpoint_on_host;
   sampling_rng_ = std::make_unique<Generator>(ctx.seed, RandomStream::kSampling);
   build(ctx);
@@ -273,9 +283,147 @@ Tensor CausalLM::forward(const nn::Inputs& inputs) {
   const Tensor* given = inputs.tensors.find("position_ids");
   // Sequence parallelism in training and evaluation; generation (a KV cache) runs without.
   const ops::SequenceParallelScope sequence_parallel(sequence_parallel_ && inputs.kv_cache == nullptr);
+  if (!stage_.first || !stage_.last)
+    throw Error(fmt::format("{}: forward on pipeline stage {}-{} of its layers: a stage runs only through the "
+                            "pipeline schedule",
+                            typeName(), stage_.first_layer, stage_.end_layer - 1));
   Tensor out = logits(ids, given ? *given : nn::positionRange(ids.device(), start, len), inputs.kv_cache);
   if (inputs.kv_cache) inputs.kv_cache->advance(len);
   return out;
+}
+
+Tensor CausalLM::logits(const Tensor& ids, const Tensor& positions, nn::KVCache* cache) {
+  beginForward();
+  return head(runLayers(embed(ids, positions), positions, cache), cache);
+}
+
+void CausalLM::beginForward() {
+  if (!training() || !dropout_) return;
+  dropout_seed_ = dropout_rng_->next();
+  *dropout_rng_ = Generator(dropout_seed_, 0);
+}
+
+Tensor CausalLM::runLayers(Tensor hidden, const Tensor& positions, nn::KVCache* cache) {
+  nn::ModuleList& layers = decoderLayers();
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    if (training() && dropout_)
+      *dropout_rng_ = Generator(dropout_seed_, static_cast<std::uint64_t>(stage_.first_layer) + i + 1);
+    hidden = runLayer(layers[i], hidden, positions, cache);
+  }
+  return hidden;
+}
+
+Generator CausalLM::initStream(const nn::InitContext& ctx, InitPart part, std::int64_t layer) {
+  // Sub-streams of kInit past the Trainer's own (0).
+  const std::uint64_t base = (static_cast<std::uint64_t>(part) + 1) << 40;
+  return Generator(ctx.seed, RandomStream::kInit, base + static_cast<std::uint64_t>(layer));
+}
+
+// Parameters per decoder layer, in the embeddings and in the output head,
+// from the config (Hugging Face's layouts; tied, the last stage holds a copy
+// of the embedding matrix all the same).
+namespace {
+struct PartSizes {
+  std::int64_t layer = 0, embeddings = 0, head = 0;
+};
+PartSizes partSizes(const TransformerConfig& c) {
+  const std::int64_t h = c.hidden_size, q = c.num_attention_heads * c.head_dim,
+                     kv = c.num_key_value_heads * c.head_dim, i = c.intermediate_size;
+  PartSizes s;
+  s.embeddings = c.vocab_size * h;
+  s.head = c.vocab_size * h;
+  if (c.family == Family::kGpt2) {
+    s.layer = (h * 3 * h + 3 * h) + (h * h + h) + (h * i + i) + (i * h + h) + 4 * h;
+    s.embeddings += c.max_position_embeddings * h;
+    s.head += 2 * h;  // ln_f
+  } else {
+    s.layer = h * (q + 2 * kv) + q * h + 3 * h * i + 2 * h;
+    if (c.attention_bias) s.layer += q + 2 * kv + h;
+    if (c.mlp_bias) s.layer += 2 * i + h;
+    s.head += h;  // norm
+  }
+  return s;
+}
+}  // namespace
+
+std::vector<std::int64_t> CausalLM::stageLayers(const nn::InitContext& ctx) const {
+  const std::int64_t layers = config_.num_hidden_layers;
+  const int stages = ctx.pipeline_stages;
+  if (!ctx.pipeline_layers.empty()) {
+    std::vector<std::int64_t> given(ctx.pipeline_layers.begin(), ctx.pipeline_layers.end());
+    if (static_cast<int>(given.size()) != stages ||
+        std::accumulate(given.begin(), given.end(), std::int64_t{0}) != layers ||
+        *std::min_element(given.begin(), given.end()) < 1)
+      throw UsageError(fmt::format("trainer.strategy.init_args.pipeline_layers: [{}] does not give each of the {} "
+                                   "pipeline stages at least one of {}'s {} decoder layers",
+                                   fmt::join(given, ", "), stages, typeName(), layers));
+    return given;
+  }
+  if (stages > layers)
+    throw UsageError(fmt::format("trainer.strategy.init_args.pipeline_parallel_size: {} stages, but {} has only {} "
+                                 "decoder layers (num_hidden_layers); use at most {} stages",
+                                 stages, typeName(), layers, layers));
+  if (stages == 1) return {layers};
+  // Contiguous runs of at least one layer each, the largest stage (in
+  // parameters, the embeddings on the first and the head on the last)
+  // as small as it can be; ties keep the earlier stages smaller.
+  const PartSizes size = partSizes(config_);
+  const auto cost = [&](int stage, std::int64_t n) {
+    return n * size.layer + (stage == 0 ? size.embeddings : 0) + (stage == stages - 1 ? size.head : 0);
+  };
+  // best[s][n]: the smallest largest stage for stages s.. holding the last n layers.
+  constexpr std::int64_t kNone = std::numeric_limits<std::int64_t>::max();
+  std::vector<std::vector<std::int64_t>> best(static_cast<std::size_t>(stages) + 1,
+                                              std::vector<std::int64_t>(static_cast<std::size_t>(layers) + 1, kNone));
+  std::vector<std::vector<std::int64_t>> take = best;
+  best[static_cast<std::size_t>(stages)][0] = 0;
+  for (int s = stages - 1; s >= 0; --s)
+    for (std::int64_t n = 1; n <= layers; ++n)
+      for (std::int64_t k = 1; k <= n; ++k) {
+        const std::int64_t rest = best[static_cast<std::size_t>(s) + 1][static_cast<std::size_t>(n - k)];
+        if (rest == kNone) continue;
+        const std::int64_t worst = std::max(rest, cost(s, k));
+        if (worst < best[static_cast<std::size_t>(s)][static_cast<std::size_t>(n)]) {
+          best[static_cast<std::size_t>(s)][static_cast<std::size_t>(n)] = worst;
+          take[static_cast<std::size_t>(s)][static_cast<std::size_t>(n)] = k;
+        }
+      }
+  std::vector<std::int64_t> out;
+  for (std::int64_t s = 0, n = layers; s < stages; ++s) {
+    out.push_back(take[static_cast<std::size_t>(s)][static_cast<std::size_t>(n)]);
+    n -= out.back();
+  }
+  return out;
+}
+
+PipelineModule::StageInput CausalLM::stageInput(const Batch& batch) const {
+  const Tensor& ids = batch["input_ids"];
+  const std::int64_t tokens = sequence_parallel_ ? ids.size(1) / tensor_parallel_->size() : ids.size(1);
+  return {Shape{ids.size(0), tokens, config_.hidden_size}, param_dtype_};
+}
+
+Tensor CausalLM::forwardStage(const Batch& batch, const Tensor& input) {
+  const Tensor& ids = batch["input_ids"];
+  const Tensor* given = batch.find("position_ids");
+  const Tensor positions = given ? *given : nn::positionRange(ids.device(), 0, ids.size(1));
+  const ops::SequenceParallelScope sequence_parallel(sequence_parallel_);
+  beginForward();
+  Tensor hidden = runLayers(stage_.first ? embed(ids, positions) : input, positions, nullptr);
+  return stage_.last ? loss(head(hidden, nullptr), batch["labels"]) : hidden;
+}
+
+void CausalLM::logLoss(std::string_view split, double value) {
+  log(std::string(split) + "_loss", value, {.prog_bar = true});
+  // A byte is a token: bits per byte are nats per token over ln 2.
+  if (split != "train" && tokenizer_ && tokenizer_->byteLevel())
+    log(std::string(split) + "_bpb", value / std::log(2.0), {.prog_bar = true});
+}
+
+std::vector<Tensor> CausalLM::stageSharedParameters() const {
+  if (stage_.first == stage_.last) return {};  // one stage, or a middle one
+  const Tensor tied = tiedEmbedding();
+  if (!tied.defined()) return {};
+  return {tied};
 }
 
 Tensor CausalLM::statesToPredict(const Tensor& hidden, const nn::KVCache* cache) {
@@ -320,10 +468,10 @@ Tensor CausalLM::trainingStep(const Batch& batch, std::int64_t) {
 
 void CausalLM::evaluate(const Batch& batch, const char* stage) {
   Tensor l = loss((*this)(nn::Inputs{batch}), batch["labels"]);
-  log(std::string(stage) + "_loss", l, {.prog_bar = true});
-  // A byte is a token: bits per byte are nats per token over ln 2.
-  if (tokenizer_ && tokenizer_->byteLevel() && !l.shapeOnly())
-    log(std::string(stage) + "_bpb", static_cast<double>(l.item()) / std::log(2.0), {.prog_bar = true});
+  if (l.shapeOnly())
+    log(std::string(stage) + "_loss", l, {.prog_bar = true});
+  else
+    logLoss(stage, l.item());
 }
 
 void CausalLM::validationStep(const Batch& batch, std::int64_t) { evaluate(batch, "val"); }

@@ -118,18 +118,33 @@ class GPT2Block final : public nn::Module {
   nn::Child<GPT2MLP> mlp;
 };
 
+// Hugging Face's GPT2Model, or the part of it a pipeline stage holds.
 class GPT2Model final : public nn::Module {
  public:
-  GPT2Model(nn::InitContext& ctx, const TransformerConfig& c, Generator& dropout_rng) {
+  GPT2Model(nn::InitContext& ctx, const TransformerConfig& c, const CausalLM::StagePart& part, bool token_embedding,
+            Generator& dropout_rng) {
     const auto std = static_cast<float>(c.initializer_range);
-    wte = registerChild("wte", std::make_shared<nn::Embedding>(ctx, c.vocab_size, c.hidden_size, std::nullopt, std,
-                                                               ctx.tensor_parallel));
-    wpe = registerChild(
-        "wpe", std::make_shared<nn::Embedding>(ctx, c.max_position_embeddings, c.hidden_size, std::nullopt, std));
+    Generator embeddings_rng = CausalLM::initStream(ctx, CausalLM::InitPart::kEmbeddings);
+    nn::InitContext embeddings = nn::withRng(ctx, embeddings_rng);
+    if (token_embedding)
+      wte = registerChild("wte", std::make_shared<nn::Embedding>(embeddings, c.vocab_size, c.hidden_size, std::nullopt,
+                                                                 std, ctx.tensor_parallel));
+    if (part.first)
+      wpe = registerChild("wpe", std::make_shared<nn::Embedding>(embeddings, c.max_position_embeddings, c.hidden_size,
+                                                                 std::nullopt, std));
     h = registerChild("h", std::make_shared<nn::ModuleList>());
-    for (std::int64_t l = 0; l < c.num_hidden_layers; ++l)
-      h->append(std::make_shared<GPT2Block>(ctx, c, l, dropout_rng));
-    ln_f = registerChild("ln_f", std::make_shared<nn::LayerNorm>(ctx, c.hidden_size, static_cast<float>(c.norm_eps)));
+    // Hugging Face's _init_weights: the residual projections scaled by 1 / sqrt(2 n_layer).
+    const float residual_std =
+        static_cast<float>(c.initializer_range / std::sqrt(2.0 * static_cast<double>(c.num_hidden_layers)));
+    for (std::int64_t l = part.first_layer; l < part.end_layer; ++l) {
+      Generator rng = CausalLM::initStream(ctx, CausalLM::InitPart::kLayer, l);
+      nn::InitContext at = nn::withRng(ctx, rng);
+      auto block = h->append(std::make_shared<GPT2Block>(at, c, l, dropout_rng), l);
+      for (const auto& [name, t, shard] : block->namedParameters())
+        if (name.ends_with("c_proj.weight")) nn::fillNormal(at, t, residual_std, shard);
+    }
+    if (part.last)
+      ln_f = registerChild("ln_f", std::make_shared<nn::LayerNorm>(ctx, c.hidden_size, static_cast<float>(c.norm_eps)));
   }
   std::string typeName() const override { return "GPT2Model"; }
   nn::Child<nn::Embedding> wte, wpe;
@@ -138,20 +153,20 @@ class GPT2Model final : public nn::Module {
 };
 
 // lm_head: the token embedding as the output projection (GPT-2 ties them),
-// or a linear layer of its own; under tensor parallelism, this rank's
-// vocabulary rows of either.
+// or a linear layer of its own shaped and split as the embedding; under
+// tensor parallelism, this rank's vocabulary rows of either.
 class LMHead final : public nn::Module {
  public:
-  LMHead(nn::InitContext& ctx, const TransformerConfig& c, const nn::Embedding& wte) {
-    if (c.tie_word_embeddings) {
-      weight_ = wte.weight;
-      useParameter(weight_);
-    } else {
-      const Shard shard = wte.ownParameters().front().shard;
-      weight_ = registerParameter(
-          "weight",
-          nn::normalInit(ctx, wte.weight.shape(), static_cast<float>(c.initializer_range), shard), shard);
-    }
+  // Tied to `wte`.
+  explicit LMHead(const nn::Embedding& wte) : weight_(wte.weight) { useParameter(weight_); }
+  // Its own [vocab, hidden] weight.
+  LMHead(nn::InitContext& ctx, const TransformerConfig& c) {
+    const nn::LinearParallel split = nn::splitAcross(ctx.tensor_parallel, nn::ParallelSplit::kColumn);
+    const Shard shard = split.shard(0);
+    const std::int64_t rows =
+        split.split == nn::ParallelSplit::kNone ? c.vocab_size : split.local(c.vocab_size, "out_features (vocab_size)");
+    weight_ = registerParameter(
+        "weight", nn::normalInit(ctx, {rows, c.hidden_size}, static_cast<float>(c.initializer_range), shard), shard);
   }
   std::string typeName() const override { return "Linear"; }
   std::string describe() const override { return ownParameters().empty() ? "tied to transformer.wte" : ""; }
@@ -168,25 +183,34 @@ class GPT2LMHeadModel final : public CausalLM {
 
  protected:
   void build(nn::InitContext& ctx) override {
-    transformer_ = registerChild("transformer", std::make_shared<GPT2Model>(ctx, config_, *dropout_rng_));
-    lm_head_ = registerChild("lm_head", std::make_shared<LMHead>(ctx, config_, *transformer_->wte));
-    // Hugging Face's _init_weights: the residual projections scaled by 1 / sqrt(2 n_layer).
-    const float std =
-        static_cast<float>(config_.initializer_range / std::sqrt(2.0 * static_cast<double>(config_.num_hidden_layers)));
-    for (const auto& [name, t, shard] : namedParameters())
-      if (name.ends_with("c_proj.weight")) nn::fillNormal(ctx, t, std, shard);
+    // The last stage keeps a copy of the tied token embedding for its head.
+    const bool tied = config_.tie_word_embeddings;
+    transformer_ = registerChild("transformer", std::make_shared<GPT2Model>(ctx, config_, stage_,
+                                                                            stage_.first || (stage_.last && tied),
+                                                                            *dropout_rng_));
+    if (!stage_.last) return;
+    if (tied) {
+      lm_head_ = registerChild("lm_head", std::make_shared<LMHead>(*transformer_->wte));
+      return;
+    }
+    Generator rng = initStream(ctx, InitPart::kHead);
+    nn::InitContext at = nn::withRng(ctx, rng);
+    lm_head_ = registerChild("lm_head", std::make_shared<LMHead>(at, config_));
   }
-  Tensor logits(const Tensor& ids, const Tensor& positions, nn::KVCache* cache) override {
+  Tensor embed(const Tensor& ids, const Tensor& positions) override {
     // Positions broadcast over the batch: one row of position embeddings per sample.
     const std::int64_t batch = ids.size(0), len = ids.size(1);
     std::vector<std::int64_t> pos(static_cast<std::size_t>(batch * len));
     if (!positions.shapeOnly())
       for (std::int64_t b = 0; b < batch; ++b) std::copy_n(positions.labels(), len, pos.begin() + b * len);
     const Tensor pos_ids = Tensor::fromHost(ids.device(), {batch, len}, pos);
-    Tensor h = ops::add(transformer_->wte(ids), transformer_->wpe(pos_ids));
-    h = toSequenceParallel(ops::dropout(h, config_.embd_dropout, training(), *dropout_rng_));
-    for (std::size_t l = 0; l < transformer_->h->size(); ++l) h = runLayer((*transformer_->h)[l], h, positions, cache);
-    return lm_head_(toVocabParallel(transformer_->ln_f(statesToPredict(h, cache))));
+    const Tensor h = ops::add(transformer_->wte(ids), transformer_->wpe(pos_ids));
+    return toSequenceParallel(ops::dropout(h, config_.embd_dropout, training(), *dropout_rng_));
+  }
+  Tensor tiedEmbedding() const override { return config_.tie_word_embeddings ? transformer_->wte->weight : Tensor(); }
+  nn::ModuleList& decoderLayers() override { return *transformer_->h; }
+  Tensor head(const Tensor& hidden, const nn::KVCache* cache) override {
+    return lm_head_(toVocabParallel(transformer_->ln_f(statesToPredict(hidden, cache))));
   }
 
  private:

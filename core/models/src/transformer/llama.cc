@@ -99,16 +99,30 @@ class TiedHead final : public nn::Module {
   Tensor weight_;
 };
 
+// Hugging Face's LlamaModel, or the part of it a pipeline stage holds.
 class LlamaModel final : public nn::Module {
  public:
-  LlamaModel(nn::InitContext& ctx, const TransformerConfig& c) {
-    embed_tokens = registerChild(
-        "embed_tokens", std::make_shared<nn::Embedding>(ctx, c.vocab_size, c.hidden_size, c.pad_token_id,
-                                                        static_cast<float>(c.initializer_range), ctx.tensor_parallel));
+  LlamaModel(nn::InitContext& ctx, const TransformerConfig& c, const CausalLM::StagePart& part, bool embeds) {
+    if (embeds) {
+      Generator rng = CausalLM::initStream(ctx, CausalLM::InitPart::kEmbeddings);
+      nn::InitContext at = nn::withRng(ctx, rng);
+      embed_tokens = registerChild(
+          "embed_tokens", std::make_shared<nn::Embedding>(at, c.vocab_size, c.hidden_size, c.pad_token_id,
+                                                          static_cast<float>(c.initializer_range), ctx.tensor_parallel));
+    }
     layers = registerChild("layers", std::make_shared<nn::ModuleList>());
-    for (std::int64_t l = 0; l < c.num_hidden_layers; ++l)
-      layers->append(std::make_shared<LlamaDecoderLayer>(ctx, c, l));
-    norm = registerChild("norm", std::make_shared<nn::RMSNorm>(ctx, c.hidden_size, static_cast<float>(c.norm_eps)));
+    for (std::int64_t l = part.first_layer; l < part.end_layer; ++l) {
+      Generator rng = CausalLM::initStream(ctx, CausalLM::InitPart::kLayer, l);
+      nn::InitContext at = nn::withRng(ctx, rng);
+      auto layer = layers->append(std::make_shared<LlamaDecoderLayer>(at, c, l), l);
+      // Hugging Face's _init_weights: linear weights N(0, initializer_range), biases zero.
+      for (const auto& [name, t, shard] : layer->namedParameters()) {
+        if (name.ends_with("_proj.weight")) nn::fillNormal(at, t, static_cast<float>(c.initializer_range), shard);
+        if (name.ends_with("_proj.bias")) nn::fillConstant(t, 0.0f);
+      }
+    }
+    if (part.last)
+      norm = registerChild("norm", std::make_shared<nn::RMSNorm>(ctx, c.hidden_size, static_cast<float>(c.norm_eps)));
   }
   std::string typeName() const override { return "LlamaModel"; }
   nn::Child<nn::Embedding> embed_tokens;
@@ -123,25 +137,27 @@ class LlamaForCausalLM final : public CausalLM {
 
  protected:
   void build(nn::InitContext& ctx) override {
-    model_ = registerChild("model", std::make_shared<LlamaModel>(ctx, config_));
-    if (config_.tie_word_embeddings) {
+    // The last stage keeps a copy of a tied embedding matrix for its head.
+    const bool tied = config_.tie_word_embeddings;
+    model_ = registerChild("model", std::make_shared<LlamaModel>(ctx, config_, stage_, stage_.first || (stage_.last && tied)));
+    if (!stage_.last) return;
+    if (tied) {
       lm_head_ = registerChild("lm_head", std::make_shared<TiedHead>(model_->embed_tokens->weight));
-    } else {
-      lm_head_ = registerChild("lm_head", std::make_shared<nn::Linear>(
-                                              ctx, config_.hidden_size, config_.vocab_size, false,
-                                              nn::splitAcross(ctx.tensor_parallel, nn::ParallelSplit::kColumn)));
+      return;
     }
-    // Hugging Face's _init_weights: linear weights N(0, initializer_range), biases zero.
-    const auto std = static_cast<float>(config_.initializer_range);
-    for (const auto& [name, t, shard] : namedParameters()) {
-      if (name.ends_with("_proj.weight") || name == "lm_head.weight") nn::fillNormal(ctx, t, std, shard);
-      if (name.ends_with("_proj.bias")) nn::fillConstant(t, 0.0f);
-    }
+    Generator rng = initStream(ctx, InitPart::kHead);
+    nn::InitContext at = nn::withRng(ctx, rng);
+    lm_head_ = registerChild("lm_head", std::make_shared<nn::Linear>(
+                                            at, config_.hidden_size, config_.vocab_size, false,
+                                            nn::splitAcross(ctx.tensor_parallel, nn::ParallelSplit::kColumn)));
+    for (const auto& [name, t, shard] : lm_head_->namedParameters())
+      nn::fillNormal(at, t, static_cast<float>(config_.initializer_range), shard);
   }
-  Tensor logits(const Tensor& ids, const Tensor& positions, nn::KVCache* cache) override {
-    Tensor h = toSequenceParallel(model_->embed_tokens(ids));
-    for (std::size_t l = 0; l < model_->layers->size(); ++l) h = runLayer((*model_->layers)[l], h, positions, cache);
-    return lm_head_(toVocabParallel(model_->norm(statesToPredict(h, cache))));
+  Tensor embed(const Tensor& ids, const Tensor&) override { return toSequenceParallel(model_->embed_tokens(ids)); }
+  Tensor tiedEmbedding() const override { return config_.tie_word_embeddings ? model_->embed_tokens->weight : Tensor(); }
+  nn::ModuleList& decoderLayers() override { return *model_->layers; }
+  Tensor head(const Tensor& hidden, const nn::KVCache* cache) override {
+    return lm_head_(toVocabParallel(model_->norm(statesToPredict(hidden, cache))));
   }
 
  private:

@@ -2,10 +2,11 @@
 // <ckpt>.rank<R> files) into one file that any strategy and layout can
 // resume from:
 //  - a ZeRO run's: the optimizer state is sharded over the ranks;
-//  - a tensor-parallel run's distributed checkpoint (ModelParallelStrategy's
-//    save_distributed_checkpoint): <ckpt> holds the metadata, each rank file
-//    that rank's pieces of the model and of the optimizer state, with how
-//    each parameter is split ("hpu_train.tensor_parallel").
+//  - a tensor- or pipeline-parallel run's distributed checkpoint
+//    (ModelParallelStrategy's save_distributed_checkpoint): <ckpt> holds the
+//    metadata, each rank file that rank's pieces of the model (its stage's
+//    parameters, split across its tensor-parallel group) and of the optimizer
+//    state, with how each parameter is split ("hpu_train.tensor_parallel").
 #pragma once
 
 #include <string>
@@ -21,17 +22,24 @@ namespace hpu::core::checkpoint {
 // inconsistent shard.
 void consolidate(const std::string& input, const std::string& output);
 
-// The metadata keys: in <ckpt>, {"world_size", "tensor_parallel_size"}; in
-// each rank file, {"rank", "tensor_parallel_size", "shards": {name: [dim,
-// parts, index, blocks]} (split parameters only), "optimizer_params": the
-// checkpoint names of the parameters the optimizer state holds, in order}.
+// The metadata keys: in <ckpt>, {"world_size", "tensor_parallel_size",
+// "pipeline_parallel_size" (absent: 1)}; in each rank file, {"rank",
+// "tensor_parallel_size", "pipeline_stage" (absent: 0), "shards": {name:
+// [dim, parts, index, blocks]} (split parameters only), "optimizer_params":
+// the checkpoint names of the parameters the optimizer state holds, in
+// order}.
 inline constexpr const char* kDistributedCheckpoint = "distributed_checkpoint";
 inline constexpr const char* kTensorParallelPart = "hpu_train.tensor_parallel";
+// In a checkpoint of whole tensors: the checkpoint names of the parameters
+// whose whole values its optimizer state holds one after the other (a JSON
+// list; absent in older checkpoints, whose state follows the model's buckets).
+inline constexpr const char* kOptimizerParams = "optimizer_params";
 
-// The whole tensors of the distributed checkpoint `path` (its metadata in
-// `main`): the model's and the optimizer state's as one device saves them
-// (one slice per state), assembled from the files of tensor-parallel ranks
-// 0 .. tensor_parallel_size - 1.
-std::vector<TensorEntry> assembleDistributed(CheckpointIO& io, const std::string& path, const Checkpoint& main);
+// The distributed checkpoint `path` (its metadata in `main`) in whole
+// tensors: the model's and the optimizer state's as one device saves them
+// (one slice per state, in kOptimizerParams' order), assembled from the
+// files of the first data-parallel replica (ranks 0 .. pipeline x tensor
+// parallel size - 1). Its metadata is main's, without kDistributedCheckpoint.
+Checkpoint assembleDistributed(CheckpointIO& io, const std::string& path, const Checkpoint& main);
 
 }  // namespace hpu::core::checkpoint

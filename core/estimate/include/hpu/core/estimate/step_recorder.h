@@ -36,7 +36,8 @@ struct StepBreakdown {
   double optimizer = 0;     // the optimizer step on the device
   double offload = 0;       // host link copies and host optimizer steps
   double host = 0;          // the host's part of each launched graph
-  double total() const { return matrix + vector + exposed_comm + optimizer + offload + host; }
+  double pipeline_bubble = 0;  // pipeline stages waiting for each other (1F1B's fill and drain)
+  double total() const { return matrix + vector + exposed_comm + optimizer + offload + host + pipeline_bubble; }
 };
 
 struct StepTime {

@@ -9,9 +9,15 @@
 //  - a pretrained Hugging Face directory (init_args pretrained): its
 //    config.json, weights and, when the data brings none, tokenizer;
 //  - LoRA (init_args lora, PEFT's LoraConfig; lora_path, a PEFT adapter);
-//  - export as a Hugging Face directory, or the adapters as PEFT's.
-// A family builds its network in Hugging Face's module layout and computes
-// the logits; this class drives them.
+//  - export as a Hugging Face directory, or the adapters as PEFT's;
+//  - pipeline parallelism: a stage holds a run of the decoder layers, the
+//    first also the embeddings, the last the final norm and output head
+//    (and, tied, its own copy of the embedding matrix).
+// A family builds its network in Hugging Face's module layout (the part of
+// it this rank holds) and computes embeddings and logits; this class drives
+// them. Every part draws its initial values, and every decoder layer its
+// dropout masks, from a stream of its own: a pipeline stage computes what
+// one device computes.
 #pragma once
 
 #include <cstdint>
@@ -24,8 +30,10 @@
 #include "hpu/core/models/hf_directory.h"
 #include "hpu/core/models/transformer_config.h"
 #include "hpu/core/module/lightning_module.h"
+#include "hpu/core/module/pipeline_module.h"
 #include "hpu/core/nn/kv_cache.h"
 #include "hpu/core/nn/lora.h"
+#include "hpu/core/nn/module_list.h"
 #include "hpu/core/ops/parallel.h"
 
 namespace hpu::core::models {
@@ -41,7 +49,7 @@ struct GenerationOptions {
   std::int64_t bucket_size = 0;
 };
 
-class CausalLM : public LightningModule {
+class CausalLM : public LightningModule, public PipelineModule {
  public:
   CausalLM(Family family, const config::Params& init_args);
 
@@ -79,6 +87,23 @@ class CausalLM : public LightningModule {
                                      Generator& rng, bool use_cache = true);
   const TransformerConfig& config() const { return config_; }
 
+  // The part of the network this rank holds: decoder layers [first_layer,
+  // end_layer); the embeddings if `first`, the final norm and the output
+  // head if `last` (everything without pipeline parallelism).
+  struct StagePart {
+    std::int64_t first_layer = 0, end_layer = 0;
+    bool first = true, last = true;
+  };
+  // The streams initial values are drawn from: the embeddings', the output
+  // head's, and decoder layer `layer`'s.
+  enum class InitPart { kEmbeddings, kHead, kLayer };
+  static Generator initStream(const nn::InitContext& ctx, InitPart part, std::int64_t layer = 0);
+
+  StageInput stageInput(const Batch& batch) const override;
+  Tensor forwardStage(const Batch& batch, const Tensor& input) override;
+  void logLoss(std::string_view split, double loss) override;
+  std::vector<Tensor> stageSharedParameters() const override;
+
   // Writes a Hugging Face model directory loadable by transformers'
   // from_pretrained: config.json, model.safetensors (sharded past 5 GB),
   // generation_config.json and the tokenizer's files. LoRA adapters are
@@ -90,11 +115,24 @@ class CausalLM : public LightningModule {
   void saveAdapter(const std::string& dir) const;
 
  protected:
-  // Registers the network's modules (Hugging Face's names and layout).
+  // Registers the modules of `stage_` (Hugging Face's names and layout;
+  // decoder layers under their numbers in the whole model), each part's
+  // initial values drawn from its stream (initStream).
   virtual void build(nn::InitContext& ctx) = 0;
-  // Logits of `ids` [B, T] at `positions` [T]: [B, T, vocab], or with
+  // The hidden states the first decoder layer reads: the embeddings of
+  // `ids` [B, T] at `positions` [T] (under sequence parallelism this rank's
+  // positions). REQUIRES: stage_.first.
+  virtual Tensor embed(const Tensor& ids, const Tensor& positions) = 0;
+  // The decoder layers this rank holds, in order.
+  virtual nn::ModuleList& decoderLayers() = 0;
+  // The embedding matrix the output head reads when tied (a parameter of
+  // this rank), else undefined.
+  virtual Tensor tiedEmbedding() const = 0;
+  // The logits of the last layer's output `hidden`: [B, T, vocab], or with
   // `cache` (the decoding cache, or null) [B, 1, vocab] (see forward).
-  virtual Tensor logits(const Tensor& ids, const Tensor& positions, nn::KVCache* cache) = 0;
+  // REQUIRES: stage_.last.
+  virtual Tensor head(const Tensor& hidden, const nn::KVCache* cache) = 0;
+
   // The final hidden states [B, T, hidden] whose logits forward returns:
   // all, or with a decoding cache the last position's.
   static Tensor statesToPredict(const Tensor& hidden, const nn::KVCache* cache);
@@ -113,9 +151,23 @@ class CausalLM : public LightningModule {
   Generator* dropout_rng_ = nullptr;
   ops::ParallelGroup* tensor_parallel_ = nullptr;  // the group the layers are split across, if any
   bool sequence_parallel_ = false;                 // activations split along the sequence between its regions
+  StagePart stage_;                                // what this rank holds
+  DType param_dtype_ = DType::kFloat32;            // of the weights and of the hidden states between stages
 
  private:
   void evaluate(const Batch& batch, const char* stage);
+  // The logits of `ids` at `positions` through every part (see forward).
+  Tensor logits(const Tensor& ids, const Tensor& positions, nn::KVCache* cache);
+  // Runs this rank's decoder layers on `hidden`, each drawing its dropout
+  // masks from its stream of the current forward's (beginForward).
+  Tensor runLayers(Tensor hidden, const Tensor& positions, nn::KVCache* cache);
+  // Starts a forward pass in training: draws the seed of its dropout streams
+  // from the Trainer's generator and points that generator at the
+  // embeddings' stream (runLayers, in turn, at each layer's).
+  void beginForward();
+  // The decoder layers each stage of `stages` holds (pipeline_layers, or
+  // balanced by parameter count).
+  std::vector<std::int64_t> stageLayers(const nn::InitContext& ctx) const;
   // Mean next-token cross-entropy of forward's logits (this rank's
   // vocabulary under tensor parallelism).
   Tensor loss(const Tensor& logits, const Tensor& labels) const;
@@ -143,6 +195,8 @@ class CausalLM : public LightningModule {
   std::string renderConversation() const;
   std::shared_ptr<const data::Tokenizer> tokenizer_;
   std::unique_ptr<Generator> sampling_rng_;
+  bool dropout_ = false;            // some dropout probability is above 0
+  std::uint64_t dropout_seed_ = 0;  // of the current forward's dropout streams
   std::string pretrained_;               // a Hugging Face model directory, or ""
   std::optional<nn::LoraSettings> lora_;  // from init_args lora, or lora_path's adapter_config.json
   std::string lora_path_;

@@ -46,7 +46,29 @@ struct InitContext {
   // the sequence across that group (training and evaluation; generation
   // with a KV cache runs without).
   bool sequence_parallel = false;
+  // Pipeline parallelism: the model builds and runs stage `pipeline_stage`
+  // of `pipeline_stages` (a LightningModule that splits into stages says how:
+  // module/pipeline_module.h). `pipeline_layers`: the decoder layers of each
+  // stage, in order (empty: balanced by parameter count).
+  int pipeline_stage = 0;
+  int pipeline_stages = 1;
+  std::vector<int> pipeline_layers;
 };
+
+// `ctx` drawing its initial values from `rng` instead.
+inline InitContext withRng(const InitContext& ctx, Generator& rng) {
+  InitContext out{ctx.device, rng, ctx.dropout_rng};
+  out.param_dtype = ctx.param_dtype;
+  out.checkpoint_on_host = ctx.checkpoint_on_host;
+  out.seed = ctx.seed;
+  out.defer_trainable_values = ctx.defer_trainable_values;
+  out.tensor_parallel = ctx.tensor_parallel;
+  out.sequence_parallel = ctx.sequence_parallel;
+  out.pipeline_stage = ctx.pipeline_stage;
+  out.pipeline_stages = ctx.pipeline_stages;
+  out.pipeline_layers = ctx.pipeline_layers;
+  return out;
+}
 
 struct NamedTensor {
   std::string name;

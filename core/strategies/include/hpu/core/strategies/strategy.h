@@ -19,6 +19,7 @@
 #include "hpu/comm/process_group.h"
 #include "hpu/core/data/sampler.h"
 #include "hpu/core/precision/loss_scaling.h"
+#include "hpu/core/strategies/pipeline_work.h"
 #include "hpu/core/nn/flat_parameters.h"
 #include "hpu/core/ops/parallel.h"
 #include "hpu/core/optim/gradient_view.h"
@@ -79,6 +80,19 @@ class Strategy {
   // Whether the model also splits its activations along the sequence
   // between the tensor-parallel regions (Megatron-LM's sequence parallelism).
   virtual bool sequenceParallel() const { return false; }
+  // Pipeline parallelism: the stages the model is split into (1: none),
+  // this rank's, and the decoder layers of each when configured (empty:
+  // the model balances them).
+  virtual int pipelineStages() const { return 1; }
+  virtual int pipelineStage() const { return 0; }
+  virtual std::vector<int> pipelineLayers() const { return {}; }
+  // Runs `micro_batches` micro-batches through the stages: with `backward`,
+  // an optimizer step's, in the 1F1B schedule (PipeDream-flush: each stage
+  // runs at most stages - stage forwards ahead of its backwards); without,
+  // forwards only (evaluation). Returns each micro-batch's loss as the last
+  // stage computed it (0 where it has no values), on every stage.
+  // REQUIRES: pipelineStages() > 1.
+  virtual std::vector<double> runPipeline(PipelineWork& work, std::size_t micro_batches, bool backward);
 
   // The whole parameter's values assembled from every tensor-parallel rank's
   // piece (`piece`: this rank's, of a parameter split as `shard`, shaped
@@ -145,6 +159,12 @@ class Strategy {
     std::int64_t offset, size, total;
   };
   virtual std::vector<SliceShard> optimizerShards(nn::FlatParameters& params);
+  // For a strategy that saves its optimizer shards whole (ModelParallelStrategy's
+  // ZeRO-1): slice `where`'s state gathered from every rank's `shard` of it
+  // (a collective of every rank). nullopt: each rank saves its own shard.
+  virtual std::optional<std::vector<float>> wholeOptimizerSlice(std::span<const float> shard, const SliceShard& where) {
+    return std::nullopt;
+  }
   // Where a backward sits in gradient accumulation.
   struct MicroBatch {
     bool first = true;  // the first of an optimizer step: gradients start from zero

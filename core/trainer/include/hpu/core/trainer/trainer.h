@@ -234,6 +234,13 @@ class Trainer {
   void fitLoop();
   void trainEpoch();
   bool trainStep(const Batch& batch, std::int64_t batch_idx, bool optimizer_turn);
+  class StageRun;
+  bool trainPipelineStep(const Batch& batch, std::int64_t batch_idx, bool optimizer_turn);
+  // Gradients synchronised: unscale, check, clip, step. False when the
+  // precision plugin skips the step (an overflow).
+  bool optimizerStep();
+  // The dropout generator for `batch_idx` of the current epoch.
+  void reseedDropout(std::int64_t batch_idx);
   void clipGradients(const optim::GradientView& grads);
   std::map<std::string, double> evaluationLoop(data::Split split, std::int64_t max_batches, bool sanity);
   bool timeUp() const;
@@ -267,6 +274,8 @@ class Trainer {
   std::unique_ptr<MetricCollector> metrics_;
   Generator init_rng_, dropout_rng_;
   autograd::Tape tape_;
+  // Pipeline parallelism: this optimizer step's micro-batches so far (batch, batch_idx).
+  std::vector<std::pair<Batch, std::int64_t>> pending_micro_batches_;
   std::unique_ptr<data::DataLoader> train_loader_, val_loader_;
 
   data::Stage stage_ = data::Stage::kFit;
