@@ -30,10 +30,6 @@ namespace {
 
 constexpr double kRoceEfficiency = 4096.0 / 4178.0;  // [ROCE]
 
-// Sustained fraction of HBM peak for streaming reads and writes.
-// Assumed: STREAM-like kernels on HBM2e parts reach 85-92% of peak (no
-// Gaudi figure is published); 0.9.
-constexpr double kHbmEfficiency = 0.9;
 // TPC instructions per element of a pass are per op (the estimator's op
 // table); a TPC issues one 256-byte vector FMA per cycle [G3WP]: 128 bf16
 // or 64 fp32 lanes.
@@ -42,9 +38,6 @@ constexpr double kTpcVectorBytes = 256.0;
 // and its completion over one switch or a direct link). Assumed: typical
 // RoCE v2 figures are 2-5 microseconds; 5.
 constexpr double kLinkLatencySeconds = 5e-6;
-// The host's share of one step: launching a cached lazy-mode graph and the
-// Python around it. Assumed (not published): 1 ms.
-constexpr double kHostSecondsPerGraph = 1e-3;
 // Host memory bandwidth one card's offloaded optimizer gets: a two-socket
 // server of 16 DDR4-3200 channels (409.6 GB/s) shared by 8 cards. Assumed
 // server configuration; 51.2 GB/s.
@@ -76,7 +69,11 @@ double ceilDiv(double a, double b) { return std::ceil(a / b); }
 
 }  // namespace
 
-GaudiModel::GaudiModel(Generation generation, JobTopology topology) : spec_(specFor(generation)), topology_(topology) {
+GaudiModel::GaudiModel(Generation generation, JobTopology topology)
+    : GaudiModel(generation, topology, calibrationFor(generation)) {}
+
+GaudiModel::GaudiModel(Generation generation, JobTopology topology, const Calibration& calibration)
+    : spec_(specFor(generation)), topology_(topology), calibration_(calibration) {
   const EngineTable e = enginesOf(generation);
   engines_ = {e.mmes, e.mmeSide, e.tpcs, e.pcieGBps, e.scaleUpPorts, e.scaleOutPorts};
   // Clock from the published bf16 peak: peak = MMEs x side^2 MACs x 2 FLOP
@@ -94,9 +91,10 @@ double GaudiModel::matrixPeakFlops(DType dtype) const {
   return bf16 / 4;
 }
 
-double GaudiModel::matrixSeconds(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k, DType dtype,
-                                 DType out_dtype) const {
-  if (batch <= 0 || m <= 0 || n <= 0 || k <= 0) return 0;
+Work GaudiModel::matrixWork(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k, DType dtype,
+                            DType out_dtype) const {
+  Work w;
+  if (batch <= 0 || m <= 0 || n <= 0 || k <= 0) return w;
   const double side = engines_.mmeSide;
   // Output tiles spread over the engines; each takes K steps (one rank-1
   // update of its side x side accumulators per cycle) plus `side` cycles
@@ -105,32 +103,52 @@ double GaudiModel::matrixSeconds(std::int64_t batch, std::int64_t m, std::int64_
       static_cast<double>(batch) * ceilDiv(static_cast<double>(m), side) * ceilDiv(static_cast<double>(n), side);
   const double waves = ceilDiv(tiles, engines_.mmes);
   const double dtype_rate = matrixPeakFlops(dtype) / matrixPeakFlops(DType::kBFloat16);
-  const double compute = waves * (static_cast<double>(k) + side) / clockHz_ / dtype_rate;
+  w.mme = waves * (static_cast<double>(k) + side) / clockHz_ / dtype_rate;
   const double bytes =
       static_cast<double>(batch) *
       ((static_cast<double>(m) * k + static_cast<double>(k) * n) * static_cast<double>(logicalSize(dtype)) +
        static_cast<double>(m) * n * static_cast<double>(logicalSize(out_dtype)));
-  return std::max(compute, bytes / (spec_.hbmTerabytesPerSecond * 1e12 * kHbmEfficiency));
+  w.hbm = bytes / (spec_.hbmTerabytesPerSecond * 1e12);
+  return w;
+}
+
+double GaudiModel::matrixSeconds(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k, DType dtype,
+                                 DType out_dtype) const {
+  return seconds(matrixWork(batch, m, n, k, dtype, out_dtype));
+}
+
+Work GaudiModel::vectorWork(double bytes, double elements, double vector_instructions, DType dtype) const {
+  const double lanes = kTpcVectorBytes / static_cast<double>(std::max<std::size_t>(1, logicalSize(dtype)));
+  Work w;
+  w.tpc = elements * vector_instructions / (lanes * engines_.tpcs * clockHz_);
+  w.hbm = bytes / (spec_.hbmTerabytesPerSecond * 1e12);
+  return w;
 }
 
 double GaudiModel::vectorSeconds(double bytes, double elements, double vector_instructions, DType dtype) const {
-  const double lanes = kTpcVectorBytes / static_cast<double>(std::max<std::size_t>(1, logicalSize(dtype)));
-  const double compute = elements * vector_instructions / (lanes * engines_.tpcs * clockHz_);
-  return std::max(compute, bytes / (spec_.hbmTerabytesPerSecond * 1e12 * kHbmEfficiency));
+  return seconds(vectorWork(bytes, elements, vector_instructions, dtype));
+}
+
+double GaudiModel::seconds(const Work& w) const {
+  const Calibration& c = calibration_;
+  const double mme = w.matrix == Work::Matrix::kAttention ? c.attention : c.mme;
+  return std::max({w.mme / mme, w.tpc / c.tpc, w.hbm / c.hbm}) + w.host_link + w.host_memory;
 }
 
 double GaudiModel::hostLinkSeconds(double bytes) const { return bytes / (engines_.pcieGBps * 1e9); }
 
 double GaudiModel::hostMemorySeconds(double bytes) const { return bytes / (kHostMemoryGBpsPerCard * 1e9); }
 
-double GaudiModel::hostSecondsPerGraph() const { return kHostSecondsPerGraph; }
+double GaudiModel::hostSecondsPerGraph() const { return calibration_.host_per_graph; }
 
 double GaudiModel::collectiveSeconds(CollectiveKind kind, double bytes, int group_size, int group_nodes) const {
   const int size = group_size > 0 ? group_size : topology_.worldSize();
   const int nodes = group_size > 0 ? std::max(group_nodes, 1) : topology_.numNodes;
   const int n = std::min(size / nodes, kCardsPerServer);
   if (size <= 1) return 0;
-  const double gbit = spec_.nicGbitPerPort * 1e9 / 8 * kRoceEfficiency;  // bytes/s of one port
+  if (kind == CollectiveKind::kBarrier) return 2 * std::ceil(std::log2(size)) * kLinkLatencySeconds;
+  // Bytes/s of one port: its payload rate at the calibrated efficiency.
+  const double gbit = spec_.nicGbitPerPort * 1e9 / 8 * kRoceEfficiency * calibration_.collective;
   // Inside a server each card has scaleUpPorts / 7 ports to each other card,
   // so a direct (all-to-all) reduce-scatter or allgather moves its n - 1
   // blocks of bytes / n in parallel, one per peer link.
@@ -141,17 +159,18 @@ double GaudiModel::collectiveSeconds(CollectiveKind kind, double bytes, int grou
   // Across nodes: a ring over the nodes among the cards of the same local
   // rank, on each card's own bytes / n, over its scale-out ports.
   const double ring = nodes > 1 ? (nodes - 1.0) / nodes * block / out_link + (nodes - 1.0) * kLinkLatencySeconds : 0;
+  const double overhead = calibration_.collective_overhead;
   switch (kind) {
     case CollectiveKind::kAllreduce:
-      return 2 * intra_half + 2 * ring;
+      return overhead + 2 * intra_half + 2 * ring;
     case CollectiveKind::kReduceScatter:
     case CollectiveKind::kAllgather:
-      return intra_half + ring;
+      return overhead + intra_half + ring;
     case CollectiveKind::kBroadcast:
-      return (n > 1 ? bytes / (peer_link * (n - 1)) + kLinkLatencySeconds : 0) +
+      return overhead + (n > 1 ? bytes / (peer_link * (n - 1)) + kLinkLatencySeconds : 0) +
              (nodes > 1 ? bytes / out_link + std::log2(nodes) * kLinkLatencySeconds : 0);
     case CollectiveKind::kBarrier:
-      return 2 * std::ceil(std::log2(size)) * kLinkLatencySeconds;
+      break;
   }
   return 0;
 }
@@ -171,7 +190,12 @@ std::vector<Assumption> GaudiModel::assumptions() const {
       {"tpc_count", static_cast<double>(engines_.tpcs), "cores", "[G1WP], [G2WP], [G3WP]"},
       {"tpc_vector_bytes", kTpcVectorBytes, "bytes per cycle", "[G3WP]: 256-byte SIMD, one FMA per cycle"},
       {"hbm_bandwidth", spec_.hbmTerabytesPerSecond, "TB/s", "[HC24]"},
-      {"hbm_efficiency", kHbmEfficiency, "of peak", "assumed: STREAM on HBM2e reaches 85-92%"},
+      {"mme_efficiency", calibration_.mme, "of the dtype's peak", calibration_.source},
+      {"attention_efficiency", calibration_.attention, "of the matrix peak", calibration_.source},
+      {"tpc_efficiency", calibration_.tpc, "of the vector peak", calibration_.source},
+      {"hbm_efficiency", calibration_.hbm, "of peak", calibration_.source},
+      {"collective_efficiency", calibration_.collective, "of the ports' payload rate", calibration_.source},
+      {"collective_overhead", calibration_.collective_overhead * 1e6, "us per collective", calibration_.source},
       {"pcie_bandwidth", engines_.pcieGBps, "GB/s per direction", "[PCIE]: Gen4 / Gen5 x16"},
       {"host_memory_bandwidth", kHostMemoryGBpsPerCard, "GB/s per card", "assumed: 16 DDR4-3200 channels / 8 cards"},
       {"nic_port_rate", static_cast<double>(spec_.nicGbitPerPort), "Gbit/s", "[G1WP], [G2WP], [G3WP]"},
@@ -181,7 +205,7 @@ std::vector<Assumption> GaudiModel::assumptions() const {
       {"scale_out_ports", static_cast<double>(engines_.scaleOutPorts), "ports", "to other servers"},
       {"scale_out_bandwidth", engines_.scaleOutPorts * gbit / 1e9, "GB/s per card", "ports x rate x payload"},
       {"link_latency", kLinkLatencySeconds * 1e6, "us per collective step", "assumed: RoCE v2, 2-5 us"},
-      {"host_per_graph", kHostSecondsPerGraph * 1e3, "ms per launched graph", "assumed (unpublished)"},
+      {"host_per_graph", calibration_.host_per_graph * 1e3, "ms per launched graph", calibration_.source},
   };
 }
 

@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <span>
+#include <string>
 
 namespace hpu::device {
 namespace {
@@ -20,7 +22,7 @@ const double kClock2 = 432e12 / (2.0 * 2 * 256 * 256);
 const double kHbm2 = 2.46e12 * 0.9;
 
 TEST(GaudiModel, LargeProductsRunTileByTileWithTheArraysFill) {
-  const GaudiModel m(Generation::kGaudi2, {});
+  const GaudiModel m(Generation::kGaudi2, {}, Calibration{});
   // 4096^3: 16 x 16 tiles on 2 engines, 128 waves of 4096 + 256 cycles:
   // 94% of the peak (4096 / 4352).
   const double s = m.matrixSeconds(1, 4096, 4096, 4096, DType::kBFloat16, DType::kBFloat16);
@@ -37,7 +39,7 @@ TEST(GaudiModel, LargeProductsRunTileByTileWithTheArraysFill) {
 }
 
 TEST(GaudiModel, ProductsThatReadMoreThanTheyComputeAreBoundByHbm) {
-  const GaudiModel m(Generation::kGaudi2, {});
+  const GaudiModel m(Generation::kGaudi2, {}, Calibration{});
   // [256, 2^20] by [2^20, 512]: one tile per engine, 2^20 + 256 cycles, but
   // 1.5 GiB of bf16 operands to stream: 0.69 ms of HBM against 0.64 ms.
   const double k = 1 << 20;
@@ -47,7 +49,7 @@ TEST(GaudiModel, ProductsThatReadMoreThanTheyComputeAreBoundByHbm) {
 }
 
 TEST(GaudiModel, VectorPassesAreBoundByHbmOrTpcLanes) {
-  const GaudiModel m(Generation::kGaudi2, {});
+  const GaudiModel m(Generation::kGaudi2, {}, Calibration{});
   // 24 TPCs of 256-byte SIMD: 128 bf16 lanes each per cycle.
   const double elements = 1e9, lanes = 128.0 * 24;
   EXPECT_NEAR(m.vectorSeconds(0, elements, 10, DType::kBFloat16), elements * 10 / (lanes * kClock2), 1e-12);
@@ -63,19 +65,19 @@ TEST(GaudiModel, CollectivesFollowTheServerAndScaleOutTopology) {
   const double bytes = 1 << 30;
   // One server of 8: 21 ports all-to-all, 3 to each peer; an all-reduce is a
   // reduce-scatter and an all-gather of bytes / 8 to each peer in parallel.
-  const GaudiModel server(Generation::kGaudi2, {8, 1});
+  const GaudiModel server(Generation::kGaudi2, {8, 1}, Calibration{});
   const double half = bytes / 8 / (3 * port) + latency;
   EXPECT_NEAR(server.collectiveSeconds(CollectiveKind::kAllreduce, bytes), 2 * half, 1e-12);
   EXPECT_NEAR(server.collectiveSeconds(CollectiveKind::kReduceScatter, bytes), half, 1e-12);
   EXPECT_NEAR(server.collectiveSeconds(CollectiveKind::kAllgather, bytes), half, 1e-12);
   // 4 servers: a ring among the cards of each local rank over 3 scale-out
   // ports, on each card's bytes / 8.
-  const GaudiModel four(Generation::kGaudi2, {8, 4});
+  const GaudiModel four(Generation::kGaudi2, {8, 4}, Calibration{});
   const double ring = 3.0 / 4 * (bytes / 8) / (3 * port) + 3 * latency;
   EXPECT_NEAR(four.collectiveSeconds(CollectiveKind::kAllreduce, bytes), 2 * half + 2 * ring, 1e-12);
   EXPECT_EQ(GaudiModel(Generation::kGaudi2, {1, 1}).collectiveSeconds(CollectiveKind::kAllreduce, bytes), 0);
   // Gaudi 3's ports are twice as fast.
-  const GaudiModel g3(Generation::kGaudi3, {8, 1});
+  const GaudiModel g3(Generation::kGaudi3, {8, 1}, Calibration{});
   EXPECT_NEAR(g3.collectiveSeconds(CollectiveKind::kAllreduce, bytes), 2 * (bytes / 8 / (6 * port) + latency), 1e-12);
 }
 
@@ -93,6 +95,53 @@ TEST(GaudiModel, EveryAssumptionIsNamedWithItsSource) {
   const auto clock = std::find_if(all.begin(), all.end(), [](const Assumption& a) { return a.name == "mme_clock"; });
   ASSERT_NE(clock, all.end());
   EXPECT_NEAR(clock->value, 1835e12 / (8.0 * 256 * 256 * 2) / 1e9, 1e-12);
+}
+
+
+// The calibrated efficiencies (bench/estimate/calibrate.py) stay physical:
+// no resource above its peak, HBM at least half of it, a collective's
+// overhead under 100 us, the host under 20 ms a graph; and every published
+// run they were validated on keeps its leave-one-out ratio.
+TEST(GaudiCalibration, FittedEfficienciesArePhysicalAndValidated) {
+  for (const Generation g : {Generation::kGaudi2, Generation::kGaudi3}) {
+    SCOPED_TRACE(std::string(generationName(g)));
+    const Calibration c = calibrationFor(g);
+    for (const double e : {c.mme, c.attention, c.tpc, c.collective}) {
+      EXPECT_GT(e, 0.0);
+      EXPECT_LE(e, 1.0);
+    }
+    EXPECT_GE(c.hbm, 0.5);
+    EXPECT_LE(c.hbm, 1.0);
+    EXPECT_GE(c.collective_overhead, 0.0);
+    EXPECT_LE(c.collective_overhead, 1e-4);
+    EXPECT_GE(c.host_per_graph, 0.0);
+    EXPECT_LE(c.host_per_graph, 0.02);
+    EXPECT_GE(validationRows(g).size(), 20u);
+    for (const ValidationRow& r : validationRows(g)) {
+      EXPECT_GT(r.loo_ratio, 0.5);
+      EXPECT_LT(r.loo_ratio, 2.0);
+    }
+  }
+  EXPECT_TRUE(validationRows(Generation::kGaudi).empty());
+}
+
+// The likely range of an estimate: the leave-one-out ratios of the most
+// similar published runs of the same mode.
+TEST(GaudiCalibration, TheLikelyRangeComesFromTheMostSimilarPublishedRuns) {
+  const std::span<const ValidationRow> rows = validationRows(Generation::kGaudi3);
+  const ValidationRow& published = rows[1];  // Llama 2 7B, 128 in / 2048 out, batch 217
+  const Uncertainty self = uncertaintyFor(Generation::kGaudi3, published, 1);
+  EXPECT_EQ(self.rows, 1);
+  EXPECT_EQ(self.low, published.loo_ratio);
+  EXPECT_EQ(self.high, published.loo_ratio);
+  const Uncertainty four = uncertaintyFor(Generation::kGaudi3, published);
+  EXPECT_EQ(four.rows, 4);
+  EXPECT_LE(four.low, published.loo_ratio);
+  EXPECT_GE(four.high, published.loo_ratio);
+  // Gaudi 3 has no published training run.
+  ValidationRow training = published;
+  training.mode = ValidationRow::Mode::kTraining;
+  EXPECT_EQ(uncertaintyFor(Generation::kGaudi3, training).rows, 0);
 }
 
 }  // namespace

@@ -380,6 +380,21 @@ int runEstimate(const EstimateRequest& request) {
                      st.collectives);
   out += fmt::format("  throughput            {:.0f} {}/s{}\n", throughput, tokens ? "tokens" : "samples",
                      predict && tokens ? " (generated)" : "");
+  // How far off it may be: the leave-one-out errors of the published runs most like this one.
+  using Mode = device::ValidationRow::Mode;
+  const device::ValidationRow like{predict ? (shape.max_new_tokens <= 1 ? Mode::kLatency : Mode::kInference)
+                                           : Mode::kTraining,
+                                   shape.tokens_per_sample,
+                                   predict ? shape.max_new_tokens : 0,
+                                   shape.micro_batch * (predict ? 1 : shape.accumulate * shape.replicas),
+                                   shape.world,
+                                   0};
+  const device::Uncertainty spread = tokens ? device::uncertaintyFor(settings.generation, like) : device::Uncertainty{};
+  if (spread.rows > 0)
+    out += fmt::format("    likely range        {:.0f} .. {:.0f} {}/s (this estimate over the leave-one-out ratios "
+                       "{:.2f} .. {:.2f} of the {} published {} runs most like it)\n",
+                       throughput / spread.high, throughput / spread.low, "tokens", spread.low, spread.high,
+                       spread.rows, spec.name, like.mode == Mode::kTraining ? "training" : "inference");
   out +=
       fmt::format("  MFU                   {:.1f}% of the {} peak\n", 100 * mfu, device::dtypeName(shape.matrix_dtype));
   out += fmt::format("  device memory limit   {} ({})\n", gib(limit.bytes), limit.source);
@@ -422,6 +437,7 @@ int runEstimate(const EstimateRequest& request) {
     j["world_size"] = shape.world;
     j["step_time_s"] = seconds;
     j[tokens ? "tokens_per_s" : "samples_per_s"] = throughput;
+    if (spread.rows > 0) j["tokens_per_s_range"] = {throughput / spread.high, throughput / spread.low};
     j["mfu"] = mfu;
     j["total_params"] = r0.total_params;
     j["peak_device_memory_bytes"] = peak;
@@ -446,8 +462,33 @@ int runEstimate(const EstimateRequest& request) {
                                {"activations_bytes", r.peak - r.persistent}});
     // Every op of rank 0's step, most expensive first; top_ops are the first 10.
     j["ops"] = json::array();
+    // With each op's work per call at every efficiency 1 (GaudiModel::seconds
+    // prices it), from which bench/estimate/calibrate.py recomputes the step
+    // under other efficiencies.
+    const auto matrix_kind = [](device::Work::Matrix m) {
+      return m == device::Work::Matrix::kAttention ? "attention" : "product";
+    };
     for (const estimate::OpTotal& o : r0.ops)
-      j["ops"].push_back({{"op", o.op}, {"operands", o.operands}, {"calls", o.calls}, {"seconds", o.seconds}});
+      j["ops"].push_back({{"op", o.op},
+                          {"operands", o.operands},
+                          {"calls", o.calls},
+                          {"seconds", o.seconds},
+                          {"work",
+                           {{"mme_s", o.work.mme},
+                            {"matrix", matrix_kind(o.work.matrix)},
+                            {"tpc_s", o.work.tpc},
+                            {"hbm_s", o.work.hbm},
+                            {"host_link_s", o.work.host_link},
+                            {"host_memory_s", o.work.host_memory}}}});
+    j["graphs"] = st.graphs;
+    j["blocking_collectives"] = st.blocking_collectives;
+    j["calibration"] = {{"mme", model.calibration().mme},
+                        {"attention", model.calibration().attention},
+                        {"tpc", model.calibration().tpc},
+                        {"hbm", model.calibration().hbm},
+                        {"collective", model.calibration().collective},
+                        {"collective_overhead", model.calibration().collective_overhead},
+                        {"host_per_graph", model.calibration().host_per_graph}};
     j["top_ops"] = json::array();
     for (std::size_t i = 0; i < std::min<std::size_t>(10, r0.ops.size()); ++i) j["top_ops"].push_back(j["ops"][i]);
     j["assumptions"] = json::object();

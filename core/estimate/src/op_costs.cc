@@ -49,6 +49,21 @@ std::int64_t dim(const OperandInfo& o, int i) {
 // processed as bf16.
 DType vectorDtype(DType t) { return t == DType::kFloat32 ? t : DType::kBFloat16; }
 
+// `work` priced by `m`, on `engine`.
+OpCost costOf(const device::GaudiModel& m, Engine engine, const device::Work& work, double flops = 0) {
+  return {engine, m.seconds(work), flops, work};
+}
+
+// `work` done `times` over.
+device::Work times(device::Work w, double times) {
+  w.mme *= times;
+  w.tpc *= times;
+  w.hbm *= times;
+  w.host_link *= times;
+  w.host_memory *= times;
+  return w;
+}
+
 // `batch` products [rows, inner] x [inner, cols] on the matrix engine, or,
 // when its output tiles would leave the engine's arrays mostly empty (a
 // batched matrix-vector product), as multiply-adds on the vector engine:
@@ -62,9 +77,10 @@ OpCost product(const device::GaudiModel& m, std::int64_t batch, std::int64_t row
   const double flops = 2.0 * b * r * c * k;
   const double traffic = b * ((r * k + k * c) * static_cast<double>(device::logicalSize(dtype)) +
                               r * c * static_cast<double>(device::logicalSize(out)));
-  const double matrix = m.matrixSeconds(batch, rows, cols, inner, dtype, out);
-  const double vector = m.vectorSeconds(traffic, flops / 2, 1, vectorDtype(dtype));
-  return matrix <= vector ? OpCost{Engine::kMatrix, matrix, flops} : OpCost{Engine::kVector, vector, flops};
+  const device::Work matrix = m.matrixWork(batch, rows, cols, inner, dtype, out);
+  const device::Work vector = m.vectorWork(traffic, flops / 2, 1, vectorDtype(dtype));
+  return m.seconds(matrix) <= m.seconds(vector) ? costOf(m, Engine::kMatrix, matrix, flops)
+                                                 : costOf(m, Engine::kVector, vector, flops);
 }
 
 // The backward of a product of a and b: dA and dB, a product of the
@@ -72,7 +88,7 @@ OpCost product(const device::GaudiModel& m, std::int64_t batch, std::int64_t row
 // frozen weight gets no gradient; a model's input none either).
 OpCost productBackward(const OpCost& forward, const OperandInfo& a, const OperandInfo& b) {
   const double products = std::max(1, static_cast<int>(a.requires_grad) + static_cast<int>(b.requires_grad));
-  return {forward.engine, products * forward.seconds, products * forward.flops};
+  return {forward.engine, products * forward.seconds, products * forward.flops, times(forward.work, products)};
 }
 
 // Attention as one fused FlashAttention kernel over q [B, H, T, D] and k, v
@@ -94,26 +110,32 @@ OpPrice attention(const device::GaudiModel& m, std::span<const OperandInfo> oper
   const DType dtype = device::isFp8(k.dtype) ? k.dtype : q.dtype;
   const double scores = static_cast<double>(b * h * t) * static_cast<double>(s) * masked;
   const OpCost qk = product(m, b * hkv, group * t, s, d, dtype), pv = product(m, b * hkv, group * t, d, s, dtype);
-  const double products = (qk.seconds + pv.seconds) * masked, flops = (qk.flops + pv.flops) * masked;
+  const double flops = (qk.flops + pv.flops) * masked;
   const DType vdt = vectorDtype(q.dtype);
-  const double softmax = m.vectorSeconds(0, scores * kExpOpInstructions, 1, vdt);
   const double kv_bytes = static_cast<double>(b * hkv * s * d) * static_cast<double>(device::logicalSize(k.dtype));
-  const double hbm = m.vectorSeconds(2 * bytes(q) + 2 * kv_bytes, 0, 0, vdt);
-  // The products on the matrix engine beside the softmax, or everything on
-  // the vector engine.
+  // The products on the matrix engine beside the softmax (the scores stay
+  // on chip: HBM moves q, k, v and the output once), or everything on the
+  // vector engine.
   const bool on_matrix = qk.engine == Engine::kMatrix || pv.engine == Engine::kMatrix;
-  const Engine engine = on_matrix ? Engine::kMatrix : Engine::kVector;
-  const auto kernel = [&](double product_s, double vector_s, double hbm_s) {
-    return on_matrix ? std::max({product_s, vector_s, hbm_s}) : std::max(product_s + vector_s, hbm_s);
+  const auto kernel = [&](double products, double softmax_instructions, double traffic) {
+    device::Work w = m.vectorWork(traffic, scores, softmax_instructions, vdt);
+    if (on_matrix) {
+      w.mme = products * (qk.work.mme + pv.work.mme) * masked;
+      w.matrix = device::Work::Matrix::kAttention;
+    } else {
+      w.tpc += products * (qk.work.tpc + pv.work.tpc) * masked;
+    }
+    return w;
   };
+  const Engine engine = on_matrix ? Engine::kMatrix : Engine::kVector;
   OpPrice p;
-  p.forward = {engine, kernel(products, softmax, hbm), flops};
+  p.forward = costOf(m, engine, kernel(1, kExpOpInstructions, 2 * bytes(q) + 2 * kv_bytes), flops);
   // Backward reads q, k, v, the output and its gradient and writes three
   // gradients: twice the forward's traffic.
-  const double softmax_backward =
-      m.vectorSeconds(0, scores * (kExpOpInstructions + kAttentionBackwardExtraInstructions), 1, vdt);
-  p.backward = {engine, kernel(products * kAttentionBackwardProducts, softmax_backward, 2 * hbm),
-                flops * kAttentionBackwardProducts};
+  p.backward = costOf(m, engine,
+                      kernel(kAttentionBackwardProducts, kExpOpInstructions + kAttentionBackwardExtraInstructions,
+                             2 * (2 * bytes(q) + 2 * kv_bytes)),
+                      flops * kAttentionBackwardProducts);
   return p;
 }
 
@@ -131,7 +153,7 @@ OpCost vectorPass(const device::GaudiModel& m, std::string_view op, std::span<co
   }
   const DType dtype = operands.size() > 1 && op == "embedding" ? operands[1].dtype : operands[0].dtype;
   const double out_bytes = out_elements * static_cast<double>(device::logicalSize(dtype));
-  return {Engine::kVector, m.vectorSeconds(in_bytes + out_bytes, out_elements, instructionsPerElement(op), dtype), 0};
+  return costOf(m, Engine::kVector, m.vectorWork(in_bytes + out_bytes, out_elements, instructionsPerElement(op), dtype));
 }
 
 }  // namespace
@@ -169,7 +191,7 @@ OpPrice priceOp(const device::GaudiModel& m, std::string_view op, std::span<cons
   if (op == "h2d") {
     double total = 0;
     for (const OperandInfo& o : operands) total += bytes(o);
-    return {{Engine::kHostLink, m.hostLinkSeconds(total), 0}, {}};
+    return {costOf(m, Engine::kHostLink, device::Work{.host_link = m.hostLinkSeconds(total)}), {}};
   }
   if (op == "optimizer_step" || op == "optimizer_step_host") {
     // Reads values, gradients and state; writes values and state.
@@ -177,18 +199,20 @@ OpPrice priceOp(const device::GaudiModel& m, std::string_view op, std::span<cons
                  state = operands.size() > 2 ? bytes(operands[2]) : 0;
     const double traffic = 2 * values + grads + 2 * state;
     if (op == "optimizer_step")
-      return {{Engine::kOptimizer, m.vectorSeconds(traffic, numel(operands[0]), 8, DType::kFloat32), 0}, {}};
+      return {costOf(m, Engine::kOptimizer, m.vectorWork(traffic, numel(operands[0]), 8, DType::kFloat32)), {}};
     // ZeRO-Offload: gradients down and values up the host link, the update
     // in host memory.
-    return {{Engine::kOffload, m.hostLinkSeconds(grads) + m.hostLinkSeconds(values) + m.hostMemorySeconds(traffic), 0},
+    return {costOf(m, Engine::kOffload,
+                   device::Work{.host_link = m.hostLinkSeconds(grads) + m.hostLinkSeconds(values),
+                                .host_memory = m.hostMemorySeconds(traffic)}),
             {}};
   }
   OpCost forward = vectorPass(m, op, operands);
   if (op == "kv_cache_update" && operands.size() >= 2)  // the step's keys or values into their rows of the cache
-    forward.seconds = m.vectorSeconds(2 * bytes(a), numel(a), 1, a.dtype);
+    forward = costOf(m, Engine::kVector, m.vectorWork(2 * bytes(a), numel(a), 1, a.dtype));
   if (op == "narrow" && operands.size() >= 2)  // copies the slice (recorded second) out of the input
-    forward.seconds = m.vectorSeconds(2 * bytes(operands[1]), numel(operands[1]), 1, operands[1].dtype);
-  return {forward, {Engine::kVector, forward.seconds * kVectorBackwardPasses, 0}};
+    forward = costOf(m, Engine::kVector, m.vectorWork(2 * bytes(operands[1]), numel(operands[1]), 1, operands[1].dtype));
+  return {forward, costOf(m, Engine::kVector, times(forward.work, kVectorBackwardPasses))};
 }
 
 std::vector<device::Assumption> opCostAssumptions() {

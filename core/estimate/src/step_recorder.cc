@@ -44,6 +44,7 @@ void StepRecorder::addOp(std::string name, const std::string& operands, const Op
   if (t.calls == 0) {
     t.op = std::move(name);
     t.operands = operands;
+    t.work = cost.work;
   }
   ++t.calls;
   t.seconds += cost.seconds;
@@ -72,6 +73,12 @@ void StepRecorder::onOp(const ops::OpEvent& event) {
 }
 
 void StepRecorder::onCollective(const comm::CollectiveRecord& record) {
+  // A collective of one rank moves nothing and waits for nobody.
+  const int ranks = record.groupSize > 0 ? record.groupSize : model_.topology().worldSize();
+  if (ranks <= 1) {
+    notePeak(record.description);
+    return;
+  }
   const double bytes = static_cast<double>(record.count) * static_cast<double>(comm::elementSize(record.dtype));
   const device::CollectiveKind kind = kindOf(record.kind);
   Stream stream = Stream::kBlocking;
@@ -134,6 +141,7 @@ StepTime StepRecorder::endStep(std::int64_t graphs) {
         break;
       }
       case Stream::kBlocking: {
+        ++t.blocking_collectives;
         const double start = std::max(compute, comm);
         comm = start + e.seconds;
         t.breakdown.exposed_comm += comm - compute;
@@ -148,6 +156,7 @@ StepTime StepRecorder::endStep(std::int64_t graphs) {
   // to wait before, e.g. an accumulation step) finish before the next.
   t.breakdown.exposed_comm += std::max(0.0, overlapped_end - compute);
   t.breakdown.host = model_.hostSecondsPerGraph() * static_cast<double>(graphs);
+  t.graphs = graphs;
   t.seconds = t.breakdown.total();
   last_ops_.clear();
   for (auto& [key, total] : ops_) {

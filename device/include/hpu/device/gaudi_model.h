@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,9 +34,75 @@ struct JobTopology {
 
 enum class CollectiveKind { kAllreduce, kReduceScatter, kAllgather, kBroadcast, kBarrier };
 
+// An op's time at every efficiency 1, by resource: the matrix engine's
+// cycles (`matrix` says for which kind of product), the vector engine's,
+// HBM traffic at its peak, and the host side. An op's engines and HBM
+// overlap within its kernel: it takes the longest of them, each divided by
+// its efficiency (GaudiModel::seconds), plus its host-side transfers.
+struct Work {
+  enum class Matrix { kProduct, kAttention };
+  double mme = 0;
+  Matrix matrix = Matrix::kProduct;
+  double tpc = 0, hbm = 0;
+  double host_link = 0, host_memory = 0;
+};
+
+// The named efficiency parameters of the time model, per generation and
+// software version: the fraction of its peak each resource sustains in real
+// kernels, and the host's time per launched graph. Default-constructed:
+// uncalibrated (the engines at their peaks, HBM at 0.9, 1 ms per graph, the
+// physics model's own assumptions). calibrationFor() gives the values
+// bench/estimate/calibrate.py fitted on Intel's published figures.
+struct Calibration {
+  double mme = 1;          // products on the matrix engine, of their dtype's peak
+  double attention = 1;    // the fused attention kernel's products, of their dtype's peak
+  double tpc = 1;          // vector-engine passes
+  double hbm = 0.9;        // streaming HBM reads and writes
+  double collective = 1;   // collectives' bandwidth on the NIC ports
+  double collective_overhead = 0;  // seconds each collective costs beyond its transfers (launch, synchronisation)
+  double host_per_graph = 1e-3;    // seconds of host time per launched graph (a step, a decode step)
+  const char* source = "uncalibrated: the engines at their peaks (assumed HBM 0.9, 1 ms per graph)";
+};
+Calibration calibrationFor(Generation generation);
+
+// A published run the calibration is validated on (bench/estimate/
+// published.py) and its leave-one-out ratio: the estimate, under parameters
+// fitted without it, over the published figure, as speed (above 1:
+// optimistic).
+struct ValidationRow {
+  enum class Mode { kTraining, kInference, kLatency };
+  Mode mode;
+  std::int64_t tokens_in;   // sequence (training) or prompt length
+  std::int64_t tokens_out;  // generated tokens (0 in training)
+  std::int64_t batch;       // global batch in sequences (training) or prompts
+  int cards;
+  double loo_ratio;
+};
+std::span<const ValidationRow> validationRows(Generation generation);
+
+// How far off an estimate of `run` (its loo_ratio ignored) may be: the
+// lowest and highest leave-one-out ratio of the `k` validation rows of the
+// same mode most like it (in log distance of lengths, batch and cards);
+// rows 0 when the generation has no validation row of that mode.
+struct Uncertainty {
+  double low = 1, high = 1;
+  int rows = 0;
+};
+Uncertainty uncertaintyFor(Generation generation, const ValidationRow& run, std::size_t k = 4);
+
 class GaudiModel {
  public:
+  // The generation's calibrated model (calibrationFor).
   GaudiModel(Generation generation, JobTopology topology);
+  GaudiModel(Generation generation, JobTopology topology, const Calibration& calibration);
+  const Calibration& calibration() const { return calibration_; }
+
+  // The time of `work` under this model's calibration.
+  double seconds(const Work& work) const;
+  // The work of a product (matrixSeconds) and of a vector pass (vectorSeconds).
+  Work matrixWork(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k, DType dtype,
+                  DType out_dtype) const;
+  Work vectorWork(double bytes, double elements, double vector_instructions, DType dtype) const;
 
   const DeviceSpec& spec() const { return spec_; }
   const JobTopology& topology() const { return topology_; }
@@ -77,6 +144,7 @@ class GaudiModel {
     int scaleOutPorts;  // NIC ports to the other servers
   } engines_;
   double clockHz_;  // from the published bf16 peak and the MME geometry
+  Calibration calibration_;
 };
 
 }  // namespace hpu::device

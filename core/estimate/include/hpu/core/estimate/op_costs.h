@@ -27,7 +27,8 @@ enum class Engine { kMatrix, kVector, kOptimizer, kOffload, kHostLink, kNone };
 struct OpCost {
   Engine engine = Engine::kNone;
   double seconds = 0;
-  double flops = 0;  // matrix-engine FLOPs
+  double flops = 0;      // matrix-engine FLOPs
+  device::Work work{};   // what `seconds` prices (GaudiModel::seconds)
 };
 
 struct OpPrice {

@@ -47,6 +47,8 @@ struct StepTime {
   double comm_seconds = 0;  // communication, overlapped or not
   std::int64_t ops = 0;     // priced ops and backward functions
   std::int64_t collectives = 0;
+  std::int64_t graphs = 0;  // launched graphs (each costs the host's time per graph)
+  std::int64_t blocking_collectives = 0;  // collectives compute waits for (each costs its overhead exposed)
 };
 
 // One kind of op (name, backward or not, operand shapes) and its time in a step.
@@ -56,6 +58,7 @@ struct OpTotal {
   std::int64_t calls = 0;
   double seconds = 0;
   double flops = 0;
+  device::Work work{};  // of one call (every call of an op kind does the same)
 };
 
 class StepRecorder final : public ops::OpObserver, public comm::CollectiveObserver {

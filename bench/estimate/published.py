@@ -1,0 +1,208 @@
+#!/usr/bin/python3
+"""Intel's published LLM figures for Gaudi 2 and Gaudi 3 that hpu-train's strategies can
+run (Intel Gaudi "Model Performance Data" pages, software 1.18, PyTorch 2.4), and how to
+estimate each: the rows `calibrate.py` fits the model's efficiencies on and validates it
+against.
+
+- Gaudi 2 training (fp8 pre-training, tokens/s). Intel does not publish the parallel
+  settings of its training runs: the ones below are ours (DeepSpeed ZeRO-2 on one or two
+  servers, ZeRO-3 on eight; activation checkpointing per decoder layer; micro-batches that
+  fit), stated per row.
+- Gaudi 2 and Gaudi 3 inference throughput (fp8, generated tokens/s), on one card or split
+  tensor-parallel as Intel's DeepSpeed-inference runs were (here ModelParallelStrategy, the
+  same split); the 2048-token generations decode in KV-cache buckets of 128 positions, as
+  optimum-habana's benchmark script for them does (examples/text-generation/run_1x.sh:
+  --bucket_size 128 --bucket_internal).
+- Gaudi 2 latency at batch 1 (ms). Intel's table gives the input length and no output
+  length: we read it as the time to the first token (the prompt's prefill and its first
+  generated token), which the estimate prices as a predict of one new token.
+
+    /usr/bin/python3 bench/estimate/published.py [--bin build/hpu-train] [--only SUBSTRING]
+
+prints every row's estimate / published under the model's current calibration (see
+calibrate.py for the fit and the leave-one-out table).
+"""
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TRAIN = "configs/estimate/llama2_7b_train_8x_gaudi2_fp8.yaml"
+INFER = "configs/estimate/llama2_7b_infer_1x_gaudi2_fp8.yaml"
+
+# (model, config.json, vocabulary)
+LLAMA2_7B = ("Llama 2 7B", "configs/estimate/llama2_7b.json", 32000)
+LLAMA2_13B = ("Llama 2 13B", "configs/estimate/llama2_13b.json", 32000)
+LLAMA2_70B = ("Llama 2 70B", "configs/estimate/llama2_70b.json", 32000)
+LLAMA31_8B = ("Llama 3.1 8B", "configs/estimate/llama3_1_8b.json", 128256)
+LLAMA31_70B = ("Llama 3.1 70B", "configs/estimate/llama3_1_70b.json", 128256)
+MISTRAL_7B = ("Mistral 7B", "configs/estimate/mistral_7b.json", 32000)
+
+
+def train(model, nodes, seq, strategy, micro, accumulation, published, generation="gaudi2"):
+    """fp8 pre-training on `nodes` servers of 8 cards: global batch = micro x accumulation x 8 x nodes."""
+    name, config, vocab = model
+    world = 8 * nodes
+    setting = (f"{world} cards, seq {seq}, global batch {micro * accumulation * world} "
+               f"(ours: {strategy.replace('hpu_deepspeed_stage_', 'ZeRO-')}, micro {micro} x accumulation "
+               f"{accumulation}, checkpointing)")
+    args = ["fit", "-c", TRAIN, f"--trainer.num_nodes={nodes}", f"--trainer.strategy={strategy}",
+            f"--trainer.accumulate_grad_batches={accumulation}", f"--model.init_args.config={config}",
+            f"--data.init_args.vocab_size={vocab}", f"--data.init_args.block_size={seq}",
+            f"--data.init_args.batch_size={micro}"]
+    return {"kind": "training", "model": name, "setting": setting, "args": args, "published": published,
+            "unit": "tokens/s", "generation": generation, "tokens_in": seq, "tokens_out": 0,
+            "batch": micro * accumulation * world, "cards": world}
+
+
+def infer(model, prompt, new, batch, published, cards=1, generation="gaudi2"):
+    """fp8 inference: `batch` prompts of `prompt` tokens, `new` generated each, the model split
+    tensor-parallel across `cards`."""
+    name, config, vocab = model
+    bucket = 128 if new >= 2048 else 0  # as run_1x.sh
+    args = ["predict", "-c", INFER, f"--model.init_args.config={config}", f"--model.init_args.max_new_tokens={new}",
+            f"--model.init_args.bucket_size={bucket}", f"--data.init_args.vocab_size={vocab}",
+            f"--data.init_args.block_size={prompt}", f"--data.init_args.batch_size={batch}"]
+    if cards > 1:
+        args += [f"--trainer.devices={cards}", "--trainer.strategy=ModelParallelStrategy"]
+    setting = (f"{cards} card{'s' if cards > 1 else ''}{', tensor-parallel' if cards > 1 else ''}, "
+               f"{prompt} in / {new} out, batch {batch}" + (f" (bucket {bucket})" if bucket else ""))
+    return {"kind": "inference", "model": name, "setting": setting, "args": args, "published": published,
+            "unit": "tokens/s", "generation": generation, "tokens_in": prompt, "tokens_out": new, "batch": batch,
+            "cards": cards}
+
+
+def latency(model, prompt, published_ms, cards=1, generation="gaudi2"):
+    """fp8 time to the first token of one prompt of `prompt` tokens, in ms."""
+    row = infer(model, prompt, 1, 1, 0, cards, generation)
+    row.update(kind="latency", published=published_ms, unit="ms",
+               setting=f"{cards} card{'s' if cards > 1 else ''}, {prompt} in, batch 1, first token")
+    return row
+
+
+def gaudi3(row):
+    row["generation"] = "gaudi3"
+    return row
+
+
+ROWS = [
+    # Gaudi 2 training
+    train(LLAMA2_7B, 1, 4096, "hpu_deepspeed_stage_2", 2, 64, 68464),
+    train(LLAMA2_13B, 2, 4096, "hpu_deepspeed_stage_2", 2, 8, 58282),
+    train(LLAMA2_70B, 8, 4096, "hpu_deepspeed_stage_3", 1, 16, 54274),
+    train(LLAMA31_8B, 1, 8192, "hpu_deepspeed_stage_2", 1, 16, 36309),
+    train(LLAMA31_70B, 8, 8192, "hpu_deepspeed_stage_3", 1, 2, 43677),
+    # Gaudi 2 inference throughput
+    infer(LLAMA2_7B, 128, 128, 1230, 13137),
+    infer(LLAMA2_7B, 128, 2048, 163, 4791),
+    infer(LLAMA2_7B, 2048, 128, 94, 1449),
+    infer(LLAMA2_7B, 2048, 2048, 81, 1953),
+    infer(LLAMA2_70B, 128, 128, 1750, 2844, cards=2),
+    infer(LLAMA2_70B, 128, 2048, 327, 3211, cards=4),
+    infer(LLAMA2_70B, 2048, 128, 95, 310, cards=2),
+    infer(LLAMA2_70B, 2048, 2048, 78, 1438, cards=2),
+    infer(MISTRAL_7B, 128, 128, 896, 18023),
+    infer(MISTRAL_7B, 128, 2048, 120, 11294),
+    infer(MISTRAL_7B, 2048, 128, 120, 1427),
+    infer(MISTRAL_7B, 2048, 2048, 44, 3947),
+    infer(LLAMA31_8B, 128, 128, 2429, 18201),
+    infer(LLAMA31_8B, 128, 2048, 289, 11138),
+    infer(LLAMA31_8B, 2048, 128, 179, 2028),
+    infer(LLAMA31_8B, 2048, 2048, 155, 5511),
+    # Gaudi 2 latency
+    latency(LLAMA2_7B, 128, 7.62),
+    latency(LLAMA2_7B, 2048, 56.31),
+    latency(LLAMA2_70B, 128, 26.93, cards=8),
+    latency(LLAMA2_70B, 2048, 116, cards=8),
+    latency(LLAMA31_8B, 128, 8.17),
+    latency(LLAMA31_8B, 2048, 60.52),
+    # Gaudi 3 inference throughput (model-performance.html)
+    gaudi3(infer(LLAMA2_7B, 128, 128, 1536, 19810)),
+    gaudi3(infer(LLAMA2_7B, 128, 2048, 217, 6763)),
+    gaudi3(infer(LLAMA2_7B, 2048, 128, 153, 2029)),
+    gaudi3(infer(LLAMA2_7B, 2048, 2048, 75, 2734)),
+    gaudi3(infer(LLAMA2_70B, 128, 128, 1750, 4433, cards=2)),
+    gaudi3(infer(LLAMA2_70B, 128, 2048, 512, 6026, cards=2)),
+    gaudi3(infer(LLAMA2_70B, 2048, 128, 231, 498, cards=2)),
+    gaudi3(infer(LLAMA2_70B, 2048, 2048, 240, 2641, cards=2)),
+    gaudi3(infer(LLAMA31_8B, 128, 128, 1536, 24310)),
+    gaudi3(infer(LLAMA31_8B, 128, 2048, 768, 18830)),
+    gaudi3(infer(LLAMA31_8B, 2048, 128, 256, 2652)),
+    gaudi3(infer(LLAMA31_8B, 2048, 2048, 364, 7405)),
+    gaudi3(infer(LLAMA31_70B, 128, 128, 3516, 3711, cards=2)),
+    gaudi3(infer(LLAMA31_70B, 128, 2048, 450, 5776, cards=2)),
+    gaudi3(infer(LLAMA31_70B, 2048, 128, 223, 497, cards=2)),
+    gaudi3(infer(LLAMA31_70B, 2048, 2048, 175, 2588, cards=2)),
+    gaudi3(infer(LLAMA31_70B, 128, 128, 4000, 15008, cards=8)),
+    gaudi3(infer(LLAMA31_70B, 128, 2048, 600, 15711, cards=8)),
+    gaudi3(infer(LLAMA31_70B, 2048, 128, 400, 1600, cards=8)),
+    gaudi3(infer(LLAMA31_70B, 2048, 2048, 600, 8946, cards=8)),
+    gaudi3(infer(MISTRAL_7B, 128, 128, 896, 24433)),
+    gaudi3(infer(MISTRAL_7B, 128, 2048, 120, 13726)),
+    gaudi3(infer(MISTRAL_7B, 2048, 128, 120, 2085)),
+    gaudi3(infer(MISTRAL_7B, 2048, 2048, 44, 4970)),
+]
+
+
+def speed(row, j):
+    """The estimate's figure for `row` in its unit (tokens/s, or ms of latency)."""
+    return j["step_time_s"] * 1e3 if row["unit"] == "ms" else j["tokens_per_s"]
+
+
+def ratio(row, value):
+    """estimate / published as speed: above 1 the estimate is optimistic (faster than measured)."""
+    return row["published"] / value if row["unit"] == "ms" else value / row["published"]
+
+
+def estimate(binary, row, workdir):
+    """Runs `hpu-train estimate` on `row`: its JSON report and how long it took."""
+    out = os.path.join(workdir, f"estimate-{os.getpid()}-{id(row)}.json")
+    env = dict(os.environ, HPU_EMULATOR_GENERATION=row["generation"])
+    began = time.monotonic()
+    r = subprocess.run([binary, "estimate"] + row["args"] + ["--json", out], cwd=ROOT, env=env,
+                       capture_output=True, text=True)
+    if r.returncode not in (0, 1) or not os.path.exists(out):  # 1: runs, but does not fit
+        sys.exit(f"{row['model']} {row['setting']}: exit {r.returncode}\n{r.stderr}")
+    with open(out) as f:
+        j = json.load(f)
+    os.remove(out)
+    return j, time.monotonic() - began
+
+
+def estimate_all(binary, rows, jobs=2):
+    """estimate() of every row, `jobs` at a time, in the rows' order."""
+    from concurrent.futures import ThreadPoolExecutor
+    with tempfile.TemporaryDirectory() as workdir, ThreadPoolExecutor(jobs) as pool:
+        return list(pool.map(lambda row: estimate(binary, row, workdir), rows))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--bin", default=os.path.join(ROOT, "build", "hpu-train"))
+    p.add_argument("--only", default="", help="rows whose generation, model or setting contains this")
+    a = p.parse_args()
+    rows = [r for r in ROWS if a.only in f"{r['generation']} {r['model']} {r['setting']}"]
+    ratios = []
+    print("| gen | run | setting | published | estimate | estimate / published | fits (peak) |")
+    print("|---|---|---|---|---|---|---|")
+    for row, (j, seconds) in zip(rows, estimate_all(os.path.abspath(a.bin), rows)):
+        value = speed(row, j)
+        r = ratio(row, value)
+        ratios.append(r)
+        peak = j["peak_device_memory_bytes"] / 2**30
+        print(f"| {row['generation']} | {row['model']} {row['kind']} | {row['setting']} | {row['published']:,} "
+              f"{row['unit']} | {value:,.1f} | {r:.2f} | {'yes' if j['fits'] else 'NO'} ({peak:.1f} GiB) |",
+              flush=True)
+    if ratios:
+        mean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+        print(f"\n{len(ratios)} runs: estimate / published geometric mean {mean:.2f}, "
+              f"range {min(ratios):.2f} .. {max(ratios):.2f}")
+
+
+if __name__ == "__main__":
+    main()

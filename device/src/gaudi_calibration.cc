@@ -1,0 +1,133 @@
+// The time model's calibration: the efficiency parameters fitted on Intel's
+// published figures, and the leave-one-out validation of each published run,
+// both written by bench/estimate/calibrate.py (2026-11-27, the software 1.18
+// figures of bench/estimate/published.py) and pasted here. Rerun it after
+// changing how the estimate prices work, and replace the tables with its
+// output.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <vector>
+
+#include "hpu/device/gaudi_model.h"
+
+namespace hpu::device {
+namespace {
+
+using Mode = ValidationRow::Mode;
+
+constexpr const char* kFitSource =
+    "fitted by bench/estimate/calibrate.py on Intel's published figures (software 1.18)";
+
+// BEGIN tables written by bench/estimate/calibrate.py --write
+constexpr Calibration kGaudi2Calibration{1, 0.569, 1, 0.825, 1, 8.25e-05, 0.00103, kFitSource};
+constexpr Calibration kGaudi3Calibration{0.63, 0.407, 1, 0.723, 1, 0, 0.0012, kFitSource};
+
+constexpr std::array<ValidationRow, 27> kGaudi2Rows{{
+    {Mode::kTraining, 4096, 0, 1024, 8, 0.824},  // Llama 2 7B
+    {Mode::kTraining, 4096, 0, 256, 16, 1.140},  // Llama 2 13B
+    {Mode::kTraining, 4096, 0, 1024, 64, 0.918},  // Llama 2 70B
+    {Mode::kTraining, 8192, 0, 128, 8, 1.183},  // Llama 3.1 8B
+    {Mode::kTraining, 8192, 0, 128, 64, 1.106},  // Llama 3.1 70B
+    {Mode::kInference, 128, 128, 1230, 1, 0.988},  // Llama 2 7B
+    {Mode::kInference, 128, 2048, 163, 1, 1.110},  // Llama 2 7B
+    {Mode::kInference, 2048, 128, 94, 1, 0.899},  // Llama 2 7B
+    {Mode::kInference, 2048, 2048, 81, 1, 1.046},  // Llama 2 7B
+    {Mode::kInference, 128, 128, 1750, 2, 0.930},  // Llama 2 70B
+    {Mode::kInference, 128, 2048, 327, 4, 1.439},  // Llama 2 70B
+    {Mode::kInference, 2048, 128, 95, 2, 0.901},  // Llama 2 70B
+    {Mode::kInference, 2048, 2048, 78, 2, 0.640},  // Llama 2 70B
+    {Mode::kInference, 128, 128, 896, 1, 0.923},  // Mistral 7B
+    {Mode::kInference, 128, 2048, 120, 1, 0.753},  // Mistral 7B
+    {Mode::kInference, 2048, 128, 120, 1, 1.181},  // Mistral 7B
+    {Mode::kInference, 2048, 2048, 44, 1, 0.782},  // Mistral 7B
+    {Mode::kInference, 128, 128, 2429, 1, 0.918},  // Llama 3.1 8B
+    {Mode::kInference, 128, 2048, 289, 1, 0.826},  // Llama 3.1 8B
+    {Mode::kInference, 2048, 128, 179, 1, 0.840},  // Llama 3.1 8B
+    {Mode::kInference, 2048, 2048, 155, 1, 0.772},  // Llama 3.1 8B
+    {Mode::kLatency, 128, 1, 1, 1, 1.168},  // Llama 2 7B
+    {Mode::kLatency, 2048, 1, 1, 1, 1.014},  // Llama 2 7B
+    {Mode::kLatency, 128, 1, 1, 8, 1.197},  // Llama 2 70B
+    {Mode::kLatency, 2048, 1, 1, 8, 0.953},  // Llama 2 70B
+    {Mode::kLatency, 128, 1, 1, 1, 1.154},  // Llama 3.1 8B
+    {Mode::kLatency, 2048, 1, 1, 1, 1.057},  // Llama 3.1 8B
+}};
+
+constexpr std::array<ValidationRow, 24> kGaudi3Rows{{
+    {Mode::kInference, 128, 128, 1536, 1, 0.861},  // Llama 2 7B
+    {Mode::kInference, 128, 2048, 217, 1, 1.028},  // Llama 2 7B
+    {Mode::kInference, 2048, 128, 153, 1, 0.867},  // Llama 2 7B
+    {Mode::kInference, 2048, 2048, 75, 1, 0.920},  // Llama 2 7B
+    {Mode::kInference, 128, 128, 1750, 2, 0.984},  // Llama 2 70B
+    {Mode::kInference, 128, 2048, 512, 2, 0.931},  // Llama 2 70B
+    {Mode::kInference, 2048, 128, 231, 2, 0.954},  // Llama 2 70B
+    {Mode::kInference, 2048, 2048, 240, 2, 0.980},  // Llama 2 70B
+    {Mode::kInference, 128, 128, 1536, 1, 1.040},  // Llama 3.1 8B
+    {Mode::kInference, 128, 2048, 768, 1, 1.090},  // Llama 3.1 8B
+    {Mode::kInference, 2048, 128, 256, 1, 0.950},  // Llama 3.1 8B
+    {Mode::kInference, 2048, 2048, 364, 1, 1.148},  // Llama 3.1 8B
+    {Mode::kInference, 128, 128, 3516, 2, 1.206},  // Llama 3.1 70B
+    {Mode::kInference, 128, 2048, 450, 2, 0.914},  // Llama 3.1 70B
+    {Mode::kInference, 2048, 128, 223, 2, 0.954},  // Llama 3.1 70B
+    {Mode::kInference, 2048, 2048, 175, 2, 0.921},  // Llama 3.1 70B
+    {Mode::kInference, 128, 128, 4000, 8, 1.000},  // Llama 3.1 70B
+    {Mode::kInference, 128, 2048, 600, 8, 1.061},  // Llama 3.1 70B
+    {Mode::kInference, 2048, 128, 400, 8, 1.028},  // Llama 3.1 70B
+    {Mode::kInference, 2048, 2048, 600, 8, 0.986},  // Llama 3.1 70B
+    {Mode::kInference, 128, 128, 896, 1, 0.986},  // Mistral 7B
+    {Mode::kInference, 128, 2048, 120, 1, 0.997},  // Mistral 7B
+    {Mode::kInference, 2048, 128, 120, 1, 1.263},  // Mistral 7B
+    {Mode::kInference, 2048, 2048, 44, 1, 0.974},  // Mistral 7B
+}};
+
+// END tables written by bench/estimate/calibrate.py --write
+
+}  // namespace
+
+Calibration calibrationFor(Generation generation) {
+  switch (generation) {
+    case Generation::kGaudi:  // no published figures: uncalibrated
+      return {};
+    case Generation::kGaudi2:
+      return kGaudi2Calibration;
+    case Generation::kGaudi3:
+      return kGaudi3Calibration;
+  }
+  return {};
+}
+
+std::span<const ValidationRow> validationRows(Generation generation) {
+  switch (generation) {
+    case Generation::kGaudi:
+      return {};
+    case Generation::kGaudi2:
+      return kGaudi2Rows;
+    case Generation::kGaudi3:
+      return kGaudi3Rows;
+  }
+  return {};
+}
+
+Uncertainty uncertaintyFor(Generation generation, const ValidationRow& run, std::size_t k) {
+  const auto gap = [](double a, double b) { return std::abs(std::log((a + 1) / (b + 1))); };
+  std::vector<std::pair<double, const ValidationRow*>> near;
+  for (const ValidationRow& r : validationRows(generation)) {
+    if (r.mode != run.mode) continue;
+    const double distance = gap(static_cast<double>(run.tokens_in), static_cast<double>(r.tokens_in)) +
+                            gap(static_cast<double>(run.tokens_out), static_cast<double>(r.tokens_out)) +
+                            0.5 * gap(static_cast<double>(run.batch), static_cast<double>(r.batch)) +
+                            gap(run.cards, r.cards);
+    near.emplace_back(distance, &r);
+  }
+  if (near.empty()) return {};
+  std::stable_sort(near.begin(), near.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  near.resize(std::min(near.size(), k));
+  Uncertainty u{near.front().second->loo_ratio, near.front().second->loo_ratio, static_cast<int>(near.size())};
+  for (const auto& entry : near) {
+    u.low = std::min(u.low, entry.second->loo_ratio);
+    u.high = std::max(u.high, entry.second->loo_ratio);
+  }
+  return u;
+}
+
+}  // namespace hpu::device
