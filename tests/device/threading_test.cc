@@ -206,9 +206,11 @@ TEST(ParallelSite, EachProblemSizeLearnsItsOwnCosts) {
   TeamSize team(2);
   // A host busy with other work (tests running beside this one) can keep
   // the worker from its first tasks, and the site serial for a while, as it
-  // should: up to three fresh sites get their chance.
-  static ParallelSite sites[3] = {ParallelSite("test: two sizes 1"), ParallelSite("test: two sizes 2"),
-                                  ParallelSite("test: two sizes 3")};
+  // should: up to six fresh sites get their chance (three were not always
+  // enough beside ctest -j2's other multi-process tests).
+  static ParallelSite sites[6] = {ParallelSite("test: two sizes 1"), ParallelSite("test: two sizes 2"),
+                                  ParallelSite("test: two sizes 3"), ParallelSite("test: two sizes 4"),
+                                  ParallelSite("test: two sizes 5"), ParallelSite("test: two sizes 6")};
   int best = 0;
   for (ParallelSite& site : sites) {
     best = std::max(best, largeCallsShared(site));

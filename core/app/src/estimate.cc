@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <map>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -265,6 +266,38 @@ std::vector<std::string> suggestions(const EstimateRequest& request, const devic
   return out;
 }
 
+// Rank `r`'s step time by the calibration parameter that bounds each part:
+// an op's time goes to the efficiency of the resource that bounds it (its
+// host-link part to the link), the host's per-graph time and the exposed
+// communication (each blocking collective's overhead apart) to theirs.
+std::vector<std::pair<std::string, double>> stepShares(const RankTrace& r, const device::GaudiModel& model) {
+  const device::Calibration& c = model.calibration();
+  std::map<std::string, double> by;
+  for (const estimate::OpTotal& o : r.ops) {
+    const device::Work& w = o.work;
+    const double mme = w.mme / (w.matrix == device::Work::Matrix::kAttention ? c.attention : c.mme);
+    const double tpc = w.tpc / c.tpc, hbm = w.hbm / c.hbm;
+    const double calls = static_cast<double>(o.calls);
+    if (std::max({mme, tpc, hbm}) > 0) {
+      const char* bound = mme >= tpc && mme >= hbm ? (w.matrix == device::Work::Matrix::kAttention ? "attention_efficiency"
+                                                                                                 : "mme_efficiency")
+                          : tpc >= hbm            ? "tpc_efficiency"
+                                                  : "hbm_efficiency";
+      by[bound] += calls * std::max({mme, tpc, hbm});
+    }
+    if (w.host_link + w.host_memory > 0) by["host link and memory (specs)"] += calls * (w.host_link + w.host_memory);
+  }
+  const double overhead = static_cast<double>(r.step.blocking_collectives) * c.collective_overhead;
+  by["collective_overhead"] += std::min(overhead, r.step.breakdown.exposed_comm);
+  by["collective_efficiency"] += std::max(0.0, r.step.breakdown.exposed_comm - overhead);
+  by["host_per_graph"] += r.step.breakdown.host;
+  if (r.step.breakdown.pipeline_bubble > 0) by["pipeline bubble"] += r.step.breakdown.pipeline_bubble;
+  std::vector<std::pair<std::string, double>> out(by.begin(), by.end());
+  std::erase_if(out, [](const auto& p) { return p.second <= 0; });
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  return out;
+}
+
 // The step time of the job traced in `ranks`: rank 0's; with pipeline
 // stages, the slowest stage's plus 1F1B's bubble: each of the stages - 1
 // other stages idles one micro-batch's forward and backward of the slowest
@@ -425,6 +458,9 @@ int runEstimate(const EstimateRequest& request) {
     out += "  assumptions:\n";
     for (const device::Assumption& a : assumptionsOf(model))
       out += fmt::format("    {:<24} {:>10.4g} {:<24} {}\n", a.name, a.value, a.unit, a.source);
+    out += "  the step's time by the parameter that bounds it (rank 0):\n";
+    for (const auto& [name, part] : stepShares(r0, model))
+      out += fmt::format("    {:<24} {:>9.4f} s {:5.1f}%\n", name, part, r0.step.seconds > 0 ? 100 * part / r0.step.seconds : 0);
   }
   std::fputs(out.c_str(), stdout);
   std::fflush(stdout);
