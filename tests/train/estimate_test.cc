@@ -233,6 +233,49 @@ TEST_F(EstimateMemory, EstimatesTheOpsFitsProfilerTraces) {
   EXPECT_EQ(estimated, traced);
 }
 
+// The JSON report carries what bench/estimate/calibrate.py prices the step
+// from: each op's work per call at every efficiency 1 and the calibration;
+// priced as GaudiModel::seconds prices it, they give back each op's seconds,
+// and with the graphs' host time and the exposed communication, the step.
+TEST_F(EstimateMemory, ReportedWorkPricesBackToTheReportedStep) {
+  for (const char* subcommand : {"fit", "predict"}) {
+    SCOPED_TRACE(subcommand);
+    auto args = llamaWith({"--trainer.devices=2", "--trainer.strategy=ModelParallelStrategy",
+                           "--model.init_args.max_new_tokens=4"},
+                          {"estimate", subcommand, "--json", "work.json"});
+    const RunResult e = run(args);
+    ASSERT_EQ(e.exit_code, 0) << e.describe();
+    const auto j = nlohmann::json::parse(read("work.json"));
+    const auto& c = j["calibration"];
+    double ops = 0;
+    for (const auto& o : j["ops"]) {
+      const auto& w = o["work"];
+      const double mme = w["mme_s"].get<double>() /
+                         (w["matrix"] == "attention" ? c["attention"].get<double>() : c["mme"].get<double>());
+      const double per_call = std::max({mme, w["tpc_s"].get<double>() / c["tpc"].get<double>(),
+                                        w["hbm_s"].get<double>() / c["hbm"].get<double>()}) +
+                              w["host_link_s"].get<double>() + w["host_memory_s"].get<double>();
+      const double seconds = o["seconds"].get<double>();
+      EXPECT_NEAR(o["calls"].get<double>() * per_call, seconds, 1e-9 * seconds) << o["op"] << " " << o["operands"];
+      ops += seconds;
+    }
+    EXPECT_GT(j["graphs"].get<double>(), 0.0);
+    const auto& b = j["breakdown"];
+    const double step = ops + j["graphs"].get<double>() * c["host_per_graph"].get<double>() +
+                        b["exposed_comm_s"].get<double>() + b["pipeline_bubble_s"].get<double>();
+    EXPECT_NEAR(step, j["step_time_s"].get<double>(), 1e-9 * step);
+    EXPECT_GT(j["blocking_collectives"].get<double>(), 0.0) << "tensor-parallel all-reduces wait";
+    if (std::string(subcommand) == "predict") {
+      // The likely range: the figure over leave-one-out ratios, each within (0.5, 2).
+      ASSERT_TRUE(j.contains("tokens_per_s_range"));
+      const double tokens = j["tokens_per_s"], low = j["tokens_per_s_range"][0], high = j["tokens_per_s_range"][1];
+      EXPECT_GT(low, tokens / 2);
+      EXPECT_LT(low, high);
+      EXPECT_LT(high, tokens * 2);
+    }
+  }
+}
+
 // fp8 inference as the quantization toolkit leaves a model: Linear weights in
 // fp8, the rest bf16 (2 layers x 10240 projection weights at a byte; 4256
 // embedding, head and norm weights at two), and decoding's attention reading
