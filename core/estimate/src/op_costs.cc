@@ -45,9 +45,15 @@ std::int64_t dim(const OperandInfo& o, int i) {
   const auto n = static_cast<int>(o.shape.size());
   return o.shape[static_cast<std::size_t>(i < 0 ? n + i : i)];
 }
-// The dtype vector code computes in: fp32 stays, half and fp8 values are
-// processed as bf16.
+// The dtype vector code computes in: fp32 stays, half values are processed
+// as bf16.
 DType vectorDtype(DType t) { return t == DType::kFloat32 ? t : DType::kBFloat16; }
+// The dtype a product's multiply-adds run in on the TPCs: an fp8 product in
+// 8-bit lanes, 256 a cycle per TPC against bf16's 128 (TPC User Guide: "the
+// TPC's ALU can execute up to 64 floats/INT32 ops, 128 INT16 ops, or 256
+// INT8 ops" a cycle), the others as vector code does. Decoding's attention
+// over an fp8 KV cache runs this way.
+DType productVectorDtype(DType t) { return device::isFp8(t) ? t : vectorDtype(t); }
 
 // `work` priced by `m`, on `engine`.
 OpCost costOf(const device::GaudiModel& m, Engine engine, const device::Work& work, double flops = 0) {
@@ -78,7 +84,7 @@ OpCost product(const device::GaudiModel& m, std::int64_t batch, std::int64_t row
   const double traffic = b * ((r * k + k * c) * static_cast<double>(device::logicalSize(dtype)) +
                               r * c * static_cast<double>(device::logicalSize(out)));
   const device::Work matrix = m.matrixWork(batch, rows, cols, inner, dtype, out);
-  const device::Work vector = m.vectorWork(traffic, flops / 2, 1, vectorDtype(dtype));
+  const device::Work vector = m.vectorWork(traffic, flops / 2, 1, productVectorDtype(dtype));
   return m.seconds(matrix) <= m.seconds(vector) ? costOf(m, Engine::kMatrix, matrix, flops)
                                                  : costOf(m, Engine::kVector, vector, flops);
 }
