@@ -454,6 +454,26 @@ TEST_F(ModelParallelTest, ZeRO1OverDataParallelCopiesTrainsAsDataParallel) {
               "ZeRO-1 stages resumed as ZeRO-1 tensor parallel");
 }
 
+// Stages across nodes, as pipelines run: 2 nodes of one device each
+// (scripts/local-cluster.sh, tcp:// between them) train as one device.
+TEST_F(ModelParallelTest, PipelineStagesOnTwoNodesTrainAsOneDevice) {
+  write("llama.yaml", std::string(kRun) + kLlama);
+  const std::vector<std::string> steps{"--trainer.max_steps=4"};
+  fit("llama.yaml", "one", plus(kFourLayers, steps));
+  std::vector<std::string> args{"--nodes", "2", "--devices", "1", "--", "fit", "-c", (dir() / "llama.yaml").string(),
+                                "--trainer.default_root_dir=" + (dir() / "nodes").string(), kTensorParallel[0],
+                                "--trainer.strategy.init_args.tensor_parallel_size=1",
+                                "--trainer.strategy.init_args.pipeline_parallel_size=2"};
+  args.insert(args.end(), kFourLayers.begin(), kFourLayers.end());
+  args.push_back(steps.front());
+  env()["HPU_LOG_LEVEL"] = "info";  // to see the layout
+  const RunResult r = runScript("local-cluster.sh", args, std::chrono::seconds(120));
+  ASSERT_FALSE(r.timed_out) << r.describe();
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_THAT(r.out, HasSubstr("1 data-parallel x 2 pipeline stages x 1 tensor-parallel ranks"));
+  expectClose(losses("nodes"), losses("one"), "2 stages on 2 nodes");
+}
+
 // HPUProfiler's trace of the first optimizer step (its fourth batch, where
 // the micro-batches run) shows the schedule: stage 0 runs two forwards before
 // its first backward (1F1B's warm-up on 2 stages), the last stage
