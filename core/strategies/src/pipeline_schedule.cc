@@ -80,6 +80,11 @@ std::vector<double> runSchedule(PipelineWork& work, StageLinks& links, int stage
     if (links.last()) {
       if (!output.shapeOnly()) losses[i] = output.item();
     } else {
+      // Every stage passes on hidden states of one shape and dtype (PipelineModule::stageInput).
+      const PipelineModule::StageInput expected = work.input(i);
+      HPU_CHECK(output.shape() == expected.shape && output.dtype() == expected.dtype,
+                "pipeline stage {} output {} {}, but the next stage expects {} {}", stage, output.shape().str(),
+                device::dtypeName(output.dtype()), expected.shape.str(), device::dtypeName(expected.dtype));
       Phase send(work, "pipeline_send_forward");
       links.sendForward(output);
     }
