@@ -111,11 +111,9 @@ def fit(rows, reports, start):
         for k in free:
             lo, hi = BOUNDS.get(k, DEFAULT_BOUNDS)
             if k in LINEAR:
-                a, b = lo, hi
-                to, frm = (lambda x: x), (lambda x: x)
+                a, b, to = lo, hi, (lambda x: x)
             else:
-                a, b = math.log(lo), math.log(hi)
-                to, frm = math.exp, math.log
+                a, b, to = math.log(lo), math.log(hi), math.exp
 
             def f(x):
                 q = dict(p)
@@ -137,7 +135,6 @@ def fit(rows, reports, start):
             x = (a + b) / 2
             if f(x) < loss(rows, reports, p):
                 p[k] = to(x)
-            del frm
         if before - loss(rows, reports, p) < 1e-9:
             break
     return p

@@ -129,10 +129,14 @@ double GaudiModel::vectorSeconds(double bytes, double elements, double vector_in
   return seconds(vectorWork(bytes, elements, vector_instructions, dtype));
 }
 
-double GaudiModel::seconds(const Work& w) const {
+GaudiModel::Priced GaudiModel::price(const Work& w) const {
   const Calibration& c = calibration_;
-  const double mme = w.matrix == Work::Matrix::kAttention ? c.attention : c.mme;
-  return std::max({w.mme / mme, w.tpc / c.tpc, w.hbm / c.hbm}) + w.host_link + w.host_memory;
+  const bool attention = w.matrix == Work::Matrix::kAttention;
+  const double mme = w.mme / (attention ? c.attention : c.mme), tpc = w.tpc / c.tpc, hbm = w.hbm / c.hbm;
+  Priced p{std::max({mme, tpc, hbm}), w.host_link + w.host_memory, Bound::kNone};
+  if (p.engines > 0)
+    p.bound = mme >= tpc && mme >= hbm ? (attention ? Bound::kAttention : Bound::kMme) : tpc >= hbm ? Bound::kTpc : Bound::kHbm;
+  return p;
 }
 
 double GaudiModel::hostLinkSeconds(double bytes) const { return bytes / (engines_.pcieGBps * 1e9); }

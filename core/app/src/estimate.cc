@@ -274,18 +274,17 @@ std::vector<std::pair<std::string, double>> stepShares(const RankTrace& r, const
   const device::Calibration& c = model.calibration();
   std::map<std::string, double> by;
   for (const estimate::OpTotal& o : r.ops) {
-    const device::Work& w = o.work;
-    const double mme = w.mme / (w.matrix == device::Work::Matrix::kAttention ? c.attention : c.mme);
-    const double tpc = w.tpc / c.tpc, hbm = w.hbm / c.hbm;
+    const device::GaudiModel::Priced p = model.price(o.work);
     const double calls = static_cast<double>(o.calls);
-    if (std::max({mme, tpc, hbm}) > 0) {
-      const char* bound = mme >= tpc && mme >= hbm ? (w.matrix == device::Work::Matrix::kAttention ? "attention_efficiency"
-                                                                                                 : "mme_efficiency")
-                          : tpc >= hbm            ? "tpc_efficiency"
-                                                  : "hbm_efficiency";
-      by[bound] += calls * std::max({mme, tpc, hbm});
+    using Bound = device::GaudiModel::Bound;
+    switch (p.bound) {
+      case Bound::kMme: by["mme_efficiency"] += calls * p.engines; break;
+      case Bound::kAttention: by["attention_efficiency"] += calls * p.engines; break;
+      case Bound::kTpc: by["tpc_efficiency"] += calls * p.engines; break;
+      case Bound::kHbm: by["hbm_efficiency"] += calls * p.engines; break;
+      case Bound::kNone: break;
     }
-    if (w.host_link + w.host_memory > 0) by["host link and memory (specs)"] += calls * (w.host_link + w.host_memory);
+    if (p.host > 0) by["host link and memory (specs)"] += calls * p.host;
   }
   const double overhead = static_cast<double>(r.step.blocking_collectives) * c.collective_overhead;
   by["collective_overhead"] += std::min(overhead, r.step.breakdown.exposed_comm);

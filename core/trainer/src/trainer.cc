@@ -310,6 +310,11 @@ class Trainer::StageRun final : public PipelineWork {
   std::vector<Tensor> inputs_, outputs_;
 };
 
+double Trainer::forwardStages(const Batch& batch, std::int64_t batch_idx) {
+  StageRun run(*this, {{batch, batch_idx}}, /*training=*/false);
+  return strategy_->runPipeline(run, 1, /*backward=*/false).front();
+}
+
 void Trainer::recordOutputShapes() {
   std::shared_ptr<const data::Dataset> dataset;
   for (data::Split split : {data::Split::kTrain, data::Split::kVal, data::Split::kTest, data::Split::kPredict})
@@ -327,8 +332,7 @@ void Trainer::recordOutputShapes() {
   GatheredParameters gathered(*strategy_, *params_, Strategy::GatherScope::kStep);
   model_->eval();
   if (strategy_->pipelineStages() > 1) {
-    StageRun run(*this, {{batch, 0}}, /*training=*/false);
-    strategy_->runPipeline(run, 1, /*backward=*/false);
+    forwardStages(batch, 0);
   } else {
     auto autocast = precision_->forwardContext();
     (*model_)(nn::Inputs{batch});
@@ -884,9 +888,8 @@ std::map<std::string, double> Trainer::evaluationLoop(data::Split split, std::in
         [&](Callback& c) { val ? c.onValidationBatchStart(*this, batch_idx) : c.onTestBatchStart(*this, batch_idx); });
     if (strategy_->pipelineStages() > 1) {
       auto s = profiler_->profile(val ? "validation_step" : "test_step");
-      StageRun run(*this, {{batch, batch_idx}}, /*training=*/false);
-      const double loss = strategy_->runPipeline(run, 1, /*backward=*/false).front();
-      if (!dryRun()) run.stage().logLoss(val ? "val" : "test", loss);
+      const double loss = forwardStages(batch, batch_idx);
+      if (!dryRun()) dynamic_cast<PipelineModule&>(*model_).logLoss(val ? "val" : "test", loss);
     } else {
       auto autocast = precision_->forwardContext();
       auto s = profiler_->profile(val ? "validation_step" : "test_step");

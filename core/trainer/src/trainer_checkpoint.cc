@@ -335,7 +335,7 @@ void Trainer::saveCheckpoint(const std::string& path, bool weights_only) {
   if (assemble) {
     strategy_->barrier("save_checkpoint_parts");
     if (isGlobalZero())
-      checkpoint_io_->save(checkpoint::assembleDistributed(*checkpoint_io_, path, checkpoint_io_->load(path)), path);
+      checkpoint_io_->save(checkpoint::assembleDistributed(*checkpoint_io_, path, ckpt), path);
     strategy_->barrier("save_checkpoint_assembled");
     checkpoint_io_->remove(checkpoint::shardPath(path, strategy_->globalRank()));
   }

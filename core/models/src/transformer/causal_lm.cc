@@ -313,11 +313,10 @@ Tensor CausalLM::runLayers(Tensor hidden, const Tensor& positions, nn::KVCache* 
   return hidden;
 }
 
-Generator CausalLM::initStream(const nn::InitContext& ctx, InitPart part, std::int64_t layer) {
-  // Sub-streams of kInit past the Trainer's own (0).
-  const std::uint64_t base = (static_cast<std::uint64_t>(part) + 1) << 40;
-  return Generator(ctx.seed, RandomStream::kInit, base + static_cast<std::uint64_t>(layer));
-}
+CausalLM::PartInit::PartInit(const nn::InitContext& base, InitPart part, std::int64_t layer)
+    // Sub-streams of kInit past the Trainer's own (0).
+    : rng(base.seed, RandomStream::kInit, ((static_cast<std::uint64_t>(part) + 1) << 40) + static_cast<std::uint64_t>(layer)),
+      ctx(nn::withRng(base, rng)) {}
 
 // Parameters per decoder layer, in the embeddings and in the output head,
 // from the config (Hugging Face's layouts; tied, the last stage holds a copy

@@ -124,24 +124,22 @@ class GPT2Model final : public nn::Module {
   GPT2Model(nn::InitContext& ctx, const TransformerConfig& c, const CausalLM::StagePart& part, bool token_embedding,
             Generator& dropout_rng) {
     const auto std = static_cast<float>(c.initializer_range);
-    Generator embeddings_rng = CausalLM::initStream(ctx, CausalLM::InitPart::kEmbeddings);
-    nn::InitContext embeddings = nn::withRng(ctx, embeddings_rng);
+    CausalLM::PartInit embeddings(ctx, CausalLM::InitPart::kEmbeddings);
     if (token_embedding)
-      wte = registerChild("wte", std::make_shared<nn::Embedding>(embeddings, c.vocab_size, c.hidden_size, std::nullopt,
+      wte = registerChild("wte", std::make_shared<nn::Embedding>(embeddings.ctx, c.vocab_size, c.hidden_size, std::nullopt,
                                                                  std, ctx.tensor_parallel));
     if (part.first)
-      wpe = registerChild("wpe", std::make_shared<nn::Embedding>(embeddings, c.max_position_embeddings, c.hidden_size,
+      wpe = registerChild("wpe", std::make_shared<nn::Embedding>(embeddings.ctx, c.max_position_embeddings, c.hidden_size,
                                                                  std::nullopt, std));
     h = registerChild("h", std::make_shared<nn::ModuleList>());
     // Hugging Face's _init_weights: the residual projections scaled by 1 / sqrt(2 n_layer).
     const float residual_std =
         static_cast<float>(c.initializer_range / std::sqrt(2.0 * static_cast<double>(c.num_hidden_layers)));
     for (std::int64_t l = part.first_layer; l < part.end_layer; ++l) {
-      Generator rng = CausalLM::initStream(ctx, CausalLM::InitPart::kLayer, l);
-      nn::InitContext at = nn::withRng(ctx, rng);
-      auto block = h->append(std::make_shared<GPT2Block>(at, c, l, dropout_rng), l);
+      CausalLM::PartInit at(ctx, CausalLM::InitPart::kLayer, l);
+      auto block = h->append(std::make_shared<GPT2Block>(at.ctx, c, l, dropout_rng), l);
       for (const auto& [name, t, shard] : block->namedParameters())
-        if (name.ends_with("c_proj.weight")) nn::fillNormal(at, t, residual_std, shard);
+        if (name.ends_with("c_proj.weight")) nn::fillNormal(at.ctx, t, residual_std, shard);
     }
     if (part.last)
       ln_f = registerChild("ln_f", std::make_shared<nn::LayerNorm>(ctx, c.hidden_size, static_cast<float>(c.norm_eps)));
@@ -193,9 +191,8 @@ class GPT2LMHeadModel final : public CausalLM {
       lm_head_ = registerChild("lm_head", std::make_shared<LMHead>(*transformer_->wte));
       return;
     }
-    Generator rng = initStream(ctx, InitPart::kHead);
-    nn::InitContext at = nn::withRng(ctx, rng);
-    lm_head_ = registerChild("lm_head", std::make_shared<LMHead>(at, config_));
+    PartInit at(ctx, InitPart::kHead);
+    lm_head_ = registerChild("lm_head", std::make_shared<LMHead>(at.ctx, config_));
   }
   Tensor embed(const Tensor& ids, const Tensor& positions) override {
     // Positions broadcast over the batch: one row of position embeddings per sample.

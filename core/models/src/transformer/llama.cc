@@ -104,20 +104,18 @@ class LlamaModel final : public nn::Module {
  public:
   LlamaModel(nn::InitContext& ctx, const TransformerConfig& c, const CausalLM::StagePart& part, bool embeds) {
     if (embeds) {
-      Generator rng = CausalLM::initStream(ctx, CausalLM::InitPart::kEmbeddings);
-      nn::InitContext at = nn::withRng(ctx, rng);
+      CausalLM::PartInit at(ctx, CausalLM::InitPart::kEmbeddings);
       embed_tokens = registerChild(
-          "embed_tokens", std::make_shared<nn::Embedding>(at, c.vocab_size, c.hidden_size, c.pad_token_id,
+          "embed_tokens", std::make_shared<nn::Embedding>(at.ctx, c.vocab_size, c.hidden_size, c.pad_token_id,
                                                           static_cast<float>(c.initializer_range), ctx.tensor_parallel));
     }
     layers = registerChild("layers", std::make_shared<nn::ModuleList>());
     for (std::int64_t l = part.first_layer; l < part.end_layer; ++l) {
-      Generator rng = CausalLM::initStream(ctx, CausalLM::InitPart::kLayer, l);
-      nn::InitContext at = nn::withRng(ctx, rng);
-      auto layer = layers->append(std::make_shared<LlamaDecoderLayer>(at, c, l), l);
+      CausalLM::PartInit at(ctx, CausalLM::InitPart::kLayer, l);
+      auto layer = layers->append(std::make_shared<LlamaDecoderLayer>(at.ctx, c, l), l);
       // Hugging Face's _init_weights: linear weights N(0, initializer_range), biases zero.
       for (const auto& [name, t, shard] : layer->namedParameters()) {
-        if (name.ends_with("_proj.weight")) nn::fillNormal(at, t, static_cast<float>(c.initializer_range), shard);
+        if (name.ends_with("_proj.weight")) nn::fillNormal(at.ctx, t, static_cast<float>(c.initializer_range), shard);
         if (name.ends_with("_proj.bias")) nn::fillConstant(t, 0.0f);
       }
     }
@@ -145,13 +143,12 @@ class LlamaForCausalLM final : public CausalLM {
       lm_head_ = registerChild("lm_head", std::make_shared<TiedHead>(model_->embed_tokens->weight));
       return;
     }
-    Generator rng = initStream(ctx, InitPart::kHead);
-    nn::InitContext at = nn::withRng(ctx, rng);
+    PartInit at(ctx, InitPart::kHead);
     lm_head_ = registerChild("lm_head", std::make_shared<nn::Linear>(
-                                            at, config_.hidden_size, config_.vocab_size, false,
+                                            at.ctx, config_.hidden_size, config_.vocab_size, false,
                                             nn::splitAcross(ctx.tensor_parallel, nn::ParallelSplit::kColumn)));
     for (const auto& [name, t, shard] : lm_head_->namedParameters())
-      nn::fillNormal(at, t, static_cast<float>(config_.initializer_range), shard);
+      nn::fillNormal(at.ctx, t, static_cast<float>(config_.initializer_range), shard);
   }
   Tensor embed(const Tensor& ids, const Tensor&) override { return toSequenceParallel(model_->embed_tokens(ids)); }
   Tensor tiedEmbedding() const override { return config_.tie_word_embeddings ? model_->embed_tokens->weight : Tensor(); }

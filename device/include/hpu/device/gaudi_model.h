@@ -97,8 +97,17 @@ class GaudiModel {
   GaudiModel(Generation generation, JobTopology topology, const Calibration& calibration);
   const Calibration& calibration() const { return calibration_; }
 
-  // The time of `work` under this model's calibration.
-  double seconds(const Work& work) const;
+  // The time of `work` under this model's calibration, and which efficiency
+  // bounds it: the longest of its engines and HBM plus its host side.
+  enum class Bound { kMme, kAttention, kTpc, kHbm, kNone };
+  struct Priced {
+    double engines = 0;  // the bounding engine's (or HBM's) time
+    double host = 0;     // host link and host memory, outside the kernel
+    Bound bound = Bound::kNone;  // kNone: no engine or HBM work
+    double seconds() const { return engines + host; }
+  };
+  Priced price(const Work& work) const;
+  double seconds(const Work& work) const { return price(work).seconds(); }
   // The work of a product (matrixSeconds) and of a vector pass (vectorSeconds).
   Work matrixWork(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k, DType dtype,
                   DType out_dtype) const;

@@ -97,7 +97,14 @@ class CausalLM : public LightningModule, public PipelineModule {
   // The streams initial values are drawn from: the embeddings', the output
   // head's, and decoder layer `layer`'s.
   enum class InitPart { kEmbeddings, kHead, kLayer };
-  static Generator initStream(const nn::InitContext& ctx, InitPart part, std::int64_t layer = 0);
+  // `base` drawing from `part`'s own stream. Not copyable: `ctx` refers to `rng`.
+  struct PartInit {
+    PartInit(const nn::InitContext& base, InitPart part, std::int64_t layer = 0);
+    PartInit(const PartInit&) = delete;
+    PartInit& operator=(const PartInit&) = delete;
+    Generator rng;
+    nn::InitContext ctx;
+  };
 
   StageInput stageInput(const Batch& batch) const override;
   Tensor forwardStage(const Batch& batch, const Tensor& input) override;
@@ -117,7 +124,7 @@ class CausalLM : public LightningModule, public PipelineModule {
  protected:
   // Registers the modules of `stage_` (Hugging Face's names and layout;
   // decoder layers under their numbers in the whole model), each part's
-  // initial values drawn from its stream (initStream).
+  // initial values drawn from its stream (PartInit).
   virtual void build(nn::InitContext& ctx) = 0;
   // The hidden states the first decoder layer reads: the embeddings of
   // `ids` [B, T] at `positions` [T] (under sequence parallelism this rank's

@@ -236,6 +236,8 @@ class Trainer {
   bool trainStep(const Batch& batch, std::int64_t batch_idx, bool optimizer_turn);
   class StageRun;
   bool trainPipelineStep(const Batch& batch, std::int64_t batch_idx, bool optimizer_turn);
+  // One batch forward through the pipeline stages (evaluation): the last stage's loss, on every stage.
+  double forwardStages(const Batch& batch, std::int64_t batch_idx);
   // Gradients synchronised: unscale, check, clip, step. False when the
   // precision plugin skips the step (an overflow).
   bool optimizerStep();
