@@ -192,32 +192,39 @@ void microKernel(std::int64_t kc, const float* __restrict ap, const float* __res
                  std::int64_t rows, std::int64_t cols, bool accumulate) {
   constexpr std::int64_t kL = V::kLanes, kMr = Tile<V>::kMr, kNr = Tile<V>::kNr;
   using Reg = typename V::Reg;
+  // Every loop over the tile's registers is one flat loop, fully unrolled,
+  // so that every index into acc is a constant and acc lives in registers.
+  // (GCC unrolls only innermost loops early enough for that; with a nested
+  // or variable-index loop anywhere it kept acc in memory and stored all of
+  // it on every k step: on AVX2 12 stores per 12 FMAs, 28% of the FMA peak.
+  // Found with perf.)
   Reg acc[kMr][kNv];
-  for (auto& row : acc)
-    for (auto& v : row) v = V::zero();
+#pragma GCC unroll 64
+  for (std::int64_t t = 0; t < kMr * kNv; ++t) acc[t / kNv][t % kNv] = V::zero();
   const std::int64_t steps = packedRows<kPaired>(kc);
   for (std::int64_t kk = 0; kk < steps; ++kk, ap += kMr, bp += kNr) {
     Reg bv[kNv];
+#pragma GCC unroll 4
     for (std::int64_t v = 0; v < kNv; ++v) bv[v] = V::load(bp + kL * v);
-#pragma GCC unroll 8
-    for (std::int64_t i = 0; i < kMr; ++i) {
+#pragma GCC unroll 64
+    for (std::int64_t t = 0; t < kMr * kNv; ++t) {
+      const std::int64_t i = t / kNv, v = t % kNv;
       const Reg av = V::broadcast(ap + i);
-      for (std::int64_t v = 0; v < kNv; ++v) {
-        if constexpr (kPaired)
-          acc[i][v] = V::dotPairs(acc[i][v], av, bv[v]);
-        else
-          acc[i][v] = V::fmadd(av, bv[v], acc[i][v]);
-      }
+      if constexpr (kPaired)
+        acc[i][v] = V::dotPairs(acc[i][v], av, bv[v]);
+      else
+        acc[i][v] = V::fmadd(av, bv[v], acc[i][v]);
     }
   }
-  for (std::int64_t i = 0; i < rows; ++i) {
-    float* row = c + i * ldc;
-    for (std::int64_t v = 0; v < kNv; ++v) {
-      const std::uint32_t mask = laneMask(cols - kL * v);
-      Reg out = acc[i][v];
-      if (accumulate) out = V::add(out, V::loadLanes(V::zero(), mask, row + kL * v));
-      V::storeLanes(row + kL * v, mask, out);
-    }
+#pragma GCC unroll 64
+  for (std::int64_t t = 0; t < kMr * kNv; ++t) {
+    const std::int64_t i = t / kNv, v = t % kNv;
+    if (i >= rows) continue;
+    float* out_p = c + i * ldc + kL * v;
+    const std::uint32_t mask = laneMask(cols - kL * v);
+    Reg out = acc[i][v];
+    if (accumulate) out = V::add(out, V::loadLanes(V::zero(), mask, out_p));
+    V::storeLanes(out_p, mask, out);
   }
 }
 
