@@ -3,7 +3,8 @@
 # Idempotent and silent when all is installed. Run as root (or with sudo).
 #   scripts/install-deps.sh          build + test + data sets (Fashion-MNIST, the fortunes text), and
 #                                    Open MPI (HPU_COLLECTIVES=mpi; the build works without it)
-#   scripts/install-deps.sh --bench  also the benchmark yardsticks (PyTorch, OpenBLAS)
+#   scripts/install-deps.sh --bench  also the benchmarks' yardstick: PyTorch 2.13.0 (CPU build) and numpy
+#                                    from PyPI in the virtual environment .venv/bench
 #   scripts/install-deps.sh --fuzz   also clang with libFuzzer and the sanitizer runtimes (scripts/fuzz.sh)
 #   scripts/install-deps.sh --interop  also the real clients that judge our files (transformers, peft,
 #                                    tokenizers, torch 2.13 CPU, tensorboard, mlflow, lightning 2.4,
@@ -21,7 +22,7 @@ packages=(
   dataset-fashion-mnist fortunes
   openmpi-bin libopenmpi-dev
 )
-interop=false
+interop=false bench=false
 for option in "$@"; do
   case "$option" in
     # node and npm run the reference tokenizers (tests/tokenizers/make_fixtures.sh);
@@ -31,7 +32,10 @@ for option in "$@"; do
       packages+=(python3 python3-venv nodejs)
       command -v npm >/dev/null || packages+=(npm)
       ;;
-    --bench) packages+=(python3-torch libopenblas0-openmp) ;;
+    --bench)
+      bench=true
+      packages+=(python3 python3-venv)
+      ;;
     # clang's OpenMP runtime: the device kernels use OpenMP.
     --fuzz) packages+=(clang libclang-rt-dev libomp-dev) ;;
     *) echo "install-deps.sh: unknown option '$option' (--bench, --fuzz, --interop)" >&2; exit 2 ;;
@@ -52,15 +56,19 @@ if [[ ${#missing[@]} -gt 0 ]]; then
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# The interop environment: made once, remade when its requirements change.
-if $interop; then
+# A virtual environment at .venv/NAME with the packages REQUIREMENTS pins: made once,
+# remade when the requirements change.
+make_venv() {
+  local root venv requirements
   root="$(cd "$(dirname "$0")/.." && pwd)"
-  venv="$root/.venv/interop" requirements="$root/tests/interop/requirements.txt"
+  venv="$root/.venv/$1" requirements="$root/$2"
   if ! cmp -s "$requirements" "$venv/requirements.txt" 2>/dev/null; then
-    echo "creating $venv (torch 2.13.0 CPU, transformers, peft, tokenizers, tensorboard, mlflow)"
+    echo "creating $venv from $2"
     rm -rf "$venv"
     python3 -m venv "$venv"
     "$venv/bin/pip" install -q --disable-pip-version-check -r "$requirements"
     cp "$requirements" "$venv/requirements.txt"
   fi
-fi
+}
+if $interop; then make_venv interop tests/interop/requirements.txt; fi
+if $bench; then make_venv bench bench/requirements.txt; fi

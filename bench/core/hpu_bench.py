@@ -12,7 +12,6 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -78,13 +77,3 @@ def hpu_rate(binary, kind, batch, steps, workdir, threads, devices=1, extra=(), 
     else:
         command = [binary, *args]
     return monitored_rate(command, steps, workdir, env)
-
-
-def steps_per_second(step, steps, warmup):
-    """Runs step(i) for i < warmup untimed, then `steps` times timed; returns steps/s."""
-    for i in range(warmup):
-        step(i)
-    t = time.perf_counter()
-    for i in range(steps):
-        step(i)
-    return steps / (time.perf_counter() - t)

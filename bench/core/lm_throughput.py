@@ -1,25 +1,30 @@
 #!/usr/bin/env python3
-"""Training tokens/s of a small Llama: hpu-train vs the same model in plain PyTorch.
+"""Training tokens/s of a small Llama: hpu-train vs the same model in PyTorch 2.13.
 
 The model is configs/llama_tiny_text.yaml's (4 layers, hidden 256, 4 heads,
 SwiGLU 688, byte vocabulary), sequences of 256 tokens, batch 8, AdamW.
-Rounds alternate (A B C D ...): hpu-train fp32, hpu-train bf16-mixed,
-PyTorch fp32, PyTorch bf16 autocast. Each entry is a median of tokens/s with
-its min..max; ratios are of medians.
+Rounds alternate (A B C ...): hpu-train, PyTorch eager, PyTorch with the model
+under torch.compile; in fp32, then in bf16-mixed (bf16 autocast). Each entry is
+a median of tokens/s with its min..max; ratios are of medians. --only threads
+compares hpu-train on --threads intra-op threads with one thread instead
+(fp32, alternating); --load N runs N busy loops beside every round.
 
 hpu-train's steady-state rate is what ThroughputMonitor logs over the second
 half of a run of the real CLI (hpu_bench.monitored_rate). PyTorch trains the
 same architecture written as Hugging Face's eager Llama (RMSNorm, rotate-half
 RoPE, softmax attention with a causal mask, SwiGLU), on random tokens, with
-the same thread count.
+torch's fused AdamW and the same thread count (torch_yardstick.py).
 
-Usage: bench/core/lm_throughput.py [--rounds 5] [--threads 2] [--bin build/hpu-train] [--json out.json]
+Run it with the benchmark environment's Python (scripts/install-deps.sh --bench):
+  .venv/bench/bin/python bench/core/lm_throughput.py [--rounds 5] [--threads 2] [--bin build/hpu-train]
+                                                     [--only fp32|bf16|threads] [--load N] [--json out.json]
 """
 import argparse
 import json
 import math
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 
@@ -27,7 +32,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from hpu_bench import monitored_rate, steps_per_second
+from hpu_bench import monitored_rate
+from torch_yardstick import TorchTrainer, adamw, interleave, summary
 
 HIDDEN, LAYERS, HEADS, FFN, VOCAB, SEQ, BATCH = 256, 4, 4, 688, 256, 256, 8
 
@@ -88,22 +94,20 @@ class Llama(nn.Module):
         return self.lm_head(self.norm(x))
 
 
-def torch_rate(steps, bf16):
+def torch_trainer(bf16, compiled):
     torch.manual_seed(0)
     model = Llama()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.95), weight_decay=0.1)
     data = torch.randint(0, VOCAB, (64, SEQ + 1))
 
-    def step(i):
+    def batch_of(i):
         batch = data[(i * BATCH) % 56:][:BATCH]
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            logits = model(batch[:, :-1])
-        loss = F.cross_entropy(logits.float().reshape(-1, VOCAB), batch[:, 1:].reshape(-1))
-        loss.backward()
-        opt.step()
+        return batch[:, :-1], batch[:, 1:]
 
-    return steps_per_second(step, steps, 3) * BATCH * SEQ
+    def loss_fn(logits, targets):
+        return F.cross_entropy(logits.reshape(-1, VOCAB), targets.reshape(-1))
+
+    opt = adamw(model.parameters(), betas=(0.9, 0.95), weight_decay=0.1)
+    return TorchTrainer(model, opt, batch_of, loss_fn, bf16, compiled)
 
 
 def hpu_rate(binary, precision, steps, workdir, threads):
@@ -119,45 +123,58 @@ def hpu_rate(binary, precision, steps, workdir, threads):
     return monitored_rate(args, steps, workdir, env) * SEQ
 
 
+def compare(name, runs, rounds, against, results):
+    """Interleaved rounds of `runs`; prints each median [min..max] and the ratios to `against`."""
+    rates = interleave(runs, rounds, lambda r, rates: print(
+        f"  {name} round {r + 1}: " + ", ".join(f"{n} {v[-1]:.0f}" for n, v in rates.items()), flush=True))
+    med = {n: statistics.median(v) for n, v in rates.items()}
+    for n, v in rates.items():
+        ratio = "" if n == against else f"  ({against}: {med[against] / med[n]:.2f}x this)"
+        print(f"{name}: {n:22} {summary(v)} tokens/s{ratio}", flush=True)
+    results[name] = {"rates": rates, "ratios": {n: med[against] / med[n] for n in rates if n != against}}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--bin", default="build/hpu-train")
+    ap.add_argument("--only", choices=["fp32", "bf16", "threads"])
+    ap.add_argument("--load", type=int, default=0, help="busy-looping processes to run beside the benchmark")
     ap.add_argument("--json", help="also write the results here")
     a = ap.parse_args()
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     binary = os.path.abspath(os.path.join(repo, a.bin)) if not os.path.isabs(a.bin) else a.bin
     torch.set_num_threads(a.threads)
-    cases = {
-        "hpu-train fp32": lambda work: hpu_rate(binary, "32-true", a.steps, work, a.threads),
-        "hpu-train bf16-mixed": lambda work: hpu_rate(binary, "bf16-mixed", a.steps, work, a.threads),
-        "torch fp32": lambda work: torch_rate(a.steps, False),
-        "torch bf16 autocast": lambda work: torch_rate(a.steps, True),
-    }
-    rates = {name: [] for name in cases}
-    with tempfile.TemporaryDirectory() as work:
-        os.symlink(os.path.join(repo, "configs"), os.path.join(work, "configs"))
-        print(f"Llama {LAYERS}x{HIDDEN}, {HEADS} heads, seq {SEQ}, batch {BATCH}; threads={a.threads} "
-              f"rounds={a.rounds} torch={torch.__version__}", flush=True)
-        for r in range(a.rounds):  # A B C D A B C D ...
-            for name, rate in cases.items():
-                rates[name].append(rate(work))
-            print(f"round {r + 1}: " + ", ".join(f"{n} {v[-1]:.0f}" for n, v in rates.items()), flush=True)
-    med = {n: statistics.median(v) for n, v in rates.items()}
-    for n, v in rates.items():
-        print(f"  {n:22} {med[n]:8.0f} tokens/s [{min(v):.0f}..{max(v):.0f}]")
-    ratios = {
-        "hpu-train fp32 / torch fp32": med["hpu-train fp32"] / med["torch fp32"],
-        "hpu-train bf16-mixed / hpu-train fp32": med["hpu-train bf16-mixed"] / med["hpu-train fp32"],
-        "hpu-train bf16-mixed / torch bf16 autocast": med["hpu-train bf16-mixed"] / med["torch bf16 autocast"],
-    }
-    for n, v in ratios.items():
-        print(f"  {n:44} {v:.2f}x")
+    results = {}
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(a.load)]
+    try:
+        with tempfile.TemporaryDirectory() as work:
+            os.symlink(os.path.join(repo, "configs"), os.path.join(work, "configs"))
+            print(f"Llama {LAYERS}x{HIDDEN}, {HEADS} heads, seq {SEQ}, batch {BATCH}; threads={a.threads} "
+                  f"rounds={a.rounds} load={a.load} torch={torch.__version__}", flush=True)
+            for precision, bf16 in (("32-true", False), ("bf16-mixed", True)):
+                if a.only not in (None, "bf16" if bf16 else "fp32"):
+                    continue
+                eager, compiled = torch_trainer(bf16, False), torch_trainer(bf16, True)
+                compare(precision, {
+                    "hpu-train": lambda: hpu_rate(binary, precision, a.steps, work, a.threads),
+                    "torch eager": lambda: eager.steps_per_second(a.steps) * BATCH * SEQ,
+                    "torch.compile": lambda: compiled.steps_per_second(a.steps) * BATCH * SEQ}, a.rounds,
+                    "hpu-train", results)
+            if a.only == "threads":
+                compare("threads", {
+                    f"hpu-train {a.threads} threads": lambda: hpu_rate(binary, "32-true", a.steps, work, a.threads),
+                    "hpu-train 1 thread": lambda: hpu_rate(binary, "32-true", a.steps, work, 1)}, a.rounds,
+                    f"hpu-train {a.threads} threads", results)
+    finally:
+        for b in burners:
+            b.kill()
+            b.wait()
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"rates": rates, "ratios": ratios}, f, indent=1)
+            json.dump(results, f, indent=1)
 
 
 if __name__ == "__main__":
