@@ -32,13 +32,22 @@ class TorchTrainer:
         loss.backward()
         self.opt.step()
 
-    def steps_per_second(self, steps, warmup=10):
-        for _ in range(warmup if self.steps_done == 0 else 3):
+    def steps_per_second(self, steps, warmup=10, seconds=15.0):
+        """Steps/s over `steps` timed steps, or fewer (at least 2) when they take longer than
+        `seconds` (bf16 autocast on a CPU without bf16 instructions runs 20-30x slower than
+        fp32). The first call runs `warmup` steps before (at least 2, as many as fit in
+        `seconds` after the first: torch.compile compiles in them), later calls 2."""
+        start = time.perf_counter()
+        for i in range(warmup if self.steps_done == 0 else 2):
             self.step()
+            if i >= 1 and time.perf_counter() - start > seconds:
+                break
         t = time.perf_counter()
-        for _ in range(steps):
+        done = 0
+        while done < steps and (done < 2 or time.perf_counter() - t < seconds):
             self.step()
-        return steps / (time.perf_counter() - t)
+            done += 1
+        return done / (time.perf_counter() - t)
 
 
 def adam(params, lr=1e-3, **kw):

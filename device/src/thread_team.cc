@@ -19,13 +19,18 @@ inline void cpuRelax() {
 #endif
 }
 
-constexpr std::uint64_t kLow = 0xFFFFFFFFu;
+constexpr std::uint64_t kField = (std::uint64_t{1} << 24) - 1;
+
+std::uint64_t rangeWord(std::uint32_t generation, std::int64_t begin, std::int64_t end) {
+  return std::uint64_t{generation & 0xFFFFu} << 48 | static_cast<std::uint64_t>(begin) << 24 |
+         static_cast<std::uint64_t>(end);
+}
 
 }  // namespace
 
-ThreadTeam::ThreadTeam(int threads) {
+ThreadTeam::ThreadTeam(int threads) : ranges_(static_cast<std::size_t>(threads)) {
   workers_.reserve(static_cast<std::size_t>(threads - 1));
-  for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { workerLoop(); });
+  for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { workerLoop(i); });
 }
 
 ThreadTeam::~ThreadTeam() {
@@ -39,15 +44,17 @@ ThreadTeam::~ThreadTeam() {
 }
 
 std::optional<TeamRun> ThreadTeam::run(std::int64_t count, TaskRef task) {
-  if (busy_.exchange(true, std::memory_order_acquire)) return std::nullopt;
+  if (count >= kMaxTasks || busy_.exchange(true, std::memory_order_acquire)) return std::nullopt;
   std::uint32_t g = ++last_generation_;
   if (g == 0) g = last_generation_ = 1;  // 0 is "no job"
   task_ = task;
   error_ = nullptr;
   done_.store(0, std::memory_order_relaxed);
   worker_task_ns_.store(0, std::memory_order_relaxed);
-  bound_.store(std::uint64_t{g} << 32 | static_cast<std::uint64_t>(count), std::memory_order_relaxed);
-  next_.store(std::uint64_t{g} << 32, std::memory_order_release);
+  const std::int64_t n = threads();
+  for (std::int64_t r = 0; r < n; ++r)
+    ranges_[static_cast<std::size_t>(r)].word.store(rangeWord(g, r * count / n, (r + 1) * count / n),
+                                                    std::memory_order_release);
   generation_.store(g, std::memory_order_seq_cst);
   if (sleepers_.load(std::memory_order_seq_cst) > 0) {
     std::lock_guard lock(sleep_mutex_);
@@ -55,7 +62,7 @@ std::optional<TeamRun> ThreadTeam::run(std::int64_t count, TaskRef task) {
   }
 
   TeamRun out;
-  out.caller_task_ns = claimTasks(g, false);
+  out.caller_task_ns = claimTasks(g, 0);
   // Only tasks other threads have claimed (and are running) remain.
   const std::int64_t wait_start = nowNs();
   for (std::int64_t spins = 0; done_.load(std::memory_order_acquire) != count; ++spins) {
@@ -78,31 +85,43 @@ bool& inTeamTask() {
   return in_task;
 }
 
-std::int64_t ThreadTeam::claimTasks(std::uint32_t g, bool worker) {
+std::int64_t ThreadTeam::take(std::uint32_t generation, int r, bool front) {
+  std::atomic<std::uint64_t>& word = ranges_[static_cast<std::size_t>(r)].word;
+  std::uint64_t cur = word.load(std::memory_order_acquire);
+  for (;;) {
+    const std::int64_t begin = static_cast<std::int64_t>(cur >> 24 & kField);
+    const std::int64_t end = static_cast<std::int64_t>(cur & kField);
+    if (cur >> 48 != (generation & 0xFFFFu) || begin >= end) return -1;
+    const std::uint64_t next = front ? rangeWord(generation, begin + 1, end) : rangeWord(generation, begin, end - 1);
+    if (word.compare_exchange_weak(cur, next, std::memory_order_acq_rel, std::memory_order_acquire))
+      return front ? begin : end - 1;
+  }
+}
+
+std::int64_t ThreadTeam::claimTasks(std::uint32_t g, int self) {
+  const int n = threads();
   std::int64_t ns = 0;
   for (;;) {
-    const std::uint64_t bound = bound_.load(std::memory_order_acquire);
-    if (bound >> 32 != g) return ns;
-    std::uint64_t cur = next_.load(std::memory_order_acquire);
-    do {
-      if (cur >> 32 != g || (cur & kLow) >= (bound & kLow)) return ns;
-    } while (!next_.compare_exchange_weak(cur, cur + 1, std::memory_order_acq_rel, std::memory_order_acquire));
-    // Task (cur & kLow) of job g is ours; the job stays alive until it is done.
+    // Own range from the front, then the others' from the back.
+    std::int64_t i = take(g, self, true);
+    for (int d = 1; i < 0 && d < n; ++d) i = take(g, (self + d) % n, false);
+    if (i < 0) return ns;
+    // Task i of job g is ours; the job stays alive until it is done.
     const std::int64_t start = nowNs();
     try {
-      task_.call(task_.fn, static_cast<std::int64_t>(cur & kLow));
+      task_.call(task_.fn, i);
     } catch (...) {
       std::lock_guard lock(error_mutex_);
       if (!error_) error_ = std::current_exception();
     }
     const std::int64_t task_ns = nowNs() - start;
     ns += task_ns;
-    if (worker) worker_task_ns_.fetch_add(task_ns, std::memory_order_relaxed);
+    if (self != 0) worker_task_ns_.fetch_add(task_ns, std::memory_order_relaxed);
     done_.fetch_add(1, std::memory_order_release);
   }
 }
 
-void ThreadTeam::workerLoop() {
+void ThreadTeam::workerLoop(int self) {
   inTeamTask() = true;  // parallel calls from its tasks run inline
   // Generation 0 is the team's start: a worker that starts late still sees
   // every later job, and the stop.
@@ -124,7 +143,7 @@ void ThreadTeam::workerLoop() {
     }
     if (stop_.load()) return;
     seen = g;
-    claimTasks(g, true);
+    claimTasks(g, self);
   }
 }
 

@@ -1,10 +1,19 @@
 // The intra-op team behind parallelTasks (threading.h): the calling thread
-// and threads - 1 workers share one job at a time, claiming its tasks one by
-// one from a counter. A job is published under a new generation number
-// that every claim checks, so a worker that wakes late, after its job is
-// done, claims nothing of the next one by mistake; a claimed task keeps its
-// job (and the caller's task reference) alive, since the caller returns
-// only when every task is done.
+// and threads - 1 workers share one job at a time. A job's tasks are dealt
+// in contiguous ranges, one per thread (the caller is thread 0): a thread
+// runs its own range front to back, then takes tasks from the back of the
+// others' ranges, so a preempted or late thread holds up nothing. When no
+// thread is late, task i of a job of n tasks runs on the same thread in
+// every job; the kernels deal rows in order (a GEMM's row blocks, an
+// elementwise loop's ranges), so a thread mostly reads the rows it wrote in
+// the previous kernel, from its own core's caches. (With one shared counter
+// the rows a thread got alternated between kernels, and every kernel read
+// the other core's writes.)
+//
+// A job is published under a new generation number that every claim checks,
+// so a worker that wakes late, after its job is done, claims nothing of the
+// next one by mistake; a claimed task keeps its job (and the caller's task
+// reference) alive, since the caller returns only when every task is done.
 //
 // After its last task a worker spins for kSpinNs, then sleeps on a
 // condition variable until the next job; the caller wakes it only when some
@@ -50,6 +59,7 @@ class ThreadTeam {
   // How long a worker spins for the next job before it sleeps: a few
   // wake-ups' worth, longer than the gap between back-to-back kernels.
   static constexpr std::int64_t kSpinNs = 50'000;
+  static constexpr std::int64_t kMaxTasks = std::int64_t{1} << 24;
 
   explicit ThreadTeam(int threads);
   ~ThreadTeam();
@@ -59,7 +69,8 @@ class ThreadTeam {
   int threads() const { return static_cast<int>(workers_.size()) + 1; }
 
   // Runs task(0 .. count-1) on the team, the caller taking part; nullopt
-  // (nothing run) when another caller has the team.
+  // (nothing run) when another caller has the team, or for kMaxTasks tasks
+  // or more.
   std::optional<TeamRun> run(std::int64_t count, TaskRef task);
 
   // The caller's time outside its tasks in a run of two tasks of a few
@@ -67,17 +78,25 @@ class ThreadTeam {
   double calibrateHandoffNs();
 
  private:
-  void workerLoop();
-  // Claims and runs tasks of job `generation` until none are left; returns
-  // the time spent inside them (a worker also adds it to worker_task_ns_).
-  std::int64_t claimTasks(std::uint32_t generation, bool worker);
+  void workerLoop(int self);
+  // Claims and runs tasks of job `generation` until none are left, its own
+  // range's first (thread `self`: 0 the caller, w + 1 worker w); returns the
+  // time spent inside them (a worker also adds it to worker_task_ns_).
+  std::int64_t claimTasks(std::uint32_t generation, int self);
+  // The next task of range `r` for job `generation`: from its front
+  // (`front`) or its back; -1 when the range is empty or of another job.
+  std::int64_t take(std::uint32_t generation, int r, bool front);
 
   std::vector<std::thread> workers_;
   std::atomic<bool> busy_{false};  // a caller has the team
   std::uint32_t last_generation_ = 0;
   TaskRef task_{};
-  alignas(64) std::atomic<std::uint64_t> next_{0};        // generation << 32 | next task to claim
-  alignas(64) std::atomic<std::uint64_t> bound_{0};       // generation << 32 | task count
+  // One thread's range of the current job's tasks: the generation's low 16
+  // bits << 48 | first unclaimed task << 24 | end.
+  struct alignas(64) Range {
+    std::atomic<std::uint64_t> word{0};
+  };
+  std::vector<Range> ranges_;
   alignas(64) std::atomic<std::uint32_t> generation_{0};  // the current job
   std::atomic<int> sleepers_{0};                          // workers waiting on wake_
   std::mutex sleep_mutex_;

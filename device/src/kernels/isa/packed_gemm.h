@@ -298,17 +298,32 @@ void gemmThreaded(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, st
   float* b_pack = scratch(0, per_phase * b_slice);
   // Blocks of C: at most kMc rows; smaller when B has few panels, so that
   // every thread gets several tasks.
-  const std::int64_t want = 4 * static_cast<std::int64_t>(intraOpThreads());
+  const std::int64_t parts = intraOpThreads();
+  const std::int64_t want = 4 * parts;
   const std::int64_t row_blocks =
       std::clamp((want + b_panels - 1) / b_panels, (a_panels + T::kMc / T::kMr - 1) / (T::kMc / T::kMr), a_panels);
   const std::int64_t block_panels = (a_panels + row_blocks - 1) / row_blocks;
   const std::int64_t blocks = (a_panels + block_panels - 1) / block_panels;
+  // The pack tasks' units (an A group or a B panel, each over every slice of
+  // a phase), in `parts` runs of consecutive units, one per thread, each its
+  // share of A's groups then of B's panels: the team deals each thread a
+  // contiguous range of tasks (threading.h), so a thread packs about the rows
+  // of A it computes C's rows with next, and that the previous kernel wrote
+  // on its core. Unit u is A group g (< groups) or B panel g - groups.
+  const auto packUnit = [&](std::int64_t u) {
+    for (std::int64_t p = 0;; ++p) {
+      const std::int64_t a0 = p * groups / parts, a1 = (p + 1) * groups / parts;
+      const std::int64_t b0 = p * b_panels / parts, b1 = (p + 1) * b_panels / parts;
+      const std::int64_t start = a0 + b0, size = (a1 - a0) + (b1 - b0);
+      if (u < start + size) return u - start < a1 - a0 ? a0 + (u - start) : groups + b0 + (u - start - (a1 - a0));
+    }
+  };
   for (std::int64_t s0 = 0; s0 < slices; s0 += per_phase) {
     const std::int64_t phase = std::min(per_phase, slices - s0);
     const std::int64_t k_phase = std::min(k, (s0 + phase) * kKc) - s0 * kKc;
     parallelTasks(pack_sites[which], (groups + b_panels) * phase, static_cast<double>((m + n) * k_phase),
                   [&](std::int64_t t) {
-                    const std::int64_t s = t / (groups + b_panels), g = t % (groups + b_panels);
+                    const std::int64_t s = t % phase, g = packUnit(t / phase);
                     const std::int64_t k0 = (s0 + s) * kKc, kc = std::min(kKc, k - k0), rows = packedRows<kPaired>(kc);
                     if (g < groups) {
                       const std::int64_t i0 = g * V::kLanes;
