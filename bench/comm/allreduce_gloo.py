@@ -1,6 +1,6 @@
 """One rank of torch.distributed's gloo allreduce, timed as bench_allreduce times ours.
 
-    /usr/bin/python3 allreduce_gloo.py <rank> <world_size> <port> <bytes:iterations,...>
+    .venv/bench/bin/python allreduce_gloo.py <rank> <world_size> <port> <bytes:iterations,...>
 
 Rendezvous on tcp://127.0.0.1:<port>, loopback only. For each plan entry:
 float32 zeros, 10% (at least 2) untimed warm-up allreduces (sum), a barrier,

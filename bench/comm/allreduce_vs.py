@@ -17,7 +17,7 @@ host's speed swings from minute to minute):
             same TCP transport as mpi (the ZeroMQ rendezvous still admits
             the ranks); what hpu-train costs on top of MPI
   gloo      torch.distributed's gloo backend (allreduce_gloo.py under
-            Debian's /usr/bin/python3 with python3-torch)
+            PyTorch 2.13: .venv/bench, scripts/install-deps.sh --bench)
   mpi       Open MPI's MPI_Allreduce over its TCP transport (allreduce_mpi.c,
             built here with mpicc; mpirun --mca pml ob1 --mca btl tcp,self)
   mpi-sm    (4 ranks) the same over its shared memory (btl vader,self): one
@@ -33,7 +33,7 @@ most half its time at 4 B; ours-tcp at least Open MPI TCP's busbw from
 MPI's busbw. Nothing is asserted.
 
 Usage: bench/comm/allreduce_vs.py [--rounds 5] [--ranks 2 4] [--kinds ours ours-tcp ...]
-                                  [--bin build/bench_allreduce] [--python /usr/bin/python3]
+                                  [--bin build/bench_allreduce] [--python .venv/bench/bin/python]
                                   [--json out.json]
 """
 import argparse
@@ -211,7 +211,8 @@ def main():
     ap.add_argument("--ranks", type=int, nargs="+", default=[2, 4])
     ap.add_argument("--kinds", nargs="+", default=KINDS, choices=KINDS)
     ap.add_argument("--bin", default="build/bench_allreduce")
-    ap.add_argument("--python", default="/usr/bin/python3", help="an interpreter with torch (gloo)")
+    ap.add_argument("--python", default=os.path.join(HERE, "..", "..", ".venv", "bench", "bin", "python"),
+                    help="an interpreter with torch (gloo); default: the benchmark environment's")
     ap.add_argument("--json", help="also write every run's times here")
     a = ap.parse_args()
     binary = os.path.abspath(a.bin)

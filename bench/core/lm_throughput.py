@@ -16,7 +16,7 @@ RoPE, softmax attention with a causal mask, SwiGLU), on random tokens, with
 torch's fused AdamW and the same thread count (torch_yardstick.py).
 
 Run it with the benchmark environment's Python (scripts/install-deps.sh --bench):
-  .venv/bench/bin/python bench/core/lm_throughput.py [--rounds 5] [--threads 2] [--bin build/hpu-train]
+  .venv/bench/bin/python bench/core/lm_throughput.py [--rounds 5] [--threads 2] [--steps 80] [--bin build/hpu-train]
                                                      [--only fp32|bf16|threads] [--load N] [--json out.json]
 """
 import argparse
@@ -138,7 +138,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--steps", type=int, default=30)
+    # hpu-train's rate is over the second half of the run: past the step-level thread choice's
+    # first probe (steps 17-25 run on one thread, step_tuner.h), which a 30-step run had in it.
+    ap.add_argument("--steps", type=int, default=80)
     ap.add_argument("--bin", default="build/hpu-train")
     ap.add_argument("--only", choices=["fp32", "bf16", "threads"])
     ap.add_argument("--load", type=int, default=0, help="busy-looping processes to run beside the benchmark")
