@@ -1,5 +1,7 @@
 // The intra-op team (threading.h): every task runs exactly once whatever the
-// thread count, nested and concurrent calls complete, a task's exception
+// thread count, each thread starts at the front of its own range of a job and
+// a stuck thread's range is taken by the others, nested and concurrent calls
+// complete, a task's exception
 // reaches the caller, and a site learns its cost and keeps its statistics.
 #include "hpu/device/threading.h"
 
@@ -7,6 +9,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -118,6 +124,86 @@ TEST_P(TeamTest, CallersOnSeveralThreadsAtOnceAllComplete) {
     });
   for (auto& c : callers) c.join();
   EXPECT_EQ(total, 4 * 50 * 36);
+}
+
+// Each thread runs the front of its own contiguous range first: in a job of
+// two tasks per thread whose first tasks wait until every thread is in one,
+// no thread can take another's task before it starts, so the caller's first
+// task is 0 and thread r's is 2r. (A shared task counter gave the workers
+// tasks 1, 2, ... instead.)
+TEST_P(TeamTest, EachThreadStartsAtTheFrontOfItsOwnRange) {
+  const int threads = GetParam();
+  if (threads < 2) GTEST_SKIP() << "one thread runs every task in order";
+  TeamSize team(threads);
+  AlwaysParallel always;
+  static ParallelSite site("test: own range first");
+  std::mutex mutex;
+  std::map<std::thread::id, std::int64_t> first;  // each thread's first task
+  std::atomic<int> arrived{0};
+  std::atomic<bool> timed_out{false};
+  const auto caller = std::this_thread::get_id();
+  parallelTasks(site, 2 * threads, 1e12, [&](std::int64_t i) {
+    {
+      std::lock_guard lock(mutex);
+      if (first.count(std::this_thread::get_id()) > 0) return;
+      first[std::this_thread::get_id()] = i;
+    }
+    arrived++;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (arrived.load() < threads)
+      if (std::chrono::steady_clock::now() > deadline) {
+        timed_out = true;
+        return;
+      }
+  });
+  ASSERT_FALSE(timed_out) << "not every thread of the team started within 10 s";
+  ASSERT_EQ(first.size(), static_cast<std::size_t>(threads));
+  EXPECT_EQ(first[caller], 0);
+  std::set<std::int64_t> starts;
+  for (const auto& [id, task] : first) starts.insert(task);
+  std::set<std::int64_t> expected;
+  for (int r = 0; r < threads; ++r) expected.insert(2 * r);
+  EXPECT_EQ(starts, expected);
+}
+
+// A thread stuck in a task holds up nothing: the others take the rest of its
+// range from the back, and it runs that one task only.
+TEST_P(TeamTest, AStuckThreadsRangeIsTakenByTheOthers) {
+  const int threads = GetParam();
+  if (threads < 2) GTEST_SKIP() << "one thread runs every task";
+  TeamSize team(threads);
+  AlwaysParallel always;
+  static ParallelSite site("test: stuck thread");
+  const auto caller = std::this_thread::get_id();
+  std::mutex mutex;
+  std::map<std::thread::id, int> ran;  // tasks per thread
+  std::optional<std::thread::id> stuck;
+  const std::int64_t count = 16 * threads;
+  parallelTasks(site, threads, 1e12, [](std::int64_t) {});  // workers awake: they spin a while after a job
+  parallelTasks(site, count, 1e12, [&](std::int64_t) {
+    const auto id = std::this_thread::get_id();
+    bool sleep = false;
+    {
+      std::lock_guard lock(mutex);
+      ran[id]++;
+      if (id != caller && !stuck) stuck = id, sleep = true;
+    }
+    // The others' tasks take 20 us (long enough for a worker to wake and
+    // start its range): they finish the job meanwhile.
+    if (sleep) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    } else {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
+      while (std::chrono::steady_clock::now() < until) {
+      }
+    }
+  });
+  int total = 0;
+  for (const auto& [id, n] : ran) total += n;
+  EXPECT_EQ(total, count);
+  if (stuck) {
+    EXPECT_EQ(ran[*stuck], 1);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Threads, TeamTest, ::testing::Values(1, 2, 3, 8));
