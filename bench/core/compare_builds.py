@@ -4,7 +4,7 @@
 For checking that a change leaves speed within noise: build the earlier commit in another
 tree (e.g. `git worktree add ../before <rev>` and scripts/build.sh hpu-train there), then
 
-  /usr/bin/python3 bench/core/compare_builds.py --a build/hpu-train --b ../before/build/hpu-train
+  .venv/bench/bin/python bench/core/compare_builds.py --a build/hpu-train --b ../before/build/hpu-train
 
 Prints samples/s per case for A and B (median [min..max]), the ratio of medians A/B and the
 median and range of the per-round ratios.
