@@ -510,6 +510,39 @@ TEST(Gradcheck, SiluAndSwiglu) {
   checkGradients([](const auto& in) { return ops::swiglu(in[0], in[0]); }, {randomTensor({3, 5}, g, 2.0f)});
 }
 
+// A gate handed over as a temporary lends its memory to the output when no
+// backward is recorded and nothing else holds it; the values are the same.
+TEST(Swiglu, ATemporaryGateLendsItsMemoryOnlyWhenNothingElseNeedsIt) {
+  Generator g(45);
+  const Tensor up = randomTensor({3, 5}, g);
+  Tensor gate = randomTensor({3, 5}, g, 2.0f);
+  const std::vector<float> gate_values = gate.toHost();
+  const std::vector<float> expected = ops::swiglu(gate, up).toHost();
+  EXPECT_EQ(gate.toHost(), gate_values) << "an lvalue gate is left alone";
+
+  const device::Buffer* memory = gate.storage().get();
+  const Tensor y = ops::swiglu(std::move(gate), up);
+  EXPECT_EQ(y.storage().get(), memory);
+  EXPECT_EQ(y.toHost(), expected);
+
+  // Another handle holds the gate: new memory, the gate intact.
+  Tensor held = randomTensor({3, 5}, g, 2.0f);
+  const Tensor other = held;
+  const std::vector<float> held_values = held.toHost();
+  const Tensor y2 = ops::swiglu(std::move(held), up);
+  EXPECT_NE(y2.storage().get(), other.storage().get());
+  EXPECT_EQ(other.toHost(), held_values);
+
+  // A backward to record reads the gate: new memory.
+  Tensor leaf = randomTensor({3, 5}, g, 2.0f);
+  leaf.setRequiresGrad(true);
+  autograd::Tape tape;
+  autograd::TapeScope scope(&tape);
+  Tensor temporary = ops::scale(leaf, 1.0f);
+  const device::Buffer* leaf_memory = temporary.storage().get();
+  EXPECT_NE(ops::swiglu(std::move(temporary), up).storage().get(), leaf_memory);
+}
+
 TEST(Gradcheck, RmsNorm) {
   Generator g(42);
   checkGradients([](const auto& in) { return ops::rmsNorm(in[0], in[1], 1e-5f); },

@@ -70,6 +70,21 @@ Tensor swiglu(const Tensor& gate_in, const Tensor& up_in) {
   return finish(y);
 }
 
+Tensor swiglu(Tensor&& gate, const Tensor& up_in) {
+  const DType dt = computeDtype(op::kSwiglu, {&gate, &up_in});
+  // Not when up is the gate itself (swiglu(std::move(t), t)): it is read as the output is written.
+  if (!gate.soleOwner() || gate.dtype() != dt || gate.shape() != up_in.shape() || gate.sameAs(up_in) ||
+      autograd::needsGrad({&gate, &up_in}))
+    return swiglu(static_cast<const Tensor&>(gate), up_in);
+  // The gate's last use: its memory becomes the output's.
+  const Tensor up = castTo(up_in, dt);
+  const OpRecord op_record = record(op::kSwiglu, {&gate, &up});
+  Tensor y = Tensor::view(gate.storage(), gate.storageOffset(), gate.shape(), dt);
+  gate = Tensor();
+  if (computes(y)) k::swigluForwardInPlace(y.data(), up.data(), y.numel());
+  return finish(y);
+}
+
 Tensor softmax(const Tensor& x_in) {
   const Tensor x = castTo(x_in, computeDtype(op::kSoftmax, {&x_in}));
   const std::int64_t c = x.size(-1), rows = x.numel() / c;

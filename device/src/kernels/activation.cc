@@ -99,6 +99,12 @@ void swigluForwardBlock(const float* __restrict gate, const float* __restrict up
   });
 }
 
+void swigluInPlaceBlock(float* __restrict gate, const float* __restrict up, std::int64_t n) {
+  onVectorLevel([&]() HPU_LOOP_BODY {
+    for (std::int64_t i = 0; i < n; ++i) gate[i] = SiLU::f(gate[i]) * up[i];
+  });
+}
+
 // d/dgate and d/dup of silu(gate) * up over a block, into the gradients
 // wanted (kGate, kUp), added when kAdd.
 template <bool kGate, bool kUp, bool kAdd>
@@ -194,6 +200,11 @@ void swigluForward(const float* gate, const float* up, float* y, std::int64_t n)
   static ParallelSite site("swiglu forward");
   forBlocks(site, n,
             [=](std::int64_t i0, std::int64_t i1) { swigluForwardBlock(gate + i0, up + i0, y + i0, i1 - i0); });
+}
+
+void swigluForwardInPlace(float* gate, const float* up, std::int64_t n) {
+  static ParallelSite site("swiglu forward");
+  forBlocks(site, n, [=](std::int64_t i0, std::int64_t i1) { swigluInPlaceBlock(gate + i0, up + i0, i1 - i0); });
 }
 
 void swigluBackward(const float* gate, const float* up, const float* dy, float* dgate, float* dup, std::int64_t n,

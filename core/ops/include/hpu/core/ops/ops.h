@@ -77,6 +77,11 @@ Tensor relu(const Tensor& x);
 Tensor silu(const Tensor& x);
 // silu(gate) * up, elementwise (Llama's MLP); equal shapes.
 Tensor swiglu(const Tensor& gate, const Tensor& up);
+// The same, the gate given as a temporary: when no backward is recorded and
+// nothing else holds the gate (Tensor::soleOwner), the output takes the
+// gate's memory instead of new memory (inference: the MLP's widest tensor,
+// at the prefill's peak, is then never allocated twice).
+Tensor swiglu(Tensor&& gate, const Tensor& up);
 // approximate: false = exact (erf), true = tanh approximation.
 Tensor gelu(const Tensor& x, bool approximate = false);
 Tensor tanh(const Tensor& x);

@@ -112,6 +112,11 @@ class Tensor {
   // Where the elements live: a device buffer and the offset (in elements) into it.
   const std::shared_ptr<device::Buffer>& storage() const { return impl_->storage; }
   std::int64_t storageOffset() const { return impl_->offset; }
+  // Whether this handle is its tensor's only one and the tensor its memory's
+  // only user: an op handed it as an rvalue is its last use and may write
+  // its output there, as a graph compiler reuses a tensor's memory after its
+  // last use inside a graph.
+  bool soleOwner() const { return impl_ != nullptr && impl_.use_count() == 1 && impl_->storage.use_count() == 1; }
 
  private:
   friend struct detail::TensorAccess;
