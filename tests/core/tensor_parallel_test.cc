@@ -134,6 +134,32 @@ TEST(TensorParallelOps, GatherConcatenatesTheLastDimensionAndScattersItsGradient
   });
 }
 
+// The sum over the group, plus the bias once; a temporary partial with no
+// backward to record is summed in its own memory, one that is held elsewhere
+// is left intact.
+TEST(TensorParallelOps, ReduceSumsInTheMemoryOfATemporaryPartialOnly) {
+  onRanks(2, [](int rank, ops::ParallelGroup& group, device::Device& dev) {
+    const auto partial = [&] {
+      return Tensor::fromHost(dev, {2, 2}, std::vector<float>{1.0f + rank, 2.0f, 3.0f, 4.0f * rank});
+    };
+    const Tensor bias = Tensor::fromHost(dev, {2}, std::vector<float>{10, 20});
+    const std::vector<float> expected{13, 24, 16, 24};
+
+    Tensor temporary = partial();
+    const device::Buffer* memory = temporary.storage().get();
+    const Tensor y = ops::reduceFromParallel(std::move(temporary), group, bias);
+    EXPECT_EQ(y.toHost(), expected);
+    EXPECT_EQ(y.storage().get(), memory);
+
+    const Tensor held = partial();
+    const std::vector<float> held_values = held.toHost();
+    const Tensor y2 = ops::reduceFromParallel(held, group, bias);
+    EXPECT_EQ(y2.toHost(), expected);
+    EXPECT_NE(y2.storage().get(), held.storage().get());
+    EXPECT_EQ(held.toHost(), held_values);
+  });
+}
+
 TEST(TensorParallelOps, DropoutOnPartOfASequenceDrawsThatPartOfTheWholeMask) {
   const std::vector<float> values = normals(2 * 6 * 3, 9);
   const Tensor whole = Tensor::fromHost(deviceOf(0), {2, 6, 3}, values);

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "op_support.h"
@@ -54,13 +55,19 @@ Tensor copyToParallel(const Tensor& x, ParallelGroup& group) {
   return y;
 }
 
-Tensor reduceFromParallel(const Tensor& partial, ParallelGroup& group, const Tensor& bias) {
+Tensor reduceFromParallel(Tensor partial, ParallelGroup& group, const Tensor& bias) {
   require(!bias.defined() || (bias.ndim() == 1 && bias.size(0) == partial.size(-1)), "reduce_from_parallel", [&] {
     return fmt::format("bias {} does not match the last dimension of {}", bias.shape().str(), partial.shape().str());
   });
-  Tensor y = like(partial, partial.shape());
   const std::int64_t c = partial.size(-1), rows = partial.numel() / c;
-  if (computes(y)) std::copy_n(partial.data(), partial.numel(), y.data());
+  // partial's last use, with no backward to read it: the sum is taken in its
+  // memory (an in-place all-reduce), not in a copy.
+  const bool in_place = partial.soleOwner() && device::isFloating(partial.dtype()) &&
+                        !autograd::needsGrad({&partial, &bias});
+  Tensor y = in_place ? Tensor::view(partial.storage(), partial.storageOffset(), partial.shape(), partial.dtype())
+                      : like(partial, partial.shape());
+  if (in_place) partial = Tensor();
+  if (!in_place && computes(y)) std::copy_n(partial.data(), partial.numel(), y.data());
   group.allreduce(y.data(), static_cast<std::size_t>(y.numel()), wireOf(y), ParallelReduce::kSum);
   if (bias.defined()) addBias(y, bias);
   recordBackward(y, {&partial, &bias}, [partial, bias, y, rows] {
@@ -245,8 +252,8 @@ Tensor toParallelRegion(const Tensor& x, ParallelGroup& group) {
   return finish(y);
 }
 
-Tensor fromParallelRegion(const Tensor& partial, ParallelGroup& group, const Tensor& bias) {
-  if (!sequenceParallel()) return reduceFromParallel(partial, group, bias);
+Tensor fromParallelRegion(Tensor partial, ParallelGroup& group, const Tensor& bias) {
+  if (!sequenceParallel()) return reduceFromParallel(std::move(partial), group, bias);
   const SequenceDims whole_dims = dimsOf(partial);
   const std::int64_t positions = whole_dims.positions / group.size();
   const SequenceDims d{whole_dims.batch, positions, whole_dims.row};

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 #include <set>
+#include <utility>
 
 #include "hpu/core/base/errors.h"
 #include "hpu/core/tensor/autograd.h"
@@ -40,8 +41,8 @@ struct LinearWeights {
   // What the GEMM adds: a row-parallel layer's bias comes once, after the sum over its group.
   Tensor gemmBias() const { return rowSplit() ? Tensor() : bias; }
   // The layer's output from its GEMM's: summed over a row-parallel layer's group, plus the bias.
-  Tensor output(const Tensor& gemm, const Tensor& b) const {
-    return rowSplit() ? ops::fromParallelRegion(gemm, *parallel.group, b) : gemm;
+  Tensor output(Tensor gemm, const Tensor& b) const {
+    return rowSplit() ? ops::fromParallelRegion(std::move(gemm), *parallel.group, b) : gemm;
   }
 };
 

@@ -52,8 +52,11 @@ Tensor copyToParallel(const Tensor& x, ParallelGroup& group);
 // Forward: the sum over the group of every rank's `partial`, plus `bias`
 // (if defined) once. Backward: the output's gradient, unchanged, to
 // `partial` on every rank; bias's gradient is its sum over rows. The output
-// of a row-parallel layer.
-Tensor reduceFromParallel(const Tensor& partial, ParallelGroup& group, const Tensor& bias = Tensor());
+// of a row-parallel layer. Given `partial` as a temporary (nothing else
+// holding it) and with no backward to record, the sum is taken in its memory,
+// as an in-place all-reduce does (inference: no second copy of the hidden
+// states at the all-reduce).
+Tensor reduceFromParallel(Tensor partial, ParallelGroup& group, const Tensor& bias = Tensor());
 // Forward: x's last dimension concatenated over the group in rank order
 // ([..., C] -> [..., C x size]). Backward: this rank's columns of the
 // gradient. Logits for sampling a token.
@@ -84,8 +87,8 @@ bool sequenceParallel();
 Tensor toParallelRegion(const Tensor& x, ParallelGroup& group);
 // The output of row-parallel layers: reduceFromParallel, or under sequence
 // parallelism the sum reduce-scattered to this rank's positions, plus bias
-// (backward: the gradient gathered).
-Tensor fromParallelRegion(const Tensor& partial, ParallelGroup& group, const Tensor& bias = Tensor());
+// (backward: the gradient gathered). `partial` as reduceFromParallel's.
+Tensor fromParallelRegion(Tensor partial, ParallelGroup& group, const Tensor& bias = Tensor());
 // Under sequence parallelism, this rank's positions of x [B, T, ...], which
 // every rank holds whole (backward: the gradient gathered, whole on every
 // rank again); else x. Throws UsageError when size() does not divide T.
