@@ -73,15 +73,13 @@ Tensor swiglu(const Tensor& gate_in, const Tensor& up_in) {
 Tensor swiglu(Tensor&& gate, const Tensor& up_in) {
   const DType dt = computeDtype(op::kSwiglu, {&gate, &up_in});
   // Not when up is the gate itself (swiglu(std::move(t), t)): it is read as the output is written.
-  if (!gate.soleOwner() || gate.dtype() != dt || gate.shape() != up_in.shape() || gate.sameAs(up_in) ||
-      autograd::needsGrad({&gate, &up_in}))
-    return swiglu(static_cast<const Tensor&>(gate), up_in);
-  // The gate's last use: its memory becomes the output's.
+  Tensor y;
+  if (gate.dtype() == dt && gate.shape() == up_in.shape() && !gate.sameAs(up_in))
+    y = takeOverAtLastUse(gate, {&gate, &up_in});
+  if (!y.defined()) return swiglu(static_cast<const Tensor&>(gate), up_in);
   const Tensor up = castTo(up_in, dt);
-  const OpRecord op_record = record(op::kSwiglu, {&gate, &up});
-  Tensor y = Tensor::view(gate.storage(), gate.storageOffset(), gate.shape(), dt);
-  gate = Tensor();
-  if (computes(y)) k::swigluForwardInPlace(y.data(), up.data(), y.numel());
+  const OpRecord op_record = record(op::kSwiglu, {&y, &up});  // y holds the gate until the kernel runs
+  if (computes(y)) k::swigluForward(y.data(), up.data(), y.data(), y.numel());
   return finish(y);
 }
 

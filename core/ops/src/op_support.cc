@@ -68,6 +68,13 @@ Tensor scalar(device::Device& dev, double value) {
   return Tensor::full(dev, {1}, static_cast<float>(value)).reshaped(Shape{});
 }
 
+Tensor takeOverAtLastUse(Tensor& input, std::initializer_list<const Tensor*> inputs) {
+  if (!input.soleOwner() || !device::isFloating(input.dtype()) || autograd::needsGrad(inputs)) return Tensor();
+  Tensor y = Tensor::view(input.storage(), input.storageOffset(), input.shape(), input.dtype());
+  input = Tensor();
+  return y;
+}
+
 bool wants(const Tensor& t) { return t.defined() && t.requiresGrad(); }
 
 void track(Tensor& out, std::initializer_list<const Tensor*> inputs) {

@@ -65,6 +65,12 @@ Tensor castTo(const Tensor& x, DType dt);
 
 // A new tensor on t's device with t's (floating) dtype.
 Tensor like(const Tensor& t, const Shape& shape);
+// The output of an op written over `input`, when the op is its last use, as a
+// graph compiler reuses a tensor's memory: `input` handed over (nothing else
+// holds it: Tensor::soleOwner), floating, and no backward of the op's
+// `inputs` to record. Then `input` is released and the result (its shape and
+// dtype) owns its memory; otherwise the result is undefined and `input` kept.
+Tensor takeOverAtLastUse(Tensor& input, std::initializer_list<const Tensor*> inputs);
 // Rounds an op's output to its dtype (kernels compute in fp32).
 Tensor finish(Tensor y);
 // A scalar (shape []) holding `value`.

@@ -60,14 +60,12 @@ Tensor reduceFromParallel(Tensor partial, ParallelGroup& group, const Tensor& bi
     return fmt::format("bias {} does not match the last dimension of {}", bias.shape().str(), partial.shape().str());
   });
   const std::int64_t c = partial.size(-1), rows = partial.numel() / c;
-  // partial's last use, with no backward to read it: the sum is taken in its
-  // memory (an in-place all-reduce), not in a copy.
-  const bool in_place = partial.soleOwner() && device::isFloating(partial.dtype()) &&
-                        !autograd::needsGrad({&partial, &bias});
-  Tensor y = in_place ? Tensor::view(partial.storage(), partial.storageOffset(), partial.shape(), partial.dtype())
-                      : like(partial, partial.shape());
-  if (in_place) partial = Tensor();
-  if (!in_place && computes(y)) std::copy_n(partial.data(), partial.numel(), y.data());
+  // At partial's last use the sum is taken in its memory (an in-place all-reduce), else in a copy.
+  Tensor y = takeOverAtLastUse(partial, {&partial, &bias});
+  if (!y.defined()) {
+    y = like(partial, partial.shape());
+    if (computes(y)) std::copy_n(partial.data(), partial.numel(), y.data());
+  }
   group.allreduce(y.data(), static_cast<std::size_t>(y.numel()), wireOf(y), ParallelReduce::kSum);
   if (bias.defined()) addBias(y, bias);
   recordBackward(y, {&partial, &bias}, [partial, bias, y, rows] {

@@ -42,7 +42,8 @@ struct LinearWeights {
   Tensor gemmBias() const { return rowSplit() ? Tensor() : bias; }
   // The layer's output from its GEMM's: summed over a row-parallel layer's group, plus the bias.
   Tensor output(Tensor gemm, const Tensor& b) const {
-    return rowSplit() ? ops::fromParallelRegion(std::move(gemm), *parallel.group, b) : gemm;
+    if (!rowSplit()) return gemm;
+    return ops::fromParallelRegion(std::move(gemm), *parallel.group, b);
   }
 };
 

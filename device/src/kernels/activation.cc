@@ -198,13 +198,12 @@ void activationBackward(Activation a, const float* x, const float* y, const floa
 
 void swigluForward(const float* gate, const float* up, float* y, std::int64_t n) {
   static ParallelSite site("swiglu forward");
-  forBlocks(site, n,
-            [=](std::int64_t i0, std::int64_t i1) { swigluForwardBlock(gate + i0, up + i0, y + i0, i1 - i0); });
-}
-
-void swigluForwardInPlace(float* gate, const float* up, std::int64_t n) {
-  static ParallelSite site("swiglu forward");
-  forBlocks(site, n, [=](std::int64_t i0, std::int64_t i1) { swigluInPlaceBlock(gate + i0, up + i0, i1 - i0); });
+  forBlocks(site, n, [=](std::int64_t i0, std::int64_t i1) {
+    if (y == gate)
+      swigluInPlaceBlock(y + i0, up + i0, i1 - i0);
+    else
+      swigluForwardBlock(gate + i0, up + i0, y + i0, i1 - i0);
+  });
 }
 
 void swigluBackward(const float* gate, const float* up, const float* dy, float* dgate, float* dup, std::int64_t n,

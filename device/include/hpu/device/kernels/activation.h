@@ -14,10 +14,8 @@ void activationBackward(Activation a, const float* x, const float* y, const floa
 
 // SwiGLU (Llama's MLP): y = silu(gate) * up; backward dgate, dup (+)= their
 // gradients.
+// y = silu(gate) * up; y may be gate itself (in place, the same values).
 void swigluForward(const float* gate, const float* up, float* y, std::int64_t n);
-// swigluForward with the output over the gate: gate[i] = silu(gate[i]) * up[i]
-// (the same values, bit for bit).
-void swigluForwardInPlace(float* gate, const float* up, std::int64_t n);
 void swigluBackward(const float* gate, const float* up, const float* dy, float* dgate, float* dup, std::int64_t n,
                     bool accumulate);
 
