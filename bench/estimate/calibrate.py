@@ -14,7 +14,7 @@ run per row serves every fit. The parameters (one set per generation):
   tpc                  vector-engine passes
   hbm                  streaming HBM traffic
   collective           NIC ports' payload rate in collectives
-  collective_overhead  seconds per collective beyond its transfers (launch, synchronisation)
+  collective_overhead  seconds a collective costs beyond its transfers per peer it synchronises with
   host_per_graph       host seconds per launched graph (a training step, a decode step)
 
 Efficiencies are bounded to [0.05, 1] (HBM to [0.5, 1]), the collective overhead to
@@ -65,8 +65,8 @@ def step_seconds(report, p):
     ops = sum(o["calls"] * op_seconds(o["work"], p) for o in report["ops"])
     # Exposed communication: its transfers scale with the ports' efficiency
     # (exactly for blocking collectives; overlapped ones approximately), and
-    # each blocking collective exposes its overhead.
-    c, n = report["calibration"], report["blocking_collectives"]
+    # each blocking collective exposes its overhead once per peer.
+    c, n = report["calibration"], report["blocking_collective_peers"]
     transfers = max(0.0, report["breakdown"]["exposed_comm_s"] - n * c["collective_overhead"])
     comm = transfers * c["collective"] / p["collective"] + n * p["collective_overhead"]
     bubble = report["breakdown"].get("pipeline_bubble_s", 0.0)
@@ -93,7 +93,7 @@ def exercised(reports):
                 used.add("tpc")
         if r["breakdown"]["exposed_comm_s"] > 0:
             used.add("collective")
-        if r["blocking_collectives"] > 0:
+        if r["blocking_collective_peers"] > 0:
             used.add("collective_overhead")
     return used
 

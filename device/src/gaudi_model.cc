@@ -145,6 +145,13 @@ double GaudiModel::hostMemorySeconds(double bytes) const { return bytes / (kHost
 
 double GaudiModel::hostSecondsPerGraph() const { return calibration_.host_per_graph; }
 
+int GaudiModel::collectivePeers(int group_size, int group_nodes) const {
+  const int size = group_size > 0 ? group_size : topology_.worldSize();
+  const int nodes = group_size > 0 ? std::max(group_nodes, 1) : topology_.numNodes;
+  if (size <= 1) return 0;
+  return std::min(size / nodes, kCardsPerServer) - 1 + std::min(nodes - 1, 2);
+}
+
 double GaudiModel::collectiveSeconds(CollectiveKind kind, double bytes, int group_size, int group_nodes) const {
   const int size = group_size > 0 ? group_size : topology_.worldSize();
   const int nodes = group_size > 0 ? std::max(group_nodes, 1) : topology_.numNodes;
@@ -163,7 +170,7 @@ double GaudiModel::collectiveSeconds(CollectiveKind kind, double bytes, int grou
   // Across nodes: a ring over the nodes among the cards of the same local
   // rank, on each card's own bytes / n, over its scale-out ports.
   const double ring = nodes > 1 ? (nodes - 1.0) / nodes * block / out_link + (nodes - 1.0) * kLinkLatencySeconds : 0;
-  const double overhead = calibration_.collective_overhead;
+  const double overhead = calibration_.collective_overhead * collectivePeers(group_size, group_nodes);
   switch (kind) {
     case CollectiveKind::kAllreduce:
       return overhead + 2 * intra_half + 2 * ring;
@@ -199,7 +206,7 @@ std::vector<Assumption> GaudiModel::assumptions() const {
       {"tpc_efficiency", calibration_.tpc, "of the vector peak", calibration_.source},
       {"hbm_efficiency", calibration_.hbm, "of peak", calibration_.source},
       {"collective_efficiency", calibration_.collective, "of the ports' payload rate", calibration_.source},
-      {"collective_overhead", calibration_.collective_overhead * 1e6, "us per collective", calibration_.source},
+      {"collective_overhead", calibration_.collective_overhead * 1e6, "us per collective and peer", calibration_.source},
       {"pcie_bandwidth", engines_.pcieGBps, "GB/s per direction", "[PCIE]: Gen4 / Gen5 x16"},
       {"host_memory_bandwidth", kHostMemoryGBpsPerCard, "GB/s per card", "assumed: 16 DDR4-3200 channels / 8 cards"},
       {"nic_port_rate", static_cast<double>(spec_.nicGbitPerPort), "Gbit/s", "[G1WP], [G2WP], [G3WP]"},

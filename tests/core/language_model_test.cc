@@ -194,7 +194,10 @@ TEST(LanguageModel, GreedyGenerationWithTheCacheEqualsItWithoutTokenForToken) {
 // cache's filled part rounded up to a bucket, one graph per bucket: a prompt
 // of 4 and 20 new tokens (capacity 24) decode over 8, 12, ..., 24 keys in
 // buckets of 4 against the whole 24: in lazy mode, a prefill graph and four
-// decoding graphs more (the one over 24 keys is the unbucketed run's).
+// decoding graphs more (the one over 24 keys is the unbucketed run's). A
+// cache allocated whole up front (reuse_cache) gives the same tokens; without
+// it the first new token's graph is one of its own: it pads the cache from
+// the prompt's 4 rows to 24.
 TEST(LanguageModel, BucketedDecodingGivesTheSameTokensWithAGraphPerBucket) {
   device::Platform platform =
       device::Platform::fromEnv(device::Env{{"HPU_EMULATOR_DEVICES", "1"}, {"PT_HPU_LAZY_MODE", "1"}});
@@ -208,11 +211,16 @@ TEST(LanguageModel, BucketedDecodingGivesTheSameTokensWithAGraphPerBucket) {
     tokens = model->generate(prompt, o, rng);
     return dev.graph().stats().compilations - before;
   };
-  std::vector<std::int64_t> whole, bucketed;
-  EXPECT_EQ(compilations({.max_new_tokens = 20}, whole), 2u) << "the prefill and one decoding graph";
-  EXPECT_EQ(compilations({.max_new_tokens = 20}, whole), 0u);
-  EXPECT_EQ(compilations({.max_new_tokens = 20, .bucket_size = 4}, bucketed), 5u);
+  std::vector<std::int64_t> whole, bucketed, padded, padded_bucketed;
+  EXPECT_EQ(compilations({.max_new_tokens = 20, .reuse_cache = true}, whole), 2u)
+      << "the prefill and one decoding graph";
+  EXPECT_EQ(compilations({.max_new_tokens = 20, .reuse_cache = true}, whole), 0u);
+  EXPECT_EQ(compilations({.max_new_tokens = 20, .bucket_size = 4, .reuse_cache = true}, bucketed), 5u);
   EXPECT_EQ(bucketed, whole);
+  EXPECT_EQ(compilations({.max_new_tokens = 20}, padded), 2u) << "a prefill over 4 keys and the pad's step";
+  EXPECT_EQ(compilations({.max_new_tokens = 20, .bucket_size = 4}, padded_bucketed), 1u) << "the pad's step over 8";
+  EXPECT_EQ(padded, whole);
+  EXPECT_EQ(padded_bucketed, whole);
 }
 
 TEST(LanguageModel, GenerationLongerThanThePositionsIsRefused) {

@@ -81,6 +81,30 @@ TEST(GaudiModel, CollectivesFollowTheServerAndScaleOutTopology) {
   EXPECT_NEAR(g3.collectiveSeconds(CollectiveKind::kAllreduce, bytes), 2 * (bytes / 8 / (6 * port) + latency), 1e-12);
 }
 
+// The overhead beyond transfers is paid per peer a rank synchronises with:
+// the group's other cards in its server, and one ring neighbour across two
+// servers (two across more): 1 in a 2-card group, 7 in a server of 8, 9 in a
+// group of 8 x 4 (transfers as above).
+TEST(GaudiModel, ACollectivesOverheadIsPaidPerPeer) {
+  Calibration c;
+  c.collective_overhead = 10e-6;
+  const double bytes = 1 << 20;
+  const GaudiModel none(Generation::kGaudi2, {8, 4}, Calibration{}), with(Generation::kGaudi2, {8, 4}, c);
+  const auto overhead = [&](int size, int nodes) {
+    return with.collectiveSeconds(CollectiveKind::kAllreduce, bytes, size, nodes) -
+           none.collectiveSeconds(CollectiveKind::kAllreduce, bytes, size, nodes);
+  };
+  EXPECT_EQ(with.collectivePeers(2, 1), 1);
+  EXPECT_EQ(with.collectivePeers(8, 1), 7);
+  EXPECT_EQ(with.collectivePeers(16, 2), 8);
+  EXPECT_EQ(with.collectivePeers(), 9) << "the job: 8 x 4";
+  EXPECT_EQ(with.collectivePeers(1, 1), 0);
+  EXPECT_NEAR(overhead(2, 1), 10e-6, 1e-12);
+  EXPECT_NEAR(overhead(8, 1), 70e-6, 1e-12);
+  EXPECT_NEAR(overhead(32, 4), 90e-6, 1e-12);
+  EXPECT_EQ(with.collectiveSeconds(CollectiveKind::kAllreduce, bytes, 1, 1), 0);
+}
+
 TEST(GaudiModel, EveryAssumptionIsNamedWithItsSource) {
   const GaudiModel m(Generation::kGaudi3, {8, 2});
   const auto all = m.assumptions();

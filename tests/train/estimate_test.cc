@@ -278,23 +278,37 @@ TEST_F(EstimateMemory, ReportedWorkPricesBackToTheReportedStep) {
 
 // fp8 inference as the quantization toolkit leaves a model: Linear weights in
 // fp8, the rest bf16 (2 layers x 10240 projection weights at a byte; 4256
-// embedding, head and norm weights at two), and decoding's attention reading
-// an fp8 KV cache of prompt + max_new_tokens rows.
+// embedding, head and norm weights at two), and attention reading an fp8 KV
+// cache: the prompt's 16 rows in its forward, then prompt + max_new_tokens
+// rows, padded once per layer (keys and values: 4 pads) at the first new
+// token; with reuse_cache the whole cache from the start and no pad.
 TEST_F(EstimateMemory, Fp8InferenceHoldsFp8WeightsAndAnFp8KVCache) {
-  auto args = llamaWith({"--model.init_args.max_new_tokens=8", "--trainer.precision=32-true",
-                         "--trainer.plugins=HPUPrecisionPlugin", "--trainer.plugins.precision=fp8",
-                         "--trainer.plugins.inference=true"});
-  args.insert(args.begin(), {"estimate", "predict", "--json", "fp8.json"});
-  const RunResult e = run(args);
-  ASSERT_EQ(e.exit_code, 0) << e.describe();
-  const auto j = nlohmann::json::parse(read("fp8.json"));
-  EXPECT_EQ(j["per_rank"][0]["weights_bytes"], 2 * 10240 + 2 * 4256);
-  std::set<std::string> attention;
-  for (const auto& o : j["ops"])
-    if (o["op"] == "scaled_dot_product_attention") attention.insert(o["operands"].get<std::string>());
-  EXPECT_EQ(attention, (std::set<std::string>{
-                           "bfloat16[4,4,16,8] float8_e4m3fn[4,4,24,8] float8_e4m3fn[4,4,24,8]",    // the prompt
-                           "bfloat16[4,4,1,8] float8_e4m3fn[4,4,24,8] float8_e4m3fn[4,4,24,8]"}));  // each new token
+  for (const bool reuse : {false, true}) {
+    SCOPED_TRACE(reuse ? "reuse_cache" : "padded");
+    auto args = llamaWith({"--model.init_args.max_new_tokens=8", "--trainer.precision=32-true",
+                           "--trainer.plugins=HPUPrecisionPlugin", "--trainer.plugins.precision=fp8",
+                           "--trainer.plugins.inference=true",
+                           std::string("--model.init_args.reuse_cache=") + (reuse ? "true" : "false")});
+    args.insert(args.begin(), {"estimate", "predict", "--json", "fp8.json"});
+    const RunResult e = run(args);
+    ASSERT_EQ(e.exit_code, 0) << e.describe();
+    const auto j = nlohmann::json::parse(read("fp8.json"));
+    EXPECT_EQ(j["per_rank"][0]["weights_bytes"], 2 * 10240 + 2 * 4256);
+    std::set<std::string> attention;
+    std::int64_t pads = 0;
+    for (const auto& o : j["ops"]) {
+      if (o["op"] == "scaled_dot_product_attention") attention.insert(o["operands"].get<std::string>());
+      if (o["op"] == "kv_cache_pad") {
+        EXPECT_EQ(o["operands"], "float8_e4m3fn[4,4,16,8] float8_e4m3fn[4,4,24,8]");
+        pads += o["calls"].get<std::int64_t>();
+      }
+    }
+    const std::string prompt_keys = reuse ? "float8_e4m3fn[4,4,24,8]" : "float8_e4m3fn[4,4,16,8]";
+    EXPECT_EQ(attention,
+              (std::set<std::string>{"bfloat16[4,4,16,8] " + prompt_keys + " " + prompt_keys,  // the prompt
+                                     "bfloat16[4,4,1,8] float8_e4m3fn[4,4,24,8] float8_e4m3fn[4,4,24,8]"}));
+    EXPECT_EQ(pads, reuse ? 0 : 4);
+  }
 }
 
 // fit on a model too large for this host's memory stops before the kernel

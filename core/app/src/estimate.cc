@@ -286,7 +286,7 @@ std::vector<std::pair<std::string, double>> stepShares(const RankTrace& r, const
     }
     if (p.host > 0) by["host link and memory (specs)"] += calls * p.host;
   }
-  const double overhead = static_cast<double>(r.step.blocking_collectives) * c.collective_overhead;
+  const double overhead = static_cast<double>(r.step.blocking_collective_peers) * c.collective_overhead;
   by["collective_overhead"] += std::min(overhead, r.step.breakdown.exposed_comm);
   by["collective_efficiency"] += std::max(0.0, r.step.breakdown.exposed_comm - overhead);
   by["host_per_graph"] += r.step.breakdown.host;
@@ -517,6 +517,7 @@ int runEstimate(const EstimateRequest& request) {
                             {"host_memory_s", o.work.host_memory}}}});
     j["graphs"] = st.graphs;
     j["blocking_collectives"] = st.blocking_collectives;
+    j["blocking_collective_peers"] = st.blocking_collective_peers;
     j["calibration"] = {{"mme", model.calibration().mme},
                         {"attention", model.calibration().attention},
                         {"tpc", model.calibration().tpc},

@@ -216,6 +216,9 @@ OpPrice priceOp(const device::GaudiModel& m, std::string_view op, std::span<cons
   OpCost forward = vectorPass(m, op, operands);
   if (op == "kv_cache_update" && operands.size() >= 2)  // the step's keys or values into their rows of the cache
     forward = costOf(m, Engine::kVector, m.vectorWork(2 * bytes(a), numel(a), 1, a.dtype));
+  if (op == "kv_cache_pad" && operands.size() >= 2)  // a layer's keys or values read, written into a larger cache
+    forward = costOf(m, Engine::kVector,
+                     m.vectorWork(bytes(a) + bytes(operands[1]), numel(operands[1]), 1, operands[1].dtype));
   if (op == "narrow" && operands.size() >= 2)  // copies the slice (recorded second) out of the input
     forward = costOf(m, Engine::kVector, m.vectorWork(2 * bytes(operands[1]), numel(operands[1]), 1, operands[1].dtype));
   return {forward, costOf(m, Engine::kVector, times(forward.work, kVectorBackwardPasses))};

@@ -90,7 +90,8 @@ void StepRecorder::onCollective(const comm::CollectiveRecord& record) {
     stream = Stream::kOverlapped;
   else if (kind == device::CollectiveKind::kAllgather && !optimizer_seen_ && record.dtype != comm::DType::kByte)
     stream = Stream::kPrefetch;
-  events_.push_back({stream, Engine::kNone, model_.collectiveSeconds(kind, bytes, record.groupSize, record.groupNodes)});
+  events_.push_back({stream, Engine::kNone, model_.collectiveSeconds(kind, bytes, record.groupSize, record.groupNodes),
+                     model_.collectivePeers(record.groupSize, record.groupNodes)});
   notePeak(record.description);
 }
 
@@ -142,6 +143,7 @@ StepTime StepRecorder::endStep(std::int64_t graphs) {
       }
       case Stream::kBlocking: {
         ++t.blocking_collectives;
+        t.blocking_collective_peers += e.peers;
         const double start = std::max(compute, comm);
         comm = start + e.seconds;
         t.breakdown.exposed_comm += comm - compute;

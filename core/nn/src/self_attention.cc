@@ -70,7 +70,7 @@ Tensor SelfAttention::forward(const Inputs& in) {
   if (in.kv_cache != nullptr) {
     std::tie(k, v) = in.kv_cache->append(o_.cache_layer, k, v);
     a.kv_length = cached + x.size(1);
-    a.kv_graph_length = in.kv_cache->attendedRows(a.kv_length);
+    a.kv_graph_length = in.kv_cache->attendedRows(o_.cache_layer, a.kv_length);
   }
   a.dropout_p = o_.dropout;
   if (o_.tensor_parallel) {

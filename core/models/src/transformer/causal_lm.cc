@@ -74,7 +74,7 @@ CausalLM::CausalLM(Family family, const config::Params& p)
       weight_decay_(p.getFloat("weight_decay")),
       gradient_checkpointing_(p.getBool("gradient_checkpointing")),
       generation_{p.getInt("max_new_tokens"), p.getBool("do_sample"), static_cast<float>(p.getFloat("temperature")),
-                  p.getInt("top_k"), p.getInt("bucket_size")} {
+                  p.getInt("top_k"), p.getInt("bucket_size"), p.getBool("reuse_cache")} {
   if (p.has("pretrained")) pretrained_ = p.getString("pretrained");
   if (p.has("lora_path")) lora_path_ = p.getString("lora_path");
   if (p.has("lora"))
@@ -546,7 +546,7 @@ Prediction CausalLM::continueBatch(const Tensor& ids) {
   autograd::TapeScope no_grad(nullptr);
   device::Device& dev = ids.device();
   nn::KVCache cache(dev, config_.num_hidden_layers, batch, localKVHeads(), prompt_len + o.max_new_tokens,
-                    config_.head_dim, cacheDtype(), o.bucket_size);
+                    config_.head_dim, cacheDtype(), o.bucket_size, cacheAllocation(o));
   std::vector<std::vector<std::int64_t>> rows(static_cast<std::size_t>(batch));
   std::vector<bool> ended(static_cast<std::size_t>(batch), false);
   const std::optional<std::int64_t> eos = eosId();
@@ -584,6 +584,10 @@ Prediction CausalLM::continueBatch(const Tensor& ids) {
   return out;
 }
 
+nn::KVCacheAllocation CausalLM::cacheAllocation(const GenerationOptions& o) {
+  return o.reuse_cache ? nn::KVCacheAllocation::kWhole : nn::KVCacheAllocation::kPromptFirst;
+}
+
 std::int64_t CausalLM::localKVHeads() const {
   if (!tensor_parallel_) return config_.num_key_value_heads;
   return nn::localHeads(config_.num_attention_heads, config_.num_key_value_heads, tensor_parallel_->size()).kv_heads;
@@ -608,7 +612,7 @@ std::vector<std::int64_t> CausalLM::generate(const std::vector<std::int64_t>& pr
   if (use_cache)
     cache = std::make_unique<nn::KVCache>(dev, config_.num_hidden_layers, 1, localKVHeads(),
                                           prompt_len + o.max_new_tokens, config_.head_dim, cacheDtype(),
-                                          o.bucket_size);
+                                          o.bucket_size, cacheAllocation(o));
   std::vector<std::int64_t> sequence = prompt, generated;
   for (std::int64_t step = 0; step < o.max_new_tokens; ++step) {
     // With the cache: the prompt once, then one token per step.
@@ -666,6 +670,11 @@ std::vector<config::ParamSpec> causalLMParams() {
       {"bucket_size", Type::integer().min(0), "0",
        "predict: attend to the KV cache in buckets of this many positions, a graph per bucket (0: the whole "
        "cache, one graph), as optimum-habana's --bucket_size --bucket_internal."},
+      {"reuse_cache", Type::boolean(), "false",
+       "predict: allocate the KV cache for prompt + max_new_tokens before the prompt's forward, as optimum-habana's "
+       "--reuse_cache (false: the prompt's forward keeps its keys and values at the prompt's length; the cache is "
+       "padded to the whole length, a layer at a time, when the first new token arrives, optimum-habana's "
+       "default). The same tokens either way; the peak memory differs."},
   };
 }
 

@@ -59,7 +59,10 @@ struct Calibration {
   double tpc = 1;          // vector-engine passes
   double hbm = 0.9;        // streaming HBM reads and writes
   double collective = 1;   // collectives' bandwidth on the NIC ports
-  double collective_overhead = 0;  // seconds each collective costs beyond its transfers (launch, synchronisation)
+  // Seconds a collective costs beyond its transfers for each peer it
+  // synchronises with (collectivePeers: posting, doorbell and completion per
+  // peer link), so a 2-card all-reduce pays it once and an 8-card one 7 times.
+  double collective_overhead = 0;
   double host_per_graph = 1e-3;    // seconds of host time per launched graph (a step, a decode step)
   const char* source = "uncalibrated: the engines at their peaks (assumed HBM 0.9, 1 ms per graph)";
 };
@@ -136,6 +139,10 @@ class GaudiModel {
   // `group_size` ranks on `group_nodes` nodes, each node holding as many
   // (0, 0: all ranks of the job): hierarchical when the group spans nodes.
   double collectiveSeconds(CollectiveKind kind, double bytes, int group_size = 0, int group_nodes = 0) const;
+  // The peers one rank of that group exchanges with: the group's other cards
+  // in its server (direct), and its ring neighbours across servers (one of
+  // two nodes, else two).
+  int collectivePeers(int group_size = 0, int group_nodes = 0) const;
   // The host's part of one launched graph (a step's mark_step).
   double hostSecondsPerGraph() const;
 

@@ -49,6 +49,7 @@ struct StepTime {
   std::int64_t collectives = 0;
   std::int64_t graphs = 0;  // launched graphs (each costs the host's time per graph)
   std::int64_t blocking_collectives = 0;  // collectives compute waits for (each costs its overhead exposed)
+  std::int64_t blocking_collective_peers = 0;  // their peers summed: each peer costs collective_overhead
 };
 
 // One kind of op (name, backward or not, operand shapes) and its time in a step.
@@ -83,6 +84,7 @@ class StepRecorder final : public ops::OpObserver, public comm::CollectiveObserv
     Stream stream;
     Engine engine;
     double seconds;
+    int peers = 0;  // a collective's (GaudiModel::collectivePeers)
   };
   void notePeak(const std::string& where);
   void addOp(std::string name, const std::string& operands, const OpCost& cost);

@@ -47,6 +47,11 @@ struct GenerationOptions {
   // (a graph per bucket, optimum-habana's --bucket_size --bucket_internal);
   // 0: to the whole cache, one graph.
   std::int64_t bucket_size = 0;
+  // true: the KV cache is allocated whole, prompt + max_new_tokens rows,
+  // before the prompt's forward (optimum-habana's --reuse_cache); false: at
+  // the prompt's length for its forward, then padded to the whole length
+  // (optimum-habana's default). The same tokens either way; the peak differs.
+  bool reuse_cache = false;
 };
 
 class CausalLM : public LightningModule, public PipelineModule {
@@ -185,6 +190,7 @@ class CausalLM : public LightningModule, public PipelineModule {
   // rows; a shape-only batch runs the steps without values (estimate).
   Prediction continueBatch(const Tensor& ids);
   DType cacheDtype() const;
+  static nn::KVCacheAllocation cacheAllocation(const GenerationOptions& o);
   // Key/value heads the decoding cache holds on this rank.
   std::int64_t localKVHeads() const;
   std::vector<std::string> prompts() const;
