@@ -510,37 +510,52 @@ TEST(Gradcheck, SiluAndSwiglu) {
   checkGradients([](const auto& in) { return ops::swiglu(in[0], in[0]); }, {randomTensor({3, 5}, g, 2.0f)});
 }
 
-// A gate handed over as a temporary lends its memory to the output when no
-// backward is recorded and nothing else holds it; the values are the same.
-TEST(Swiglu, ATemporaryGateLendsItsMemoryOnlyWhenNothingElseNeedsIt) {
+// An operand handed over as a temporary lends its memory to the output when
+// no backward is recorded and nothing else holds it; the values are the same.
+// `moved(kept, temporary)` is the op with its temporary operand,
+// `copied(kept, operand)` the same op reading it.
+template <class Moved, class Copied>
+void checkLendsMemoryOnlyWhenNothingElseNeedsIt(Moved moved, Copied copied) {
   Generator g(45);
-  const Tensor up = randomTensor({3, 5}, g);
-  Tensor gate = randomTensor({3, 5}, g, 2.0f);
-  const std::vector<float> gate_values = gate.toHost();
-  const std::vector<float> expected = ops::swiglu(gate, up).toHost();
-  EXPECT_EQ(gate.toHost(), gate_values) << "an lvalue gate is left alone";
+  const Tensor kept = randomTensor({3, 5}, g);
+  Tensor operand = randomTensor({3, 5}, g, 2.0f);
+  const std::vector<float> operand_values = operand.toHost();
+  const std::vector<float> expected = copied(kept, operand).toHost();
+  EXPECT_EQ(operand.toHost(), operand_values) << "an lvalue is left alone";
 
-  const device::Buffer* memory = gate.storage().get();
-  const Tensor y = ops::swiglu(std::move(gate), up);
+  const device::Buffer* memory = operand.storage().get();
+  const Tensor y = moved(kept, std::move(operand));
   EXPECT_EQ(y.storage().get(), memory);
   EXPECT_EQ(y.toHost(), expected);
 
-  // Another handle holds the gate: new memory, the gate intact.
+  // Another handle holds the operand: new memory, the operand intact.
   Tensor held = randomTensor({3, 5}, g, 2.0f);
   const Tensor other = held;
   const std::vector<float> held_values = held.toHost();
-  const Tensor y2 = ops::swiglu(std::move(held), up);
+  const Tensor y2 = moved(kept, std::move(held));
   EXPECT_NE(y2.storage().get(), other.storage().get());
   EXPECT_EQ(other.toHost(), held_values);
 
-  // A backward to record reads the gate: new memory.
+  // A backward to record reads the operand: new memory.
   Tensor leaf = randomTensor({3, 5}, g, 2.0f);
   leaf.setRequiresGrad(true);
   autograd::Tape tape;
   autograd::TapeScope scope(&tape);
   Tensor temporary = ops::scale(leaf, 1.0f);
   const device::Buffer* leaf_memory = temporary.storage().get();
-  EXPECT_NE(ops::swiglu(std::move(temporary), up).storage().get(), leaf_memory);
+  EXPECT_NE(moved(kept, std::move(temporary)).storage().get(), leaf_memory);
+}
+
+TEST(Swiglu, ATemporaryGateLendsItsMemoryOnlyWhenNothingElseNeedsIt) {
+  checkLendsMemoryOnlyWhenNothingElseNeedsIt(
+      [](const Tensor& up, Tensor&& gate) { return ops::swiglu(std::move(gate), up); },
+      [](const Tensor& up, const Tensor& gate) { return ops::swiglu(gate, up); });
+}
+
+TEST(Add, ATemporaryBranchLendsItsMemoryOnlyWhenNothingElseNeedsIt) {
+  checkLendsMemoryOnlyWhenNothingElseNeedsIt(
+      [](const Tensor& x, Tensor&& branch) { return ops::add(x, std::move(branch)); },
+      [](const Tensor& x, const Tensor& branch) { return ops::add(x, branch); });
 }
 
 TEST(Gradcheck, RmsNorm) {

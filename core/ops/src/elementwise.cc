@@ -54,6 +54,21 @@ Tensor add(const Tensor& a, const Tensor& b) {
       [](float, float) { return 1.0f; });
 }
 
+Tensor add(const Tensor& a_in, Tensor&& b) {
+  const DType dt = computeDtype(op::kAdd, {&a_in, &b});
+  Tensor y;
+  if (b.dtype() == dt && a_in.shape() == b.shape() && !b.sameAs(a_in)) y = takeOverAtLastUse(b, {&a_in, &b});
+  if (!y.defined()) return add(a_in, static_cast<const Tensor&>(b));
+  const Tensor a = castTo(a_in, dt);
+  const OpRecord op_record = record(op::kAdd, {&a, &y});  // y holds b until the kernel runs
+  if (computes(y)) {
+    const float* pa = a.data();
+    float* py = y.data();
+    for (std::int64_t i = 0; i < y.numel(); ++i) py[i] = pa[i] + py[i];
+  }
+  return finish(y);
+}
+
 Tensor sub(const Tensor& a, const Tensor& b) {
   return binary(
       op::kSub, a, b, [](float x, float y) { return x - y; }, [](float, float) { return 1.0f; },

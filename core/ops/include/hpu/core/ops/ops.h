@@ -209,6 +209,11 @@ Tensor crossEntropy(const Tensor& logits, const Tensor& labels, float label_smoo
 Tensor mseLoss(const Tensor& prediction, const Tensor& target);
 
 Tensor add(const Tensor& a, const Tensor& b);
+// The same, b given as a temporary (a residual connection's branch): when no
+// backward is recorded and nothing else holds b (Tensor::soleOwner), the sum
+// takes b's memory (inference: the prefill's [batch, prompt, hidden] stream
+// is then not allocated a third time at each residual add).
+Tensor add(const Tensor& a, Tensor&& b);
 Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
 Tensor scale(const Tensor& a, float s);
