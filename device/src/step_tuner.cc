@@ -46,7 +46,7 @@ bool StepTuner::onStep(std::uint64_t kind, std::int64_t ns) {
   probe_.erase(probe_.begin());
   const double ratio = median(probe_) / median(chosen_);
   probing_ = false;
-  if (ratio < kSwitch) {  // the probed mode is chosen
+  if (ratio < (alone_ ? kToAlone : kToTeam)) {  // the probed mode (alone_ now) is chosen
     ++switches_;
     run_length_ = kMinRun;
   } else {

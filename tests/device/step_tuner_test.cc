@@ -61,13 +61,27 @@ TEST(StepTuner, SwitchesToOneThreadWhenThatIsFasterAndBackWhenTheHostChanges) {
   EXPECT_EQ(t.switches(), 2u);
 }
 
-TEST(StepTuner, CloseCallsKeepTheChosenModeAndKindsAreNotMixed) {
+TEST(StepTuner, CloseCallsFavourOneThreadAndKindsAreNotMixed) {
   StepTuner t;
-  // 3% apart: not enough to switch (kSwitch), so the runs stay short.
-  feed(t, 2000, 5, [](bool alone) { return alone ? 970 : 1000; });
+  // The team 3% faster: not enough to leave it (one thread must be faster),
+  // so the runs stay short.
+  feed(t, 2000, 5, [](bool alone) { return alone ? 1030 : 1000; });
   EXPECT_FALSE(t.alone());
   EXPECT_EQ(t.switches(), 0u);
   EXPECT_GE(t.probes(), 6u);
+  // One thread 2% faster (a busy core beside the team): it is chosen, and the
+  // team, 3% faster once the core is free, is not enough to win it back
+  // (kToTeam); 10% is.
+  StepTuner busy;
+  feed(busy, 300, 5, [](bool alone) { return alone ? 980 : 1000; });
+  EXPECT_TRUE(busy.alone());
+  EXPECT_EQ(busy.switches(), 1u);
+  feed(busy, 2000, 5, [](bool alone) { return alone ? 1030 : 1000; });
+  EXPECT_TRUE(busy.alone());
+  EXPECT_EQ(busy.switches(), 1u);
+  feed(busy, 2000, 5, [](bool alone) { return alone ? 1100 : 1000; });
+  EXPECT_FALSE(busy.alone());
+  EXPECT_EQ(busy.switches(), 2u);
   // Alternating kinds (fast evaluation steps between training steps) never
   // fill a window of one kind: no probe, no switch.
   StepTuner mixed;

@@ -8,9 +8,13 @@
 // (Adam, packing the weights), and the loops could not see it: run alone
 // inside a two-thread step, they pay it too. Whole steps can. After a run
 // of steps in the chosen mode, a few steps run in the other; the faster
-// (median step time) is chosen for the next run. A run grows while the
-// chosen mode keeps winning by far, so that probing the worse one costs
-// little; it shrinks to kMinRun after a close call or a change.
+// (median step time) is chosen for the next run: the calling thread alone as
+// soon as it is faster at all, the team only when it is kToTeam faster, so
+// that a second core must earn its place (beside a busy core a close call
+// runs alone, never slower than one thread) and a 5% band still keeps the
+// host's noise from flipping modes. A run grows while the chosen mode keeps
+// winning by far, so that probing the worse one costs little; it shrinks to
+// kMinRun after a close call or a change.
 //
 // A step's kind (its op count) tells training steps from validation steps:
 // only steps of one kind are compared.
@@ -27,7 +31,8 @@ class StepTuner {
  public:
   static constexpr std::size_t kWindow = 8;   // steps compared in each mode
   static constexpr std::uint64_t kFirstRun = 16, kMinRun = 256, kMaxRun = 8192;
-  static constexpr double kSwitch = 0.95;     // the other mode wins below this ratio of step times
+  // The probed mode wins below these ratios of its median step time to the chosen mode's.
+  static constexpr double kToAlone = 1.0, kToTeam = 0.95;
   static constexpr double kFarBehind = 1.25;  // it loses by far above this one
 
   // A step of `kind` took `ns`; returns whether the next steps run alone.
