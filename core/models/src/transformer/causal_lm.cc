@@ -42,6 +42,11 @@ class PromptIndices final : public data::Dataset {
   std::vector<data::Field> fields_{{"prompt_index", DType::kInt64, {}}};
 };
 
+// The KV cache as the options take it: whole up front, or the prompt's rows first.
+nn::KVCacheAllocation cacheAllocation(const GenerationOptions& o) {
+  return o.reuse_cache ? nn::KVCacheAllocation::kWhole : nn::KVCacheAllocation::kPromptFirst;
+}
+
 // The next token from the last position's logits: the arg-max (the first, as
 // torch's), or a draw from softmax(logits / temperature) over the top_k.
 std::int64_t pick(std::vector<float> logits, const GenerationOptions& o, Generator& rng) {
@@ -582,10 +587,6 @@ Prediction CausalLM::continueBatch(const Tensor& ids) {
                          std::move(completion)});
   }
   return out;
-}
-
-nn::KVCacheAllocation CausalLM::cacheAllocation(const GenerationOptions& o) {
-  return o.reuse_cache ? nn::KVCacheAllocation::kWhole : nn::KVCacheAllocation::kPromptFirst;
 }
 
 std::int64_t CausalLM::localKVHeads() const {

@@ -190,7 +190,6 @@ class CausalLM : public LightningModule, public PipelineModule {
   // rows; a shape-only batch runs the steps without values (estimate).
   Prediction continueBatch(const Tensor& ids);
   DType cacheDtype() const;
-  static nn::KVCacheAllocation cacheAllocation(const GenerationOptions& o);
   // Key/value heads the decoding cache holds on this rank.
   std::int64_t localKVHeads() const;
   std::vector<std::string> prompts() const;
