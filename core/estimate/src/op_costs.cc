@@ -214,8 +214,8 @@ OpPrice priceOp(const device::GaudiModel& m, std::string_view op, std::span<cons
             {}};
   }
   OpCost forward = vectorPass(m, op, operands);
-  if (op == "kv_cache_update" && operands.size() >= 2)  // the step's keys or values into their rows of the cache
-    forward = costOf(m, Engine::kVector, m.vectorWork(2 * bytes(a), numel(a), 1, a.dtype));
+  if (op == "kv_cache_update" && operands.size() >= 2)  // the step's keys and values read, written into the cache
+    forward = costOf(m, Engine::kVector, m.vectorWork(4 * bytes(a), 2 * numel(a), 1, a.dtype));
   if (op == "kv_cache_pad" && operands.size() >= 2)  // a layer's keys or values read, written into a larger cache
     forward = costOf(m, Engine::kVector,
                      m.vectorWork(bytes(a) + bytes(operands[1]), numel(operands[1]), 1, operands[1].dtype));
