@@ -145,17 +145,20 @@ double GaudiModel::hostMemorySeconds(double bytes) const { return bytes / (kHost
 
 double GaudiModel::hostSecondsPerGraph() const { return calibration_.host_per_graph; }
 
-int GaudiModel::collectivePeers(int group_size, int group_nodes) const {
+GaudiModel::Group GaudiModel::group(int group_size, int group_nodes) const {
   const int size = group_size > 0 ? group_size : topology_.worldSize();
   const int nodes = group_size > 0 ? std::max(group_nodes, 1) : topology_.numNodes;
-  if (size <= 1) return 0;
-  return std::min(size / nodes, kCardsPerServer) - 1 + std::min(nodes - 1, 2);
+  return {size, nodes, std::min(size / nodes, kCardsPerServer)};
+}
+
+int GaudiModel::collectivePeers(int group_size, int group_nodes) const {
+  const Group g = group(group_size, group_nodes);
+  if (g.size <= 1) return 0;
+  return g.per_node - 1 + std::min(g.nodes - 1, 2);
 }
 
 double GaudiModel::collectiveSeconds(CollectiveKind kind, double bytes, int group_size, int group_nodes) const {
-  const int size = group_size > 0 ? group_size : topology_.worldSize();
-  const int nodes = group_size > 0 ? std::max(group_nodes, 1) : topology_.numNodes;
-  const int n = std::min(size / nodes, kCardsPerServer);
+  const auto [size, nodes, n] = group(group_size, group_nodes);
   if (size <= 1) return 0;
   if (kind == CollectiveKind::kBarrier) return 2 * std::ceil(std::log2(size)) * kLinkLatencySeconds;
   // Bytes/s of one port: its payload rate at the calibrated efficiency.

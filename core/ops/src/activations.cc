@@ -71,13 +71,9 @@ Tensor swiglu(const Tensor& gate_in, const Tensor& up_in) {
 }
 
 Tensor swiglu(Tensor&& gate, const Tensor& up_in) {
-  const DType dt = computeDtype(op::kSwiglu, {&gate, &up_in});
-  // Not when up is the gate itself (swiglu(std::move(t), t)): it is read as the output is written.
-  Tensor y;
-  if (gate.dtype() == dt && gate.shape() == up_in.shape() && !gate.sameAs(up_in))
-    y = takeOverAtLastUse(gate, {&gate, &up_in});
+  Tensor y = takeOverAtLastUse(op::kSwiglu, gate, up_in);
   if (!y.defined()) return swiglu(static_cast<const Tensor&>(gate), up_in);
-  const Tensor up = castTo(up_in, dt);
+  const Tensor up = castTo(up_in, y.dtype());
   const OpRecord op_record = record(op::kSwiglu, {&y, &up});  // y holds the gate until the kernel runs
   if (computes(y)) k::swigluForward(y.data(), up.data(), y.data(), y.numel());
   return finish(y);

@@ -55,11 +55,9 @@ Tensor add(const Tensor& a, const Tensor& b) {
 }
 
 Tensor add(const Tensor& a_in, Tensor&& b) {
-  const DType dt = computeDtype(op::kAdd, {&a_in, &b});
-  Tensor y;
-  if (b.dtype() == dt && a_in.shape() == b.shape() && !b.sameAs(a_in)) y = takeOverAtLastUse(b, {&a_in, &b});
+  Tensor y = takeOverAtLastUse(op::kAdd, b, a_in);
   if (!y.defined()) return add(a_in, static_cast<const Tensor&>(b));
-  const Tensor a = castTo(a_in, dt);
+  const Tensor a = castTo(a_in, y.dtype());
   const OpRecord op_record = record(op::kAdd, {&a, &y});  // y holds b until the kernel runs
   if (computes(y)) {
     const float* pa = a.data();

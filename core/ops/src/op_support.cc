@@ -75,6 +75,12 @@ Tensor takeOverAtLastUse(Tensor& input, std::initializer_list<const Tensor*> inp
   return y;
 }
 
+Tensor takeOverAtLastUse(const OpInfo& op, Tensor& input, const Tensor& other) {
+  if (input.dtype() != computeDtype(op, {&input, &other}) || input.shape() != other.shape() || input.sameAs(other))
+    return Tensor();
+  return takeOverAtLastUse(input, {&input, &other});
+}
+
 bool wants(const Tensor& t) { return t.defined() && t.requiresGrad(); }
 
 void track(Tensor& out, std::initializer_list<const Tensor*> inputs) {

@@ -71,6 +71,10 @@ Tensor like(const Tensor& t, const Shape& shape);
 // `inputs` to record. Then `input` is released and the result (its shape and
 // dtype) owns its memory; otherwise the result is undefined and `input` kept.
 Tensor takeOverAtLastUse(Tensor& input, std::initializer_list<const Tensor*> inputs);
+// The same for an elementwise `op` of `input` and `other`: only when they
+// have one shape, `input` already has the op's dtype (no cast), and `other`
+// is not `input` itself (it is read while the output is written).
+Tensor takeOverAtLastUse(const OpInfo& op, Tensor& input, const Tensor& other);
 // Rounds an op's output to its dtype (kernels compute in fp32).
 Tensor finish(Tensor y);
 // A scalar (shape []) holding `value`.

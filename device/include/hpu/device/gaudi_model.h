@@ -149,6 +149,13 @@ class GaudiModel {
   std::vector<Assumption> assumptions() const;
 
  private:
+  // A collective's group: its ranks, its nodes, and its ranks per node (at
+  // most a server's cards); (0, 0): all ranks of the job.
+  struct Group {
+    int size, nodes, per_node;
+  };
+  Group group(int group_size, int group_nodes) const;
+
   const DeviceSpec& spec_;
   JobTopology topology_;
   struct Engines {
