@@ -2,6 +2,8 @@
 // across backward passes, and the gradient-readiness hook of leaves.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "hpu/core/tensor/autograd.h"
 #include "hpu/core/tensor/leaf.h"
 #include "hpu/core/ops/ops.h"
@@ -162,6 +164,58 @@ namespace {
 
 // trainer.detect_anomaly: the first op whose forward output, or whose
 // backward's input gradient, holds nan or inf is named.
+// Device bytes in use on the test device.
+std::uint64_t inUse() { return testing::testDevice().allocator().stats().inUse; }
+
+// The memory tests' tensors: n floats, and scalars.
+constexpr std::int64_t kN = 4096;
+constexpr std::uint64_t kTensor = kN * sizeof(float), kScalar = sizeof(float);
+
+TEST(Tape, BackwardFunctionsHoldOnlyTheValuesTheirFormulasRead) {
+  Tensor x = leaf(std::vector<float>(kN, 0.5f));
+  Tape tape;
+  TapeScope scope(&tape);
+  const std::uint64_t base = inUse();
+  {  // add, scale and permute read no values: their outputs go at their last forward use
+    const Tensor loss = ops::sum(ops::scale(ops::permute(ops::reshape(ops::add(x, x), {64, 64}), {1, 0}), 2.0f));
+    EXPECT_EQ(tape.size(), 5u);
+    EXPECT_EQ(inUse() - base, kScalar);
+    tape.clear();
+  }
+  {  // tanh's backward reads its output, GELU's its input (the leaf x)
+    const Tensor loss = ops::sum(ops::tanh(ops::gelu(x)));
+    EXPECT_EQ(inUse() - base, kTensor + kScalar);
+    tape.clear();
+  }
+  {  // a product reads both operands
+    const Tensor square = ops::reshape(x, {64, 64});  // a view of x
+    const Tensor loss = ops::sum(ops::matmul(ops::relu(square), ops::scale(square, 3.0f)));
+    EXPECT_EQ(tape.size(), 5u);
+    EXPECT_EQ(inUse() - base, 2 * kTensor + kScalar) << "relu's output and the scaled x, kept for the product";
+    tape.clear();
+  }
+  EXPECT_EQ(inUse(), base);
+}
+
+TEST(Tape, BackwardReleasesEachFunctionOnceItHasRun) {
+  Tensor x = leaf(std::vector<float>(kN, 0.5f));
+  Tape tape;
+  TapeScope scope(&tape);
+  Tensor h = x;
+  for (int i = 0; i < 8; ++i) h = ops::scale(h, 1.5f);
+  const Tensor loss = ops::sum(h);
+  h = Tensor();
+  const std::uint64_t base = inUse();
+  auto& allocator = testing::testDevice().allocator();
+  allocator.resetPeakStats();
+  tape.backward(loss);
+  // The loss's gradient and, at any time, one function's output gradient
+  // and its input's: a chain's gradients do not pile up.
+  EXPECT_EQ(allocator.stats().maxInUse - base, kScalar + 2 * kTensor);
+  EXPECT_EQ(inUse() - base, kScalar + kTensor) << "the loss's and x's gradients";
+  EXPECT_FLOAT_EQ(x.grad().values()[0], std::pow(1.5f, 8.0f));
+}
+
 TEST(AnomalyDetection, NamesTheFirstOpWithANonFiniteForwardOutput) {
   Tensor x = leaf({1.0f, 2.0f, 3e30f});
   Tape tape;

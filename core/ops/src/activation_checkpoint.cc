@@ -22,25 +22,21 @@ Tensor checkpoint(const std::function<Tensor(const Tensor&)>& f, const Tensor& x
   struct Saved {
     Tensor device;
     std::vector<float> host;
-    Shape shape;
-    DType dtype;
   };
   auto saved = std::make_shared<Saved>();
-  saved->shape = x.shape();
-  saved->dtype = x.dtype();
   if (!on_host)
     saved->device = x;
   else if (!x.shapeOnly())
     saved->host = x.toHost();
-  device::Device& dev = x.device();
   y.setRequiresGrad(true);
   if (x.requiresGrad()) autograd::noteUse(x);
-  tape->record([f, x, y, saved, rng, rng_state, amp, &dev] {
+  tape->record([f, x = autograd::GradRef(x), y = autograd::GradRef(y), saved, rng, rng_state, amp] {
     Tensor gy = y.grad();
     if (!gy.defined()) return;
+    device::Device& dev = x.device();
     Tensor input = saved->device.defined() ? saved->device.detach()
-                   : dev.shapeOnly()       ? Tensor::empty(dev, saved->shape, saved->dtype)
-                                           : Tensor::fromHost(dev, saved->shape, saved->host, saved->dtype);
+                   : dev.shapeOnly()       ? Tensor::empty(dev, x.shape(), x.dtype())
+                                           : Tensor::fromHost(dev, x.shape(), saved->host, x.dtype());
     input.setRequiresGrad(x.requiresGrad());
     Generator::State outer{};
     if (rng) {

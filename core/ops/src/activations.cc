@@ -19,11 +19,16 @@ Tensor activation(const OpInfo& op, k::Activation a, const Tensor& x_in) {
   const OpRecord op_record = record(op, {&x});
   Tensor y = like(x, x.shape());
   if (computes(y)) k::activationForward(a, x.data(), y.data(), x.numel());
-  recordBackward(y, {&x}, [a, x, y] {
+  // The backward keeps the one of x and y its formula reads.
+  const k::ActivationReads reads = k::activationBackwardReads(a);
+  const Tensor x_saved = reads.x ? x : Tensor(), y_saved = reads.y ? y : Tensor();
+  recordBackward(y, {&x}, [a, x = GradRef(x), y = GradRef(y), x_saved, y_saved] {
     Tensor gy = y.grad();
     if (!gy.defined()) return;
     GradTarget g = gradTarget(x);
-    if (g.data != nullptr) k::activationBackward(a, x.data(), y.data(), gy.data(), g.data, x.numel(), g.accumulate);
+    if (g.data != nullptr)
+      k::activationBackward(a, x_saved.defined() ? x_saved.data() : nullptr,
+                            y_saved.defined() ? y_saved.data() : nullptr, gy.data(), g.data, x.numel(), g.accumulate);
     gradWritten(x);
   });
   return finish(y);
@@ -48,7 +53,7 @@ Tensor swiglu(const Tensor& gate_in, const Tensor& up_in) {
   const OpRecord op_record = record(op::kSwiglu, {&gate, &up});
   Tensor y = like(gate, gate.shape());
   if (computes(y)) k::swigluForward(gate.data(), up.data(), y.data(), y.numel());
-  recordBackward(y, {&gate, &up}, [gate, up, y] {
+  recordBackward(y, {&gate, &up}, [gate, up, y = GradRef(y)] {
     Tensor gy = y.grad();
     if (!gy.defined()) return;
     // Both gradients come from one pass: accumulation state is per input.
@@ -85,7 +90,7 @@ Tensor softmax(const Tensor& x_in) {
   const OpRecord op_record = record(op::kSoftmax, {&x});
   Tensor y = like(x, x.shape());
   if (computes(y)) k::softmaxForward(x.data(), rows, c, y.data());
-  recordBackward(y, {&x}, [x, y, rows, c] {
+  recordBackward(y, {&x}, [x = GradRef(x), y, rows, c] {
     Tensor gy = y.grad();
     if (!gy.defined()) return;
     GradTarget g = gradTarget(x);
@@ -120,7 +125,7 @@ Tensor dropout(const Tensor& x_in, float p, bool training, Generator& rng, Seque
       for (std::int64_t i = 0; i < n; ++i) y.data()[i] = x.data()[i] * mask[static_cast<std::size_t>(i)];
     }
   }
-  recordBackward(y, {&x}, [x, y, n, mask] {
+  recordBackward(y, {&x}, [x = GradRef(x), y = GradRef(y), n, mask] {
     Tensor gy = y.grad();
     if (!gy.defined()) return;
     GradTarget g = gradTarget(x);

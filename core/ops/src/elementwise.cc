@@ -9,8 +9,9 @@ using namespace detail;
 namespace {
 
 // a (op) b elementwise on equal shapes; backward gives da = dy * da_coef and
-// db = dy * db_coef, both functions of (a, b).
-template <class F, class DA, class DB>
+// db = dy * db_coef, both functions of (a, b) when kReadsOperands (then the
+// backward keeps a and b), else constants (called with zeros).
+template <bool kReadsOperands, class F, class DA, class DB>
 Tensor binary(const OpInfo& op, const Tensor& a_in, const Tensor& b_in, F f, DA da, DB db) {
   require(a_in.shape() == b_in.shape(), op, [&] {
     return fmt::format("shapes {} and {} differ (no broadcasting)", a_in.shape().str(), b_in.shape().str());
@@ -25,16 +26,22 @@ Tensor binary(const OpInfo& op, const Tensor& a_in, const Tensor& b_in, F f, DA 
     float* py = y.data();
     for (std::int64_t i = 0; i < n; ++i) py[i] = f(pa[i], pb[i]);
   }
-  recordBackward(y, {&a, &b}, [a, b, y, n, da, db] {
+  const Tensor a_saved = kReadsOperands ? a : Tensor(), b_saved = kReadsOperands ? b : Tensor();
+  recordBackward(y, {&a, &b}, [a = GradRef(a), b = GradRef(b), a_saved, b_saved, y = GradRef(y), n, da, db] {
     Tensor gy = y.grad();
     if (!gy.defined()) return;
-    auto grad = [&](const Tensor& t, auto coef) {
+    auto grad = [&](const GradRef& t, auto coef) {
       if (!t.requiresGrad()) return;
       GradTarget g = gradTarget(t);
       if (g.data != nullptr) {
-        const float *dy = gy.data(), *pa = a.data(), *pb = b.data();
+        const float* dy = gy.data();
+        const float *pa = kReadsOperands ? a_saved.data() : nullptr, *pb = kReadsOperands ? b_saved.data() : nullptr;
         for (std::int64_t i = 0; i < n; ++i) {
-          const float d = dy[i] * coef(pa[i], pb[i]);
+          float d;
+          if constexpr (kReadsOperands)
+            d = dy[i] * coef(pa[i], pb[i]);
+          else
+            d = dy[i] * coef(0.0f, 0.0f);
           g.data[i] = g.accumulate ? g.data[i] + d : d;
         }
       }
@@ -49,7 +56,7 @@ Tensor binary(const OpInfo& op, const Tensor& a_in, const Tensor& b_in, F f, DA 
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b) {
-  return binary(
+  return binary<false>(
       op::kAdd, a, b, [](float x, float y) { return x + y; }, [](float, float) { return 1.0f; },
       [](float, float) { return 1.0f; });
 }
@@ -68,13 +75,13 @@ Tensor add(const Tensor& a_in, Tensor&& b) {
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
-  return binary(
+  return binary<false>(
       op::kSub, a, b, [](float x, float y) { return x - y; }, [](float, float) { return 1.0f; },
       [](float, float) { return -1.0f; });
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
-  return binary(
+  return binary<true>(
       op::kMul, a, b, [](float x, float y) { return x * y; }, [](float, float y) { return y; },
       [](float x, float) { return x; });
 }
@@ -88,7 +95,7 @@ Tensor scale(const Tensor& a_in, float s) {
     float* py = y.data();
     for (std::int64_t i = 0; i < a.numel(); ++i) py[i] = pa[i] * s;
   }
-  recordBackward(y, {&a}, [a, y, s] {
+  recordBackward(y, {&a}, [a = GradRef(a), y = GradRef(y), s] {
     if (Tensor gy = y.grad(); gy.defined()) accumulateScaledGrad(a, gy.data(), s);
   });
   return finish(y);
@@ -101,7 +108,7 @@ Tensor sum(const Tensor& a_in) {
   if (computes(a))
     for (float v : a.values()) total += v;
   Tensor y = scalar(a.device(), total);
-  recordBackward(y, {&a}, [a, y] {
+  recordBackward(y, {&a}, [a = GradRef(a), y = GradRef(y)] {
     Tensor gy = y.grad();
     if (!gy.defined()) return;
     GradTarget g = gradTarget(a);

@@ -30,7 +30,7 @@ Tensor vocabShardEmbedding(const Tensor& indices, const Tensor& w_in, std::int64
       else
         std::fill_n(y.data() + i * dim, dim, 0.0f);
     }
-  recordBackward(y, {&w}, [indices, w, y, n, num, dim, start, padding_idx] {
+  recordBackward(y, {&w}, [indices, w = GradRef(w), y = GradRef(y), n, num, dim, start, padding_idx] {
     Tensor gy = y.grad();
     if (!gy.defined()) return;
     GradTarget g = gradTarget(w);

@@ -35,7 +35,7 @@ Tensor crossEntropy(const Tensor& logits_in, const Tensor& labels, const CrossEn
     mean = total / static_cast<double>(*counted);  // no counted label: nan, as torch
   }
   Tensor loss = scalar(logits.device(), mean);
-  recordBackward(loss, {&logits}, [logits, labels, loss, lse, n, c, o, counted] {
+  recordBackward(loss, {&logits}, [logits, labels, loss = GradRef(loss), lse, n, c, o, counted] {
     Tensor gl = loss.grad();
     if (!gl.defined()) return;
     GradTarget g = gradTarget(logits);
@@ -60,7 +60,7 @@ Tensor mseLoss(const Tensor& p_in, const Tensor& t_in) {
   const std::int64_t n = prediction.numel();
   Tensor loss =
       scalar(prediction.device(), computes(prediction) ? k::mseForward(prediction.data(), target.data(), n) : 0.0);
-  recordBackward(loss, {&prediction, &target}, [prediction, target, loss, n] {
+  recordBackward(loss, {&prediction, &target}, [prediction, target, loss = GradRef(loss), n] {
     Tensor gl = loss.grad();
     if (!gl.defined()) return;
     auto grad = [&](const Tensor& t, float sign) {

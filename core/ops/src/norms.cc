@@ -23,7 +23,7 @@ Tensor layerNorm(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, flo
     k::layerNormForward(x.data(), rows, d, w.defined() ? w.data() : nullptr, b.defined() ? b.data() : nullptr, eps,
                         y.data(), stats->data());
   }
-  recordBackward(y, {&x, &w, &b}, [x, w, b, y, stats, rows, d] {
+  recordBackward(y, {&x, &w, &b}, [x, w, b = GradRef(b), y = GradRef(y), stats, rows, d] {
     Tensor gy = y.grad();
     if (!gy.defined()) return;
     const auto [gx, gw, gb] = gradTargets(x, w, b);
@@ -49,14 +49,14 @@ Tensor rmsNorm(const Tensor& x_in, const Tensor& w_in, float eps) {
     rstd->resize(static_cast<std::size_t>(rows));
     k::rmsNormForward(x.data(), rows, d, w.defined() ? w.data() : nullptr, eps, y.data(), rstd->data());
   }
-  recordBackward(y, {&x, &w}, [x, w, y, rstd, rows, d] {
+  recordBackward(y, {&x, &w}, [x, w, y = GradRef(y), rstd, rows, d] {
     Tensor gy = y.grad();
     if (!gy.defined()) return;
-    const auto [gx, gw, gb] = gradTargets(x, w, Tensor());
+    const auto [gx, gw, gb] = gradTargets(x, w, GradRef());
     if (computes(y))
       k::rmsNormBackward(x.data(), gy.data(), rows, d, w.defined() ? w.data() : nullptr, rstd->data(), gx.data,
                          gx.accumulate, gw.data, gw.accumulate);
-    gradsWritten(x, w, Tensor());
+    gradsWritten(x, w, GradRef());
   });
   return finish(y);
 }
@@ -86,7 +86,7 @@ Tensor batchNorm2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, T
                           running_mean.data(), running_var.data(), training, momentum, eps, y.data(), stats->data(),
                           sums);
   }
-  recordBackward(y, {&x, &w, &b}, [x, w, b, y, stats, g, training, sums] {
+  recordBackward(y, {&x, &w, &b}, [x, w, b = GradRef(b), y = GradRef(y), stats, g, training, sums] {
     Tensor gy = y.grad();
     if (!gy.defined()) return;
     const auto [gx, gw, gb] = gradTargets(x, w, b);

@@ -48,7 +48,7 @@ Tensor castTo(const Tensor& x, DType dt) {
   const OpRecord op_record = record("cast", {&x});
   Tensor y = Tensor::empty(x.device(), x.shape(), dt);
   if (computes(y)) device::roundCopy(x.values(), y.values(), dt);
-  recordBackward(y, {&x}, [x, y] {
+  recordBackward(y, {&x}, [x = GradRef(x), y = GradRef(y)] {
     if (Tensor gy = y.grad(); gy.defined()) accumulateGrad(x, gy.data());
   });
   return y;
@@ -82,6 +82,7 @@ Tensor takeOverAtLastUse(const OpInfo& op, Tensor& input, const Tensor& other) {
 }
 
 bool wants(const Tensor& t) { return t.defined() && t.requiresGrad(); }
+bool wants(const GradRef& t) { return t.requiresGrad(); }
 
 void track(Tensor& out, std::initializer_list<const Tensor*> inputs) {
   out.setRequiresGrad(true);
@@ -89,7 +90,7 @@ void track(Tensor& out, std::initializer_list<const Tensor*> inputs) {
     if (t != nullptr && t->defined() && t->requiresGrad()) autograd::noteUse(*t);
 }
 
-GradTargets gradTargets(const Tensor& x, const Tensor& w, const Tensor& b) {
+GradTargets gradTargets(const GradRef& x, const GradRef& w, const GradRef& b) {
   GradTargets g{{nullptr, false}, {nullptr, false}, {nullptr, false}};
   if (wants(x)) g.x = gradTarget(x);
   if (wants(w)) g.w = gradTarget(w);
@@ -97,12 +98,12 @@ GradTargets gradTargets(const Tensor& x, const Tensor& w, const Tensor& b) {
   return g;
 }
 
-void gradsWritten(const Tensor& x, const Tensor& w, const Tensor& b) {
-  for (const Tensor* t : {&x, &w, &b})
+void gradsWritten(const GradRef& x, const GradRef& w, const GradRef& b) {
+  for (const GradRef* t : {&x, &w, &b})
     if (wants(*t)) gradWritten(*t);
 }
 
-void accumulateGrad(const Tensor& t, const float* src) {
+void accumulateGrad(const GradRef& t, const float* src) {
   GradTarget g = gradTarget(t);
   const std::int64_t n = t.numel();
   if (g.data == nullptr) {
@@ -118,7 +119,7 @@ void accumulateGrad(const Tensor& t, const float* src) {
   gradWritten(t);
 }
 
-void accumulateScaledGrad(const Tensor& t, const float* src, float scale) {
+void accumulateScaledGrad(const GradRef& t, const float* src, float scale) {
   GradTarget g = gradTarget(t);
   if (g.data != nullptr) {
     const std::int64_t n = t.numel();
@@ -130,7 +131,7 @@ void accumulateScaledGrad(const Tensor& t, const float* src, float scale) {
   gradWritten(t);
 }
 
-void gemmGrad(const Tensor& target, bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, const float* a,
+void gemmGrad(const GradRef& target, bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, const float* a,
               const float* b, device::kernels::GemmOperands operands) {
   GradTarget g = gradTarget(target);
   if (g.data != nullptr) device::kernels::gemm(ta, tb, m, n, k, a, b, g.accumulate ? 1.0f : 0.0f, g.data, operands);

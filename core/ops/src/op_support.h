@@ -24,6 +24,7 @@
 
 namespace hpu::core::ops::detail {
 
+using autograd::GradRef;
 using autograd::GradTarget;
 using autograd::gradTarget;
 using autograd::gradWritten;
@@ -45,6 +46,7 @@ void require(bool ok, const OpInfo& op, const What& what) {
 
 // Whether ops on `t` compute values (false on a shape-only device).
 inline bool computes(const Tensor& t) { return !t.shapeOnly(); }
+inline bool computes(const GradRef& t) { return !t.shapeOnly(); }
 
 // Records an op on the device of its first defined operand; the record must
 // live until the op returns (see OpRecord).
@@ -80,7 +82,9 @@ Tensor finish(Tensor y);
 // A scalar (shape []) holding `value`.
 Tensor scalar(device::Device& dev, double value);
 
+// Whether t is defined and requires a gradient.
 bool wants(const Tensor& t);
+bool wants(const GradRef& t);
 // Records `backward` for `out` when any input needs a gradient: marks `out`
 // as requiring one and counts the inputs' uses.
 void track(Tensor& out, std::initializer_list<const Tensor*> inputs);
@@ -95,7 +99,7 @@ void recordBackward(Tensor& out, std::initializer_list<const Tensor*> inputs, Ba
     return;
   }
   autograd::noteForwardOutput(out, lastRecordedOp());
-  std::vector<Tensor> checked;
+  std::vector<GradRef> checked;
   for (const Tensor* t : inputs)
     if (t != nullptr && t->defined() && t->requiresGrad()) checked.push_back(*t);
   autograd::currentTape()->record(
@@ -111,16 +115,16 @@ void recordBackward(Tensor& out, std::initializer_list<const Tensor*> inputs, Ba
 struct GradTargets {
   GradTarget x, w, b;
 };
-GradTargets gradTargets(const Tensor& x, const Tensor& w, const Tensor& b);
+GradTargets gradTargets(const GradRef& x, const GradRef& w, const GradRef& b);
 // gradWritten() for each of them that wants a gradient.
-void gradsWritten(const Tensor& x, const Tensor& w, const Tensor& b);
+void gradsWritten(const GradRef& x, const GradRef& w, const GradRef& b);
 
 // t's gradient (+)= src (t.numel() values).
-void accumulateGrad(const Tensor& t, const float* src);
+void accumulateGrad(const GradRef& t, const float* src);
 // t's gradient (+)= scale * src.
-void accumulateScaledGrad(const Tensor& t, const float* src, float scale);
+void accumulateScaledGrad(const GradRef& t, const float* src, float scale);
 // target's gradient (+)= op(a) op(b), a GEMM into the gradient buffer.
-void gemmGrad(const Tensor& target, bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, const float* a,
+void gemmGrad(const GradRef& target, bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, const float* a,
               const float* b, device::kernels::GemmOperands operands = device::kernels::GemmOperands::kFloat32);
 // The GEMM operands of tensors of these dtypes: bfloat16 when all are.
 device::kernels::GemmOperands gemmOperands(std::initializer_list<DType> dtypes);

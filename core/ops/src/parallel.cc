@@ -22,7 +22,7 @@ namespace {
 DType wireOf(const Tensor& t) { return t.dtype() == DType::kBFloat16 ? DType::kBFloat16 : DType::kFloat32; }
 
 // t's gradient (+)= the sum over rows of g [rows, t.numel()].
-void accumulateRowSum(const Tensor& t, const float* g, std::int64_t rows) {
+void accumulateRowSum(const GradRef& t, const float* g, std::int64_t rows) {
   GradTarget target = gradTarget(t);
   if (target.data != nullptr) {
     const std::int64_t c = t.numel();
@@ -46,7 +46,7 @@ void addBias(Tensor& y, const Tensor& bias) {
 
 Tensor copyToParallel(const Tensor& x, ParallelGroup& group) {
   Tensor y = x.reshaped(x.shape());
-  recordBackward(y, {&x}, [x, y, &group] {
+  recordBackward(y, {&x}, [x = GradRef(x), y = GradRef(y), &group] {
     Tensor gy = y.grad();
     if (!gy.defined()) return;
     group.allreduce(gy.data(), static_cast<std::size_t>(gy.numel()), wireOf(gy), ParallelReduce::kSum);
@@ -68,7 +68,7 @@ Tensor reduceFromParallel(Tensor partial, ParallelGroup& group, const Tensor& bi
   }
   group.allreduce(y.data(), static_cast<std::size_t>(y.numel()), wireOf(y), ParallelReduce::kSum);
   if (bias.defined()) addBias(y, bias);
-  recordBackward(y, {&partial, &bias}, [partial, bias, y, rows] {
+  recordBackward(y, {&partial, &bias}, [partial = GradRef(partial), bias = GradRef(bias), y = GradRef(y), rows] {
     Tensor gy = y.grad();
     if (!gy.defined()) return;
     if (wants(partial)) accumulateGrad(partial, gy.data());
@@ -89,7 +89,7 @@ Tensor gatherFromParallel(const Tensor& x, ParallelGroup& group) {
       for (std::int64_t r = 0; r < rows; ++r)
         std::copy_n(gathered.data() + (k * rows + r) * c, c, y.data() + r * c * parts + k * c);
   const int rank = group.rank();
-  recordBackward(y, {&x}, [x, y, rows, c, parts, rank] {
+  recordBackward(y, {&x}, [x = GradRef(x), y = GradRef(y), rows, c, parts, rank] {
     Tensor gy = y.grad();
     if (!gy.defined()) return;
     if (!computes(gy)) return accumulateGrad(x, nullptr);
@@ -149,7 +149,7 @@ Tensor vocabParallelCrossEntropy(const Tensor& logits_in, const Tensor& labels, 
       ++*counted;
     }
   Tensor loss = scalar(logits.device(), real ? total / static_cast<double>(*counted) : 0.0);  // none counted: nan
-  recordBackward(loss, {&logits}, [logits, labels, loss, lse, n, c, start, o, counted] {
+  recordBackward(loss, {&logits}, [logits, labels, loss = GradRef(loss), lse, n, c, start, o, counted] {
     Tensor gl = loss.grad();
     if (!gl.defined()) return;
     GradTarget g = gradTarget(logits);
@@ -241,7 +241,7 @@ Tensor toParallelRegion(const Tensor& x, ParallelGroup& group) {
   Tensor y = like(x, withPositions(x, d.positions * group.size()));
   const std::vector<float> whole = allgatherSequence(x.data(), d, wireOf(x), group);
   if (computes(y)) std::copy(whole.begin(), whole.end(), y.data());
-  recordBackward(y, {&x}, [x, y, d, &group] {
+  recordBackward(y, {&x}, [x = GradRef(x), y = GradRef(y), d, &group] {
     Tensor gy = y.grad();
     if (!gy.defined()) return;
     const std::vector<float> mine = reduceScatterSequence(gy.data(), d, wireOf(gy), group);
@@ -260,7 +260,7 @@ Tensor fromParallelRegion(Tensor partial, ParallelGroup& group, const Tensor& bi
   if (computes(y)) std::copy(mine.begin(), mine.end(), y.data());
   const std::int64_t c = partial.size(-1), rows = y.numel() / c;
   if (bias.defined()) addBias(y, bias);
-  recordBackward(y, {&partial, &bias}, [partial, bias, y, d, rows, &group] {
+  recordBackward(y, {&partial, &bias}, [partial = GradRef(partial), bias = GradRef(bias), y = GradRef(y), d, rows, &group] {
     Tensor gy = y.grad();
     if (!gy.defined()) return;
     if (wants(partial)) {
@@ -293,7 +293,7 @@ Tensor scatterToSequence(const Tensor& x, ParallelGroup& group) {
   if (computes(y))
     for (std::int64_t b = 0; b < d.batch; ++b)
       std::copy_n(x.data() + (b * whole.positions + first) * d.row, positions * d.row, y.data() + b * positions * d.row);
-  recordBackward(y, {&x}, [x, y, d, &group] {
+  recordBackward(y, {&x}, [x = GradRef(x), y = GradRef(y), d, &group] {
     Tensor gy = y.grad();
     if (!gy.defined()) return;
     const std::vector<float> all = allgatherSequence(gy.data(), d, wireOf(gy), group);

@@ -43,7 +43,7 @@ Tensor maxPool2d(const Tensor& x_in, const Pool2dOptions& o) {
     argmax->resize(static_cast<std::size_t>(y.numel()));
     k::maxPool2dForward(g, x.data(), y.data(), argmax->data());
   }
-  recordBackward(y, {&x}, [x, y, g, argmax] {
+  recordBackward(y, {&x}, [x = GradRef(x), y = GradRef(y), g, argmax] {
     Tensor gy = y.grad();
     if (!gy.defined()) return;
     GradTarget gx = gradTarget(x);
@@ -59,7 +59,7 @@ Tensor avgPool2d(const Tensor& x_in, const Pool2dOptions& o) {
   const OpRecord op_record = record(op::kAvgPool2d, {&x});
   Tensor y = like(x, {x.size(0), x.size(1), g.outH(), g.outW()});
   if (computes(y)) k::avgPool2dForward(g, x.data(), y.data());
-  recordBackward(y, {&x}, [x, y, g] {
+  recordBackward(y, {&x}, [x = GradRef(x), y = GradRef(y), g] {
     Tensor gy = y.grad();
     if (!gy.defined()) return;
     GradTarget gx = gradTarget(x);

@@ -45,15 +45,18 @@ Tensor linearOp(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, cons
         k::dropoutForward(dropout->rng->next(), dropout->p, y.data(), y.data(), mask.get(), y.numel());
       }
     }
-    recordBackward(y, {&x, &w, &b}, [x, w, b, y, n, in, out, in_out, relu, mask] {
+    // The ReLU's backward reads its output (kept then), the products their operands.
+    const Tensor y_saved = relu ? y : Tensor();
+    recordBackward(y, {&x, &w, &b}, [x, w, b = GradRef(b), y = GradRef(y), y_saved, n, in, out, in_out, relu, mask] {
       Tensor gy = y.grad();
       if (!gy.defined()) return;
       if (relu) {  // the gradient before the ReLU (and dropout), once for the three products
         Tensor gz = like(gy, gy.shape());
         if (computes(y) && mask)
-          k::reluDropoutBackward(mask.get(), y.data(), gy.data(), gz.data(), gy.numel());
+          k::reluDropoutBackward(mask.get(), y_saved.data(), gy.data(), gz.data(), gy.numel());
         else if (computes(y))
-          k::activationBackward(k::Activation::kReLU, y.data(), y.data(), gy.data(), gz.data(), gy.numel(), false);
+          k::activationBackward(k::Activation::kReLU, nullptr, y_saved.data(), gy.data(), gz.data(), gy.numel(),
+                                false);
         gy = gz;
       }
       if (w.requiresGrad()) {
@@ -192,7 +195,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in, const MatmulOptions& o) {
       }
     }
   }
-  recordBackward(y, {&a, &b}, [a, b, y, batch, m, n, kk, ta, tb, fold, items] {
+  recordBackward(y, {&a, &b}, [a, b, y = GradRef(y), batch, m, n, kk, ta, tb, fold, items] {
     Tensor gy = y.grad();
     if (!gy.defined()) return;
     const k::GemmOperands a_ops = gemmOperands({gy.dtype(), b.dtype()}), b_ops = gemmOperands({gy.dtype(), a.dtype()});
@@ -257,7 +260,7 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, const 
   // The output is recorded last: its size carries the stride and padding.
   const OpRecord op_record = record(op::kConv2d, {&x, &w, &b, &y});
   if (computes(y)) k::conv2dForward(g, x.data(), w.data(), b.defined() ? b.data() : nullptr, y.data());
-  recordBackward(y, {&x, &w, &b}, [x, w, b, y, g] {
+  recordBackward(y, {&x, &w, &b}, [x, w, b = GradRef(b), y = GradRef(y), g] {
     Tensor gy = y.grad();
     if (!gy.defined()) return;
     const auto [gx, gw, gb] = gradTargets(x, w, b);
@@ -291,7 +294,7 @@ Tensor conv2dMaxPool(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in,
       argmax->resize(static_cast<std::size_t>(y.numel()));
       k::conv2dMaxPoolForward(g, x.data(), w.data(), b.defined() ? b.data() : nullptr, y.data(), argmax->data());
     }
-    recordBackward(y, {&x, &w, &b}, [x, w, b, y, g, argmax] {
+    recordBackward(y, {&x, &w, &b}, [x, w, b = GradRef(b), y = GradRef(y), g, argmax] {
       Tensor gy = y.grad();
       if (!gy.defined()) return;
       const auto [gx, gw, gb] = gradTargets(x, w, b);

@@ -48,7 +48,7 @@ Tensor rotaryEmbedding(const Tensor& x_in, const Tensor& positions, float theta,
   Tensor y = like(x, x.shape());
   auto inv_freq = std::make_shared<const std::vector<float>>(ropeInverseFrequencies(d, theta, scaling));
   if (computes(y)) k::rotaryForward(x.data(), groups, len, d, positions.labels(), inv_freq->data(), y.data());
-  recordBackward(y, {&x}, [x, y, positions, groups, len, d, inv_freq] {
+  recordBackward(y, {&x}, [x = GradRef(x), y = GradRef(y), positions, groups, len, d, inv_freq] {
     Tensor gy = y.grad();
     if (!gy.defined()) return;
     GradTarget g = gradTarget(x);

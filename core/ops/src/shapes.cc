@@ -14,7 +14,7 @@ using namespace detail;
 Tensor reshape(const Tensor& x, const Shape& shape) {
   require(shape.numel() == x.numel(), "reshape", [&] { return fmt::format("{} to {}", x.shape().str(), shape.str()); });
   Tensor y = x.reshaped(shape);
-  recordBackward(y, {&x}, [x, y] {
+  recordBackward(y, {&x}, [x = GradRef(x), y = GradRef(y)] {
     if (Tensor gy = y.grad(); gy.defined()) accumulateGrad(x, gy.data());
   });
   return y;
@@ -48,7 +48,7 @@ Tensor permute(const Tensor& x_in, std::span<const int> perm_in) {
   const Shape out_shape{std::span<const std::int64_t>(dims)};
   Tensor y = like(x, out_shape);
   if (computes(y)) device::kernels::permute(x.data(), x.shape().dims(), perm, y.data());
-  recordBackward(y, {&x}, [x, y, perm] {
+  recordBackward(y, {&x}, [x = GradRef(x), y = GradRef(y), perm] {
     Tensor gy = y.grad();
     if (!gy.defined()) return;
     std::vector<int> inverse(perm.size());
@@ -91,7 +91,7 @@ std::vector<Tensor> split(const Tensor& x_in, std::span<const std::int64_t> size
     Tensor y = like(x, shape);
     if (computes(y))
       for (std::int64_t r = 0; r < rows; ++r) std::copy_n(x.data() + r * d + at, size, y.data() + r * size);
-    recordBackward(y, {&x}, [x, y, at, size, d, rows] {
+    recordBackward(y, {&x}, [x = GradRef(x), y = GradRef(y), at, size, d, rows] {
       Tensor gy = y.grad();
       if (!gy.defined()) return;
       // Each piece writes its own columns of x's gradient: the first piece
@@ -127,7 +127,7 @@ Tensor narrow(const Tensor& x_in, int dim, std::int64_t start, std::int64_t leng
   const std::int64_t row = x.size(dim) * inner, run = length * inner, at = start * inner;
   if (computes(y))
     for (std::int64_t o = 0; o < outer; ++o) std::copy_n(x.data() + o * row + at, run, y.data() + o * run);
-  recordBackward(y, {&x}, [x, y, outer, row, run, at] {
+  recordBackward(y, {&x}, [x = GradRef(x), y = GradRef(y), outer, row, run, at] {
     Tensor gy = y.grad();
     if (!gy.defined()) return;
     GradTarget g = gradTarget(x);

@@ -107,7 +107,8 @@ class TrainingLinear final : public nn::Module {
     for (const Tensor* t : std::initializer_list<const Tensor*>{&x, &w, &b})
       if (t->defined() && t->requiresGrad()) autograd::noteUse(*t);
     autograd::currentTape()->record(
-        [this, x, y, w, b, xq, wq, bwd, computes] {
+        [this, x = autograd::GradRef(x), y = autograd::GradRef(y), w = autograd::GradRef(w),
+         b = autograd::GradRef(b), xq, wq, bwd, computes] {
           Tensor gy = y.grad();
           if (!gy.defined()) return;
           const std::int64_t in = l_.in(), out = l_.out(), n = x.numel() / in;

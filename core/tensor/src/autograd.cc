@@ -58,7 +58,7 @@ bool anomalyDetection() { return tls_anomaly; }
 
 void noteForwardOutput(const Tensor& out, std::string_view op) { tls_forward_outputs.push_back({out, op}); }
 
-void checkInputGradients(const std::vector<Tensor>& inputs, std::string_view op) {
+void checkInputGradients(const std::vector<GradRef>& inputs, std::string_view op) {
   for (std::size_t i = 0; i < inputs.size(); ++i)
     if (const char* what = nonFinite(inputs[i].grad()))
       throw Error(fmt::format("trainer.detect_anomaly: the backward of '{}' returned {} values in the gradient of its "
@@ -80,31 +80,50 @@ bool needsGrad(std::initializer_list<const Tensor*> inputs) {
 
 using detail::TensorAccess;
 
-GradTarget gradTarget(const Tensor& t) {
-  auto& impl = TensorAccess::impl(t);
-  if (!impl.grad && impl.on_grad_needed) impl.on_grad_needed();
-  if (!impl.grad) {
+struct GradRefAccess {
+  static detail::AutogradState& state(const GradRef& r) {
+    HPU_CHECK(r.state_ != nullptr, "a gradient asked of a tensor {} that has no autograd state", r.shape().str());
+    return *r.state_;
+  }
+};
+
+GradRef::GradRef(const Tensor& t) {
+  if (!t.defined()) return;
+  shape_ = t.shape();
+  dtype_ = t.dtype();
+  device_ = &t.device();
+  // Off a tape nothing is recorded (evaluation, or a backward function
+  // naming a tensor it holds): a tensor without state needs none.
+  if (tls_tape != nullptr || TensorAccess::hasAutograd(t)) state_ = TensorAccess::sharedAutograd(t);
+}
+
+Tensor GradRef::grad() const { return TensorAccess::gradOf(state_.get()); }
+
+GradTarget gradTarget(const GradRef& t) {
+  detail::AutogradState& state = GradRefAccess::state(t);
+  if (!state.grad && state.on_grad_needed) state.on_grad_needed();
+  if (!state.grad) {
     const Tensor grad =
         Tensor::empty(t.device(), t.shape(), device::isFloating(t.dtype()) ? t.dtype() : DType::kFloat32);
-    impl.grad = TensorAccess::shared(grad);
-    impl.grad_valid = false;
+    state.grad = TensorAccess::shared(grad);
+    state.grad_valid = false;
   }
-  const bool accumulate = impl.grad_valid;
-  impl.grad_valid = true;
-  return {TensorAccess::wrap(impl.grad).data(), accumulate};
+  const bool accumulate = state.grad_valid;
+  state.grad_valid = true;
+  return {TensorAccess::wrap(state.grad).data(), accumulate};
 }
 
 void noteUse(const Tensor& t) {
   if (!t.defined()) return;
-  auto& impl = TensorAccess::impl(t);
-  if (impl.on_grad_ready) ++impl.pending_uses;
+  detail::AutogradState& state = TensorAccess::autograd(t);
+  if (state.on_grad_ready) ++state.pending_uses;
 }
 
-void gradWritten(const Tensor& t) {
-  auto& impl = TensorAccess::impl(t);
-  if (impl.grad && impl.grad->dtype != DType::kFloat32 && !t.shapeOnly())
-    device::roundInPlace(TensorAccess::wrap(impl.grad).values(), impl.grad->dtype);
-  if (impl.on_grad_ready && --impl.pending_uses == 0) impl.on_grad_ready();
+void gradWritten(const GradRef& t) {
+  detail::AutogradState& state = GradRefAccess::state(t);
+  if (state.grad && state.grad->dtype != DType::kFloat32 && !t.shapeOnly())
+    device::roundInPlace(TensorAccess::wrap(state.grad).values(), state.grad->dtype);
+  if (state.on_grad_ready && --state.pending_uses == 0) state.on_grad_ready();
 }
 
 void Tape::backward(const Tensor& root, float seed) {
@@ -130,13 +149,17 @@ void Tape::runBackward() {
   if (tls_anomaly) checkForwardOutputs();
   TapeScope no_record(nullptr);  // backward functions never record
   ops::OpObserver* observer = ops::currentOpObserver();
+  // Each function is released once it has run: what it held (saved values,
+  // its output's gradient) goes then, not at the end of backward.
   for (auto it = entries_.rbegin(); it != entries_.rend(); ++it) {
+    const Backward fn = std::move(it->fn);
+    it->fn = nullptr;
     if (observer == nullptr) {
-      it->fn();
+      fn();
       continue;
     }
     const auto begin = std::chrono::steady_clock::now();
-    it->fn();
+    fn();
     observer->onOp({.op = it->op,
                     .backward = true,
                     .id = it->forward_op,

@@ -13,24 +13,26 @@ void Leaf::rebind(std::shared_ptr<device::Buffer> buffer, std::int64_t offset) c
   impl_->offset = offset;
 }
 
+detail::AutogradState& Leaf::state() const { return TensorAccess::autograd(*impl_); }
+
 void Leaf::setGrad(const Tensor& grad, bool valid) const {
-  impl_->grad = TensorAccess::shared(grad);
-  impl_->grad_valid = valid;
+  state().grad = TensorAccess::shared(grad);
+  state().grad_valid = valid;
 }
 
 void Leaf::releaseGrad() const {
-  impl_->grad.reset();
-  impl_->grad_valid = false;
+  state().grad.reset();
+  state().grad_valid = false;
 }
 
-void Leaf::markGradValid() const { impl_->grad_valid = true; }
+void Leaf::markGradValid() const { state().grad_valid = true; }
 
-void Leaf::onGradNeeded(std::function<void()> allocate) const { impl_->on_grad_needed = std::move(allocate); }
+void Leaf::onGradNeeded(std::function<void()> allocate) const { state().on_grad_needed = std::move(allocate); }
 
-void Leaf::onGradReady(std::function<void()> ready) const { impl_->on_grad_ready = std::move(ready); }
+void Leaf::onGradReady(std::function<void()> ready) const { state().on_grad_ready = std::move(ready); }
 
-void Leaf::resetUses() const { impl_->pending_uses = 0; }
+void Leaf::resetUses() const { state().pending_uses = 0; }
 
-int Leaf::pendingUses() const { return impl_->pending_uses; }
+int Leaf::pendingUses() const { return impl_->autograd ? impl_->autograd->pending_uses : 0; }
 
 }  // namespace hpu::core

@@ -4,6 +4,7 @@
 
 #include "hpu/device/check.h"
 #include "hpu/device/numerics.h"
+#include "tensor_access.h"
 
 namespace hpu::core {
 
@@ -95,13 +96,14 @@ Tensor Tensor::reshaped(const Shape& shape) const {
 
 Tensor Tensor::detach() const { return view(impl_->storage, impl_->offset, impl_->shape, impl_->dtype); }
 
-Tensor Tensor::grad() const {
-  if (!impl_ || !impl_->grad || !impl_->grad_valid) return {};
-  return Tensor(impl_->grad);
+void Tensor::setRequiresGrad(bool r) {
+  if (r || impl_->autograd) detail::TensorAccess::autograd(*this).requires_grad = r;
 }
 
+Tensor Tensor::grad() const { return impl_ ? detail::TensorAccess::gradOf(impl_->autograd.get()) : Tensor(); }
+
 void Tensor::invalidateGrad() const {
-  if (impl_) impl_->grad_valid = false;
+  if (impl_ && impl_->autograd) impl_->autograd->grad_valid = false;
 }
 
 device::OperandInfo operandInfo(const Tensor& t) { return {t.shape().dims(), t.dtype(), t.requiresGrad()}; }

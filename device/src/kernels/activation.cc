@@ -18,10 +18,12 @@ constexpr float kInvSqrt2Pi = 0.3989422804014327f;
 
 struct ReLU {
   static constexpr const char* kName = "relu";
+  static constexpr bool kReadsX = false, kReadsY = true;
   static float f(float x) { return x > 0.0f ? x : 0.0f; }
   static float df(float, float y) { return y > 0.0f ? 1.0f : 0.0f; }
 };
 struct GELU {  // exact: x * Phi(x)
+  static constexpr bool kReadsX = true, kReadsY = false;
   static constexpr const char* kName = "gelu";
   static float f(float x) { return 0.5f * x * (1.0f + std::erf(x * kInvSqrt2)); }
   static float df(float x, float) {
@@ -29,6 +31,7 @@ struct GELU {  // exact: x * Phi(x)
   }
 };
 struct GELUTanh {
+  static constexpr bool kReadsX = true, kReadsY = false;
   static constexpr const char* kName = "gelu_tanh";
   static float f(float x) { return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x))); }
   static float df(float x, float) {
@@ -37,11 +40,13 @@ struct GELUTanh {
   }
 };
 struct Tanh {
+  static constexpr bool kReadsX = false, kReadsY = true;
   static constexpr const char* kName = "tanh";
   static float f(float x) { return std::tanh(x); }
   static float df(float, float y) { return 1.0f - y * y; }
 };
 struct Sigmoid {
+  static constexpr bool kReadsX = false, kReadsY = true;
   static constexpr const char* kName = "sigmoid";
   static float f(float x) { return 1.0f / (1.0f + std::exp(-x)); }
   static float df(float, float y) { return y * (1.0f - y); }
@@ -49,11 +54,12 @@ struct Sigmoid {
 
 struct SiLU {  // x * sigmoid(x)
   static constexpr const char* kName = "silu";
+  static constexpr bool kReadsX = true, kReadsY = false;
   static float sigmoid(float x) { return 1.0f / (1.0f + detail::fastExp(-x)); }
   static float f(float x) { return x * sigmoid(x); }
-  static float df(float x, float y) {
+  static float df(float x, float) {
     const float s = sigmoid(x);
-    return s + y * (1.0f - s);
+    return s + x * s * (1.0f - s);
   }
 };
 
@@ -73,7 +79,10 @@ void forwardBlock(const float* __restrict x, float* __restrict y, std::int64_t n
 template <class F, bool kAdd>
 void backwardBlock(const float* __restrict x, const float* __restrict y, const float* __restrict dy,
                    float* __restrict dx, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) dx[i] = kAdd ? dx[i] + dy[i] * F::df(x[i], y[i]) : dy[i] * F::df(x[i], y[i]);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float d = dy[i] * F::df(F::kReadsX ? x[i] : 0.0f, F::kReadsY ? y[i] : 0.0f);
+    dx[i] = kAdd ? dx[i] + d : d;
+  }
 }
 
 template <class F>
@@ -86,10 +95,12 @@ template <class F>
 void backward(const float* x, const float* y, const float* dy, float* dx, std::int64_t n, bool accumulate) {
   static ParallelSite site(std::string(F::kName) + " backward");
   forBlocks(site, n, [=](std::int64_t i0, std::int64_t i1) {
+    const float* xb = F::kReadsX ? x + i0 : nullptr;
+    const float* yb = F::kReadsY ? y + i0 : nullptr;
     if (accumulate)
-      backwardBlock<F, true>(x + i0, y + i0, dy + i0, dx + i0, i1 - i0);
+      backwardBlock<F, true>(xb, yb, dy + i0, dx + i0, i1 - i0);
     else
-      backwardBlock<F, false>(x + i0, y + i0, dy + i0, dx + i0, i1 - i0);
+      backwardBlock<F, false>(xb, yb, dy + i0, dx + i0, i1 - i0);
   });
 }
 
@@ -159,7 +170,7 @@ void swigluBackwardBothAdd(const float* gate, const float* up, const float* dy, 
 }
 
 template <template <class> class Run, class... Args>
-void dispatch(Activation a, Args&&... args) {
+auto dispatch(Activation a, Args&&... args) {
   switch (a) {
     case Activation::kReLU:
       return Run<ReLU>::go(args...);
@@ -174,11 +185,16 @@ void dispatch(Activation a, Args&&... args) {
     case Activation::kSiLU:
       return Run<SiLU>::go(args...);
   }
+  __builtin_unreachable();
 }
 
 template <class F>
 struct Forward {
   static void go(const float* x, float* y, std::int64_t n) { forward<F>(x, y, n); }
+};
+template <class F>
+struct Reads {
+  static ActivationReads go() { return {F::kReadsX, F::kReadsY}; }
 };
 template <class F>
 struct Backward {
@@ -190,6 +206,8 @@ struct Backward {
 }  // namespace
 
 void activationForward(Activation a, const float* x, float* y, std::int64_t n) { dispatch<Forward>(a, x, y, n); }
+
+ActivationReads activationBackwardReads(Activation a) { return dispatch<Reads>(a); }
 
 void activationBackward(Activation a, const float* x, const float* y, const float* dy, float* dx, std::int64_t n,
                         bool accumulate) {

@@ -1,5 +1,5 @@
 // Elementwise activations: forward y = f(x) and backward dx (+)= dy * f'(x)
-// (computed from x and y). Vectorised loops.
+// (computed from x or y, as activationBackwardReads says). Vectorised loops.
 #pragma once
 
 #include <cstdint>
@@ -9,8 +9,16 @@ namespace hpu::device::kernels {
 enum class Activation { kReLU, kGELU, kGELUTanh, kTanh, kSigmoid, kSiLU };
 
 void activationForward(Activation a, const float* x, float* y, std::int64_t n);
+// x or y may be null where activationBackwardReads says it is not read.
 void activationBackward(Activation a, const float* x, const float* y, const float* dy, float* dx, std::int64_t n,
                         bool accumulate);
+// Which of the forward's input and output the backward of `a` reads (what
+// autograd keeps): ReLU, tanh and sigmoid their output, GELU and SiLU their
+// input, as PyTorch's autograd saves them.
+struct ActivationReads {
+  bool x, y;
+};
+ActivationReads activationBackwardReads(Activation a);
 
 // SwiGLU (Llama's MLP): y = silu(gate) * up; backward dgate, dup (+)= their
 // gradients.

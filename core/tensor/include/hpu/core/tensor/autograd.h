@@ -1,10 +1,15 @@
 // Reverse-mode autograd on a tape. While a TapeScope is active on a thread,
 // every op whose inputs require gradients appends a backward function to the
-// tape; Tape::backward() runs them in reverse order. Outside a TapeScope
-// (evaluation, inference) nothing is recorded and no activation is kept.
+// tape; Tape::backward() runs them in reverse order, releasing each once it
+// has run. Outside a TapeScope (evaluation, inference) nothing is recorded and
+// no activation is kept.
 //
 // A backward function reads its output's gradient and adds into its inputs'
-// gradients (gradTarget() tells it whether to overwrite or accumulate).
+// gradients (gradTarget() tells it whether to overwrite or accumulate). It
+// holds a Tensor only where its formula reads the values (a product's
+// operands, softmax's output); the tensors it only routes gradients through
+// it holds as GradRefs, so their memory goes at their last forward use, as
+// PyTorch's autograd keeps only what a formula saves.
 // Thread-safety: a tape belongs to one thread; the current tape is
 // thread-local.
 #pragma once
@@ -24,6 +29,7 @@ class Tape {
   // `op` names the function for profilers ("linear": traced as linear's
   // backward); it must outlive the tape (a literal). `forward_op` is the
   // OpEvent::id of the op it differentiates (0: none).
+  // `fn` is destroyed right after it runs (with what it holds).
   void record(Backward fn, std::string_view op = "backward_hook", std::uint64_t forward_op = 0) {
     entries_.push_back({std::move(fn), op, forward_op});
   }
@@ -67,6 +73,36 @@ class TapeScope {
 // True when an op on these inputs must record its backward.
 bool needsGrad(std::initializer_list<const Tensor*> inputs);
 
+// What a backward function holds of a tensor whose values it does not read:
+// the tensor's gradient, shape, dtype and device, not its values (see the
+// top of this file). Converts from a Tensor, sharing its gradient, so the
+// gradient functions below take either. Off a tape (no TapeScope, as in
+// evaluation and inside backward functions) a tensor that has never
+// required a gradient converts without one (requiresGrad() is false, no
+// gradient can be asked of it): nothing will be recorded for it.
+class GradRef {
+ public:
+  GradRef() = default;
+  GradRef(const Tensor& t);  // NOLINT(google-explicit-constructor): see above
+
+  bool defined() const { return device_ != nullptr; }
+  bool requiresGrad() const { return state_ != nullptr && state_->requires_grad; }
+  // As Tensor::grad(): this step's gradient, or undefined.
+  Tensor grad() const;
+  const Shape& shape() const { return shape_; }
+  std::int64_t numel() const { return shape_.numel(); }
+  DType dtype() const { return dtype_; }
+  device::Device& device() const { return *device_; }
+  bool shapeOnly() const { return device_->shapeOnly(); }
+
+ private:
+  friend struct GradRefAccess;
+  std::shared_ptr<detail::AutogradState> state_;
+  Shape shape_;
+  DType dtype_ = DType::kFloat32;
+  device::Device* device_ = nullptr;
+};
+
 // Where a backward function writes the gradient of `t`: the buffer (created
 // uninitialised on first use) and whether to accumulate into it (false the
 // first time in a step: overwrite). Marks the gradient valid.
@@ -74,14 +110,14 @@ struct GradTarget {
   float* data;  // null on a shape-only device: nothing to compute
   bool accumulate;
 };
-GradTarget gradTarget(const Tensor& t);
+GradTarget gradTarget(const GradRef& t);
 
 // Gradient-readiness bookkeeping for leaves with an on_grad_ready hook:
 // ops call noteUse() for each input when they record, backward functions call
 // gradWritten() after writing an input's gradient; the hook fires when the
 // last recorded use has been back-propagated.
 void noteUse(const Tensor& t);
-void gradWritten(const Tensor& t);
+void gradWritten(const GradRef& t);
 
 // Anomaly detection (trainer.detect_anomaly). While an AnomalyDetection is
 // alive on a thread, every recorded op's output is checked for nan and inf
@@ -101,6 +137,6 @@ class AnomalyDetection {
 bool anomalyDetection();
 // Ops call these (through ops::detail::recordBackward) when detection is on.
 void noteForwardOutput(const Tensor& out, std::string_view op);
-void checkInputGradients(const std::vector<Tensor>& inputs, std::string_view op);
+void checkInputGradients(const std::vector<GradRef>& inputs, std::string_view op);
 
 }  // namespace hpu::core::autograd

@@ -43,6 +43,8 @@ class Leaf {
   const void* id() const { return impl_.get(); }
 
  private:
+  detail::AutogradState& state() const;  // created on first use
+
   std::shared_ptr<detail::TensorImpl> impl_;
 };
 

@@ -26,16 +26,14 @@ namespace hpu::core {
 using device::DType;
 
 namespace detail {
-// A tensor's state. Only the tensor layer reaches it (TensorAccess, in its
-// sources): parameter storage goes through Leaf (leaf.h), ops through the
-// autograd functions.
-struct TensorImpl {
-  std::shared_ptr<device::Buffer> storage;
-  std::int64_t offset = 0;  // in elements
-  Shape shape;
-  DType dtype = DType::kFloat32;
+struct TensorImpl;
+// A tensor's autograd state, apart from its values: shared by every handle of
+// the tensor and by the backward functions that route its gradient without
+// reading its values (autograd::GradRef), so the values can go at their last
+// use while the gradient still flows.
+struct AutogradState {
   bool requires_grad = false;
-  // The gradient (same shape; float32 unless the tensor is lower precision).
+  // The gradient (the tensor's shape; float32 unless the tensor is lower precision).
   std::shared_ptr<TensorImpl> grad;
   // Whether `grad` holds this step's values; if not, the next backward
   // contribution overwrites it instead of adding (no zero-fill needed).
@@ -47,6 +45,18 @@ struct TensorImpl {
   // Leaves whose gradient storage is allocated on demand (ZeRO-2 buckets):
   // called when backward first needs `grad` and it is not there.
   std::function<void()> on_grad_needed;
+};
+// A tensor's state. Only the tensor layer reaches it (TensorAccess, in its
+// sources): parameter storage goes through Leaf (leaf.h), ops through the
+// autograd functions.
+struct TensorImpl {
+  std::shared_ptr<device::Buffer> storage;
+  std::int64_t offset = 0;  // in elements
+  Shape shape;
+  DType dtype = DType::kFloat32;
+  // Null until the tensor requires a gradient, has one or is referred to by
+  // a GradRef (most tensors of an evaluation never are).
+  std::shared_ptr<AutogradState> autograd;
 };
 struct TensorAccess;
 }  // namespace detail
@@ -99,13 +109,13 @@ class Tensor {
   Tensor detach() const;
 
   // Autograd.
-  bool requiresGrad() const { return impl_ && impl_->requires_grad; }
-  void setRequiresGrad(bool r) { impl_->requires_grad = r; }
+  bool requiresGrad() const { return impl_ && impl_->autograd && impl_->autograd->requires_grad; }
+  void setRequiresGrad(bool r);
   // The gradient, if backward produced one this step (undefined otherwise).
   Tensor grad() const;
   // Marks the gradient as not holding values (next backward overwrites it).
   void invalidateGrad() const;
-  bool gradValid() const { return impl_ && impl_->grad_valid; }
+  bool gradValid() const { return impl_ && impl_->autograd && impl_->autograd->grad_valid; }
 
   // Identity: two handles of the same tensor.
   bool sameAs(const Tensor& o) const { return impl_ == o.impl_; }
