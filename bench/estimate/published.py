@@ -17,6 +17,11 @@ against.
   forward holds the prompt's rows only, the cache padded to its whole length after it (hpu-train's
   bucket_size: 128 and reuse_cache: false); --trim_logits, --use_flash_attention with its causal
   mask, --attn_softmax_bf16, fp8 by Intel Neural Compressor's maxabs quantization.
+- Mistral 7B's rows run as Intel's commands for them do (their "Replicating Large Language Model
+  Inference Performance" page for software 1.16 gives them; the 1.18 pages repeat its batch
+  sizes): without --use_flash_attention, so attention materialises its scores (hpu-train's
+  attn_implementation: eager), with --reuse_cache, and with buckets of 128 on the 2048-token
+  generations only.
 - Gaudi 2 latency at batch 1 (ms). Intel's table gives the input length and no output
   length: we read it as the time to the first token (the prompt's prefill and its first
   generated token), which the estimate prices as a predict of one new token.
@@ -69,14 +74,17 @@ def train(model, nodes, seq, strategy, micro, accumulation, published, generatio
             "batch": micro * accumulation * world, "cards": world}
 
 
-def infer(model, prompt, new, batch, published, cards=1, generation="gaudi2"):
+def infer(model, prompt, new, batch, published, cards=1, generation="gaudi2", bucket=128, reuse_cache=False,
+          eager=False):
     """fp8 inference: `batch` prompts of `prompt` tokens, `new` generated each, the model split
-    tensor-parallel across `cards`."""
+    tensor-parallel across `cards`; optimum-habana's --bucket_size (0: none), --reuse_cache, and
+    attention without --use_flash_attention (`eager`)."""
     name, config, vocab = model
-    bucket = 128  # --bucket_size=128 --bucket_internal, as Intel's benchmark runs every row
     args = ["predict", "-c", INFER, f"--model.init_args.config={config}", f"--model.init_args.max_new_tokens={new}",
-            f"--model.init_args.bucket_size={bucket}", f"--data.init_args.vocab_size={vocab}",
-            f"--data.init_args.block_size={prompt}", f"--data.init_args.batch_size={batch}"]
+            f"--model.init_args.bucket_size={bucket}", f"--model.init_args.reuse_cache={str(reuse_cache).lower()}",
+            f"--model.init_args.attn_implementation={'eager' if eager else 'sdpa'}",
+            f"--data.init_args.vocab_size={vocab}", f"--data.init_args.block_size={prompt}",
+            f"--data.init_args.batch_size={batch}"]
     if cards > 1:
         args += [f"--trainer.devices={cards}", "--trainer.strategy=ModelParallelStrategy"]
     setting = (f"{cards} card{'s' if cards > 1 else ''}{', tensor-parallel' if cards > 1 else ''}, "
@@ -84,6 +92,15 @@ def infer(model, prompt, new, batch, published, cards=1, generation="gaudi2"):
     return {"kind": "inference", "model": name, "setting": setting, "args": args, "published": published,
             "unit": "tokens/s", "generation": generation, "tokens_in": prompt, "tokens_out": new, "batch": batch,
             "cards": cards}
+
+
+def mistral(prompt, new, batch, published):
+    """Mistral 7B as Intel's commands for its rows run optimum-habana (their "Replicating Large
+    Language Model Inference Performance" page, software 1.16, the batch sizes the 1.18 pages
+    repeat): without --use_flash_attention, with --reuse_cache, buckets of 128 only for the
+    2048-token generations."""
+    return infer(MISTRAL_7B, prompt, new, batch, published, bucket=128 if new == 2048 else 0, reuse_cache=True,
+                 eager=True)
 
 
 def latency(model, prompt, published_ms, cards=1, generation="gaudi2"):
@@ -117,10 +134,10 @@ ROWS = [
     infer(LLAMA2_70B, 128, 2048, 327, 3211, cards=2),
     infer(LLAMA2_70B, 2048, 128, 95, 310, cards=2),
     infer(LLAMA2_70B, 2048, 2048, 78, 1438, cards=2),
-    infer(MISTRAL_7B, 128, 128, 896, 18023),
-    infer(MISTRAL_7B, 128, 2048, 120, 11294),
-    infer(MISTRAL_7B, 2048, 128, 120, 1427),
-    infer(MISTRAL_7B, 2048, 2048, 44, 3947),
+    mistral(128, 128, 896, 18023),
+    mistral(128, 2048, 120, 11294),
+    mistral(2048, 128, 120, 1427),
+    mistral(2048, 2048, 44, 3947),
     infer(LLAMA31_8B, 128, 128, 2429, 18201),
     infer(LLAMA31_8B, 128, 2048, 289, 11138),
     infer(LLAMA31_8B, 2048, 128, 179, 2028),
@@ -153,10 +170,10 @@ ROWS = [
     gaudi3(infer(LLAMA31_70B, 128, 2048, 600, 15711, cards=8)),
     gaudi3(infer(LLAMA31_70B, 2048, 128, 400, 1600, cards=8)),
     gaudi3(infer(LLAMA31_70B, 2048, 2048, 600, 8946, cards=8)),
-    gaudi3(infer(MISTRAL_7B, 128, 128, 896, 24433)),
-    gaudi3(infer(MISTRAL_7B, 128, 2048, 120, 13726)),
-    gaudi3(infer(MISTRAL_7B, 2048, 128, 120, 2085)),
-    gaudi3(infer(MISTRAL_7B, 2048, 2048, 44, 4970)),
+    gaudi3(mistral(128, 128, 896, 24433)),
+    gaudi3(mistral(128, 2048, 120, 13726)),
+    gaudi3(mistral(2048, 128, 120, 2085)),
+    gaudi3(mistral(2048, 2048, 44, 4970)),
 ]
 
 

@@ -600,17 +600,75 @@ TEST(Gradcheck, CrossEntropyOverTokensWithIgnoredTargets) {
       {randomTensor({2, 3, 5}, g, 2.0f)});
 }
 
-// Attention: every variant the models use.
+// Attention: every variant the models use, fused and eager.
 void checkAttention(const Shape& q, const Shape& kv, const ops::AttentionOptions& o, std::uint64_t seed) {
-  Generator g(seed);
-  checkGradients(
-      [o](const auto& in) {
-        ops::AttentionOptions each = o;
-        Generator rng(99, RandomStream::kDropout);  // the same masks at every evaluation
-        each.rng = &rng;
-        return ops::scaledDotProductAttention(in[0], in[1], in[2], each);
-      },
-      {randomTensor(q, g), randomTensor(kv, g), randomTensor(kv, g)});
+  for (const bool eager : {false, true}) {
+    SCOPED_TRACE(eager ? "eager" : "fused");
+    Generator g(seed);
+    checkGradients(
+        [o, eager](const auto& in) {
+          ops::AttentionOptions each = o;
+          Generator rng(99, RandomStream::kDropout);  // the same masks at every evaluation
+          each.rng = &rng;
+          each.eager = eager;
+          return ops::scaledDotProductAttention(in[0], in[1], in[2], each);
+        },
+        {randomTensor(q, g), randomTensor(kv, g), randomTensor(kv, g)});
+  }
+}
+
+// Eager attention is the fused kernel's function: the same outputs and
+// gradients (to rounding), over a partly filled cache read through a bucket
+// too; and it holds its scores and probabilities in device memory, [B, H, T,
+// S] each, where the fused kernel holds none.
+TEST(Gradcheck, EagerAttentionComputesWhatTheFusedKernelDoesWithItsScoresInMemory) {
+  struct Case {
+    Shape q, kv;
+    ops::AttentionOptions o;
+  };
+  const Case cases[] = {
+      {{2, 4, 5, 4}, {2, 2, 5, 4}, {.causal = true}},
+      {{1, 2, 3, 4}, {1, 2, 7, 4}, {.causal = false}},
+      {{1, 4, 6, 4}, {1, 1, 6, 4}, {.causal = true, .sliding_window = 3}},
+      // 2 new queries after 3 cached keys, in a cache of 8 rows read through a bucket of 6.
+      {{1, 4, 2, 4}, {1, 2, 8, 4}, {.causal = true, .kv_length = 5, .kv_graph_length = 6}},
+  };
+  auto& memory = testDevice().allocator();
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.q.str() + " " + c.kv.str());
+    Generator g(53);
+    const Tensor q = randomTensor(c.q, g), k = randomTensor(c.kv, g), v = randomTensor(c.kv, g),
+                 dy = randomTensor(c.q, g);
+    std::vector<std::vector<float>> got[2];
+    std::uint64_t held[2];
+    for (const bool eager : {false, true}) {
+      Tensor qi = q.detach(), ki = k.detach(), vi = v.detach();
+      for (Tensor* t : {&qi, &ki, &vi}) t->setRequiresGrad(c.o.kv_length < 0);
+      ops::AttentionOptions o = c.o;
+      o.eager = eager;
+      autograd::Tape tape;
+      autograd::TapeScope scope(&tape);
+      memory.resetPeakStats();
+      const std::uint64_t base = memory.stats().inUse;
+      const Tensor y = ops::scaledDotProductAttention(qi, ki, vi, o);
+      held[eager] = memory.stats().maxInUse - base;
+      got[eager].push_back(y.toHost());
+      if (c.o.kv_length >= 0) continue;  // no gradients of a partly filled cache
+      tape.backward(y, dy);
+      for (const Tensor* t : {&qi, &ki, &vi}) got[eager].push_back(t->grad().toHost());
+    }
+    ASSERT_EQ(got[0].size(), got[1].size());
+    for (std::size_t i = 0; i < got[0].size(); ++i) {
+      SCOPED_TRACE(i == 0 ? "output" : "gradient of input " + std::to_string(i - 1));
+      for (std::size_t j = 0; j < got[0][i].size(); ++j) EXPECT_NEAR(got[1][i][j], got[0][i][j], 1e-5f) << j;
+    }
+    const std::uint64_t scores = static_cast<std::uint64_t>(c.q.numel() / c.q[3]) *
+                                 static_cast<std::uint64_t>(c.o.kv_graph_length < 0 ? c.kv[2] : c.o.kv_graph_length) *
+                                 sizeof(float);
+    const std::uint64_t output = static_cast<std::uint64_t>(c.q.numel()) * sizeof(float);
+    EXPECT_GE(held[1], 2 * scores + output) << "eager: the scores, the probabilities and the output";
+    EXPECT_LT(held[0], scores + output) << "fused: the output and a log-sum-exp per query row";
+  }
 }
 
 TEST(Gradcheck, AttentionCausalFullAndGroupedQuery) {

@@ -303,12 +303,39 @@ TEST_F(EstimateMemory, Fp8InferenceHoldsFp8WeightsAndAnFp8KVCache) {
         pads += o["calls"].get<std::int64_t>();
       }
     }
-    const std::string prompt_keys = reuse ? "float8_e4m3fn[4,4,24,8]" : "float8_e4m3fn[4,4,16,8]";
+    // The prompt's forward reads its own 16 keys either way, decoding the whole cache.
+    const std::string prompt_keys = "float8_e4m3fn[4,4,16,8]";
     EXPECT_EQ(attention,
               (std::set<std::string>{"bfloat16[4,4,16,8] " + prompt_keys + " " + prompt_keys,  // the prompt
                                      "bfloat16[4,4,1,8] float8_e4m3fn[4,4,24,8] float8_e4m3fn[4,4,24,8]"}));
     EXPECT_EQ(pads, reuse ? 0 : 4);
   }
+}
+
+// attn_implementation: eager is priced as the ops it runs, each layer's
+// products and masked softmax over [batch, heads, queries, keys] scores (in
+// device memory: Gradcheck.EagerAttention...), where the fused kernel is one
+// op; the scores' round trips through HBM make it slower.
+TEST_F(EstimateMemory, EagerAttentionIsPricedAsItsProductsAndSoftmaxWithItsScoresInMemory) {
+  std::map<std::string, nlohmann::json> report;
+  for (const std::string impl : {"sdpa", "eager"}) {
+    auto args = llamaWith({"--model.init_args.max_new_tokens=8", "--model.init_args.attn_implementation=" + impl});
+    args.insert(args.begin(), {"estimate", "predict", "--json", impl + ".json"});
+    const RunResult e = run(args);
+    ASSERT_EQ(e.exit_code, 0) << e.describe();
+    report[impl] = nlohmann::json::parse(read(impl + ".json"));
+  }
+  const auto ops = [&](const std::string& impl) {
+    std::set<std::string> names;
+    for (const auto& o : report[impl]["ops"]) names.insert(o["op"].get<std::string>());
+    return names;
+  };
+  EXPECT_TRUE(ops("sdpa").contains("scaled_dot_product_attention"));
+  EXPECT_FALSE(ops("sdpa").contains("attention_softmax"));
+  EXPECT_FALSE(ops("eager").contains("scaled_dot_product_attention"));
+  EXPECT_TRUE(ops("eager").contains("attention_softmax"));
+  EXPECT_TRUE(ops("eager").contains("matmul"));
+  EXPECT_GT(report["eager"]["step_time_s"].get<double>(), report["sdpa"]["step_time_s"].get<double>());
 }
 
 // fit on a model too large for this host's memory stops before the kernel

@@ -29,7 +29,7 @@ constexpr double kAttentionBackwardProducts = 5.0 / 2.0;
 constexpr double kVectorBackwardPasses = 3.0 / 2.0;
 
 double instructionsPerElement(std::string_view op) {
-  if (op == "softmax" || op == "cross_entropy" || op == "silu" || op == "swiglu" || op == "gelu" || op == "gelu_tanh" ||
+  if (op == "softmax" || op == "attention_softmax" || op == "cross_entropy" || op == "silu" || op == "swiglu" || op == "gelu" || op == "gelu_tanh" ||
       op == "sigmoid" || op == "tanh")
     return kExpOpInstructions;
   if (op == "layer_norm" || op == "rms_norm" || op == "batch_norm") return kNormInstructions;
@@ -183,7 +183,10 @@ OpPrice priceOp(const device::GaudiModel& m, std::string_view op, std::span<cons
     const std::int64_t rows = dim(a, -1) == k ? dim(a, -2) : dim(a, -1);
     const std::int64_t cols = dim(b, -2) == k ? dim(b, -1) : dim(b, -2);
     const double batch = std::max(numel(a) / (rows * k), numel(b) / (k * cols));
-    return withBackward(product(m, static_cast<std::int64_t>(batch), rows, cols, k, a.dtype));
+    // An fp8 operand (an fp8 KV cache) makes it an fp8 product: fp8
+    // quantization quantizes the other.
+    const DType dtype = device::isFp8(b.dtype) ? b.dtype : a.dtype;
+    return withBackward(product(m, static_cast<std::int64_t>(batch), rows, cols, k, dtype));
   }
   if (op == "conv2d" && operands.size() >= 3) {
     // Implicit GEMM: [N x Ho x Wo, C x kh x kw] by [.., O]; the output

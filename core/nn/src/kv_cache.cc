@@ -75,6 +75,7 @@ std::pair<Tensor, Tensor> KVCache::append(std::int64_t layer, const Tensor& keys
 }
 
 std::int64_t KVCache::attendedRows(std::int64_t layer, std::int64_t filled) const {
+  if (length_ == 0) return filled;  // the prompt's forward: its own keys
   if (bucket_ <= 0) return rows(layer);
   return std::min(rows(layer), (filled + bucket_ - 1) / bucket_ * bucket_);
 }

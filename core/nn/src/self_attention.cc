@@ -66,7 +66,7 @@ Tensor SelfAttention::forward(const Inputs& in) {
     q = ops::rotaryEmbedding(q, positions, o_.rope_theta, o_.rope_scaling);
     k = ops::rotaryEmbedding(k, positions, o_.rope_theta, o_.rope_scaling);
   }
-  ops::AttentionOptions a{.causal = o_.causal, .sliding_window = o_.sliding_window};
+  ops::AttentionOptions a{.causal = o_.causal, .sliding_window = o_.sliding_window, .eager = o_.eager};
   if (in.kv_cache != nullptr) {
     std::tie(k, v) = in.kv_cache->append(o_.cache_layer, k, v);
     a.kv_length = cached + x.size(1);

@@ -1,4 +1,6 @@
 // Elementwise activations, softmax and dropout.
+#include <algorithm>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -95,6 +97,48 @@ Tensor softmax(const Tensor& x_in) {
     if (!gy.defined()) return;
     GradTarget g = gradTarget(x);
     if (g.data != nullptr) k::softmaxBackward(y.data(), gy.data(), rows, c, g.data, g.accumulate);
+    gradWritten(x);
+  });
+  return finish(y);
+}
+
+Tensor attentionSoftmax(const Tensor& x_in, const AttentionMask& m) {
+  const Tensor x = castTo(x_in, computeDtype(op::kAttentionSoftmax, {&x_in}));
+  const std::int64_t c = x.size(-1), rows = x.numel() / c, kv_length = m.kv_length < 0 ? c : m.kv_length;
+  require(x.ndim() >= 2 && m.queries >= 1 && x.size(-2) % m.queries == 0 && kv_length <= c &&
+              kv_length >= m.queries,
+          op::kAttentionSoftmax, [&] {
+            return fmt::format("scores {} for {} queries over {} keys", x.shape().str(), m.queries, kv_length);
+          });
+  const OpRecord op_record = record(op::kAttentionSoftmax, {&x});
+  Tensor y = like(x, x.shape());
+  if (computes(y)) {
+    const std::int64_t first = kv_length - m.queries;  // the first query's position
+    const float* px = x.data();
+    float* py = y.data();
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const std::int64_t at = first + r % m.queries;
+      const std::int64_t lo = m.sliding_window > 0 ? std::max<std::int64_t>(0, at - m.sliding_window + 1) : 0;
+      const std::int64_t hi = m.causal ? at + 1 : kv_length;  // keys [lo, hi) are seen
+      float* out = py + r * c;
+      std::fill(out, out + c, -std::numeric_limits<float>::infinity());
+      for (std::int64_t j = lo; j < hi; ++j) out[j] = m.scale * px[r * c + j];
+    }
+    k::softmaxForward(py, rows, c, py);
+  }
+  recordBackward(y, {&x}, [x = GradRef(x), y, rows, c, scale = m.scale] {
+    Tensor gy = y.grad();
+    if (!gy.defined()) return;
+    GradTarget g = gradTarget(x);
+    if (g.data != nullptr) {
+      // d(scale * x): the softmax's backward (masked keys have p = 0), scaled.
+      std::vector<float> d(static_cast<std::size_t>(rows * c));
+      k::softmaxBackward(y.data(), gy.data(), rows, c, d.data(), false);
+      for (std::int64_t i = 0; i < rows * c; ++i) {
+        const float v = scale * d[static_cast<std::size_t>(i)];
+        g.data[i] = g.accumulate ? g.data[i] + v : v;
+      }
+    }
     gradWritten(x);
   });
   return finish(y);

@@ -12,6 +12,30 @@ namespace hpu::core::ops {
 using namespace detail;
 namespace k = device::kernels;
 
+namespace {
+
+// transformers' eager attention (AttentionOptions::eager) over the first
+// `kv_rows` rows of k and v, of which the first kv_len are keys.
+Tensor eagerAttention(const Tensor& q, const Tensor& k_in, const Tensor& v_in, const AttentionOptions& o,
+                      std::int64_t kv_len, std::int64_t kv_rows) {
+  const std::int64_t b = q.size(0), h = q.size(1), t = q.size(2), d = q.size(3), kv_heads = k_in.size(1);
+  // A key/value head's query heads as the rows of one product (head i reads
+  // key/value head i / (h / kv_heads)), over the rows the graph reads (a
+  // cache's bucket): no copies of k and v.
+  const std::int64_t rows = kv_rows < k_in.size(2) ? kv_rows : -1;
+  const Tensor scores =
+      matmul(reshape(q, {b, kv_heads, h / kv_heads * t, d}), k_in, {.transpose_b = true, .b_rows = rows});
+  Tensor probs = attentionSoftmax(scores, {.queries = t,
+                                           .kv_length = kv_len,
+                                           .causal = o.causal,
+                                           .sliding_window = o.sliding_window,
+                                           .scale = o.scale.value_or(1.0f / std::sqrt(static_cast<float>(d)))});
+  if (o.training && o.dropout_p > 0.0f) probs = dropout(probs, o.dropout_p, true, *o.rng);
+  return reshape(matmul(probs, v_in, {.b_rows = rows}), {b, h, t, d});
+}
+
+}  // namespace
+
 Tensor scaledDotProductAttention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
                                  const AttentionOptions& o) {
   require(q_in.ndim() == 4 && k_in.ndim() == 4 && k_in.shape() == v_in.shape() && q_in.size(0) == k_in.size(0) &&
@@ -28,17 +52,17 @@ Tensor scaledDotProductAttention(const Tensor& q_in, const Tensor& k_in, const T
   });
   require(o.dropout_p >= 0.0f && o.dropout_p < 1.0f && (o.dropout_p == 0.0f || !o.training || o.rng != nullptr),
           op::kAttention, [&] { return fmt::format("dropout_p {} needs 0 <= p < 1 and a generator", o.dropout_p); });
+  const std::int64_t kv_rows = o.kv_graph_length < 0 ? k_in.size(2) : o.kv_graph_length;
+  require(kv_rows >= kv_len && kv_rows <= k_in.size(2), op::kAttention,
+          [&] { return fmt::format("a graph over {} keys of {} for {} attended", kv_rows, k_in.size(2), kv_len); });
+  if (o.eager) return eagerAttention(q_in, k_in, v_in, o, kv_len, kv_rows);
   // An fp8 KV cache is read as it is: fp8 quantization runs attention's
   // products on the stored keys and values (no widened copy of the cache).
   const bool fp8_kv = device::isFp8(k_in.dtype()) && v_in.dtype() == k_in.dtype();
   const DType dt = fp8_kv ? computeDtype(op::kAttention, {&q_in}) : computeDtype(op::kAttention, {&q_in, &k_in, &v_in});
   const Tensor q = castTo(q_in, dt), key = fp8_kv ? k_in : castTo(k_in, dt), v = fp8_kv ? v_in : castTo(v_in, dt);
-  const std::int64_t graph_len = o.kv_graph_length < 0 ? key.size(2) : o.kv_graph_length;
-  require(graph_len >= kv_len && graph_len <= key.size(2), op::kAttention, [&] {
-    return fmt::format("a graph over {} keys of {} for {} attended", graph_len, key.size(2), kv_len);
-  });
   // Keys and values are recorded as the rows the graph reads.
-  const std::int64_t kv_shape[] = {key.size(0), key.size(1), graph_len, key.size(3)};
+  const std::int64_t kv_shape[] = {key.size(0), key.size(1), kv_rows, key.size(3)};
   const device::OperandInfo operands[] = {operandInfo(q), {kv_shape, key.dtype(), key.requiresGrad()},
                                           {kv_shape, v.dtype(), v.requiresGrad()}};
   const OpRecord op_record(q.device(), op::kAttention.name, operands);

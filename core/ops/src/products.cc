@@ -166,23 +166,36 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in, const MatmulOptions& o) {
     return fmt::format("expects matrices (2 or more dimensions), got {} and {}", a_in.shape().str(),
                        b_in.shape().str());
   });
+  const std::int64_t b_rows = o.b_rows < 0 ? b_in.size(-2) : o.b_rows;
+  require(b_rows <= b_in.size(-2) && (b_rows == b_in.size(-2) || !b_in.requiresGrad()), op::kMatmul, [&] {
+    return fmt::format("b_rows {} of {}: at most its rows, and without its gradient", b_rows, b_in.shape().str());
+  });
+  // B's matrices as read ([..., b_rows, cols]); each is b_matrix apart.
+  const std::int64_t b_matrix = b_in.size(-2) * b_in.size(-1);
   const std::int64_t m = a_in.size(ta ? -1 : -2), kk = a_in.size(ta ? -2 : -1);
-  const std::int64_t n = b_in.size(tb ? -2 : -1), kb = b_in.size(tb ? -1 : -2);
+  const std::int64_t n = tb ? b_rows : b_in.size(-1), kb = tb ? b_in.size(-1) : b_rows;
   require(kk == kb, op::kMatmul, [&] {
     return fmt::format("shapes {} and {} do not chain{}", a_in.shape().str(), b_in.shape().str(),
                        ta || tb ? fmt::format(" (transpose_a={}, transpose_b={})", ta, tb) : "");
   });
   const MatmulBatch batch = broadcastBatch(a_in.shape(), b_in.shape());
-  const DType dt = computeDtype(op::kMatmul, {&a_in, &b_in});
-  const Tensor a = castTo(a_in, dt), b = castTo(b_in, dt);
-  const OpRecord op_record = record(op::kMatmul, {&a, &b});
+  // An fp8 B beside a wider A (an fp8 KV cache in eager attention) is read as
+  // stored, as fp8 quantization's matmul reads it: no widened copy.
+  const bool fp8_b = device::isFp8(b_in.dtype()) && !device::isFp8(a_in.dtype());
+  const DType dt = fp8_b ? computeDtype(op::kMatmul, {&a_in}) : computeDtype(op::kMatmul, {&a_in, &b_in});
+  const Tensor a = castTo(a_in, dt), b = fp8_b ? b_in : castTo(b_in, dt);
+  // B is recorded as the rows the product reads.
+  std::vector<std::int64_t> b_read(b.shape().dims().begin(), b.shape().dims().end());
+  b_read[b_read.size() - 2] = b_rows;
+  const device::OperandInfo operands[] = {operandInfo(a), {b_read, b.dtype(), b.requiresGrad()}};
+  const OpRecord op_record = record(op::kMatmul, a.device(), operands);
   std::vector<std::int64_t> ys = batch.dims;
   ys.push_back(m);
   ys.push_back(n);
   Tensor y = like(a, Shape(std::span<const std::int64_t>(ys)));
   const auto items = static_cast<std::int64_t>(batch.a_item.size());
   // B shared by every item and A not transposed: one GEMM over all A's rows.
-  const bool fold = batch.b_items == 1 && !ta;
+  const bool fold = batch.b_items == 1 && !ta && b_rows == b.size(-2);
   if (computes(y)) {
     const k::GemmOperands ops = gemmOperands({a.dtype(), b.dtype()});
     if (fold) {
@@ -190,12 +203,12 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in, const MatmulOptions& o) {
     } else {
       for (std::int64_t i = 0; i < items; ++i) {
         const auto u = static_cast<std::size_t>(i);
-        k::gemm(ta, tb, m, n, kk, a.data() + batch.a_item[u] * m * kk, b.data() + batch.b_item[u] * kk * n, 0.0f,
+        k::gemm(ta, tb, m, n, kk, a.data() + batch.a_item[u] * m * kk, b.data() + batch.b_item[u] * b_matrix, 0.0f,
                 y.data() + i * m * n, ops);
       }
     }
   }
-  recordBackward(y, {&a, &b}, [a, b, y = GradRef(y), batch, m, n, kk, ta, tb, fold, items] {
+  recordBackward(y, {&a, &b}, [a, b, y = GradRef(y), batch, m, n, kk, ta, tb, fold, items, b_matrix] {
     Tensor gy = y.grad();
     if (!gy.defined()) return;
     const k::GemmOperands a_ops = gemmOperands({gy.dtype(), b.dtype()}), b_ops = gemmOperands({gy.dtype(), a.dtype()});
@@ -213,7 +226,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in, const MatmulOptions& o) {
     const float* dy = gy.data();
     if (a.requiresGrad())
       gradPerItem(a, batch.a_item, batch.a_items, m * kk, [&](std::size_t i, float* ga, float beta) {
-        const float* bi = b.data() + batch.b_item[i] * kk * n;
+        const float* bi = b.data() + batch.b_item[i] * b_matrix;
         const float* dyi = dy + static_cast<std::int64_t>(i) * m * n;
         if (!ta)
           k::gemm(false, !tb, m, kk, n, dyi, bi, beta, ga, a_ops);  // dA = dY op(B)^T

@@ -656,6 +656,10 @@ std::vector<config::ParamSpec> causalLMParams() {
        "applies when lora is not given."},
       {"gradient_checkpointing", Type::boolean(), "false",
        "Recompute each decoder layer's activations in backward instead of keeping them."},
+      {"attn_implementation", Type::string({"sdpa", "eager"}), "sdpa",
+       "Attention as one fused FlashAttention kernel (sdpa), or with its [batch, heads, queries, keys] scores "
+       "materialised, a product, a masked softmax and a product (eager: transformers' eager attention, "
+       "optimum-habana without --use_flash_attention). The same function; time and memory differ."},
       {"lr", Type::real().min(0.0, true), "0.0003", "Learning rate of the default AdamW (betas 0.9, 0.95)."},
       {"weight_decay", Type::real().min(0.0), "0.1", "Weight decay of the default AdamW."},
       {"prompt", Type::optional(Type::string()), "null", "predict: a text to continue."},

@@ -47,7 +47,7 @@ class GPT2Attention final : public nn::Module {
     const std::vector<Tensor> qkv = ops::split(c_attn(x), sizes);
     const Tensor q = ops::splitHeads(qkv[0], heads_);
     Tensor k = ops::splitHeads(qkv[1], heads_), v = ops::splitHeads(qkv[2], heads_);
-    ops::AttentionOptions o{.causal = true};
+    ops::AttentionOptions o{.causal = true, .eager = c_.eager_attention};
     if (in.kv_cache != nullptr) {
       std::tie(k, v) = in.kv_cache->append(layer_, k, v);
       o.kv_length = in.kv_cache->length() + x.size(1);

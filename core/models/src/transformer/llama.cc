@@ -31,6 +31,7 @@ class LlamaAttention final : public nn::SelfAttention {
                             .sliding_window = c.sliding_window,
                             .dropout = static_cast<float>(c.attention_dropout),
                             .cache_layer = layer,
+                            .eager = c.eager_attention,
                             .tensor_parallel = ctx.tensor_parallel}) {}
   std::string typeName() const override { return "LlamaAttention"; }
 };

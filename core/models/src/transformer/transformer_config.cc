@@ -254,6 +254,7 @@ TransformerConfig resolveTransformerConfig(Family family, const config::Params& 
     if (p.has(name)) field = static_cast<std::decay_t<decltype(field)>>(p.getFloat(name));
   };
   integer("vocab_size", c.vocab_size);
+  c.eager_attention = p.getString("attn_implementation") == "eager";
   if (p.has("tie_word_embeddings")) c.tie_word_embeddings = p.getBool("tie_word_embeddings");
   real("initializer_range", c.initializer_range);
   if (family == Family::kLlama) {

@@ -47,6 +47,9 @@ struct TransformerConfig {
   std::string activation;           // GPT-2's activation_function: gelu_new, gelu, relu, silu
   double initializer_range = 0.02;
   std::optional<std::int64_t> pad_token_id, eos_token_id;
+  // init_args' attn_implementation (transformers' name): "eager" materialises
+  // the attention scores (ops::AttentionOptions::eager); "sdpa" fuses them.
+  bool eager_attention = false;
 };
 
 // The architecture from init_args (Optional[...] keys, null when not given)

@@ -33,8 +33,10 @@ class KVCache {
   // Tokens cached: positions 0 .. length() - 1.
   std::int64_t length() const { return length_; }
   std::int64_t capacity() const { return capacity_; }
-  // The rows of layer `layer` attention reads when `filled` are in use: all
-  // it holds, or `filled` rounded up to the bucket.
+  // The rows of layer `layer` attention reads when `filled` are in use: in
+  // the prompt's forward (an empty cache before it) the prompt's own, as
+  // optimum-habana's KVCache.update hands that forward its keys and values;
+  // after it, all the layer holds, or `filled` rounded up to the bucket.
   std::int64_t attendedRows(std::int64_t layer, std::int64_t filled) const;
   // Rows layer `layer` holds now (0 before its first append under kPromptFirst).
   std::int64_t rows(std::int64_t layer) const;

@@ -51,6 +51,9 @@ inline constexpr OpInfo kPermute{"permute", kPromote};
 inline constexpr OpInfo kSplit{"split", kPromote};
 inline constexpr OpInfo kNarrow{"narrow", kPromote};
 inline constexpr OpInfo kAttention{"scaled_dot_product_attention", kLower};
+// Eager attention's softmax over its materialised scores, in the scores'
+// dtype (optimum-habana's --attn_softmax_bf16).
+inline constexpr OpInfo kAttentionSoftmax{"attention_softmax", kLower};
 // Computes in fp32 and returns its input's dtype, as Hugging Face's LlamaRMSNorm
 // and Gaudi's FusedRMSNorm do.
 inline constexpr OpInfo kRmsNorm{"rms_norm", kPromote};

@@ -50,6 +50,10 @@ Tensor linearRelu(const Tensor& x, const Tensor& w, const Tensor& b, const Linea
 struct MatmulOptions {
   bool transpose_a = false;
   bool transpose_b = false;
+  // > 0: only the first b_rows rows of each of B's matrices are read (a KV
+  // cache's filled rows, or its bucket: [..., S, D] read as [..., b_rows, D],
+  // no copy); B then gets no gradient. -1: all.
+  std::int64_t b_rows = -1;
 };
 Tensor matmul(const Tensor& a, const Tensor& b, const MatmulOptions& o = {});
 
@@ -167,6 +171,12 @@ struct AttentionOptions {
   // all_heads (a tensor-parallel rank's): dropout drops what it would in
   // the whole layer. 0: all_heads = q's heads.
   std::int64_t head_offset = 0, all_heads = 0;
+  // transformers' attn_implementation "eager": the scores materialised as
+  // they are without a fused kernel (a matmul, attentionSoftmax, a matmul,
+  // each recorded, differentiated and in device memory: [B, H, T, S] scores
+  // and probabilities), dropout on the probabilities with ops::dropout;
+  // false: one fused FlashAttention kernel ("sdpa"). The same function.
+  bool eager = false;
 };
 Tensor scaledDotProductAttention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o = {});
 
@@ -220,6 +230,23 @@ Tensor scale(const Tensor& a, float s);
 Tensor sum(const Tensor& a);
 Tensor mean(const Tensor& a);
 Tensor softmax(const Tensor& logits);  // over the last dimension
+
+// Eager attention's softmax: scores [..., T, S] of T queries at positions
+// kv_length - T .. kv_length - 1 against keys at 0 .. S - 1 (T rows per
+// batch-and-head item; grouped-query layouts stack several heads' T rows)
+// give softmax(scale * scores) over each row, with the keys a query may not
+// see at probability 0: from kv_length on, (causal) after the query's
+// position, (sliding_window > 0) sliding_window or more positions before it.
+// The scaling and the mask run in the softmax's pass, as a graph compiler
+// fuses them. Every query must see a key.
+struct AttentionMask {
+  std::int64_t queries = 1;     // T
+  std::int64_t kv_length = -1;  // -1: S
+  bool causal = true;
+  std::int64_t sliding_window = 0;
+  float scale = 1.0f;
+};
+Tensor attentionSoftmax(const Tensor& scores, const AttentionMask& mask);
 
 // Activation checkpointing (DeepSpeed's checkpoint / torch.utils.checkpoint):
 // runs f(x) without keeping its activations and recomputes them in backward.

@@ -27,6 +27,7 @@ struct SelfAttentionOptions {
   std::int64_t sliding_window = 0;  // > 0: each query sees only that many latest keys
   float dropout = 0.0f;             // on the attention probabilities, in training
   std::int64_t cache_layer = 0;     // this module's layer in a KVCache
+  bool eager = false;               // scores materialised (ops::AttentionOptions::eager)
   ops::ParallelGroup* tensor_parallel = nullptr;  // the heads split across it
 };
 
