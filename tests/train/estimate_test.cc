@@ -359,6 +359,13 @@ INSTANTIATE_TEST_SUITE_P(
             "MlpSingle",
             {"-c", HPU_SOURCE_DIR "/configs/fashion_mnist_mlp.yaml", "--trainer.devices=1", "--trainer.logger=true"}},
         EstimateCase{"LlamaSingle", kLlama},
+        // The model's vocabulary is the data's tokenizer's (bytes), as fit's.
+        EstimateCase{"LlamaOnTextBytes",
+                     {"--model=LlamaForCausalLM", "--model.init_args.hidden_size=32",
+                      "--model.init_args.intermediate_size=64", "--model.init_args.num_hidden_layers=2",
+                      "--model.init_args.num_attention_heads=4", "--model.init_args.max_position_embeddings=32",
+                      "--data=TextDataModule", "--data.init_args.path=/usr/share/common-licenses/GPL-3",
+                      "--data.init_args.block_size=16", "--data.init_args.batch_size=4"}},
         EstimateCase{"LlamaParallel",
                      [] {
                        auto a = kLlama;

@@ -136,11 +136,7 @@ class InstructionDataModule final : public DataModule {
 
   void setup(Stage) override {
     if (train_) return;
-    if (!tokenizer_path_)
-      throw UsageError(
-          "data.init_args.tokenizer is not set: InstructionDataModule tokenizes with the model's tokenizer; set it to "
-          "a Hugging Face model directory or tokenizer.json (or set model.init_args.pretrained)");
-    tokenizer_ = loadTokenizer(*tokenizer_path_);
+    setupTokenizer();
     const TokenizerSettings& s = tokenizer_->settings();
     if (!s.eos_id)
       spdlog::warn("InstructionDataModule: the tokenizer {} has no eos token: prompt/completion examples end without "
@@ -193,6 +189,14 @@ class InstructionDataModule final : public DataModule {
   LoaderOptions loaderOptions(Split split) const override { return batching_.options(split); }
   std::int64_t* batchSizeArg(std::string_view arg_name) override { return batching_.batchSizeArg(arg_name); }
   std::shared_ptr<const Tokenizer> tokenizer() const override { return tokenizer_; }
+  void setupTokenizer() override {
+    if (tokenizer_) return;
+    if (!tokenizer_path_)
+      throw UsageError(
+          "data.init_args.tokenizer is not set: InstructionDataModule tokenizes with the model's tokenizer; set it to "
+          "a Hugging Face model directory or tokenizer.json (or set model.init_args.pretrained)");
+    tokenizer_ = loadTokenizer(*tokenizer_path_);
+  }
   std::string name() const override { return "InstructionDataModule"; }
   std::vector<Field> batchFields(Split) const override { return instructionFields(block_size_); }
 

@@ -35,9 +35,9 @@ class TextDataModule final : public DataModule {
         batching_(p) {}
 
   void setup(Stage) override {
-    if (tokenizer_) return;
+    if (train_) return;
     const std::string text = readCorpus();
-    tokenizer_ = makeTokenizer(text);
+    if (!tokenizer_) tokenizer_ = makeTokenizer(text);
     std::vector<std::int64_t> tokens = tokenizer_->encode(text, path_);
     const auto n = static_cast<std::int64_t>(tokens.size());
     const auto n_val = static_cast<std::int64_t>(static_cast<double>(n) * val_split_);
@@ -73,6 +73,9 @@ class TextDataModule final : public DataModule {
   LoaderOptions loaderOptions(Split split) const override { return batching_.options(split); }
   std::int64_t* batchSizeArg(std::string_view arg_name) override { return batching_.batchSizeArg(arg_name); }
   std::shared_ptr<const Tokenizer> tokenizer() const override { return tokenizer_; }
+  void setupTokenizer() override {
+    if (!tokenizer_) tokenizer_ = makeTokenizer(tokenizer_name_ == "char" ? readCorpus() : std::string());
+  }
   std::string name() const override { return "TextDataModule"; }
   // Blocks of block_size tokens (predict: prompts of block_size tokens).
   std::vector<Field> batchFields(Split) const override { return tokenBlockFields(block_size_); }

@@ -167,7 +167,10 @@ void Trainer::logMetrics(std::map<std::string, double> metrics, std::int64_t ste
 void Trainer::setupModel(LightningModule& model, data::DataModule& data, data::Stage stage) {
   stage_ = stage;
   data_ = &data;
-  if (!dryRun()) data.setup(stage);
+  if (!dryRun())
+    data.setup(stage);
+  else
+    data.setupTokenizer();  // the model sizes its vocabulary by it; no sample is read
   if (model_ready_) return;
   model_ = &model;
   std::shared_ptr<const data::Dataset> sample;

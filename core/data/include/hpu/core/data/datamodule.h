@@ -31,8 +31,13 @@ class DataModule {
   virtual LoaderOptions loaderOptions(Split split) const = 0;
   // Number of classes of labelled data sets (0: not a classification set).
   virtual std::int64_t numClasses() const { return 0; }
-  // Text data: how token ids map to text (null for other data). Valid after setup().
+  // Text data: how token ids map to text (null for other data). Valid after
+  // setup() or setupTokenizer().
   virtual std::shared_ptr<const Tokenizer> tokenizer() const { return nullptr; }
+  // Makes tokenizer() valid without setup() (`hpu-train estimate`, which
+  // reads no samples): a built-in tokenizer or a tokenizer file; one learnt
+  // from the corpus (TextDataModule's char) reads the corpus for it.
+  virtual void setupTokenizer() {}
   // The fields of one sample of `split`, declared without setup() and
   // without reading any data (`hpu-train estimate`). The default throws a
   // UsageError saying the data module cannot.
