@@ -199,11 +199,12 @@ TEST(LanguageModel, GreedyGenerationWithTheCacheEqualsItWithoutTokenForToken) {
 // cache allocated whole up front (reuse_cache) gives the same tokens; without
 // it the first new token's graph is one of its own: it pads the cache from
 // the prompt's 4 rows to 24.
-TEST(LanguageModel, BucketedDecodingGivesTheSameTokensWithAGraphPerBucket) {
+void checkBucketedDecoding(const char* family, const char* init_args) {
+  SCOPED_TRACE(family);
   device::Platform platform =
       device::Platform::fromEnv(device::Env{{"HPU_EMULATOR_DEVICES", "1"}, {"PT_HPU_LAZY_MODE", "1"}});
   device::Device& dev = platform.device(0);
-  auto model = small("LlamaForCausalLM", kTinyLlama, 11, dev);
+  auto model = small(family, init_args, 11, dev);
   model->eval();
   const std::vector<std::int64_t> prompt{5, 17, 2, 30};
   const auto compilations = [&](const models::GenerationOptions& o, std::vector<std::int64_t>& tokens) {
@@ -222,6 +223,11 @@ TEST(LanguageModel, BucketedDecodingGivesTheSameTokensWithAGraphPerBucket) {
   EXPECT_EQ(compilations({.max_new_tokens = 20, .bucket_size = 4}, padded_bucketed), 1u) << "the pad's step over 8";
   EXPECT_EQ(padded, whole);
   EXPECT_EQ(padded_bucketed, whole);
+}
+
+TEST(LanguageModel, BucketedDecodingGivesTheSameTokensWithAGraphPerBucket) {
+  checkBucketedDecoding("LlamaForCausalLM", kTinyLlama);
+  checkBucketedDecoding("GPT2LMHeadModel", kTinyGpt2);
 }
 
 TEST(LanguageModel, GenerationLongerThanThePositionsIsRefused) {

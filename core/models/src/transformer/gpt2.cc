@@ -51,6 +51,7 @@ class GPT2Attention final : public nn::Module {
     if (in.kv_cache != nullptr) {
       std::tie(k, v) = in.kv_cache->append(layer_, k, v);
       o.kv_length = in.kv_cache->length() + x.size(1);
+      o.kv_graph_length = in.kv_cache->attendedRows(layer_, o.kv_length);
     }
     o.dropout_p = c_.attention_dropout;
     if (tp_) {
