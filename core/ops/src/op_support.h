@@ -85,29 +85,45 @@ Tensor scalar(device::Device& dev, double value);
 // Whether t is defined and requires a gradient.
 bool wants(const Tensor& t);
 bool wants(const GradRef& t);
-// Records `backward` for `out` when any input needs a gradient: marks `out`
-// as requiring one and counts the inputs' uses.
+// Marks `out` as requiring a gradient and counts the inputs' uses.
 void track(Tensor& out, std::initializer_list<const Tensor*> inputs);
-// Under anomaly detection the output is noted and the backward checks the
-// gradients it wrote (autograd::AnomalyDetection).
+// Records `backward` for `out` when any input needs a gradient (track()),
+// traced as `op`'s backward, of the OpEvent `forward_op` (0: none, priced as
+// nothing of its own). Under anomaly detection the output is noted and the
+// backward checks the gradients it wrote (autograd::AnomalyDetection).
 template <class Backward>
-void recordBackward(Tensor& out, std::initializer_list<const Tensor*> inputs, Backward backward) {
+void recordBackwardAs(std::string_view op, std::uint64_t forward_op, Tensor& out,
+                      std::initializer_list<const Tensor*> inputs, Backward backward) {
   if (!autograd::needsGrad(inputs)) return;
   track(out, inputs);
   if (!autograd::anomalyDetection()) {
-    autograd::currentTape()->record(std::move(backward), lastRecordedOp(), lastRecordedOpId());
+    autograd::currentTape()->record(std::move(backward), op, forward_op);
     return;
   }
-  autograd::noteForwardOutput(out, lastRecordedOp());
+  autograd::noteForwardOutput(out, op);
   std::vector<GradRef> checked;
   for (const Tensor* t : inputs)
     if (t != nullptr && t->defined() && t->requiresGrad()) checked.push_back(*t);
   autograd::currentTape()->record(
-      [backward = std::move(backward), checked = std::move(checked), op = lastRecordedOp()]() mutable {
+      [backward = std::move(backward), checked = std::move(checked), op]() mutable {
         backward();
         autograd::checkInputGradients(checked, op);
       },
-      lastRecordedOp(), lastRecordedOpId());
+      op, forward_op);
+}
+// The backward of the op just recorded (its OpRecord is the last one).
+template <class Backward>
+void recordBackward(Tensor& out, std::initializer_list<const Tensor*> inputs, Backward backward) {
+  recordBackwardAs(lastRecordedOp(), lastRecordedOpId(), out, inputs, std::move(backward));
+}
+// The backward of an op that records no device op of its own (a view; a
+// collective's wrapper, whose collectives are recorded as such): traced
+// under `op` (a literal), priced as nothing, and not as the op recorded
+// before it.
+template <class Backward>
+void recordUnrecordedBackward(std::string_view op, Tensor& out, std::initializer_list<const Tensor*> inputs,
+                              Backward backward) {
+  recordBackwardAs(op, 0, out, inputs, std::move(backward));
 }
 
 // The gradient targets of an input, a weight and a bias that one kernel

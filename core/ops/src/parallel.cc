@@ -46,7 +46,7 @@ void addBias(Tensor& y, const Tensor& bias) {
 
 Tensor copyToParallel(const Tensor& x, ParallelGroup& group) {
   Tensor y = x.reshaped(x.shape());
-  recordBackward(y, {&x}, [x = GradRef(x), y = GradRef(y), &group] {
+  recordUnrecordedBackward("copy_to_parallel", y, {&x}, [x = GradRef(x), y = GradRef(y), &group] {
     Tensor gy = y.grad();
     if (!gy.defined()) return;
     group.allreduce(gy.data(), static_cast<std::size_t>(gy.numel()), wireOf(gy), ParallelReduce::kSum);
@@ -68,7 +68,8 @@ Tensor reduceFromParallel(Tensor partial, ParallelGroup& group, const Tensor& bi
   }
   group.allreduce(y.data(), static_cast<std::size_t>(y.numel()), wireOf(y), ParallelReduce::kSum);
   if (bias.defined()) addBias(y, bias);
-  recordBackward(y, {&partial, &bias}, [partial = GradRef(partial), bias = GradRef(bias), y = GradRef(y), rows] {
+  recordUnrecordedBackward("reduce_from_parallel", y, {&partial, &bias},
+                           [partial = GradRef(partial), bias = GradRef(bias), y = GradRef(y), rows] {
     Tensor gy = y.grad();
     if (!gy.defined()) return;
     if (wants(partial)) accumulateGrad(partial, gy.data());
@@ -89,7 +90,7 @@ Tensor gatherFromParallel(const Tensor& x, ParallelGroup& group) {
       for (std::int64_t r = 0; r < rows; ++r)
         std::copy_n(gathered.data() + (k * rows + r) * c, c, y.data() + r * c * parts + k * c);
   const int rank = group.rank();
-  recordBackward(y, {&x}, [x = GradRef(x), y = GradRef(y), rows, c, parts, rank] {
+  recordUnrecordedBackward("gather_from_parallel", y, {&x}, [x = GradRef(x), y = GradRef(y), rows, c, parts, rank] {
     Tensor gy = y.grad();
     if (!gy.defined()) return;
     if (!computes(gy)) return accumulateGrad(x, nullptr);
@@ -241,7 +242,7 @@ Tensor toParallelRegion(const Tensor& x, ParallelGroup& group) {
   Tensor y = like(x, withPositions(x, d.positions * group.size()));
   const std::vector<float> whole = allgatherSequence(x.data(), d, wireOf(x), group);
   if (computes(y)) std::copy(whole.begin(), whole.end(), y.data());
-  recordBackward(y, {&x}, [x = GradRef(x), y = GradRef(y), d, &group] {
+  recordUnrecordedBackward("to_parallel_region", y, {&x}, [x = GradRef(x), y = GradRef(y), d, &group] {
     Tensor gy = y.grad();
     if (!gy.defined()) return;
     const std::vector<float> mine = reduceScatterSequence(gy.data(), d, wireOf(gy), group);
@@ -260,7 +261,8 @@ Tensor fromParallelRegion(Tensor partial, ParallelGroup& group, const Tensor& bi
   if (computes(y)) std::copy(mine.begin(), mine.end(), y.data());
   const std::int64_t c = partial.size(-1), rows = y.numel() / c;
   if (bias.defined()) addBias(y, bias);
-  recordBackward(y, {&partial, &bias}, [partial = GradRef(partial), bias = GradRef(bias), y = GradRef(y), d, rows, &group] {
+  recordUnrecordedBackward("from_parallel_region", y, {&partial, &bias},
+                           [partial = GradRef(partial), bias = GradRef(bias), y = GradRef(y), d, rows, &group] {
     Tensor gy = y.grad();
     if (!gy.defined()) return;
     if (wants(partial)) {
@@ -293,7 +295,7 @@ Tensor scatterToSequence(const Tensor& x, ParallelGroup& group) {
   if (computes(y))
     for (std::int64_t b = 0; b < d.batch; ++b)
       std::copy_n(x.data() + (b * whole.positions + first) * d.row, positions * d.row, y.data() + b * positions * d.row);
-  recordBackward(y, {&x}, [x = GradRef(x), y = GradRef(y), d, &group] {
+  recordUnrecordedBackward("scatter_to_sequence", y, {&x}, [x = GradRef(x), y = GradRef(y), d, &group] {
     Tensor gy = y.grad();
     if (!gy.defined()) return;
     const std::vector<float> all = allgatherSequence(gy.data(), d, wireOf(gy), group);

@@ -14,7 +14,7 @@ using namespace detail;
 Tensor reshape(const Tensor& x, const Shape& shape) {
   require(shape.numel() == x.numel(), "reshape", [&] { return fmt::format("{} to {}", x.shape().str(), shape.str()); });
   Tensor y = x.reshaped(shape);
-  recordBackward(y, {&x}, [x = GradRef(x), y = GradRef(y)] {
+  recordUnrecordedBackward("reshape", y, {&x}, [x = GradRef(x), y = GradRef(y)] {
     if (Tensor gy = y.grad(); gy.defined()) accumulateGrad(x, gy.data());
   });
   return y;
