@@ -22,16 +22,15 @@ Tensor eagerAttention(const Tensor& q, const Tensor& k_in, const Tensor& v_in, c
   // A key/value head's query heads as the rows of one product (head i reads
   // key/value head i / (h / kv_heads)), over the rows the graph reads (a
   // cache's bucket): no copies of k and v.
-  const std::int64_t rows = kv_rows < k_in.size(2) ? kv_rows : -1;
   const Tensor scores =
-      matmul(reshape(q, {b, kv_heads, h / kv_heads * t, d}), k_in, {.transpose_b = true, .b_rows = rows});
+      matmul(reshape(q, {b, kv_heads, h / kv_heads * t, d}), k_in, {.transpose_b = true, .b_rows = kv_rows});
   Tensor probs = attentionSoftmax(scores, {.queries = t,
                                            .kv_length = kv_len,
                                            .causal = o.causal,
                                            .sliding_window = o.sliding_window,
                                            .scale = o.scale.value_or(1.0f / std::sqrt(static_cast<float>(d)))});
   if (o.training && o.dropout_p > 0.0f) probs = dropout(probs, o.dropout_p, true, *o.rng);
-  return reshape(matmul(probs, v_in, {.b_rows = rows}), {b, h, t, d});
+  return reshape(matmul(probs, v_in, {.b_rows = kv_rows}), {b, h, t, d});
 }
 
 }  // namespace
