@@ -4,10 +4,13 @@ run (Intel Gaudi "Model Performance Data" pages, software 1.18, PyTorch 2.4), an
 estimate each: the rows `calibrate.py` fits the model's efficiencies on and validates it
 against.
 
-- Gaudi 2 training (fp8 pre-training, tokens/s). Intel does not publish the parallel
-  settings of its training runs: the ones below are ours (DeepSpeed ZeRO-2 on one or two
-  servers, ZeRO-3 on eight; activation checkpointing per decoder layer; micro-batches that
-  fit), stated per row.
+- Gaudi 2 training (fp8 pre-training, tokens/s), in the layouts of Intel's Megatron-DeepSpeed
+  recipes for them (HabanaAI/Megatron-DeepSpeed, README.md "Multi-Card Training Examples", the
+  fp8 commands; scripts/run_llama.sh for what they leave at its defaults: sequence parallelism
+  on, the fused attention): tensor x pipeline x data parallel (ModelParallelStrategy), ZeRO-1,
+  the recipe's micro-batch, selective recompute (HL_CKP_ACT=2, hpu-train's
+  gradient_checkpointing: selective) or none (HL_CKP_ACT=0), stated per row; the global batch is
+  the published row's.
 - Gaudi 2 and Gaudi 3 inference throughput (fp8, generated tokens/s), on one card or split
   tensor-parallel as Intel's DeepSpeed-inference runs were (here ModelParallelStrategy, the
   same split). Every generation runs as Intel's benchmark for these pages runs optimum-habana
@@ -58,20 +61,29 @@ MISTRAL_7B = ("Mistral 7B", "configs/estimate/mistral_7b.json", 32000)
 LLAMA31_405B = ("Llama 3.1 405B", "configs/estimate/llama3_1_405b.json", 128256)
 
 
-def train(model, nodes, seq, strategy, micro, accumulation, published, generation="gaudi2"):
-    """fp8 pre-training on `nodes` servers of 8 cards: global batch = micro x accumulation x 8 x nodes."""
+def train(model, nodes, seq, batch, published, tp=1, pp=1, micro=1, recompute="selective", generation="gaudi2"):
+    """fp8 pre-training on `nodes` servers of 8 cards, a global batch of `batch` sequences: `tp`
+    tensor-parallel (with sequence parallelism) x `pp` pipeline stages x the rest data-parallel
+    with ZeRO-1, micro-batches of `micro`; `recompute`: gradient_checkpointing's value."""
     name, config, vocab = model
     world = 8 * nodes
-    setting = (f"{world} cards, seq {seq}, global batch {micro * accumulation * world} "
-               f"(ours: {strategy.replace('hpu_deepspeed_stage_', 'ZeRO-')}, micro {micro} x accumulation "
-               f"{accumulation}, checkpointing)")
-    args = ["fit", "-c", TRAIN, f"--trainer.num_nodes={nodes}", f"--trainer.strategy={strategy}",
-            f"--trainer.accumulate_grad_batches={accumulation}", f"--model.init_args.config={config}",
+    dp = world // (tp * pp)
+    accumulation = batch // (micro * dp)
+    assert micro * dp * accumulation == batch, (name, batch)
+    setting = (f"{world} cards, seq {seq}, global batch {batch} (TP{tp} x PP{pp} x DP{dp}, ZeRO-1, micro {micro}, "
+               f"{'selective recompute' if recompute == 'selective' else 'no recompute'})")
+    args = ["fit", "-c", TRAIN, f"--trainer.num_nodes={nodes}", "--trainer.strategy=ModelParallelStrategy",
+            f"--trainer.strategy.init_args.tensor_parallel_size={tp}",
+            f"--trainer.strategy.init_args.pipeline_parallel_size={pp}",
+            f"--trainer.strategy.init_args.data_parallel_size={dp}",
+            f"--trainer.strategy.init_args.sequence_parallel={str(tp > 1).lower()}",
+            "--trainer.strategy.init_args.zero_stage=1", f"--trainer.accumulate_grad_batches={accumulation}",
+            f"--model.init_args.config={config}", f"--model.init_args.gradient_checkpointing={recompute}",
             f"--data.init_args.vocab_size={vocab}", f"--data.init_args.block_size={seq}",
             f"--data.init_args.batch_size={micro}"]
     return {"kind": "training", "model": name, "setting": setting, "args": args, "published": published,
             "unit": "tokens/s", "generation": generation, "tokens_in": seq, "tokens_out": 0,
-            "batch": micro * accumulation * world, "cards": world}
+            "batch": batch, "cards": world}
 
 
 def infer(model, prompt, new, batch, published, cards=1, generation="gaudi2", bucket=128, reuse_cache=False,
@@ -118,11 +130,12 @@ def gaudi3(row):
 
 ROWS = [
     # Gaudi 2 training
-    train(LLAMA2_7B, 1, 4096, "hpu_deepspeed_stage_2", 2, 64, 68464),
-    train(LLAMA2_13B, 2, 4096, "hpu_deepspeed_stage_2", 2, 8, 58282),
-    train(LLAMA2_70B, 8, 4096, "hpu_deepspeed_stage_3", 1, 16, 54274),
-    train(LLAMA31_8B, 1, 8192, "hpu_deepspeed_stage_2", 1, 16, 36309),
-    train(LLAMA31_70B, 8, 8192, "hpu_deepspeed_stage_3", 1, 2, 43677),
+    # (Intel's recipe for Llama 2 70B is on 32 cards, TP8 x PP4; on 64, two copies of it.)
+    train(LLAMA2_7B, 1, 4096, 1024, 68464),
+    train(LLAMA2_13B, 2, 4096, 256, 58282, tp=2, pp=2, micro=2),
+    train(LLAMA2_70B, 8, 4096, 1024, 54274, tp=8, pp=4, recompute="false"),
+    train(LLAMA31_8B, 1, 8192, 128, 36309, tp=4),
+    train(LLAMA31_70B, 8, 8192, 128, 43677, tp=8),
     # Gaudi 2 inference throughput
     infer(LLAMA2_7B, 128, 128, 1230, 13137),
     infer(LLAMA2_7B, 128, 2048, 163, 4791),

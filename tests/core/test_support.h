@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -122,7 +123,11 @@ std::unique_ptr<M> configuredModel(const std::string& class_name, const std::str
                                    device::Device& dev = testDevice()) {
   auto model = buildComponent<LightningModule>(config::ComponentKind::kModel,
                                                "class_path: " + class_name + "\ninit_args: " + init_args, "model");
-  Generator init(seed), dropout(seed + 1);
+  // The model draws its dropout masks from `dropout` for as long as it lives:
+  // the streams stay here for the test process's.
+  static std::deque<Generator> dropout_streams;
+  Generator init(seed);
+  Generator& dropout = dropout_streams.emplace_back(seed + 1);
   nn::InitContext ctx{dev, init, dropout};
   model->configureModel(ctx, {});
   return std::unique_ptr<M>(static_cast<M*>(model.release()));

@@ -15,6 +15,7 @@
 #include "hpu/core/base/file_io.h"
 #include "hpu/core/config/compose.h"
 #include "hpu/core/config/params.h"
+#include "hpu/core/config/scalars.h"
 #include "hpu/core/estimate/step_recorder.h"
 #include "hpu/device/byte_size.h"
 #include "hpu/device/errors.h"
@@ -231,7 +232,7 @@ std::vector<std::string> suggestions(const EstimateRequest& request, const devic
       for (const std::string& n : next) tryChange({fmt::format("trainer.strategy: {}", n), {{"trainer.strategy", n}}});
     }
     const config::Node* checkpointing = configAt(cfg, {"model", "init_args", "gradient_checkpointing"});
-    if (checkpointing && checkpointing->isScalar() && !config::asBool(*checkpointing))
+    if (checkpointing && checkpointing->isScalar() && config::parseBool(checkpointing->str()) != true)
       tryChange({"model.init_args.gradient_checkpointing: true", {{"model.init_args.gradient_checkpointing", "true"}}});
   }
   // The largest batch under the current one that fits (the peak grows with

@@ -148,7 +148,7 @@ std::unique_ptr<PrecisionPlugin> choosePrecision(const TrainerOptions& o, const 
 std::unique_ptr<PrecisionPlugin> selectPrecision(const TrainerOptions& o, const Strategy& strategy,
                                                  const std::map<std::string, std::string>& env) {
   std::unique_ptr<PrecisionPlugin> plugin = choosePrecision(o, strategy, env);
-  return isDeepSpeed(o.strategy) ? forDeepSpeed(std::move(plugin)) : std::move(plugin);
+  return strategy.holdsHalfModel() ? holdingHalfModel(std::move(plugin)) : std::move(plugin);
 }
 
 }  // namespace hpu::core::app

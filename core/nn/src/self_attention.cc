@@ -3,6 +3,7 @@
 #include "hpu/core/nn/kv_cache.h"
 #include "hpu/core/nn/layers/rotary.h"
 #include "hpu/core/ops/parallel.h"
+#include "hpu/core/tensor/autograd.h"
 
 namespace hpu::core::nn {
 
@@ -16,6 +17,16 @@ LocalHeads localHeads(std::int64_t num_heads, std::int64_t num_key_value_heads, 
     throw UsageError(fmt::format("num_key_value_heads {} and {} tensor-parallel ranks: one must divide the other",
                                  num_key_value_heads, ranks));
   return {num_heads / ranks, 1, static_cast<int>(ranks / num_key_value_heads)};
+}
+
+Tensor attentionCore(const Tensor& q, const Tensor& k, const Tensor& v, const ops::AttentionOptions& a, bool recompute) {
+  if (!recompute || autograd::currentTape() == nullptr) return ops::scaledDotProductAttention(q, k, v, a);
+  // The recomputation in backward splits as the forward did.
+  const auto attend = [a, sequence_parallel = ops::sequenceParallel()](const std::vector<Tensor>& qkv) {
+    const ops::SequenceParallelScope scope(sequence_parallel);
+    return ops::scaledDotProductAttention(qkv[0], qkv[1], qkv[2], a);
+  };
+  return ops::checkpoint(attend, {q, k, v}, a.rng);
 }
 
 SelfAttention::SelfAttention(InitContext& ctx, const SelfAttentionOptions& o)
@@ -79,7 +90,7 @@ Tensor SelfAttention::forward(const Inputs& in) {
   }
   a.training = training();
   a.rng = dropout_rng_;
-  return o_proj(ops::mergeHeads(ops::scaledDotProductAttention(q, k, v, a)));
+  return o_proj(ops::mergeHeads(attentionCore(q, k, v, a, o_.recompute && training() && in.kv_cache == nullptr)));
 }
 
 }  // namespace hpu::core::nn

@@ -7,7 +7,8 @@
 
 namespace hpu::core::ops {
 
-Tensor checkpoint(const std::function<Tensor(const Tensor&)>& f, const Tensor& x, Generator* rng, bool on_host) {
+Tensor checkpoint(const std::function<Tensor(const std::vector<Tensor>&)>& f, const std::vector<Tensor>& xs,
+                  Generator* rng, bool on_host) {
   autograd::Tape* tape = autograd::currentTape();
   const std::optional<Generator::State> rng_state = rng ? std::optional(rng->state()) : std::nullopt;
   // The recompute runs in the forward's autocast state, as torch's checkpoint does.
@@ -15,29 +16,36 @@ Tensor checkpoint(const std::function<Tensor(const Tensor&)>& f, const Tensor& x
   Tensor y;
   {
     autograd::TapeScope no_record(nullptr);
-    y = f(x);
+    y = f(xs);
   }
   if (tape == nullptr) return y;
-  // The saved input: the tensor itself, or a host copy (cpu_checkpointing).
+  // The saved inputs: the tensors themselves, or host copies (cpu_checkpointing).
   struct Saved {
-    Tensor device;
-    std::vector<float> host;
+    std::vector<Tensor> device;
+    std::vector<std::vector<float>> host;
   };
   auto saved = std::make_shared<Saved>();
-  if (!on_host)
-    saved->device = x;
-  else if (!x.shapeOnly())
-    saved->host = x.toHost();
+  std::vector<autograd::GradRef> inputs;
+  for (const Tensor& x : xs) {
+    saved->device.push_back(on_host ? Tensor() : x);
+    saved->host.push_back(on_host && !x.shapeOnly() ? x.toHost() : std::vector<float>{});
+    inputs.emplace_back(x);
+    if (x.requiresGrad()) autograd::noteUse(x);
+  }
   y.setRequiresGrad(true);
-  if (x.requiresGrad()) autograd::noteUse(x);
-  tape->record([f, x = autograd::GradRef(x), y = autograd::GradRef(y), saved, rng, rng_state, amp] {
+  tape->record([f, inputs, y = autograd::GradRef(y), saved, rng, rng_state, amp] {
     Tensor gy = y.grad();
     if (!gy.defined()) return;
-    device::Device& dev = x.device();
-    Tensor input = saved->device.defined() ? saved->device.detach()
-                   : dev.shapeOnly()       ? Tensor::empty(dev, x.shape(), x.dtype())
-                                           : Tensor::fromHost(dev, x.shape(), saved->host, x.dtype());
-    input.setRequiresGrad(x.requiresGrad());
+    std::vector<Tensor> again;
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      const autograd::GradRef& x = inputs[i];
+      device::Device& dev = x.device();
+      Tensor input = saved->device[i].defined() ? saved->device[i].detach()
+                     : dev.shapeOnly()          ? Tensor::empty(dev, x.shape(), x.dtype())
+                                                : Tensor::fromHost(dev, x.shape(), saved->host[i], x.dtype());
+      input.setRequiresGrad(x.requiresGrad());
+      again.push_back(std::move(input));
+    }
     Generator::State outer{};
     if (rng) {
       outer = rng->state();
@@ -48,21 +56,27 @@ Tensor checkpoint(const std::function<Tensor(const Tensor&)>& f, const Tensor& x
     {
       autograd::TapeScope record(&local);
       autocast::Scope forward_precision(amp.enabled, amp.dtype);
-      recomputed = f(input);
+      recomputed = f(again);
     }
     if (rng) rng->setState(outer);
     local.backward(recomputed, gy);
-    if (x.requiresGrad()) {
-      if (Tensor gx = input.grad(); gx.defined()) {
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      const autograd::GradRef& x = inputs[i];
+      if (!x.requiresGrad()) continue;
+      if (Tensor gx = again[i].grad(); gx.defined()) {
         autograd::GradTarget g = autograd::gradTarget(x);
         if (g.data != nullptr)
-          for (std::int64_t i = 0; i < x.numel(); ++i)
-            g.data[i] = g.accumulate ? g.data[i] + gx.data()[i] : gx.data()[i];
+          for (std::int64_t j = 0; j < x.numel(); ++j)
+            g.data[j] = g.accumulate ? g.data[j] + gx.data()[j] : gx.data()[j];
       }
       autograd::gradWritten(x);
     }
   });
   return y;
+}
+
+Tensor checkpoint(const std::function<Tensor(const Tensor&)>& f, const Tensor& x, Generator* rng, bool on_host) {
+  return checkpoint([f](const std::vector<Tensor>& xs) { return f(xs[0]); }, std::vector<Tensor>{x}, rng, on_host);
 }
 
 }  // namespace hpu::core::ops

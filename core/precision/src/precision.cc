@@ -126,12 +126,12 @@ class TruePrecision final : public PrecisionPlugin {
   void convertInput(Batch& batch) override { convertFloatFields(batch, DType::kBFloat16); }
 };
 
-// A plugin as the DeepSpeed strategies run it (Lightning's
-// DeepSpeedPrecision): the DeepSpeed engine holds the model in the half type
-// and takes inputs in it; the rest is the plugin's own.
-class DeepSpeedPrecision final : public PrecisionPlugin {
+// A plugin under a strategy that holds the model in the half type and takes
+// inputs in it (holdingHalfModel; Lightning's DeepSpeedPrecision); the rest
+// is the plugin's own.
+class HalfModelPrecision final : public PrecisionPlugin {
  public:
-  DeepSpeedPrecision(std::unique_ptr<PrecisionPlugin> plugin, DType model)
+  HalfModelPrecision(std::unique_ptr<PrecisionPlugin> plugin, DType model)
       : plugin_(std::move(plugin)), model_(model) {}
   std::string precision() const override { return plugin_->precision(); }
   void checkDevice(const device::Device& dev) const override { plugin_->checkDevice(dev); }
@@ -378,11 +378,11 @@ std::unique_ptr<PrecisionPlugin> makePrecisionPlugin(const std::string& name, co
   return it->make(fp8, scaler);
 }
 
-std::unique_ptr<PrecisionPlugin> forDeepSpeed(std::unique_ptr<PrecisionPlugin> plugin) {
+std::unique_ptr<PrecisionPlugin> holdingHalfModel(std::unique_ptr<PrecisionPlugin> plugin) {
   const std::string p = plugin->precision();
-  if (p == "16-mixed") return std::make_unique<DeepSpeedPrecision>(std::move(plugin), DType::kFloat16);
+  if (p == "16-mixed") return std::make_unique<HalfModelPrecision>(std::move(plugin), DType::kFloat16);
   if (p == "bf16-mixed" || p == "bf16-true" || p == "fp8")
-    return std::make_unique<DeepSpeedPrecision>(std::move(plugin), DType::kBFloat16);
+    return std::make_unique<HalfModelPrecision>(std::move(plugin), DType::kBFloat16);
   return plugin;
 }
 

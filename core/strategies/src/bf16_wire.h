@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "hpu/comm/buffer_view.h"
+#include "hpu/comm/process_group.h"
+#include "hpu/device/dtype.h"
 #include "hpu/device/numerics.h"
 
 namespace hpu::core::wire {
@@ -24,6 +26,20 @@ inline void fromBits(const std::vector<std::uint16_t>& bits, std::span<float> va
 // `count` bfloat16 elements held by `bits` (none on a shape-only device).
 inline comm::BufferView bitsView(std::vector<std::uint16_t>& bits, std::size_t count) {
   return comm::BufferView::bfloat16(std::span<std::uint16_t>(bits.empty() ? nullptr : bits.data(), count));
+}
+
+// Parameter values all-gathered over `group` in their dtype: bf16 as its
+// bits, anything else as fp32. `mine` must not overlap `all`.
+inline void allgatherValues(comm::ProcessGroup& group, std::span<const float> mine, std::span<float> all,
+                            device::DType dtype) {
+  if (dtype != device::DType::kBFloat16) {
+    group.allgather(comm::ConstBufferView(mine), all);
+    return;
+  }
+  std::vector<std::uint16_t> in, out(all.data() != nullptr ? all.size() : 0);
+  toBits(mine, in);
+  group.allgather(bitsView(in, mine.size()), bitsView(out, all.size()));
+  fromBits(out, all.data() != nullptr ? all : std::span<float>());
 }
 
 }  // namespace hpu::core::wire

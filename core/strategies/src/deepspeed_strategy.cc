@@ -129,6 +129,7 @@ class DeepSpeedStrategy final : public DistributedStrategy {
     return std::nullopt;
   }
   bool partitionsParameters() const override { return settings_.stage == 3; }
+  bool holdsHalfModel() const override { return true; }
   std::uint64_t gradientDeviceBytes(const nn::FlatParameters& params) const override {
     if (settings_.stage < 2) return Strategy::gradientDeviceBytes(params);
     if (settings_.offload_optimizer) return 0;
@@ -242,7 +243,7 @@ class DeepSpeedStrategy final : public DistributedStrategy {
       // The input is a copy: allgather's output overlaps it (a dry run's holds no values).
       std::vector<float> mine(values.data() ? shard : 0);
       if (values.data()) std::copy_n(values.begin() + shards_[i].offset, shard, mine.begin());
-      allgatherValues(std::span<const float>(values.data() ? mine.data() : nullptr, shard), values, b.dtype);
+      wire::allgatherValues(group(), std::span<const float>(values.data() ? mine.data() : nullptr, shard), values, b.dtype);
     }
   }
 
@@ -322,19 +323,7 @@ class DeepSpeedStrategy final : public DistributedStrategy {
     if (refs_[i]++ > 0) return;
     params_->allocateValues(i);
     const std::span<const float> shard(value_shards_[i].data(), static_cast<std::size_t>(shards_[i].size));
-    allgatherValues(shard, params_->buckets()[i].valueSpan(), params_->buckets()[i].dtype);
-  }
-
-  // Parameter values travel in the model's dtype: bf16 as its bits.
-  void allgatherValues(std::span<const float> mine, std::span<float> all, DType dtype) {
-    if (dtype != DType::kBFloat16) {
-      group().allgather(comm::ConstBufferView(mine), all);
-      return;
-    }
-    std::vector<std::uint16_t> in, out(all.data() != nullptr ? all.size() : 0);
-    wire::toBits(mine, in);
-    group().allgather(wire::bitsView(in, mine.size()), wire::bitsView(out, all.size()));
-    wire::fromBits(out, all.data() != nullptr ? all : std::span<float>());
+    wire::allgatherValues(group(), shard, params_->buckets()[i].valueSpan(), params_->buckets()[i].dtype);
   }
 
   void release(std::size_t i) {

@@ -16,7 +16,9 @@
 //  - zero_stage 1: each data-parallel rank keeps the optimizer state of its
 //    part of every bucket and steps that part; the updated parts are
 //    all-gathered over the data-parallel group. Checkpoints hold the whole
-//    state (gathered when saved), so any layout resumes them.
+//    state (gathered when saved), so any layout resumes them. Under a half
+//    precision it is Megatron-LM's distributed optimizer: a bf16 (fp16)
+//    model, fp32 masters in the parts, fp32 gradients.
 //  - Model: built with the tensor-parallel group (InitContext::
 //    tensor_parallel); Llama and GPT-2 split their layers as Megatron-LM
 //    does (nn/layers/linear.h, self_attention.h, embedding.h), and the loss
@@ -229,6 +231,16 @@ class ModelParallelStrategy final : public DistributedStrategy {
   // ZeRO-1: each data-parallel rank steps its part of every bucket (the
   // balanced partition of the data-parallel group's all-gather), keeping
   // the optimizer state of that part only, then the parts are gathered.
+  // ZeRO-1 is Megatron-LM's distributed optimizer: under a half precision the
+  // model is held in bf16 (fp16), the fp32 masters in the optimizer's parts,
+  // gradients accumulated and reduced in fp32 (Megatron-LM's
+  // accumulate_allreduce_grads_in_fp32), the updated parts gathered in the
+  // model's dtype.
+  bool holdsHalfModel() const override { return zero_; }
+  std::optional<DType> gradientDtype() const override {
+    return zero_ ? std::optional(DType::kFloat32) : std::nullopt;
+  }
+
   std::vector<SliceShard> optimizerShards(nn::FlatParameters& params) override {
     std::vector<SliceShard> out;
     for (const auto& b : params.buckets()) {
@@ -245,7 +257,8 @@ class ModelParallelStrategy final : public DistributedStrategy {
       auto& b = params.buckets()[i];
       const auto at = static_cast<std::size_t>(shards[i].offset);
       slices.push_back({b.valueSpan().data() ? b.valueSpan().data() + at : nullptr,
-                        b.gradSpan().data() ? b.gradSpan().data() + at : nullptr, shards[i].size, b.dtype});
+                        b.gradSpan().data() ? b.gradSpan().data() + at : nullptr, shards[i].size, b.dtype,
+                        /*master=*/zero_ && b.dtype != DType::kFloat32});
     }
     return slices;
   }
@@ -258,8 +271,8 @@ class ModelParallelStrategy final : public DistributedStrategy {
       // The input is a copy: the all-gather's output overlaps it (a dry run's holds no values).
       std::vector<float> mine(values.data() ? n : 0);
       if (values.data()) std::copy_n(values.begin() + shards[i].offset, n, mine.begin());
-      data_->allgather(comm::ConstBufferView(std::span<const float>(values.data() ? mine.data() : nullptr, n)),
-                       comm::BufferView(values));
+      wire::allgatherValues(*data_, std::span<const float>(values.data() ? mine.data() : nullptr, n), values,
+                            params.buckets()[i].dtype);
     }
   }
   std::optional<std::vector<float>> wholeOptimizerSlice(std::span<const float> shard, const SliceShard& where) override {
@@ -401,7 +414,8 @@ HPU_REGISTER_COMPONENT(
            "", true},
           {"zero_stage", config::Type::integer().min(0).max(1), "0",
            "hpu-train's own: 1 shards the optimizer state over the data-parallel group (ZeRO-1, Megatron-LM's "
-           "distributed optimizer); 0 keeps it whole on every replica.",
+           "distributed optimizer: under bf16-mixed, bf16-true or fp8 the model is held in bf16, the fp32 master "
+           "weights in the optimizer state); 0 keeps it whole on every replica.",
            "", true}}},
         "Tensor, pipeline and data parallelism (Llama, GPT-2: attention heads, MLP and vocabulary split across "
         "the tensor-parallel ranks; decoder layers across pipeline stages).",

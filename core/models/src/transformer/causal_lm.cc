@@ -77,7 +77,8 @@ CausalLM::CausalLM(Family family, const config::Params& p)
     : config_(resolveTransformerConfig(family, p)),
       lr_(p.getFloat("lr")),
       weight_decay_(p.getFloat("weight_decay")),
-      gradient_checkpointing_(p.getBool("gradient_checkpointing")),
+      gradient_checkpointing_(p.node("gradient_checkpointing").str() != "selective" &&
+                              config::asBool(p.node("gradient_checkpointing"))),
       generation_{p.getInt("max_new_tokens"), p.getBool("do_sample"), static_cast<float>(p.getFloat("temperature")),
                   p.getInt("top_k"), p.getInt("bucket_size"), p.getBool("reuse_cache")} {
   if (p.has("pretrained")) pretrained_ = p.getString("pretrained");
@@ -654,8 +655,9 @@ std::vector<config::ParamSpec> causalLMParams() {
       {"lora_path", Type::optional(Type::string()), "null",
        "A PEFT adapter directory (adapter_config.json, adapter_model.safetensors) to start from; its LoraConfig "
        "applies when lora is not given."},
-      {"gradient_checkpointing", Type::boolean(), "false",
-       "Recompute each decoder layer's activations in backward instead of keeping them."},
+      {"gradient_checkpointing", Type::anyOf({Type::boolean(), Type::string({"selective"})}), "false",
+       "true: recompute each decoder layer's activations in backward instead of keeping them; selective: "
+       "recompute only the attention core (Megatron-LM's --recompute-granularity selective)."},
       {"attn_implementation", Type::string({"sdpa", "eager"}), "sdpa",
        "Attention as one fused FlashAttention kernel (sdpa), or with its [batch, heads, queries, keys] scores "
        "materialised, a product, a masked softmax and a product (eager: transformers' eager attention, "

@@ -32,6 +32,7 @@ class LlamaAttention final : public nn::SelfAttention {
                             .dropout = static_cast<float>(c.attention_dropout),
                             .cache_layer = layer,
                             .eager = c.eager_attention,
+                            .recompute = c.recompute_attention,
                             .tensor_parallel = ctx.tensor_parallel}) {}
   std::string typeName() const override { return "LlamaAttention"; }
 };

@@ -255,6 +255,7 @@ TransformerConfig resolveTransformerConfig(Family family, const config::Params& 
   };
   integer("vocab_size", c.vocab_size);
   c.eager_attention = p.getString("attn_implementation") == "eager";
+  c.recompute_attention = p.node("gradient_checkpointing").str() == "selective";
   if (p.has("tie_word_embeddings")) c.tie_word_embeddings = p.getBool("tie_word_embeddings");
   real("initializer_range", c.initializer_range);
   if (family == Family::kLlama) {

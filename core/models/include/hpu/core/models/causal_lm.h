@@ -149,7 +149,7 @@ class CausalLM : public LightningModule, public PipelineModule {
   // all, or with a decoding cache the last position's.
   static Tensor statesToPredict(const Tensor& hidden, const nn::KVCache* cache);
   // Runs decoder layer `layer` on `hidden` [B, T, hidden]; with
-  // gradient_checkpointing in training, its activations are recomputed in
+  // gradient_checkpointing: true in training, its activations are recomputed in
   // backward instead of kept.
   Tensor runLayer(nn::Module& layer, const Tensor& hidden, const Tensor& positions, nn::KVCache* cache);
   // The final hidden states as the output projection reads them: under

@@ -50,6 +50,10 @@ struct TransformerConfig {
   // init_args' attn_implementation (transformers' name): "eager" materialises
   // the attention scores (ops::AttentionOptions::eager); "sdpa" fuses them.
   bool eager_attention = false;
+  // init_args' gradient_checkpointing: selective: in training, the attention
+  // core is recomputed in backward instead of keeping its output
+  // (nn::attentionCore).
+  bool recompute_attention = false;
 };
 
 // The architecture from init_args (Optional[...] keys, null when not given)

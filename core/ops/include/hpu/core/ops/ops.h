@@ -255,6 +255,9 @@ Tensor attentionSoftmax(const Tensor& scores, const AttentionMask& mask);
 // device (DeepSpeed's cpu_checkpointing).
 Tensor checkpoint(const std::function<Tensor(const Tensor&)>& f, const Tensor& x, Generator* rng = nullptr,
                   bool on_host = false);
+// The same for a function of several inputs, each saved and given its gradient.
+Tensor checkpoint(const std::function<Tensor(const std::vector<Tensor>&)>& f, const std::vector<Tensor>& xs,
+                  Generator* rng = nullptr, bool on_host = false);
 
 // Not differentiable: for logits [..., C] and labels [...], the number of
 // positions whose arg-max over C equals the label.

@@ -89,12 +89,13 @@ std::vector<std::string> precisionNameList();
 std::unique_ptr<PrecisionPlugin> makePrecisionPlugin(const std::string& precision, const Fp8Options& fp8 = {},
                                                      const LossScalerOptions& scaler = {});
 
-// `plugin` as the DeepSpeed strategies run it (Lightning's
-// DeepSpeedPrecision): the DeepSpeed engine holds the model in bf16 under
-// bf16-mixed, bf16-true and fp8, in fp16 under 16-mixed, and converts
-// floating inputs to that type; autocast, loss scaling and fp8 layers stay
-// the plugin's. 32-true comes back as it is.
-std::unique_ptr<PrecisionPlugin> forDeepSpeed(std::unique_ptr<PrecisionPlugin> plugin);
+// `plugin` as a strategy that holds the model in half precision runs it
+// (Strategy::holdsHalfModel: the DeepSpeed strategies, Lightning's
+// DeepSpeedPrecision; ZeRO-1 under ModelParallelStrategy): the model is held
+// in bf16 under bf16-mixed, bf16-true and fp8, in fp16 under 16-mixed, and
+// floating inputs are converted to that type; autocast, loss scaling and fp8
+// layers stay the plugin's. 32-true comes back as it is.
+std::unique_ptr<PrecisionPlugin> holdingHalfModel(std::unique_ptr<PrecisionPlugin> plugin);
 
 // The plugin a trainer.plugins entry (HPUPrecisionPlugin,
 // HPUDeepSpeedPrecisionPlugin) selects, with fp8's statistics directory and

@@ -114,6 +114,12 @@ class Strategy {
   // The dtype of gradient buckets when it is not their parameters' own
   // (DeepSpeed's bf16 optimizer accumulates a bf16 model's gradients in fp32).
   virtual std::optional<DType> gradientDtype() const { return std::nullopt; }
+  // Under a half precision (bf16-mixed, bf16-true, fp8: bf16; 16-mixed:
+  // fp16) the model is held in the half type and the optimizer steps fp32
+  // master weights kept in its state (DeepSpeed's bf16 and fp16 modes,
+  // Megatron-LM's distributed optimizer); else the precision plugin's
+  // weights, fp32 under autocast (Lightning's).
+  virtual bool holdsHalfModel() const { return false; }
   // Device bytes of the gradient storage this rank keeps between steps:
   // whole buckets, or ZeRO's shards (none in host memory).
   virtual std::uint64_t gradientDeviceBytes(const nn::FlatParameters& params) const;

@@ -28,8 +28,15 @@ struct SelfAttentionOptions {
   float dropout = 0.0f;             // on the attention probabilities, in training
   std::int64_t cache_layer = 0;     // this module's layer in a KVCache
   bool eager = false;               // scores materialised (ops::AttentionOptions::eager)
+  bool recompute = false;  // in training, the core's output recomputed in backward (attentionCore)
   ops::ParallelGroup* tensor_parallel = nullptr;  // the heads split across it
 };
+
+// The attention core, ops::scaledDotProductAttention(q, k, v, a). With
+// `recompute` and a tape recording, its output is not kept for backward but
+// recomputed from q, k and v there, the dropout masks redrawn alike
+// (Megatron-LM's selective recompute; gradient_checkpointing: selective).
+Tensor attentionCore(const Tensor& q, const Tensor& k, const Tensor& v, const ops::AttentionOptions& a, bool recompute);
 
 // Query and key/value heads on one rank of a tensor-parallel group of
 // `ranks`. Throws UsageError when the heads cannot be split so.
