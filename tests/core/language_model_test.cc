@@ -173,36 +173,44 @@ TEST(LanguageModel, ActivationCheckpointingGivesTheSameGradients) {
 // gradient_checkpointing: selective recomputes the attention core in backward
 // (Megatron-LM's selective recompute): the same gradients, the attention
 // dropout's masks redrawn alike, and after forward what the core keeps for
-// its backward beyond q, k and v is not held: each layer's output [B, T,
-// hidden] and its softmax statistics [B, heads, T], in fp32.
+// its backward beyond q, k and v is not held: with the fused kernel each
+// layer's output [B, T, hidden] and its softmax statistics [B, heads, T], in
+// fp32; with eager attention (whose products keep no output) its
+// probabilities [B, heads, T, T] and their dropped-out copy.
 TEST(LanguageModel, SelectiveRecomputeGivesTheSameGradientsAndKeepsNoAttentionOutput) {
-  for (const char* family : {"LlamaForCausalLM", "GPT2LMHeadModel"}) {
-    SCOPED_TRACE(family);
-    const bool llama = std::string(family) == "LlamaForCausalLM";
-    const std::string tiny = llama ? kTinyLlama : kTinyGpt2;
-    const std::string args = tiny.substr(0, tiny.size() - 1) +
-                             (llama ? ", attention_dropout: 0.5" : ", attn_pdrop: 0.5, resid_pdrop: 0.0, embd_pdrop: 0.0");
-    auto plain = small(family, args + "}");
-    auto selective = small(family, args + ", gradient_checkpointing: selective}");
-    const Tensor ids =
-        Tensor::fromHost(testDevice(), {2, 6}, std::vector<std::int64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 1, 2, 3});
-    const Tensor labels =
-        Tensor::fromHost(testDevice(), {2, 6}, std::vector<std::int64_t>{2, 3, 4, 5, 6, 7, 8, 9, 1, 2, 3, 4});
-    std::vector<std::uint64_t> kept;
-    for (auto* m : {plain.get(), selective.get()}) {
-      m->train();
-      autograd::Tape tape;
-      autograd::TapeScope scope(&tape);
-      const std::uint64_t before = testDevice().allocator().stats().inUse;
-      const Tensor loss = ops::crossEntropy((*m)(nn::Inputs{{{"input_ids", ids}}}), labels, ops::CrossEntropyOptions{});
-      kept.push_back(testDevice().allocator().stats().inUse - before);
-      tape.backward(loss);
+  const std::uint64_t outputs = 2 * 6 * 32 * 4, statistics = 2 * 4 * 6 * 4, probabilities = 2 * 4 * 6 * 6 * 4;
+  for (const char* family : {"LlamaForCausalLM", "GPT2LMHeadModel"})
+    for (const char* attention : {"sdpa", "eager"}) {
+      SCOPED_TRACE(std::string(family) + " " + attention);
+      const bool llama = std::string(family) == "LlamaForCausalLM";
+      const std::string tiny = llama ? kTinyLlama : kTinyGpt2;
+      const std::string args = tiny.substr(0, tiny.size() - 1) + ", attn_implementation: " + attention +
+                               (llama ? ", attention_dropout: 0.5" : ", attn_pdrop: 0.5, resid_pdrop: 0.0, embd_pdrop: 0.0");
+      auto plain = small(family, args + "}");
+      auto selective = small(family, args + ", gradient_checkpointing: selective}");
+      const Tensor ids =
+          Tensor::fromHost(testDevice(), {2, 6}, std::vector<std::int64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 1, 2, 3});
+      const Tensor labels =
+          Tensor::fromHost(testDevice(), {2, 6}, std::vector<std::int64_t>{2, 3, 4, 5, 6, 7, 8, 9, 1, 2, 3, 4});
+      std::vector<std::uint64_t> kept;
+      for (auto* m : {plain.get(), selective.get()}) {
+        m->train();
+        autograd::Tape tape;
+        autograd::TapeScope scope(&tape);
+        const std::uint64_t before = testDevice().allocator().stats().inUse;
+        const Tensor loss = ops::crossEntropy((*m)(nn::Inputs{{{"input_ids", ids}}}), labels, ops::CrossEntropyOptions{});
+        kept.push_back(testDevice().allocator().stats().inUse - before);
+        tape.backward(loss);
+      }
+      const auto a = plain->namedParameters(), b = selective->namedParameters();
+      for (std::size_t i = 0; i < a.size(); ++i)
+        EXPECT_EQ(a[i].tensor.grad().toHost(), b[i].tensor.grad().toHost()) << a[i].name;
+      if (std::string(attention) == "sdpa")
+        EXPECT_EQ(kept[0] - kept[1], 2 * (outputs + statistics)) << "2 layers' attention outputs and statistics";
+      else
+        EXPECT_EQ(kept[0] - kept[1], 2 * 2 * probabilities)
+            << "2 layers' probabilities (softmax's backward reads them) and their dropped-out copy (the product's)";
     }
-    const auto a = plain->namedParameters(), b = selective->namedParameters();
-    for (std::size_t i = 0; i < a.size(); ++i)
-      EXPECT_EQ(a[i].tensor.grad().toHost(), b[i].tensor.grad().toHost()) << a[i].name;
-    EXPECT_EQ(kept[0] - kept[1], 2u * (2 * 6 * 32 + 2 * 4 * 6) * 4) << "2 layers' attention outputs and statistics";
-  }
 }
 
 TEST(LanguageModel, GreedyGenerationWithTheCacheEqualsItWithoutTokenForToken) {
