@@ -29,8 +29,8 @@ constexpr double kAttentionBackwardProducts = 5.0 / 2.0;
 constexpr double kVectorBackwardPasses = 3.0 / 2.0;
 
 double instructionsPerElement(std::string_view op) {
-  if (op == "softmax" || op == "attention_softmax" || op == "cross_entropy" || op == "silu" || op == "swiglu" || op == "gelu" || op == "gelu_tanh" ||
-      op == "sigmoid" || op == "tanh")
+  if (op == "softmax" || op == "attention_softmax" || op == "cross_entropy" || op == "silu" || op == "swiglu" ||
+      op == "gelu" || op == "gelu_tanh" || op == "sigmoid" || op == "tanh")
     return kExpOpInstructions;
   if (op == "layer_norm" || op == "rms_norm" || op == "batch_norm") return kNormInstructions;
   if (op == "rotary_embedding") return kRotaryInstructions;

@@ -20,7 +20,8 @@ LocalHeads localHeads(std::int64_t num_heads, std::int64_t num_key_value_heads, 
 }
 
 Tensor attentionCore(const Tensor& q, const Tensor& k, const Tensor& v, const ops::AttentionOptions& a, bool recompute) {
-  if (!recompute || autograd::currentTape() == nullptr) return ops::scaledDotProductAttention(q, k, v, a);
+  if (!recompute || !a.training || autograd::currentTape() == nullptr)
+    return ops::scaledDotProductAttention(q, k, v, a);
   // The recomputation in backward splits as the forward did.
   const auto attend = [a, sequence_parallel = ops::sequenceParallel()](const std::vector<Tensor>& qkv) {
     const ops::SequenceParallelScope scope(sequence_parallel);
@@ -90,7 +91,7 @@ Tensor SelfAttention::forward(const Inputs& in) {
   }
   a.training = training();
   a.rng = dropout_rng_;
-  return o_proj(ops::mergeHeads(attentionCore(q, k, v, a, o_.recompute && training() && in.kv_cache == nullptr)));
+  return o_proj(ops::mergeHeads(attentionCore(q, k, v, a, o_.recompute)));
 }
 
 }  // namespace hpu::core::nn

@@ -4,6 +4,7 @@
 #include "hpu/core/ops/autocast.h"
 #include "hpu/core/ops/ops.h"
 #include "hpu/core/tensor/autograd.h"
+#include "op_support.h"
 
 namespace hpu::core::ops {
 
@@ -61,15 +62,11 @@ Tensor checkpoint(const std::function<Tensor(const std::vector<Tensor>&)>& f, co
     if (rng) rng->setState(outer);
     local.backward(recomputed, gy);
     for (std::size_t i = 0; i < inputs.size(); ++i) {
-      const autograd::GradRef& x = inputs[i];
-      if (!x.requiresGrad()) continue;
-      if (Tensor gx = again[i].grad(); gx.defined()) {
-        autograd::GradTarget g = autograd::gradTarget(x);
-        if (g.data != nullptr)
-          for (std::int64_t j = 0; j < x.numel(); ++j)
-            g.data[j] = g.accumulate ? g.data[j] + gx.data()[j] : gx.data()[j];
-      }
-      autograd::gradWritten(x);
+      if (!inputs[i].requiresGrad()) continue;
+      if (const Tensor gx = again[i].grad(); gx.defined())
+        detail::accumulateGrad(inputs[i], gx.data());
+      else
+        autograd::gradWritten(inputs[i]);
     }
   });
   return y;

@@ -60,8 +60,7 @@ class GPT2Attention final : public nn::Module {
     }
     o.training = training();
     o.rng = dropout_rng_;
-    const bool recompute = c_.recompute_attention && training() && in.kv_cache == nullptr;
-    const Tensor y = c_proj(ops::mergeHeads(nn::attentionCore(q, k, v, o, recompute)));
+    const Tensor y = c_proj(ops::mergeHeads(nn::attentionCore(q, k, v, o, c_.recompute_attention)));
     return ops::dropout(y, c_.resid_dropout, training(), *dropout_rng_, tp_ ? ops::sequencePartOf(y, *tp_) : ops::SequencePart{});
   }
   nn::Child<nn::Conv1D> c_attn, c_proj;

@@ -33,7 +33,7 @@ struct SelfAttentionOptions {
 };
 
 // The attention core, ops::scaledDotProductAttention(q, k, v, a). With
-// `recompute` and a tape recording, its output is not kept for backward but
+// `recompute`, in training (a.training) with a tape recording, its output is not kept for backward but
 // recomputed from q, k and v there, the dropout masks redrawn alike
 // (Megatron-LM's selective recompute; gradient_checkpointing: selective).
 Tensor attentionCore(const Tensor& q, const Tensor& k, const Tensor& v, const ops::AttentionOptions& a, bool recompute);
