@@ -20,64 +20,64 @@ constexpr const char* kFitSource =
     "fitted by bench/estimate/calibrate.py on Intel's published figures (software 1.18)";
 
 // BEGIN tables written by bench/estimate/calibrate.py --write
-constexpr Calibration kGaudi2Calibration{0.974, 0.596, 1, 0.802, 1, 1.15e-05, 0.00126, kFitSource};
-constexpr Calibration kGaudi3Calibration{0.6, 0.522, 0.683, 0.71, 0.938, 3.07e-06, 0.000416, kFitSource};
+constexpr Calibration kGaudi2Calibration{0.997, 0.645, 1, 0.803, 1, 1.19e-05, 0.00136, kFitSource};
+constexpr Calibration kGaudi3Calibration{0.556, 0.371, 0.784, 0.779, 1, 3.47e-06, 0.00053, kFitSource};
 
 constexpr std::array<ValidationRow, 27> kGaudi2Rows{{
-    {Mode::kTraining, 4096, 0, 1024, 8, 1.100},  // Llama 2 7B
-    {Mode::kTraining, 4096, 0, 256, 16, 0.935},  // Llama 2 13B
-    {Mode::kTraining, 4096, 0, 1024, 64, 0.985},  // Llama 2 70B
-    {Mode::kTraining, 8192, 0, 128, 8, 0.928},  // Llama 3.1 8B
-    {Mode::kTraining, 8192, 0, 128, 64, 0.962},  // Llama 3.1 70B
-    {Mode::kInference, 128, 128, 1230, 1, 0.961},  // Llama 2 7B
-    {Mode::kInference, 128, 2048, 163, 1, 1.045},  // Llama 2 7B
-    {Mode::kInference, 2048, 128, 94, 1, 0.940},  // Llama 2 7B
-    {Mode::kInference, 2048, 2048, 81, 1, 0.994},  // Llama 2 7B
-    {Mode::kInference, 128, 128, 1750, 2, 0.977},  // Llama 2 70B
-    {Mode::kInference, 128, 2048, 327, 2, 0.952},  // Llama 2 70B
-    {Mode::kInference, 2048, 128, 95, 2, 0.973},  // Llama 2 70B
-    {Mode::kInference, 2048, 2048, 78, 2, 0.843},  // Llama 2 70B
-    {Mode::kInference, 128, 128, 896, 1, 0.964},  // Mistral 7B
-    {Mode::kInference, 128, 2048, 120, 1, 0.882},  // Mistral 7B
-    {Mode::kInference, 2048, 128, 120, 1, 1.190},  // Mistral 7B
-    {Mode::kInference, 2048, 2048, 44, 1, 0.889},  // Mistral 7B
-    {Mode::kInference, 128, 128, 2429, 1, 0.982},  // Llama 3.1 8B
-    {Mode::kInference, 128, 2048, 289, 1, 1.051},  // Llama 3.1 8B
-    {Mode::kInference, 2048, 128, 179, 1, 0.993},  // Llama 3.1 8B
-    {Mode::kInference, 2048, 2048, 155, 1, 1.052},  // Llama 3.1 8B
-    {Mode::kLatency, 128, 1, 1, 1, 1.023},  // Llama 2 7B
-    {Mode::kLatency, 2048, 1, 1, 1, 1.121},  // Llama 2 7B
-    {Mode::kLatency, 128, 1, 1, 8, 1.562},  // Llama 2 70B
-    {Mode::kLatency, 2048, 1, 1, 8, 0.973},  // Llama 2 70B
-    {Mode::kLatency, 128, 1, 1, 1, 1.023},  // Llama 3.1 8B
-    {Mode::kLatency, 2048, 1, 1, 1, 1.176},  // Llama 3.1 8B
+    {Mode::kTraining, 4096, 0, 1024, 8, 1.130},  // Llama 2 7B
+    {Mode::kTraining, 4096, 0, 256, 16, 0.951},  // Llama 2 13B
+    {Mode::kTraining, 4096, 0, 1024, 64, 0.991},  // Llama 2 70B
+    {Mode::kTraining, 8192, 0, 128, 8, 0.987},  // Llama 3.1 8B
+    {Mode::kTraining, 8192, 0, 128, 64, 1.010},  // Llama 3.1 70B
+    {Mode::kInference, 128, 128, 1230, 1, 0.975},  // Llama 2 7B
+    {Mode::kInference, 128, 2048, 163, 1, 1.036},  // Llama 2 7B
+    {Mode::kInference, 2048, 128, 94, 1, 0.957},  // Llama 2 7B
+    {Mode::kInference, 2048, 2048, 81, 1, 0.998},  // Llama 2 7B
+    {Mode::kInference, 128, 128, 1750, 2, 0.990},  // Llama 2 70B
+    {Mode::kInference, 128, 2048, 327, 2, 0.963},  // Llama 2 70B
+    {Mode::kInference, 2048, 128, 95, 2, 0.988},  // Llama 2 70B
+    {Mode::kInference, 2048, 2048, 78, 2, 0.798},  // Llama 2 70B
+    {Mode::kInference, 128, 128, 896, 1, 0.981},  // Mistral 7B
+    {Mode::kInference, 128, 2048, 120, 1, 0.893},  // Mistral 7B
+    {Mode::kInference, 2048, 128, 120, 1, 1.188},  // Mistral 7B
+    {Mode::kInference, 2048, 2048, 44, 1, 0.899},  // Mistral 7B
+    {Mode::kInference, 128, 128, 2429, 1, 1.003},  // Llama 3.1 8B
+    {Mode::kInference, 128, 2048, 289, 1, 1.055},  // Llama 3.1 8B
+    {Mode::kInference, 2048, 128, 179, 1, 1.016},  // Llama 3.1 8B
+    {Mode::kInference, 2048, 2048, 155, 1, 1.053},  // Llama 3.1 8B
+    {Mode::kLatency, 128, 1, 1, 1, 0.997},  // Llama 2 7B
+    {Mode::kLatency, 2048, 1, 1, 1, 1.135},  // Llama 2 7B
+    {Mode::kLatency, 128, 1, 1, 8, 1.095},  // Llama 2 70B
+    {Mode::kLatency, 2048, 1, 1, 8, 0.980},  // Llama 2 70B
+    {Mode::kLatency, 128, 1, 1, 1, 1.003},  // Llama 3.1 8B
+    {Mode::kLatency, 2048, 1, 1, 1, 1.185},  // Llama 3.1 8B
 }};
 
 constexpr std::array<ValidationRow, 24> kGaudi3Rows{{
-    {Mode::kInference, 128, 128, 1536, 1, 0.841},  // Llama 2 7B
-    {Mode::kInference, 128, 2048, 217, 1, 1.031},  // Llama 2 7B
-    {Mode::kInference, 2048, 128, 153, 1, 0.914},  // Llama 2 7B
-    {Mode::kInference, 2048, 2048, 75, 1, 0.921},  // Llama 2 7B
-    {Mode::kInference, 128, 128, 1750, 2, 0.942},  // Llama 2 70B
-    {Mode::kInference, 128, 2048, 512, 2, 0.977},  // Llama 2 70B
-    {Mode::kInference, 2048, 128, 231, 2, 0.965},  // Llama 2 70B
-    {Mode::kInference, 2048, 2048, 240, 2, 1.084},  // Llama 2 70B
-    {Mode::kInference, 128, 128, 1536, 1, 1.027},  // Llama 3.1 8B
-    {Mode::kInference, 128, 2048, 768, 1, 1.081},  // Llama 3.1 8B
-    {Mode::kInference, 2048, 128, 256, 1, 1.089},  // Llama 3.1 8B
-    {Mode::kInference, 2048, 2048, 364, 1, 1.139},  // Llama 3.1 8B
+    {Mode::kInference, 128, 128, 1536, 1, 0.857},  // Llama 2 7B
+    {Mode::kInference, 128, 2048, 217, 1, 1.092},  // Llama 2 7B
+    {Mode::kInference, 2048, 128, 153, 1, 0.916},  // Llama 2 7B
+    {Mode::kInference, 2048, 2048, 75, 1, 0.959},  // Llama 2 7B
+    {Mode::kInference, 128, 128, 1750, 2, 0.944},  // Llama 2 70B
+    {Mode::kInference, 128, 2048, 512, 2, 0.987},  // Llama 2 70B
+    {Mode::kInference, 2048, 128, 231, 2, 0.953},  // Llama 2 70B
+    {Mode::kInference, 2048, 2048, 240, 2, 1.077},  // Llama 2 70B
+    {Mode::kInference, 128, 128, 1536, 1, 0.985},  // Llama 3.1 8B
+    {Mode::kInference, 128, 2048, 768, 1, 1.104},  // Llama 3.1 8B
+    {Mode::kInference, 2048, 128, 256, 1, 1.067},  // Llama 3.1 8B
+    {Mode::kInference, 2048, 2048, 364, 1, 1.154},  // Llama 3.1 8B
     {Mode::kInference, 128, 128, 3516, 2, 1.178},  // Llama 3.1 70B
-    {Mode::kInference, 128, 2048, 450, 2, 0.953},  // Llama 3.1 70B
-    {Mode::kInference, 2048, 128, 223, 2, 0.965},  // Llama 3.1 70B
-    {Mode::kInference, 2048, 2048, 175, 2, 0.983},  // Llama 3.1 70B
-    {Mode::kInference, 128, 128, 4000, 8, 0.951},  // Llama 3.1 70B
-    {Mode::kInference, 128, 2048, 600, 8, 1.021},  // Llama 3.1 70B
-    {Mode::kInference, 2048, 128, 400, 8, 1.028},  // Llama 3.1 70B
-    {Mode::kInference, 2048, 2048, 600, 8, 0.998},  // Llama 3.1 70B
-    {Mode::kInference, 128, 128, 896, 1, 0.944},  // Mistral 7B
-    {Mode::kInference, 128, 2048, 120, 1, 1.024},  // Mistral 7B
-    {Mode::kInference, 2048, 128, 120, 1, 1.081},  // Mistral 7B
-    {Mode::kInference, 2048, 2048, 44, 1, 0.962},  // Mistral 7B
+    {Mode::kInference, 128, 2048, 450, 2, 0.966},  // Llama 3.1 70B
+    {Mode::kInference, 2048, 128, 223, 2, 0.953},  // Llama 3.1 70B
+    {Mode::kInference, 2048, 2048, 175, 2, 0.991},  // Llama 3.1 70B
+    {Mode::kInference, 128, 128, 4000, 8, 0.957},  // Llama 3.1 70B
+    {Mode::kInference, 128, 2048, 600, 8, 0.995},  // Llama 3.1 70B
+    {Mode::kInference, 2048, 128, 400, 8, 1.039},  // Llama 3.1 70B
+    {Mode::kInference, 2048, 2048, 600, 8, 1.010},  // Llama 3.1 70B
+    {Mode::kInference, 128, 128, 896, 1, 0.929},  // Mistral 7B
+    {Mode::kInference, 128, 2048, 120, 1, 1.036},  // Mistral 7B
+    {Mode::kInference, 2048, 128, 120, 1, 1.091},  // Mistral 7B
+    {Mode::kInference, 2048, 2048, 44, 1, 0.965},  // Mistral 7B
 }};
 
 // END tables written by bench/estimate/calibrate.py --write

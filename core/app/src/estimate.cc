@@ -298,6 +298,14 @@ std::vector<std::pair<std::string, double>> stepShares(const RankTrace& r, const
   return out;
 }
 
+// The rank whose step sets the job's: rank 0, or with pipeline stages the
+// slowest stage's.
+const RankTrace& stepRank(const std::vector<RankTrace>& ranks, const JobShape& shape) {
+  if (shape.stages == 1) return ranks.front();
+  return *std::max_element(ranks.begin(), ranks.end(),
+                           [](const RankTrace& a, const RankTrace& b) { return a.step.seconds < b.step.seconds; });
+}
+
 // The step time of the job traced in `ranks`: rank 0's; with pipeline
 // stages, the slowest stage's plus 1F1B's bubble: each of the stages - 1
 // other stages idles one micro-batch's forward and backward of the slowest
@@ -306,11 +314,10 @@ std::vector<std::pair<std::string, double>> stepShares(const RankTrace& r, const
 // (p - 1) / m of the ideal time). The matrix engine's work is a rank's on
 // average.
 StepTime stepOf(const std::vector<RankTrace>& ranks, const JobShape& shape) {
-  if (shape.stages == 1) return ranks.front().step;
-  StepTime out = ranks.front().step;
+  StepTime out = stepRank(ranks, shape).step;
+  if (shape.stages == 1) return out;
   double flops = 0, busiest = 0;
   for (const RankTrace& r : ranks) {
-    if (r.step.seconds > out.seconds) out = r.step;
     flops += r.step.matrix_flops;
     const estimate::StepBreakdown& b = r.step.breakdown;
     busiest = std::max(busiest, b.matrix + b.vector + b.host);
@@ -372,6 +379,8 @@ int runEstimate(const EstimateRequest& request) {
     for (std::size_t i = 1; i < ranks.size(); ++i) ranks.front().total_params += ranks[i].total_params;
 
   const RankTrace& r0 = ranks.front();
+  const RankTrace& timed = stepRank(ranks, shape);  // its ops are the step's
+  const std::string timed_name = shape.stages > 1 ? fmt::format("rank {}, stage {}", timed.rank, timed.stage) : "rank 0";
   const device::GaudiModel model(settings.generation, {shape.devices, shape.nodes});
   std::uint64_t peak = 0;
   for (const RankTrace& r : ranks) peak = std::max(peak, r.peak);
@@ -449,18 +458,19 @@ int runEstimate(const EstimateRequest& request) {
   const std::vector<std::string> changes =
       fits ? std::vector<std::string>{} : suggestions(request, settings, shape, limit.bytes);
   for (const std::string& s : changes) out += "    try " + s + "\n";
-  out += "  most expensive ops (rank 0, one step):\n";
-  for (std::size_t i = 0; i < std::min<std::size_t>(10, r0.ops.size()); ++i) {
-    const estimate::OpTotal& o = r0.ops[i];
+  out += fmt::format("  most expensive ops ({}, one step):\n", timed_name);
+  for (std::size_t i = 0; i < std::min<std::size_t>(10, timed.ops.size()); ++i) {
+    const estimate::OpTotal& o = timed.ops[i];
     out += fmt::format("    {:>9.3f} ms  {:>5}x  {} {}\n", 1e3 * o.seconds, o.calls, o.op, o.operands);
   }
   if (request.verbose) {
     out += "  assumptions:\n";
     for (const device::Assumption& a : assumptionsOf(model))
       out += fmt::format("    {:<24} {:>10.4g} {:<24} {}\n", a.name, a.value, a.unit, a.source);
-    out += "  the step's time by the parameter that bounds it (rank 0):\n";
-    for (const auto& [name, part] : stepShares(r0, model))
-      out += fmt::format("    {:<24} {:>9.4f} s {:5.1f}%\n", name, part, r0.step.seconds > 0 ? 100 * part / r0.step.seconds : 0);
+    out += fmt::format("  the step's time by the parameter that bounds it ({}):\n", timed_name);
+    for (const auto& [name, part] : stepShares(timed, model))
+      out += fmt::format("    {:<24} {:>9.4f} s {:5.1f}%\n", name, part,
+                         timed.step.seconds > 0 ? 100 * part / timed.step.seconds : 0);
   }
   std::fputs(out.c_str(), stdout);
   std::fflush(stdout);
@@ -496,7 +506,8 @@ int runEstimate(const EstimateRequest& request) {
                                {"optimizer_state_bytes", r.optimizer_state},
                                {"gradients_bytes", r.gradients},
                                {"activations_bytes", r.peak - r.persistent}});
-    // Every op of rank 0's step, most expensive first; top_ops are the first 10.
+    // Every op of the step's rank (rank 0; with pipeline stages, the slowest
+    // stage's), most expensive first; top_ops are the first 10.
     j["ops"] = json::array();
     // With each op's work per call at every efficiency 1 (GaudiModel::seconds
     // prices it), from which bench/estimate/calibrate.py recomputes the step
@@ -504,7 +515,7 @@ int runEstimate(const EstimateRequest& request) {
     const auto matrix_kind = [](device::Work::Matrix m) {
       return m == device::Work::Matrix::kAttention ? "attention" : "product";
     };
-    for (const estimate::OpTotal& o : r0.ops)
+    for (const estimate::OpTotal& o : timed.ops)
       j["ops"].push_back({{"op", o.op},
                           {"operands", o.operands},
                           {"calls", o.calls},
@@ -527,7 +538,7 @@ int runEstimate(const EstimateRequest& request) {
                         {"collective_overhead", model.calibration().collective_overhead},
                         {"host_per_graph", model.calibration().host_per_graph}};
     j["top_ops"] = json::array();
-    for (std::size_t i = 0; i < std::min<std::size_t>(10, r0.ops.size()); ++i) j["top_ops"].push_back(j["ops"][i]);
+    for (std::size_t i = 0; i < std::min<std::size_t>(10, timed.ops.size()); ++i) j["top_ops"].push_back(j["ops"][i]);
     j["assumptions"] = json::object();
     for (const device::Assumption& a : assumptionsOf(model))
       j["assumptions"][a.name] = {{"value", a.value}, {"unit", a.unit}, {"source", a.source}};
