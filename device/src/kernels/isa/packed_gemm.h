@@ -43,6 +43,16 @@ struct Tile {
   static constexpr std::int64_t kNc = 6 * kNr;  // columns of B per serial pass
 };
 
+// How many panels a packing walk down a stored matrix's rows takes at once,
+// so that it reads each 64-byte line of those rows once: pairs of A panels
+// (kLanes columns of A^T's rows) per line, and B panels (kNr columns of B's
+// rows) per whole number of lines. A walk per panel read a line shared with
+// the next panel twice, the second time after the rows' stride had evicted it.
+template <class V>
+constexpr std::int64_t kPairsPerLine = std::max<std::int64_t>(1, 16 / V::kLanes);
+template <class V>
+constexpr std::int64_t kBPanelsPerLines = Tile<V>::kNr * 4 % 64 == 0 ? 1 : 2;
+
 // V::kLanes elements of S's row (offset row_offset) over the columns
 // described by runs; lanes outside every run are zero.
 template <class V>
@@ -76,6 +86,7 @@ template <class V, bool kPaired>
 class RowSink {
  public:
   using Reg = typename V::Reg;
+  RowSink() = default;
   RowSink(float* lo, float* hi, bool split, std::int64_t step) : lo_(lo), hi_(hi), split_(split), step_(step) {}
   void put(std::int64_t kk, Reg v) {
     if constexpr (kPaired) {
@@ -100,10 +111,10 @@ class RowSink {
     if (!split_) return V::store(lo_ + row * step_, v);
     V::storeHalves(lo_ != nullptr ? lo_ + row * step_ : nullptr, hi_ != nullptr ? hi_ + row * step_ : nullptr, v);
   }
-  float* lo_;
-  float* hi_;
-  bool split_;
-  std::int64_t step_;
+  float* lo_ = nullptr;
+  float* hi_ = nullptr;
+  bool split_ = false;
+  std::int64_t step_ = 0;
   Reg pending_ = V::zero();
   bool odd_ = false;
 };
@@ -122,11 +133,24 @@ void packA(bool trans_a, const Source& a, std::int64_t m, std::int64_t k0, std::
     return RowSink<V, kPaired>(dst + ip * panel, ip + 1 < panels ? dst + (ip + 1) * panel : nullptr, true, kMr);
   };
   if (trans_a) {  // S = A^T: row kk of two panels is kL contiguous elements of S's row k0 + kk
-    for (std::int64_t ip = 0; ip < panels; ip += 2) {
-      a.columnRuns(ip * kMr, std::min(kL, m - ip * kMr), runs);
-      RowSink<V, kPaired> out = sink(ip);
-      for (std::int64_t kk = 0; kk < kc; ++kk) out.put(kk, loadRuns<V>(a.data(), a.rowOffset(k0 + kk), runs));
-      out.finish(kc);
+    // The pairs of panels that share S's 64-byte lines are packed in one walk
+    // down S's rows, each line read once (a walk per pair read every line
+    // twice, the second time after S's stride had evicted it).
+    constexpr std::int64_t kPairs = kPairsPerLine<V>;
+    for (std::int64_t ip0 = 0; ip0 < panels; ip0 += 2 * kPairs) {
+      const std::int64_t pairs = std::min(kPairs, (panels - ip0 + 1) / 2);
+      Runs pair_runs[kPairs];
+      RowSink<V, kPaired> out[kPairs];
+      for (std::int64_t p = 0; p < pairs; ++p) {
+        const std::int64_t ip = ip0 + 2 * p;
+        a.columnRuns(ip * kMr, std::min(kL, m - ip * kMr), pair_runs[p]);
+        out[p] = sink(ip);
+      }
+      for (std::int64_t kk = 0; kk < kc; ++kk) {
+        const std::int64_t row = a.rowOffset(k0 + kk);
+        for (std::int64_t p = 0; p < pairs; ++p) out[p].put(kk, loadRuns<V>(a.data(), row, pair_runs[p]));
+      }
+      for (std::int64_t p = 0; p < pairs; ++p) out[p].finish(kc);
     }
     return;
   }
@@ -147,39 +171,46 @@ void packA(bool trans_a, const Source& a, std::int64_t m, std::int64_t k0, std::
   }
 }
 
-// op(B)[k0 : k0 + kc, j0 : j0 + cols] as one kNr-column panel of
-// packedRows(kc) rows: row kk (or its pair), lane j at dst[kk * kNr + j];
-// columns past `cols` zero.
+// op(B)[k0 : k0 + kc, j0 : j0 + cols] as kNr-column panels of
+// packedRows(kc) rows, panel p at dst + p * packedRows(kc) * kNr: row kk (or
+// its pair), lane j at dst[kk * kNr + j]; columns past `cols` zero. cols <=
+// kNr, or when !trans_b up to kBPanelsPerLines * kNr.
 template <class V, bool kPaired, class Source>
 void packB(bool trans_b, const Source& s, std::int64_t k0, std::int64_t kc, std::int64_t j0, std::int64_t cols,
            float* dst) {
-  constexpr std::int64_t kL = V::kLanes, kNr = Tile<V>::kNr;
-  Runs runs[kNv];
-  RowSink<V, kPaired> out[kNv] = {
-      {dst, nullptr, false, kNr}, {dst + kL, nullptr, false, kNr}, {dst + 2 * kL, nullptr, false, kNr}};
+  constexpr std::int64_t kL = V::kLanes, kNr = Tile<V>::kNr, kMaxPanels = kBPanelsPerLines<V>;
   if (!trans_b) {  // S = B: row k0 + kk of S, columns j0 ...
-    for (std::int64_t v = 0; v < kNv; ++v)
-      s.columnRuns(j0 + kL * v, std::clamp<std::int64_t>(cols - kL * v, 0, kL), runs[v]);
+    const std::int64_t panels = (cols + kNr - 1) / kNr, panel = packedRows<kPaired>(kc) * kNr;
+    Runs runs[kMaxPanels * kNv];
+    RowSink<V, kPaired> out[kMaxPanels * kNv];
+    for (std::int64_t u = 0; u < panels * kNv; ++u) {
+      s.columnRuns(j0 + kL * u, std::clamp<std::int64_t>(cols - kL * u, 0, kL), runs[u]);
+      out[u] = RowSink<V, kPaired>(dst + u / kNv * panel + u % kNv * kL, nullptr, false, kNr);
+    }
     for (std::int64_t kk = 0; kk < kc; ++kk) {
       const std::int64_t row = s.rowOffset(k0 + kk);
-      for (std::int64_t v = 0; v < kNv; ++v) out[v].put(kk, loadRuns<V>(s.data(), row, runs[v]));
+      for (std::int64_t u = 0; u < panels * kNv; ++u) out[u].put(kk, loadRuns<V>(s.data(), row, runs[u]));
     }
-  } else {
-    // S = B^T: rows j of S are contiguous in k; kL x kL blocks are transposed
-    // in registers.
-    std::int64_t row[kNr];
-    for (std::int64_t j = 0; j < cols; ++j) row[j] = s.rowOffset(j0 + j);
-    for (std::int64_t kb = 0; kb < kc; kb += kL) {
-      s.columnRuns(k0 + kb, std::min(kL, kc - kb), runs[0]);
-      for (std::int64_t v = 0; v < kNv; ++v) {
-        typename V::Reg r[kL];
-        for (std::int64_t j = 0; j < kL; ++j) {
-          const std::int64_t col = kL * v + j;
-          r[j] = col < cols ? loadRuns<V>(s.data(), row[col], runs[0]) : V::zero();
-        }
-        V::transpose(r);
-        for (std::int64_t t = 0; t < std::min(kL, kc - kb); ++t) out[v].put(kb + t, r[t]);
+    for (std::int64_t u = 0; u < panels * kNv; ++u) out[u].finish(kc);
+    return;
+  }
+  // S = B^T: rows j of S are contiguous in k; kL x kL blocks are transposed
+  // in registers.
+  Runs runs;
+  RowSink<V, kPaired> out[kNv] = {
+      {dst, nullptr, false, kNr}, {dst + kL, nullptr, false, kNr}, {dst + 2 * kL, nullptr, false, kNr}};
+  std::int64_t row[kNr];
+  for (std::int64_t j = 0; j < cols; ++j) row[j] = s.rowOffset(j0 + j);
+  for (std::int64_t kb = 0; kb < kc; kb += kL) {
+    s.columnRuns(k0 + kb, std::min(kL, kc - kb), runs);
+    for (std::int64_t v = 0; v < kNv; ++v) {
+      typename V::Reg r[kL];
+      for (std::int64_t j = 0; j < kL; ++j) {
+        const std::int64_t col = kL * v + j;
+        r[j] = col < cols ? loadRuns<V>(s.data(), row[col], runs) : V::zero();
       }
+      V::transpose(r);
+      for (std::int64_t t = 0; t < std::min(kL, kc - kb); ++t) out[v].put(kb + t, r[t]);
     }
   }
   for (auto& o : out) o.finish(kc);
@@ -290,7 +321,12 @@ void gemmThreaded(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, st
   const int which = 2 * trans_a + trans_b;
   const std::int64_t slice_rows = packedRows<kPaired>(kKc);
   const std::int64_t a_panels = (m + T::kMr - 1) / T::kMr, b_panels = (n + T::kNr - 1) / T::kNr;
-  const std::int64_t groups = (m + V::kLanes - 1) / V::kLanes;  // two A panels each
+  // Pack units: A's rows in runs of a_rows (two A panels, or when trans_a the
+  // panels that share A^T's cache lines), B's panels in runs of b_unit (when
+  // !trans_b the panels that share B's lines).
+  const std::int64_t a_rows = V::kLanes * (trans_a ? kPairsPerLine<V> : 1);
+  const std::int64_t b_unit = trans_b ? 1 : kBPanelsPerLines<V>;
+  const std::int64_t groups = (m + a_rows - 1) / a_rows, b_units = (b_panels + b_unit - 1) / b_unit;
   const std::int64_t a_slice = a_panels * T::kMr * slice_rows, b_slice = b_panels * T::kNr * slice_rows;
   const std::int64_t slices = (k + kKc - 1) / kKc;
   const std::int64_t per_phase = std::clamp<std::int64_t>(kPhaseFloats / (a_slice + b_slice), 1, slices);
@@ -304,16 +340,16 @@ void gemmThreaded(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, st
       std::clamp((want + b_panels - 1) / b_panels, (a_panels + T::kMc / T::kMr - 1) / (T::kMc / T::kMr), a_panels);
   const std::int64_t block_panels = (a_panels + row_blocks - 1) / row_blocks;
   const std::int64_t blocks = (a_panels + block_panels - 1) / block_panels;
-  // The pack tasks' units (an A group or a B panel, each over every slice of
+  // The pack tasks' units (an A group or a B unit, each over every slice of
   // a phase), in `parts` runs of consecutive units, one per thread, each its
-  // share of A's groups then of B's panels: the team deals each thread a
+  // share of A's groups then of B's units: the team deals each thread a
   // contiguous range of tasks (threading.h), so a thread packs about the rows
   // of A it computes C's rows with next, and that the previous kernel wrote
-  // on its core. Unit u is A group g (< groups) or B panel g - groups.
+  // on its core. Unit u is A group g (< groups) or B unit g - groups.
   const auto packUnit = [&](std::int64_t u) {
     for (std::int64_t p = 0;; ++p) {
       const std::int64_t a0 = p * groups / parts, a1 = (p + 1) * groups / parts;
-      const std::int64_t b0 = p * b_panels / parts, b1 = (p + 1) * b_panels / parts;
+      const std::int64_t b0 = p * b_units / parts, b1 = (p + 1) * b_units / parts;
       const std::int64_t start = a0 + b0, size = (a1 - a0) + (b1 - b0);
       if (u < start + size) return u - start < a1 - a0 ? a0 + (u - start) : groups + b0 + (u - start - (a1 - a0));
     }
@@ -321,19 +357,20 @@ void gemmThreaded(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, st
   for (std::int64_t s0 = 0; s0 < slices; s0 += per_phase) {
     const std::int64_t phase = std::min(per_phase, slices - s0);
     const std::int64_t k_phase = std::min(k, (s0 + phase) * kKc) - s0 * kKc;
-    parallelTasks(pack_sites[which], (groups + b_panels) * phase, static_cast<double>((m + n) * k_phase),
+    parallelTasks(pack_sites[which], (groups + b_units) * phase, static_cast<double>((m + n) * k_phase),
                   [&](std::int64_t t) {
                     const std::int64_t s = t % phase, g = packUnit(t / phase);
                     const std::int64_t k0 = (s0 + s) * kKc, kc = std::min(kKc, k - k0), rows = packedRows<kPaired>(kc);
                     if (g < groups) {
-                      const std::int64_t i0 = g * V::kLanes;
+                      const std::int64_t i0 = g * a_rows;
                       packA<V, kPaired>(trans_a, DenseSource{trans_a ? a + i0 : a + i0 * lda, lda},
-                                        std::min<std::int64_t>(V::kLanes, m - i0), k0, kc,
+                                        std::min(a_rows, m - i0), k0, kc,
                                         a_pack + s * a_slice + i0 / T::kMr * rows * T::kMr);
                     } else {
-                      const std::int64_t jp = g - groups;
+                      const std::int64_t jp = (g - groups) * b_unit;
                       packB<V, kPaired>(trans_b, DenseSource{b, ldb}, k0, kc, jp * T::kNr,
-                                        std::min(T::kNr, n - jp * T::kNr), b_pack + s * b_slice + jp * rows * T::kNr);
+                                        std::min(b_unit * T::kNr, n - jp * T::kNr),
+                                        b_pack + s * b_slice + jp * rows * T::kNr);
                     }
                   });
     parallelTasks(sites[which], blocks * b_panels, 2.0 * static_cast<double>(m * n * k_phase), [&](std::int64_t t) {
