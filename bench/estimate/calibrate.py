@@ -104,7 +104,9 @@ def loss(rows, reports, p):
 
 
 def fit(rows, reports, start):
-    """Coordinate descent over the exercised parameters, golden-section in log space."""
+    """Coordinate descent over the exercised parameters, golden-section in log space, then a
+    Nelder-Mead polish: one coordinate at a time stalls where the loss has a kink (an absolute
+    deviation at zero) or where parameters trade against each other."""
     p = dict(start)
     free = [k for k in PARAMS if k in exercised(reports)]
     for _ in range(12):
@@ -138,7 +140,71 @@ def fit(rows, reports, start):
                 p[k] = to(x)
         if before - loss(rows, reports, p) < 1e-9:
             break
-    return p
+    return nelder_mead(rows, reports, p, free)
+
+
+def nelder_mead(rows, reports, p, free):
+    """Nelder-Mead over `free` from `p` (efficiencies in log space, the linear parameters as a
+    fraction of their range; clamped to their bounds, a vertex beyond them paying its distance),
+    restarted from its best vertex until a restart gains nothing. Deterministic."""
+    def bounds(k):
+        return BOUNDS.get(k, DEFAULT_BOUNDS)
+
+    def to_x(q):
+        return [q[k] / (bounds(k)[1] - bounds(k)[0]) if k in LINEAR else math.log(q[k]) for k in free]
+
+    def to_p(x):
+        q = dict(p)
+        for k, v in zip(free, x):
+            lo, hi = bounds(k)
+            q[k] = min(hi, max(lo, v * (hi - lo) if k in LINEAR else math.exp(v)))
+        return q
+
+    def outside(k, v):  # how far x's coordinate lies beyond its bounds
+        lo, hi = bounds(k)
+        lo, hi = (lo / (hi - lo), hi / (hi - lo)) if k in LINEAR else (math.log(lo), math.log(hi))
+        return max(0.0, lo - v, v - hi)
+
+    def f(x):  # clamped, plus a slope back inside so that the simplex does not stall out there
+        return loss(rows, reports, to_p(x)) + sum(outside(k, v) for k, v in zip(free, x))
+
+    best = to_x(p)
+    fbest = f(best)
+    for _ in range(8):
+        simplex = [best] + [[v + (0.2 if i == j else 0.0) for j, v in enumerate(best)] for i in range(len(free))]
+        values = [f(x) for x in simplex]
+        for _ in range(400 * len(free)):
+            order = sorted(range(len(simplex)), key=values.__getitem__)
+            simplex, values = [simplex[i] for i in order], [values[i] for i in order]
+            if values[-1] - values[0] < 1e-13:
+                break
+            centroid = [sum(x[j] for x in simplex[:-1]) / len(free) for j in range(len(free))]
+            worst = simplex[-1]
+
+            def along(t):
+                return [c + t * (w - c) for c, w in zip(centroid, worst)]
+
+            reflected = along(-1.0)
+            fr = f(reflected)
+            if fr < values[0]:
+                expanded = along(-2.0)
+                fe = f(expanded)
+                simplex[-1], values[-1] = (expanded, fe) if fe < fr else (reflected, fr)
+            elif fr < values[-2]:
+                simplex[-1], values[-1] = reflected, fr
+            else:
+                contracted = along(0.5 if fr >= values[-1] else -0.5)
+                fc = f(contracted)
+                if fc < min(fr, values[-1]):
+                    simplex[-1], values[-1] = contracted, fc
+                else:  # shrink towards the best vertex
+                    simplex = [simplex[0]] + [[b + 0.5 * (v - b) for b, v in zip(simplex[0], x)] for x in simplex[1:]]
+                    values = [values[0]] + [f(x) for x in simplex[1:]]
+        i = min(range(len(simplex)), key=values.__getitem__)
+        if fbest - values[i] < 1e-10:
+            break
+        best, fbest = simplex[i], values[i]
+    return to_p(best)
 
 
 def main():
