@@ -22,7 +22,8 @@ Efficiencies are bounded to [0.05, 1] (HBM to [0.5, 1]), the collective overhead
 at its uncalibrated value. The fit minimises the sum of |log(estimate / published)| over the
 rows (least absolute deviations: a row that misses for a reason the model lacks pulls on each
 parameter by how much that parameter moves it, not by the size of its miss, as under squares);
-it is a coordinate descent with golden-section line searches in log space, deterministic.
+it is a coordinate descent with golden-section line searches in log space, then a Nelder-Mead
+polish from its result, deterministic.
 
     /usr/bin/python3 bench/estimate/calibrate.py [--bin build/hpu-train] [--reports FILE] [--write]
 
@@ -103,6 +104,18 @@ def loss(rows, reports, p):
     return sum(abs(math.log(published.ratio(row, value(row, rep, p)))) for row, rep in zip(rows, reports))
 
 
+def to_x(k, v):
+    """Parameter k's value v in the space Nelder-Mead searches: log for efficiencies and the
+    like, a fraction of the range for the LINEAR ones (which may be 0)."""
+    lo, hi = BOUNDS.get(k, DEFAULT_BOUNDS)
+    return v / (hi - lo) if k in LINEAR else math.log(v)
+
+
+def from_x(k, x):
+    lo, hi = BOUNDS.get(k, DEFAULT_BOUNDS)
+    return x * (hi - lo) if k in LINEAR else math.exp(x)
+
+
 def fit(rows, reports, start):
     """Coordinate descent over the exercised parameters, golden-section in log space, then a
     Nelder-Mead polish: one coordinate at a time stalls where the loss has a kink (an absolute
@@ -144,31 +157,21 @@ def fit(rows, reports, start):
 
 
 def nelder_mead(rows, reports, p, free):
-    """Nelder-Mead over `free` from `p` (efficiencies in log space, the linear parameters as a
-    fraction of their range; clamped to their bounds, a vertex beyond them paying its distance),
+    """Nelder-Mead over `free` from `p` in to_x's space, each coordinate clamped to its bounds
+    (a vertex beyond them pays its distance, so that the simplex does not stall out there),
     restarted from its best vertex until a restart gains nothing. Deterministic."""
-    def bounds(k):
-        return BOUNDS.get(k, DEFAULT_BOUNDS)
+    box = [tuple(to_x(k, v) for v in BOUNDS.get(k, DEFAULT_BOUNDS)) for k in free]
 
-    def to_x(q):
-        return [q[k] / (bounds(k)[1] - bounds(k)[0]) if k in LINEAR else math.log(q[k]) for k in free]
-
-    def to_p(x):
+    def at(x):  # the parameters at point x, clamped to the box
         q = dict(p)
-        for k, v in zip(free, x):
-            lo, hi = bounds(k)
-            q[k] = min(hi, max(lo, v * (hi - lo) if k in LINEAR else math.exp(v)))
+        for k, v, (lo, hi) in zip(free, x, box):
+            q[k] = from_x(k, min(hi, max(lo, v)))
         return q
 
-    def outside(k, v):  # how far x's coordinate lies beyond its bounds
-        lo, hi = bounds(k)
-        lo, hi = (lo / (hi - lo), hi / (hi - lo)) if k in LINEAR else (math.log(lo), math.log(hi))
-        return max(0.0, lo - v, v - hi)
+    def f(x):
+        return loss(rows, reports, at(x)) + sum(max(0.0, lo - v, v - hi) for v, (lo, hi) in zip(x, box))
 
-    def f(x):  # clamped, plus a slope back inside so that the simplex does not stall out there
-        return loss(rows, reports, to_p(x)) + sum(outside(k, v) for k, v in zip(free, x))
-
-    best = to_x(p)
+    best = [to_x(k, p[k]) for k in free]
     fbest = f(best)
     for _ in range(8):
         simplex = [best] + [[v + (0.2 if i == j else 0.0) for j, v in enumerate(best)] for i in range(len(free))]
@@ -204,7 +207,7 @@ def nelder_mead(rows, reports, p, free):
         if fbest - values[i] < 1e-10:
             break
         best, fbest = simplex[i], values[i]
-    return to_p(best)
+    return at(best)
 
 
 def main():

@@ -39,13 +39,9 @@ def rows_and_reports():
         w[dominant] *= 8
         reps.append(report(0.1 * w[0], 0.05 * w[1], 0.04 * w[2], 0.06 * w[3], 0.02 * w[4] * (i % 3 > 0),
                            peers=(i % 4) * 500, graphs=1 + (i % 2) * 20))
-    rows = []
-    for i, rep in enumerate(reps):
-        unit = "ms" if i % 4 == 3 else "tokens/s"
-        row = {"unit": unit, "published": 1.0}
-        truth = calibrate.value(row, rep, TRUE)
-        row["published"] = truth
-        rows.append(row)
+    rows = [{"unit": "ms" if i % 4 == 3 else "tokens/s"} for i in range(len(reps))]
+    for row, rep in zip(rows, reps):
+        row["published"] = calibrate.value(row, rep, TRUE)
     return rows, reps
 
 

@@ -306,15 +306,15 @@ const RankTrace& stepRank(const std::vector<RankTrace>& ranks, const JobShape& s
                            [](const RankTrace& a, const RankTrace& b) { return a.step.seconds < b.step.seconds; });
 }
 
-// The step time of the job traced in `ranks`: rank 0's; with pipeline
-// stages, the slowest stage's plus 1F1B's bubble: each of the stages - 1
+// The step time of the job traced in `ranks`, whose step rank (stepRank) is
+// `timed`: its step; with pipeline stages, plus 1F1B's bubble: each of the stages - 1
 // other stages idles one micro-batch's forward and backward of the slowest
 // stage while the pipeline fills and drains (Narayanan et al., "Efficient
 // Large-Scale Language Model Training on GPU Clusters", 2021: bubble =
 // (p - 1) / m of the ideal time). The matrix engine's work is a rank's on
 // average.
-StepTime stepOf(const std::vector<RankTrace>& ranks, const JobShape& shape) {
-  StepTime out = stepRank(ranks, shape).step;
+StepTime stepOf(const std::vector<RankTrace>& ranks, const RankTrace& timed, const JobShape& shape) {
+  StepTime out = timed.step;
   if (shape.stages == 1) return out;
   double flops = 0, busiest = 0;
   for (const RankTrace& r : ranks) {
@@ -373,13 +373,13 @@ int runEstimate(const EstimateRequest& request) {
       ranks.push_back(std::move(t));
     }
   }
-  const StepTime st = stepOf(ranks, shape);
+  const RankTrace& timed = stepRank(ranks, shape);  // its ops are the step's
+  const StepTime st = stepOf(ranks, timed, shape);
   // With pipeline stages, each traced rank holds its stage's parameters.
   if (shape.stages > 1)
     for (std::size_t i = 1; i < ranks.size(); ++i) ranks.front().total_params += ranks[i].total_params;
 
   const RankTrace& r0 = ranks.front();
-  const RankTrace& timed = stepRank(ranks, shape);  // its ops are the step's
   const std::string timed_name = shape.stages > 1 ? fmt::format("rank {}, stage {}", timed.rank, timed.stage) : "rank 0";
   const device::GaudiModel model(settings.generation, {shape.devices, shape.nodes});
   std::uint64_t peak = 0;

@@ -51,7 +51,7 @@ struct Tile {
 template <class V>
 constexpr std::int64_t kPairsPerLine = std::max<std::int64_t>(1, 16 / V::kLanes);
 template <class V>
-constexpr std::int64_t kBPanelsPerLines = Tile<V>::kNr * 4 % 64 == 0 ? 1 : 2;
+constexpr std::int64_t kBPanelsPerLines = Tile<V>::kNr * sizeof(float) % 64 == 0 ? 1 : 2;
 
 // V::kLanes elements of S's row (offset row_offset) over the columns
 // described by runs; lanes outside every run are zero.
