@@ -4,6 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <array>
+#include <limits>
+#include <span>
+#include <utility>
 
 #include "hpu/device/check.h"
 
@@ -22,6 +26,10 @@ namespace {
 //  [G1WP]  Habana Gaudi Training Platform White Paper (2019): one GEMM
 //          engine, 8 TPCs, PCIe Gen4 x16; HLS-1: 7 of the 10 ports
 //          all-to-all between the 8 cards, 3 for scale-out.
+//  [MMEF]  Habana forum, "About MME profiling result with Intel Gaudi
+//          Software" (2024, Habana's answer): Gaudi 2's 2 logical MMEs are
+//          each configured per product as Symmetric 256x256, 2xWide
+//          128x512 or 2xHigh 512x128 (height x width of the output tile).
 //  [PCIE]  PCI-SIG: Gen4 16 GT/s, Gen5 32 GT/s per lane, 128b/130b coding:
 //          x16 carries 31.5 / 63.0 GB/s per direction.
 //  [ROCE]  RoCE v2 framing: per 4096-byte payload, 82 bytes of Ethernet
@@ -46,7 +54,9 @@ constexpr double kHostMemoryGBpsPerCard = 409.6 / 8;
 constexpr int kCardsPerServer = 8;
 
 struct EngineTable {
-  int mmes, mmeSide, tpcs;
+  int mmes, mmeSide;
+  bool mmeReshapes;  // the side x side array also runs as side/2 x 2side and 2side x side/2
+  int tpcs;
   double pcieGBps;
   int scaleUpPorts, scaleOutPorts;
 };
@@ -55,11 +65,13 @@ EngineTable enginesOf(Generation g) {
   switch (g) {
     case Generation::kGaudi:
       // The GEMM engine's geometry is not published; assumed one 128x128 array.
-      return {1, 128, 8, 31.5, 7, 3};  // [G1WP], [PCIE]
+      return {1, 128, false, 8, 31.5, 7, 3};  // [G1WP], [PCIE]
     case Generation::kGaudi2:
-      return {2, 256, 24, 31.5, 21, 3};  // [G2WP], [PCIE]
+      return {2, 256, true, 24, 31.5, 21, 3};  // [G2WP], [MMEF], [PCIE]
     case Generation::kGaudi3:
-      return {8, 256, 64, 63.0, 21, 3};  // [G3WP], [PCIE]
+      // Gaudi 3's MMEs are Gaudi 2's design, four times over [G3WP];
+      // assumed to keep its three geometries [MMEF].
+      return {8, 256, true, 64, 63.0, 21, 3};  // [G3WP], [PCIE]
   }
   HPU_CHECK(false, "unknown generation");
   return {};
@@ -75,7 +87,7 @@ GaudiModel::GaudiModel(Generation generation, JobTopology topology)
 GaudiModel::GaudiModel(Generation generation, JobTopology topology, const Calibration& calibration)
     : spec_(specFor(generation)), topology_(topology), calibration_(calibration) {
   const EngineTable e = enginesOf(generation);
-  engines_ = {e.mmes, e.mmeSide, e.tpcs, e.pcieGBps, e.scaleUpPorts, e.scaleOutPorts};
+  engines_ = {e.mmes, e.mmeSide, e.mmeReshapes, e.tpcs, e.pcieGBps, e.scaleUpPorts, e.scaleOutPorts};
   // Clock from the published bf16 peak: peak = MMEs x side^2 MACs x 2 FLOP
   // x clock (Gaudi 2: 1.65 GHz, Gaudi 3: 1.75 GHz).
   clockHz_ = *peakTflops(spec_, DType::kBFloat16) * 1e12 / (2.0 * engines_.mmes * engines_.mmeSide * engines_.mmeSide);
@@ -95,15 +107,22 @@ Work GaudiModel::matrixWork(std::int64_t batch, std::int64_t m, std::int64_t n, 
                             DType out_dtype) const {
   Work w;
   if (batch <= 0 || m <= 0 || n <= 0 || k <= 0) return w;
-  const double side = engines_.mmeSide;
   // Output tiles spread over the engines; each takes K steps (one rank-1
-  // update of its side x side accumulators per cycle) plus `side` cycles
-  // for the operands' wavefront to cross the array.
-  const double tiles =
-      static_cast<double>(batch) * ceilDiv(static_cast<double>(m), side) * ceilDiv(static_cast<double>(n), side);
-  const double waves = ceilDiv(tiles, engines_.mmes);
+  // update of its height x width accumulators per cycle) plus the operands'
+  // wavefront crossing the array, (height + width) / 2 cycles (half of a
+  // systolic array's skew; `side` for a square one). The graph compiler
+  // picks the geometry that finishes first [MMEF]: a 78-row decode product
+  // fills 61% of a 128-row tile, 30% of a 256-row one.
+  const double side = engines_.mmeSide;
+  const std::array<std::pair<double, double>, 3> geometries{{{side, side}, {side / 2, side * 2}, {side * 2, side / 2}}};
+  double cycles = std::numeric_limits<double>::infinity();
+  for (const auto [height, width] : std::span(geometries).first(engines_.mmeReshapes ? 3 : 1)) {
+    const double tiles = static_cast<double>(batch) * ceilDiv(static_cast<double>(m), height) *
+                         ceilDiv(static_cast<double>(n), width);
+    cycles = std::min(cycles, ceilDiv(tiles, engines_.mmes) * (static_cast<double>(k) + (height + width) / 2));
+  }
   const double dtype_rate = matrixPeakFlops(dtype) / matrixPeakFlops(DType::kBFloat16);
-  w.mme = waves * (static_cast<double>(k) + side) / clockHz_ / dtype_rate;
+  w.mme = cycles / clockHz_ / dtype_rate;
   const double bytes =
       static_cast<double>(batch) *
       ((static_cast<double>(m) * k + static_cast<double>(k) * n) * static_cast<double>(logicalSize(dtype)) +
@@ -196,7 +215,10 @@ std::vector<Assumption> GaudiModel::assumptions() const {
       {"mme_array_side", static_cast<double>(engines_.mmeSide), "MACs",
        "[G3WP]: 256x256 per MME (Gaudi 1: assumed 128)"},
       {"mme_clock", clockHz_ / 1e9, "GHz", "bf16 peak / (MMEs x side^2 x 2 FLOP)"},
-      {"mme_tile_fill", static_cast<double>(engines_.mmeSide), "cycles per output tile", "systolic array depth"},
+      {"mme_geometries", engines_.mmeReshapes ? 3.0 : 1.0, "shapes per product",
+       engines_.mmeReshapes ? "[MMEF]: 256x256, 128x512, 512x128; the fastest per product" : "square only"},
+      {"mme_tile_fill", static_cast<double>(engines_.mmeSide), "cycles per output tile",
+       "(height + width) / 2: half a systolic array's skew"},
       {"matrix_peak_bf16", matrixPeakFlops(DType::kBFloat16) / 1e12, "TFLOP/s", "[HC24], [G3WP]"},
       {"matrix_peak_fp8", matrixPeakFlops(DType::kFloat8E4M3) / 1e12, "TFLOP/s",
        peakTflops(spec_, DType::kFloat8E4M3) ? "[G3WP]" : "no fp8 on this generation: priced as fp32"},

@@ -28,14 +28,36 @@ TEST(GaudiModel, LargeProductsRunTileByTileWithTheArraysFill) {
   const double s = m.matrixSeconds(1, 4096, 4096, 4096, DType::kBFloat16, DType::kBFloat16);
   EXPECT_NEAR(s, 128 * 4352 / kClock2, kRel * s);
   EXPECT_NEAR(2.0 * 4096 * 4096 * 4096 / s / 432e12, 4096.0 / 4352, 1e-9);
-  // One row past a tile costs a whole row of tiles: 17 x 16 tiles.
-  EXPECT_NEAR(m.matrixSeconds(1, 4097, 4096, 4096, DType::kBFloat16, DType::kBFloat16), 136 * 4352 / kClock2,
+  // One row past a tile costs a whole row of tiles: 17 x 16 square tiles
+  // (136 waves of 4352 cycles), or 33 x 8 tiles of 128 x 512 (132 waves of
+  // 4096 + 320): the wide geometry finishes first.
+  EXPECT_NEAR(m.matrixSeconds(1, 4097, 4096, 4096, DType::kBFloat16, DType::kBFloat16), 132 * 4416 / kClock2,
               kRel * s);
   // fp8 at its 865 TFLOP/s peak takes 432/865 of the bf16 time.
   EXPECT_NEAR(m.matrixSeconds(1, 4096, 4096, 4096, DType::kFloat8E4M3, DType::kBFloat16), s * 432 / 865, kRel * s);
   // fp32 has no published MME figure: a quarter of bf16's rate.
   EXPECT_NEAR(m.matrixSeconds(1, 4096, 4096, 4096, DType::kFloat32, DType::kFloat32), 4 * s, kRel * s);
   EXPECT_EQ(m.matrixSeconds(1, 0, 4096, 4096, DType::kBFloat16, DType::kBFloat16), 0);
+}
+
+TEST(GaudiModel, ThinProductsRunInTheGeometryThatFitsThem) {
+  const GaudiModel m(Generation::kGaudi2, {}, Calibration{});
+  const auto mme = [&](std::int64_t batch, std::int64_t rows, std::int64_t cols, std::int64_t inner) {
+    return m.matrixWork(batch, rows, cols, inner, DType::kBFloat16, DType::kBFloat16).mme * kClock2;
+  };
+  // 78 decode rows by 8192 x 8192: 16 tiles of 128 x 512 (8 waves of
+  // 8192 + 320 cycles), not 32 square tiles (16 waves of 8192 + 256).
+  EXPECT_NEAR(mme(1, 78, 8192, 8192), 8 * 8512, 1e-6);
+  // Attention's value product, 32 heads of [2048, 2048] x [2048, 128]: 4
+  // tiles of 512 x 128 a head (64 waves of 2048 + 320), not 8 square ones.
+  EXPECT_NEAR(mme(32, 2048, 128, 2048), 64 * 2368, 1e-6);
+  // Square products keep the square array: its fill is the shortest.
+  EXPECT_NEAR(mme(1, 4096, 4096, 4096), 128 * 4352, 1e-6);
+  // Gaudi 1's engine has no published geometries: square only.
+  const GaudiModel g1(Generation::kGaudi, {}, Calibration{});
+  const double clock1 = g1.matrixPeakFlops(DType::kBFloat16) / (2.0 * 128 * 128);
+  EXPECT_NEAR(g1.matrixWork(1, 78, 8192, 8192, DType::kBFloat16, DType::kBFloat16).mme * clock1, 64 * (8192 + 128),
+              1e-6);
 }
 
 TEST(GaudiModel, ProductsThatReadMoreThanTheyComputeAreBoundByHbm) {

@@ -121,8 +121,9 @@ class GaudiModel {
 
   // `batch` independent products [m, k] x [k, n] with operands of `dtype`
   // and an output of `out_dtype` on the MME: tiles of the output on the
-  // engines' arrays, each K steps plus the array's fill, or the HBM traffic
-  // of the operands, whichever is longer.
+  // engines' arrays in the geometry that finishes first, each K steps plus
+  // the array's fill, or the HBM traffic of the operands, whichever is
+  // longer.
   double matrixSeconds(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k, DType dtype,
                        DType out_dtype) const;
   // The MME's peak for dtype, in FLOP/s (fp32 and fp16 as noted in the .cc).
@@ -161,6 +162,7 @@ class GaudiModel {
   struct Engines {
     int mmes;           // matrix engines
     int mmeSide;        // each a mmeSide x mmeSide MAC array
+    bool mmeReshapes;   // ... that also runs as side/2 x 2side and 2side x side/2
     int tpcs;           // vector cores
     double pcieGBps;    // host link, per direction
     int scaleUpPorts;   // NIC ports wired all-to-all inside a server
