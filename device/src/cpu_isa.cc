@@ -6,6 +6,7 @@
 #include <string>
 
 #include "hpu/device/errors.h"
+#include "kernels/isa/kernels.h"
 
 namespace hpu::device {
 namespace {
@@ -60,10 +61,15 @@ std::vector<CpuIsa> supportedCpuIsas() {
   return out;
 }
 
+CpuIsa defaultCpuIsa() {
+  const CpuIsa best = supportedCpuIsas().back();
+  return best == CpuIsa::kAvx512Bf16 && !kernels::pairedDotProductsPayOff() ? CpuIsa::kAvx512 : best;
+}
+
 CpuIsa cpuIsaFromEnv(const Env& env) {
   const std::vector<CpuIsa> supported = supportedCpuIsas();
   const std::optional<std::string> value = env.get("HPU_CPU_ISA");
-  if (!value || value->empty()) return supported.back();
+  if (!value || value->empty()) return defaultCpuIsa();
   std::string names;
   for (CpuIsa isa : supported) names += fmt::format("{}{}", names.empty() ? "" : ", ", cpuIsaName(isa));
   for (CpuIsa isa : kAll) {

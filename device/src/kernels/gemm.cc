@@ -3,6 +3,9 @@
 #include "hpu/device/kernels/gemm.h"
 
 #include <algorithm>
+#include <chrono>
+#include <limits>
+#include <vector>
 
 #include "hpu/device/threading.h"
 #include "isa/kernels.h"
@@ -33,6 +36,28 @@ void gemmSerial(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std:
   isaKernels(cpuIsa(), operands).gemm(trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc);
 }
 
+bool pairedDotProductsPayOff() {
+  static const bool pays = [] {
+    // [96, 512] x [512, 96] of bf16 values (exact in bf16: 1 + i/8), on
+    // this thread; the fastest of 7 interleaved rounds of each (a round the
+    // host slows only raises its time).
+    constexpr std::int64_t n = 96, k = 512;
+    std::vector<float> a(n * k), b(k * n), c(n * n);
+    for (std::size_t i = 0; i < a.size(); ++i) a[i] = b[a.size() - 1 - i] = 1.0f + static_cast<float>(i % 8) / 8;
+    const auto seconds = [&](const IsaKernels& kernels) {
+      const auto start = std::chrono::steady_clock::now();
+      for (int r = 0; r < 4; ++r) kernels.gemm(false, false, n, n, k, a.data(), k, b.data(), n, false, c.data(), n);
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    };
+    double paired = std::numeric_limits<double>::infinity(), fp32 = paired;
+    for (int round = 0; round < 8; ++round) {  // round 0 warms the scratch and caches up
+      const double p = seconds(kAvx512Bf16Kernels), f = seconds(kAvx512Kernels);
+      if (round > 0) paired = std::min(paired, p), fp32 = std::min(fp32, f);
+    }
+    return paired * 1.25 <= fp32;
+  }();
+  return pays;
+}
 
 void columnSums(const float* x, std::int64_t rows, std::int64_t cols, float* out, bool accumulate) {
   constexpr std::int64_t kBlock = 64;  // columns summed together, each over the rows in order

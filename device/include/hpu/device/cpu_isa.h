@@ -1,7 +1,7 @@
 // The x86-64 instruction sets the matrix kernels (GEMM, convolutions) are
 // built for. One binary carries them all and uses the best this CPU runs,
-// chosen at start-up from CPUID; HPU_CPU_ISA picks a lower one (to compare
-// paths or test them all on one host):
+// chosen at start-up from CPUID (defaultCpuIsa); HPU_CPU_ISA picks another
+// this CPU runs (to compare paths or test them all on one host):
 //   avx512_bf16  AVX-512 (F, BW, DQ, VL) and AVX512_BF16: bf16 operands on VDPBF16PS
 //   avx512       AVX-512 kernels; bf16 operands on the fp32 kernel
 //   avx2         AVX2 + FMA kernels
@@ -25,7 +25,14 @@ bool cpuSupports(CpuIsa isa);
 // Every ISA this CPU runs, lowest first.
 std::vector<CpuIsa> supportedCpuIsas();
 
-// HPU_CPU_ISA from `env`: the best this CPU runs when unset. Throws
+// The best ISA this CPU runs, except that where it runs avx512_bf16 but
+// VDPBF16PS is not measured 1.25x as fast as the fp32 kernel on bf16
+// operands (kernels::pairedDotProductsPayOff), avx512: those CPUs multiply
+// bf16 operands faster in fp32 FMAs (exact products, another summation
+// rounding). Measured once per process.
+CpuIsa defaultCpuIsa();
+
+// HPU_CPU_ISA from `env`: defaultCpuIsa() when unset. Throws
 // EmulatorConfigError for an unknown name or one this CPU cannot run.
 CpuIsa cpuIsaFromEnv(const Env& env);
 

@@ -48,6 +48,14 @@ void applyEpilogue(const GemmEpilogue& epilogue, float* c, std::int64_t ldc, std
 
 extern const IsaKernels kPortableKernels, kAvx2Kernels, kAvx512Kernels, kAvx512Bf16Kernels;
 
+// Whether the VDPBF16PS kernel multiplies bf16 operands at least 1.25x as
+// fast as the AVX-512 fp32 kernel on this CPU, measured once per process
+// (about 3 ms; every thread gets the first answer): VDPBF16PS does two
+// products per lane where an FMA does one, but some CPUs issue it at half
+// the FMA's rate or less (an Intel Xeon of 2026: 0.6x the fp32 kernel).
+// REQUIRES: cpuSupports(CpuIsa::kAvx512Bf16).
+bool pairedDotProductsPayOff();
+
 // The kernels for `operands` on `isa`: bf16 operands use VDPBF16PS on
 // avx512_bf16 and the fp32 kernels elsewhere.
 inline const IsaKernels& isaKernels(CpuIsa isa, GemmOperands operands = GemmOperands::kFloat32) {
