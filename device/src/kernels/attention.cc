@@ -78,13 +78,27 @@ void scores(const AttentionShape& g, const float* q, std::int64_t i0, std::int64
   const std::int64_t d = g.head_dim;
   gemmSerial(false, true, rows, cols, d, q, d, k + j0 * d, d, false, s, kCols, operandsOf(g));
   for (std::int64_t r = 0; r < rows; ++r) {
+    // The visible columns [lo, hi) of this row, scaled; the others masked.
     const KeyRange keys = keysOf(g, i0 + r);
-    float* row = s + r * kCols;
-    for (std::int64_t c = 0; c < cols; ++c) {
-      const std::int64_t j = j0 + c;
-      row[c] = j < keys.lo || j > keys.hi ? kMinusInf : row[c] * g.scale;
-    }
+    const std::int64_t lo = std::clamp<std::int64_t>(keys.lo - j0, 0, cols);
+    const std::int64_t hi = std::clamp<std::int64_t>(keys.hi + 1 - j0, lo, cols);
+    float* __restrict row = s + r * kCols;
+    std::fill(row, row + lo, kMinusInf);
+    for (std::int64_t c = lo; c < hi; ++c) row[c] *= g.scale;
+    std::fill(row + hi, row + cols, kMinusInf);
   }
+}
+
+// The largest of x[0, n), -inf for none: eight running maxima combined at
+// the end, the same value as one running maximum (max is exact) without
+// its chain of dependent comparisons.
+float rowMax(const float* x, std::int64_t n) {
+  float m[8] = {kMinusInf, kMinusInf, kMinusInf, kMinusInf, kMinusInf, kMinusInf, kMinusInf, kMinusInf};
+  std::int64_t c = 0;
+  for (; c + 8 <= n; c += 8)
+    for (int lane = 0; lane < 8; ++lane) m[lane] = std::max(m[lane], x[c + lane]);
+  for (; c < n; ++c) m[0] = std::max(m[0], x[c]);
+  return *std::max_element(m, m + 8);
 }
 
 }  // namespace
@@ -121,7 +135,7 @@ void attentionForward(const AttentionShape& g, const float* q, const float* k, c
       scores(g, qb, i0, rows, kh, j0, cols, s.data());
       for (std::int64_t r = 0; r < rows; ++r) {
         float* row = s.data() + r * kCols;
-        const float mx = *std::max_element(row, row + cols);
+        const float mx = rowMax(row, cols);
         if (mx == kMinusInf) {  // no visible key in this block
           std::fill(row, row + cols, 0.0f);
           continue;
