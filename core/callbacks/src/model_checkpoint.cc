@@ -317,7 +317,9 @@ class ModelCheckpoint final : public Callback {
         // The state is updated before saving, as Lightning's: the file's own
         // callback state counts it among the kept ones (a run resumed from
         // it removes it in its turn).
-        const std::string path = uniquePath(format(trainer));
+        // Rank 0's name for every rank: each rank looking for a free name
+        // itself could see rank 0's new file and name its own part -v1.
+        const std::string path = trainer.strategy().broadcast(uniquePath(format(trainer)), 0);
         std::string dropped;
         if (!keep_all && static_cast<std::int64_t>(kept_.size()) >= save_top_k_ &&
             (!monitor_.empty() || save_top_k_ == 1)) {

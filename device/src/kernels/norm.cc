@@ -124,14 +124,16 @@ void rmsNormBackward(const float* x, const float* dy, std::int64_t rows, std::in
           for (std::int64_t i = 0; i < d; ++i)
             dot += static_cast<double>(gr[i] * (w != nullptr ? w[i] : 1.0f)) * (xr[i] * inv);
           const auto mean = static_cast<float>(dot / static_cast<double>(d));
-          for (std::int64_t i = 0; i < d; ++i) {
-            const float xhat = xr[i] * inv;
-            if (dx != nullptr) {
-              const float v = inv * (gr[i] * (w != nullptr ? w[i] : 1.0f) - xhat * mean);
-              dx[r * d + i] = accumulate_dx ? dx[r * d + i] + v : v;
+          // Each element on its own: one loop per output, free of branches.
+          if (dx != nullptr) {
+            float* __restrict dxr = dx + r * d;
+            for (std::int64_t i = 0; i < d; ++i) {
+              const float v = inv * (gr[i] * (w != nullptr ? w[i] : 1.0f) - (xr[i] * inv) * mean);
+              dxr[i] = accumulate_dx ? dxr[i] + v : v;
             }
-            if (dw != nullptr) gwt[i] += static_cast<double>(gr[i]) * xhat;
           }
+          if (dw != nullptr)
+            for (std::int64_t i = 0; i < d; ++i) gwt[i] += static_cast<double>(gr[i]) * (xr[i] * inv);
         }
       });
   for (std::int64_t i = 0; i < (dw != nullptr ? d : 0); ++i)
