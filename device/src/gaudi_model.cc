@@ -3,8 +3,8 @@
 #include <fmt/core.h>
 
 #include <algorithm>
-#include <cmath>
 #include <array>
+#include <cmath>
 #include <limits>
 #include <span>
 #include <utility>
@@ -218,7 +218,7 @@ std::vector<Assumption> GaudiModel::assumptions() const {
       {"mme_geometries", engines_.mmeReshapes ? 3.0 : 1.0, "shapes per product",
        engines_.mmeReshapes ? "[MMEF]: 256x256, 128x512, 512x128; the fastest per product" : "square only"},
       {"mme_tile_fill", static_cast<double>(engines_.mmeSide), "cycles per output tile",
-       "(height + width) / 2: half a systolic array's skew"},
+       "(height + width) / 2, half a systolic array's skew: side for the square array, 320 for 128x512"},
       {"matrix_peak_bf16", matrixPeakFlops(DType::kBFloat16) / 1e12, "TFLOP/s", "[HC24], [G3WP]"},
       {"matrix_peak_fp8", matrixPeakFlops(DType::kFloat8E4M3) / 1e12, "TFLOP/s",
        peakTflops(spec_, DType::kFloat8E4M3) ? "[G3WP]" : "no fp8 on this generation: priced as fp32"},
