@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "hpu/device/cpu_isa.h"
+#include "hpu/device/kernels/attention.h"
 #include "hpu/device/kernels/conv.h"
 #include "hpu/device/kernels/gemm.h"
 #include "hpu/device/numerics.h"
@@ -129,6 +130,32 @@ void BM_ConvForwardBackward(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_ConvForwardBackward)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+// The small Llama's causal attention (batch 8, 4 heads, 256 tokens, head
+// dim 64): forward (range 0 = 0), or forward then backward (1). GFLOP/s
+// counts the causal half's products: 2 in forward, 5 in forward + backward.
+void BM_Attention(benchmark::State& state) {
+  AttentionShape g;
+  g.batch = 8, g.heads = g.kv_heads = 4, g.q_len = g.kv_len = g.kv_rows = 256, g.head_dim = 64;
+  g.scale = 0.125f;
+  const std::size_t n = static_cast<std::size_t>(g.batch * g.heads * g.q_len * g.head_dim);
+  auto q = randomVector(n), k = randomVector(n), v = randomVector(n), dout = randomVector(n);
+  std::vector<float> out(n), lse(static_cast<std::size_t>(g.batch * g.heads * g.q_len)), dq(n), dk(n), dv(n);
+  const bool backward = state.range(0) == 1;
+  for (auto _ : state) {
+    attentionForward(g, q.data(), k.data(), v.data(), out.data(), lse.data());
+    if (backward)
+      attentionBackward(g, q.data(), k.data(), v.data(), out.data(), dout.data(), lse.data(), dq.data(), false,
+                        dk.data(), dv.data(), false);
+    benchmark::DoNotOptimize(dk.data());
+  }
+  const double products = backward ? 5.0 : 2.0;
+  const double flops = products * 2.0 * static_cast<double>(g.batch * g.heads * g.head_dim) *
+                       static_cast<double>(g.q_len * (g.kv_len + 1) / 2);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+}
+BENCHMARK(BM_Attention)->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

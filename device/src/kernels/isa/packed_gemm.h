@@ -27,6 +27,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "../sources.h"
@@ -216,12 +217,34 @@ void packB(bool trans_b, const Source& s, std::int64_t k0, std::int64_t kc, std:
   for (auto& o : out) o.finish(kc);
 }
 
-// C tile [rows <= kMr, cols <= kNr] (+)= packed A panel * packed B panel,
-// over kc k-rows (paired: ceil(kc / 2) rows of pairs).
-template <class V, bool kPaired>
-void microKernel(std::int64_t kc, const float* __restrict ap, const float* __restrict bp, float* c, std::int64_t ldc,
-                 std::int64_t rows, std::int64_t cols, bool accumulate) {
+// Where a micro-kernel reads its kMr rows of op(A): a packed panel
+// (element (i, kk) at panel[kk * kMr + i]), or straight from a row-major A
+// that is not transposed (element (i, kk) at rows[i] + kk): a large A, used
+// against few columns of B, then costs no packing pass (about a tenth of a
+// [2048, 688] x [688, 256] product's time). Both give the kernel the same
+// values in the same order.
+struct PackedA {
+  const float* panel;
+};
+template <std::int64_t kMr>
+struct DirectA {
+  const float* rows[kMr];
+  // Rows [0, count) of A from `first`, ld floats apart; the tile's rows past
+  // count (not stored) read row 0 again, so nothing past A is read.
+  DirectA(const float* first, std::int64_t ld, std::int64_t count) {
+    for (std::int64_t i = 0; i < kMr; ++i) rows[i] = first + (i < count ? i : 0) * ld;
+  }
+};
+
+// C tile [rows <= kMr, cols <= kV * kLanes] (+)= op(A)'s kMr rows (Panel:
+// PackedA or DirectA) * the first kV vectors of each row of a packed B
+// panel, over kc k-rows (paired: ceil(kc / 2) rows of pairs, PackedA only).
+template <class V, bool kPaired, std::int64_t kV, class Panel>
+void microKernelOf(std::int64_t kc, const Panel& a, const float* __restrict bp, float* c, std::int64_t ldc,
+                   std::int64_t rows, std::int64_t cols, bool accumulate) {
   constexpr std::int64_t kL = V::kLanes, kMr = Tile<V>::kMr, kNr = Tile<V>::kNr;
+  constexpr bool kDirect = !std::is_same_v<Panel, PackedA>;
+  static_assert(!(kDirect && kPaired));
   using Reg = typename V::Reg;
   // Every loop over the tile's registers is one flat loop, fully unrolled,
   // so that every index into acc is a constant and acc lives in registers.
@@ -229,18 +252,30 @@ void microKernel(std::int64_t kc, const float* __restrict ap, const float* __res
   // or variable-index loop anywhere it kept acc in memory and stored all of
   // it on every k step: on AVX2 12 stores per 12 FMAs, 28% of the FMA peak.
   // Found with perf.)
-  Reg acc[kMr][kNv];
+  Reg acc[kMr][kV];
 #pragma GCC unroll 64
-  for (std::int64_t t = 0; t < kMr * kNv; ++t) acc[t / kNv][t % kNv] = V::zero();
+  for (std::int64_t t = 0; t < kMr * kV; ++t) acc[t / kV][t % kV] = V::zero();
+  const float* __restrict ap = nullptr;
+  const float* ar[kMr];
+  if constexpr (kDirect) {
+#pragma GCC unroll 16
+    for (std::int64_t i = 0; i < kMr; ++i) ar[i] = a.rows[i];
+  } else {
+    ap = a.panel;
+  }
   const std::int64_t steps = packedRows<kPaired>(kc);
-  for (std::int64_t kk = 0; kk < steps; ++kk, ap += kMr, bp += kNr) {
-    Reg bv[kNv];
+  for (std::int64_t kk = 0; kk < steps; ++kk, bp += kNr) {
+    Reg bv[kV];
 #pragma GCC unroll 4
-    for (std::int64_t v = 0; v < kNv; ++v) bv[v] = V::load(bp + kL * v);
+    for (std::int64_t v = 0; v < kV; ++v) bv[v] = V::load(bp + kL * v);
 #pragma GCC unroll 64
-    for (std::int64_t t = 0; t < kMr * kNv; ++t) {
-      const std::int64_t i = t / kNv, v = t % kNv;
-      const Reg av = V::broadcast(ap + i);
+    for (std::int64_t t = 0; t < kMr * kV; ++t) {
+      const std::int64_t i = t / kV, v = t % kV;
+      Reg av;
+      if constexpr (kDirect)
+        av = V::broadcast(ar[i] + kk);
+      else
+        av = V::broadcast(ap + kk * kMr + i);
       if constexpr (kPaired)
         acc[i][v] = V::dotPairs(acc[i][v], av, bv[v]);
       else
@@ -248,8 +283,8 @@ void microKernel(std::int64_t kc, const float* __restrict ap, const float* __res
     }
   }
 #pragma GCC unroll 64
-  for (std::int64_t t = 0; t < kMr * kNv; ++t) {
-    const std::int64_t i = t / kNv, v = t % kNv;
+  for (std::int64_t t = 0; t < kMr * kV; ++t) {
+    const std::int64_t i = t / kV, v = t % kV;
     if (i >= rows) continue;
     float* out_p = c + i * ldc + kL * v;
     const std::uint32_t mask = laneMask(cols - kL * v);
@@ -257,6 +292,29 @@ void microKernel(std::int64_t kc, const float* __restrict ap, const float* __res
     if (accumulate) out = V::add(out, V::loadLanes(V::zero(), mask, out_p));
     V::storeLanes(out_p, mask, out);
   }
+}
+
+// C tile [rows <= kMr, cols <= kNr] (+)= op(A)'s kMr rows * packed B panel,
+// over kc k-rows: on as many of the panel's kNv vectors as cols needs, so
+// that a narrow last panel (a 256-column product's 16 past five 48-column
+// panels) costs the FMAs of its columns, not of a whole panel. Each element
+// of C is summed in the same order whatever the width.
+template <class V, bool kPaired, class Panel>
+void microKernel(std::int64_t kc, const Panel& a, const float* __restrict bp, float* c, std::int64_t ldc,
+                 std::int64_t rows, std::int64_t cols, bool accumulate) {
+  static_assert(kNv == 3);
+  if (cols > 2 * V::kLanes) return microKernelOf<V, kPaired, 3>(kc, a, bp, c, ldc, rows, cols, accumulate);
+  if (cols > V::kLanes) return microKernelOf<V, kPaired, 2>(kc, a, bp, c, ldc, rows, cols, accumulate);
+  microKernelOf<V, kPaired, 1>(kc, a, bp, c, ldc, rows, cols, accumulate);
+}
+
+// Whether the kernels read op(A) in place (DirectA) rather than packed:
+// a plain, untransposed A of fp32 products.
+template <class ASource, bool kPaired>
+constexpr bool readsADirectlyFor = std::is_same_v<ASource, DenseSource> && !kPaired;
+template <class ASource, bool kPaired>
+bool readsADirectly(bool trans_a) {
+  return readsADirectlyFor<ASource, kPaired> && !trans_a;
 }
 
 // C[m, n] (+)= op(A) * op(B) on this thread, A and B read through Sources.
@@ -271,12 +329,14 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
     return;
   }
   const std::int64_t a_panels = (m + T::kMr - 1) / T::kMr;
-  float* a_pack = scratch(1, kKc * a_panels * T::kMr);
+  // A plain A that is not transposed is read in place (DirectA).
+  const bool direct = readsADirectly<ASource, kPaired>(trans_a);
+  float* a_pack = direct ? nullptr : scratch(1, kKc * a_panels * T::kMr);
   float* b_pack = scratch(0, kKc * T::kNc);
   for (std::int64_t k0 = 0; k0 < k; k0 += kKc) {
     const std::int64_t kc = std::min(kKc, k - k0), rows = packedRows<kPaired>(kc);
     const bool add = accumulate || k0 > 0;
-    packA<V, kPaired>(trans_a, a, m, k0, kc, a_pack);
+    if (!direct) packA<V, kPaired>(trans_a, a, m, k0, kc, a_pack);
     for (std::int64_t j0 = 0; j0 < n; j0 += T::kNc) {
       const std::int64_t nc = std::min(T::kNc, n - j0), b_panels = (nc + T::kNr - 1) / T::kNr;
       for (std::int64_t jp = 0; jp < b_panels; ++jp)
@@ -284,10 +344,20 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
                           b_pack + jp * rows * T::kNr);
       for (std::int64_t ib = 0; ib < a_panels; ib += T::kMc / T::kMr)  // A blocks of kMc rows stay in L2
         for (std::int64_t jp = 0; jp < b_panels; ++jp)
-          for (std::int64_t ip = ib; ip < std::min(a_panels, ib + T::kMc / T::kMr); ++ip)
-            microKernel<V, kPaired>(kc, a_pack + ip * rows * T::kMr, b_pack + jp * rows * T::kNr,
-                                    c + ip * T::kMr * ldc + j0 + jp * T::kNr, ldc, std::min(T::kMr, m - ip * T::kMr),
-                                    std::min(T::kNr, nc - jp * T::kNr), add);
+          for (std::int64_t ip = ib; ip < std::min(a_panels, ib + T::kMc / T::kMr); ++ip) {
+            const std::int64_t tile_rows = std::min(T::kMr, m - ip * T::kMr);
+            float* ct = c + ip * T::kMr * ldc + j0 + jp * T::kNr;
+            const float* bp = b_pack + jp * rows * T::kNr;
+            const std::int64_t cols = std::min(T::kNr, nc - jp * T::kNr);
+            if constexpr (readsADirectlyFor<ASource, kPaired>) {
+              if (direct) {
+                const DirectA<T::kMr> ad(a.data() + a.rowOffset(ip * T::kMr) + k0, a.ld, tile_rows);
+                microKernel<V, kPaired>(kc, ad, bp, ct, ldc, tile_rows, cols, add);
+                continue;
+              }
+            }
+            microKernel<V, kPaired>(kc, PackedA{a_pack + ip * rows * T::kMr}, bp, ct, ldc, tile_rows, cols, add);
+          }
     }
   }
 }
@@ -326,11 +396,13 @@ void gemmThreaded(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, st
   // !trans_b the panels that share B's lines).
   const std::int64_t a_rows = V::kLanes * (trans_a ? kPairsPerLine<V> : 1);
   const std::int64_t b_unit = trans_b ? 1 : kBPanelsPerLines<V>;
-  const std::int64_t groups = (m + a_rows - 1) / a_rows, b_units = (b_panels + b_unit - 1) / b_unit;
-  const std::int64_t a_slice = a_panels * T::kMr * slice_rows, b_slice = b_panels * T::kNr * slice_rows;
+  // A read in place (DirectA) has no pack units.
+  const bool direct = readsADirectly<DenseSource, kPaired>(trans_a);
+  const std::int64_t groups = direct ? 0 : (m + a_rows - 1) / a_rows, b_units = (b_panels + b_unit - 1) / b_unit;
+  const std::int64_t a_slice = direct ? 0 : a_panels * T::kMr * slice_rows, b_slice = b_panels * T::kNr * slice_rows;
   const std::int64_t slices = (k + kKc - 1) / kKc;
   const std::int64_t per_phase = std::clamp<std::int64_t>(kPhaseFloats / (a_slice + b_slice), 1, slices);
-  float* a_pack = scratch(1, per_phase * a_slice);
+  float* a_pack = direct ? nullptr : scratch(1, per_phase * a_slice);
   float* b_pack = scratch(0, per_phase * b_slice);
   // Blocks of C: at most kMc rows; smaller when B has few panels, so that
   // every thread gets several tasks.
@@ -379,9 +451,19 @@ void gemmThreaded(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, st
       for (std::int64_t s = 0; s < phase; ++s) {
         const std::int64_t k0 = (s0 + s) * kKc, kc = std::min(kKc, k - k0), rows = packedRows<kPaired>(kc);
         const float* bp = b_pack + s * b_slice + jp * rows * T::kNr;
-        for (std::int64_t ip = ib * block_panels; ip < std::min(a_panels, (ib + 1) * block_panels); ++ip)
-          microKernel<V, kPaired>(kc, a_pack + s * a_slice + ip * rows * T::kMr, bp, c + ip * T::kMr * n + j0, n,
-                                  std::min(T::kMr, m - ip * T::kMr), cols, accumulate || k0 > 0);
+        for (std::int64_t ip = ib * block_panels; ip < std::min(a_panels, (ib + 1) * block_panels); ++ip) {
+          const std::int64_t tile_rows = std::min(T::kMr, m - ip * T::kMr);
+          float* ct = c + ip * T::kMr * n + j0;
+          if constexpr (readsADirectlyFor<DenseSource, kPaired>) {
+            if (direct) {
+              const DirectA<T::kMr> ad(a + ip * T::kMr * lda + k0, lda, tile_rows);
+              microKernel<V, kPaired>(kc, ad, bp, ct, n, tile_rows, cols, accumulate || k0 > 0);
+              continue;
+            }
+          }
+          microKernel<V, kPaired>(kc, PackedA{a_pack + s * a_slice + ip * rows * T::kMr}, bp, ct, n, tile_rows, cols,
+                                  accumulate || k0 > 0);
+        }
       }
       if (s0 + phase == slices && !epilogue.empty()) {  // the block is final
         const std::int64_t i0 = ib * block_panels * T::kMr;
