@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GEMM micro-kernels (hpu::device::kernels::packed::microKernel, every
+# The GEMM micro-kernels (hpu::device::kernels::packed::microKernelOf, every
 # instruction set) keep their tile of C in registers through the k loop: no
 # loop of theirs that multiplies (vfmadd*, vdpbf16ps) may store a vector
 # register to memory. GCC once kept the tile in memory and stored all of it
@@ -41,7 +41,7 @@ report=$(awk '
   /^[0-9a-f]+ <.*>:$/ {
     flush()
     fn = ""; n = 0
-    if ($0 ~ /hpu::device::kernels::packed::microKernel</) { fn = substr($0, index($0, "<") + 1); sub(/>:$/, "", fn) }
+    if ($0 ~ /hpu::device::kernels::packed::microKernel(Of)?</) { fn = substr($0, index($0, "<") + 1); sub(/>:$/, "", fn) }
     next
   }
   fn != "" && /^ +[0-9a-f]+:\t/ {
@@ -49,7 +49,7 @@ report=$(awk '
   }
   END { flush() }
 ' <<<"$listing")
-kernels=$(grep -c '^ *[0-9a-f]* <void hpu::device::kernels::packed::microKernel<' <<<"$listing" || true)
+kernels=$(grep -cE '^ *[0-9a-f]* <void hpu::device::kernels::packed::microKernel(Of)?<' <<<"$listing" || true)
 if [[ "$kernels" -eq 0 ]]; then
   echo "no micro-kernel found in the disassembly"
   exit 1

@@ -5,6 +5,7 @@
 
 #include "hpu/core/ops/autocast.h"
 #include "hpu/device/kernels/gemm.h"
+#include "hpu/device/kernels/layout.h"
 #include "hpu/device/numerics.h"
 #include "hpu/device/threading.h"
 
@@ -114,7 +115,7 @@ void accumulateGrad(const GradRef& t, const float* src) {
                           for (std::int64_t i = begin; i < end; ++i) dst[i] += src[i];
                         });
   } else {
-    std::copy(src, src + n, g.data);
+    device::kernels::copy(src, g.data, n);
   }
   gradWritten(t);
 }

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "hpu/device/check.h"
+#include "hpu/device/kernels/layout.h"
 #include "hpu/device/numerics.h"
 #include "tensor_access.h"
 
@@ -37,7 +38,7 @@ Tensor Tensor::fromHost(device::Device& dev, const Shape& shape, std::span<const
             "{} values for shape {}", values.size(), shape.str());
   Tensor t = empty(dev, shape, dtype);
   if (dev.shapeOnly()) return t;
-  if (!values.empty()) std::memcpy(t.data(), values.data(), values.size() * sizeof(float));
+  if (!values.empty()) device::kernels::copy(values.data(), t.data(), static_cast<std::int64_t>(values.size()));
   device::roundInPlace(t.values(), dtype);
   return t;
 }

@@ -8,6 +8,13 @@
 
 namespace hpu::device::kernels {
 
+void copy(const float* src, float* dst, std::int64_t n) {
+  static ParallelSite site("copy");
+  parallelFor(site, n, 1 << 12, static_cast<double>(n), [&](std::int64_t begin, std::int64_t end) {
+    std::memcpy(dst + begin, src + begin, static_cast<std::size_t>(end - begin) * sizeof(float));
+  });
+}
+
 void permute(const float* src, std::span<const std::int64_t> shape, std::span<const int> perm, float* dst,
              bool accumulate) {
   const int n = static_cast<int>(shape.size());

@@ -6,6 +6,10 @@
 
 namespace hpu::device::kernels {
 
+// dst[0, n) = src[0, n) (no overlap), in ranges on the intra-op threads: each
+// thread writes the rows the next kernel's row split gives it.
+void copy(const float* src, float* dst, std::int64_t n);
+
 // dst = src with its dimensions reordered: dst dimension i is src dimension
 // perm[i] (torch's permute, made contiguous). `shape` is src's (at most 6
 // dimensions). With `accumulate`, dst += instead of =.
