@@ -12,6 +12,7 @@
 #include "hpu/device/kernels/gemm.h"
 #include "hpu/device/numerics.h"
 #include "hpu/device/threading.h"
+#include "hpu/device/vector_clones.h"
 
 namespace hpu::device::kernels {
 namespace {
@@ -101,6 +102,28 @@ float rowMax(const float* x, std::int64_t n) {
   return *std::max_element(m, m + 8);
 }
 
+// sum_e a[e] * b[e] over n values, through 16 lanes in a fixed order (the
+// same bits in every vector_clones.h copy).
+float rowDot(const float* __restrict a, const float* __restrict b, std::int64_t n) {
+  float lanes[16] = {};
+  std::int64_t e = 0;
+  onVectorLevel([&]() HPU_LOOP_BODY {
+    for (; e + 16 <= n; e += 16)
+      for (int l = 0; l < 16; ++l) lanes[l] += a[e + l] * b[e + l];
+  });
+  float total = 0.0f;
+  for (float v : lanes) total += v;
+  for (; e < n; ++e) total += a[e] * b[e];
+  return total;
+}
+
+// dS = P * (dP - rowdot) * scale of a block's row, in place of dP.
+void scoreGradients(const float* __restrict p, float* __restrict dp, std::int64_t cols, float rowdot, float scale) {
+  onVectorLevel([&]() HPU_LOOP_BODY {
+    for (std::int64_t c = 0; c < cols; ++c) dp[c] = p[c] * (dp[c] - rowdot) * scale;
+  });
+}
+
 }  // namespace
 
 void attentionForward(const AttentionShape& g, const float* q, const float* k, const float* v, float* out, float* lse) {
@@ -177,13 +200,21 @@ void attentionBackward(const AttentionShape& g, const float* q, const float* k, 
   static ParallelSite site("attention backward");
   parallelTasks(
       site, items, static_cast<double>(3 * g.batch * g.heads * g.q_len * g.kv_len * d), [&](std::int64_t item) {
-        thread_local std::vector<float> p, dp, pd, dkb, dvb, rowdot;  // this thread's scratch
+        thread_local std::vector<float> p, dp, pd, dkb, dvb, rowdots;  // this thread's scratch
         for (auto* v : {&p, &dp, &pd}) v->resize(static_cast<std::size_t>(kRows * kCols));
         dkb.resize(static_cast<std::size_t>(kCols * d));
         dvb.resize(dkb.size());
-        rowdot.resize(kRows);
+        rowdots.resize(static_cast<std::size_t>(group * g.q_len));
 
         const std::int64_t b = item / g.kv_heads, kvh = item % g.kv_heads;
+        // rowdot = dO . O of every query row of the group's heads, once (every
+        // key block of a row uses it).
+        for (std::int64_t hg = 0; hg < group; ++hg) {
+          const std::int64_t bh = b * g.heads + kvh * group + hg;
+          for (std::int64_t i = 0; i < g.q_len; ++i)
+            rowdots[static_cast<std::size_t>(hg * g.q_len + i)] =
+                rowDot(dout + (bh * g.q_len + i) * d, out + (bh * g.q_len + i) * d, d);
+        }
         const float* kh = k + item * g.kv_rows * d;
         const float* vh = v + item * g.kv_rows * d;
         if (!accumulate_dq)
@@ -199,18 +230,12 @@ void attentionBackward(const AttentionShape& g, const float* q, const float* k, 
             for (std::int64_t i0 = first / kRows * kRows; i0 <= last; i0 += kRows) {
               const std::int64_t rows = std::min(kRows, g.q_len - i0);
               const float* qb = q + (bh * g.q_len + i0) * d;
-              const float* ob = out + (bh * g.q_len + i0) * d;
               const float* dob = dout + (bh * g.q_len + i0) * d;
+              const float* rowdot = rowdots.data() + (h - kvh * group) * g.q_len + i0;
               float* dqb = dq + (bh * g.q_len + i0) * d;
               scores(g, qb, i0, rows, kh, j0, cols, p.data());
-              for (std::int64_t r = 0; r < rows; ++r) {
-                const float row_lse = lse[bh * g.q_len + i0 + r];
-                float* pr = p.data() + r * kCols;
-                detail::expShift(pr, cols, row_lse);
-                float dot = 0.0f;
-                for (std::int64_t e = 0; e < d; ++e) dot += dob[r * d + e] * ob[r * d + e];
-                rowdot[static_cast<std::size_t>(r)] = dot;
-              }
+              for (std::int64_t r = 0; r < rows; ++r)
+                detail::expShift(p.data() + r * kCols, cols, lse[bh * g.q_len + i0 + r]);
               // With dropout O = (P * M) V for the mask factors M: dV = (P * M)^T dO,
               // dP = (dO V^T) * M, and rowdot = dO . O still equals sum_j P dP.
               // dV's operand: P, or a copy (P * M, or rounded to bf16): dS needs P itself.
@@ -228,12 +253,12 @@ void attentionBackward(const AttentionShape& g, const float* q, const float* k, 
               gemmSerial(true, false, cols, d, rows, pv, kCols, dob, d, true, dvb.data(), d, ops);
               gemmSerial(false, true, rows, cols, d, dob, d, vh + j0 * d, d, false, dp.data(), kCols, ops);
               // dS = P * (dP - rowdot) * scale, in place of dP.
-              for (std::int64_t r = 0; r < rows; ++r)
-                for (std::int64_t c = 0; c < cols; ++c) {
-                  const std::size_t x = static_cast<std::size_t>(r * kCols + c);
-                  const float dpx = dropout.active() ? dp[x] * dropout.factor(bh * g.q_len + i0 + r, j0 + c) : dp[x];
-                  dp[x] = p[x] * (dpx - rowdot[static_cast<std::size_t>(r)]) * g.scale;
-                }
+              for (std::int64_t r = 0; r < rows; ++r) {
+                float* dpr = dp.data() + r * kCols;
+                if (dropout.active())
+                  for (std::int64_t c = 0; c < cols; ++c) dpr[c] *= dropout.factor(bh * g.q_len + i0 + r, j0 + c);
+                scoreGradients(p.data() + r * kCols, dpr, cols, rowdot[r], g.scale);
+              }
               asOperand(g, dp.data(), rows);
               gemmSerial(false, false, rows, d, cols, dp.data(), kCols, kh + j0 * d, d, true, dqb, d, ops);
               gemmSerial(true, false, cols, d, rows, dp.data(), kCols, qb, d, true, dkb.data(), d, ops);
