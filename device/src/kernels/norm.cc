@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "hpu/device/threading.h"
+#include "hpu/device/vector_clones.h"
 
 namespace hpu::device::kernels {
 namespace {
@@ -33,6 +34,23 @@ std::vector<double> rowTasks(ParallelSite& site, std::int64_t rows, std::int64_t
   return total;
 }
 
+// sum of term(i) for i in [0, n), in double through 8 lanes in a fixed
+// order (the same bits in every vector_clones.h copy): a row's statistics
+// without a chain of n dependent adds.
+template <class Term>
+double laneSum(std::int64_t n, const Term& term) {
+  double lanes[8] = {};
+  std::int64_t i = 0;
+  onVectorLevel([&]() HPU_LOOP_BODY {
+    for (; i + 8 <= n; i += 8)
+      for (int l = 0; l < 8; ++l) lanes[l] += term(i + l);
+  });
+  double total = 0;
+  for (double v : lanes) total += v;
+  for (; i < n; ++i) total += term(i);
+  return total;
+}
+
 }  // namespace
 
 void layerNormForward(const float* x, std::int64_t rows, std::int64_t d, const float* w, const float* b, float eps,
@@ -41,11 +59,10 @@ void layerNormForward(const float* x, std::int64_t rows, std::int64_t d, const f
   parallelFor(site, rows, 1, static_cast<double>(rows * d), [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t r = begin; r < end; ++r) {
       const float* xr = x + r * d;
-      double mean = 0, var = 0;
-      for (std::int64_t i = 0; i < d; ++i) mean += xr[i];
-      mean /= static_cast<double>(d);
-      for (std::int64_t i = 0; i < d; ++i) var += (xr[i] - mean) * (xr[i] - mean);
-      var /= static_cast<double>(d);
+      const double mean = laneSum(d, [&](std::int64_t i) { return static_cast<double>(xr[i]); }) /
+                          static_cast<double>(d);
+      const double var = laneSum(d, [&](std::int64_t i) { return (xr[i] - mean) * (xr[i] - mean); }) /
+                         static_cast<double>(d);
       const auto m = static_cast<float>(mean);
       const auto rstd = static_cast<float>(1.0 / std::sqrt(var + eps));
       mean_rstd[2 * r] = m;
@@ -101,12 +118,16 @@ void rmsNormForward(const float* x, std::int64_t rows, std::int64_t d, const flo
   parallelFor(site, rows, 1, static_cast<double>(rows * d), [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t r = begin; r < end; ++r) {
       const float* xr = x + r * d;
-      double sq = 0;
-      for (std::int64_t i = 0; i < d; ++i) sq += static_cast<double>(xr[i]) * xr[i];
+      const double sq = laneSum(d, [&](std::int64_t i) { return static_cast<double>(xr[i]) * xr[i]; });
       const float inv = 1.0f / std::sqrt(static_cast<float>(sq / static_cast<double>(d)) + eps);
       rstd[r] = inv;
-      float* yr = y + r * d;
-      for (std::int64_t i = 0; i < d; ++i) yr[i] = (w != nullptr ? w[i] : 1.0f) * (xr[i] * inv);
+      float* __restrict yr = y + r * d;
+      onVectorLevel([&]() HPU_LOOP_BODY {
+        if (w != nullptr)
+          for (std::int64_t i = 0; i < d; ++i) yr[i] = w[i] * (xr[i] * inv);
+        else
+          for (std::int64_t i = 0; i < d; ++i) yr[i] = xr[i] * inv;
+      });
     }
   });
 }
@@ -120,20 +141,27 @@ void rmsNormBackward(const float* x, const float* dy, std::int64_t rows, std::in
           const float* xr = x + r * d;
           const float* gr = dy + r * d;
           const float inv = rstd[r];
-          double dot = 0;  // mean over the row of g * xhat, g = dy * w
-          for (std::int64_t i = 0; i < d; ++i)
-            dot += static_cast<double>(gr[i] * (w != nullptr ? w[i] : 1.0f)) * (xr[i] * inv);
+          // The mean over the row of g * xhat, g = dy * w.
+          const double dot =
+              w != nullptr
+                  ? laneSum(d, [&](std::int64_t i) { return static_cast<double>(gr[i] * w[i]) * (xr[i] * inv); })
+                  : laneSum(d, [&](std::int64_t i) { return static_cast<double>(gr[i]) * (xr[i] * inv); });
           const auto mean = static_cast<float>(dot / static_cast<double>(d));
-          // Each element on its own: one loop per output, free of branches.
-          if (dx != nullptr) {
-            float* __restrict dxr = dx + r * d;
-            for (std::int64_t i = 0; i < d; ++i) {
-              const float v = inv * (gr[i] * (w != nullptr ? w[i] : 1.0f) - (xr[i] * inv) * mean);
-              dxr[i] = accumulate_dx ? dxr[i] + v : v;
-            }
-          }
-          if (dw != nullptr)
-            for (std::int64_t i = 0; i < d; ++i) gwt[i] += static_cast<double>(gr[i]) * (xr[i] * inv);
+          // Each element on its own: one loop per output, free of branches
+          // (g = dy when there is no weight: dy * 1 is dy).
+          onVectorLevel([&]() HPU_LOOP_BODY {
+            float* __restrict dxr = dx != nullptr ? dx + r * d : nullptr;
+            if (dxr != nullptr && w != nullptr && accumulate_dx)
+              for (std::int64_t i = 0; i < d; ++i) dxr[i] += inv * (gr[i] * w[i] - (xr[i] * inv) * mean);
+            else if (dxr != nullptr && w != nullptr)
+              for (std::int64_t i = 0; i < d; ++i) dxr[i] = inv * (gr[i] * w[i] - (xr[i] * inv) * mean);
+            else if (dxr != nullptr && accumulate_dx)
+              for (std::int64_t i = 0; i < d; ++i) dxr[i] += inv * (gr[i] - (xr[i] * inv) * mean);
+            else if (dxr != nullptr)
+              for (std::int64_t i = 0; i < d; ++i) dxr[i] = inv * (gr[i] - (xr[i] * inv) * mean);
+            if (dw != nullptr)
+              for (std::int64_t i = 0; i < d; ++i) gwt[i] += static_cast<double>(gr[i]) * (xr[i] * inv);
+          });
         }
       });
   for (std::int64_t i = 0; i < (dw != nullptr ? d : 0); ++i)
