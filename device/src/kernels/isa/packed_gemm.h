@@ -2,11 +2,12 @@
 // style, written once over a vector type V (simd_avx512.h: 16 floats,
 // simd_avx2.h: 8 floats) and compiled once per instruction set (isa/*.cc).
 // The micro-kernel keeps a kMr x kNr tile of C in registers (kMr = lanes / 2
-// rows by three vectors: 8 x 48 on AVX-512, 4 x 24 on AVX2); op(B) is packed
-// in kNr-column panels of up to kKc rows that stay in L1, op(A) in kMr-row
-// panels that stay in L2. With V = Avx512Bf16 and bf16 operands (kPaired),
-// panels hold pairs of k as bf16 and the micro-kernel adds two products per
-// lane and instruction (VDPBF16PS).
+// rows by three vectors: 8 x 48 on AVX-512, 4 x 24 on AVX2; a narrower last
+// panel uses fewer vectors); op(B) is packed in kNr-column panels of up to
+// kKc rows, op(A) in kMr-row panels that stay in L2, or, when A is a plain
+// fp32 matrix that is not transposed, read in place (DirectA). With V =
+// Avx512Bf16 and bf16 operands (kPaired), panels hold pairs of k as bf16 and
+// the micro-kernel adds two products per lane and instruction (VDPBF16PS).
 //
 // A and B are read through Sources, so a convolution can pack its column
 // matrix straight from the images (implicit im2col) and its output gradient
