@@ -7,6 +7,7 @@
 
 #include "exp_loops.h"
 #include "fast_exp.h"
+#include "lane_sum.h"
 #include "hpu/device/counter_random.h"
 #include "hpu/device/check.h"
 #include "hpu/device/kernels/gemm.h"
@@ -100,21 +101,6 @@ float rowMax(const float* x, std::int64_t n) {
     for (int lane = 0; lane < 8; ++lane) m[lane] = std::max(m[lane], x[c + lane]);
   for (; c < n; ++c) m[0] = std::max(m[0], x[c]);
   return *std::max_element(m, m + 8);
-}
-
-// sum_e a[e] * b[e] over n values, through 16 lanes in a fixed order (the
-// same bits in every vector_clones.h copy).
-float rowDot(const float* __restrict a, const float* __restrict b, std::int64_t n) {
-  float lanes[16] = {};
-  std::int64_t e = 0;
-  onVectorLevel([&]() HPU_LOOP_BODY {
-    for (; e + 16 <= n; e += 16)
-      for (int l = 0; l < 16; ++l) lanes[l] += a[e + l] * b[e + l];
-  });
-  float total = 0.0f;
-  for (float v : lanes) total += v;
-  for (; e < n; ++e) total += a[e] * b[e];
-  return total;
 }
 
 // dS = P * (dP - rowdot) * scale of a block's row, in place of dP.
@@ -211,9 +197,12 @@ void attentionBackward(const AttentionShape& g, const float* q, const float* k, 
         // key block of a row uses it).
         for (std::int64_t hg = 0; hg < group; ++hg) {
           const std::int64_t bh = b * g.heads + kvh * group + hg;
-          for (std::int64_t i = 0; i < g.q_len; ++i)
+          for (std::int64_t i = 0; i < g.q_len; ++i) {
+            const float* dor = dout + (bh * g.q_len + i) * d;
+            const float* outr = out + (bh * g.q_len + i) * d;
             rowdots[static_cast<std::size_t>(hg * g.q_len + i)] =
-                rowDot(dout + (bh * g.q_len + i) * d, out + (bh * g.q_len + i) * d, d);
+                detail::laneSum<float, 16>(d, [&](std::int64_t e) { return dor[e] * outr[e]; });
+          }
         }
         const float* kh = k + item * g.kv_rows * d;
         const float* vh = v + item * g.kv_rows * d;

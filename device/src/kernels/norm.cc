@@ -8,9 +8,12 @@
 
 #include "hpu/device/threading.h"
 #include "hpu/device/vector_clones.h"
+#include "lane_sum.h"
 
 namespace hpu::device::kernels {
 namespace {
+
+using detail::laneSum;
 
 // Rows per task of a norm's backward pass. Each task sums its rows' weight
 // (and bias) gradients in double; the tasks' sums are then added in task
@@ -34,23 +37,6 @@ std::vector<double> rowTasks(ParallelSite& site, std::int64_t rows, std::int64_t
   return total;
 }
 
-// sum of term(i) for i in [0, n), in double through 8 lanes in a fixed
-// order (the same bits in every vector_clones.h copy): a row's statistics
-// without a chain of n dependent adds.
-template <class Term>
-double laneSum(std::int64_t n, const Term& term) {
-  double lanes[8] = {};
-  std::int64_t i = 0;
-  onVectorLevel([&]() HPU_LOOP_BODY {
-    for (; i + 8 <= n; i += 8)
-      for (int l = 0; l < 8; ++l) lanes[l] += term(i + l);
-  });
-  double total = 0;
-  for (double v : lanes) total += v;
-  for (; i < n; ++i) total += term(i);
-  return total;
-}
-
 }  // namespace
 
 void layerNormForward(const float* x, std::int64_t rows, std::int64_t d, const float* w, const float* b, float eps,
@@ -59,9 +45,9 @@ void layerNormForward(const float* x, std::int64_t rows, std::int64_t d, const f
   parallelFor(site, rows, 1, static_cast<double>(rows * d), [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t r = begin; r < end; ++r) {
       const float* xr = x + r * d;
-      const double mean = laneSum(d, [&](std::int64_t i) { return static_cast<double>(xr[i]); }) /
+      const double mean = laneSum<double, 8>(d, [&](std::int64_t i) { return static_cast<double>(xr[i]); }) /
                           static_cast<double>(d);
-      const double var = laneSum(d, [&](std::int64_t i) { return (xr[i] - mean) * (xr[i] - mean); }) /
+      const double var = laneSum<double, 8>(d, [&](std::int64_t i) { return (xr[i] - mean) * (xr[i] - mean); }) /
                          static_cast<double>(d);
       const auto m = static_cast<float>(mean);
       const auto rstd = static_cast<float>(1.0 / std::sqrt(var + eps));
@@ -118,7 +104,7 @@ void rmsNormForward(const float* x, std::int64_t rows, std::int64_t d, const flo
   parallelFor(site, rows, 1, static_cast<double>(rows * d), [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t r = begin; r < end; ++r) {
       const float* xr = x + r * d;
-      const double sq = laneSum(d, [&](std::int64_t i) { return static_cast<double>(xr[i]) * xr[i]; });
+      const double sq = laneSum<double, 8>(d, [&](std::int64_t i) { return static_cast<double>(xr[i]) * xr[i]; });
       const float inv = 1.0f / std::sqrt(static_cast<float>(sq / static_cast<double>(d)) + eps);
       rstd[r] = inv;
       float* __restrict yr = y + r * d;
@@ -144,8 +130,8 @@ void rmsNormBackward(const float* x, const float* dy, std::int64_t rows, std::in
           // The mean over the row of g * xhat, g = dy * w.
           const double dot =
               w != nullptr
-                  ? laneSum(d, [&](std::int64_t i) { return static_cast<double>(gr[i] * w[i]) * (xr[i] * inv); })
-                  : laneSum(d, [&](std::int64_t i) { return static_cast<double>(gr[i]) * (xr[i] * inv); });
+                  ? laneSum<double, 8>(d, [&](std::int64_t i) { return static_cast<double>(gr[i] * w[i]) * (xr[i] * inv); })
+                  : laneSum<double, 8>(d, [&](std::int64_t i) { return static_cast<double>(gr[i]) * (xr[i] * inv); });
           const auto mean = static_cast<float>(dot / static_cast<double>(d));
           // Each element on its own: one loop per output, free of branches
           // (g = dy when there is no weight: dy * 1 is dy).

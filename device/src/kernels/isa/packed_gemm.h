@@ -312,10 +312,20 @@ void microKernel(std::int64_t kc, const Panel& a, const float* __restrict bp, fl
 // Whether the kernels read op(A) in place (DirectA) rather than packed:
 // a plain, untransposed A of fp32 products.
 template <class ASource, bool kPaired>
-constexpr bool readsADirectlyFor = std::is_same_v<ASource, DenseSource> && !kPaired;
-template <class ASource, bool kPaired>
 bool readsADirectly(bool trans_a) {
-  return readsADirectlyFor<ASource, kPaired> && !trans_a;
+  return std::is_same_v<ASource, DenseSource> && !kPaired && !trans_a;
+}
+
+// microKernel on the tile's rows of A from `a_rows` (lda floats apart) in
+// place when it is not null, else on the packed panel a_panel.
+template <class V, bool kPaired>
+void tileProduct(std::int64_t kc, const float* a_rows, std::int64_t lda, const float* a_panel, const float* bp,
+                 float* c, std::int64_t ldc, std::int64_t rows, std::int64_t cols, bool accumulate) {
+  if constexpr (!kPaired) {
+    if (a_rows != nullptr)
+      return microKernel<V, false>(kc, DirectA<Tile<V>::kMr>(a_rows, lda, rows), bp, c, ldc, rows, cols, accumulate);
+  }
+  microKernel<V, kPaired>(kc, PackedA{a_panel}, bp, c, ldc, rows, cols, accumulate);
 }
 
 // C[m, n] (+)= op(A) * op(B) on this thread, A and B read through Sources.
@@ -346,18 +356,11 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
       for (std::int64_t ib = 0; ib < a_panels; ib += T::kMc / T::kMr)  // A blocks of kMc rows stay in L2
         for (std::int64_t jp = 0; jp < b_panels; ++jp)
           for (std::int64_t ip = ib; ip < std::min(a_panels, ib + T::kMc / T::kMr); ++ip) {
-            const std::int64_t tile_rows = std::min(T::kMr, m - ip * T::kMr);
-            float* ct = c + ip * T::kMr * ldc + j0 + jp * T::kNr;
-            const float* bp = b_pack + jp * rows * T::kNr;
-            const std::int64_t cols = std::min(T::kNr, nc - jp * T::kNr);
-            if constexpr (readsADirectlyFor<ASource, kPaired>) {
-              if (direct) {
-                const DirectA<T::kMr> ad(a.data() + a.rowOffset(ip * T::kMr) + k0, a.ld, tile_rows);
-                microKernel<V, kPaired>(kc, ad, bp, ct, ldc, tile_rows, cols, add);
-                continue;
-              }
-            }
-            microKernel<V, kPaired>(kc, PackedA{a_pack + ip * rows * T::kMr}, bp, ct, ldc, tile_rows, cols, add);
+            // In place, A's rows (a DenseSource's row offsets are row * ld).
+            const float* a_rows = direct ? a.data() + a.rowOffset(ip * T::kMr) + k0 : nullptr;
+            tileProduct<V, kPaired>(kc, a_rows, a.rowOffset(1), a_pack + ip * rows * T::kMr,
+                                    b_pack + jp * rows * T::kNr, c + ip * T::kMr * ldc + j0 + jp * T::kNr, ldc,
+                                    std::min(T::kMr, m - ip * T::kMr), std::min(T::kNr, nc - jp * T::kNr), add);
           }
     }
   }
@@ -456,17 +459,9 @@ void gemmThreaded(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, st
         const std::int64_t k0 = (s0 + s) * kKc, kc = std::min(kKc, k - k0), rows = packedRows<kPaired>(kc);
         const float* bp = b_pack + s * b_slice + jp * rows * T::kNr;
         for (std::int64_t ip = ib * block_panels; ip < std::min(a_panels, (ib + 1) * block_panels); ++ip) {
-          const std::int64_t tile_rows = std::min(T::kMr, m - ip * T::kMr);
-          float* ct = c + ip * T::kMr * n + j0;
-          if constexpr (readsADirectlyFor<DenseSource, kPaired>) {
-            if (direct) {
-              const DirectA<T::kMr> ad(a + ip * T::kMr * lda + k0, lda, tile_rows);
-              microKernel<V, kPaired>(kc, ad, bp, ct, n, tile_rows, cols, accumulate || k0 > 0);
-              continue;
-            }
-          }
-          microKernel<V, kPaired>(kc, PackedA{a_pack + s * a_slice + ip * rows * T::kMr}, bp, ct, n, tile_rows, cols,
-                                  accumulate || k0 > 0);
+          tileProduct<V, kPaired>(kc, direct ? a + ip * T::kMr * lda + k0 : nullptr, lda,
+                                  a_pack + s * a_slice + ip * rows * T::kMr, bp, c + ip * T::kMr * n + j0, n,
+                                  std::min(T::kMr, m - ip * T::kMr), cols, accumulate || k0 > 0);
         }
       }
       if (s0 + phase == slices && !epilogue.empty()) {  // the block is final
