@@ -12,6 +12,7 @@
 #include "hpu/core/base/file_io.h"
 #include "hpu/core/checkpoint/checkpoint.h"
 #include "hpu/core/checkpoint/checkpoint_io.h"
+#include "hpu/core/checkpoint/safetensors_file.h"
 #include "hpu/device/numerics.h"
 #include "test_support.h"
 
@@ -195,6 +196,33 @@ TEST(Safetensors, AFileWithoutTheChecksumIsRefused) {
   EXPECT_EQ(errorOf<CheckpointError>([&] { decodeSafetensors(bytes, "plain.safetensors"); }),
             "plain.safetensors is not a valid checkpoint: no hpu_train.crc32 checksum in its metadata (not written by "
             "hpu-train, or altered)");
+}
+
+TEST(Safetensors, AHeaderWhoseShapeOrOffsetsAreNotIntegersIsRefused) {
+  // Fractions, exponents past any integer and negative offsets are refused
+  // with the tensor named, never converted.
+  const auto error = [](const std::string& shape, const std::string& offsets) {
+    std::map<std::string, std::string> metadata;
+    const std::string header =
+        R"({"w":{"dtype":"F32","shape":)" + shape + R"(,"data_offsets":)" + offsets + "}}";
+    return errorOf<CheckpointError>([&] { checkpoint::parseSafetensorsHeader(header, 16, "h.safetensors", metadata); });
+  };
+  EXPECT_EQ(error("[2.5]", "[0,8]"),
+            "h.safetensors is not a valid safetensors file: tensor 'w' has shape [2.5] (not a list of integers)");
+  EXPECT_EQ(error("[1e300]", "[0,8]"),
+            "h.safetensors is not a valid safetensors file: tensor 'w' has shape [1e+300] (not a list of integers)");
+  EXPECT_EQ(error("[2]", "[0,2.43333e+32]"),
+            "h.safetensors is not a valid safetensors file: tensor 'w' has data offsets [0,2.43333e+32] outside the 16 "
+            "data bytes or not matching its shape");
+  EXPECT_EQ(error("[2]", "[-8,0]"),
+            "h.safetensors is not a valid safetensors file: tensor 'w' has data offsets [-8,0] outside the 16 data bytes "
+            "or not matching its shape");
+  std::map<std::string, std::string> metadata;
+  const auto tensors = checkpoint::parseSafetensorsHeader(
+      R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", 16, "h.safetensors", metadata);
+  ASSERT_EQ(tensors.size(), 1u);
+  EXPECT_EQ(tensors[0].begin, 8u);
+  EXPECT_EQ(tensors[0].end, 16u);
 }
 
 // Any single corrupted byte anywhere in the file is refused, including the

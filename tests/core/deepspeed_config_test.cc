@@ -155,6 +155,13 @@ TEST(DeepSpeedConfig, Bf16OrFp16ChoosesTheMixedPrecision) {
             std::string(kOrigin) + "bf16.enabled and fp16.enabled are both true; enable one");
   EXPECT_EQ(errorFor("{bf16: {enabled: yes please}}"),
             std::string(kOrigin) + "DeepSpeed config 'bf16.enabled' has the wrong type: \"yes please\"");
+  // An integer setting takes an integer: a fraction or an exponent past int is refused, not truncated.
+  EXPECT_EQ(errorFor("{zero_optimization: {stage: 2.5}}"),
+            std::string(kOrigin) + "DeepSpeed config 'zero_optimization.stage' has the wrong type: 2.5");
+  EXPECT_EQ(errorFor("{zero_optimization: {stage: 1e30}}"),
+            std::string(kOrigin) + "DeepSpeed config 'zero_optimization.stage' has the wrong type: 1e+30");
+  EXPECT_EQ(errorFor("{train_batch_size: 99999999999999999999}"),
+            std::string(kOrigin) + "DeepSpeed config 'train_batch_size' has the wrong type: 1e+20");
 }
 
 TEST(DeepSpeedConfig, WarmupDecayLRTakesItsParameters) {

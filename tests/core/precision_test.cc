@@ -248,6 +248,21 @@ TEST(Fp8DelayedScaling, ScaleComesFromTheAmaxWindow) {
   EXPECT_FLOAT_EQ(s.scale, 448.0f / 2.0f / 2.0f);
 }
 
+TEST(Fp8Stats, MeasurementFilesRoundTripAndRefuseMaximaPastFloat) {
+  fp8::Stats s;
+  s.inputs["fc"] = 3.5f;
+  s.weights["fc"] = 0.25f;
+  const fp8::Stats back = fp8::Stats::fromJson(s.toJson(), "m.json");
+  EXPECT_EQ(back.inputs, s.inputs);
+  EXPECT_EQ(back.weights, s.weights);
+  try {
+    fp8::Stats::fromJson(R"({"Nodes": {"fc": {"inputs": [1e300], "params": {"weight": 2}}}})", "m.json");
+    ADD_FAILURE() << "a maximum past float's range was taken";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "m.json is not an fp8 measurement file: fc's maxima 1e+300 and 2 are not float numbers");
+  }
+}
+
 TEST_F(PrecisionTest, Fp8LinearMatchesFakeQuantizedGemm) {
   auto model = std::make_shared<nn::Sequential>();
   nn::InitContext ctx{dev_, rng_, rng_};

@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "hpu/core/base/errors.h"
+#include "hpu/core/base/json_number.h"
 #include "hpu/device/check.h"
 #include "hpu/device/numerics.h"
 
@@ -89,7 +90,11 @@ std::vector<SafetensorsTensor> parseSafetensorsHeader(std::string_view text, std
         throw invalid(origin, kind, fmt::format("tensor '{}' has dtype {}; F32, BF16, F16 and I64 are supported", name,
                                           info.at("dtype").dump()));
       t.dtype = *dt;
-      t.shape = info.at("shape").get<std::vector<std::int64_t>>();
+      const auto shape = jsonIntegers<std::int64_t>(info.at("shape"));
+      if (!shape)
+        throw invalid(origin, kind, fmt::format("tensor '{}' has shape {} (not a list of integers)", name,
+                                                info.at("shape").dump()));
+      t.shape = *shape;
       // A shape's element count may not overflow (an empty tensor has none).
       const bool empty = std::find(t.shape.begin(), t.shape.end(), 0) != t.shape.end();
       std::uint64_t elements = 1;
@@ -99,7 +104,7 @@ std::vector<SafetensorsTensor> parseSafetensorsHeader(std::string_view text, std
           throw invalid(origin, kind,
                         fmt::format("tensor '{}' has shape {} (more elements than the {} data bytes hold)", name,
                                     info.at("shape").dump(), data_size));
-      const auto offsets = info.at("data_offsets").get<std::vector<std::uint64_t>>();
+      const auto offsets = jsonIntegers<std::uint64_t>(info.at("data_offsets")).value_or(std::vector<std::uint64_t>{});
       if (offsets.size() != 2 || offsets[1] < offsets[0] || offsets[1] > data_size ||
           offsets[1] - offsets[0] != static_cast<std::uint64_t>(t.numel()) * widthOf(t.dtype))
         throw invalid(origin, kind, fmt::format("tensor '{}' has data offsets {} outside the {} data bytes or not "

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "hpu/core/base/errors.h"
+#include "hpu/core/base/json_number.h"
 #include "hpu/core/tensor/autograd.h"
 #include "hpu/core/tensor/op_record.h"
 #include "hpu/device/kernels/gemm.h"
@@ -262,8 +263,13 @@ Stats Stats::fromJson(const std::string& text, const std::string& origin) {
   try {
     const auto j = nlohmann::json::parse(text);
     for (const auto& [path, node] : j.at("Nodes").items()) {
-      s.inputs[path] = node.at("inputs").at(0).get<float>();
-      s.weights[path] = node.at("params").at("weight").get<float>();
+      const auto input = jsonFloat<float>(node.at("inputs").at(0));
+      const auto weight = jsonFloat<float>(node.at("params").at("weight"));
+      if (!input || !weight)
+        throw Error(fmt::format("{} is not an fp8 measurement file: {}'s maxima {} and {} are not float numbers", origin,
+                                path, node.at("inputs").at(0).dump(), node.at("params").at("weight").dump()));
+      s.inputs[path] = *input;
+      s.weights[path] = *weight;
     }
   } catch (const nlohmann::json::exception& e) {
     throw Error(fmt::format("{} is not an fp8 measurement file: {}", origin, e.what()));

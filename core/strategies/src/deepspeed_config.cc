@@ -6,8 +6,10 @@
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "hpu/core/base/file_io.h"
+#include "hpu/core/base/json_number.h"
 #include "hpu/core/config/params.h"
 #include "hpu/core/config/scalars.h"
 #include "hpu/core/base/errors.h"
@@ -60,11 +62,20 @@ void refuseUnknown(const json& obj, const std::vector<std::string>& known, const
 template <class T>
 T get(const json& obj, const char* key, T fallback, const std::string& origin, const std::string& prefix = "") {
   if (!obj.contains(key) || obj[key].is_null()) return fallback;
-  try {
-    return obj[key].get<T>();
-  } catch (const json::exception&) {
-    fail(origin, fmt::format("DeepSpeed config '{}{}' has the wrong type: {}", prefix, key, obj[key].dump()));
+  const json& v = obj[key];
+  std::optional<T> x;
+  if constexpr (std::integral<T> && !std::same_as<T, bool>) {
+    x = jsonInteger<T>(v);
+  } else if constexpr (std::floating_point<T>) {
+    x = jsonFloat<T>(v);
+  } else {
+    try {
+      x = v.get<T>();
+    } catch (const json::exception&) {
+    }
   }
+  if (!x) fail(origin, fmt::format("DeepSpeed config '{}{}' has the wrong type: {}", prefix, key, v.dump()));
+  return *x;
 }
 
 // "device": "cpu" | "none" (or nvme: not verified on HPU, as the seeds say).
