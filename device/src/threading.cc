@@ -283,6 +283,8 @@ std::vector<std::pair<std::string, ParallelStats>> parallelSiteStats() {
   return out;
 }
 
+void keepThreadOffTeam() { detail::inTeamTask() = true; }
+
 void setAlwaysParallelForTesting(bool always) { g_always_parallel.store(always); }
 
 double parallelHandoffNs() { return g_costs.handoff_ns.load(std::memory_order_relaxed); }

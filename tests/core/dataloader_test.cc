@@ -12,6 +12,7 @@
 
 #include "hpu/core/data/dataloader.h"
 #include "hpu/core/base/errors.h"
+#include "hpu/device/threading.h"
 #include "test_support.h"
 
 namespace hpu::core::data {
@@ -55,6 +56,42 @@ std::vector<std::int64_t> ids(const HostBatch& b) {
   std::vector<std::int64_t> out;
   for (std::int64_t i = 0; i < b.size(); ++i) out.push_back(static_cast<std::int64_t>(b["x"].floats[static_cast<std::size_t>(2 * i)]));
   return out;
+}
+
+// A ByteDataset's batch is the same whether its samples are converted on
+// one thread or shared out on the team: (v / 255 - mean) / std per byte.
+TEST(ByteDataset, FetchConvertsEverySampleTheSameOnOneThreadOrOnTheTeam) {
+  constexpr std::int64_t kSamples = 300, kPixels = 70;
+  std::vector<std::uint8_t> pixels(kSamples * kPixels);
+  for (std::size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<std::uint8_t>(i * 7 % 256);
+  std::vector<std::int64_t> labels(kSamples);
+  for (std::int64_t i = 0; i < kSamples; ++i) labels[static_cast<std::size_t>(i)] = i % 10;
+  const ByteDataset data({kPixels}, pixels, labels, 0.25f, 0.5f);
+  std::vector<std::int64_t> order;
+  for (std::int64_t i = 0; i < 200; ++i) order.push_back(i * 37 % kSamples);
+  const auto fetch = [&](int threads) {
+    const int before = device::intraOpThreads();
+    device::setIntraOpThreads(threads);
+    device::setAlwaysParallelForTesting(true);
+    std::vector<float> x(order.size() * kPixels);
+    std::vector<std::int64_t> y(order.size());
+    const FieldBuffer out[] = {{x.data(), nullptr}, {nullptr, y.data()}};
+    data.fetch(order, out);
+    device::setAlwaysParallelForTesting(false);
+    device::setIntraOpThreads(before);
+    return std::make_pair(x, y);
+  };
+  const auto [x1, y1] = fetch(1);
+  const auto [x2, y2] = fetch(2);
+  EXPECT_EQ(x1, x2);
+  EXPECT_EQ(y1, y2);
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    const auto sample = static_cast<std::size_t>(order[i]);
+    EXPECT_EQ(y2[i], labels[sample]) << "sample " << i;
+    for (std::size_t j = 0; j < kPixels; j += 23)
+      EXPECT_NEAR(x2[i * kPixels + j], (pixels[sample * kPixels + j] / 255.0f - 0.25f) / 0.5f, 1e-6f)
+          << "sample " << i << " pixel " << j;
+  }
 }
 
 TEST(DataLoader, BatchesFollowTheSamplerOrderWithLabels) {

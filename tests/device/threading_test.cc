@@ -93,6 +93,36 @@ TEST_P(TeamTest, NestedCallsRunOnTheTasksThread) {
   EXPECT_EQ(total, 3 * 64);
 }
 
+TEST_P(TeamTest, AThreadKeptOffTheTeamRunsItsCallsItselfInOrder) {
+  TeamSize team(GetParam());
+  AlwaysParallel always;
+  static ParallelSite site("test: kept off the team");
+  std::vector<std::int64_t> order;
+  bool same_thread = true;
+  std::thread loader([&] {
+    keepThreadOffTeam();
+    const auto id = std::this_thread::get_id();
+    parallelTasks(site, 64, 1e12, [&](std::int64_t i) {
+      same_thread = same_thread && std::this_thread::get_id() == id;
+      order.push_back(i);
+    });
+  });
+  loader.join();
+  EXPECT_TRUE(same_thread);
+  ASSERT_EQ(order.size(), 64u);
+  for (std::int64_t i = 0; i < 64; ++i) EXPECT_EQ(order[static_cast<std::size_t>(i)], i);
+  // The team is still there for other threads.
+  std::set<std::thread::id> threads;
+  std::mutex mutex;
+  for (int call = 0; call < 50 && threads.size() < 2; ++call)
+    parallelTasks(site, 64, 1e12, [&](std::int64_t) {
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+      std::lock_guard lock(mutex);
+      threads.insert(std::this_thread::get_id());
+    });
+  EXPECT_EQ(threads.size() > 1, GetParam() > 1) << threads.size() << " threads ran the tasks";
+}
+
 TEST_P(TeamTest, ATasksExceptionReachesTheCallerAndTheTeamGoesOn) {
   TeamSize team(GetParam());
   AlwaysParallel always;

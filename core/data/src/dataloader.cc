@@ -4,6 +4,7 @@
 
 #include "hpu/core/base/errors.h"
 #include "hpu/device/check.h"
+#include "hpu/device/threading.h"
 
 namespace hpu::core::data {
 
@@ -61,6 +62,7 @@ HostBatch DataLoader::assemble(std::int64_t b) const {
 }
 
 void DataLoader::workerLoop(int worker) {
+  device::keepThreadOffTeam();  // the team is the training thread's
   const std::int64_t stride = active_workers_;
   const std::int64_t ahead = stride * std::max(1, options_.prefetch_factor);
   for (std::int64_t b = worker; b < num_batches_; b += stride) {

@@ -99,6 +99,12 @@ void parallelTasks(ParallelSite& site, std::int64_t count, double units, const T
                    {[](const void* fn, std::int64_t i) { (*static_cast<const Task*>(fn))(i); }, &task});
 }
 
+// Runs every parallel call this thread makes on this thread alone, in
+// order, from now on: for threads beside the one that trains (a data
+// loader's workers), so that none holds the team while a kernel of the
+// training thread waits for it.
+void keepThreadOffTeam();
+
 // body(begin, end) over consecutive ranges that cover [0, n), each a
 // multiple of `grain` items long (but the last), `units` of work in all.
 // For loops whose result does not depend on where ranges split.
