@@ -66,7 +66,7 @@ std::optional<TeamRun> ThreadTeam::run(std::int64_t count, TaskRef task) {
   // Only tasks other threads have claimed (and are running) remain.
   const std::int64_t wait_start = nowNs();
   for (std::int64_t spins = 0; done_.load(std::memory_order_acquire) != count; ++spins) {
-    if (spins % 64 == 63 && nowNs() - wait_start > kSpinNs)
+    if (spins % 64 == 63 && nowNs() - wait_start > kCallerSpinNs)
       sched_yield();  // the worker may be preempted on this core
     else
       cpuRelax();
