@@ -24,28 +24,36 @@ Tensor binary(const OpInfo& op, const Tensor& a_in, const Tensor& b_in, F f, DA 
   if (computes(y)) {
     const float *pa = a.data(), *pb = b.data();
     float* py = y.data();
-    for (std::int64_t i = 0; i < n; ++i) py[i] = f(pa[i], pb[i]);
+    static device::ParallelSite site(op.str());
+    forElements(site, n, [=](std::int64_t begin, std::int64_t end) HPU_LOOP_BODY {
+      for (std::int64_t i = begin; i < end; ++i) py[i] = f(pa[i], pb[i]);
+    });
   }
   const Tensor a_saved = kReadsOperands ? a : Tensor(), b_saved = kReadsOperands ? b : Tensor();
-  recordBackward(y, {&a, &b}, [a = GradRef(a), b = GradRef(b), a_saved, b_saved, y = GradRef(y), n, da, db] {
+  recordBackward(y, {&a, &b}, [a = GradRef(a), b = GradRef(b), a_saved, b_saved, y = GradRef(y), n, da, db,
+                               name = op.str()] {
     Tensor gy = y.grad();
     if (!gy.defined()) return;
     auto grad = [&](const GradRef& t, auto coef) {
       if (!t.requiresGrad()) return;
-      GradTarget g = gradTarget(t);
-      if (g.data != nullptr) {
-        const float* dy = gy.data();
-        const float *pa = kReadsOperands ? a_saved.data() : nullptr, *pb = kReadsOperands ? b_saved.data() : nullptr;
-        for (std::int64_t i = 0; i < n; ++i) {
-          float d;
-          if constexpr (kReadsOperands)
-            d = dy[i] * coef(pa[i], pb[i]);
-          else
-            d = dy[i] * coef(0.0f, 0.0f);
-          g.data[i] = g.accumulate ? g.data[i] + d : d;
+      const float* dy = gy.data();
+      if constexpr (!kReadsOperands) {  // a constant coefficient: dy scaled (add's 1: a copy or a sum)
+        accumulateScaledGrad(t, dy, coef(0.0f, 0.0f));
+      } else {
+        GradTarget g = gradTarget(t);
+        if (g.data != nullptr) {
+          const float *pa = a_saved.data(), *pb = b_saved.data();
+          static device::ParallelSite site(fmt::format("{} backward", name));
+          forElements(site, n, [&](std::int64_t begin, std::int64_t end) HPU_LOOP_BODY {
+            float* __restrict dst = g.data;
+            for (std::int64_t i = begin; i < end; ++i) {
+              const float d = dy[i] * coef(pa[i], pb[i]);
+              dst[i] = g.accumulate ? dst[i] + d : d;
+            }
+          });
         }
+        gradWritten(t);
       }
-      gradWritten(t);
     };
     grad(a, da);
     grad(b, db);
@@ -69,7 +77,10 @@ Tensor add(const Tensor& a_in, Tensor&& b) {
   if (computes(y)) {
     const float* pa = a.data();
     float* py = y.data();
-    for (std::int64_t i = 0; i < y.numel(); ++i) py[i] = pa[i] + py[i];
+    static device::ParallelSite site("add in place");
+    forElements(site, y.numel(), [=](std::int64_t begin, std::int64_t end) HPU_LOOP_BODY {
+      for (std::int64_t i = begin; i < end; ++i) py[i] = pa[i] + py[i];
+    });
   }
   return finish(y);
 }
@@ -93,7 +104,10 @@ Tensor scale(const Tensor& a_in, float s) {
   if (computes(y)) {
     const float* pa = a.data();
     float* py = y.data();
-    for (std::int64_t i = 0; i < a.numel(); ++i) py[i] = pa[i] * s;
+    static device::ParallelSite site("scale");
+    forElements(site, a.numel(), [=](std::int64_t begin, std::int64_t end) HPU_LOOP_BODY {
+      for (std::int64_t i = begin; i < end; ++i) py[i] = pa[i] * s;
+    });
   }
   recordBackward(y, {&a}, [a = GradRef(a), y = GradRef(y), s] {
     if (Tensor gy = y.grad(); gy.defined()) accumulateScaledGrad(a, gy.data(), s);

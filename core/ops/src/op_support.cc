@@ -110,10 +110,9 @@ void accumulateGrad(const GradRef& t, const float* src) {
   if (g.data == nullptr) {
   } else if (g.accumulate) {
     static device::ParallelSite site("accumulate gradient");
-    device::parallelFor(site, n, 1 << 10, static_cast<double>(n),
-                        [dst = g.data, src](std::int64_t begin, std::int64_t end) {
-                          for (std::int64_t i = begin; i < end; ++i) dst[i] += src[i];
-                        });
+    forElements(site, n, [dst = g.data, src](std::int64_t begin, std::int64_t end) HPU_LOOP_BODY {
+      for (std::int64_t i = begin; i < end; ++i) dst[i] += src[i];
+    });
   } else {
     device::kernels::copy(src, g.data, n);
   }
@@ -121,13 +120,17 @@ void accumulateGrad(const GradRef& t, const float* src) {
 }
 
 void accumulateScaledGrad(const GradRef& t, const float* src, float scale) {
+  if (scale == 1.0f) return accumulateGrad(t, src);  // the same values: src * 1 is src
   GradTarget g = gradTarget(t);
   if (g.data != nullptr) {
-    const std::int64_t n = t.numel();
-    if (g.accumulate)
-      for (std::int64_t i = 0; i < n; ++i) g.data[i] += src[i] * scale;
-    else
-      for (std::int64_t i = 0; i < n; ++i) g.data[i] = src[i] * scale;
+    static device::ParallelSite site("accumulate scaled gradient");
+    forElements(site, t.numel(), [&](std::int64_t begin, std::int64_t end) HPU_LOOP_BODY {
+      float* __restrict dst = g.data;
+      if (g.accumulate)
+        for (std::int64_t i = begin; i < end; ++i) dst[i] += src[i] * scale;
+      else
+        for (std::int64_t i = begin; i < end; ++i) dst[i] = src[i] * scale;
+    });
   }
   gradWritten(t);
 }

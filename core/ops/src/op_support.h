@@ -21,6 +21,8 @@
 #include "hpu/core/tensor/op_record.h"
 #include "hpu/core/tensor/tensor.h"
 #include "hpu/device/kernels/gemm.h"
+#include "hpu/device/threading.h"
+#include "hpu/device/vector_clones.h"
 
 namespace hpu::core::ops::detail {
 
@@ -135,9 +137,21 @@ GradTargets gradTargets(const GradRef& x, const GradRef& w, const GradRef& b);
 // gradWritten() for each of them that wants a gradient.
 void gradsWritten(const GradRef& x, const GradRef& w, const GradRef& b);
 
+// body(begin, end) over consecutive ranges covering [0, n), on the intra-op
+// team when `site` has measured that it pays, each range's loop vectorised
+// for this CPU (onVectorLevel): for elementwise loops over n values. Declare
+// body HPU_LOOP_BODY so that it is compiled into each level's copy.
+template <class Body>
+void forElements(device::ParallelSite& site, std::int64_t n, const Body& body) {
+  device::parallelFor(site, n, std::int64_t{1} << 12, static_cast<double>(n),
+                      [&](std::int64_t begin, std::int64_t end) {
+                        device::onVectorLevel([&]() HPU_LOOP_BODY { body(begin, end); });
+                      });
+}
+
 // t's gradient (+)= src (t.numel() values).
 void accumulateGrad(const GradRef& t, const float* src);
-// t's gradient (+)= scale * src.
+// t's gradient (+)= scale * src (src itself when scale is 1).
 void accumulateScaledGrad(const GradRef& t, const float* src, float scale);
 // target's gradient (+)= op(a) op(b), a GEMM into the gradient buffer.
 void gemmGrad(const GradRef& target, bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, const float* a,
