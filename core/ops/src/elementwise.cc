@@ -25,7 +25,7 @@ Tensor binary(const OpInfo& op, const Tensor& a_in, const Tensor& b_in, F f, DA 
     const float *pa = a.data(), *pb = b.data();
     float* py = y.data();
     static device::ParallelSite site(op.str());
-    forElements(site, n, [=](std::int64_t begin, std::int64_t end) HPU_LOOP_BODY {
+    device::forElements(site, n, [=](std::int64_t begin, std::int64_t end) HPU_LOOP_BODY {
       for (std::int64_t i = begin; i < end; ++i) py[i] = f(pa[i], pb[i]);
     });
   }
@@ -44,7 +44,7 @@ Tensor binary(const OpInfo& op, const Tensor& a_in, const Tensor& b_in, F f, DA 
         if (g.data != nullptr) {
           const float *pa = a_saved.data(), *pb = b_saved.data();
           static device::ParallelSite site(fmt::format("{} backward", name));
-          forElements(site, n, [&](std::int64_t begin, std::int64_t end) HPU_LOOP_BODY {
+          device::forElements(site, n, [&](std::int64_t begin, std::int64_t end) HPU_LOOP_BODY {
             float* __restrict dst = g.data;
             for (std::int64_t i = begin; i < end; ++i) {
               const float d = dy[i] * coef(pa[i], pb[i]);
@@ -78,7 +78,7 @@ Tensor add(const Tensor& a_in, Tensor&& b) {
     const float* pa = a.data();
     float* py = y.data();
     static device::ParallelSite site("add in place");
-    forElements(site, y.numel(), [=](std::int64_t begin, std::int64_t end) HPU_LOOP_BODY {
+    device::forElements(site, y.numel(), [=](std::int64_t begin, std::int64_t end) HPU_LOOP_BODY {
       for (std::int64_t i = begin; i < end; ++i) py[i] = pa[i] + py[i];
     });
   }
@@ -105,7 +105,7 @@ Tensor scale(const Tensor& a_in, float s) {
     const float* pa = a.data();
     float* py = y.data();
     static device::ParallelSite site("scale");
-    forElements(site, a.numel(), [=](std::int64_t begin, std::int64_t end) HPU_LOOP_BODY {
+    device::forElements(site, a.numel(), [=](std::int64_t begin, std::int64_t end) HPU_LOOP_BODY {
       for (std::int64_t i = begin; i < end; ++i) py[i] = pa[i] * s;
     });
   }

@@ -110,7 +110,7 @@ void accumulateGrad(const GradRef& t, const float* src) {
   if (g.data == nullptr) {
   } else if (g.accumulate) {
     static device::ParallelSite site("accumulate gradient");
-    forElements(site, n, [dst = g.data, src](std::int64_t begin, std::int64_t end) HPU_LOOP_BODY {
+    device::forElements(site, n, [dst = g.data, src](std::int64_t begin, std::int64_t end) HPU_LOOP_BODY {
       for (std::int64_t i = begin; i < end; ++i) dst[i] += src[i];
     });
   } else {
@@ -124,7 +124,7 @@ void accumulateScaledGrad(const GradRef& t, const float* src, float scale) {
   GradTarget g = gradTarget(t);
   if (g.data != nullptr) {
     static device::ParallelSite site("accumulate scaled gradient");
-    forElements(site, t.numel(), [&](std::int64_t begin, std::int64_t end) HPU_LOOP_BODY {
+    device::forElements(site, t.numel(), [&](std::int64_t begin, std::int64_t end) HPU_LOOP_BODY {
       float* __restrict dst = g.data;
       if (g.accumulate)
         for (std::int64_t i = begin; i < end; ++i) dst[i] += src[i] * scale;

@@ -21,8 +21,7 @@
 #include "hpu/core/tensor/op_record.h"
 #include "hpu/core/tensor/tensor.h"
 #include "hpu/device/kernels/gemm.h"
-#include "hpu/device/threading.h"
-#include "hpu/device/vector_clones.h"
+#include "hpu/device/element_loops.h"
 
 namespace hpu::core::ops::detail {
 
@@ -136,18 +135,6 @@ struct GradTargets {
 GradTargets gradTargets(const GradRef& x, const GradRef& w, const GradRef& b);
 // gradWritten() for each of them that wants a gradient.
 void gradsWritten(const GradRef& x, const GradRef& w, const GradRef& b);
-
-// body(begin, end) over consecutive ranges covering [0, n), on the intra-op
-// team when `site` has measured that it pays, each range's loop vectorised
-// for this CPU (onVectorLevel): for elementwise loops over n values. Declare
-// body HPU_LOOP_BODY so that it is compiled into each level's copy.
-template <class Body>
-void forElements(device::ParallelSite& site, std::int64_t n, const Body& body) {
-  device::parallelFor(site, n, std::int64_t{1} << 12, static_cast<double>(n),
-                      [&](std::int64_t begin, std::int64_t end) {
-                        device::onVectorLevel([&]() HPU_LOOP_BODY { body(begin, end); });
-                      });
-}
 
 // t's gradient (+)= src (t.numel() values).
 void accumulateGrad(const GradRef& t, const float* src);

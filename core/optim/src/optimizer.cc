@@ -8,6 +8,7 @@
 #include "hpu/core/tensor/op_record.h"
 #include "hpu/device/check.h"
 #include "hpu/device/numerics.h"
+#include "hpu/device/element_loops.h"
 #include "hpu/device/threading.h"
 #include "hpu/device/vector_clones.h"
 
@@ -118,13 +119,6 @@ std::vector<Optimizer::NamedState> Optimizer::stateBuffers() {
 
 namespace {
 
-// Runs body(begin, end) over [0, n) in ranges, on the intra-op threads when
-// that pays. Bodies take restrict-qualified pointers so that they vectorise.
-template <class Body>
-void forChunks(device::ParallelSite& site, std::int64_t n, Body body) {
-  device::parallelFor(site, n, 1 << 10, static_cast<double>(n), body);
-}
-
 // The loop, inlined into each vector level's copy (its restrict pointers
 // let it vectorise there).
 HPU_LOOP_BODY inline void adamLoop(float* __restrict p, const float* __restrict g, float* __restrict m,
@@ -186,7 +180,7 @@ class SGD final : public Optimizer {
     float* buf = o_.momentum == 0.0 ? nullptr : state[0];
     const bool first = step == 1, nesterov = o_.nesterov;
     static device::ParallelSite site("sgd step");
-    forChunks(site, s.numel, [&](std::int64_t begin, std::int64_t end) {
+    device::forElementRanges(site, s.numel, [&](std::int64_t begin, std::int64_t end) {
       sgdKernel(s.values, s.grads, buf, begin, end, rate, wd, mom, damp, first, nesterov);
     });
   }
@@ -222,14 +216,14 @@ class Adam final : public Optimizer {
     const std::int64_t n = s.numel;
     if (decoupled) {
       static device::ParallelSite decay_site("weight decay");
-      forChunks(decay_site, n, [&](std::int64_t begin, std::int64_t end) {
+      device::forElementRanges(decay_site, n, [&](std::int64_t begin, std::int64_t end) {
         float* __restrict p = s.values;
         for (std::int64_t i = begin; i < end; ++i) p[i] *= decay;
       });
     }
     const float l2 = decoupled ? 0.0f : wd;
     static device::ParallelSite site("adam step");
-    forChunks(site, n, [&](std::int64_t begin, std::int64_t end) {
+    device::forElementRanges(site, n, [&](std::int64_t begin, std::int64_t end) {
       adamKernel(s.values, s.grads, state[0], state[1], begin, end, l2, b1, b2, one_minus_b1, one_minus_b2, bc2_sqrt,
                  eps, step_size);
     });
@@ -265,7 +259,7 @@ class RMSprop final : public Optimizer {
     float* __restrict buf = o_.momentum > 0 ? state[1] : nullptr;
     float* __restrict gavg = o_.centered ? state[o_.momentum > 0 ? 2 : 1] : nullptr;
     static device::ParallelSite site("rmsprop step");
-    forChunks(site, s.numel, [&](std::int64_t begin, std::int64_t end) {
+    device::forElementRanges(site, s.numel, [&](std::int64_t begin, std::int64_t end) {
       float* __restrict p = s.values;
       const float* __restrict g = s.grads;
       for (std::int64_t i = begin; i < end; ++i) {
@@ -308,7 +302,7 @@ class Adagrad final : public Optimizer {
     const bool first = step == 1;  // torch fills the sum with initial_accumulator_value at construction
     float* __restrict sum = state[0];
     static device::ParallelSite site("adagrad step");
-    forChunks(site, s.numel, [&](std::int64_t begin, std::int64_t end) {
+    device::forElementRanges(site, s.numel, [&](std::int64_t begin, std::int64_t end) {
       float* __restrict p = s.values;
       const float* __restrict g = s.grads;
       for (std::int64_t i = begin; i < end; ++i) {

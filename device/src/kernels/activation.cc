@@ -6,6 +6,7 @@
 
 #include "fast_exp.h"
 #include "hpu/device/counter_random.h"
+#include "hpu/device/element_loops.h"
 #include "hpu/device/threading.h"
 #include "hpu/device/vector_clones.h"
 
@@ -63,13 +64,6 @@ struct SiLU {  // x * sigmoid(x)
   }
 };
 
-// Runs body(begin, end) over [0, n) in ranges of whole 1K-element blocks,
-// on the intra-op threads when that pays.
-template <class Body>
-void forBlocks(ParallelSite& site, std::int64_t n, Body body) {
-  parallelFor(site, n, 1 << 10, static_cast<double>(n), body);
-}
-
 // The loops over a block, on restrict pointers to it (so that they vectorise).
 template <class F>
 void forwardBlock(const float* __restrict x, float* __restrict y, std::int64_t n) {
@@ -88,13 +82,13 @@ void backwardBlock(const float* __restrict x, const float* __restrict y, const f
 template <class F>
 void forward(const float* x, float* y, std::int64_t n) {
   static ParallelSite site(std::string(F::kName) + " forward");
-  forBlocks(site, n, [=](std::int64_t i0, std::int64_t i1) { forwardBlock<F>(x + i0, y + i0, i1 - i0); });
+  forElementRanges(site, n, [=](std::int64_t i0, std::int64_t i1) { forwardBlock<F>(x + i0, y + i0, i1 - i0); });
 }
 
 template <class F>
 void backward(const float* x, const float* y, const float* dy, float* dx, std::int64_t n, bool accumulate) {
   static ParallelSite site(std::string(F::kName) + " backward");
-  forBlocks(site, n, [=](std::int64_t i0, std::int64_t i1) {
+  forElementRanges(site, n, [=](std::int64_t i0, std::int64_t i1) {
     const float* xb = F::kReadsX ? x + i0 : nullptr;
     const float* yb = F::kReadsY ? y + i0 : nullptr;
     if (accumulate)
@@ -216,7 +210,7 @@ void activationBackward(Activation a, const float* x, const float* y, const floa
 
 void swigluForward(const float* gate, const float* up, float* y, std::int64_t n) {
   static ParallelSite site("swiglu forward");
-  forBlocks(site, n, [=](std::int64_t i0, std::int64_t i1) {
+  forElementRanges(site, n, [=](std::int64_t i0, std::int64_t i1) {
     if (y == gate)
       swigluInPlaceBlock(y + i0, up + i0, i1 - i0);
     else
@@ -227,7 +221,7 @@ void swigluForward(const float* gate, const float* up, float* y, std::int64_t n)
 void swigluBackward(const float* gate, const float* up, const float* dy, float* dgate, float* dup, std::int64_t n,
                     bool accumulate) {
   static ParallelSite site("swiglu backward");
-  forBlocks(site, n, [=](std::int64_t i0, std::int64_t i1) {
+  forElementRanges(site, n, [=](std::int64_t i0, std::int64_t i1) {
     const auto run = [&]<bool kGate, bool kUp>() {
       float* dg = kGate ? dgate + i0 : nullptr;
       float* du = kUp ? dup + i0 : nullptr;
@@ -284,7 +278,7 @@ void dropoutForward(std::uint64_t key, float p, const float* x, float* y, float*
 
 void reluDropoutBackward(const float* mask, const float* y, const float* dy, float* dz, std::int64_t n) {
   static ParallelSite site("relu dropout backward");
-  forBlocks(site, n, [=](std::int64_t i0, std::int64_t i1) {
+  forElementRanges(site, n, [=](std::int64_t i0, std::int64_t i1) {
     onVectorLevel([&]() HPU_LOOP_BODY {
       for (std::int64_t i = i0; i < i1; ++i) dz[i] = (dy[i] * mask[i]) * ReLU::df(y[i], y[i]);
     });
@@ -293,7 +287,7 @@ void reluDropoutBackward(const float* mask, const float* y, const float* dy, flo
 
 void dropoutBackward(const float* mask, const float* dy, float* dx, std::int64_t n, bool accumulate) {
   static ParallelSite site("dropout backward");
-  forBlocks(site, n, [=](std::int64_t i0, std::int64_t i1) {
+  forElementRanges(site, n, [=](std::int64_t i0, std::int64_t i1) {
     if (accumulate)
       dropoutBackwardBlock<true>(mask + i0, dy + i0, dx + i0, i1 - i0);
     else
