@@ -12,17 +12,22 @@
 namespace hpu::device::kernels::detail {
 
 // sum of term(i) for i in [0, n), in T through kLanes lanes.
+// (The running sums are locals of the vectorised body, so that they stay in
+// registers: kept outside it, they went through memory on every step.)
 template <class T, int kLanes, class Term>
 T laneSum(std::int64_t n, const Term& term) {
-  T lanes[kLanes] = {};
-  std::int64_t i = 0;
-  onVectorLevel([&]() HPU_LOOP_BODY {
-    for (; i + kLanes <= n; i += kLanes)
-      for (int l = 0; l < kLanes; ++l) lanes[l] += term(i + l);
-  });
   T total = 0;
-  for (T v : lanes) total += v;
-  for (; i < n; ++i) total += term(i);
+  onVectorLevel([&]() HPU_LOOP_BODY {
+    T lanes[kLanes] = {};
+    std::int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes)
+#pragma GCC unroll 16
+      for (int l = 0; l < kLanes; ++l) lanes[l] += term(i + l);
+    T sum = 0;
+    for (T v : lanes) sum += v;
+    for (; i < n; ++i) sum += term(i);
+    total = sum;
+  });
   return total;
 }
 

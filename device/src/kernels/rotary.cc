@@ -1,9 +1,11 @@
 #include "hpu/device/kernels/rotary.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "hpu/device/threading.h"
+#include "hpu/device/vector_clones.h"
 
 namespace hpu::device::kernels {
 namespace {
@@ -11,12 +13,25 @@ namespace {
 // cos and sin of a_i for every (row, i): [len, D/2] each, in float32 as
 // Hugging Face's LlamaRotaryEmbedding: angles = position * inv_freq.
 struct Angles {
+  std::vector<std::int64_t> positions;
+  std::vector<float> inv_freq;
   std::vector<float> cos, sin;
 };
-Angles anglesOf(std::int64_t len, std::int64_t d, const std::int64_t* positions, const float* inv_freq) {
+
+// The table of these positions and frequencies. The calling thread keeps the
+// last one: every layer of a step, forward and backward, and every step of a
+// fit rotate by the same angles (std::cos and std::sin of 8,192 angles took
+// a fifth of a [8, 4, 256, 64] rotation's time).
+const Angles& anglesOf(std::int64_t len, std::int64_t d, const std::int64_t* positions, const float* inv_freq) {
   const std::int64_t half = d / 2;
-  Angles a{std::vector<float>(static_cast<std::size_t>(len * half)),
-           std::vector<float>(static_cast<std::size_t>(len * half))};
+  thread_local Angles a;
+  if (std::equal(positions, positions + len, a.positions.begin(), a.positions.end()) &&
+      std::equal(inv_freq, inv_freq + half, a.inv_freq.begin(), a.inv_freq.end()))
+    return a;
+  a.positions.assign(positions, positions + len);
+  a.inv_freq.assign(inv_freq, inv_freq + half);
+  a.cos.resize(static_cast<std::size_t>(len * half));
+  a.sin.resize(a.cos.size());
   for (std::int64_t t = 0; t < len; ++t)
     for (std::int64_t i = 0; i < half; ++i) {
       const float angle = static_cast<float>(positions[t]) * inv_freq[i];
@@ -26,24 +41,41 @@ Angles anglesOf(std::int64_t len, std::int64_t d, const std::int64_t* positions,
   return a;
 }
 
-// y = rotation of x by `sign` * a.
+// yr (+)= rotation of one row xr by `sign` * a (cos c, sin s): its halves
+// lo and hi, vectorised over i. yr may be xr: element i and i + half are
+// read and written by step i alone.
+template <bool kAccumulate>
+__attribute__((always_inline)) inline void rotateRow(const float* xr, const float* c, const float* s, float sign,
+                                                     std::int64_t half, float* yr) {
+  for (std::int64_t i = 0; i < half; ++i) {
+    const float lo = xr[i], hi = xr[i + half], sn = sign * s[i];
+    const float ylo = lo * c[i] - hi * sn, yhi = hi * c[i] + lo * sn;
+    yr[i] = kAccumulate ? yr[i] + ylo : ylo;
+    yr[i + half] = kAccumulate ? yr[i + half] + yhi : yhi;
+  }
+}
+
+// rotateRow on rows [begin, end) of x and y [groups * len, d].
+template <bool kAccumulate>
+void rotateRows(const float* x, std::int64_t begin, std::int64_t end, std::int64_t len, std::int64_t d,
+                const Angles& a, float sign, float* y) {
+  const std::int64_t half = d / 2;
+  const float* cos = a.cos.data();
+  const float* sin = a.sin.data();
+  onVectorLevel([=]() HPU_LOOP_BODY {
+    for (std::int64_t row = begin; row < end; ++row)
+      rotateRow<kAccumulate>(x + row * d, cos + (row % len) * half, sin + (row % len) * half, sign, half, y + row * d);
+  });
+}
+
 void rotate(const float* x, std::int64_t groups, std::int64_t len, std::int64_t d, const Angles& a, float sign,
             float* y, bool accumulate) {
-  const std::int64_t half = d / 2;
   static ParallelSite site("rotary");
   parallelFor(site, groups * len, 1, static_cast<double>(groups * len * d), [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t row = begin; row < end; ++row) {
-      const float* c = a.cos.data() + (row % len) * half;
-      const float* s = a.sin.data() + (row % len) * half;
-      const float* xr = x + row * d;
-      float* yr = y + row * d;
-      for (std::int64_t i = 0; i < half; ++i) {
-        const float lo = xr[i], hi = xr[i + half], sn = sign * s[i];
-        const float ylo = lo * c[i] - hi * sn, yhi = hi * c[i] + lo * sn;
-        yr[i] = accumulate ? yr[i] + ylo : ylo;
-        yr[i + half] = accumulate ? yr[i + half] + yhi : yhi;
-      }
-    }
+    if (accumulate)
+      rotateRows<true>(x, begin, end, len, d, a, sign, y);
+    else
+      rotateRows<false>(x, begin, end, len, d, a, sign, y);
   });
 }
 
