@@ -1,5 +1,6 @@
 // Shapes and layouts: views with another shape (no data moves, nothing recorded
-// on the device), and permutations (a contiguous copy).
+// on the device), and permutations (a contiguous copy; splitting and merging
+// heads is one, its reshape folded in).
 #include <numeric>
 #include <vector>
 
@@ -27,8 +28,36 @@ Tensor flatten(const Tensor& x, int start_dim) {
   return reshape(x, Shape(std::span<const std::int64_t>(dims)));
 }
 
-Tensor permute(const Tensor& x_in, std::span<const int> perm_in) {
-  const int n = x_in.ndim();
+namespace {
+
+// x's data read as a tensor of shape `as` (x.numel() elements), its
+// dimensions reordered by perm (valid, non-negative), as one recorded op with
+// the result's data shaped `out` (the reordered shape when empty): a reshape
+// before or after costs no copy of the gradient.
+Tensor permuteAs(const Tensor& x_in, const Shape& as, const std::vector<int>& perm, const Shape& out = {}) {
+  const Tensor x = castTo(x_in, computeDtype(op::kPermute, {&x_in}));
+  const OpRecord op_record = record(op::kPermute, {&x});
+  std::vector<std::int64_t> dims(perm.size());
+  for (std::size_t i = 0; i < perm.size(); ++i) dims[i] = as[perm[i]];
+  const Shape permuted{std::span<const std::int64_t>(dims)};
+  Tensor y = like(x, out.ndim() > 0 ? out : permuted);
+  if (computes(y)) device::kernels::permute(x.data(), as.dims(), perm, y.data());
+  recordBackward(y, {&x}, [x = GradRef(x), y = GradRef(y), perm, permuted] {
+    Tensor gy = y.grad();
+    if (!gy.defined()) return;
+    std::vector<int> inverse(perm.size());
+    for (std::size_t i = 0; i < perm.size(); ++i) inverse[static_cast<std::size_t>(perm[i])] = static_cast<int>(i);
+    GradTarget g = gradTarget(x);
+    if (g.data != nullptr) device::kernels::permute(gy.data(), permuted.dims(), inverse, g.data, g.accumulate);
+    gradWritten(x);
+  });
+  return finish(y);
+}
+
+}  // namespace
+
+Tensor permute(const Tensor& x, std::span<const int> perm_in) {
+  const int n = x.ndim();
   std::vector<int> perm(perm_in.begin(), perm_in.end());
   std::vector<bool> seen(static_cast<std::size_t>(n), false);
   bool valid = static_cast<int>(perm.size()) == n;
@@ -39,25 +68,9 @@ Tensor permute(const Tensor& x_in, std::span<const int> perm_in) {
   }
   require(valid, op::kPermute, [&] {
     return fmt::format("[{}] is not a permutation of the {} dimensions of {}", fmt::join(perm_in, ", "), n,
-                       x_in.shape().str());
+                       x.shape().str());
   });
-  const Tensor x = castTo(x_in, computeDtype(op::kPermute, {&x_in}));
-  const OpRecord op_record = record(op::kPermute, {&x});
-  std::vector<std::int64_t> dims(static_cast<std::size_t>(n));
-  for (int i = 0; i < n; ++i) dims[static_cast<std::size_t>(i)] = x.size(perm[static_cast<std::size_t>(i)]);
-  const Shape out_shape{std::span<const std::int64_t>(dims)};
-  Tensor y = like(x, out_shape);
-  if (computes(y)) device::kernels::permute(x.data(), x.shape().dims(), perm, y.data());
-  recordBackward(y, {&x}, [x = GradRef(x), y = GradRef(y), perm] {
-    Tensor gy = y.grad();
-    if (!gy.defined()) return;
-    std::vector<int> inverse(perm.size());
-    for (std::size_t i = 0; i < perm.size(); ++i) inverse[static_cast<std::size_t>(perm[i])] = static_cast<int>(i);
-    GradTarget g = gradTarget(x);
-    if (g.data != nullptr) device::kernels::permute(gy.data(), gy.shape().dims(), inverse, g.data, g.accumulate);
-    gradWritten(x);
-  });
-  return finish(y);
+  return permuteAs(x, x.shape(), perm);
 }
 
 Tensor permute(const Tensor& x, std::initializer_list<int> perm) {
@@ -144,12 +157,12 @@ Tensor narrow(const Tensor& x_in, int dim, std::int64_t start, std::int64_t leng
 Tensor splitHeads(const Tensor& x, std::int64_t heads) {
   require(x.ndim() == 3 && heads > 0 && x.size(2) % heads == 0, "split_heads",
           [&] { return fmt::format("expects [B, T, heads * D] with {} heads, got {}", heads, x.shape().str()); });
-  return permute(reshape(x, {x.size(0), x.size(1), heads, x.size(2) / heads}), {0, 2, 1, 3});
+  return permuteAs(x, {x.size(0), x.size(1), heads, x.size(2) / heads}, {0, 2, 1, 3});
 }
 
 Tensor mergeHeads(const Tensor& x) {
   require(x.ndim() == 4, "merge_heads", [&] { return "expects [B, heads, T, D], got " + x.shape().str(); });
-  return reshape(permute(x, {0, 2, 1, 3}), {x.size(0), x.size(2), x.size(1) * x.size(3)});
+  return permuteAs(x, x.shape(), {0, 2, 1, 3}, {x.size(0), x.size(2), x.size(1) * x.size(3)});
 }
 
 }  // namespace hpu::core::ops
