@@ -574,6 +574,32 @@ TEST(Gradcheck, RotaryEmbedding) {
                  {randomTensor({5, 4}, g)});
 }
 
+// Splitting the heads as they rotate: gradients against finite differences,
+// and the same bits, forward and backward, as splitHeads then rotaryEmbedding.
+TEST(Gradcheck, SplitHeadsRotaryIsSplitThenRotate) {
+  Generator g(45);
+  const Tensor positions = Tensor::fromHost(testDevice(), {5}, std::vector<std::int64_t>{0, 1, 2, 7, 300});
+  checkGradients([&](const auto& in) { return ops::splitHeadsRotary(in[0], 3, positions, 10000.0f); },
+                 {randomTensor({2, 5, 3 * 8}, g)});
+  const Tensor x = randomTensor({2, 5, 3 * 8}, g), dy = randomTensor({2, 3, 5, 8}, g);
+  const auto run = [&](bool fused) {
+    Tensor xg = x.detach();
+    xg.setRequiresGrad(true);
+    autograd::Tape tape;
+    std::vector<float> y;
+    {
+      autograd::TapeScope scope(&tape);
+      const Tensor out = fused ? ops::splitHeadsRotary(xg, 3, positions)
+                               : ops::rotaryEmbedding(ops::splitHeads(xg, 3), positions);
+      EXPECT_EQ(out.shape(), (Shape{2, 3, 5, 8}));
+      y = out.toHost();
+      tape.backward(ops::sum(ops::mul(out, dy)));
+    }
+    return std::pair{y, xg.grad().toHost()};
+  };
+  EXPECT_EQ(run(true), run(false));
+}
+
 TEST(Gradcheck, EmbeddingPaddingRowLearnsNothing) {
   Generator g(44);
   const Tensor indices = Tensor::fromHost(testDevice(), {2, 3}, std::vector<std::int64_t>{1, 0, 1, 2, 4, 1});

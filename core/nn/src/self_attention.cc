@@ -69,15 +69,17 @@ Tensor SelfAttention::forward(const Inputs& in) {
   const Tensor& hidden = in.tensors["hidden_states"];
   const Tensor x = o_.tensor_parallel ? ops::toParallelRegion(hidden, *o_.tensor_parallel) : hidden;
   const std::int64_t cached = in.kv_cache ? in.kv_cache->length() : 0;
-  Tensor q = ops::splitHeads(q_proj(x), local_.heads);
-  Tensor k = ops::splitHeads(k_proj(x), local_.kv_heads);
-  Tensor v = ops::splitHeads(v_proj(x), local_.kv_heads);
-  if (o_.rope_theta > 0) {
+  Tensor q, k;
+  if (o_.rope_theta > 0) {  // the heads split as they rotate
     const Tensor* given = in.tensors.find("position_ids");
     const Tensor positions = given ? *given : positionRange(x.device(), cached, x.size(1));
-    q = ops::rotaryEmbedding(q, positions, o_.rope_theta, o_.rope_scaling);
-    k = ops::rotaryEmbedding(k, positions, o_.rope_theta, o_.rope_scaling);
+    q = ops::splitHeadsRotary(q_proj(x), local_.heads, positions, o_.rope_theta, o_.rope_scaling);
+    k = ops::splitHeadsRotary(k_proj(x), local_.kv_heads, positions, o_.rope_theta, o_.rope_scaling);
+  } else {
+    q = ops::splitHeads(q_proj(x), local_.heads);
+    k = ops::splitHeads(k_proj(x), local_.kv_heads);
   }
+  Tensor v = ops::splitHeads(v_proj(x), local_.kv_heads);
   ops::AttentionOptions a{.causal = o_.causal, .sliding_window = o_.sliding_window, .eager = o_.eager};
   if (in.kv_cache != nullptr) {
     std::tie(k, v) = in.kv_cache->append(o_.cache_layer, k, v);

@@ -55,40 +55,60 @@ __attribute__((always_inline)) inline void rotateRow(const float* xr, const floa
   }
 }
 
-// rotateRow on rows [begin, end) of x and y [groups * len, d].
+// Where the rows of a [groups * len, d] rotation are: row (group, t) at
+// group * len + t, or, on a token-major side of `heads` heads, the [B, len,
+// heads, d] layout's row (b, t, h) for group b * heads + h.
+struct RowLayout {
+  std::int64_t len, heads;
+  bool x_token_major, y_token_major;
+  std::int64_t tokenMajor(std::int64_t row) const {
+    const std::int64_t group = row / len, t = row % len;
+    return (group / heads * len + t) * heads + group % heads;
+  }
+  std::int64_t xRow(std::int64_t row) const { return x_token_major ? tokenMajor(row) : row; }
+  std::int64_t yRow(std::int64_t row) const { return y_token_major ? tokenMajor(row) : row; }
+};
+
+// rotateRow on rows [begin, end) of x and y.
 template <bool kAccumulate>
-void rotateRows(const float* x, std::int64_t begin, std::int64_t end, std::int64_t len, std::int64_t d,
+void rotateRows(const float* x, std::int64_t begin, std::int64_t end, const RowLayout& layout, std::int64_t d,
                 const Angles& a, float sign, float* y) {
-  const std::int64_t half = d / 2;
+  const std::int64_t half = d / 2, len = layout.len;
   const float* cos = a.cos.data();
   const float* sin = a.sin.data();
+  const RowLayout rows = layout;
   onVectorLevel([=]() HPU_LOOP_BODY {
     for (std::int64_t row = begin; row < end; ++row)
-      rotateRow<kAccumulate>(x + row * d, cos + (row % len) * half, sin + (row % len) * half, sign, half, y + row * d);
+      rotateRow<kAccumulate>(x + rows.xRow(row) * d, cos + (row % len) * half, sin + (row % len) * half, sign, half,
+                             y + rows.yRow(row) * d);
   });
 }
 
-void rotate(const float* x, std::int64_t groups, std::int64_t len, std::int64_t d, const Angles& a, float sign,
-            float* y, bool accumulate) {
+void rotate(const float* x, std::int64_t groups, const RowLayout& layout, std::int64_t d, const Angles& a,
+            float sign, float* y, bool accumulate) {
   static ParallelSite site("rotary");
-  parallelFor(site, groups * len, 1, static_cast<double>(groups * len * d), [&](std::int64_t begin, std::int64_t end) {
+  const std::int64_t rows = groups * layout.len;
+  parallelFor(site, rows, 1, static_cast<double>(rows * d), [&](std::int64_t begin, std::int64_t end) {
     if (accumulate)
-      rotateRows<true>(x, begin, end, len, d, a, sign, y);
+      rotateRows<true>(x, begin, end, layout, d, a, sign, y);
     else
-      rotateRows<false>(x, begin, end, len, d, a, sign, y);
+      rotateRows<false>(x, begin, end, layout, d, a, sign, y);
   });
 }
 
 }  // namespace
 
 void rotaryForward(const float* x, std::int64_t groups, std::int64_t len, std::int64_t d, const std::int64_t* positions,
-                   const float* inv_freq, float* y) {
-  rotate(x, groups, len, d, anglesOf(len, d, positions, inv_freq), 1.0f, y, false);
+                   const float* inv_freq, float* y, std::int64_t token_major_heads) {
+  const RowLayout layout{len, token_major_heads, token_major_heads > 0, false};
+  rotate(x, groups, layout, d, anglesOf(len, d, positions, inv_freq), 1.0f, y, false);
 }
 
 void rotaryBackward(const float* dy, std::int64_t groups, std::int64_t len, std::int64_t d,
-                    const std::int64_t* positions, const float* inv_freq, float* dx, bool accumulate) {
-  rotate(dy, groups, len, d, anglesOf(len, d, positions, inv_freq), -1.0f, dx, accumulate);
+                    const std::int64_t* positions, const float* inv_freq, float* dx, bool accumulate,
+                    std::int64_t token_major_heads) {
+  const RowLayout layout{len, token_major_heads, false, token_major_heads > 0};
+  rotate(dy, groups, layout, d, anglesOf(len, d, positions, inv_freq), -1.0f, dx, accumulate);
 }
 
 }  // namespace hpu::device::kernels

@@ -13,10 +13,15 @@ namespace hpu::device::kernels {
 
 // x and y [groups, len, D]: every group (batch x heads) of `len` rows, row t
 // at position positions[t]; inv_freq has D/2 values. y may alias x.
+// token_major_heads > 0: x is [B, len, heads, D] instead (a projection's
+// output, groups = B * heads) and y [B, heads, len, D]: the heads split in
+// the same pass; y must not alias x then.
 void rotaryForward(const float* x, std::int64_t groups, std::int64_t len, std::int64_t d, const std::int64_t* positions,
-                   const float* inv_freq, float* y);
-// dx (+)= the rotation of dy by -a; accumulate selects += over =.
+                   const float* inv_freq, float* y, std::int64_t token_major_heads = 0);
+// dx (+)= the rotation of dy by -a; accumulate selects += over =. With
+// token_major_heads, dy is [B, heads, len, D] and dx [B, len, heads, D].
 void rotaryBackward(const float* dy, std::int64_t groups, std::int64_t len, std::int64_t d,
-                    const std::int64_t* positions, const float* inv_freq, float* dx, bool accumulate);
+                    const std::int64_t* positions, const float* inv_freq, float* dx, bool accumulate,
+                    std::int64_t token_major_heads = 0);
 
 }  // namespace hpu::device::kernels

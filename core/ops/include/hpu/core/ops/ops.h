@@ -148,6 +148,10 @@ std::vector<float> ropeInverseFrequencies(std::int64_t d, float theta, const Rop
 // layout, float32 angles position * inv_freq_i); positions int64 [T].
 Tensor rotaryEmbedding(const Tensor& x, const Tensor& positions, float theta = 10000.0f,
                        const RopeScaling& scaling = {});
+// splitHeads(x, heads) and then rotaryEmbedding in one pass: x [B, T, heads *
+// D] (a projection's output) -> rotated [B, heads, T, D].
+Tensor splitHeadsRotary(const Tensor& x, std::int64_t heads, const Tensor& positions, float theta = 10000.0f,
+                        const RopeScaling& scaling = {});
 
 // softmax(q k^T * scale + mask) v for q [B, H, T, D] and k, v [B, Hkv, S, D]
 // (H a multiple of Hkv: grouped-query attention, query head h reads key/value
