@@ -188,6 +188,11 @@ int intraOpThreads() {
   return g_threads == 0 ? hardwareThreads() : g_threads;
 }
 
+int intraOpThreadsNow() {
+  if (detail::inTeamTask() || g_steps_alone.load(std::memory_order_relaxed)) return 1;
+  return intraOpThreads();
+}
+
 namespace detail {
 
 void runTasks(ParallelSite& site, std::int64_t count, double units, TaskRef task) {

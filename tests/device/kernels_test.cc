@@ -110,26 +110,40 @@ INSTANTIATE_TEST_SUITE_P(
                                          GemmCase{true, false, 688, 100, 301}, GemmCase{false, true, 20, 700, 333}),
                        ::testing::Values(GemmOperands::kFloat32, GemmOperands::kBFloat16)));
 
+// On 1, 2 and 3 threads: products of one phase (A's rows shared out with B
+// packed by each thread; a weight gradient A^T B in two halves of k) and of
+// several (k = 1300: C's blocks shared out by rows), A and B transposed or
+// not, C overwritten or accumulated.
 TEST(GemmDeterminism, SameBitsForAnyThreadCount) {
   SKIP_UNLESS_FORCED_ISA_RUNS();
-  for (GemmOperands operands : {GemmOperands::kFloat32, GemmOperands::kBFloat16}) {
-    const auto a = bf16Vector(700 * 300, 4), b = bf16Vector(300 * 260, 5);
-    const auto run = [&](int threads, bool ta) {
-      const int before = intraOpThreads();
-      setIntraOpThreads(threads);
-      setAlwaysParallelForTesting(true);  // on the team whatever the cost model says
-      std::vector<float> c(700 * 260);
-      gemm(ta, false, 700, 260, 300, a.data(), b.data(), 0.0f, c.data(), operands);
-      setAlwaysParallelForTesting(false);
-      setIntraOpThreads(before);
-      return c;
-    };
-    for (bool ta : {false, true}) {
-      const auto one = run(1, ta);
-      EXPECT_EQ(one, run(2, ta));
-      EXPECT_EQ(one, run(3, ta));
+  struct Shape3 {
+    std::int64_t m, n, k;
+  };
+  for (GemmOperands operands : {GemmOperands::kFloat32, GemmOperands::kBFloat16})
+    for (const Shape3 s : {Shape3{700, 260, 300}, Shape3{200, 300, 301}, Shape3{700, 260, 1300}}) {
+      const auto a = bf16Vector(static_cast<std::size_t>(s.m * s.k), 4);
+      const auto b = bf16Vector(static_cast<std::size_t>(s.k * s.n), 5);
+      const auto c0 = randomVector(static_cast<std::size_t>(s.m * s.n), 6);
+      const auto run = [&](int threads, bool ta, bool tb, float beta) {
+        const int before = intraOpThreads();
+        setIntraOpThreads(threads);
+        setAlwaysParallelForTesting(true);  // on the team whatever the cost model says
+        std::vector<float> c = c0;
+        gemm(ta, tb, s.m, s.n, s.k, a.data(), b.data(), beta, c.data(), operands);
+        setAlwaysParallelForTesting(false);
+        setIntraOpThreads(before);
+        return c;
+      };
+      for (bool ta : {false, true})
+        for (bool tb : {false, true})
+          for (float beta : {0.0f, 1.0f}) {
+            SCOPED_TRACE(::testing::Message() << s.m << "x" << s.n << "x" << s.k << " ta " << ta << " tb " << tb
+                                              << " beta " << beta);
+            const auto one = run(1, ta, tb, beta);
+            EXPECT_EQ(one, run(2, ta, tb, beta));
+            EXPECT_EQ(one, run(3, ta, tb, beta));
+          }
     }
-  }
 }
 
 // gemmSerial on strided matrices (each row padded by 3 floats that must stay

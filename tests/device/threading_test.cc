@@ -93,6 +93,19 @@ TEST_P(TeamTest, NestedCallsRunOnTheTasksThread) {
   EXPECT_EQ(total, 3 * 64);
 }
 
+// A kernel that shapes its work by its threads asks intraOpThreadsNow():
+// the team's size outside tasks, 1 inside one (its calls run inline).
+TEST_P(TeamTest, ThreadsNowIsOneInsideATask) {
+  TeamSize team(GetParam());
+  AlwaysParallel always;
+  EXPECT_EQ(intraOpThreadsNow(), GetParam());
+  static ParallelSite site("test: threads now");
+  std::atomic<int> inside_not_one{0};
+  parallelTasks(site, 8, 1e12, [&](std::int64_t) { inside_not_one += intraOpThreadsNow() != 1; });
+  EXPECT_EQ(inside_not_one, 0);
+  EXPECT_EQ(intraOpThreadsNow(), GetParam());
+}
+
 TEST_P(TeamTest, AThreadKeptOffTheTeamRunsItsCallsItselfInOrder) {
   TeamSize team(GetParam());
   AlwaysParallel always;

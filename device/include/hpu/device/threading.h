@@ -50,6 +50,10 @@ int defaultIntraOpThreads(int local_processes);
 // Before the first call: every core.
 void setIntraOpThreads(int threads);
 int intraOpThreads();
+// The threads a parallel call made now can get: 1 inside a task and while
+// steps run alone (stepEnded), else intraOpThreads(). For kernels whose
+// work depends on how many threads share it.
+int intraOpThreadsNow();
 
 // A loop that may run on the team, with what it has learned about its cost.
 // Define one per call site, with static storage:
