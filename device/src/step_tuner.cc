@@ -41,10 +41,15 @@ bool StepTuner::onStep(std::uint64_t kind, std::int64_t ns) {
   }
   // The probe's first step pays for the switch (workers waking, caches).
   probe_.push_back(ns);
-  if (probe_.size() < kWindow + 1) return alone_;
+  const double chosen = median(chosen_);
+  const bool lost_early =
+      probe_.size() == kEarly + 1 && std::all_of(probe_.begin() + 1, probe_.end(), [&](std::int64_t t) {
+        return static_cast<double>(t) > kFarBehind * chosen;
+      });
+  if (probe_.size() < kWindow + 1 && !lost_early) return alone_;
   ++probes_;
   probe_.erase(probe_.begin());
-  const double ratio = median(probe_) / median(chosen_);
+  const double ratio = median(probe_) / chosen;
   probing_ = false;
   if (ratio < (alone_ ? kToAlone : kToTeam)) {  // the probed mode (alone_ now) is chosen
     ++switches_;

@@ -24,15 +24,16 @@ int feed(StepTuner& t, int steps, std::uint64_t kind, const std::function<std::i
 TEST(StepTuner, StaysOnTheTeamWhenItIsFasterAndProbesLessAndLess) {
   StepTuner t;
   const auto team_twice_as_fast = [](bool alone) { return alone ? 2000 : 1000; };
-  // The first run, then kWindow + 1 probing steps alone.
+  // The first run, then a probe alone that loses by far in its first kEarly
+  // steps after the switch, and ends there.
   const int alone = feed(t, 200, 7, team_twice_as_fast);
   EXPECT_FALSE(t.alone());
   EXPECT_EQ(t.probes(), 1u);
-  EXPECT_EQ(alone, static_cast<int>(StepTuner::kWindow) + 1);
+  EXPECT_EQ(alone, static_cast<int>(StepTuner::kEarly) + 1);
   EXPECT_EQ(t.switches(), 0u);
   // Runs double after each far-behind probe: 512, 1024, 2048 steps, each
-  // followed by a probe of kWindow + 1 steps.
-  const int probe = static_cast<int>(StepTuner::kWindow) + 1;
+  // followed by a probe of kEarly + 1 steps.
+  const int probe = static_cast<int>(StepTuner::kEarly) + 1;
   const int first = static_cast<int>(StepTuner::kFirstRun) + probe;
   feed(t, first + 512 + probe + 1024 + probe - 200, 7, team_twice_as_fast);
   EXPECT_EQ(t.probes(), 3u);
@@ -40,6 +41,24 @@ TEST(StepTuner, StaysOnTheTeamWhenItIsFasterAndProbesLessAndLess) {
   EXPECT_EQ(t.probes(), 3u);
   feed(t, 1 + probe, 7, team_twice_as_fast);
   EXPECT_EQ(t.probes(), 4u);
+  EXPECT_EQ(t.switches(), 0u);
+}
+
+// A probe runs its whole window unless each of its first kEarly steps after
+// the switch loses by far: one close step among them keeps it going.
+TEST(StepTuner, OnlyAProbeLosingByFarAtEveryEarlyStepEndsEarly) {
+  StepTuner t;
+  feed(t, StepTuner::kFirstRun - 1, 1, [](bool) { return 1000; });
+  ASSERT_FALSE(t.alone());
+  t.onStep(1, 1000);  // the first run ends: the next steps probe one thread
+  ASSERT_TRUE(t.alone());
+  int steps = 0;
+  for (const std::int64_t ns : {5000, 1300, 1200, 1300}) t.onStep(1, ns), ++steps;  // 1200: not by far
+  EXPECT_EQ(t.probes(), 0u);
+  EXPECT_TRUE(t.alone());
+  while (t.probes() == 0) t.onStep(1, 1300), ++steps;
+  EXPECT_EQ(steps, static_cast<int>(StepTuner::kWindow) + 1);
+  EXPECT_FALSE(t.alone());  // 30% behind: the team stays
   EXPECT_EQ(t.switches(), 0u);
 }
 

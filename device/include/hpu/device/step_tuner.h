@@ -14,7 +14,10 @@
 // runs alone, never slower than one thread) and a 5% band still keeps the
 // host's noise from flipping modes. A run grows while the chosen mode keeps
 // winning by far, so that probing the worse one costs little; it shrinks to
-// kMinRun after a close call or a change.
+// kMinRun after a close call or a change. A probe whose first kEarly steps
+// (after the switch) all lose by far ends there: beside a busy core, a
+// probe of the team whose worker is preempted mid-task costs several
+// times a step alone.
 //
 // A step's kind (its op count) tells training steps from validation steps:
 // only steps of one kind are compared.
@@ -34,6 +37,7 @@ class StepTuner {
   // The probed mode wins below these ratios of its median step time to the chosen mode's.
   static constexpr double kToAlone = 1.0, kToTeam = 0.95;
   static constexpr double kFarBehind = 1.25;  // it loses by far above this one
+  static constexpr std::size_t kEarly = 3;    // probe steps that can lose by far before kWindow
 
   // A step of `kind` took `ns`; returns whether the next steps run alone.
   bool onStep(std::uint64_t kind, std::int64_t ns);
