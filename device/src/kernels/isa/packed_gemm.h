@@ -19,9 +19,8 @@
 //
 // Every element of C is summed in the same order, k slice by k slice, by
 // gemm() and gemmThreaded() with any thread count: results depend on the
-// instruction set only. (gemmThreaded sums a weight gradient A^T B of one
-// phase in two halves of k, at every thread count: there its bits are not
-// gemm()'s.)
+// instruction set only. (gemmThreaded sums a weight gradient A^T B in two
+// halves of k, at every thread count: there its bits are not gemmSerial's.)
 //
 // Include after the standard headers and under the instruction set's
 // `#pragma GCC target` (see isa/avx512.cc), so that only these kernels are
@@ -401,32 +400,43 @@ void rowsWithOwnB(std::int64_t parts, bool trans_b, std::int64_t m, std::int64_t
 }
 
 // gemmThreaded's weight gradient C [m, n] (+)= A^T B (A [k, m], B [k, n], k
-// the batch) when it fits one phase, at any thread count: k cut in two
-// halves (the first a multiple of 16 rows), each summed slice by slice from
-// zero, C = (C +) first half + second half. On more than one thread each
-// half is a task (gemm() on its own packed panels: each thread packs the
-// batch rows the earlier kernels wrote on its core) and a second call adds
-// the second half, held in the caller's scratch, to C; on one thread the
-// second half accumulates into C, the same bits. (Shared out by rows of C,
-// every thread packed half of the other core's batch rows: an MLP at batch
-// 256 trained 2% faster with halves, 163,593 -> 166,792 samples/s.)
+// the batch's rows) at any thread count: k cut in two halves (the first a
+// multiple of 16 rows), each summed slice by slice from zero, C = (C +)
+// first half + second half. On `parts` threads each half is shared out by
+// C's rows among half the tasks, each task gemm() on its own packed panels:
+// with rows dealt in order, a thread packs the batch rows the earlier
+// kernels wrote on its core. A second call adds the second half, held in
+// the caller's scratch, to C. (Shared out by C's rows alone, every thread
+// packed half of the other core's batch rows. 2 threads, interleaved runs:
+// the MLP at batch 256 163,593 -> 166,792 samples/s; the small Llama, whose
+// 2048-token gradients were blocked by phases, 1.03x in fp32 and 1.06x in
+// bf16-mixed.)
 template <class V, bool kPaired>
-void weightGradientHalves(bool shared, std::int64_t m, std::int64_t n, std::int64_t k, const float* a,
+void weightGradientHalves(std::int64_t parts, std::int64_t m, std::int64_t n, std::int64_t k, const float* a,
                           const float* b, bool accumulate, float* c) {
+  using T = Tile<V>;
   static ParallelSite halves_site(kPaired ? "gemm bf16 TN: halves" : "gemm TN: halves");
   static ParallelSite sum_site(kPaired ? "gemm bf16 TN: sum" : "gemm TN: sum");
   const std::int64_t half = (k / 2 + 15) / 16 * 16;
-  const auto product = [&](std::int64_t k0, std::int64_t k1, bool add, float* out) {
-    gemm<V, kPaired>(true, false, m, n, k1 - k0, DenseSource{a + k0 * m, m}, DenseSource{b + k0 * n, n}, add, out, n);
+  // C's rows [i0, i1) (+)= the product over k in [k0, k1), into out.
+  const auto product = [&](std::int64_t k0, std::int64_t k1, std::int64_t i0, std::int64_t i1, bool add, float* out) {
+    gemm<V, kPaired>(true, false, i1 - i0, n, k1 - k0, DenseSource{a + k0 * m + i0, m}, DenseSource{b + k0 * n, n},
+                     add, out + i0 * n, n);
   };
-  if (!shared) {
-    product(0, half, accumulate, c);
-    product(half, k, true, c);
+  // One thread: a second half of one slice accumulates into C (the same
+  // bits as adding it after); a longer one is summed apart, as on the team.
+  if (parts == 1 && k - half <= kKc) {
+    product(0, half, 0, m, accumulate, c);
+    product(half, k, 0, m, true, c);
     return;
   }
   float* second = scratch(2, m * n);
-  parallelTasks(halves_site, 2, 2.0 * static_cast<double>(m * n * k), [&](std::int64_t t) {
-    t == 0 ? product(0, half, accumulate, c) : product(half, k, false, second);
+  const std::int64_t per_half = (parts + 1) / 2, a_panels = (m + T::kMr - 1) / T::kMr;
+  const std::int64_t share = (a_panels + per_half - 1) / per_half * T::kMr;
+  parallelTasks(halves_site, 2 * per_half, 2.0 * static_cast<double>(m * n * k), [&](std::int64_t t) {
+    const std::int64_t i0 = std::min(m, t % per_half * share), i1 = std::min(m, i0 + share);
+    if (i1 == i0) return;
+    t < per_half ? product(0, half, i0, i1, accumulate, c) : product(half, k, i0, i1, false, second);
   });
   parallelFor(sum_site, m * n, 1024, static_cast<double>(m * n), [&](std::int64_t e0, std::int64_t e1) {
     for (std::int64_t e = e0; e < e1; ++e) c[e] = c[e] + second[e];
@@ -435,9 +445,10 @@ void weightGradientHalves(bool shared, std::int64_t m, std::int64_t n, std::int6
 
 // gemm() of plain row-major A [m, k] (A^T when trans_a) and B on the
 // intra-op threads. k is cut into phases of whole kKc slices whose packed A
-// and B fit kPhaseFloats. A product of one phase goes to rowsWithOwnB when
-// A is not transposed (on more than one thread) and to weightGradientHalves
-// when only A is (and k >= 32). Otherwise, per phase, two parallel calls: the threads pack
+// and B fit kPhaseFloats. A product of one phase whose A is not transposed
+// goes to rowsWithOwnB (on more than one thread), a weight gradient (only A
+// transposed, k >= 32, C up to kHalvesMaxFloats) to weightGradientHalves.
+// Otherwise, per phase, two parallel calls: the threads pack
 // op(A) and op(B), every slice of the phase, between them, once; then they
 // share out C's blocks (rows by one B panel), each running its tiles slice
 // by slice. No panel is packed twice and the tasks need no barrier.
@@ -449,6 +460,9 @@ void gemmThreaded(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, st
   // are still there for its products (a weight gradient [688, 2048] x [2048,
   // 256] in phases of 8 MiB ran 8% slower on one thread, 5% on two).
   constexpr std::int64_t kPhaseFloats = std::int64_t{1} << 19;
+  // The largest weight gradient summed in halves: its second half is held
+  // in scratch (16 MiB; a 4096 x 11008 projection's would take 180 MB).
+  constexpr std::int64_t kHalvesMaxFloats = std::int64_t{1} << 22;
   const std::int64_t lda = trans_a ? m : k, ldb = trans_b ? k : n;
   if (m == 0 || n == 0 || k == 0) {
     gemm<V, kPaired>(trans_a, trans_b, m, n, k, DenseSource{a, lda}, DenseSource{b, ldb}, accumulate, c, n);
@@ -481,8 +495,8 @@ void gemmThreaded(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, st
   const int threads_now = intraOpThreadsNow();
   if (per_phase == slices && !trans_a && threads_now > 1)
     return rowsWithOwnB<V, kPaired>(threads_now, trans_b, m, n, k, a, b, accumulate, c, epilogue);
-  if (per_phase == slices && trans_a && !trans_b && k >= 32 && epilogue.empty())
-    return weightGradientHalves<V, kPaired>(threads_now > 1, m, n, k, a, b, accumulate, c);
+  if (trans_a && !trans_b && k >= 32 && m * n <= kHalvesMaxFloats && epilogue.empty())
+    return weightGradientHalves<V, kPaired>(threads_now, m, n, k, a, b, accumulate, c);
   float* a_pack = direct ? nullptr : scratch(1, per_phase * a_slice);
   float* b_pack = scratch(0, per_phase * b_slice);
   // Blocks of C: at most kMc rows; smaller when B has few panels, so that
