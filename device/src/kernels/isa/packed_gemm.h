@@ -373,6 +373,14 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
   }
 }
 
+// Rows of C per part when m rows are shared out among `parts` in whole
+// kMr-row panels (the last part takes what is left; a part may get none).
+template <class V>
+std::int64_t rowsPerPart(std::int64_t m, std::int64_t parts) {
+  constexpr std::int64_t kMr = Tile<V>::kMr;
+  return ((m + kMr - 1) / kMr + parts - 1) / parts * kMr;
+}
+
 // gemmThreaded's product of A [m, k] (not transposed) and op(B) when op(B)
 // fits one phase, on `parts` threads: one task per thread, each running
 // gemm() on its share of A's rows (whole panels) against all of op(B),
@@ -385,11 +393,9 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
 template <class V, bool kPaired>
 void rowsWithOwnB(std::int64_t parts, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, const float* a,
                   const float* b, bool accumulate, float* c, const GemmEpilogue& epilogue) {
-  using T = Tile<V>;
   static ParallelSite sites[2] = {ParallelSite(kPaired ? "gemm bf16 NN: rows" : "gemm NN: rows"),
                                   ParallelSite(kPaired ? "gemm bf16 NT: rows" : "gemm NT: rows")};
-  const std::int64_t a_panels = (m + T::kMr - 1) / T::kMr;
-  const std::int64_t share = (a_panels + parts - 1) / parts * T::kMr;
+  const std::int64_t share = rowsPerPart<V>(m, parts);
   parallelTasks(sites[trans_b], parts, 2.0 * static_cast<double>(m * n * k), [&](std::int64_t t) {
     const std::int64_t i0 = std::min(m, t * share), rows = std::min(m, i0 + share) - i0;
     if (rows == 0) return;
@@ -414,7 +420,6 @@ void rowsWithOwnB(std::int64_t parts, bool trans_b, std::int64_t m, std::int64_t
 template <class V, bool kPaired>
 void weightGradientHalves(std::int64_t parts, std::int64_t m, std::int64_t n, std::int64_t k, const float* a,
                           const float* b, bool accumulate, float* c) {
-  using T = Tile<V>;
   static ParallelSite halves_site(kPaired ? "gemm bf16 TN: halves" : "gemm TN: halves");
   static ParallelSite sum_site(kPaired ? "gemm bf16 TN: sum" : "gemm TN: sum");
   const std::int64_t half = (k / 2 + 15) / 16 * 16;
@@ -431,8 +436,7 @@ void weightGradientHalves(std::int64_t parts, std::int64_t m, std::int64_t n, st
     return;
   }
   float* second = scratch(2, m * n);
-  const std::int64_t per_half = (parts + 1) / 2, a_panels = (m + T::kMr - 1) / T::kMr;
-  const std::int64_t share = (a_panels + per_half - 1) / per_half * T::kMr;
+  const std::int64_t per_half = (parts + 1) / 2, share = rowsPerPart<V>(m, per_half);
   parallelTasks(halves_site, 2 * per_half, 2.0 * static_cast<double>(m * n * k), [&](std::int64_t t) {
     const std::int64_t i0 = std::min(m, t % per_half * share), i1 = std::min(m, i0 + share);
     if (i1 == i0) return;
