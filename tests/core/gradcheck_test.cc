@@ -722,3 +722,73 @@ TEST(Gradcheck, AttentionOfOneTensorAsQueryKeyAndValue) {
 
 }  // namespace
 }  // namespace hpu::core
+
+namespace hpu::core {
+namespace {
+
+TEST(Gradcheck, SoftcapAndSoftCappedAttention) {
+  Generator g(60);
+  checkGradients([](const auto& in) { return ops::softcap(in[0], 1.5f); }, {randomTensor({3, 7}, g, 2.0f)});
+  // Scores large enough for the cap to bend them, on the eager path and as the fused call routes them.
+  checkAttention({1, 2, 5, 4}, {1, 1, 5, 4}, {.causal = true, .scale = 2.0f, .softcap = 1.0f}, 61);
+  checkAttention({1, 2, 6, 4}, {1, 2, 6, 4}, {.causal = true, .sliding_window = 3, .eager = true, .softcap = 0.7f}, 62);
+}
+
+TEST(SoftcappedAttention, IsCapTimesTanhOfTheScaledScoresBeforeTheSoftmax) {
+  // One query over two keys: p = softmax(c tanh(s q.k / c)).
+  const Tensor q = Tensor::fromHost(testDevice(), {1, 1, 1, 2}, std::vector<float>{1.0f, 2.0f});
+  const Tensor k = Tensor::fromHost(testDevice(), {1, 1, 2, 2}, std::vector<float>{3.0f, 0.0f, 0.0f, 1.0f});
+  const Tensor v = Tensor::fromHost(testDevice(), {1, 1, 2, 2}, std::vector<float>{1.0f, 0.0f, 0.0f, 1.0f});
+  const std::vector<float> y =
+      ops::scaledDotProductAttention(q, k, v, {.causal = false, .scale = 0.5f, .softcap = 1.0f}).toHost();
+  const double s0 = std::tanh(0.5 * 3.0), s1 = std::tanh(0.5 * 2.0);
+  const double p0 = std::exp(s0) / (std::exp(s0) + std::exp(s1));
+  EXPECT_NEAR(y[0], p0, 1e-6);
+  EXPECT_NEAR(y[1], 1.0 - p0, 1e-6);
+}
+
+TEST(Gradcheck, RouterTopKWeightsRenormalised) {
+  Generator g(63);
+  // Softmax rows of 5 experts; ties are improbable, so the choice is stable under the step.
+  const auto topk = [](bool normalize) {
+    return [normalize](const std::vector<Tensor>& in) { return ops::routerTopK(ops::softmax(in[0]), 2, normalize).weights; };
+  };
+  checkGradients(topk(true), {randomTensor({6, 5}, g, 3.0f)});
+  checkGradients(topk(false), {randomTensor({6, 5}, g, 3.0f)});
+}
+
+TEST(RouterTopK, PicksTheMostProbableExpertsInOrderAndSplitsTiesToTheLowerOne) {
+  const Tensor p = Tensor::fromHost(testDevice(), {2, 4}, std::vector<float>{0.1f, 0.4f, 0.2f, 0.3f,  //
+                                                                              0.3f, 0.2f, 0.3f, 0.2f});
+  const ops::TopKRouting r = ops::routerTopK(p, 2, true);
+  EXPECT_THAT(r.experts, ::testing::ElementsAre(1, 3, 0, 2));
+  EXPECT_THAT(r.weights.toHost(), ::testing::Pointwise(::testing::FloatNear(1e-6f),
+                                                       std::vector<float>{0.4f / 0.7f, 0.3f / 0.7f, 0.5f, 0.5f}));
+  EXPECT_THROW(ops::routerTopK(p, 5, true), Error);
+}
+
+TEST(Gradcheck, DispatchAndCombineRows) {
+  Generator g(64);
+  // 4 tokens, 2 choices each, over 3 experts; token 2 goes to experts 0 and 2.
+  const std::vector<std::vector<std::int64_t>> rows{{0, 2, 3}, {0, 1, 3}, {1, 2}};
+  const std::vector<std::vector<std::int64_t>> slots{{0, 4, 7}, {1, 2, 6}, {3, 5}};
+  checkGradients(
+      [&](const std::vector<Tensor>& in) {
+        std::vector<Tensor> parts = ops::dispatchRows(in[0], rows);
+        for (Tensor& p : parts) p = ops::tanh(p);  // an expert that is not linear
+        return ops::combineRows(parts, rows, slots, in[1], 4);
+      },
+      {randomTensor({4, 3}, g), randomTensor({4, 2}, g)});
+}
+
+TEST(CombineRows, SumsEachTokensWeightedExpertOutputs) {
+  const Tensor y0 = Tensor::fromHost(testDevice(), {2, 2}, std::vector<float>{1, 2, 3, 4});
+  const Tensor y1 = Tensor::fromHost(testDevice(), {1, 2}, std::vector<float>{10, 20});
+  const Tensor w = Tensor::fromHost(testDevice(), {2, 2}, std::vector<float>{0.25f, 0.75f, 0.5f, 0.5f});
+  const std::vector<std::vector<std::int64_t>> rows{{0, 1}, {1}}, slots{{0, 2}, {3}};
+  EXPECT_THAT(ops::combineRows(std::vector<Tensor>{y0, y1}, rows, slots, w, 2).toHost(),
+              ::testing::ElementsAre(0.25f, 0.5f, 0.5f * 3 + 0.5f * 10, 0.5f * 4 + 0.5f * 20));
+}
+
+}  // namespace
+}  // namespace hpu::core

@@ -1,5 +1,6 @@
 // Elementwise activations, softmax and dropout.
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <memory>
 #include <vector>
@@ -46,6 +47,30 @@ Tensor gelu(const Tensor& x, bool approximate) {
 Tensor tanh(const Tensor& x) { return activation(op::kTanh, k::Activation::kTanh, x); }
 Tensor sigmoid(const Tensor& x) { return activation(op::kSigmoid, k::Activation::kSigmoid, x); }
 Tensor silu(const Tensor& x) { return activation(op::kSilu, k::Activation::kSiLU, x); }
+
+Tensor softcap(const Tensor& x_in, float cap) {
+  require(cap > 0.0f, op::kSoftcap, [&] { return fmt::format("cap {} must be positive", cap); });
+  const Tensor x = castTo(x_in, computeDtype(op::kSoftcap, {&x_in}));
+  const OpRecord op_record = record(op::kSoftcap, {&x});
+  Tensor y = like(x, x.shape());
+  const std::int64_t n = x.numel();
+  // As transformers computes it: the logits divided by the cap, tanh, times the cap.
+  if (computes(y))
+    for (std::int64_t i = 0; i < n; ++i) y.data()[i] = std::tanh(x.data()[i] / cap) * cap;
+  recordBackward(y, {&x}, [x = GradRef(x), y, n, cap] {
+    Tensor gy = y.grad();
+    if (!gy.defined()) return;
+    GradTarget g = gradTarget(x);
+    if (g.data != nullptr)
+      for (std::int64_t i = 0; i < n; ++i) {
+        const float t = y.data()[i] / cap;  // tanh(x / cap)
+        const float d = gy.data()[i] * (1.0f - t * t);
+        g.data[i] = g.accumulate ? g.data[i] + d : d;
+      }
+    gradWritten(x);
+  });
+  return finish(y);
+}
 
 Tensor swiglu(const Tensor& gate_in, const Tensor& up_in) {
   require(gate_in.shape() == up_in.shape(), op::kSwiglu,
@@ -122,20 +147,30 @@ Tensor attentionSoftmax(const Tensor& x_in, const AttentionMask& m) {
       const std::int64_t hi = m.causal ? at + 1 : kv_length;  // keys [lo, hi) are seen
       float* out = py + r * c;
       std::fill(out, out + c, -std::numeric_limits<float>::infinity());
-      for (std::int64_t j = lo; j < hi; ++j) out[j] = m.scale * px[r * c + j];
+      if (m.softcap > 0.0f)
+        for (std::int64_t j = lo; j < hi; ++j) out[j] = std::tanh(m.scale * px[r * c + j] / m.softcap) * m.softcap;
+      else
+        for (std::int64_t j = lo; j < hi; ++j) out[j] = m.scale * px[r * c + j];
     }
     k::softmaxForward(py, rows, c, py);
   }
-  recordBackward(y, {&x}, [x = GradRef(x), y, rows, c, scale = m.scale] {
+  // Soft-capping's backward reads the scores.
+  const Tensor x_saved = m.softcap > 0.0f ? x : Tensor();
+  recordBackward(y, {&x}, [x = GradRef(x), x_saved, y, rows, c, scale = m.scale, cap = m.softcap] {
     Tensor gy = y.grad();
     if (!gy.defined()) return;
     GradTarget g = gradTarget(x);
     if (g.data != nullptr) {
-      // d(scale * x): the softmax's backward (masked keys have p = 0), scaled.
+      // d(scale * x), or of cap * tanh(scale * x / cap): the softmax's
+      // backward (masked keys have p = 0), times the derivative of the score.
       std::vector<float> d(static_cast<std::size_t>(rows * c));
       k::softmaxBackward(y.data(), gy.data(), rows, c, d.data(), false);
       for (std::int64_t i = 0; i < rows * c; ++i) {
-        const float v = scale * d[static_cast<std::size_t>(i)];
+        float v = scale * d[static_cast<std::size_t>(i)];
+        if (cap > 0.0f) {
+          const float t = std::tanh(scale * x_saved.data()[i] / cap);
+          v *= 1.0f - t * t;
+        }
         g.data[i] = g.accumulate ? g.data[i] + v : v;
       }
     }

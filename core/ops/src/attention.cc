@@ -28,7 +28,8 @@ Tensor eagerAttention(const Tensor& q, const Tensor& k_in, const Tensor& v_in, c
                                            .kv_length = kv_len,
                                            .causal = o.causal,
                                            .sliding_window = o.sliding_window,
-                                           .scale = o.scale.value_or(1.0f / std::sqrt(static_cast<float>(d)))});
+                                           .scale = o.scale.value_or(1.0f / std::sqrt(static_cast<float>(d))),
+                                           .softcap = o.softcap});
   if (o.training && o.dropout_p > 0.0f) probs = dropout(probs, o.dropout_p, true, *o.rng);
   return reshape(matmul(probs, v_in, {.b_rows = kv_rows}), {b, h, t, d});
 }
@@ -54,7 +55,7 @@ Tensor scaledDotProductAttention(const Tensor& q_in, const Tensor& k_in, const T
   const std::int64_t kv_rows = o.kv_graph_length < 0 ? k_in.size(2) : o.kv_graph_length;
   require(kv_rows >= kv_len && kv_rows <= k_in.size(2), op::kAttention,
           [&] { return fmt::format("a graph over {} keys of {} for {} attended", kv_rows, k_in.size(2), kv_len); });
-  if (o.eager) return eagerAttention(q_in, k_in, v_in, o, kv_len, kv_rows);
+  if (o.eager || o.softcap > 0.0f) return eagerAttention(q_in, k_in, v_in, o, kv_len, kv_rows);
   // An fp8 KV cache is read as it is: fp8 quantization runs attention's
   // products on the stored keys and values (no widened copy of the cache).
   const bool fp8_kv = device::isFp8(k_in.dtype()) && v_in.dtype() == k_in.dtype();

@@ -27,7 +27,7 @@ OpRecord record(const OpInfo& op, device::Device& device, std::span<const device
   return OpRecord(device, op.name, operands);
 }
 
-DType computeDtype(const OpInfo& op, std::initializer_list<const Tensor*> inputs) {
+DType computeDtype(const OpInfo& op, std::span<const Tensor* const> inputs) {
   DType best = DType::kFloat32;
   bool any = false;
   for (const Tensor* t : inputs) {
@@ -85,7 +85,7 @@ Tensor takeOverAtLastUse(const OpInfo& op, Tensor& input, const Tensor& other) {
 bool wants(const Tensor& t) { return t.defined() && t.requiresGrad(); }
 bool wants(const GradRef& t) { return t.requiresGrad(); }
 
-void track(Tensor& out, std::initializer_list<const Tensor*> inputs) {
+void track(Tensor& out, std::span<const Tensor* const> inputs) {
   out.setRequiresGrad(true);
   for (const Tensor* t : inputs)
     if (t != nullptr && t->defined() && t->requiresGrad()) autograd::noteUse(*t);

@@ -61,7 +61,10 @@ OpRecord record(const OpInfo& op, device::Device& device, std::span<const device
 
 // The dtype `op` runs in under the current autocast state: from the widest
 // floating dtype of the inputs (fp32 if two half types mix).
-DType computeDtype(const OpInfo& op, std::initializer_list<const Tensor*> inputs);
+DType computeDtype(const OpInfo& op, std::span<const Tensor* const> inputs);
+inline DType computeDtype(const OpInfo& op, std::initializer_list<const Tensor*> inputs) {
+  return computeDtype(op, std::span<const Tensor* const>(inputs.begin(), inputs.size()));
+}
 // A differentiable cast: a copy rounded to `dt` (x itself if it already is,
 // or is not floating).
 Tensor castTo(const Tensor& x, DType dt);
@@ -87,14 +90,15 @@ Tensor scalar(device::Device& dev, double value);
 bool wants(const Tensor& t);
 bool wants(const GradRef& t);
 // Marks `out` as requiring a gradient and counts the inputs' uses.
-void track(Tensor& out, std::initializer_list<const Tensor*> inputs);
+void track(Tensor& out, std::span<const Tensor* const> inputs);
 // Records `backward` for `out` when any input needs a gradient (track()),
 // traced as `op`'s backward, of the OpEvent `forward_op` (0: none, priced as
 // nothing of its own). Under anomaly detection the output is noted and the
 // backward checks the gradients it wrote (autograd::AnomalyDetection).
+// (Also for a varying number of inputs, as a span.)
 template <class Backward>
 void recordBackwardAs(std::string_view op, std::uint64_t forward_op, Tensor& out,
-                      std::initializer_list<const Tensor*> inputs, Backward backward) {
+                      std::span<const Tensor* const> inputs, Backward backward) {
   if (!autograd::needsGrad(inputs)) return;
   track(out, inputs);
   if (!autograd::anomalyDetection()) {
@@ -113,6 +117,16 @@ void recordBackwardAs(std::string_view op, std::uint64_t forward_op, Tensor& out
       op, forward_op);
 }
 // The backward of the op just recorded (its OpRecord is the last one).
+template <class Backward>
+void recordBackwardAs(std::string_view op, std::uint64_t forward_op, Tensor& out,
+                      std::initializer_list<const Tensor*> inputs, Backward backward) {
+  recordBackwardAs(op, forward_op, out, std::span<const Tensor* const>(inputs.begin(), inputs.size()),
+                   std::move(backward));
+}
+template <class Backward>
+void recordBackward(Tensor& out, std::span<const Tensor* const> inputs, Backward backward) {
+  recordBackwardAs(lastRecordedOp(), lastRecordedOpId(), out, inputs, std::move(backward));
+}
 template <class Backward>
 void recordBackward(Tensor& out, std::initializer_list<const Tensor*> inputs, Backward backward) {
   recordBackwardAs(lastRecordedOp(), lastRecordedOpId(), out, inputs, std::move(backward));

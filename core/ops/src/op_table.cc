@@ -9,7 +9,8 @@ std::span<const OpInfo> opTable() {
   static constexpr OpInfo kTable[] = {
       kLinear,  kMatmul,    kConv2d,    kMaxPool2d, kAvgPool2d,    kRelu,      kGelu,    kGeluTanh, kTanh, kSigmoid,
       kDropout, kLayerNorm, kBatchNorm, kEmbedding, kCrossEntropy, kMseLoss,   kAdd,     kSub,      kMul,  kScale,
-      kSum,     kSoftmax,   kPermute,   kSplit,     kNarrow,       kAttention, kAttentionSoftmax, kRmsNorm, kRotary,   kSilu, kSwiglu};
+      kSum,     kSoftmax,   kPermute,   kSplit,     kNarrow,       kAttention, kAttentionSoftmax, kRmsNorm, kRotary,   kSilu, kSwiglu,
+      kSoftcap, kRouterTopK, kDispatchRows, kCombineRows};
   return kTable;
 }
 

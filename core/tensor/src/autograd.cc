@@ -71,7 +71,7 @@ Tape* currentTape() { return tls_tape; }
 TapeScope::TapeScope(Tape* tape) : previous_(tls_tape) { tls_tape = tape; }
 TapeScope::~TapeScope() { tls_tape = previous_; }
 
-bool needsGrad(std::initializer_list<const Tensor*> inputs) {
+bool needsGrad(std::span<const Tensor* const> inputs) {
   if (tls_tape == nullptr) return false;
   for (const Tensor* t : inputs)
     if (t != nullptr && t->defined() && t->requiresGrad()) return true;

@@ -206,6 +206,8 @@ class Child {
   template <class N>
   Child(const Child<N>& other) : owner_(other.owner_), index_(other.index_) {}
   Module& module() const { return *owner_->children()[index_].second; }
+  // Whether a child was registered (an optional part of a module: false for a default-made handle).
+  explicit operator bool() const { return owner_ != nullptr; }
   Tensor operator()(const Tensor& x) const { return module()(x); }
   Tensor operator()(const Inputs& inputs) const { return module()(inputs); }
   // The child as an M. REQUIRES: it still is one (not replaced by another type).

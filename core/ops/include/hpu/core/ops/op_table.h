@@ -60,6 +60,13 @@ inline constexpr OpInfo kRmsNorm{"rms_norm", kPromote};
 inline constexpr OpInfo kRotary{"rotary_embedding", kPromote};
 inline constexpr OpInfo kSilu{"silu", kPromote};
 inline constexpr OpInfo kSwiglu{"swiglu", kPromote};
+// c * tanh(x / c): Gemma 2's soft-capping of logits.
+inline constexpr OpInfo kSoftcap{"softcap", kPromote};
+// Mixture of experts: the router's top-k choices of its probabilities, the
+// rows each expert reads, and the experts' weighted outputs summed per token.
+inline constexpr OpInfo kRouterTopK{"router_topk", kFp32};
+inline constexpr OpInfo kDispatchRows{"moe_dispatch", kPromote};
+inline constexpr OpInfo kCombineRows{"moe_combine", kPromote};
 }  // namespace op
 
 // Every op above, in this order.

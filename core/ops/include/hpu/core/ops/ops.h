@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -89,6 +90,8 @@ Tensor swiglu(Tensor&& gate, const Tensor& up);
 // approximate: false = exact (erf), true = tanh approximation.
 Tensor gelu(const Tensor& x, bool approximate = false);
 Tensor tanh(const Tensor& x);
+// cap * tanh(x / cap), elementwise (Gemma 2's final_logit_softcapping).
+Tensor softcap(const Tensor& x, float cap);
 Tensor sigmoid(const Tensor& x);
 // Zeroes elements with probability p and scales the rest by 1/(1-p) when
 // `training`; identity otherwise. With `part`, x [B, T, ...] holds
@@ -181,6 +184,11 @@ struct AttentionOptions {
   // and probabilities), dropout on the probabilities with ops::dropout;
   // false: one fused FlashAttention kernel ("sdpa"). The same function.
   bool eager = false;
+  // > 0: each score s (scaled) becomes softcap * tanh(s / softcap) before the
+  // mask and the softmax (Gemma 2's attn_logit_softcapping). The fused kernel
+  // has none, so soft-capped attention materialises its scores (as
+  // transformers, whose Gemma 2 has no sdpa either).
+  float softcap = 0.0f;
 };
 Tensor scaledDotProductAttention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o = {});
 
@@ -222,6 +230,40 @@ Tensor crossEntropy(const Tensor& logits, const Tensor& labels, float label_smoo
 // Mean squared error.
 Tensor mseLoss(const Tensor& prediction, const Tensor& target);
 
+// Mixture of experts (Mixtral's sparse MoE block: dropless, each token's
+// rows computed by its top-k experts and summed with the router's weights).
+//
+// The top k of each row of router probabilities probs [N, E]: the experts
+// (row-major [N, k], the most probable first, ties to the lower expert, as
+// torch.topk) and their weights [N, k] (fp32), divided by their sum when
+// `normalize`. The weights are differentiable in probs. A shape-only device
+// has no probabilities: token n's j-th choice is then expert (n k + j) mod E,
+// every expert receiving the same number of rows (the balanced routing the
+// estimate assumes).
+struct TopKRouting {
+  Tensor weights;
+  std::vector<std::int64_t> experts;
+};
+TopKRouting routerTopK(const Tensor& probs, std::int64_t k, bool normalize);
+// The rows of x [N, H] each expert reads: out[e] = x[rows[e]], [rows[e].size(), H]
+// (gradients add back into x's rows).
+std::vector<Tensor> dispatchRows(const Tensor& x, std::span<const std::vector<std::int64_t>> rows);
+// The tokens' outputs [n, H]: row r is the sum, over experts e (in order) and
+// their rows i with rows[e][i] == r, of weights.flat[slots[e][i]] * ys[e][i].
+// Differentiable in every ys[e] and in weights.
+Tensor combineRows(std::span<const Tensor> ys, std::span<const std::vector<std::int64_t>> rows,
+                   std::span<const std::vector<std::int64_t>> slots, const Tensor& weights, std::int64_t n);
+// x itself (the same values, no copy); in backward, each row of x's
+// gradient also receives `row_gradient` (x's last dimension), read when the
+// backward runs: a loss term's gradient that depends on every layer's
+// routing, handed in after the forward (Mixtral's load-balancing loss; see
+// addScalarTerm).
+Tensor withRowGradient(const Tensor& x, std::shared_ptr<const std::vector<float>> row_gradient);
+// loss + value (a scalar); in backward, loss receives the result's gradient
+// and `on_gradient` is told its value before any earlier op's backward runs
+// (the term's own gradient reaches its inputs through withRowGradient).
+Tensor addScalarTerm(const Tensor& loss, double value, std::function<void(float)> on_gradient);
+
 Tensor add(const Tensor& a, const Tensor& b);
 // The same, b given as a temporary (a residual connection's branch): when no
 // backward is recorded and nothing else holds b (Tensor::soleOwner), the sum
@@ -249,6 +291,7 @@ struct AttentionMask {
   bool causal = true;
   std::int64_t sliding_window = 0;
   float scale = 1.0f;
+  float softcap = 0.0f;  // > 0: scale * score is capped to softcap * tanh(scale * score / softcap)
 };
 Tensor attentionSoftmax(const Tensor& scores, const AttentionMask& mask);
 

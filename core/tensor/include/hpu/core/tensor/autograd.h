@@ -15,6 +15,8 @@
 #pragma once
 
 #include <functional>
+#include <initializer_list>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -71,7 +73,10 @@ class TapeScope {
 };
 
 // True when an op on these inputs must record its backward.
-bool needsGrad(std::initializer_list<const Tensor*> inputs);
+bool needsGrad(std::span<const Tensor* const> inputs);
+inline bool needsGrad(std::initializer_list<const Tensor*> inputs) {
+  return needsGrad(std::span<const Tensor* const>(inputs.begin(), inputs.size()));
+}
 
 // What a backward function holds of a tensor whose values it does not read:
 // the tensor's gradient, shape, dtype and device, not its values (see the
