@@ -157,8 +157,9 @@ TEST(Validate, UnknownClassSuggestsAndRequiredKeyIsNamed) {
   p = problemsOf([] { compose("epochs: 1"); });
   ASSERT_EQ(p.size(), 1u);
   EXPECT_EQ(p[0],
-            "t.yaml:1:1: model: missing required key; choose a Model class (registered: BoringModel, "
-            "ConvNetClassifier, GPT2LMHeadModel, LlamaForCausalLM, MLPClassifier, OtherNet, Sequential, TestNet)");
+            "t.yaml:1:1: model: missing required key; choose a Model class (registered: AutoModelForCausalLM, BoringModel, "
+            "ConvNetClassifier, GPT2LMHeadModel, Gemma2ForCausalLM, GemmaForCausalLM, LlamaForCausalLM, MLPClassifier, "
+            "MixtralForCausalLM, OtherNet, Phi3ForCausalLM, Qwen2ForCausalLM, Sequential, TestNet)");
 }
 
 TEST(Validate, CompatibilityKeysAcceptOnlyTheirDefault) {

@@ -32,10 +32,13 @@ device::Device& shapeOnlyDevice() {
   return dev;
 }
 
-std::int64_t parameterCount(const std::string& class_name, const std::string& init_args) {
+// Parameters of the model, counted on `dev` (the gaudi2-sized one unless a
+// model's fp32 weights are larger: Mixtral-8x7B's 187 GB).
+std::int64_t parameterCount(const std::string& class_name, const std::string& init_args,
+                            device::Device& dev = shapeOnlyDevice()) {
   auto model = buildModel(class_name, init_args);
   Generator init(1), dropout(2);
-  nn::InitContext ctx{shapeOnlyDevice(), init, dropout};
+  nn::InitContext ctx{dev, init, dropout};
   model->configureModel(ctx, {});
   return model->numParameters();
 }
@@ -75,6 +78,54 @@ TEST(LanguageModel, ParameterCountsAreHuggingFacesAtFullSize) {
     "tie_word_embeddings": false, "torch_dtype": "bfloat16", "transformers_version": "4.43.0.dev0",
     "use_cache": true, "vocab_size": 128256})");
   EXPECT_EQ(parameterCount("LlamaForCausalLM", "{config: " + llama31 + "}"), 8'030'261'248);
+  // Qwen2-7B: biases on q, k and v, a window switched off (use_sliding_window false).
+  const std::string qwen2 = writeJson(dir, "qwen2.json", R"({
+    "architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 151643, "eos_token_id": 151643,
+    "hidden_act": "silu", "hidden_size": 3584, "initializer_range": 0.02, "intermediate_size": 18944,
+    "max_position_embeddings": 131072, "max_window_layers": 28, "model_type": "qwen2", "num_attention_heads": 28,
+    "num_hidden_layers": 28, "num_key_value_heads": 4, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0,
+    "sliding_window": 131072, "tie_word_embeddings": false, "torch_dtype": "bfloat16", "transformers_version": "4.37.2",
+    "use_cache": true, "use_sliding_window": false, "vocab_size": 152064})");
+  EXPECT_EQ(parameterCount("AutoModelForCausalLM", "{config: " + qwen2 + "}"), 7'615'616'512);
+  // gemma-7b: head_dim 256 with 16 heads of hidden 3072, tied embeddings, the first releases' "gelu".
+  const std::string gemma = writeJson(dir, "gemma.json", R"({
+    "architectures": ["GemmaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0, "bos_token_id": 2,
+    "eos_token_id": 1, "head_dim": 256, "hidden_act": "gelu", "hidden_size": 3072, "initializer_range": 0.02,
+    "intermediate_size": 24576, "max_position_embeddings": 8192, "model_type": "gemma", "num_attention_heads": 16,
+    "num_hidden_layers": 28, "num_key_value_heads": 16, "pad_token_id": 0, "rms_norm_eps": 1e-06,
+    "rope_scaling": null, "rope_theta": 10000.0, "torch_dtype": "bfloat16", "transformers_version": "4.38.0.dev0",
+    "use_cache": true, "vocab_size": 256000})");
+  EXPECT_EQ(parameterCount("AutoModelForCausalLM", "{config: " + gemma + "}"), 8'537'680'896);
+  // gemma-2-9b: four norms a layer, soft-capping, sliding_window_size (an early duplicate of sliding_window).
+  const std::string gemma2 = writeJson(dir, "gemma2.json", R"({
+    "architectures": ["Gemma2ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+    "attn_logit_softcapping": 50.0, "bos_token_id": 2, "cache_implementation": "hybrid", "eos_token_id": 1,
+    "final_logit_softcapping": 30.0, "head_dim": 256, "hidden_act": "gelu_pytorch_tanh",
+    "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 3584, "initializer_range": 0.02,
+    "intermediate_size": 14336, "max_position_embeddings": 8192, "model_type": "gemma2", "num_attention_heads": 16,
+    "num_hidden_layers": 42, "num_key_value_heads": 8, "pad_token_id": 0, "query_pre_attn_scalar": 256,
+    "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "sliding_window": 4096, "sliding_window_size": 4096,
+    "torch_dtype": "float32", "transformers_version": "4.42.0.dev0", "use_cache": true, "vocab_size": 256000})");
+  EXPECT_EQ(parameterCount("AutoModelForCausalLM", "{config: " + gemma2 + "}"), 9'241'705'984);
+  // Phi-3-mini-4k-instruct: fused qkv_proj and gate_up_proj, remote code named in auto_map.
+  const std::string phi3 = writeJson(dir, "phi3.json", R"({
+    "_name_or_path": "Phi-3-mini-4k-instruct", "architectures": ["Phi3ForCausalLM"], "attention_bias": false,
+    "attention_dropout": 0.0, "auto_map": {"AutoConfig": "configuration_phi3.Phi3Config",
+    "AutoModelForCausalLM": "modeling_phi3.Phi3ForCausalLM"}, "bos_token_id": 1, "embd_pdrop": 0.0,
+    "eos_token_id": 32000, "hidden_act": "silu", "hidden_size": 3072, "initializer_range": 0.02,
+    "intermediate_size": 8192, "max_position_embeddings": 4096, "model_type": "phi3", "num_attention_heads": 32,
+    "num_hidden_layers": 32, "num_key_value_heads": 32, "original_max_position_embeddings": 4096, "pad_token_id": 32000,
+    "resid_pdrop": 0.0, "rms_norm_eps": 1e-05, "rope_scaling": null, "rope_theta": 10000.0, "sliding_window": 2047,
+    "tie_word_embeddings": false, "torch_dtype": "bfloat16", "transformers_version": "4.40.2", "use_cache": true,
+    "vocab_size": 32064})");
+  EXPECT_EQ(parameterCount("AutoModelForCausalLM", "{config: " + phi3 + "}"), 3'821'079'552);
+  // Mixtral-8x7B-v0.1: 8 experts of 14336 in every layer.
+  device::Device large(0, 0, device::Generation::kGaudi2,
+                       device::DeviceOptions{{256ull << 30, "a shape-only device for Mixtral's fp32 weights"},
+                                             device::ExecutionMode::kLazy, nullptr, /*shapeOnly=*/true});
+  EXPECT_EQ(parameterCount("AutoModelForCausalLM",
+                           "{config: " + std::string(HPU_SOURCE_DIR) + "/configs/estimate/mixtral_8x7b.json}", large),
+            46'702'792'704);
   // gpt2 (124M), its defaults, embeddings tied.
   EXPECT_EQ(parameterCount("GPT2LMHeadModel", "{vocab_size: 50257}"), 124'439'808);
 }
@@ -105,9 +156,9 @@ TEST(LanguageModel, ConfigJsonKeysAreReadIgnoredOrRefusedByName) {
   EXPECT_EQ(refusal("factor.json", R"("rope_scaling": {"rope_type": "llama3", "factor": 8.0})"),
             (dir.path() / "factor.json").string() +
                 R"(: rope_scaling: {"factor":8.0,"rope_type":"llama3"}: no low_freq_factor)");
-  EXPECT_EQ(refusal("act.json", R"("hidden_act": "gelu")"),
+  EXPECT_EQ(refusal("act.json", R"("hidden_act": "quick_gelu")"),
             (dir.path() / "act.json").string() +
-                R"(: hidden_act: "gelu" is not implemented: Llama and Mistral's MLP uses silu)");
+                ": hidden_act: 'quick_gelu' is not implemented: the gated MLP computes silu, gelu or gelu_pytorch_tanh");
   EXPECT_THAT(refusal("unknown.json", R"("num_experts": 8)"),
               HasSubstr("unknown.json: num_experts: is not a LlamaConfig / MistralConfig key hpu-train implements"));
   std::string gpt2 = base;
@@ -127,6 +178,57 @@ const char* kTinyLlama =
     "{vocab_size: 40, hidden_size: 32, intermediate_size: 48, num_hidden_layers: 2, num_attention_heads: 4, "
     "num_key_value_heads: 2, max_position_embeddings: 64}";
 const char* kTinyGpt2 = "{vocab_size: 40, n_embd: 32, n_layer: 2, n_head: 4, n_positions: 64}";
+
+TEST(LanguageModel, ConfigJsonOfEitherTransformersGenerationGivesTheSameModel) {
+  TempDir dir;
+  const std::string sizes = R"("model_type": "llama", "hidden_size": 64, "intermediate_size": 96,
+    "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 50)";
+  // transformers 4: torch_dtype, rope_theta and rope_scaling; transformers 5: dtype and rope_parameters.
+  const std::string v4 = writeJson(dir, "v4.json", "{" + sizes + R"(, "torch_dtype": "bfloat16",
+    "rope_theta": 500000.0, "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0, "original_max_position_embeddings": 16}})");
+  const std::string v5 = writeJson(dir, "v5.json", "{" + sizes + R"(, "dtype": "bfloat16",
+    "rope_parameters": {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0, "original_max_position_embeddings": 16}})");
+  auto a = small("LlamaForCausalLM", "{config: " + v4 + "}"), b = small("LlamaForCausalLM", "{config: " + v5 + "}");
+  for (const auto* m : {a.get(), b.get()}) {
+    EXPECT_EQ(m->config().rope_theta, 500000.0);
+    EXPECT_EQ(m->config().rope_scaling.type, ops::RopeScaling::Type::kLlama3);
+    EXPECT_EQ(m->config().rope_scaling.original_max_position_embeddings, 16);
+  }
+  autograd::TapeScope no_grad(nullptr);
+  const Tensor ids = Tensor::fromHost(testDevice(), {1, 20}, std::vector<std::int64_t>(20, 7));
+  EXPECT_EQ((*a)(nn::Inputs{{{"input_ids", ids}}}).toHost(), (*b)(nn::Inputs{{{"input_ids", ids}}}).toHost());
+}
+
+TEST(LanguageModel, ArchitectureFlagsNotImplementedAreRefusedByName) {
+  TempDir dir;
+  const auto refusal = [&](const std::string& name, const std::string& json) {
+    const std::string path = writeJson(dir, name, json);
+    return errorOf<UsageError>([&] { buildModel("AutoModelForCausalLM", "{config: " + path + "}"); });
+  };
+  const std::string sizes = R"("hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "vocab_size": 50)";
+  const std::string path = (dir.path() / "x.json").string();
+  EXPECT_EQ(refusal("x.json", R"({"model_type": "phi3", )" + sizes +
+                                  R"(, "rope_parameters": {"rope_type": "default", "partial_rotary_factor": 0.5}})"),
+            path + ": rope_parameters: partial_rotary_factor 0.5 is not implemented: rotary embeddings turn every "
+                   "dimension of a head (1.0)");
+  EXPECT_EQ(refusal("x.json", R"({"model_type": "gemma2", )" + sizes + R"(, "layer_types": ["full_attention"]})"),
+            path + ": layer_types: 1 entries for 2 layers (num_hidden_layers)");
+  EXPECT_EQ(refusal("x.json", R"({"model_type": "mixtral", "num_key_value_heads": 2, )" + sizes +
+                                  R"(, "num_local_experts": 2, "num_experts_per_tok": 3})"),
+            path + " and model.init_args: num_experts_per_tok 3 must be between 1 and num_local_experts 2");
+  EXPECT_EQ(refusal("x.json", R"({"model_type": "mixtral", )" + sizes + R"(, "router_jitter_noise": 0.1})"),
+            path + ": router_jitter_noise: 0.1 is not implemented: the router reads the hidden states as they are (0)");
+  EXPECT_EQ(refusal("x.json", R"({"model_type": "qwen2", )" + sizes + R"(, "attention_bias": true})"),
+            path + ": attention_bias: is not a Qwen2Config key hpu-train implements; a key it does not know could change "
+                   "the architecture, so it is refused rather than ignored (remove it if it does not)");
+  EXPECT_EQ(refusal("x.json", R"({"model_type": "falcon", )" + sizes + "}"),
+            "model.init_args.config: model_type 'falcon' in " + path +
+                " is not a model hpu-train builds; supported: llama, mistral, qwen2, gemma, gemma2, phi3, mixtral, gpt2");
+}
+
 
 TEST(LanguageModel, TiedEmbeddingsProjectWithTheEmbeddingAndCountOnce) {
   auto untied = small("LlamaForCausalLM", kTinyLlama);

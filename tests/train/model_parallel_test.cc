@@ -111,8 +111,10 @@ void expectClose(const std::vector<double>& got, const std::vector<double>& want
 }
 
 // Every model.* and optimizer.* tensor of `got` equals `want`'s, shapes
-// included (a tensor-parallel checkpoint holds whole tensors).
-void expectSameTensors(const core::checkpoint::Checkpoint& got, const core::checkpoint::Checkpoint& want) {
+// included (a tensor-parallel checkpoint holds whole tensors); at least
+// `at_least` of them (the small Llama's weights and their momentum: 20).
+void expectSameTensors(const core::checkpoint::Checkpoint& got, const core::checkpoint::Checkpoint& want,
+                       int at_least = 20) {
   std::set<std::string> got_names, want_names;
   for (const auto& t : got.tensors) got_names.insert(t.name);
   for (const auto& t : want.tensors) want_names.insert(t.name);
@@ -129,7 +131,7 @@ void expectSameTensors(const core::checkpoint::Checkpoint& got, const core::chec
                 kAbsTolerance + kRelTolerance * std::abs(double(w.values[i])))
           << w.name << "[" << i << "]: " << g->values[i] << " vs one device's " << w.values[i];
   }
-  EXPECT_GE(compared, 20) << "the Llama's weights and their momentum";
+  EXPECT_GE(compared, at_least) << "the model's weights and their momentum";
 }
 
 // `a` followed by `b`.
@@ -148,6 +150,36 @@ TEST_F(ModelParallelTest, LlamaSplitTwoWaysTrainsAsOneDevice) {
   // The whole model and optimizer state, in one file, as one device saves it.
   EXPECT_FALSE(fs::exists(checkpoint("tp2", "last.ckpt.rank0")));
   expectSameTensors(readCheckpoint(checkpoint("tp2", "last.ckpt")), readCheckpoint(checkpoint("one", "last.ckpt")));
+}
+
+// Every family built like Llama, split across 2 ranks, trains as one device:
+// Qwen2's q/k/v biases and tied embeddings, Gemma's (1 + weight) norms and
+// scaled embeddings, Gemma 2's soft-capping and sliding-window layers,
+// Phi-3's fused projections (split in blocks), Mixtral's experts (each split
+// as a dense MLP, the router replicated) with its load-balancing loss.
+TEST_F(ModelParallelTest, EveryFamilySplitTwoWaysTrainsAsOneDevice) {
+  const std::string sizes =
+      "vocab_size: 64, hidden_size: 32, intermediate_size: 48, num_hidden_layers: 2, num_attention_heads: 4, "
+      "max_position_embeddings: 32";
+  const std::vector<std::pair<std::string, std::string>> families{
+      {"Qwen2ForCausalLM", sizes + ", num_key_value_heads: 2, tie_word_embeddings: true"},
+      {"GemmaForCausalLM", sizes + ", num_key_value_heads: 2, head_dim: 16"},
+      {"Gemma2ForCausalLM", sizes + ", num_key_value_heads: 2, head_dim: 16"},
+      {"Phi3ForCausalLM", sizes + ", num_key_value_heads: 4"},
+      {"MixtralForCausalLM", sizes + ", num_key_value_heads: 2, num_local_experts: 4, output_router_logits: true"}};
+  for (const auto& [family, args] : families) {
+    SCOPED_TRACE(family);
+    write(family + ".yaml", std::string(kRun) + "model:\n  class_path: " + family + "\n  init_args: {" + args +
+                                "}\noptimizer:\n  class_path: SGD\n  init_args: {lr: 0.5, momentum: 0.9}\n");
+    fit(family + ".yaml", family + "-one", {"--trainer.max_steps=6"});
+    fit(family + ".yaml", family + "-tp2",
+        {"--trainer.max_steps=6", "--trainer.devices=2", kTensorParallel[0],
+         "--trainer.strategy.init_args.save_distributed_checkpoint=false"});
+    expectClose(losses(family + "-tp2"), losses(family + "-one"), "train_loss");
+    // Phi-3's fused projections make the fewest tensors: its 15 weights and the optimizer state.
+    expectSameTensors(readCheckpoint(checkpoint(family + "-tp2", "last.ckpt")),
+                      readCheckpoint(checkpoint(family + "-one", "last.ckpt")), 16);
+  }
 }
 
 TEST_F(ModelParallelTest, KeyValueHeadsFewerThanRanksAreReplicated) {

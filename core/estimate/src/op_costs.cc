@@ -30,7 +30,7 @@ constexpr double kVectorBackwardPasses = 3.0 / 2.0;
 
 double instructionsPerElement(std::string_view op) {
   if (op == "softmax" || op == "attention_softmax" || op == "cross_entropy" || op == "silu" || op == "swiglu" ||
-      op == "gelu" || op == "gelu_tanh" || op == "sigmoid" || op == "tanh")
+      op == "gelu" || op == "gelu_tanh" || op == "sigmoid" || op == "tanh" || op == "softcap")
     return kExpOpInstructions;
   if (op == "layer_norm" || op == "rms_norm" || op == "batch_norm") return kNormInstructions;
   if (op == "rotary_embedding") return kRotaryInstructions;
@@ -240,6 +240,9 @@ std::vector<device::Assumption> opCostAssumptions() {
       {"attention_engines_overlap", 1, "boolean",
        "a fused attention kernel pipelines its blocks between MME, TPC and HBM: the busiest one bounds it"},
       {"vector_backward_passes", kVectorBackwardPasses, "x forward", "reads dY and X, writes dX: 3 passes against 2"},
+      {"moe_expert_load", 1, "max / mean rows per expert",
+       "mixture of experts: a shape-only trace routes every expert the same number of rows (N k / E); a real "
+       "router's busiest expert takes more, and the step waits for it"},
   };
 }
 

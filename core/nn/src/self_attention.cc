@@ -47,10 +47,22 @@ SelfAttention::SelfAttention(InitContext& ctx, const SelfAttentionOptions& o)
       kv_column.replicas = &g->subgroupOf(local_.kv_replicas);
     }
   }
-  q_proj = registerChild("q_proj", std::make_shared<Linear>(ctx, o_.hidden_size, q, o_.bias, column));
-  k_proj = registerChild("k_proj", std::make_shared<Linear>(ctx, o_.hidden_size, kv, o_.bias, kv_column));
-  v_proj = registerChild("v_proj", std::make_shared<Linear>(ctx, o_.hidden_size, kv, o_.bias, kv_column));
-  o_proj = registerChild("o_proj", std::make_shared<Linear>(ctx, q, o_.hidden_size, o_.bias, row));
+  if (o_.fused_qkv) {
+    // Phi-3's [q; k; v] rows: split across ranks as three blocks needs equal ones.
+    if (o_.tensor_parallel != nullptr && kv != q)
+      throw UsageError(fmt::format("a fused qkv_proj with {} key/value heads for {} query heads does not split across "
+                                   "tensor-parallel ranks (its q, k and v blocks differ in size); use "
+                                   "tensor_parallel_size 1 for this model",
+                                   o_.num_key_value_heads, o_.num_heads));
+    LinearParallel qkv = column;
+    if (o_.tensor_parallel != nullptr) qkv.blocks = 3;
+    qkv_proj = registerChild("qkv_proj", std::make_shared<Linear>(ctx, o_.hidden_size, q + 2 * kv, o_.bias, qkv));
+  } else {
+    q_proj = registerChild("q_proj", std::make_shared<Linear>(ctx, o_.hidden_size, q, o_.bias, column));
+    k_proj = registerChild("k_proj", std::make_shared<Linear>(ctx, o_.hidden_size, kv, o_.bias, kv_column));
+    v_proj = registerChild("v_proj", std::make_shared<Linear>(ctx, o_.hidden_size, kv, o_.bias, kv_column));
+  }
+  o_proj = registerChild("o_proj", std::make_shared<Linear>(ctx, q, o_.hidden_size, o_.output_bias, row));
 }
 
 std::string SelfAttention::describe() const {
@@ -60,6 +72,8 @@ std::string SelfAttention::describe() const {
   if (o_.rope_theta > 0) s += fmt::format(", rope_theta={}", o_.rope_theta);
   if (o_.rope_scaling.type != ops::RopeScaling::Type::kNone) s += fmt::format(", rope_scaling x{}", o_.rope_scaling.factor);
   if (!o_.causal) s += ", bidirectional";
+  if (o_.sliding_window > 0) s += fmt::format(", sliding_window={}", o_.sliding_window);
+  if (o_.softcap > 0) s += fmt::format(", softcap={}", o_.softcap);
   return s;
 }
 
@@ -69,18 +83,28 @@ Tensor SelfAttention::forward(const Inputs& in) {
   const Tensor& hidden = in.tensors["hidden_states"];
   const Tensor x = o_.tensor_parallel ? ops::toParallelRegion(hidden, *o_.tensor_parallel) : hidden;
   const std::int64_t cached = in.kv_cache ? in.kv_cache->length() : 0;
+  // This rank's q, k and v projections: three layers, or the pieces of a fused one.
+  Tensor pq, pk, pv;
+  if (o_.fused_qkv) {
+    const std::int64_t q = local_.heads * o_.head_dim, kv = local_.kv_heads * o_.head_dim, sizes[] = {q, kv, kv};
+    const std::vector<Tensor> pieces = ops::split(qkv_proj(x), sizes);
+    pq = pieces[0], pk = pieces[1], pv = pieces[2];
+  } else {
+    pq = q_proj(x), pk = k_proj(x), pv = v_proj(x);
+  }
   Tensor q, k;
   if (o_.rope_theta > 0) {  // the heads split as they rotate
     const Tensor* given = in.tensors.find("position_ids");
     const Tensor positions = given ? *given : positionRange(x.device(), cached, x.size(1));
-    q = ops::splitHeadsRotary(q_proj(x), local_.heads, positions, o_.rope_theta, o_.rope_scaling);
-    k = ops::splitHeadsRotary(k_proj(x), local_.kv_heads, positions, o_.rope_theta, o_.rope_scaling);
+    q = ops::splitHeadsRotary(pq, local_.heads, positions, o_.rope_theta, o_.rope_scaling);
+    k = ops::splitHeadsRotary(pk, local_.kv_heads, positions, o_.rope_theta, o_.rope_scaling);
   } else {
-    q = ops::splitHeads(q_proj(x), local_.heads);
-    k = ops::splitHeads(k_proj(x), local_.kv_heads);
+    q = ops::splitHeads(pq, local_.heads);
+    k = ops::splitHeads(pk, local_.kv_heads);
   }
-  Tensor v = ops::splitHeads(v_proj(x), local_.kv_heads);
-  ops::AttentionOptions a{.causal = o_.causal, .sliding_window = o_.sliding_window, .eager = o_.eager};
+  Tensor v = ops::splitHeads(pv, local_.kv_heads);
+  ops::AttentionOptions a{
+      .causal = o_.causal, .scale = o_.scale, .sliding_window = o_.sliding_window, .eager = o_.eager, .softcap = o_.softcap};
   if (in.kv_cache != nullptr) {
     std::tie(k, v) = in.kv_cache->append(o_.cache_layer, k, v);
     a.kv_length = cached + x.size(1);

@@ -112,7 +112,7 @@ void CausalLM::configureModel(nn::InitContext& ctx, const ModelInput& input) {
       (fs::exists(fs::path(pretrained_) / "tokenizer.json") || fs::exists(fs::path(pretrained_) / "vocab.json")))
     tokenizer_ = data::loadTokenizer(pretrained_);
   if (config_.vocab_size == 0)  // set neither in init_args nor in config.json: the data's
-    config_.vocab_size = tokenizer_ ? tokenizer_->vocabSize() : config_.family == Family::kLlama ? 32000 : 50257;
+    config_.vocab_size = tokenizer_ ? tokenizer_->vocabSize() : config_.info().vocab_size;
   if (tokenizer_ && config_.vocab_size < tokenizer_->vocabSize())
     throw UsageError(fmt::format(
         "{}: vocab_size {} is smaller than the {} tokenizer's {} tokens; set "
@@ -126,6 +126,13 @@ void CausalLM::configureModel(nn::InitContext& ctx, const ModelInput& input) {
     throw UsageError(typeName() + ": LoRA (model.init_args.lora / lora_path) does not run tensor- or "
                                   "pipeline-parallel; train adapters with hpu_parallel or DeepSpeed (ZeRO shards only "
                                   "the adapters)");
+  if (config_.num_local_experts > 0 && sequence_parallel_)
+    throw UsageError(typeName() + ": sparse MoE layers do not run under sequence parallelism (their router reads "
+                                  "every position); set trainer.strategy.init_args.sequence_parallel: false");
+  if (config_.output_router_logits && ctx.pipeline_stages > 1)
+    throw UsageError(typeName() + ": output_router_logits (the load-balancing loss over every layer's routing) "
+                                  "does not run pipeline-parallel; set pipeline_parallel_size: 1 or "
+                                  "output_router_logits: false");
   const std::vector<std::int64_t> layers = stageLayers(ctx);
   const auto stage = static_cast<std::size_t>(ctx.pipeline_stage);
   stage_.first_layer = std::accumulate(layers.begin(), layers.begin() + static_cast<std::ptrdiff_t>(stage), std::int64_t{0});
@@ -235,12 +242,13 @@ void CausalLM::exportPretrained(const std::string& dir) {
   TransformerConfig c = config_;
   const data::TokenizerSettings none;
   const data::TokenizerSettings& t = tokenizer_ ? tokenizer_->settings() : none;
+  if (!c.bos_token_id) c.bos_token_id = t.bos_id;
   if (!c.eos_token_id) c.eos_token_id = t.eos_id;
   if (!c.pad_token_id) c.pad_token_id = t.pad_id;
   namespace fs = std::filesystem;
   writeFileAtomically((fs::path(dir) / "config.json").string(), hfConfigJson(c, dtype));
   writeFileAtomically((fs::path(dir) / "generation_config.json").string(),
-                      hfGenerationConfigJson(t.bos_id, c.eos_token_id, c.pad_token_id));
+                      hfGenerationConfigJson(c.bos_token_id, c.eos_token_id, c.pad_token_id));
   if (tokenizer_)
     tokenizer_->save(dir);
   else
@@ -341,12 +349,14 @@ PartSizes partSizes(const TransformerConfig& c) {
     s.layer = (h * 3 * h + 3 * h) + (h * h + h) + (h * i + i) + (i * h + h) + 4 * h;
     s.embeddings += c.max_position_embeddings * h;
     s.head += 2 * h;  // ln_f
-  } else {
-    s.layer = h * (q + 2 * kv) + q * h + 3 * h * i + 2 * h;
-    if (c.attention_bias) s.layer += q + 2 * kv + h;
-    if (c.mlp_bias) s.layer += 2 * i + h;
-    s.head += h;  // norm
+    return s;
   }
+  const std::int64_t mlp = 3 * h * i + (c.mlp_bias ? 2 * i + h : 0);
+  s.layer = h * (q + 2 * kv) + q * h + (c.family == Family::kGemma2 ? 4 : 2) * h;
+  s.layer += c.num_local_experts > 0 ? c.num_local_experts * mlp + h * c.num_local_experts : mlp;
+  if (c.qkv_bias) s.layer += q + 2 * kv;
+  if (c.output_bias) s.layer += h;
+  s.head += h;  // norm
   return s;
 }
 }  // namespace
@@ -455,10 +465,10 @@ Tensor CausalLM::toVocabParallel(const Tensor& x) const {
 }
 
 Tensor CausalLM::loss(const Tensor& logits, const Tensor& labels) const {
-  if (!tensor_parallel_) return ops::crossEntropy(logits, labels, ops::CrossEntropyOptions{});
+  if (!tensor_parallel_) return addAuxiliaryLosses(ops::crossEntropy(logits, labels, ops::CrossEntropyOptions{}));
   const std::int64_t part = logits.size(-1);
-  return ops::vocabParallelCrossEntropy(logits, labels, part * tensor_parallel_->rank(), config_.vocab_size,
-                                        *tensor_parallel_);
+  return addAuxiliaryLosses(ops::vocabParallelCrossEntropy(logits, labels, part * tensor_parallel_->rank(),
+                                                           config_.vocab_size, *tensor_parallel_));
 }
 
 Tensor CausalLM::wholeVocabulary(const Tensor& logits) const {
@@ -695,7 +705,7 @@ const config::StructSchema& loraSchema() {
           {"lora_dropout", Type::real().min(0.0).max(1.0, true), "0.0", "Dropout on the adapters' input in training."},
           {"target_modules", Type::optional(Type::anyOf({Type::list(Type::string()), Type::string()})), "null",
            "Layers to adapt: names (q_proj matches every ...q_proj), or a regular expression the whole path must "
-           "match; null: PEFT's default for the model type (q_proj, v_proj; GPT-2's c_attn)."},
+           "match; null: PEFT's default for the model type (q_proj, v_proj; GPT-2's c_attn; Phi-3 has none)."},
           {"bias", Type::string({"none", "all", "lora_only"}), "none", "Biases that train: none, all, lora_only."},
           {"modules_to_save", Type::optional(Type::list(Type::string())), "null",
            "Modules trained whole and saved with the adapters (a new head)."},
@@ -709,10 +719,14 @@ nn::LoraSettings loraSettings(const config::Params& p, Family family) {
   s.r = p.getInt("r");
   s.lora_alpha = p.getFloat("lora_alpha");
   s.lora_dropout = static_cast<float>(p.getFloat("lora_dropout"));
-  if (!p.has("target_modules"))
+  if (!p.has("target_modules")) {
+    // PEFT's defaults by model type (TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING), which has none for Phi-3.
+    if (family == Family::kPhi3)
+      p.fail("target_modules", "PEFT has no default target_modules for Phi-3: name them (its projections: "
+                               "qkv_proj, o_proj, gate_up_proj, down_proj)");
     s.target_modules = family == Family::kGpt2 ? std::vector<std::string>{"c_attn"}
                                                 : std::vector<std::string>{"q_proj", "v_proj"};
-  else if (p.node("target_modules").isSequence())
+  } else if (p.node("target_modules").isSequence())
     s.target_modules = p.getStringList("target_modules");
   else
     s.target_modules_regex = p.node("target_modules").str();

@@ -252,4 +252,7 @@ HPU_REGISTER_COMPONENT(LightningModule,
                        [](const config::Params& p) { return std::make_unique<GPT2LMHeadModel>(p); });
 
 }  // namespace
+
+std::unique_ptr<CausalLM> makeGpt2LMHeadModel(const config::Params& p) { return std::make_unique<GPT2LMHeadModel>(p); }
+
 }  // namespace hpu::core::models

@@ -3,6 +3,7 @@
 #include <spdlog/fmt/fmt.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -170,45 +171,23 @@ void loadPretrainedWeights(const nn::Module& module, const std::function<std::st
 }
 
 std::string hfConfigJson(const TransformerConfig& c, device::DType dtype) {
+  // The keys transformers 5 writes for each config class (save_pretrained of
+  // the release tests/interop/requirements.txt pins), in its sorted order.
   json j;
-  const auto ids = [&] {
-    if (c.eos_token_id) j["eos_token_id"] = *c.eos_token_id;
-    if (c.pad_token_id) j["pad_token_id"] = *c.pad_token_id;
-  };
-  if (c.family == Family::kLlama) {
-    const bool mistral = c.model_type == "mistral";
-    j["architectures"] = {mistral ? "MistralForCausalLM" : "LlamaForCausalLM"};
-    j["model_type"] = c.model_type;
-    j["vocab_size"] = c.vocab_size;
-    j["hidden_size"] = c.hidden_size;
-    j["intermediate_size"] = c.intermediate_size;
-    j["num_hidden_layers"] = c.num_hidden_layers;
-    j["num_attention_heads"] = c.num_attention_heads;
-    j["num_key_value_heads"] = c.num_key_value_heads;
-    j["head_dim"] = c.head_dim;
-    j["max_position_embeddings"] = c.max_position_embeddings;
-    j["rms_norm_eps"] = c.norm_eps;
-    j["rope_theta"] = c.rope_theta;
-    switch (c.rope_scaling.type) {
-      case ops::RopeScaling::Type::kNone: j["rope_scaling"] = nullptr; break;
-      case ops::RopeScaling::Type::kLinear: j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", c.rope_scaling.factor}}; break;
-      case ops::RopeScaling::Type::kLlama3:
-        j["rope_scaling"] = {{"rope_type", "llama3"},
-                             {"factor", c.rope_scaling.factor},
-                             {"low_freq_factor", c.rope_scaling.low_freq_factor},
-                             {"high_freq_factor", c.rope_scaling.high_freq_factor},
-                             {"original_max_position_embeddings", c.rope_scaling.original_max_position_embeddings}};
-        break;
-    }
-    j["hidden_act"] = "silu";
-    j["attention_bias"] = c.attention_bias;
-    j["mlp_bias"] = c.mlp_bias;
-    j["attention_dropout"] = c.attention_dropout;
-    if (mistral) j["sliding_window"] = c.sliding_window == 0 ? json(nullptr) : json(c.sliding_window);
-  } else {
-    j["architectures"] = {"GPT2LMHeadModel"};
-    j["model_type"] = "gpt2";
-    j["vocab_size"] = c.vocab_size;
+  const FamilyInfo& info = c.info();
+  const bool mistral = c.model_type == "mistral";
+  const auto id = [](const std::optional<std::int64_t>& v) { return v ? json(*v) : json(nullptr); };
+  j["architectures"] = {mistral ? "MistralForCausalLM" : info.model_class};
+  j["model_type"] = c.model_type;
+  j["vocab_size"] = c.vocab_size;
+  j["bos_token_id"] = id(c.bos_token_id);
+  j["eos_token_id"] = id(c.eos_token_id);
+  j["pad_token_id"] = id(c.pad_token_id);
+  j["tie_word_embeddings"] = c.tie_word_embeddings;
+  j["initializer_range"] = c.initializer_range;
+  j["dtype"] = torchDtype(dtype);
+  j["use_cache"] = true;
+  if (c.family == Family::kGpt2) {
     j["n_positions"] = c.max_position_embeddings;
     j["n_embd"] = c.hidden_size;
     j["n_layer"] = c.num_hidden_layers;
@@ -220,12 +199,91 @@ std::string hfConfigJson(const TransformerConfig& c, device::DType dtype) {
     j["embd_pdrop"] = c.embd_dropout;
     j["attn_pdrop"] = c.attention_dropout;
     j["scale_attn_weights"] = true;
+    return j.dump(2) + "\n";
   }
-  j["tie_word_embeddings"] = c.tie_word_embeddings;
-  j["initializer_range"] = c.initializer_range;
-  ids();
-  j["torch_dtype"] = torchDtype(dtype);
-  j["use_cache"] = true;
+  j["hidden_size"] = c.hidden_size;
+  j["intermediate_size"] = c.intermediate_size;
+  j["num_hidden_layers"] = c.num_hidden_layers;
+  j["num_attention_heads"] = c.num_attention_heads;
+  j["num_key_value_heads"] = c.num_key_value_heads;
+  // Qwen2Config and Phi3Config have no head_dim: theirs is hidden / heads.
+  if (c.family != Family::kQwen2 && c.family != Family::kPhi3) j["head_dim"] = c.head_dim;
+  j["max_position_embeddings"] = c.max_position_embeddings;
+  j["rms_norm_eps"] = c.norm_eps;
+  json rope{{"rope_theta", c.rope_theta}, {"rope_type", "default"}};
+  switch (c.rope_scaling.type) {
+    case ops::RopeScaling::Type::kNone: break;
+    case ops::RopeScaling::Type::kLinear:
+      rope["rope_type"] = "linear";
+      rope["factor"] = c.rope_scaling.factor;
+      break;
+    case ops::RopeScaling::Type::kLlama3:
+      rope["rope_type"] = "llama3";
+      rope["factor"] = c.rope_scaling.factor;
+      rope["low_freq_factor"] = c.rope_scaling.low_freq_factor;
+      rope["high_freq_factor"] = c.rope_scaling.high_freq_factor;
+      rope["original_max_position_embeddings"] = c.rope_scaling.original_max_position_embeddings;
+      break;
+  }
+  if (c.family == Family::kPhi3) rope["partial_rotary_factor"] = 1.0;
+  j["rope_parameters"] = rope;
+  j[c.family == Family::kGemma2 ? "hidden_activation" : "hidden_act"] = c.hidden_act;
+  j["attention_dropout"] = c.attention_dropout;
+  const json window = c.sliding_window == 0 ? json(nullptr) : json(c.sliding_window);
+  std::vector<std::string> layer_types;
+  for (std::int64_t l = 0; l < c.num_hidden_layers; ++l)
+    layer_types.push_back(c.slidingWindowOf(l) > 0 ? "sliding_attention" : "full_attention");
+  switch (c.family) {
+    case Family::kLlama:
+      if (mistral) {
+        j["sliding_window"] = window;
+      } else {
+        j["attention_bias"] = c.qkv_bias;
+        j["mlp_bias"] = c.mlp_bias;
+        j["pretraining_tp"] = 1;
+      }
+      break;
+    case Family::kQwen2: {
+      // A window on the layers from the first sliding one on (max_window_layers).
+      const auto first = std::find(layer_types.begin(), layer_types.end(), "sliding_attention");
+      j["use_sliding_window"] = c.sliding_window > 0;
+      j["sliding_window"] = window;
+      j["max_window_layers"] = c.sliding_window > 0 ? first - layer_types.begin() : 28;
+      j["layer_types"] = layer_types;
+      break;
+    }
+    case Family::kGemma2:
+      // Gemma2Config types it int (and refuses 24.0).
+      j["query_pre_attn_scalar"] = c.query_pre_attn_scalar == std::floor(c.query_pre_attn_scalar)
+                                       ? json(static_cast<std::int64_t>(c.query_pre_attn_scalar))
+                                       : json(c.query_pre_attn_scalar);
+      j["attn_logit_softcapping"] = c.attn_logit_softcapping > 0 ? json(c.attn_logit_softcapping) : json(nullptr);
+      j["final_logit_softcapping"] = c.final_logit_softcapping > 0 ? json(c.final_logit_softcapping) : json(nullptr);
+      j["sliding_window"] = window;
+      j["layer_types"] = layer_types;
+      [[fallthrough]];
+    case Family::kGemma:
+      j["attention_bias"] = c.qkv_bias;
+      j["use_bidirectional_attention"] = nullptr;
+      break;
+    case Family::kPhi3:
+      j["resid_pdrop"] = c.resid_dropout;
+      j["embd_pdrop"] = 0.0;
+      j["original_max_position_embeddings"] =
+          c.original_max_position_embeddings > 0 ? c.original_max_position_embeddings : c.max_position_embeddings;
+      j["sliding_window"] = window;
+      break;
+    case Family::kMixtral:
+      j["num_local_experts"] = c.num_local_experts;
+      j["num_experts_per_tok"] = c.num_experts_per_tok;
+      j["output_router_logits"] = c.output_router_logits;
+      j["router_aux_loss_coef"] = c.router_aux_loss_coef;
+      j["router_jitter_noise"] = 0.0;
+      j["sliding_window"] = window;
+      break;
+    case Family::kGpt2:
+      break;
+  }
   return j.dump(2) + "\n";
 }
 

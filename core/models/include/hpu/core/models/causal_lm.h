@@ -1,5 +1,7 @@
-// What the decoder-only language models (LlamaForCausalLM, GPT2LMHeadModel)
-// share as LightningModules:
+// What the decoder-only language models (GPT2LMHeadModel, and the families
+// built like Llama: LlamaForCausalLM, Qwen2ForCausalLM, GemmaForCausalLM,
+// Gemma2ForCausalLM, Phi3ForCausalLM, MixtralForCausalLM) share as
+// LightningModules:
 //  - next-token cross-entropy: train_loss, val_loss, test_loss in nats per
 //    token, and val_bpb / test_bpb (bits per byte) with a byte tokenizer;
 //  - AdamW(lr, weight_decay, betas 0.9 / 0.95) by default;
@@ -144,6 +146,9 @@ class CausalLM : public LightningModule, public PipelineModule {
   // `cache` (the decoding cache, or null) [B, 1, vocab] (see forward).
   // REQUIRES: stage_.last.
   virtual Tensor head(const Tensor& hidden, const nn::KVCache* cache) = 0;
+  // The next-token loss `loss` with the family's auxiliary terms added
+  // (Mixtral's load-balancing loss); by default `loss` itself.
+  virtual Tensor addAuxiliaryLosses(const Tensor& loss) const { return loss; }
 
   // The final hidden states [B, T, hidden] whose logits forward returns:
   // all, or with a decoding cache the last position's.
@@ -221,6 +226,12 @@ class CausalLM : public LightningModule, public PipelineModule {
 // The init_args every causal LM takes beside its architecture's: config,
 // training and generation settings.
 std::vector<config::ParamSpec> causalLMParams();
+
+// The model of `family` built from init_args `p` (whose schema declares at
+// least causalLMParams(); architecture keys it lacks take config.json's or
+// the family's defaults): what AutoModelForCausalLM builds.
+std::unique_ptr<CausalLM> makeCausalLM(Family family, const config::Params& p);
+std::unique_ptr<CausalLM> makeGpt2LMHeadModel(const config::Params& p);
 
 // The schema of init_args lora (PEFT's LoraConfig keys) and the settings it gives.
 const config::StructSchema& loraSchema();

@@ -77,8 +77,8 @@ void loadPretrainedWeights(const nn::Module& module, const std::function<std::st
                            const std::function<PretrainedLoad(const nn::NamedTensor&)>& how,
                            const PretrainedWeights& weights);
 
-// config.json of `c` as transformers writes it for LlamaForCausalLM,
-// MistralForCausalLM or GPT2LMHeadModel, with torch_dtype `dtype`.
+// config.json of `c` as transformers 5 writes it for the model's class
+// (its keys, dtype `dtype`, rope_parameters, layer_types).
 std::string hfConfigJson(const TransformerConfig& c, device::DType dtype);
 // generation_config.json: the bos / eos / pad ids that are set.
 std::string hfGenerationConfigJson(std::optional<std::int64_t> bos, std::optional<std::int64_t> eos,

@@ -1,5 +1,7 @@
 // RMSNorm (Llama's LlamaRMSNorm, torch.nn.RMSNorm): weight * x /
 // sqrt(mean(x^2) + eps) over the last dimension; weight initialised to ones.
+// With `unit_offset` (Gemma's GemmaRMSNorm) the scale is (1 + weight), its
+// weight initialised to zeros.
 #pragma once
 
 #include <spdlog/fmt/fmt.h>
@@ -13,21 +15,27 @@ namespace hpu::core::nn {
 
 class RMSNorm : public Module {
  public:
-  RMSNorm(InitContext& ctx, std::int64_t size, float eps = 1e-6f) : eps_(eps), tp_(ctx.tensor_parallel) {
-    weight = registerParameter("weight", constantInit(ctx, {size}, 1.0f));
+  RMSNorm(InitContext& ctx, std::int64_t size, float eps = 1e-6f, bool unit_offset = false)
+      : eps_(eps), tp_(ctx.tensor_parallel) {
+    weight = registerParameter("weight", constantInit(ctx, {size}, unit_offset ? 0.0f : 1.0f));
+    if (unit_offset) ones_ = Tensor::full(ctx.device, {size}, 1.0f);
   }
   std::string typeName() const override { return "RMSNorm"; }
-  std::string describe() const override { return fmt::format("{}, eps={}", weight.size(0), eps_); }
+  std::string describe() const override {
+    return fmt::format("{}, eps={}{}", weight.size(0), eps_, ones_.defined() ? ", scale 1 + weight" : "");
+  }
   // Under sequence parallelism each rank normalises its positions: the
   // weight's gradient is summed over the tensor-parallel group.
   Tensor forward(const Tensor& x) override {
-    return ops::rmsNorm(x, tp_ ? ops::sequenceParallelParameter(weight, *tp_) : weight, eps_);
+    const Tensor w = tp_ ? ops::sequenceParallelParameter(weight, *tp_) : weight;
+    return ops::rmsNorm(x, ones_.defined() ? ops::add(w, ones_) : w, eps_);
   }
   Tensor weight;
 
  private:
   float eps_;
   ops::ParallelGroup* tp_;
+  Tensor ones_;  // fp32 ones with unit_offset: (1 + weight) in fp32 whatever the weight's dtype
 };
 
 inline const LayerRegistration kRMSNormLayer{

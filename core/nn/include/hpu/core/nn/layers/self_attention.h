@@ -1,8 +1,10 @@
 // SelfAttention: multi-head self-attention over [B, T, hidden] with
-// Hugging Face's projections (q_proj, k_proj, v_proj, o_proj): optional
-// rotary embeddings, grouped-query attention, causal mask, sliding window,
-// dropout on the probabilities, and a KV cache when generating. Llama's
-// attention is this module; in YAML it is one layer of a Sequential.
+// Hugging Face's projections (q_proj, k_proj, v_proj, o_proj; or Phi-3's
+// one qkv_proj holding q, k and v in that order): optional rotary
+// embeddings, grouped-query attention, causal mask, sliding window,
+// soft-capped scores, dropout on the probabilities, and a KV cache when
+// generating. The attention of Llama and of the families built like it is
+// this module; in YAML it is one layer of a Sequential.
 // Split across a tensor-parallel group (Megatron-LM's), each rank holds
 // num_heads / size query heads and their key/value heads: q, k, v
 // column-parallel, o row-parallel (one all-reduce in forward, one in
@@ -20,7 +22,11 @@ struct SelfAttentionOptions {
   std::int64_t num_heads = 1;
   std::int64_t num_key_value_heads = 1;  // fewer than num_heads: grouped-query attention
   std::int64_t head_dim = 0;             // 0: hidden_size / num_heads
-  bool bias = false;                     // of the four projections
+  bool bias = false;                     // of the q, k and v projections
+  bool output_bias = false;              // of o_proj (Qwen2 has q, k, v biases and none here)
+  bool fused_qkv = false;                // one qkv_proj (Phi-3's) in place of q_proj, k_proj, v_proj
+  std::optional<float> scale;            // of the scores; default 1 / sqrt(head_dim)
+  float softcap = 0.0f;                  // > 0: scores capped (ops::AttentionOptions::softcap)
   float rope_theta = 0.0f;               // rotary embeddings' base; 0: none
   ops::RopeScaling rope_scaling;         // their rescaling (Llama 3's)
   bool causal = true;
@@ -60,6 +66,7 @@ class SelfAttention : public Module {
   Tensor forward(const Inputs& in) override;
 
   Child<Linear> q_proj, k_proj, v_proj, o_proj;
+  Child<Linear> qkv_proj;  // with fused_qkv, in place of the first three
 
  private:
   SelfAttentionOptions o_;
@@ -97,7 +104,7 @@ inline const LayerRegistration kSelfAttentionLayer{
         layerMisfit(where, fmt::format("rotary embeddings need an even head_dim; {} / {} heads is {}", o.hidden_size,
                                        o.num_heads, o.hidden_size / o.num_heads));
       o.dropout = static_cast<float>(p.getFloat("dropout"));
-      o.bias = p.getBool("bias");
+      o.bias = o.output_bias = p.getBool("bias");
       return LayerBuild{std::make_shared<SelfAttention>(ctx, o), in};
     }};
 
