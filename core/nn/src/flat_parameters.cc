@@ -51,6 +51,7 @@ FlatParameters::FlatParameters(const Module& module, device::Device& device, std
     buckets_.push_back(std::move(b));
   }
   pending_params_.assign(buckets_.size(), 0);
+  for (const auto& b : buckets_) counted_.emplace_back(b.members.size(), false);
   for (std::size_t i = 0; i < buckets_.size(); ++i) {
     if (persistent_grads_) {
       allocateGrads(i);
@@ -122,18 +123,43 @@ void FlatParameters::zeroMissingGrads() {
 void FlatParameters::setBucketReadyCallback(std::function<void(std::size_t)> ready) {
   ready_ = std::move(ready);
   for (std::size_t bi = 0; bi < buckets_.size(); ++bi)
-    for (auto& m : buckets_[bi].members) {
-      if (!ready_) {
-        Leaf(m.tensor).onGradReady(nullptr);
-        continue;
-      }
-      Leaf(m.tensor).onGradReady([this, bi] {
-        if (--pending_params_[bi] == 0) ready_(bi);
-      });
+    for (std::size_t i = 0; i < buckets_[bi].members.size(); ++i) {
+      const Leaf leaf(buckets_[bi].members[i].tensor);
+      if (!ready_)
+        leaf.onGradReady(nullptr);
+      else
+        leaf.onGradReady([this, bi, i] { countReady(bi, i); });
     }
 }
 
+void FlatParameters::countReady(std::size_t bucket, std::size_t member) {
+  counted_[bucket][member] = true;
+  if (--pending_params_[bucket] != 0 || !ready_) return;
+  while (next_ready_ < buckets_.size() && pending_params_[next_ready_] == 0) ready_(next_ready_++);
+}
+
+void FlatParameters::completeGrads(const Module& module) {
+  for (const NamedTensor& p : module.namedParameters()) {
+    if (!bucketed(p.tensor)) continue;
+    const std::size_t bi = bucketOf(p.tensor);
+    ParamBucket& b = buckets_[bi];
+    for (std::size_t i = 0; i < b.members.size(); ++i) {
+      if (!b.members[i].tensor.sameAs(p.tensor) || counted_[bi][i] || Leaf(p.tensor).pendingUses() > 0) continue;
+      if (!b.grads) allocateGrads(bi);
+      if (!p.tensor.gradValid()) {
+        if (!device_->shapeOnly())
+          std::memset(b.grads->as<float>().data() + b.offsets[i], 0,
+                      static_cast<std::size_t>(p.tensor.numel()) * sizeof(float));
+        Leaf(p.tensor).markGradValid();
+      }
+      countReady(bi, i);
+    }
+  }
+}
+
 void FlatParameters::beginStep() {
+  next_ready_ = 0;
+  for (auto& c : counted_) std::fill(c.begin(), c.end(), false);
   for (std::size_t bi = 0; bi < buckets_.size(); ++bi) {
     pending_params_[bi] = static_cast<int>(buckets_[bi].members.size());
     for (auto& m : buckets_[bi].members) Leaf(m.tensor).resetUses();

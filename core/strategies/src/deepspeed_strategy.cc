@@ -287,8 +287,11 @@ class DeepSpeedStrategy final : public DistributedStrategy {
     void before(nn::Module& m) override {
       const auto buckets = s_.bucketsOf(m);
       for (std::size_t b : buckets) s_.acquire(b);
+      // A leaf's backward is over here: parameters of children this rank did
+      // not call count as ready now, on every rank at the same point.
       if (auto* tape = autograd::currentTape(); tape != nullptr && !buckets.empty())
-        tape->record([&s = s_, buckets] {
+        tape->record([&s = s_, &m, buckets, leaf = m.zero3Leaf()] {
+          if (leaf) s.params_->completeGrads(m);
           for (std::size_t b : buckets) s.release(b);
         });
     }
@@ -305,7 +308,8 @@ class DeepSpeedStrategy final : public DistributedStrategy {
     DeepSpeedStrategy& s_;
   };
 
-  // The buckets of the parameters m's forward reads: its own and those it uses.
+  // The buckets of the parameters m's forward reads: its own and those it
+  // uses (a ZeRO-3 leaf's: its descendants' too).
   std::vector<std::size_t> bucketsOf(const nn::Module& m) const {
     std::vector<std::size_t> out;
     const auto add = [&](const Tensor& t) {
@@ -313,7 +317,10 @@ class DeepSpeedStrategy final : public DistributedStrategy {
       const std::size_t b = params_->bucketOf(t);
       if (std::find(out.begin(), out.end(), b) == out.end()) out.push_back(b);
     };
-    for (const auto& p : m.ownParameters()) add(p.tensor);
+    if (m.zero3Leaf())
+      for (const auto& p : m.namedParameters()) add(p.tensor);
+    else
+      for (const auto& p : m.ownParameters()) add(p.tensor);
     for (const Tensor& t : m.usedParameters()) add(t);
     return out;
   }

@@ -60,6 +60,9 @@ class SparseMoeBlock final : public nn::Module {
                  std::shared_ptr<RouterBalance> balance);
   std::string typeName() const override { return "MixtralSparseMoeBlock"; }
   std::string describe() const override;
+  // Each rank calls the experts its tokens chose: ZeRO-3 gathers them all
+  // with the block, as DeepSpeed does for Mixtral (set_z3_leaf_modules).
+  bool zero3Leaf() const override { return true; }
   // x [B, T, hidden] -> [B, T, hidden].
   Tensor forward(const Tensor& x) override;
 

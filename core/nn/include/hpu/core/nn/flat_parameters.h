@@ -66,10 +66,21 @@ class FlatParameters {
   // so whole buckets can be reduced and stepped.
   void zeroMissingGrads();
   // Calls `ready(bucket index)` during backward as soon as every parameter
-  // of a bucket has its final gradient (nullptr: no notification).
+  // of a bucket, and of every bucket before it, has its final gradient
+  // (nullptr: no notification): buckets are reported in index order, so
+  // ranks whose parameters are used differently (a mixture of experts'
+  // experts no token chose) still start their reductions in one order, as
+  // torch's DDP reducer launches its buckets. A bucket held back by an
+  // unused parameter is left to zeroMissingGrads at the end of backward.
   void setBucketReadyCallback(std::function<void(std::size_t)> ready);
   // Re-arms the per-step readiness counters (call before each forward).
   void beginStep();
+  // Gives every parameter of `module` and its descendants that got no
+  // gradient in this backward a zero one and counts it ready. Call when the
+  // module's backward is over (a ZeRO-3 leaf, Module::zero3Leaf, whose
+  // experts some ranks did not call): every rank then reports its buckets
+  // at the same point of backward, whichever experts its tokens chose.
+  void completeGrads(const Module& module);
   // Frees bucket `i`'s gradient buffer (non-persistent gradients only); the
   // next backward allocates it again.
   void releaseGrads(std::size_t i);
@@ -86,6 +97,9 @@ class FlatParameters {
 
  private:
   void allocateGrads(std::size_t i);
+  // Member `member` of bucket `bucket` has its final gradient: counts it,
+  // and reports the buckets now complete in order.
+  void countReady(std::size_t bucket, std::size_t member);
 
   device::Device* device_;
   bool persistent_grads_;
@@ -93,6 +107,8 @@ class FlatParameters {
   std::vector<ParamBucket> buckets_;
   std::vector<NamedTensor> frozen_;
   std::vector<int> pending_params_;                         // per bucket, parameters without final gradient
+  std::size_t next_ready_ = 0;                              // the first bucket not reported ready this step
+  std::vector<std::vector<bool>> counted_;                  // per bucket member, counted ready this step
   std::unordered_map<const void*, std::size_t> bucket_of_;  // Leaf::id() -> bucket
   std::function<void(std::size_t)> ready_;
   std::int64_t numel_ = 0;

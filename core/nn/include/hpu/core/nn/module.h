@@ -138,6 +138,12 @@ class Module {
   // gathers them around its forward as its own).
   void useParameter(const Tensor& t) { used_.push_back(t); }
   const std::vector<Tensor>& usedParameters() const { return used_; }
+  // Whether ZeRO-3 gathers this module's parameters and its descendants'
+  // together around its forward instead of child by child (DeepSpeed's
+  // set_z3_leaf_modules): a module that calls some of its children on one
+  // rank and others on another (a mixture of experts' experts) must, so
+  // that every rank issues the same gathers.
+  virtual bool zero3Leaf() const { return false; }
 
   // Registration (call from constructors / configureModel). A registered
   // parameter requires a gradient.
