@@ -219,6 +219,39 @@ void ProcessGroup::reduceScatter(ConstBufferView input, BufferView output, Reduc
   run(op, /*wait=*/true);
 }
 
+void ProcessGroup::alltoall(ConstBufferView input, std::span<const std::size_t> sendCounts, BufferView output,
+                            std::span<const std::size_t> recvCounts, const CollectiveOptions& options) {
+  HPU_COMM_CHECK(input.dtype == output.dtype, "alltoall input and output must have the same dtype");
+  HPU_COMM_CHECK(sendCounts.size() == static_cast<std::size_t>(size_) &&
+                     recvCounts.size() == static_cast<std::size_t>(size_),
+                 "alltoall takes one send count and one receive count per rank of the group");
+  auto sendBlocks = detail::consecutiveBlocks(sendCounts);
+  auto recvBlocks = detail::consecutiveBlocks(recvCounts);
+  HPU_COMM_CHECK(sendBlocks.back().offset + sendBlocks.back().size == input.count,
+                 "alltoall input must hold exactly the sum of its send counts");
+  HPU_COMM_CHECK(recvBlocks.back().offset + recvBlocks.back().size == output.count,
+                 "alltoall output must hold exactly the sum of its receive counts");
+  auto op = makeOperation(CollectiveKind::kAlltoall, input.dtype, input.count, options.timeout);
+  op->body = [this, input, output, sendBlocks = std::move(sendBlocks),
+              recvBlocks = std::move(recvBlocks)](CollectiveContext& ctx) {
+    if (native_) return native_->alltoall(ctx, input, sendBlocks, output, recvBlocks);
+    detail::alltoallPairwise(ctx, input, sendBlocks, output, recvBlocks);
+  };
+  run(op, /*wait=*/true);
+}
+
+std::vector<std::size_t> ProcessGroup::alltoallCounts(std::span<const std::size_t> sendCounts,
+                                                      const CollectiveOptions& options) {
+  HPU_COMM_CHECK(sendCounts.size() == static_cast<std::size_t>(size_), "alltoallCounts takes one count per rank");
+  const std::vector<std::uint64_t> sent(sendCounts.begin(), sendCounts.end());
+  std::vector<std::uint64_t> received(sent.size());
+  const std::vector<std::size_t> eightBytes(sent.size(), sizeof(std::uint64_t));
+  alltoall(std::as_bytes(std::span(sent)), eightBytes, std::as_writable_bytes(std::span(received)), eightBytes,
+           options);
+  if (options_.simulated) return {sendCounts.begin(), sendCounts.end()};
+  return {received.begin(), received.end()};
+}
+
 void ProcessGroup::abort(std::string_view reason) {
   lane_->fail(
       std::make_exception_ptr(CommError(fmt::format("rank {}: the process group was aborted: {}", rank_, reason))));

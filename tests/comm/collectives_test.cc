@@ -23,6 +23,7 @@ namespace {
 using namespace std::chrono_literals;
 using ::testing::HasSubstr;
 using hpu::comm::test_support::exactInput;
+using hpu::comm::test_support::expectAbortFailsTheOthers;
 using hpu::comm::test_support::messageOf;
 using hpu::comm::test_support::referenceValue;
 using hpu::comm::test_support::rethrowFirst;
@@ -237,29 +238,11 @@ TEST(CollectiveFailures, MismatchedOpsAndKindsAreNamed) {
 
 TEST(CollectiveFailures, AbortingRankFailsTheOthersWithPeerLostErrorNamingIt) {
   auto groups = makeInMemoryProcessGroups(4, smallChunks());
-  std::vector<int> lostRanks(4, -1);
-  auto errors = runRanks(groups, [&](ProcessGroup& pg) {
-    std::vector<float> data(1000, 1.0f);
-    try {
-      pg.allreduce(data, ReduceOp::kSum);
-      if (pg.rank() == 2) {
-        pg.abort("out of device memory");
-        return;
-      }
-      pg.allreduce(data, ReduceOp::kSum);
-    } catch (const PeerLostError& e) {
-      lostRanks[static_cast<std::size_t>(pg.rank())] = e.rank();
-      throw;
-    }
-  });
-  EXPECT_FALSE(errors[2]);
-  for (int r : {0, 1, 3}) {
-    const std::string message = messageOf<PeerLostError>(errors[static_cast<std::size_t>(r)]);
-    EXPECT_EQ(lostRanks[static_cast<std::size_t>(r)], 2);
-    // Rank r may still be finishing allreduce #0 when rank 2 aborts.
-    EXPECT_THAT(message, ::testing::ContainsRegex(fmt::format("rank {}: allreduce #[01] \\(sum, float32, 1000", r)));
-    EXPECT_THAT(message, HasSubstr("rank 2 aborted: out of device memory"));
-  }
+  std::vector<std::vector<float>> data(4, std::vector<float>(1000, 1.0f));
+  expectAbortFailsTheOthers(
+      groups, 2, "out of device memory",
+      [&](ProcessGroup& pg) { pg.allreduce(data[static_cast<std::size_t>(pg.rank())], ReduceOp::kSum); },
+      [](int r) { return fmt::format("rank {}: allreduce #[01] \\(sum, float32, 1000", r); });
 }
 
 TEST(CollectiveFailures, FailureOnTheCommThreadIsRethrownByWaitAndPoisonsTheGroup) {

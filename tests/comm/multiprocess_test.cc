@@ -1,7 +1,8 @@
 // Ranks as processes on 127.0.0.1 (build/comm_test_rank): rendezvous and
-// every collective for world sizes 1..8, emulated multi-node launches,
+// every collective for world sizes 1..8, alltoall over TCP links alone,
+// emulated multi-node launches,
 // tensor- and data-parallel subgroups, rejections, and ranks that crash,
-// freeze, hang or drop their connections mid-allreduce (HPU_FAULT,
+// freeze, hang or drop their connections mid-allreduce or mid-alltoall (HPU_FAULT,
 // comm/fault_injection.h).
 // Every wait has a deadline; every process started is killed on the way out.
 #include <gmock/gmock.h>
@@ -64,6 +65,15 @@ struct ProcessJob {
     }
   }
 
+  // Expects every rank to exit with 0 by `deadline`, having printed "rank <r>: <what> ok".
+  void expectEveryRankOk(const std::string& what, Clock::time_point deadline) {
+    const auto codes = waitAll(deadline);
+    for (std::size_t r = 0; r < codes.size(); ++r) {
+      EXPECT_EQ(codes[r], 0) << ranks[r]->output();
+      EXPECT_THAT(ranks[r]->output(), HasSubstr(fmt::format("rank {}: {} ok", r, what)));
+    }
+  }
+
   // Every rank's exit code, failing the test for ranks still running at the deadline.
   std::vector<int> waitAll(Clock::time_point deadline) {
     std::vector<int> codes;
@@ -81,15 +91,18 @@ class ProcessWorldSizes : public ::testing::TestWithParam<int> {};
 TEST_P(ProcessWorldSizes, EveryCollectiveMatchesTheReference) {
   ProcessJob job{1, GetParam()};
   job.startAll("collectives");
-  const auto codes = job.waitAll(Clock::now() + 240s);
-  for (std::size_t r = 0; r < codes.size(); ++r) {
-    EXPECT_EQ(codes[r], 0) << job.ranks[r]->output();
-    EXPECT_THAT(job.ranks[r]->output(), HasSubstr(fmt::format("rank {}: collectives ok", r)));
-  }
+  job.expectEveryRankOk("collectives", Clock::now() + 240s);
 }
 
 INSTANTIATE_TEST_SUITE_P(Processes, ProcessWorldSizes, ::testing::Range(1, 9),
                          [](const auto& info) { return "world" + std::to_string(info.param); });
+
+// Four nodes of one rank: every pair over a TCP link.
+TEST(MultiProcess, AlltoallOverTcpLinks) {
+  ProcessJob job{4, 1};
+  job.startAll("alltoall");
+  job.expectEveryRankOk("alltoall", Clock::now() + 120s);
+}
 
 TEST(MultiProcess, TwoNodesOfTwoDevicesMixTcpAndIpc) {
   ProcessJob job{2, 2};
@@ -103,11 +116,7 @@ TEST(MultiProcess, TwoNodesOfTwoDevicesMixTcpAndIpc) {
 TEST(MultiProcess, TensorAndDataParallelSubgroupsOfTwoNodesOfTwoDevices) {
   ProcessJob job{2, 2};
   job.startAll("subgroups");
-  const auto codes = job.waitAll(Clock::now() + 120s);
-  for (std::size_t r = 0; r < codes.size(); ++r) {
-    EXPECT_EQ(codes[r], 0) << job.ranks[r]->output();
-    EXPECT_THAT(job.ranks[r]->output(), HasSubstr(fmt::format("rank {}: subgroups ok", r)));
-  }
+  job.expectEveryRankOk("subgroups", Clock::now() + 120s);
 }
 
 TEST(MultiProcess, DuplicateNodeRankIsRejectedOnEveryRank) {
@@ -209,38 +218,51 @@ TEST(MultiProcess, MismatchedAllreduceSizesFailWithBothSidesNamed) {
                                                 "does not match rank "));
 }
 
-// Starts `nodes` x `devices` ranks looping over allreduces; HPU_FAULT
-// strikes `victim` with `action` before its collective #5.
-void startWithFault(ProcessJob& job, const std::string& fault) {
+// Starts `nodes` x `devices` ranks looping over `scenario`'s collective;
+// HPU_FAULT strikes `victim` with `action` before its collective #5.
+void startWithFault(ProcessJob& job, const std::string& fault, const std::string& scenario = "allreduce-loop") {
   for (int node = 0; node < job.nodes; ++node) {
     for (int local = 0; local < job.devices; ++local) {
       EnvMap env = job.envFor(node, local);
       env["HPU_FAULT"] = fault;
       env["HPU_COLLECTIVE_TIMEOUT"] = "3s";
-      job.start("allreduce-loop", env);
+      job.start(scenario, env);
     }
   }
 }
 
-// The other ranks fail naming the victim; `algorithm` is the one their
-// errors name.
+// What the ranks of startWithFault run, as their errors describe collective #5.
+struct Loop {
+  std::string scenario;
+  std::string collective;
+};
+Loop allreduceLoop(const std::string& algorithm = "ring") {
+  return {"allreduce-loop", fmt::format("allreduce #5 (avg, float32, 1048576 elements, {})", algorithm)};
+}
+const Loop kAlltoallLoop{"alltoall-loop", "alltoall #5 (float32)"};
+
+// The other ranks fail naming the victim and the collective it was lost in.
 void expectPeerLost(int victim, const std::string& action, int nodes = 1, int devices = 3,
-                    const std::string& algorithm = "ring") {
+                    const Loop& loop = allreduceLoop()) {
   ProcessJob job{nodes, devices};
-  startWithFault(job, fmt::format("{},rank={},collective=5", action, victim));
+  startWithFault(job, fmt::format("{},rank={},collective=5", action, victim), loop.scenario);
   for (int r = 0; r < nodes * devices; ++r) {
     if (r == victim) continue;
     auto& rank = *job.ranks[static_cast<std::size_t>(r)];
     const auto code = rank.wait(Clock::now() + 60s);
     ASSERT_TRUE(code.has_value()) << "rank " << r << " did not fail:\n" << rank.output();
     EXPECT_EQ(*code, 3) << rank.output();
-    EXPECT_THAT(rank.output(), HasSubstr(fmt::format("PeerLostError rank={}: rank {}: allreduce #5", victim, r)));
-    EXPECT_THAT(rank.output(), HasSubstr(fmt::format("1048576 elements, {}) failed", algorithm)));
+    EXPECT_THAT(rank.output(),
+                HasSubstr(fmt::format("PeerLostError rank={}: rank {}: {} failed", victim, r, loop.collective)));
     EXPECT_THAT(rank.output(), HasSubstr(fmt::format("rank {} lost", victim)));
   }
 }
 
 TEST(MultiProcess, CrashedRankFailsTheOthersWithPeerLostError) { expectPeerLost(2, "crash"); }
+
+TEST(MultiProcess, CrashedRankDuringAnAlltoallOverSharedMemoryIsNamed) { expectPeerLost(1, "crash", 1, 3, kAlltoallLoop); }
+
+TEST(MultiProcess, CrashedRankDuringAnAlltoallOverTcpLinksIsNamed) { expectPeerLost(1, "crash", 3, 1, kAlltoallLoop); }
 
 TEST(MultiProcess, FrozenRankFailsTheOthersWithPeerLostError) { expectPeerLost(1, "freeze"); }
 
@@ -274,7 +296,9 @@ TEST(MultiProcess, HungRankMakesItsPeerTimeOutNamingIt) {
 
 // 2 nodes x 2 devices: the allreduces are hierarchical (shared memory inside
 // a node, tcp:// between); the victim is on the second node.
-TEST(MultiProcess, KilledRankDuringAHierarchicalAllreduceIsNamed) { expectPeerLost(3, "crash", 2, 2, "hierarchical"); }
+TEST(MultiProcess, KilledRankDuringAHierarchicalAllreduceIsNamed) {
+  expectPeerLost(3, "crash", 2, 2, allreduceLoop("hierarchical"));
+}
 
 }  // namespace
 }  // namespace hpu::comm

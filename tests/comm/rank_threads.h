@@ -1,7 +1,9 @@
 // Runs one function per rank on its own thread and collects what each threw;
-// the options those ranks-as-threads tests give their groups.
+// the options those ranks-as-threads tests give their groups; the checks
+// they share.
 #pragma once
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -12,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "hpu/comm/errors.h"
 #include "hpu/comm/process_group.h"
 
 namespace hpu::comm::test_support {
@@ -72,6 +75,39 @@ std::string messageOf(const std::exception_ptr& error) {
     ADD_FAILURE() << "expected another exception type, got: " << e.what();
   }
   return "";
+}
+
+// Every group runs `collective` twice; in between, rank `victim` aborts with
+// `reason` and returns. Expects every other rank to fail with PeerLostError
+// naming `victim` and the reason, in the collective that
+// `described(rank)` (a regex) matches: a rank may still be finishing the
+// first one when the victim aborts. Both come before any timeout.
+inline void expectAbortFailsTheOthers(std::vector<std::unique_ptr<ProcessGroup>>& groups, int victim,
+                                      const std::string& reason,
+                                      const std::function<void(ProcessGroup&)>& collective,
+                                      const std::function<std::string(int rank)>& described) {
+  std::vector<int> lostRanks(groups.size(), -1);
+  const auto errors = runRanks(groups, [&](ProcessGroup& pg) {
+    try {
+      collective(pg);
+      if (pg.rank() == victim) {
+        pg.abort(reason);
+        return;
+      }
+      collective(pg);
+    } catch (const PeerLostError& e) {
+      lostRanks[static_cast<std::size_t>(pg.rank())] = e.rank();
+      throw;
+    }
+  });
+  EXPECT_FALSE(errors[static_cast<std::size_t>(victim)]);
+  for (int r = 0; r < static_cast<int>(groups.size()); ++r) {
+    if (r == victim) continue;
+    const std::string message = messageOf<PeerLostError>(errors[static_cast<std::size_t>(r)]);
+    EXPECT_EQ(lostRanks[static_cast<std::size_t>(r)], victim);
+    EXPECT_THAT(message, ::testing::ContainsRegex(described(r)));
+    EXPECT_THAT(message, ::testing::HasSubstr("rank " + std::to_string(victim) + " aborted: " + reason));
+  }
 }
 
 }  // namespace hpu::comm::test_support

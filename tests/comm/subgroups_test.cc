@@ -1,5 +1,5 @@
 // Process subgroups (ProcessGroup::split), ranks as threads over the
-// in-memory transport: every collective on the tensor-parallel groups
+// in-memory transport: every collective (alltoall too) on the tensor-parallel groups
 // {0,1},{2,3} and the data-parallel groups {0,2},{1,3} of 4 ranks, and on 3
 // of 4 ranks, against the serial reference over the members' inputs;
 // synchronous and asynchronous collectives of three groups interleaved;
@@ -23,6 +23,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using ::testing::HasSubstr;
+using hpu::comm::test_support::AlltoallCase;
 using hpu::comm::test_support::exactInput;
 using hpu::comm::test_support::messageOf;
 using hpu::comm::test_support::RecordingObserver;
@@ -31,6 +32,7 @@ using hpu::comm::test_support::rethrowFirst;
 using hpu::comm::test_support::runRanks;
 using hpu::comm::test_support::smallChunks;
 using hpu::comm::test_support::TypedBuffer;
+using hpu::comm::test_support::unevenCount;
 
 using Groups = std::vector<std::unique_ptr<ProcessGroup>>;
 // The ranks of the job's group in the subgroup of `rank` (ascending); empty
@@ -147,6 +149,20 @@ void expectCollectivesMatchTheReference(Groups& world, const Members& members) {
                     referenceValue(op, DType::kFloat32, members(r), shard.offset + j))
               << "reduce_scatter " << reduceOpName(op) << ", rank " << r << " element " << j;
         }
+      }
+    }
+  }
+  for (int salt = 0; salt < 4; ++salt) {
+    std::vector<std::unique_ptr<AlltoallCase>> cases(static_cast<std::size_t>(ranks));
+    onSubgroups(world, subgroups, [&](ProcessGroup& pg, int r) {
+      auto& mine = cases[static_cast<std::size_t>(r)];
+      mine = std::make_unique<AlltoallCase>(DType::kFloat32, pg.rank(), pg.size(),
+                                            [salt](int src, int dst) { return unevenCount(src, dst, salt); });
+      pg.alltoall(mine->in(), mine->sendCounts, mine->out(), mine->recvCounts);
+    });
+    for (const auto& mine : cases) {
+      if (mine) {
+        EXPECT_EQ(mine->mismatch(), "") << "alltoall, counts " << salt;
       }
     }
   }

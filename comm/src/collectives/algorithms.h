@@ -6,6 +6,7 @@
 // Thread-safety: run by the one thread that holds the transport.
 #pragma once
 
+#include <span>
 #include <vector>
 
 #include "context.h"
@@ -47,6 +48,16 @@ void reduceScatterRing(CollectiveContext& ctx, ConstBufferView input, const Bloc
 // The allgather half of the ring, in place: block b of `data` (b != rank())
 // ends as rank b's block; this rank's block holds its contribution already.
 void allgatherRing(CollectiveContext& ctx, BufferView data, const Blocks& blocks);
+
+// The blocks of `counts[i]` elements each, one after the other from offset 0.
+Blocks consecutiveBlocks(std::span<const std::size_t> counts);
+
+// Pairwise-exchange alltoall (alltoall.cc): block d of `input`
+// (sendBlocks[d]) ends as block rank() (recvBlocks[rank()]) of rank d's
+// `output`; this rank's own block is copied. Each pair's messages carry the
+// block's element count, checked against the receiver's.
+void alltoallPairwise(CollectiveContext& ctx, ConstBufferView input, const Blocks& sendBlocks, BufferView output,
+                      const Blocks& recvBlocks);
 
 // Binomial tree from `root`, chunk by chunk (small buffers).
 void broadcastTree(CollectiveContext& ctx, BufferView data, int root);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <utility>
 
 #include <spdlog/fmt/fmt.h>
 
@@ -40,9 +41,11 @@ CollectiveContext CollectiveContext::subgroup(std::vector<int> members) const {
   return sub;
 }
 
-void CollectiveContext::send(int position, std::span<const std::byte> payload) {
+void CollectiveContext::sendMessage(int position, std::optional<std::uint64_t> block,
+                                    std::span<const std::byte> payload) {
   const int peer = global(position);
-  const Header header = encodeHeader(descriptor_, links_->sendSteps[static_cast<std::size_t>(peer)]++);
+  const Header header = encodeHeader(descriptor_, links_->sendSteps[static_cast<std::size_t>(peer)]++,
+                                     block.value_or(descriptor_.count));
   std::copy(header.begin(), header.end(), links_->prefix.begin());
   try {
     transport_.send(peer, links_->prefix, payload, deadline_);
@@ -51,7 +54,8 @@ void CollectiveContext::send(int position, std::span<const std::byte> payload) {
   }
 }
 
-Received CollectiveContext::recvBy(int position, std::size_t expectedBytes, Transport::Deadline deadline) {
+Received CollectiveContext::receiveMessage(int position, std::optional<std::uint64_t> block,
+                                           std::size_t expectedBytes, Transport::Deadline deadline) {
   const int peer = global(position);
   Received received;
   try {
@@ -72,7 +76,16 @@ Received CollectiveContext::recvBy(int position, std::size_t expectedBytes, Tran
                                 rank_, describe(descriptor_), bytes.size(), peer, header->nameBytes));
   }
   theirs.name.assign(reinterpret_cast<const char*>(rest.data()), header->nameBytes);
-  if (theirs != descriptor_) {
+  const std::uint64_t theirCount = std::exchange(theirs.count, descriptor_.count);
+  const bool sameCollective = theirs == descriptor_;
+  theirs.count = theirCount;
+  if (sameCollective && block && theirCount != *block) {
+    throw CollectiveMismatchError(fmt::format(
+        "rank {}: {}: rank {} sends {} elements to rank {}, which expects {} from it; rank s's send count for rank "
+        "d must equal rank d's receive count from rank s",
+        rank_, describe(descriptor_), peer, theirCount, rank_, *block));
+  }
+  if (!sameCollective || theirCount != block.value_or(descriptor_.count)) {
     throw CollectiveMismatchError(fmt::format(
         "rank {}: {} does not match rank {}'s {}; every rank must call the same collectives in the same order with "
         "the same sizes, ops and roots",

@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -51,14 +52,30 @@ class CollectiveContext {
   std::size_t elementSize() const { return comm::elementSize(descriptor_.dtype); }
 
   // Peers are positions in this context's member list.
-  void send(int peer, std::span<const std::byte> payload);
+  void send(int peer, std::span<const std::byte> payload) { sendMessage(peer, std::nullopt, payload); }
   // The next message from `peer`. Throws CollectiveMismatchError when it
   // belongs to a different collective, CommError when its payload is not
   // `expectedBytes` long.
-  Received recv(int peer, std::size_t expectedBytes) { return recvBy(peer, expectedBytes, deadline_); }
+  Received recv(int peer, std::size_t expectedBytes) {
+    return receiveMessage(peer, std::nullopt, expectedBytes, deadline_);
+  }
   // Like recv, with another deadline (Clock::now(): only a message that has
   // already arrived).
-  Received recvBy(int peer, std::size_t expectedBytes, Transport::Deadline deadline);
+  Received recvBy(int peer, std::size_t expectedBytes, Transport::Deadline deadline) {
+    return receiveMessage(peer, std::nullopt, expectedBytes, deadline);
+  }
+
+  // For collectives whose pairs of ranks exchange blocks of different sizes
+  // (alltoall): the message's header carries `count`, the elements of the
+  // block this pair exchanges, in place of the descriptor's. recvBlock
+  // throws CollectiveMismatchError naming both ranks and both counts when
+  // the sender's count is not `count`.
+  void sendBlock(int peer, std::uint64_t count, std::span<const std::byte> payload) {
+    sendMessage(peer, count, payload);
+  }
+  Received recvBlock(int peer, std::uint64_t count, std::size_t expectedBytes) {
+    return receiveMessage(peer, count, expectedBytes, deadline_);
+  }
   Transport::Deadline deadline() const { return deadline_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
 
@@ -73,6 +90,11 @@ class CollectiveContext {
   static Range chunkOf(Range block, std::size_t chunks, std::size_t index);
 
  private:
+  // The message primitives; `block` is the pair's count of sendBlock and
+  // recvBlock, nullopt the descriptor's count.
+  void sendMessage(int peer, std::optional<std::uint64_t> block, std::span<const std::byte> payload);
+  Received receiveMessage(int peer, std::optional<std::uint64_t> block, std::size_t expectedBytes,
+                          Transport::Deadline deadline);
   // Rethrows a transport error with this collective's context; `peer` is a global rank.
   [[noreturn]] void rethrowWithContext(int peer) const;
   // What every subgroup of one collective shares: per-link step counts and

@@ -44,6 +44,7 @@ std::string_view kindName(CollectiveKind kind) {
     case CollectiveKind::kAllgather: return "allgather";
     case CollectiveKind::kReduceScatter: return "reduce_scatter";
     case CollectiveKind::kBarrier: return "barrier";
+    case CollectiveKind::kAlltoall: return "alltoall";
   }
   return "unknown collective";
 }
@@ -63,11 +64,13 @@ std::string describe(const CollectiveDescriptor& d) {
       return fmt::format("{} #{} ({}, {}, {} elements)", kind, d.sequence, reduceOpName(d.op), dtype, d.count);
     case CollectiveKind::kBarrier:
       return fmt::format("{} #{} '{}'", kind, d.sequence, d.name);
+    case CollectiveKind::kAlltoall:
+      return fmt::format("{} #{} ({})", kind, d.sequence, dtype);
   }
   return fmt::format("{} #{}", kind, d.sequence);
 }
 
-Header encodeHeader(const CollectiveDescriptor& d, std::uint32_t step) {
+Header encodeHeader(const CollectiveDescriptor& d, std::uint32_t step, std::uint64_t count) {
   Header h{};
   put(h, 0, kMagic);
   put(h, 4, static_cast<std::uint8_t>(d.kind));
@@ -76,7 +79,7 @@ Header encodeHeader(const CollectiveDescriptor& d, std::uint32_t step) {
   put(h, 7, static_cast<std::uint8_t>(d.algorithm));
   put(h, 8, d.root);
   put(h, 12, step);
-  put(h, 16, d.count);
+  put(h, 16, count);
   put(h, 24, d.sequence);
   put(h, 32, static_cast<std::uint32_t>(d.name.size()));
   return h;
@@ -88,7 +91,7 @@ std::optional<DecodedHeader> decodeHeader(std::span<const std::byte> bytes) {
   const auto dtype = get<std::uint8_t>(bytes, 5);
   const auto op = get<std::uint8_t>(bytes, 6);
   const auto algorithm = get<std::uint8_t>(bytes, 7);
-  if (kind > static_cast<std::uint8_t>(CollectiveKind::kBarrier) || dtype > static_cast<std::uint8_t>(DType::kByte) ||
+  if (kind > static_cast<std::uint8_t>(CollectiveKind::kAlltoall) || dtype > static_cast<std::uint8_t>(DType::kByte) ||
       op > static_cast<std::uint8_t>(ReduceOp::kMax) ||
       algorithm > static_cast<std::uint8_t>(Algorithm::kHalvingDoubling)) {
     return std::nullopt;

@@ -22,7 +22,7 @@
 
 namespace hpu::comm::detail {
 
-enum class CollectiveKind : std::uint8_t { kAllreduce, kBroadcast, kAllgather, kReduceScatter, kBarrier };
+enum class CollectiveKind : std::uint8_t { kAllreduce, kBroadcast, kAllgather, kReduceScatter, kBarrier, kAlltoall };
 
 struct CollectiveDescriptor {
   CollectiveKind kind = CollectiveKind::kAllreduce;
@@ -30,24 +30,29 @@ struct CollectiveDescriptor {
   ReduceOp op = ReduceOp::kSum;          // reductions only
   Algorithm algorithm = Algorithm::kAuto;  // the one chosen: allreduce's, or kHierarchical for the others
   std::int32_t root = 0;                 // broadcast only
-  std::uint64_t count = 0;               // elements (total buffer for allgather / reduceScatter)
+  // Elements: the total buffer for allgather / reduceScatter; for alltoall
+  // the elements this rank sends, and in a message the block of that pair.
+  std::uint64_t count = 0;
   std::uint64_t sequence = 0;            // the group's n-th collective
   std::string name;                      // barrier only
 
   bool operator==(const CollectiveDescriptor&) const = default;
 };
 
-// "allreduce", "broadcast", "allgather", "reduce_scatter", "barrier".
+// "allreduce", "broadcast", "allgather", "reduce_scatter", "barrier", "alltoall".
 std::string_view kindName(CollectiveKind kind);
 
-// "allreduce #7 (sum, float32, 4097 elements, ring)", "barrier #9 'epoch_end'".
+// "allreduce #7 (sum, float32, 4097 elements, ring)", "barrier #9 'epoch_end'",
+// "alltoall #4 (float32)" (its counts differ per pair: errors name them).
 std::string describe(const CollectiveDescriptor& d);
 
 inline constexpr std::size_t kHeaderBytes = 40;
 using Header = std::array<std::byte, kHeaderBytes>;
 
-// The header of message `step`; a barrier's name follows as payload.
-Header encodeHeader(const CollectiveDescriptor& d, std::uint32_t step);
+// The header of message `step`, carrying `count` as the descriptor's (an
+// alltoall's block); a barrier's name follows as payload.
+Header encodeHeader(const CollectiveDescriptor& d, std::uint32_t step, std::uint64_t count);
+inline Header encodeHeader(const CollectiveDescriptor& d, std::uint32_t step) { return encodeHeader(d, step, d.count); }
 
 struct DecodedHeader {
   CollectiveDescriptor descriptor;  // name left empty; it is in the payload

@@ -9,6 +9,7 @@
 // Thread-safety: used by one thread at a time (the group serialises).
 #pragma once
 
+#include <span>
 #include <string>
 
 #include "context.h"
@@ -26,6 +27,10 @@ class NativeCollectives {
   // Rank r's block of output is shardRange(output.count, size, r), as ProcessGroup::allgather.
   virtual void allgather(CollectiveContext& ctx, ConstBufferView input, BufferView output) = 0;
   virtual void reduceScatter(CollectiveContext& ctx, ConstBufferView input, BufferView output, ReduceOp op) = 0;
+  // Block d of `input` (sendBlocks[d], element ranges) to rank d's block
+  // rank() of its output (its recvBlocks[rank()]), as ProcessGroup::alltoall.
+  virtual void alltoall(CollectiveContext& ctx, ConstBufferView input, std::span<const Range> sendBlocks,
+                        BufferView output, std::span<const Range> recvBlocks) = 0;
   virtual void barrier(CollectiveContext& ctx) = 0;
   // The group failed: leave without the library's orderly shutdown, which
   // would wait for ranks that are gone.

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <string>
 #include <vector>
@@ -153,6 +154,16 @@ class MpiCollectives final : public NativeCollectives {
     if (op == ReduceOp::kAvg) divide(output.dtype, output.data, output.count, size_);
   }
 
+  void alltoall(CollectiveContext& ctx, ConstBufferView input, std::span<const Range> sendBlocks, BufferView output,
+                std::span<const Range> recvBlocks) override {
+    const auto [sendCounts, sendDisplacements] = byteBlocks(sendBlocks, elementSize(input.dtype));
+    const auto [recvCounts, recvDisplacements] = byteBlocks(recvBlocks, elementSize(output.dtype));
+    const auto watching = watchdog_.guard(ctx);
+    check(MPI_Alltoallv(input.data, sendCounts.data(), sendDisplacements.data(), MPI_BYTE, output.data,
+                        recvCounts.data(), recvDisplacements.data(), MPI_BYTE, comm_),
+          "MPI_Alltoallv");
+  }
+
   void barrier(CollectiveContext& ctx) override {
     const auto watching = watchdog_.guard(ctx);
     check(MPI_Barrier(comm_), "MPI_Barrier");
@@ -188,11 +199,16 @@ class MpiCollectives final : public NativeCollectives {
   // Every rank's block of `total` elements (ProcessGroup::shardRange), in
   // units of `unit` bytes.
   std::pair<std::vector<int>, std::vector<int>> blocks(std::size_t total, std::size_t unit) const {
+    std::vector<Range> ranges;
+    for (int r = 0; r < size_; ++r) ranges.push_back(ProcessGroup::shardRange(total, size_, r));
+    return byteBlocks(ranges, unit);
+  }
+  // The counts and displacements of `ranges` in units of `unit` bytes.
+  static std::pair<std::vector<int>, std::vector<int>> byteBlocks(std::span<const Range> ranges, std::size_t unit) {
     std::vector<int> counts, displacements;
-    for (int r = 0; r < size_; ++r) {
-      const auto block = ProcessGroup::shardRange(total, size_, r);
-      counts.push_back(count(block.size * unit));
-      displacements.push_back(count(block.offset * unit));
+    for (const Range& range : ranges) {
+      counts.push_back(count(range.size * unit));
+      displacements.push_back(count(range.offset * unit));
     }
     return {counts, displacements};
   }

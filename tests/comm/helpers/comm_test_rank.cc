@@ -4,7 +4,8 @@
 //
 //   comm_test_rank <scenario> <devices> <num_nodes> [mode]
 //
-// Scenarios: collectives, subgroups, allreduce-loop, mismatch, launch <mode>.
+// Scenarios: collectives, alltoall, subgroups, allreduce-loop, alltoall-loop,
+// mismatch, launch <mode>.
 // Errors print "<ErrorType>: <message>" on stderr and exit with a code per
 // type: EnvError 2, PeerLostError 3, RendezvousError 4,
 // CollectiveMismatchError 5, CommTimeoutError 6, LaunchError 7, other 1.
@@ -32,8 +33,10 @@ namespace {
 
 using namespace hpu::comm;
 using namespace std::chrono_literals;
+using hpu::comm::test_support::AlltoallCase;
 using hpu::comm::test_support::referenceValue;
 using hpu::comm::test_support::TypedBuffer;
+using hpu::comm::test_support::unevenCount;
 
 [[noreturn]] void fail(const std::string& what) {
   std::fprintf(stderr, "CheckFailed: %s\n", what.c_str());
@@ -49,6 +52,27 @@ std::unique_ptr<ProcessGroup> join(const EnvMap& env, const Topology& topology) 
   options.config.entries = {{"trainer.precision", lookup(env, "HPU_TEST_PRECISION").value_or("32-true")}};
   options.progressInterval = 500ms;
   return joinProcessGroup(options);
+}
+
+// Alltoalls of every dtype with uneven blocks (0 to 4097 elements), then
+// large ones (up to 1 MiB per pair: several chunks), the counts learned
+// first by alltoallCounts.
+void checkAlltoall(ProcessGroup& pg) {
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16, DType::kByte}) {
+    for (int salt = 0; salt < 4; ++salt) {
+      AlltoallCase mine(dtype, pg.rank(), pg.size(), [salt](int src, int dst) { return unevenCount(src, dst, salt); });
+      pg.alltoall(mine.in(), mine.sendCounts, mine.out(), mine.recvCounts);
+      if (const std::string wrong = mine.mismatch(); !wrong.empty()) {
+        fail(fmt::format("alltoall {}: {}", dtypeName(dtype), wrong));
+      }
+    }
+  }
+  AlltoallCase large(DType::kFloat32, pg.rank(), pg.size(), [](int src, int dst) {
+    return static_cast<std::size_t>((src + 2 * dst) % 3) * 131072 + 5;
+  });
+  if (pg.alltoallCounts(large.sendCounts) != large.recvCounts) fail("alltoallCounts");
+  pg.alltoall(large.in(), large.sendCounts, large.out(), large.recvCounts);
+  if (const std::string wrong = large.mismatch(); !wrong.empty()) fail("large alltoall: " + wrong);
 }
 
 void checkCollectives(ProcessGroup& pg) {
@@ -91,6 +115,7 @@ void checkCollectives(ProcessGroup& pg) {
       }
     }
   }
+  checkAlltoall(pg);
   pg.barrier("collectives_done");
   const auto deadline = std::chrono::steady_clock::now() + 30s;
   pg.store().add("finished", 1, deadline);
@@ -144,6 +169,19 @@ void allreduceLoop(ProcessGroup& pg) {
   std::fflush(stdout);
   const auto end = std::chrono::steady_clock::now() + 60s;
   while (std::chrono::steady_clock::now() < end) pg.allreduce(data, ReduceOp::kAvg);
+  fail("the loop ended without losing a peer");
+}
+
+void alltoallLoop(ProcessGroup& pg) {
+  const auto n = static_cast<std::size_t>(pg.size());
+  const std::vector<std::size_t> counts(n, (1u << 20) / n);
+  std::vector<float> input(counts[0] * n, 1.0f), output(input.size());
+  const auto once = [&] { pg.alltoall(std::span<const float>(input), counts, std::span<float>(output), counts); };
+  once();
+  std::printf("rank %d: looping\n", pg.rank());
+  std::fflush(stdout);
+  const auto end = std::chrono::steady_clock::now() + 60s;
+  while (std::chrono::steady_clock::now() < end) once();
   fail("the loop ended without losing a peer");
 }
 
@@ -225,8 +263,14 @@ int main(int argc, char** argv) {
       checkCollectives(*pg);
     } else if (scenario == "subgroups") {
       subgroups(*pg);
+    } else if (scenario == "alltoall") {
+      checkAlltoall(*pg);
+      pg->barrier("alltoall_done");
+      std::printf("rank %d: alltoall ok\n", pg->rank());
     } else if (scenario == "allreduce-loop") {
       allreduceLoop(*pg);
+    } else if (scenario == "alltoall-loop") {
+      alltoallLoop(*pg);
     } else if (scenario == "mismatch") {
       mismatch(*pg);
     } else {

@@ -16,10 +16,10 @@
 namespace hpu::comm {
 
 struct CollectiveRecord {
-  std::string_view kind;       // "allreduce", "broadcast", "allgather", "reduce_scatter", "barrier"
+  std::string_view kind;       // "allreduce", "broadcast", "allgather", "reduce_scatter", "barrier", "alltoall"
   std::string description;     // "allreduce #7 (avg, float32, 4097 elements, ring)"
   DType dtype = DType::kFloat32;
-  std::uint64_t count = 0;     // elements (the whole buffer for allgather / reduce_scatter)
+  std::uint64_t count = 0;     // elements (the whole buffer for allgather / reduce_scatter, those sent for alltoall)
   std::uint64_t sequence = 0;  // the group's n-th collective
   int groupNodes = 1;          // nodes the group's ranks are on
   int groupSize = 1;           // ranks of the group that ran it: a subgroup's (ProcessGroup::split), or the job's

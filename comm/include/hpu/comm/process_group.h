@@ -16,10 +16,16 @@
 //    hierarchical: shared memory inside a node, one ring or tree per local
 //    index between nodes, small and large buffers each their own variant
 //    (collectives/hierarchical.cc);
+//  - alltoall: pairwise exchange, n - 1 steps; at step s a rank sends its
+//    block to rank + s and receives from rank - s, each block streamed in
+//    chunks, with the sends of the next chunks (and steps) in flight while
+//    it receives (collectives/alltoall.cc); the same on every layout, as
+//    the transport carries each pair's messages the way it links them;
 //  - barrier: every rank reports to rank 0, which releases them all.
 // Every message carries kind, op, dtype, count, root and the group's
-// sequence number; a rank that receives a message of a different collective
-// throws CollectiveMismatchError naming both sides instead of reading garbage.
+// sequence number (an alltoall's count is the one pair's block); a rank that
+// receives a message of a different collective throws
+// CollectiveMismatchError naming both sides instead of reading garbage.
 //
 // Subgroups (split): tensor, pipeline and data parallelism each run their
 // collectives among some of the job's ranks (TP=2 x DP=2 on 4 ranks: TP
@@ -134,8 +140,8 @@ class ProcessGroup {
   int size() const { return size_; }
   Store& store() { return *store_; }
 
-  // From now on allreduce, broadcast, allgather, reduceScatter and barrier
-  // move their data through `native` (Open MPI's collectives; see
+  // From now on allreduce, broadcast, allgather, reduceScatter, alltoall and
+  // barrier move their data through `native` (Open MPI's collectives; see
   // collectives/native.h) instead of the transport. Groups split from this
   // one do not: theirs run this library's algorithms over the transport.
   // REQUIRES: called before the first collective.
@@ -163,6 +169,31 @@ class ProcessGroup {
   // op over all ranks' `input`.
   // REQUIRES: output.count == that block's size, same dtype, float32 or bfloat16.
   void reduceScatter(ConstBufferView input, BufferView output, ReduceOp op, const CollectiveOptions& options = {});
+
+  // All-to-all with a block of its own size for every pair of ranks (MPI's
+  // Alltoallv): `input` holds size() consecutive blocks, the one for rank d
+  // of sendCounts[d] elements; `output` receives size() consecutive blocks,
+  // the one from rank s of recvCounts[s] elements (this rank's own block is
+  // copied). Nothing is padded: a block of 0 elements costs one empty
+  // message. Rank s's sendCounts[d] must equal rank d's recvCounts[s]; a
+  // receiver that expects another count than its sender sends throws
+  // CollectiveMismatchError naming both ranks and both counts (alltoallCounts
+  // tells a receiver its counts). Any dtype, bytes included (int64 indices
+  // travel as 8 bytes each).
+  // REQUIRES: sendCounts.size() == recvCounts.size() == size(); input.count
+  // == sum of sendCounts; output.count == sum of recvCounts; the same dtype;
+  // input and output do not overlap.
+  void alltoall(ConstBufferView input, std::span<const std::size_t> sendCounts, BufferView output,
+                std::span<const std::size_t> recvCounts, const CollectiveOptions& options = {});
+
+  // The receive counts of an alltoall whose send counts are `sendCounts`:
+  // element s of the result is rank s's sendCounts[rank()]. One collective
+  // of its own (an alltoall of one 8-byte count per pair), for a caller that
+  // knows how much it sends but not how much it receives. A simulated group,
+  // which moves no data, returns `sendCounts` (every pair as balanced as this
+  // rank's sends). REQUIRES: sendCounts.size() == size().
+  std::vector<std::size_t> alltoallCounts(std::span<const std::size_t> sendCounts,
+                                          const CollectiveOptions& options = {});
 
   // Queues an allreduce on the comm thread and returns at once; DDP overlaps
   // its bucket allreduces with the backward pass this way.
