@@ -54,9 +54,9 @@ FOUR_RANKS_ONLY = {"ours-2x2", "mpi-sm"}
 RUN_TIMEOUT = 600  # seconds; a run past it is killed with its process group
 
 
-def plan():
+def plan(sizes=SIZES):
     """bytes:iterations for every size: about 256 MiB moved per size, 5..1000 iterations."""
-    return ",".join(f"{s}:{max(5, min(1000, (256 << 20) // s))}" for s in SIZES)
+    return ",".join(f"{s}:{max(5, min(1000, (256 << 20) // s))}" for s in sizes)
 
 
 def free_port():
@@ -84,12 +84,12 @@ def run_ranks(commands):
     return outputs[0][0]
 
 
-def parse(out):
+def parse(out, sizes=SIZES):
     times = {}
     for line in out.splitlines():
         size, seconds = line.split()
         times[int(size)] = float(seconds)
-    if sorted(times) != SIZES:
+    if sorted(times) != sizes:
         sys.exit(f"incomplete output:\n{out}")
     return times
 
@@ -100,18 +100,18 @@ def base_env(extra):
     return env
 
 
-def run_ours(binary, n, devices, curve=False):
+def run_ours(binary, n, devices, curve=False, sizes=SIZES):
     """n ranks as n / devices nodes of `devices` ranks each."""
     port, token = free_port(), secrets.token_hex(24)
     commands = []
     for r in range(n):
         env = base_env({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": str(n),
                         "NODE_RANK": str(r // devices), "LOCAL_RANK": str(r % devices), "HPU_JOB_TOKEN": token})
-        commands.append(([binary, str(devices), str(n // devices), plan()] + (["--curve"] if curve else []), env))
-    return parse(run_ranks(commands))
+        commands.append(([binary, str(devices), str(n // devices), plan(sizes)] + (["--curve"] if curve else []), env))
+    return parse(run_ranks(commands), sizes)
 
 
-def run_ours_mpi(binary, n):
+def run_ours_mpi(binary, n, sizes=SIZES):
     """n ranks started by mpirun (every rank of one node), collectives on Open MPI over TCP."""
     port, token = free_port(), secrets.token_hex(24)
     env = base_env({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "HPU_JOB_TOKEN": token,
@@ -120,7 +120,7 @@ def run_ours_mpi(binary, n):
             "--mca", "btl_tcp_if_include", "lo", "-np", str(n)]
     for variable in ("MASTER_ADDR", "MASTER_PORT", "HPU_JOB_TOKEN", "HPU_COLLECTIVES"):
         argv += ["-x", variable]
-    return parse(run_ranks([(argv + [binary, str(n), "1", plan()], env)]))
+    return parse(run_ranks([(argv + [binary, str(n), "1", plan(sizes)], env)]), sizes)
 
 
 def run_gloo(python, n):
@@ -130,16 +130,18 @@ def run_gloo(python, n):
     return parse(run_ranks([([python, script, str(r), str(n), str(port), plan()], env) for r in range(n)]))
 
 
-def run_mpi(binary, n, btl="tcp,self"):
+def run_mpi(binary, n, btl="tcp,self", sizes=SIZES, args=()):
     argv = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "pml", "ob1", "--mca", "btl", btl,
-            "--mca", "btl_tcp_if_include", "lo", "-np", str(n), binary, plan()]
-    return parse(run_ranks([(argv, base_env({}))]))
+            "--mca", "btl_tcp_if_include", "lo", "-np", str(n), binary, *args, plan(sizes)]
+    return parse(run_ranks([(argv, base_env({}))]), sizes)
 
 
-def build_mpi(out_dir):
-    source = os.path.join(HERE, "allreduce_mpi.c")
-    binary = os.path.join(out_dir, "allreduce_mpi")
-    if not os.path.exists(binary) or os.path.getmtime(binary) < os.path.getmtime(source):
+def build_mpi(out_dir, name="allreduce_mpi"):
+    """Compiles bench/comm/<name>.c with mpicc into out_dir unless it is up to date."""
+    source = os.path.join(HERE, f"{name}.c")
+    binary = os.path.join(out_dir, name)
+    newest = max(os.path.getmtime(source), os.path.getmtime(os.path.join(HERE, "mpi_bench.h")))
+    if not os.path.exists(binary) or os.path.getmtime(binary) < newest:
         subprocess.run(["mpicc", "-O2", "-o", binary, source], check=True)
     return binary
 
@@ -164,15 +166,17 @@ RATIOS = [("ours", "gloo"), ("ours", "mpi"), ("ours-tcp", "mpi"), ("ours-curve",
           ("ours-2x2", "mpi"), ("ours-2x2", "mpi-sm")]
 
 
-def report(results, n, kinds):
-    ratios = [(a, b) for a, b in RATIOS if a in kinds and b in kinds]
+def report(results, n, kinds, sizes=SIZES, ratios=RATIOS, what="allreduce", bandwidth=busbw):
+    """Tables of the time per call and of `bandwidth`(size, seconds, n) by size, with the ratios of the median
+    times of the pairs in `ratios` that both ran."""
+    ratios = [(a, b) for a, b in ratios if a in kinds and b in kinds]
     cols = " | ".join(f"{k:>24}" for k in kinds)
     heads = " | ".join(f"{a}/{b}" for a, b in ratios)
-    for title, value, fmt in (("time per allreduce (us)", lambda s, t: t * 1e6, "{:.1f}"),
-                              ("bus bandwidth (GB/s)", lambda s, t: busbw(s, t, n), "{:.3f}")):
+    for title, value, fmt in ((f"time per {what} (us)", lambda s, t: t * 1e6, "{:.1f}"),
+                              ("bus bandwidth (GB/s)", lambda s, t: bandwidth(s, t, n), "{:.3f}")):
         print(f"\n{n} ranks: {title}, median [min..max]; ratios of the median times")
         print(f"{'size':>7} | {cols} | {heads}")
-        for s in SIZES:
+        for s in sizes:
             v = {k: [value(s, run[s]) for run in results[(k, n)]] for k in kinds}
             t = {k: statistics.median(run[s] for run in results[(k, n)]) for k in kinds}
             print(f"{human(s):>7} | " + " | ".join(f"{spread(v[k], fmt):>24}" for k in kinds) + " | "
