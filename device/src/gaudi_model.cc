@@ -202,6 +202,17 @@ double GaudiModel::collectiveSeconds(CollectiveKind kind, double bytes, int grou
     case CollectiveKind::kBroadcast:
       return overhead + (n > 1 ? bytes / (peer_link * (n - 1)) + kLinkLatencySeconds : 0) +
              (nodes > 1 ? bytes / out_link + std::log2(nodes) * kLinkLatencySeconds : 0);
+    case CollectiveKind::kAlltoall: {
+      // `bytes` is what a rank sends, bytes / size to each peer (balanced
+      // routing): its n - 1 peers in the server over their own links at
+      // once, the others over its scale-out ports, one node after another,
+      // the two at the same time.
+      const double to_peer = bytes / size;
+      const double inside = n > 1 ? to_peer / peer_link + kLinkLatencySeconds : 0;
+      const double outside =
+          nodes > 1 ? (size - n) * to_peer / out_link + (nodes - 1.0) * kLinkLatencySeconds : 0;
+      return overhead + std::max(inside, outside);
+    }
     case CollectiveKind::kBarrier:
       break;
   }

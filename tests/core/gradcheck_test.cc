@@ -781,6 +781,12 @@ TEST(Gradcheck, DispatchAndCombineRows) {
       {randomTensor({4, 3}, g), randomTensor({4, 2}, g)});
 }
 
+TEST(Gradcheck, ConcatRows) {
+  Generator g(65);
+  checkGradients([](const std::vector<Tensor>& in) { return ops::concatRows(in); },
+                 {randomTensor({2, 3}, g), randomTensor({1, 3}, g), randomTensor({4, 3}, g)});
+}
+
 TEST(CombineRows, SumsEachTokensWeightedExpertOutputs) {
   const Tensor y0 = Tensor::fromHost(testDevice(), {2, 2}, std::vector<float>{1, 2, 3, 4});
   const Tensor y1 = Tensor::fromHost(testDevice(), {1, 2}, std::vector<float>{10, 20});

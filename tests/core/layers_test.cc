@@ -178,16 +178,16 @@ TEST(Layers, ASequentialLlamaIsLlamaForCausalLM) {
   const auto from = llama->namedParameters(), to = sequential->namedParameters();
   ASSERT_EQ(to.size() + 2, from.size()) << "one fused Linear per MLP";
   std::size_t f = 0;
-  for (auto [name, t, shard] : to) {
-    float* dst = t.data();
-    const std::int64_t want = t.numel();
+  for (const nn::NamedTensor& p : to) {
+    float* dst = Tensor(p.tensor).data();
+    const std::int64_t want = p.tensor.numel();
     std::int64_t copied = 0;
     while (copied < want) {
       const Tensor& src = from.at(f++).tensor;
       std::copy_n(src.data(), src.numel(), dst + copied);
       copied += src.numel();
     }
-    ASSERT_EQ(copied, want) << name;
+    ASSERT_EQ(copied, want) << p.name;
   }
   ASSERT_EQ(f, from.size());
   Generator g(4);

@@ -11,6 +11,7 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <numeric>
 #include <thread>
 
 #include "hpu/comm/in_memory.h"
@@ -131,6 +132,30 @@ TEST(TensorParallelOps, GatherConcatenatesTheLastDimensionAndScattersItsGradient
     EXPECT_EQ(y.toHost(), (std::vector<float>{1, 2, 2, 3, 3, 4, 4, 5}));
     t.backward(ops::sum(ops::mul(y, Tensor::fromHost(dev, {2, 4}, std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8}))));
     EXPECT_EQ(x.grad().toHost(), rank == 0 ? (std::vector<float>{1, 2, 5, 6}) : (std::vector<float>{3, 4, 7, 8}));
+  });
+}
+
+// Expert parallelism's exchange: rank 0 sends 1 row to itself and 2 to rank
+// 1; rank 1 sends none to rank 0 and 1 to itself. The gradient's rows go
+// back the way they came.
+TEST(TensorParallelOps, ExchangeSendsEachRanksRowsAndReturnsTheirGradients) {
+  onRanks(2, [](int rank, ops::ParallelGroup& group, device::Device& dev) {
+    const std::vector<std::int64_t> send = rank == 0 ? std::vector<std::int64_t>{1, 2} : std::vector<std::int64_t>{0, 1};
+    const std::vector<std::int64_t> recv = rank == 0 ? std::vector<std::int64_t>{1, 0} : std::vector<std::int64_t>{2, 1};
+    const std::int64_t rows = send[0] + send[1];
+    std::vector<float> values;
+    for (std::int64_t r = 0; r < rows; ++r) values.insert(values.end(), {10.0f * rank + r, -1.0f - r});
+    Tensor x = Tensor::fromHost(dev, {rows, 2}, values);
+    x.setRequiresGrad(true);
+    Tape t;
+    TapeScope scope(&t);
+    const Tensor y = ops::exchangeRows(x, send, recv, group);
+    EXPECT_EQ(y.toHost(), rank == 0 ? (std::vector<float>{0, -1}) : (std::vector<float>{1, -2, 2, -3, 10, -1}));
+    std::vector<float> w(static_cast<std::size_t>(y.numel()));
+    std::iota(w.begin(), w.end(), 1.0f + 100.0f * rank);
+    t.backward(ops::sum(ops::mul(y, Tensor::fromHost(dev, y.shape(), w))));
+    EXPECT_EQ(x.grad().toHost(), rank == 0 ? (std::vector<float>{1, 2, 101, 102, 103, 104})
+                                           : (std::vector<float>{105, 106}));
   });
 }
 

@@ -239,6 +239,91 @@ TEST_F(ModelParallelTest, TensorTimesDataParallelTrainsAsDataParallel) {
   expectSameTensors(readCheckpoint(checkpoint("tp2dp2", "last.ckpt")), readCheckpoint(checkpoint("dp2", "last.ckpt")));
 }
 
+// A small Mixtral (4 experts, top 2) with its load-balancing loss.
+constexpr const char* kMixtral = R"(model:
+  class_path: MixtralForCausalLM
+  init_args:
+    vocab_size: 64
+    hidden_size: 32
+    intermediate_size: 24
+    num_hidden_layers: 2
+    num_attention_heads: 4
+    num_key_value_heads: 2
+    max_position_embeddings: 32
+    num_local_experts: 4
+    output_router_logits: true
+optimizer:
+  class_path: SGD
+  init_args: {lr: 0.5, momentum: 0.9}
+)";
+
+// Expert parallelism splits every MoE layer's experts across data-parallel
+// replicas and moves tokens by all-to-all: the same math as data
+// parallelism (each rank routes its own tokens), so EP2 trains as DP2 and
+// EP2 x DP2 as DP4, losses (load-balancing term included) and every weight,
+// each expert read from the file of the rank holding it.
+TEST_F(ModelParallelTest, ExpertParallelTrainsAsDataParallel) {
+  write("mixtral.yaml", std::string(kRun) + kMixtral);
+  for (const int world : {2, 4}) {
+    SCOPED_TRACE(world);
+    const std::string dp = "dp" + std::to_string(world), ep = "ep2x" + std::to_string(world / 2);
+    const std::string batch = "--data.init_args.batch_size=" + std::to_string(8 / world);
+    fit("mixtral.yaml", dp,
+        {"--trainer.max_steps=6", "--trainer.devices=" + std::to_string(world), "--trainer.strategy=hpu_parallel", batch});
+    fit("mixtral.yaml", ep,
+        {"--trainer.max_steps=6", "--trainer.devices=" + std::to_string(world), kTensorParallel[0],
+         "--trainer.strategy.init_args.tensor_parallel_size=1",
+         "--trainer.strategy.init_args.data_parallel_size=" + std::to_string(world),
+         "--trainer.strategy.init_args.expert_parallel_size=2", batch});
+    expectClose(losses(ep), losses(dp), "train_loss");
+    const core::checkpoint::Checkpoint want = readCheckpoint(checkpoint(dp, "last.ckpt"));
+    std::set<std::string> seen;
+    for (int rank = 0; rank < world; ++rank) {
+      const core::checkpoint::Checkpoint part = readCheckpoint(checkpoint(ep, "last.ckpt.rank" + std::to_string(rank)));
+      for (const auto& t : part.tensors) {
+        if (t.name.rfind("optimizer.", 0) == 0) continue;
+        const auto* w = want.find(t.name);
+        ASSERT_NE(w, nullptr) << t.name;
+        ASSERT_EQ(t.values.size(), w->values.size()) << t.name;
+        for (std::size_t i = 0; i < t.values.size(); ++i)
+          ASSERT_LE(std::abs(double(t.values[i]) - double(w->values[i])),
+                    kAbsTolerance + kRelTolerance * std::abs(double(w->values[i])))
+              << t.name << "[" << i << "] on rank " << rank;
+        seen.insert(t.name);
+        // Rank 0 and 2 hold experts 0 and 1, ranks 1 and 3 experts 2 and 3.
+        if (const auto at = t.name.find(".experts."); at != std::string::npos)
+          EXPECT_EQ(std::stoi(t.name.substr(at + 9)) / 2, rank % 2) << t.name;
+      }
+    }
+    std::size_t model_tensors = 0;
+    for (const auto& t : want.tensors) model_tensors += t.name.rfind("optimizer.", 0) != 0;
+    EXPECT_EQ(seen.size(), model_tensors) << "every weight of the model, each expert on one rank";
+  }
+}
+
+TEST_F(ModelParallelTest, ExpertParallelLayoutsThatCannotWorkAreRefusedByName) {
+  write("mixtral.yaml", std::string(kRun) + kMixtral);
+  const auto refusal = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args{"fit", "-c", "mixtral.yaml", "--trainer.default_root_dir=bad", kTensorParallel[0],
+                                  "--trainer.strategy.init_args.tensor_parallel_size=1"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const RunResult r = run(args);
+    EXPECT_EQ(r.exit_code, 2) << r.describe();
+    return r.err;
+  };
+  EXPECT_THAT(refusal({"--trainer.devices=2", "--trainer.strategy.init_args.data_parallel_size=2",
+                       "--trainer.strategy.init_args.expert_parallel_size=4"}),
+              HasSubstr("trainer.strategy.init_args.expert_parallel_size=4: the experts split across data-parallel "
+                        "replicas, and 4 does not divide data_parallel_size 2"));
+  EXPECT_THAT(refusal({"--trainer.devices=2", "--trainer.strategy.init_args.data_parallel_size=2",
+                       "--trainer.strategy.init_args.expert_parallel_size=2",
+                       "--trainer.strategy.init_args.zero_stage=1"}),
+              HasSubstr("expert parallelism runs with zero_stage 0"));
+  EXPECT_THAT(refusal({"--trainer.devices=2", "--trainer.strategy.init_args.data_parallel_size=2",
+                       "--trainer.strategy.init_args.expert_parallel_size=2", "--model.init_args.num_local_experts=3"}),
+              HasSubstr("num_local_experts 3 cannot be split across 2 expert-parallel ranks"));
+}
+
 TEST_F(ModelParallelTest, DistributedCheckpointResumesInAnotherLayout) {
   write("llama.yaml", std::string(kRun) + kLlama);
   fit("llama.yaml", "one", {});

@@ -60,6 +60,12 @@ Checkpoint assembleDistributed(CheckpointIO& io, const std::string& path, const 
   const json meta = json::parse(main.meta(kDistributedCheckpoint));
   const int tp = meta.at("tensor_parallel_size").get<int>();
   const int pp = meta.value("pipeline_parallel_size", 1);
+  // Its ranks hold other experts each: a run of its own layout reads each rank's file.
+  if (const int ep = meta.value("expert_parallel_size", 1); ep > 1)
+    throw CheckpointError(fmt::format("{} was written by an expert-parallel run (expert_parallel_size {}, {} ranks): it "
+                                      "resumes in that layout only (ModelParallelStrategy with expert_parallel_size {} "
+                                      "on {} ranks)",
+                                      path, ep, meta.at("world_size").get<int>(), ep, meta.at("world_size").get<int>()));
   // The files of the first data-parallel replica: stage s's tensor-parallel
   // rank k is rank s * tp + k.
   std::vector<std::vector<RankPart>> stages(static_cast<std::size_t>(pp));

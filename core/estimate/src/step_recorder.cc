@@ -22,6 +22,7 @@ device::CollectiveKind kindOf(std::string_view kind) {
   if (kind == "reduce_scatter") return device::CollectiveKind::kReduceScatter;
   if (kind == "allgather") return device::CollectiveKind::kAllgather;
   if (kind == "broadcast") return device::CollectiveKind::kBroadcast;
+  if (kind == "alltoall") return device::CollectiveKind::kAlltoall;
   return device::CollectiveKind::kBarrier;
 }
 

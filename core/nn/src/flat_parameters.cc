@@ -20,9 +20,12 @@ FlatParameters::FlatParameters(const Module& module, device::Device& device, std
   for (const NamedTensor& p : params) {
     HPU_CHECK(device::isFloating(p.tensor.dtype()), "parameter {} of dtype {}", p.name,
               device::dtypeName(p.tensor.dtype()));
-    // A bucket holds one dtype (fp8 inference keeps quantized weights beside bf16 ones).
+    // A bucket holds one dtype (fp8 inference keeps quantized weights beside
+    // bf16 ones), and experts (under expert parallelism) or none: their
+    // gradients are reduced among other ranks.
     if (groups.empty() || in_group + p.tensor.numel() > cap ||
-        groups.back().front().tensor.dtype() != p.tensor.dtype()) {
+        groups.back().front().tensor.dtype() != p.tensor.dtype() ||
+        groups.back().front().expert_parallel != p.expert_parallel) {
       groups.emplace_back();
       in_group = 0;
     }

@@ -1,5 +1,6 @@
 #include "hpu/core/nn/module.h"
 
+#include <algorithm>
 #include <functional>
 #include <stdexcept>
 
@@ -76,9 +77,11 @@ Tensor Module::registerBuffer(std::string name, Tensor t) {
   return t;
 }
 
-void Module::collect(const std::string& prefix, bool params, std::vector<NamedTensor>& out) const {
-  for (const auto& p : params ? params_ : buffers_) out.push_back({prefix + p.name, p.tensor, p.shard});
-  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", params, out);
+void Module::collect(const std::string& prefix, bool params, std::vector<NamedTensor>& out,
+                     int expert_parallel) const {
+  expert_parallel = std::max(expert_parallel, expert_parallel_);
+  for (const auto& p : params ? params_ : buffers_) out.push_back({prefix + p.name, p.tensor, p.shard, expert_parallel});
+  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", params, out, expert_parallel);
 }
 
 std::vector<NamedTensor> Module::namedParameters() const {
@@ -101,7 +104,8 @@ std::vector<Tensor> Module::parameters() const {
 
 std::int64_t Module::numParameters() const {
   std::int64_t n = 0;
-  for (auto& p : namedParameters()) n += p.shard.fullShape(p.tensor.shape()).numel();
+  // An expert-parallel rank holds 1 / expert_parallel of its layer's experts, all of one shape.
+  for (auto& p : namedParameters()) n += p.shard.fullShape(p.tensor.shape()).numel() * p.expert_parallel;
   return n;
 }
 

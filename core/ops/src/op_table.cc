@@ -10,7 +10,7 @@ std::span<const OpInfo> opTable() {
       kLinear,  kMatmul,    kConv2d,    kMaxPool2d, kAvgPool2d,    kRelu,      kGelu,    kGeluTanh, kTanh, kSigmoid,
       kDropout, kLayerNorm, kBatchNorm, kEmbedding, kCrossEntropy, kMseLoss,   kAdd,     kSub,      kMul,  kScale,
       kSum,     kSoftmax,   kPermute,   kSplit,     kNarrow,       kAttention, kAttentionSoftmax, kRmsNorm, kRotary,   kSilu, kSwiglu,
-      kSoftcap, kRouterTopK, kDispatchRows, kCombineRows};
+      kSoftcap, kRouterTopK, kDispatchRows, kCombineRows, kConcat};
   return kTable;
 }
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <numeric>
 #include <utility>
 #include <vector>
 
@@ -53,6 +54,30 @@ Tensor copyToParallel(const Tensor& x, ParallelGroup& group) {
     accumulateGrad(x, gy.data());
   });
   return y;
+}
+
+Tensor exchangeRows(const Tensor& x, std::vector<std::int64_t> send_rows, std::vector<std::int64_t> recv_rows,
+                    ParallelGroup& group) {
+  const auto ranks = static_cast<std::size_t>(group.size());
+  const auto sum = [](const std::vector<std::int64_t>& v) { return std::accumulate(v.begin(), v.end(), std::int64_t{0}); };
+  require(x.ndim() == 2 && send_rows.size() == ranks && recv_rows.size() == ranks && sum(send_rows) == x.size(0),
+          "exchange_rows", [&] {
+            return fmt::format("rows {} to send as [{}] to {} ranks", x.shape().str(), fmt::join(send_rows, ", "), ranks);
+          });
+  const std::int64_t width = x.size(1);
+  Tensor y = like(x, {sum(recv_rows), width});
+  group.alltoall(computes(x) ? x.data() : nullptr, send_rows, width, wireOf(x), computes(y) ? y.data() : nullptr,
+                 recv_rows);
+  recordUnrecordedBackward("exchange_rows", y, {&x},
+                           [x = GradRef(x), y = GradRef(y), send_rows, recv_rows, width, &group] {
+    Tensor gy = y.grad();
+    if (!gy.defined()) return;
+    Tensor gx = like(gy, x.shape());
+    group.alltoall(computes(gy) ? gy.data() : nullptr, recv_rows, width, wireOf(gy),
+                   computes(gx) ? gx.data() : nullptr, send_rows);
+    accumulateGrad(x, gx.data());
+  });
+  return finish(y);
 }
 
 Tensor reduceFromParallel(Tensor partial, ParallelGroup& group, const Tensor& bias) {

@@ -123,6 +123,45 @@ std::vector<Tensor> split(const Tensor& x_in, std::span<const std::int64_t> size
   return pieces;
 }
 
+Tensor concatRows(std::span<const Tensor> xs_in) {
+  require(!xs_in.empty(), op::kConcat, "needs at least one tensor");
+  std::vector<const Tensor*> given;
+  for (const Tensor& x : xs_in) given.push_back(&x);
+  const DType dt = computeDtype(op::kConcat, given);
+  std::vector<Tensor> xs;
+  std::int64_t rows = 0;
+  for (const Tensor& x : xs_in) {
+    require(x.ndim() >= 1 && x.shape().tail(1) == xs_in.front().shape().tail(1), op::kConcat, [&] {
+      return fmt::format("{} and {} differ past their rows", xs_in.front().shape().str(), x.shape().str());
+    });
+    xs.push_back(castTo(x, dt));
+    rows += x.size(0);
+  }
+  Shape shape = xs.front().shape();
+  shape[0] = rows;
+  // Recorded as the first piece and the whole result.
+  const device::OperandInfo operands[] = {operandInfo(xs.front()), {shape.dims(), dt, false}};
+  const OpRecord op_record = record(op::kConcat, xs.front().device(), operands);
+  Tensor y = like(xs.front(), shape);
+  std::vector<const Tensor*> inputs;
+  std::int64_t at = 0;
+  for (const Tensor& x : xs) {
+    if (computes(y)) std::copy_n(x.data(), x.numel(), y.data() + at);
+    at += x.numel();
+    inputs.push_back(&x);
+  }
+  recordBackward(y, inputs, [xs, y = GradRef(y)] {
+    Tensor gy = y.grad();
+    if (!gy.defined()) return;
+    std::int64_t at = 0;
+    for (const Tensor& x : xs) {
+      if (wants(x)) accumulateGrad(x, computes(y) ? gy.data() + at : nullptr);
+      at += x.numel();
+    }
+  });
+  return finish(y);
+}
+
 Tensor narrow(const Tensor& x_in, int dim, std::int64_t start, std::int64_t length) {
   const int n = x_in.ndim();
   if (dim < 0) dim += n;

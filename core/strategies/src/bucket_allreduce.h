@@ -7,6 +7,7 @@
 #pragma once
 
 #include <algorithm>
+#include <span>
 #include <vector>
 
 #include "hpu/comm/process_group.h"
@@ -17,9 +18,20 @@ namespace hpu::core {
 
 class BucketAllreduce {
  public:
-  void setup(const nn::FlatParameters& params) {
+  // Where a bucket's gradients are averaged, when not over the group the
+  // calls name: the ranks holding the same experts under expert
+  // parallelism, the average then scaled by `scale` (1 / the expert-parallel
+  // size: each expert's gradient already sums its expert-parallel group's
+  // tokens).
+  struct Reduction {
+    comm::ProcessGroup* group = nullptr;  // null: the calls' group
+    float scale = 1.0f;
+  };
+  void setup(const nn::FlatParameters& params, std::vector<Reduction> reductions = {}) {
     pending_.assign(params.buckets().size(), comm::Work());
     launched_.assign(params.buckets().size(), false);
+    reductions_ = std::move(reductions);
+    reductions_.resize(params.buckets().size());
   }
 
   void beforeBackward(comm::ProcessGroup& group, nn::FlatParameters& params, Strategy::MicroBatch m) {
@@ -45,11 +57,16 @@ class BucketAllreduce {
  private:
   void launch(comm::ProcessGroup& group, nn::FlatParameters& params, std::size_t i) {
     launched_[i] = true;
-    pending_[i] = group.allreduceAsync(params.buckets()[i].gradSpan(), comm::ReduceOp::kAvg);
+    const std::span<float> grads = params.buckets()[i].gradSpan();
+    const Reduction& r = reductions_[i];
+    if (r.scale != 1.0f && grads.data() != nullptr)
+      for (float& g : grads) g *= r.scale;
+    pending_[i] = (r.group != nullptr ? *r.group : group).allreduceAsync(grads, comm::ReduceOp::kAvg);
   }
 
   std::vector<comm::Work> pending_;
   std::vector<bool> launched_;
+  std::vector<Reduction> reductions_;
 };
 
 }  // namespace hpu::core

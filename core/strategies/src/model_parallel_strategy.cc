@@ -31,6 +31,15 @@
 //    parameters over the tensor-parallel group and counts the others once.
 //  - Data: each data-parallel rank reads its part; the tensor-parallel ranks
 //    of one data-parallel rank read the same batches.
+//  - Expert parallelism (expert_parallel_size ep, dividing the data-parallel
+//    size; Megatron-LM's and DeepSpeed-MoE's layout): ep consecutive
+//    data-parallel replicas split every MoE layer's experts between them
+//    (InitContext::expert_parallel) and exchange tokens with all-to-alls;
+//    the rest of the model stays replicated. An expert's gradient already
+//    sums its expert-parallel group's tokens: it is averaged over the ranks
+//    holding the same experts (dp / ep of them) and scaled by 1 / ep, so it
+//    is the data-parallel average one device's copy would get. Checkpoints
+//    are written by every rank (its experts in its own file).
 #include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
 
@@ -88,6 +97,29 @@ class CommParallelGroup final : public ops::ParallelGroup {
     wire::fromBits(bits_out, mine);
   }
 
+  void alltoall(const float* in, std::span<const std::int64_t> send_rows, std::int64_t width, DType wire, float* out,
+                std::span<const std::int64_t> recv_rows) override {
+    std::vector<std::size_t> send(send_rows.size()), recv(recv_rows.size());
+    std::size_t send_total = 0, recv_total = 0;
+    for (std::size_t d = 0; d < send.size(); ++d) send_total += send[d] = static_cast<std::size_t>(send_rows[d] * width);
+    for (std::size_t d = 0; d < recv.size(); ++d) recv_total += recv[d] = static_cast<std::size_t>(recv_rows[d] * width);
+    // Null pointers on a shape-only device: the counts still travel.
+    const std::span<const float> values(in, send_total);
+    const std::span<float> arrived(out, recv_total);
+    if (wire != DType::kBFloat16) return group_->alltoall(values, send, arrived, recv);
+    std::vector<std::uint16_t> bits_in, bits_out(out != nullptr ? recv_total : 0);
+    wire::toBits(values, bits_in);
+    group_->alltoall(wire::bitsView(bits_in, send_total), send, wire::bitsView(bits_out, recv_total), recv);
+    wire::fromBits(bits_out, arrived);
+  }
+
+  std::vector<std::int64_t> alltoallCounts(std::span<const std::int64_t> counts, std::size_t per_rank) override {
+    const std::vector<std::size_t> each(static_cast<std::size_t>(size()), per_rank * sizeof(std::int64_t));
+    std::vector<std::int64_t> out(counts.size());
+    group_->alltoall(std::as_bytes(counts), each, std::as_writable_bytes(std::span<std::int64_t>(out)), each);
+    return out;
+  }
+
   ops::ParallelGroup& subgroupOf(int count) override {
     auto& sub = subgroups_[count];
     if (!sub) {
@@ -116,11 +148,13 @@ class ModelParallelStrategy final : public DistributedStrategy {
   // parallel size fills the rest of the world).
   ModelParallelStrategy(std::optional<int> data_parallel_size, std::optional<int> tensor_parallel_size,
                         bool save_distributed_checkpoint, bool sequence_parallel, int pipeline_parallel_size,
-                        std::vector<int> pipeline_layers, int zero_stage, std::string cluster_environment)
+                        std::vector<int> pipeline_layers, int zero_stage, int expert_parallel_size,
+                        std::string cluster_environment)
       : DistributedStrategy(std::move(cluster_environment)),
         dp_(data_parallel_size),
         tp_(tensor_parallel_size),
         pp_(pipeline_parallel_size),
+        ep_(expert_parallel_size),
         pipeline_layers_(std::move(pipeline_layers)),
         save_distributed_(save_distributed_checkpoint),
         sequence_parallel_(sequence_parallel),
@@ -142,6 +176,20 @@ class ModelParallelStrategy final : public DistributedStrategy {
                                    "trainer.devices {} x trainer.num_nodes {})",
                                    sizes, world, run.devices_per_node, run.num_nodes));
     }
+    if (ep_ > 1) {
+      const auto refuse = [&](const std::string& why) {
+        throw UsageError(fmt::format("trainer.strategy.init_args.expert_parallel_size={}: {}", ep_, why));
+      };
+      if (dp % ep_ != 0)
+        refuse(fmt::format("the experts split across data-parallel replicas, and {} does not divide "
+                           "data_parallel_size {}",
+                           ep_, dp));
+      if (pp_ > 1) refuse("expert parallelism runs with pipeline_parallel_size 1");
+      if (zero_) refuse("expert parallelism runs with zero_stage 0 (the experts' optimizer state is not sharded)");
+      if (!save_distributed_)
+        refuse("an expert-parallel run writes each rank's experts in its own checkpoint file: keep "
+               "save_distributed_checkpoint true");
+    }
     if (!pipeline_layers_.empty() && static_cast<int>(pipeline_layers_.size()) != pp_)
       throw UsageError(fmt::format("trainer.strategy.init_args.pipeline_layers: {} counts for {} pipeline stages "
                                    "(pipeline_parallel_size); give one count of decoder layers per stage",
@@ -157,6 +205,19 @@ class ModelParallelStrategy final : public DistributedStrategy {
     for (int k = 0; k < model; ++k) model_ranks.push_back(r / model * model + k);
     tensor_ = std::make_unique<CommParallelGroup>(group().split(tp_ranks));
     data_ = group().split(dp_ranks);
+    if (ep_ > 1) {
+      // The ep consecutive replicas this rank's experts are split across,
+      // the replicas holding the same experts, and every rank of the first
+      // group (whose gradient norm counts each expert once).
+      const int d = r / model;
+      std::vector<int> ep_ranks, same_experts, ep_model;
+      for (int k = 0; k < ep_; ++k) ep_ranks.push_back((d / ep_ * ep_ + k) * model + r % model);
+      for (int k = 0; k < dp / ep_; ++k) same_experts.push_back((k * ep_ + d % ep_) * model + r % model);
+      for (int k = 0; k < ep_ * model; ++k) ep_model.push_back(d / ep_ * ep_ * model + k);
+      expert_ = std::make_unique<CommParallelGroup>(group().split(ep_ranks));
+      expert_data_ = group().split(same_experts);
+      expert_model_ = group().split(ep_model);
+    }
     if (pp_ > 1) {
       // The links to the neighbouring stages and, on the first and last
       // stage, the pair that sums a tied embedding's gradients.
@@ -171,11 +232,13 @@ class ModelParallelStrategy final : public DistributedStrategy {
       if (stage_ == 0 || stage_ == pp_ - 1) embedding_ = group().split({pp_ranks.front(), pp_ranks.back()});
     }
     if (isGlobalZero())
-      spdlog::info("{}: {} data-parallel x {}{} tensor-parallel ranks (tensor-parallel groups of consecutive ranks)",
-                   name(), dp, pp_ > 1 ? fmt::format("{} pipeline stages x ", pp_) : "", tp);
+      spdlog::info("{}: {} data-parallel x {}{} tensor-parallel ranks (tensor-parallel groups of consecutive ranks){}",
+                   name(), dp, pp_ > 1 ? fmt::format("{} pipeline stages x ", pp_) : "", tp,
+                   ep_ > 1 ? fmt::format("; experts split across {} data-parallel replicas", ep_) : "");
   }
 
   ops::ParallelGroup* tensorParallelGroup() override { return tensor_.get(); }
+  ops::ParallelGroup* expertParallelGroup() override { return expert_.get(); }
   bool savesDistributedCheckpoint() const override { return save_distributed_; }
   bool sequenceParallel() const override { return sequence_parallel_ && tensor_->size() > 1; }
   int pipelineStages() const override { return pp_; }
@@ -204,8 +267,23 @@ class ModelParallelStrategy final : public DistributedStrategy {
 
   void setupParameters(nn::Module& model, nn::FlatParameters& params,
                        const std::vector<nn::NamedTensor>& buffers) override {
-    broadcastParameters(params, buffers, data_.get());
-    sync_.setup(params);
+    // Experts from the first of the replicas holding the same ones, the rest from the first replica.
+    std::vector<comm::ProcessGroup*> sources;
+    std::vector<BucketAllreduce::Reduction> reductions;
+    bool experts = false;
+    for (const auto& b : params.buckets()) {
+      const bool expert = b.members.front().expert_parallel > 1;
+      experts = experts || expert;
+      sources.push_back(expert ? expert_data_.get() : nullptr);
+      reductions.push_back(expert ? BucketAllreduce::Reduction{expert_data_.get(), 1.0f / static_cast<float>(ep_)}
+                                  : BucketAllreduce::Reduction{});
+    }
+    if (ep_ > 1 && !experts)
+      throw UsageError(fmt::format("trainer.strategy.init_args.expert_parallel_size={}: the model has no mixture of "
+                                   "experts to split (MixtralForCausalLM has); use expert_parallel_size 1",
+                                   ep_));
+    broadcastParameters(params, buffers, data_.get(), sources);
+    sync_.setup(params, std::move(reductions));
     shared_.clear();
     if (embedding_)
       if (const auto* stages = dynamic_cast<const PipelineModule*>(&model)) shared_ = stages->stageSharedParameters();
@@ -301,7 +379,10 @@ class ModelParallelStrategy final : public DistributedStrategy {
         const bool copy = stage_ > 0 && std::any_of(shared_.begin(), shared_.end(), [&](const Tensor& t) {
                             return t.sameAs(m.tensor);
                           });
-        v.weights.push_back(copy ? 0.0 : (m.shard.split() ? m.shard.parts : 1) / ranks);
+        // Under expert parallelism the norm sums over ep replicas: the rest
+        // of the model counts 1 / ep on each, every expert on its rank.
+        const double replicas = m.expert_parallel > 1 ? 1.0 : ep_;
+        v.weights.push_back(copy ? 0.0 : (m.shard.split() ? m.shard.parts : 1) / ranks / replicas);
       }
     }
     // Over the ranks of a replica, or under ZeRO-1 of every replica.
@@ -312,7 +393,9 @@ class ModelParallelStrategy final : public DistributedStrategy {
         return value[0];
       }
       float value = static_cast<float>(partial);
-      if (model_)
+      if (expert_model_)
+        expert_model_->allreduce(std::span<float>(&value, 1), comm::ReduceOp::kSum);
+      else if (model_)
         model_->allreduce(std::span<float>(&value, 1), comm::ReduceOp::kSum);
       else
         tensor_->allreduce(&value, 1, DType::kFloat32, ops::ParallelReduce::kSum);
@@ -332,8 +415,9 @@ class ModelParallelStrategy final : public DistributedStrategy {
   void observeCollectives(std::shared_ptr<comm::CollectiveObserver> observer) override {
     DistributedStrategy::observeCollectives(observer);
     if (tensor_) tensor_->observe(observer);
+    if (expert_) expert_->observe(observer);
     if (data_) data_->setObserver(observer);
-    for (comm::ProcessGroup* g : {pipeline_.get(), model_.get(), embedding_.get()})
+    for (comm::ProcessGroup* g : {pipeline_.get(), model_.get(), embedding_.get(), expert_data_.get(), expert_model_.get()})
       if (g) g->setObserver(observer);
     if (links_) links_->observe(observer);
   }
@@ -346,6 +430,9 @@ class ModelParallelStrategy final : public DistributedStrategy {
  private:
   // Subgroups go before the group they were split from.
   void releaseSubgroups() {
+    expert_.reset();
+    expert_data_.reset();
+    expert_model_.reset();
     tensor_.reset();
     data_.reset();
     links_.reset();
@@ -355,7 +442,7 @@ class ModelParallelStrategy final : public DistributedStrategy {
   }
 
   std::optional<int> dp_, tp_;
-  int pp_;
+  int pp_, ep_;
   std::vector<int> pipeline_layers_;
   bool save_distributed_, sequence_parallel_;
   bool zero_;  // ZeRO-1: the optimizer state sharded over the data-parallel group
@@ -365,6 +452,9 @@ class ModelParallelStrategy final : public DistributedStrategy {
   std::unique_ptr<comm::ProcessGroup> pipeline_;   // this rank's pipeline: its stages, in order
   std::unique_ptr<comm::ProcessGroup> model_;      // the ranks of one data-parallel replica (tp x pp)
   std::unique_ptr<comm::ProcessGroup> embedding_;  // {first stage, last stage} of this pipeline, on those
+  std::unique_ptr<CommParallelGroup> expert_;        // the replicas this rank's MoE layers split their experts across
+  std::unique_ptr<comm::ProcessGroup> expert_data_;  // the replicas holding this rank's experts
+  std::unique_ptr<comm::ProcessGroup> expert_model_;  // every rank of expert_'s replicas
   std::unique_ptr<StageLinks> links_;
   std::vector<Tensor> shared_;  // this rank's stage-shared parameters
   BucketAllreduce sync_;
@@ -412,6 +502,10 @@ HPU_REGISTER_COMPONENT(
           {"pipeline_layers", config::Type::optional(config::Type::list(config::Type::integer().min(1))), "null",
            "hpu-train's own: decoder layers of each pipeline stage, in order (null: balanced by parameter count).",
            "", true},
+          {"expert_parallel_size", config::Type::integer().min(1), "1",
+           "Data-parallel replicas each MoE layer's experts are split across (Mixtral; DeepSpeed-MoE's ep_size, "
+           "Megatron-LM's expert_model_parallel_size): each holds experts / size of them and sends each token to "
+           "the replica holding its experts (all-to-all); must divide data_parallel_size and the experts."},
           {"zero_stage", config::Type::integer().min(0).max(1), "0",
            "hpu-train's own: 1 shards the optimizer state over the data-parallel group (ZeRO-1, Megatron-LM's "
            "distributed optimizer: under bf16-mixed, bf16-true or fp8 the model is held in bf16, the fp32 master "
@@ -427,7 +521,7 @@ HPU_REGISTER_COMPONENT(
       return std::make_unique<ModelParallelStrategy>(
           sizeOf(p, "data_parallel_size"), sizeOf(p, "tensor_parallel_size"), p.getBool("save_distributed_checkpoint"),
           p.getBool("sequence_parallel"), static_cast<int>(p.getInt("pipeline_parallel_size")), std::move(layers),
-          static_cast<int>(p.getInt("zero_stage")), "");
+          static_cast<int>(p.getInt("zero_stage")), static_cast<int>(p.getInt("expert_parallel_size")), "");
     });
 
 }  // namespace
@@ -437,7 +531,7 @@ std::unique_ptr<Strategy> makeModelParallelStrategy(std::optional<int> data_para
                                                     bool save_distributed_checkpoint) {
   return std::make_unique<ModelParallelStrategy>(data_parallel_size, tensor_parallel_size, save_distributed_checkpoint,
                                                  /*sequence_parallel=*/false, /*pipeline_parallel_size=*/1,
-                                                 std::vector<int>{}, /*zero_stage=*/0, "");
+                                                 std::vector<int>{}, /*zero_stage=*/0, /*expert_parallel_size=*/1, "");
 }
 
 std::unique_ptr<ops::ParallelGroup> makeTensorParallelGroup(std::unique_ptr<comm::ProcessGroup> group) {

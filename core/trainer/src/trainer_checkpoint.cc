@@ -325,6 +325,7 @@ void Trainer::saveCheckpoint(const std::string& path, bool weights_only) {
                                                          {"optimizer_params", order}}
                                                         .dump();
     json layout{{"world_size", strategy_->worldSize()}, {"tensor_parallel_size", ranks}};
+    if (const ops::ParallelGroup* ep = strategy_->expertParallelGroup()) layout["expert_parallel_size"] = ep->size();
     if (stages > 1) layout["pipeline_parallel_size"] = stages;
     m[checkpoint::kDistributedCheckpoint] = layout.dump();
   } else {
@@ -462,9 +463,11 @@ void Trainer::restore(const std::string& path, bool full) {
   if (auto it = ckpt.metadata.find(checkpoint::kDistributedCheckpoint); it != ckpt.metadata.end()) {
     const json layout = json::parse(it->second);
     const ops::ParallelGroup* tp = strategy_->tensorParallelGroup();
+    const ops::ParallelGroup* ep = strategy_->expertParallelGroup();
     pieces = tp != nullptr && layout.at("world_size").get<int>() == strategy_->worldSize() &&
              layout.at("tensor_parallel_size").get<int>() == tp->size() &&
-             layout.value("pipeline_parallel_size", 1) == strategy_->pipelineStages();
+             layout.value("pipeline_parallel_size", 1) == strategy_->pipelineStages() &&
+             layout.value("expert_parallel_size", 1) == (ep ? ep->size() : 1);
     if (pieces)
       ckpt.tensors = checkpoint_io_->load(checkpoint::shardPath(path, strategy_->globalRank())).tensors;
     else

@@ -191,11 +191,13 @@ class DecoderModel final : public nn::Module {
     for (std::int64_t l = part.first_layer; l < part.end_layer; ++l) {
       CausalLM::PartInit at(ctx, CausalLM::InitPart::kLayer, l);
       auto layer = layers->append(std::make_shared<DecoderLayer>(at.ctx, c, l, balance), l);
-      // Hugging Face's _init_weights: every weight matrix (projections,
-      // experts, router) N(0, initializer_range), biases zero; norms keep theirs.
-      for (const auto& [name, t, shard] : layer->namedParameters()) {
-        if (t.ndim() == 2) nn::fillNormal(at.ctx, t, static_cast<float>(c.initializer_range), shard);
-        if (name.ends_with(".bias")) nn::fillConstant(t, 0.0f);
+      // Hugging Face's _init_weights: every weight matrix N(0,
+      // initializer_range), biases zero; norms keep theirs; a sparse MoE
+      // block draws its experts and router itself.
+      for (const nn::NamedTensor& p : layer->namedParameters()) {
+        if (p.name.starts_with("block_sparse_moe.")) continue;
+        if (p.tensor.ndim() == 2) nn::fillNormal(at.ctx, p.tensor, static_cast<float>(c.initializer_range), p.shard);
+        if (p.name.ends_with(".bias")) nn::fillConstant(p.tensor, 0.0f);
       }
     }
     if (part.last)
@@ -237,8 +239,8 @@ class DecoderForCausalLM final : public CausalLM {
     lm_head_ = registerChild("lm_head", std::make_shared<nn::Linear>(
                                             at.ctx, config_.hidden_size, config_.vocab_size, false,
                                             nn::splitAcross(ctx.tensor_parallel, nn::ParallelSplit::kColumn)));
-    for (const auto& [name, t, shard] : lm_head_->namedParameters())
-      nn::fillNormal(at.ctx, t, static_cast<float>(config_.initializer_range), shard);
+    for (const nn::NamedTensor& p : lm_head_->namedParameters())
+      nn::fillNormal(at.ctx, p.tensor, static_cast<float>(config_.initializer_range), p.shard);
   }
   Tensor embed(const Tensor& ids, const Tensor&) override {
     Tensor h = model_->embed_tokens(ids);

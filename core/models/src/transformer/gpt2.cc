@@ -139,8 +139,8 @@ class GPT2Model final : public nn::Module {
     for (std::int64_t l = part.first_layer; l < part.end_layer; ++l) {
       CausalLM::PartInit at(ctx, CausalLM::InitPart::kLayer, l);
       auto block = h->append(std::make_shared<GPT2Block>(at.ctx, c, l, dropout_rng), l);
-      for (const auto& [name, t, shard] : block->namedParameters())
-        if (name.ends_with("c_proj.weight")) nn::fillNormal(at.ctx, t, residual_std, shard);
+      for (const nn::NamedTensor& p : block->namedParameters())
+        if (p.name.ends_with("c_proj.weight")) nn::fillNormal(at.ctx, p.tensor, residual_std, p.shard);
     }
     if (part.last)
       ln_f = registerChild("ln_f", std::make_shared<nn::LayerNorm>(ctx, c.hidden_size, static_cast<float>(c.norm_eps)));

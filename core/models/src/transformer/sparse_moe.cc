@@ -4,6 +4,9 @@
 
 #include <numeric>
 
+#include "hpu/core/base/errors.h"
+#include "hpu/core/models/causal_lm.h"
+
 namespace hpu::core::models {
 namespace {
 
@@ -77,21 +80,43 @@ SparseMoeBlock::SparseMoeBlock(nn::InitContext& ctx, const TransformerConfig& c,
                                std::shared_ptr<RouterBalance> balance)
     : layer_(layer),
       top_k_(c.num_experts_per_tok),
+      num_experts_(c.num_local_experts),
       balance_loss_(c.output_router_logits),
       tp_(ctx.tensor_parallel),
+      ep_(ctx.expert_parallel != nullptr && ctx.expert_parallel->size() > 1 ? ctx.expert_parallel : nullptr),
       balance_(std::move(balance)) {
-  gate = registerChild("gate", std::make_shared<nn::Linear>(ctx, c.hidden_size, c.num_local_experts, false));
+  const auto std = static_cast<float>(c.initializer_range);
+  {
+    CausalLM::PartInit at(ctx, CausalLM::InitPart::kExpert, CausalLM::expertStream(layer, -1));
+    gate = registerChild("gate", std::make_shared<nn::Linear>(at.ctx, c.hidden_size, num_experts_, false));
+    nn::fillNormal(at.ctx, gate->weight, std);
+  }
+  std::int64_t count = num_experts_;
+  if (ep_) {
+    if (num_experts_ % ep_->size() != 0)
+      throw UsageError(fmt::format("MixtralForCausalLM: num_local_experts {} cannot be split across {} expert-parallel "
+                                   "ranks; choose an expert_parallel_size that divides it",
+                                   num_experts_, ep_->size()));
+    count = num_experts_ / ep_->size();
+    first_expert_ = count * ep_->rank();
+  }
   experts = registerChild("experts", std::make_shared<nn::ModuleList>());
-  for (std::int64_t e = 0; e < c.num_local_experts; ++e) experts->append(std::make_shared<Expert>(ctx, c));
+  for (std::int64_t e = first_expert_; e < first_expert_ + count; ++e) {
+    CausalLM::PartInit at(ctx, CausalLM::InitPart::kExpert, CausalLM::expertStream(layer, e));
+    auto expert = experts->append(std::make_shared<Expert>(at.ctx, c), e);
+    for (const nn::NamedTensor& p : expert->namedParameters()) nn::fillNormal(at.ctx, p.tensor, std, p.shard);
+  }
+  if (ep_) experts->splitExperts(ep_->size());
 }
 
 std::string SparseMoeBlock::describe() const {
-  return fmt::format("{} experts, top {}{}", experts->size(), top_k_, balance_loss_ ? ", load-balancing loss" : "");
+  return fmt::format("{} experts, top {}{}{}", num_experts_, top_k_,
+                     ep_ ? fmt::format(", {} on each of {} expert-parallel ranks", experts->size(), ep_->size()) : "",
+                     balance_loss_ ? ", load-balancing loss" : "");
 }
 
 Tensor SparseMoeBlock::forward(const Tensor& x) {
   const std::int64_t n = x.size(0) * x.size(1), h = x.size(2);
-  const auto count = static_cast<std::int64_t>(experts->size());
   const Tensor rows_in = ops::reshape(x, {n, h});
   // The router reads the whole hidden states on every tensor-parallel rank
   // (its gradient is whole there); the experts read them in the parallel region.
@@ -100,22 +125,35 @@ Tensor SparseMoeBlock::forward(const Tensor& x) {
   const ops::TopKRouting routing = ops::routerTopK(probs, top_k_, /*normalize=*/true);
   if (balance_loss_) balance_->record(layer_, routing.experts, probs);
   // Each expert's rows and their slots in the [n, k] weights, in token order.
-  std::vector<std::vector<std::int64_t>> rows(static_cast<std::size_t>(count)), slots(rows.size());
+  std::vector<std::vector<std::int64_t>> rows(static_cast<std::size_t>(num_experts_)), slots(rows.size());
   for (std::size_t i = 0; i < routing.experts.size(); ++i) {
     const auto e = static_cast<std::size_t>(routing.experts[i]);
     rows[e].push_back(static_cast<std::int64_t>(i) / top_k_);
     slots[e].push_back(static_cast<std::int64_t>(i));
   }
-  // Experts that no token chose compute nothing.
+  const Tensor parallel_in = tp_ ? ops::toParallelRegion(rows_in, *tp_) : rows_in;
+  if (ep_) {
+    // Every expert's outputs in expert order: one list of rows and slots.
+    std::vector<std::int64_t> all_rows, all_slots;
+    for (std::size_t e = 0; e < rows.size(); ++e) {
+      all_rows.insert(all_rows.end(), rows[e].begin(), rows[e].end());
+      all_slots.insert(all_slots.end(), slots[e].begin(), slots[e].end());
+    }
+    const Tensor out = ops::combineRows(std::vector<Tensor>{expertOutputs(parallel_in, rows)},
+                                        std::vector<std::vector<std::int64_t>>{all_rows},
+                                        std::vector<std::vector<std::int64_t>>{all_slots}, routing.weights, n);
+    return ops::reshape(out, x.shape());
+  }
+  // Experts that no token chose compute nothing (their parameters get no
+  // gradient: nn::FlatParameters and ZeRO-3's leaf gathering cope).
   std::vector<std::size_t> active;
-  for (std::size_t e = 0; e < rows.size(); ++e)
-    if (!rows[e].empty()) active.push_back(e);
   std::vector<std::vector<std::int64_t>> active_rows, active_slots;
-  for (std::size_t e : active) {
+  for (std::size_t e = 0; e < rows.size(); ++e) {
+    if (rows[e].empty()) continue;
+    active.push_back(e);
     active_rows.push_back(std::move(rows[e]));
     active_slots.push_back(std::move(slots[e]));
   }
-  const Tensor parallel_in = tp_ ? ops::toParallelRegion(rows_in, *tp_) : rows_in;
   std::vector<Tensor> inputs = ops::dispatchRows(parallel_in, active_rows);
   std::vector<Tensor> outputs;
   for (std::size_t i = 0; i < active.size(); ++i) {
@@ -124,6 +162,47 @@ Tensor SparseMoeBlock::forward(const Tensor& x) {
   }
   const Tensor out = ops::combineRows(outputs, active_rows, active_slots, routing.weights, n);
   return ops::reshape(out, x.shape());
+}
+
+Tensor SparseMoeBlock::expertOutputs(const Tensor& parallel_in, const std::vector<std::vector<std::int64_t>>& rows) {
+  const int ranks = ep_->size();
+  const auto local = static_cast<std::int64_t>(experts->size());
+  // What this rank sends each rank: the rows of its experts, expert after expert.
+  std::vector<std::int64_t> sent(static_cast<std::size_t>(num_experts_));
+  std::vector<std::int64_t> order, send_rows(static_cast<std::size_t>(ranks), 0);
+  for (std::int64_t e = 0; e < num_experts_; ++e) {
+    const auto& r = rows[static_cast<std::size_t>(e)];
+    sent[static_cast<std::size_t>(e)] = static_cast<std::int64_t>(r.size());
+    send_rows[static_cast<std::size_t>(e / local)] += static_cast<std::int64_t>(r.size());
+    order.insert(order.end(), r.begin(), r.end());
+  }
+  // received[s * local + j]: the rows rank s sends for this rank's expert j.
+  const std::vector<std::int64_t> received = ep_->alltoallCounts(sent, static_cast<std::size_t>(local));
+  std::vector<std::int64_t> recv_rows(static_cast<std::size_t>(ranks), 0);
+  for (int s = 0; s < ranks; ++s)
+    for (std::int64_t j = 0; j < local; ++j) recv_rows[static_cast<std::size_t>(s)] += received[s * local + j];
+  const Tensor dispatched = ops::dispatchRows(parallel_in, std::vector<std::vector<std::int64_t>>{order}).front();
+  const Tensor arrived = ops::exchangeRows(dispatched, send_rows, recv_rows, *ep_);
+  // The arrived rows come rank after rank, each rank's expert after expert:
+  // each expert takes its rows from every rank, then they go back in the
+  // order they came.
+  std::vector<std::vector<std::int64_t>> of_expert(static_cast<std::size_t>(local));
+  for (std::int64_t s = 0, at = 0; s < ranks; ++s)
+    for (std::int64_t j = 0; j < local; ++j)
+      for (std::int64_t i = 0; i < received[s * local + j]; ++i) of_expert[static_cast<std::size_t>(j)].push_back(at++);
+  std::vector<std::int64_t> back(static_cast<std::size_t>(arrived.size(0)));  // each arrived row's output, in the concatenation
+  std::vector<Tensor> outputs;
+  for (std::int64_t j = 0, at = 0; j < local; ++j) {
+    const auto& mine = of_expert[static_cast<std::size_t>(j)];
+    if (mine.empty()) continue;  // an expert no rank routed a token to computes nothing
+    const Tensor input = ops::dispatchRows(arrived, std::vector<std::vector<std::int64_t>>{mine}).front();
+    outputs.push_back((*experts)[static_cast<std::size_t>(j)](input));
+    for (std::int64_t row : mine) back[static_cast<std::size_t>(row)] = at++;
+  }
+  // (No row arrived: nothing computed, and an empty block goes back.)
+  const Tensor computed = outputs.empty() ? arrived : ops::concatRows(outputs);
+  const Tensor returning = ops::dispatchRows(computed, std::vector<std::vector<std::int64_t>>{back}).front();
+  return ops::exchangeRows(returning, recv_rows, send_rows, *ep_);
 }
 
 }  // namespace hpu::core::models

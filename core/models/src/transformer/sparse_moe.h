@@ -15,6 +15,15 @@
 //
 // Tensor parallel: each expert splits as a dense MLP (w1, w3 column-, w2
 // row-parallel); the router is replicated and reads the whole hidden states.
+//
+// Expert parallel (InitContext::expert_parallel, a group of `ep` ranks):
+// rank q holds experts [q E / ep, (q + 1) E / ep) under their numbers in the
+// whole layer. Each rank routes its own tokens, sends each expert's rows to
+// the rank holding it and gets their outputs back (two all-to-alls, each
+// way again in backward; ops::exchangeRows), then sums them with its
+// weights. Every expert and the router draw their initial values from
+// streams of their own (CausalLM::InitPart::kExpert), so a rank's experts
+// are one device's.
 #pragma once
 
 #include <cstdint>
@@ -70,9 +79,16 @@ class SparseMoeBlock final : public nn::Module {
   nn::Child<nn::ModuleList> experts;
 
  private:
-  std::int64_t layer_, top_k_;
+  // The rows of the experts of this block's whole layer, each expert's in
+  // token order, sent to the ranks holding them and their outputs
+  // returned: `parallel_in` [n, H] and the routing give [n k, H] in the
+  // order of `rows` (expert after expert).
+  Tensor expertOutputs(const Tensor& parallel_in, const std::vector<std::vector<std::int64_t>>& rows);
+  std::int64_t layer_, top_k_, num_experts_;
   bool balance_loss_;
   ops::ParallelGroup* tp_;
+  ops::ParallelGroup* ep_;
+  std::int64_t first_expert_ = 0;  // of this rank's experts
   std::shared_ptr<RouterBalance> balance_;
 };
 

@@ -32,7 +32,7 @@ struct JobTopology {
   int worldSize() const { return devicesPerNode * numNodes; }
 };
 
-enum class CollectiveKind { kAllreduce, kReduceScatter, kAllgather, kBroadcast, kBarrier };
+enum class CollectiveKind { kAllreduce, kReduceScatter, kAllgather, kBroadcast, kAlltoall, kBarrier };
 
 // An op's time at every efficiency 1, by resource: the matrix engine's
 // cycles (`matrix` says for which kind of product), the vector engine's,

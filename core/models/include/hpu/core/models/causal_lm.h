@@ -102,8 +102,12 @@ class CausalLM : public LightningModule, public PipelineModule {
     bool first = true, last = true;
   };
   // The streams initial values are drawn from: the embeddings', the output
-  // head's, and decoder layer `layer`'s.
-  enum class InitPart { kEmbeddings, kHead, kLayer };
+  // head's, decoder layer `layer`'s, and (kExpert, with `layer` a
+  // expertStream key) each expert's and router's of a sparse MoE layer, so
+  // that an expert-parallel rank draws its experts as one device does.
+  enum class InitPart { kEmbeddings, kHead, kLayer, kExpert };
+  // The kExpert key of expert `expert` of decoder layer `layer` (-1: its router).
+  static std::int64_t expertStream(std::int64_t layer, std::int64_t expert) { return (layer << 20) + expert + 1; }
   // `base` drawing from `part`'s own stream. Not copyable: `ctx` refers to `rng`.
   struct PartInit {
     PartInit(const nn::InitContext& base, InitPart part, std::int64_t layer = 0);

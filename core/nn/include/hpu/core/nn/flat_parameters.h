@@ -6,7 +6,9 @@
 // Buckets hold parameters in reverse registration order, at most
 // `bucket_cap_bytes` each (a larger parameter gets a bucket of its own): the
 // gradients of the last layers are complete first in backward, so their
-// bucket can be all-reduced while backward goes on (as DDP does).
+// bucket can be all-reduced while backward goes on (as DDP does). A bucket
+// holds one dtype, and either experts of expert parallelism
+// (NamedTensor::expert_parallel > 1) or none.
 //
 // Parameters that do not require a gradient when the buckets are made (a
 // LoRA model's frozen base weights) stay out of them: no gradient, no

@@ -42,6 +42,9 @@ struct InitContext {
   // The tensor-parallel group a model splits its layers across (null: no
   // tensor parallelism).
   ops::ParallelGroup* tensor_parallel = nullptr;
+  // The expert-parallel group a mixture of experts splits its experts
+  // across (null: every rank holds every expert).
+  ops::ParallelGroup* expert_parallel = nullptr;
   // Between its tensor-parallel regions, the model splits activations along
   // the sequence across that group (training and evaluation; generation
   // with a KV cache runs without).
@@ -63,6 +66,7 @@ inline InitContext withRng(const InitContext& ctx, Generator& rng) {
   out.seed = ctx.seed;
   out.defer_trainable_values = ctx.defer_trainable_values;
   out.tensor_parallel = ctx.tensor_parallel;
+  out.expert_parallel = ctx.expert_parallel;
   out.sequence_parallel = ctx.sequence_parallel;
   out.pipeline_stage = ctx.pipeline_stage;
   out.pipeline_stages = ctx.pipeline_stages;
@@ -74,6 +78,10 @@ struct NamedTensor {
   std::string name;
   Tensor tensor;
   Shard shard{};  // a parameter split across tensor-parallel ranks: this rank's piece
+  // > 1: an expert's parameter under expert parallelism: each of that many
+  // ranks holds other experts of its layer (Module::splitExperts), and the
+  // ranks holding this one reduce its gradient among themselves.
+  int expert_parallel = 1;
 };
 
 class Module;
@@ -144,6 +152,10 @@ class Module {
   // rank and others on another (a mixture of experts' experts) must, so
   // that every rank issues the same gathers.
   virtual bool zero3Leaf() const { return false; }
+  // This module's and its descendants' parameters are the experts this rank
+  // holds of a layer whose experts are split across `ranks` ranks (expert
+  // parallelism; NamedTensor::expert_parallel).
+  void splitExperts(int ranks) { expert_parallel_ = ranks; }
 
   // Registration (call from constructors / configureModel). A registered
   // parameter requires a gradient.
@@ -191,13 +203,15 @@ class Module {
  private:
   template <class Forward>
   Tensor hooked(Forward forward);
-  void collect(const std::string& prefix, bool params, std::vector<NamedTensor>& out) const;
+  // `expert_parallel`: the enclosing modules' (splitExperts).
+  void collect(const std::string& prefix, bool params, std::vector<NamedTensor>& out, int expert_parallel = 1) const;
 
   std::vector<NamedTensor> params_;
   std::vector<Tensor> used_;
   std::vector<NamedTensor> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
+  int expert_parallel_ = 1;
   Shape last_output_shape_;
   std::shared_ptr<ForwardHooks> hooks_;
 };

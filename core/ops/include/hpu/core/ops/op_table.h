@@ -50,6 +50,7 @@ inline constexpr OpInfo kSoftmax{"softmax", kFp32};
 inline constexpr OpInfo kPermute{"permute", kPromote};
 inline constexpr OpInfo kSplit{"split", kPromote};
 inline constexpr OpInfo kNarrow{"narrow", kPromote};
+inline constexpr OpInfo kConcat{"cat", kPromote};
 inline constexpr OpInfo kAttention{"scaled_dot_product_attention", kLower};
 // Eager attention's softmax over its materialised scores, in the scores'
 // dtype (optimum-habana's --attn_softmax_bf16).

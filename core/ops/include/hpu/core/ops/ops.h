@@ -114,6 +114,9 @@ Tensor transpose(const Tensor& x, int d0, int d1);
 // x split along its last dimension into pieces of `sizes` (copies; they add
 // up to x's last dimension): GPT-2's fused q, k, v projection.
 std::vector<Tensor> split(const Tensor& x, std::span<const std::int64_t> sizes);
+// The rows of every tensor of xs ([n_i, ...], all alike but for n_i) one
+// after another: [sum of n_i, ...] (a copy; each gradient its rows back).
+Tensor concatRows(std::span<const Tensor> xs);
 // Positions start .. start + length - 1 of x's dimension `dim` (a copy;
 // torch.narrow): the last position's hidden state, for the next token.
 Tensor narrow(const Tensor& x, int dim, std::int64_t start, std::int64_t length);

@@ -12,6 +12,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
+#include <vector>
 
 #include "hpu/core/ops/ops.h"
 
@@ -43,6 +45,17 @@ class ParallelGroup {
   // this group. REQUIRES: count divides size(); every rank of the group
   // asks for it.
   virtual ParallelGroup& subgroupOf(int count) = 0;
+  // All-to-all of rows `width` values wide (expert parallelism's tokens):
+  // `in` holds size() consecutive blocks, send_rows[d] rows for rank d;
+  // `out` receives recv_rows[s] rows from each rank s, in rank order,
+  // carried as `wire` (float32 or bfloat16). Rank s's send_rows[d] must be
+  // rank d's recv_rows[s]. Null pointers on a shape-only device.
+  virtual void alltoall(const float* in, std::span<const std::int64_t> send_rows, std::int64_t width, DType wire,
+                        float* out, std::span<const std::int64_t> recv_rows) = 0;
+  // What every rank sends this one: `counts` holds size() runs of
+  // `per_rank` values, run d for rank d; the result holds size() runs, run
+  // s being rank s's run for this rank.
+  virtual std::vector<std::int64_t> alltoallCounts(std::span<const std::int64_t> counts, std::size_t per_rank) = 0;
 };
 
 // Forward: x itself. Backward: the gradient is summed over the group. The
@@ -61,6 +74,12 @@ Tensor reduceFromParallel(Tensor partial, ParallelGroup& group, const Tensor& bi
 // ([..., C] -> [..., C x size]). Backward: this rank's columns of the
 // gradient. Logits for sampling a token.
 Tensor gatherFromParallel(const Tensor& x, ParallelGroup& group);
+// Expert parallelism's exchange: the rows of x [M, H] go to the ranks of
+// `group`, send_rows[d] consecutive ones to rank d; the result [sum of
+// recv_rows, H] holds the recv_rows[s] rows rank s sent, in rank order.
+// Backward: the gradient's rows go back the way they came.
+Tensor exchangeRows(const Tensor& x, std::vector<std::int64_t> send_rows, std::vector<std::int64_t> recv_rows,
+                    ParallelGroup& group);
 
 // Sequence parallelism (Megatron-LM's option of tensor parallelism):
 // between the tensor-parallel regions, activations [B, T, ...] are split

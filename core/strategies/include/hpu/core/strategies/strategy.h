@@ -77,6 +77,10 @@ class Strategy {
   // The group a model splits its layers across (tensor parallelism), or
   // null. Valid from setup() on.
   virtual ops::ParallelGroup* tensorParallelGroup() { return nullptr; }
+  // The group a mixture of experts splits its experts across (expert
+  // parallelism: each rank holds experts / size of every MoE layer and
+  // exchanges tokens with the others), or null. Valid from setup() on.
+  virtual ops::ParallelGroup* expertParallelGroup() { return nullptr; }
   // Whether the model also splits its activations along the sequence
   // between the tensor-parallel regions (Megatron-LM's sequence parallelism).
   virtual bool sequenceParallel() const { return false; }
