@@ -301,6 +301,20 @@ TEST_F(ModelParallelTest, ExpertParallelTrainsAsDataParallel) {
   }
 }
 
+// Under tensor parallelism each expert is split as a dense MLP: TP 2 x DP 2
+// with the experts across the 2 copies trains as TP 2 x DP 2.
+TEST_F(ModelParallelTest, ExpertParallelComposesWithTensorParallel) {
+  write("mixtral.yaml", std::string(kRun) + kMixtral);
+  const std::vector<std::string> layout{"--trainer.max_steps=6", "--trainer.devices=4", kTensorParallel[0],
+                                        "--trainer.strategy.init_args.tensor_parallel_size=2",
+                                        "--trainer.strategy.init_args.data_parallel_size=2",
+                                        "--data.init_args.batch_size=4"};
+  fit("mixtral.yaml", "tp2dp2", layout);
+  fit("mixtral.yaml", "tp2dp2ep2", plus(layout, {"--trainer.strategy.init_args.expert_parallel_size=2"}));
+  expectClose(losses("tp2dp2ep2"), losses("tp2dp2"), "train_loss");
+  EXPECT_EQ(losses("tp2dp2ep2").size(), 6u);
+}
+
 TEST_F(ModelParallelTest, ExpertParallelLayoutsThatCannotWorkAreRefusedByName) {
   write("mixtral.yaml", std::string(kRun) + kMixtral);
   const auto refusal = [&](std::vector<std::string> extra) {
