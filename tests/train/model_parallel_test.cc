@@ -315,6 +315,33 @@ TEST_F(ModelParallelTest, ExpertParallelComposesWithTensorParallel) {
   EXPECT_EQ(losses("tp2dp2ep2").size(), 6u);
 }
 
+// An expert-parallel checkpoint (each rank's experts in its own file)
+// resumes in another layout as if the run had never stopped, and
+// consolidates into the file data parallelism saves.
+TEST_F(ModelParallelTest, ExpertParallelCheckpointResumesInAnotherLayoutAndConsolidates) {
+  write("mixtral.yaml", std::string(kRun) + kMixtral);
+  const std::vector<std::string> dp2{"--trainer.devices=2", "--trainer.strategy=hpu_parallel",
+                                     "--data.init_args.batch_size=4"};
+  const std::vector<std::string> ep2{"--trainer.devices=2", kTensorParallel[0],
+                                     "--trainer.strategy.init_args.tensor_parallel_size=1",
+                                     "--trainer.strategy.init_args.data_parallel_size=2",
+                                     "--trainer.strategy.init_args.expert_parallel_size=2",
+                                     "--data.init_args.batch_size=4"};
+  fit("mixtral.yaml", "dp2", dp2);
+  const std::vector<double> whole_run = losses("dp2");
+  fit("mixtral.yaml", "ep2", plus(ep2, {"--trainer.max_steps=5"}));
+  const fs::path step5 = checkpoint("ep2", "last.ckpt");
+  ASSERT_TRUE(fs::exists(step5.string() + ".rank1"));
+  const std::vector<double> rest(whole_run.begin() + 5, whole_run.end());
+  fit("mixtral.yaml", "dp2_resumed", plus(dp2, {"--ckpt_path=" + step5.string()}));
+  expectClose(losses("dp2_resumed"), rest, "steps 6-10 resumed under data parallelism");
+  fit("mixtral.yaml", "ep2_resumed", plus(ep2, {"--ckpt_path=" + step5.string()}));
+  expectClose(losses("ep2_resumed"), rest, "steps 6-10 resumed in the same layout");
+  const RunResult c = run({"consolidate", step5.string(), "whole.ckpt"});
+  ASSERT_EQ(c.exit_code, 0) << c.describe();
+  expectSameTensors(readCheckpoint(dir() / "whole.ckpt"), readCheckpoint(checkpoint("dp2", "epoch=0-step=5.ckpt")));
+}
+
 TEST_F(ModelParallelTest, ExpertParallelLayoutsThatCannotWorkAreRefusedByName) {
   write("mixtral.yaml", std::string(kRun) + kMixtral);
   const auto refusal = [&](std::vector<std::string> extra) {

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <set>
@@ -54,39 +55,79 @@ std::vector<float> wholeOf(const std::vector<RankPart>& parts, const std::string
   return whole;
 }
 
+// The parameters of one pipeline stage in one device's bucket order, from
+// the lists of its expert-parallel copies (each its own bucket order): the
+// parameters every copy holds stand in every list in one order; between two
+// of them each copy has its own experts, and one device holds the later
+// copy's (higher-numbered) experts first, as it holds its parameters in
+// reverse registration order.
+std::vector<std::string> mergeCopies(const std::vector<std::vector<std::string>>& copies, const std::string& path) {
+  if (copies.size() == 1) return copies.front();
+  std::set<std::string> shared(copies.front().begin(), copies.front().end());
+  for (const auto& list : copies) {
+    const std::set<std::string> mine(list.begin(), list.end());
+    std::erase_if(shared, [&](const std::string& name) { return !mine.count(name); });
+  }
+  // Each copy's list cut at the shared parameters: segments[c][i] comes before anchor i.
+  std::vector<std::string> anchors;
+  std::vector<std::vector<std::vector<std::string>>> segments(copies.size());
+  for (std::size_t c = 0; c < copies.size(); ++c) {
+    segments[c].emplace_back();
+    std::size_t anchor = 0;
+    for (const std::string& name : copies[c]) {
+      if (!shared.count(name)) {
+        segments[c].back().push_back(name);
+        continue;
+      }
+      if (c == 0) anchors.push_back(name);
+      if (anchor >= anchors.size() || anchors[anchor] != name)
+        throw CheckpointError(fmt::format("{}: its expert-parallel ranks list their shared parameters in other orders",
+                                          path));
+      ++anchor;
+      segments[c].emplace_back();
+    }
+  }
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i <= anchors.size(); ++i) {
+    for (std::size_t c = copies.size(); c-- > 0;) out.insert(out.end(), segments[c][i].begin(), segments[c][i].end());
+    if (i < anchors.size()) out.push_back(anchors[i]);
+  }
+  return out;
+}
+
 }  // namespace
 
 Checkpoint assembleDistributed(CheckpointIO& io, const std::string& path, const Checkpoint& main) {
   const json meta = json::parse(main.meta(kDistributedCheckpoint));
   const int tp = meta.at("tensor_parallel_size").get<int>();
   const int pp = meta.value("pipeline_parallel_size", 1);
-  // Its ranks hold other experts each: a run of its own layout reads each rank's file.
-  if (const int ep = meta.value("expert_parallel_size", 1); ep > 1)
-    throw CheckpointError(fmt::format("{} was written by an expert-parallel run (expert_parallel_size {}, {} ranks): it "
-                                      "resumes in that layout only (ModelParallelStrategy with expert_parallel_size {} "
-                                      "on {} ranks)",
-                                      path, ep, meta.at("world_size").get<int>(), ep, meta.at("world_size").get<int>()));
-  // The files of the first data-parallel replica: stage s's tensor-parallel
-  // rank k is rank s * tp + k.
-  std::vector<std::vector<RankPart>> stages(static_cast<std::size_t>(pp));
+  const int ep = meta.value("expert_parallel_size", 1);
+  // The files that hold every parameter: each pipeline stage's tensor-parallel
+  // ranks, in the first data-parallel copy, and with expert parallelism in
+  // each of the first ep copies (which hold other experts each). Copy d's
+  // stage s tensor-parallel rank k is rank (d pp + s) tp + k.
+  std::vector<std::vector<RankPart>> stages;
   for (int stage = 0; stage < pp; ++stage)
-    for (int k = 0; k < tp; ++k) {
-      const int rank = stage * tp + k;
-      RankPart part{shardPath(path, rank), io.load(shardPath(path, rank)), {}};
-      part.layout = json::parse(part.file.meta(kTensorParallelPart));
-      if (part.layout.at("rank").get<int>() != rank || part.layout.at("tensor_parallel_size").get<int>() != tp ||
-          part.layout.value("pipeline_stage", 0) != stage)
-        throw CheckpointError(fmt::format("{} is not tensor-parallel rank {} of {} of pipeline stage {} of {}'s {} x {} "
-                                          "ranks",
-                                          part.path, k, tp, stage, path, pp, tp));
-      stages[static_cast<std::size_t>(stage)].push_back(std::move(part));
+    for (int copy = 0; copy < ep; ++copy) {
+      std::vector<RankPart>& parts = stages.emplace_back();
+      for (int k = 0; k < tp; ++k) {
+        const int rank = (copy * pp + stage) * tp + k;
+        RankPart part{shardPath(path, rank), io.load(shardPath(path, rank)), {}};
+        part.layout = json::parse(part.file.meta(kTensorParallelPart));
+        if (part.layout.at("rank").get<int>() != rank || part.layout.at("tensor_parallel_size").get<int>() != tp ||
+            part.layout.value("pipeline_stage", 0) != stage)
+          throw CheckpointError(fmt::format("{} is not tensor-parallel rank {} of {} of pipeline stage {} of {}'s {} x {} "
+                                            "ranks",
+                                            part.path, k, tp, stage, path, pp, tp));
+        parts.push_back(std::move(part));
+      }
     }
   Checkpoint out;
   out.metadata = main.metadata;
   out.metadata.erase(kDistributedCheckpoint);
-  // The model: each parameter from the first stage that holds it (the last
-  // stage's copy of a tied embedding is the first's), its pieces placed in
-  // the whole.
+  // The model: each parameter from the first stage (or expert-parallel copy)
+  // that holds it (the last stage's copy of a tied embedding is the
+  // first's), its pieces placed in the whole.
   std::set<std::string> seen, states;
   for (const auto& parts : stages)
     for (const TensorEntry& e : parts.front().file.tensors) {
@@ -106,22 +147,33 @@ Checkpoint assembleDistributed(CheckpointIO& io, const std::string& path, const 
       out.tensors.push_back(std::move(whole));
     }
   // The optimizer state: each rank's slices in slice order, cut into its
-  // parameters' pieces, each parameter made whole (from the first stage that
+  // parameters' pieces, each parameter made whole (from the first part that
   // holds it), in the order one device's buckets hold them: a stage's
   // buckets hold its parameters last to first, so the stages go last to
-  // first too.
-  std::map<std::string, std::size_t> owner;  // parameter -> the first stage that holds it
-  for (std::size_t stage = stages.size(); stage-- > 0;)
-    for (const json& param : stages[stage].front().layout.at("optimizer_params")) owner[param.get<std::string>()] = stage;
-  json order = json::array();
-  for (std::size_t stage = stages.size(); stage-- > 0;)
-    for (const json& param : stages[stage].front().layout.at("optimizer_params"))
-      if (owner.at(param.get<std::string>()) == stage) order.push_back(param);
+  // first too, and within a stage the expert-parallel copies' lists merge
+  // (mergeCopies).
+  const auto params = [&](std::size_t part) {
+    std::vector<std::string> out;
+    for (const json& param : stages[part].front().layout.at("optimizer_params")) out.push_back(param.get<std::string>());
+    return out;
+  };
+  std::map<std::string, std::size_t> owner;  // parameter -> the first part that holds it
+  for (std::size_t part = stages.size(); part-- > 0;)
+    for (const std::string& name : params(part)) owner[name] = part;
+  std::vector<std::string> order;
+  for (int stage = pp; stage-- > 0;) {
+    std::vector<std::vector<std::string>> copies;
+    for (int copy = 0; copy < ep; ++copy) copies.push_back(params(static_cast<std::size_t>(stage * ep + copy)));
+    for (const std::string& name : mergeCopies(copies, path))
+      if (owner.at(name) / static_cast<std::size_t>(ep) == static_cast<std::size_t>(stage) &&
+          std::find(order.begin(), order.end(), name) == order.end())
+        order.push_back(name);
+  }
   for (const std::string& state : states) {
-    TensorEntry whole;
-    whole.name = "optimizer." + state + ".0";
-    for (std::size_t stage = stages.size(); stage-- > 0;) {
-      const auto& parts = stages[stage];
+    // Each parameter's whole state, from the part that owns it.
+    std::map<std::string, std::vector<float>> values;
+    for (std::size_t part = 0; part < stages.size(); ++part) {
+      const auto& parts = stages[part];
       std::vector<std::vector<float>> flats(parts.size());  // each rank's slices, concatenated
       for (std::size_t r = 0; r < parts.size(); ++r) {
         std::map<std::size_t, const TensorEntry*> slices;
@@ -130,12 +182,11 @@ Checkpoint assembleDistributed(CheckpointIO& io, const std::string& path, const 
         for (const auto& [slice, e] : slices) flats[r].insert(flats[r].end(), e->values.begin(), e->values.end());
       }
       std::vector<std::size_t> at(parts.size(), 0);  // each rank's position in its flat state
-      for (const json& param : parts.front().layout.at("optimizer_params")) {
-        const std::string name = param.get<std::string>();
+      for (const std::string& name : params(part)) {
         const Shape local = shapeOf(parts.front().tensor(name));
         const auto n = static_cast<std::size_t>(local.numel());
-        if (owner.at(name) == stage) {
-          const std::vector<float> values = wholeOf(
+        if (owner.at(name) == part)
+          values[name] = wholeOf(
               parts, name,
               [&](const RankPart& p) {
                 const auto r = static_cast<std::size_t>(&p - parts.data());
@@ -145,15 +196,16 @@ Checkpoint assembleDistributed(CheckpointIO& io, const std::string& path, const 
                 return std::span<const float>(flats[r]).subspan(at[r], n);
               },
               local);
-          whole.values.insert(whole.values.end(), values.begin(), values.end());
-        }
         for (auto& a : at) a += n;
       }
     }
+    TensorEntry whole;
+    whole.name = "optimizer." + state + ".0";
+    for (const std::string& name : order) whole.values.insert(whole.values.end(), values[name].begin(), values[name].end());
     whole.shape = {static_cast<std::int64_t>(whole.values.size())};
     out.tensors.push_back(std::move(whole));
   }
-  out.metadata[kOptimizerParams] = order.dump();
+  out.metadata[kOptimizerParams] = json(order).dump();
   return out;
 }
 

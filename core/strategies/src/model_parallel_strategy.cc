@@ -39,7 +39,8 @@
 //    sums its expert-parallel group's tokens: it is averaged over the ranks
 //    holding the same experts (dp / ep of them) and scaled by 1 / ep, so it
 //    is the data-parallel average one device's copy would get. Checkpoints
-//    are written by every rank (its experts in its own file).
+//    are written by every rank (its experts in its own file) and assembled
+//    into the whole form as a pipeline's are.
 #include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
 
@@ -186,9 +187,6 @@ class ModelParallelStrategy final : public DistributedStrategy {
                            ep_, dp));
       if (pp_ > 1) refuse("expert parallelism runs with pipeline_parallel_size 1");
       if (zero_) refuse("expert parallelism runs with zero_stage 0 (the experts' optimizer state is not sharded)");
-      if (!save_distributed_)
-        refuse("an expert-parallel run writes each rank's experts in its own checkpoint file: keep "
-               "save_distributed_checkpoint true");
     }
     if (!pipeline_layers_.empty() && static_cast<int>(pipeline_layers_.size()) != pp_)
       throw UsageError(fmt::format("trainer.strategy.init_args.pipeline_layers: {} counts for {} pipeline stages "

@@ -232,12 +232,14 @@ void Trainer::saveCheckpoint(const std::string& path, bool weights_only) {
   GatheredParameters gathered(*strategy_, *params_, Strategy::GatherScope::kAll);
   // A tensor-parallel run saves every rank's pieces in its own file
   // (distributed), or each parameter made whole in the main file; a
-  // pipeline-parallel one, whose stages hold different parameters, always
-  // writes every rank's file, then assembles the whole tensors from them
-  // unless it keeps the files.
+  // pipeline- or expert-parallel one, whose ranks hold different
+  // parameters, always writes every rank's file, then assembles the whole
+  // tensors from them unless it keeps the files.
   const bool split = strategy_->tensorParallelGroup() != nullptr;
   const int stages = strategy_->pipelineStages();
-  const bool distributed = split && (strategy_->savesDistributedCheckpoint() || stages > 1);
+  // Expert-parallel ranks hold other experts each: like stages, every rank writes.
+  const bool experts = strategy_->expertParallelGroup() != nullptr;
+  const bool distributed = split && (strategy_->savesDistributedCheckpoint() || stages > 1 || experts);
   const bool assemble = distributed && !strategy_->savesDistributedCheckpoint();
   checkpoint::Checkpoint ckpt;
   checkpoint::Checkpoint own;  // this rank's file: its pieces, or its ZeRO shard of the optimizer state
