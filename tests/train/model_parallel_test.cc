@@ -342,6 +342,28 @@ TEST_F(ModelParallelTest, ExpertParallelCheckpointResumesInAnotherLayoutAndConso
   expectSameTensors(readCheckpoint(dir() / "whole.ckpt"), readCheckpoint(checkpoint("dp2", "epoch=0-step=5.ckpt")));
 }
 
+// Pipeline stages hold their layers' experts split across the copies: PP 2
+// x DP 2 with EP 2 trains as PP 2 x DP 2, and both consolidate into one
+// device's file alike (without the load-balancing loss, which needs every
+// layer's routing in one place).
+TEST_F(ModelParallelTest, ExpertParallelComposesWithPipelineStages) {
+  std::string config = std::string(kRun) + kMixtral;
+  config.replace(config.find("output_router_logits: true"), 26, "output_router_logits: false");
+  write("mixtral.yaml", config);
+  const std::vector<std::string> layout{"--trainer.max_steps=6", "--trainer.devices=4", kTensorParallel[0],
+                                        "--trainer.accumulate_grad_batches=2",
+                                        "--trainer.strategy.init_args.tensor_parallel_size=1",
+                                        "--trainer.strategy.init_args.data_parallel_size=2",
+                                        "--trainer.strategy.init_args.pipeline_parallel_size=2",
+                                        "--data.init_args.batch_size=2"};
+  fit("mixtral.yaml", "pp2dp2", layout);
+  fit("mixtral.yaml", "pp2dp2ep2", plus(layout, {"--trainer.strategy.init_args.expert_parallel_size=2"}));
+  expectClose(losses("pp2dp2ep2"), losses("pp2dp2"), "train_loss");
+  for (const std::string root : {"pp2dp2", "pp2dp2ep2"})
+    ASSERT_EQ(run({"consolidate", checkpoint(root, "last.ckpt").string(), root + ".ckpt"}).exit_code, 0) << root;
+  expectSameTensors(readCheckpoint(dir() / "pp2dp2ep2.ckpt"), readCheckpoint(dir() / "pp2dp2.ckpt"));
+}
+
 TEST_F(ModelParallelTest, ExpertParallelLayoutsThatCannotWorkAreRefusedByName) {
   write("mixtral.yaml", std::string(kRun) + kMixtral);
   const auto refusal = [&](std::vector<std::string> extra) {

@@ -185,7 +185,6 @@ class ModelParallelStrategy final : public DistributedStrategy {
         refuse(fmt::format("the experts split across data-parallel replicas, and {} does not divide "
                            "data_parallel_size {}",
                            ep_, dp));
-      if (pp_ > 1) refuse("expert parallelism runs with pipeline_parallel_size 1");
       if (zero_) refuse("expert parallelism runs with zero_stage 0 (the experts' optimizer state is not sharded)");
     }
     if (!pipeline_layers_.empty() && static_cast<int>(pipeline_layers_.size()) != pp_)
