@@ -364,6 +364,23 @@ TEST_F(ModelParallelTest, ExpertParallelComposesWithPipelineStages) {
   expectSameTensors(readCheckpoint(dir() / "pp2dp2ep2.ckpt"), readCheckpoint(dir() / "pp2dp2.ckpt"));
 }
 
+// ZeRO-1 shards each bucket's optimizer state over the replicas holding its
+// parameters: the experts' over the copies holding the same experts. EP 2 x
+// DP 4 trains as DP 4, and its consolidated file is DP 4's.
+TEST_F(ModelParallelTest, ExpertParallelWithZeRO1ShardsTheExpertsStateOverTheirReplicas) {
+  write("mixtral.yaml", std::string(kRun) + kMixtral);
+  fit("mixtral.yaml", "dp4",
+      {"--trainer.max_steps=6", "--trainer.devices=4", "--trainer.strategy=hpu_parallel", "--data.init_args.batch_size=2"});
+  fit("mixtral.yaml", "ep2zero1",
+      {"--trainer.max_steps=6", "--trainer.devices=4", kTensorParallel[0],
+       "--trainer.strategy.init_args.tensor_parallel_size=1", "--trainer.strategy.init_args.data_parallel_size=4",
+       "--trainer.strategy.init_args.expert_parallel_size=2", "--trainer.strategy.init_args.zero_stage=1",
+       "--data.init_args.batch_size=2"});
+  expectClose(losses("ep2zero1"), losses("dp4"), "train_loss");
+  ASSERT_EQ(run({"consolidate", checkpoint("ep2zero1", "last.ckpt").string(), "whole.ckpt"}).exit_code, 0);
+  expectSameTensors(readCheckpoint(dir() / "whole.ckpt"), readCheckpoint(checkpoint("dp4", "last.ckpt")));
+}
+
 TEST_F(ModelParallelTest, ExpertParallelLayoutsThatCannotWorkAreRefusedByName) {
   write("mixtral.yaml", std::string(kRun) + kMixtral);
   const auto refusal = [&](std::vector<std::string> extra) {
@@ -378,10 +395,6 @@ TEST_F(ModelParallelTest, ExpertParallelLayoutsThatCannotWorkAreRefusedByName) {
                        "--trainer.strategy.init_args.expert_parallel_size=4"}),
               HasSubstr("trainer.strategy.init_args.expert_parallel_size=4: the experts split across data-parallel "
                         "replicas, and 4 does not divide data_parallel_size 2"));
-  EXPECT_THAT(refusal({"--trainer.devices=2", "--trainer.strategy.init_args.data_parallel_size=2",
-                       "--trainer.strategy.init_args.expert_parallel_size=2",
-                       "--trainer.strategy.init_args.zero_stage=1"}),
-              HasSubstr("expert parallelism runs with zero_stage 0"));
   EXPECT_THAT(refusal({"--trainer.devices=2", "--trainer.strategy.init_args.data_parallel_size=2",
                        "--trainer.strategy.init_args.expert_parallel_size=2", "--model.init_args.num_local_experts=3"}),
               HasSubstr("num_local_experts 3 cannot be split across 2 expert-parallel ranks"));

@@ -185,7 +185,6 @@ class ModelParallelStrategy final : public DistributedStrategy {
         refuse(fmt::format("the experts split across data-parallel replicas, and {} does not divide "
                            "data_parallel_size {}",
                            ep_, dp));
-      if (zero_) refuse("expert parallelism runs with zero_stage 0 (the experts' optimizer state is not sharded)");
     }
     if (!pipeline_layers_.empty() && static_cast<int>(pipeline_layers_.size()) != pp_)
       throw UsageError(fmt::format("trainer.strategy.init_args.pipeline_layers: {} counts for {} pipeline stages "
@@ -268,8 +267,10 @@ class ModelParallelStrategy final : public DistributedStrategy {
     std::vector<comm::ProcessGroup*> sources;
     std::vector<BucketAllreduce::Reduction> reductions;
     bool experts = false;
+    expert_buckets_.clear();
     for (const auto& b : params.buckets()) {
       const bool expert = b.members.front().expert_parallel > 1;
+      expert_buckets_.push_back(expert);
       experts = experts || expert;
       sources.push_back(expert ? expert_data_.get() : nullptr);
       reductions.push_back(expert ? BucketAllreduce::Reduction{expert_data_.get(), 1.0f / static_cast<float>(ep_)}
@@ -316,12 +317,20 @@ class ModelParallelStrategy final : public DistributedStrategy {
     return zero_ ? std::optional(DType::kFloat32) : std::nullopt;
   }
 
+  // The data-parallel replicas that hold bucket b's parameters: all of
+  // them, or for experts those holding the same experts.
+  comm::ProcessGroup& replicasOf(const nn::ParamBucket& b) const {
+    return b.members.front().expert_parallel > 1 ? *expert_data_ : *data_;
+  }
+
   std::vector<SliceShard> optimizerShards(nn::FlatParameters& params) override {
     std::vector<SliceShard> out;
-    for (const auto& b : params.buckets()) {
-      const auto part = comm::ProcessGroup::shardRange(static_cast<std::size_t>(b.numel), zero_ ? dp_size_ : 1,
-                                                       zero_ ? data_->rank() : 0);
-      out.push_back({static_cast<std::int64_t>(part.offset), static_cast<std::int64_t>(part.size), b.numel});
+    for (std::size_t i = 0; i < params.buckets().size(); ++i) {
+      const auto& b = params.buckets()[i];
+      comm::ProcessGroup& group = replicasOf(b);
+      const auto part = comm::ProcessGroup::shardRange(static_cast<std::size_t>(b.numel), zero_ ? group.size() : 1,
+                                                       zero_ ? group.rank() : 0);
+      out.push_back({static_cast<std::int64_t>(part.offset), static_cast<std::int64_t>(part.size), b.numel, i});
     }
     return out;
   }
@@ -346,14 +355,15 @@ class ModelParallelStrategy final : public DistributedStrategy {
       // The input is a copy: the all-gather's output overlaps it (a dry run's holds no values).
       std::vector<float> mine(values.data() ? n : 0);
       if (values.data()) std::copy_n(values.begin() + shards[i].offset, n, mine.begin());
-      wire::allgatherValues(*data_, std::span<const float>(values.data() ? mine.data() : nullptr, n), values,
-                            params.buckets()[i].dtype);
+      wire::allgatherValues(replicasOf(params.buckets()[i]), std::span<const float>(values.data() ? mine.data() : nullptr, n),
+                            values, params.buckets()[i].dtype);
     }
   }
   std::optional<std::vector<float>> wholeOptimizerSlice(std::span<const float> shard, const SliceShard& where) override {
     if (!zero_) return std::nullopt;
     std::vector<float> whole(static_cast<std::size_t>(where.total));
-    data_->allgather(comm::ConstBufferView(shard), comm::BufferView(std::span<float>(whole)));
+    (where.bucket < expert_buckets_.size() && expert_buckets_[where.bucket] ? *expert_data_ : *data_)
+        .allgather(comm::ConstBufferView(shard), comm::BufferView(std::span<float>(whole)));
     return whole;
   }
 
@@ -376,9 +386,10 @@ class ModelParallelStrategy final : public DistributedStrategy {
         const bool copy = stage_ > 0 && std::any_of(shared_.begin(), shared_.end(), [&](const Tensor& t) {
                             return t.sameAs(m.tensor);
                           });
-        // Under expert parallelism the norm sums over ep replicas: the rest
-        // of the model counts 1 / ep on each, every expert on its rank.
-        const double replicas = m.expert_parallel > 1 ? 1.0 : ep_;
+        // Without ZeRO-1, under expert parallelism the norm sums over ep
+        // replicas: the rest of the model counts 1 / ep on each, every expert
+        // on its rank. (ZeRO-1's parts, of every replica, hold each element once.)
+        const double replicas = zero_ || m.expert_parallel > 1 ? 1.0 : ep_;
         v.weights.push_back(copy ? 0.0 : (m.shard.split() ? m.shard.parts : 1) / ranks / replicas);
       }
     }
@@ -452,6 +463,7 @@ class ModelParallelStrategy final : public DistributedStrategy {
   std::unique_ptr<CommParallelGroup> expert_;        // the replicas this rank's MoE layers split their experts across
   std::unique_ptr<comm::ProcessGroup> expert_data_;  // the replicas holding this rank's experts
   std::unique_ptr<comm::ProcessGroup> expert_model_;  // every rank of expert_'s replicas
+  std::vector<bool> expert_buckets_;                  // per bucket: it holds experts
   std::unique_ptr<StageLinks> links_;
   std::vector<Tensor> shared_;  // this rank's stage-shared parameters
   BucketAllreduce sync_;

@@ -167,6 +167,7 @@ class Strategy {
   // of `total` elements (the whole bucket unless the state is sharded).
   struct SliceShard {
     std::int64_t offset, size, total;
+    std::size_t bucket = 0;  // the bucket's index
   };
   virtual std::vector<SliceShard> optimizerShards(nn::FlatParameters& params);
   // For a strategy that saves its optimizer shards whole (ModelParallelStrategy's
