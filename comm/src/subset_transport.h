@@ -25,6 +25,10 @@ class SubsetTransport final : public Transport {
   void send(int peer, std::span<const std::byte> header, std::span<const std::byte> payload,
             Deadline deadline) override;
   std::unique_ptr<Message> recv(int peer, Deadline deadline) override;
+  void expect(int peer, std::size_t headerBytes, std::span<std::byte> destination) override {
+    parent_.expect(parentRank(peer), headerBytes, destination);
+  }
+  void forgetExpectations() override { parent_.forgetExpectations(); }
   void abort(std::string_view reason) override { parent_.abort(reason); }
   void setActivity(std::string_view activity) override { parent_.setActivity(activity); }
   void checkHealth() const override { parent_.checkHealth(); }

@@ -3,7 +3,8 @@
 // order, plain and encrypted; two ranks sending megabytes to each other at
 // once do not block each other; the handshake refuses a peer without the
 // job's key and drops a stray connection; a frame over the limit, a
-// tampered ciphertext and a closed connection break the link.
+// tampered ciphertext and a closed connection break the link; payloads a
+// receiver expects are read into its memory.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sodium.h>
@@ -123,6 +124,74 @@ TEST_P(TcpLinksTest, TwoRanksSendingToEachOtherAtOnceDoNotBlock) {
   auto b = std::async(std::launch::async, side, 1);
   EXPECT_TRUE(a.get());
   EXPECT_TRUE(b.get());
+}
+
+// Payloads the receiver expects land in its memory when the frame fits
+// (plain links); a frame of another size, or on an encrypted link, arrives
+// in a buffer of its own as always.
+TEST_P(TcpLinksTest, ExpectedPayloadsArePlacedWhereTheReceiverSaid) {
+  const bool encrypted = GetParam();
+  std::vector<std::unique_ptr<TcpLinks>> links;
+  for (int r = 0; r < 2; ++r) links.push_back(makeLinks(r, 2, encrypted));
+  connectAll(links);
+  const std::vector<std::size_t> sent{100000, 60, 3 << 20, 0};
+  const std::vector<std::size_t> expected{100000, 50, 3 << 20, 0};
+  std::vector<std::vector<std::byte>> destinations;
+  for (std::size_t size : expected) destinations.emplace_back(size, std::byte{0});
+  for (auto& destination : destinations) links[0]->expect(1, 8, destination);
+  for (std::size_t i = 0; i < sent.size(); ++i) {
+    links[1]->send(0, pattern(8, 1), pattern(sent[i], static_cast<int>(i)), in(10s), kNoCheck);
+  }
+  for (std::size_t i = 0; i < sent.size(); ++i) {
+    SCOPED_TRACE(::testing::Message() << "message " << i);
+    auto m = receive(*links[0], 1);
+    ASSERT_NE(m, nullptr);
+    const auto payload = pattern(sent[i], static_cast<int>(i));
+    if (!encrypted && sent[i] == expected[i]) {
+      ASSERT_TRUE(m->placedPayload().has_value());
+      EXPECT_EQ(m->placedPayload()->data(), destinations[i].data());
+      EXPECT_EQ(std::vector<std::byte>(m->bytes().begin(), m->bytes().end()), pattern(8, 1));
+      EXPECT_EQ(destinations[i], payload);
+    } else {
+      EXPECT_FALSE(m->placedPayload().has_value());
+      auto whole = pattern(8, 1);
+      whole.insert(whole.end(), payload.begin(), payload.end());
+      EXPECT_EQ(std::vector<std::byte>(m->bytes().begin(), m->bytes().end()), whole);
+    }
+  }
+}
+
+// An expectation describes the next message not received yet, even one that
+// arrived before it (which then stays in its buffer); once forgotten,
+// nothing more is written where it pointed, and a frame that was being
+// read there arrives whole.
+TEST_P(TcpLinksTest, ExpectationsFollowTheMessagesOrderAndAreForgotten) {
+  std::vector<std::unique_ptr<TcpLinks>> links;
+  for (int r = 0; r < 2; ++r) links.push_back(makeLinks(r, 2, GetParam()));
+  connectAll(links);
+  links[1]->send(0, pattern(8, 1), pattern(5000, 1), in(10s), kNoCheck);
+  links[0]->progress(100ms);  // it is in the socket's buffer: read at once
+  std::vector<std::byte> early(5000, std::byte{0}), forgotten(4 << 20, std::byte{0});
+  links[0]->expect(1, 8, early);      // the message that has arrived already
+  links[0]->expect(1, 8, forgotten);  // the next one
+  std::thread sender([&] { links[1]->send(0, pattern(8, 2), pattern(4 << 20, 2), in(10s), kNoCheck); });
+  links[0]->progress(10ms);
+  links[0]->forgetExpectations();
+  const std::vector<std::byte> afterForgetting = forgotten;
+  auto first = receive(*links[0], 1);
+  auto second = receive(*links[0], 1);
+  sender.join();
+  ASSERT_NE(first, nullptr);
+  ASSERT_NE(second, nullptr);
+  EXPECT_FALSE(first->placedPayload().has_value());
+  EXPECT_EQ(first->bytes().size(), 8u + 5000u);
+  EXPECT_EQ(early, std::vector<std::byte>(5000, std::byte{0}));
+  EXPECT_FALSE(second->placedPayload().has_value());
+  auto whole = pattern(8, 2);
+  const auto payload = pattern(4 << 20, 2);
+  whole.insert(whole.end(), payload.begin(), payload.end());
+  EXPECT_EQ(std::vector<std::byte>(second->bytes().begin(), second->bytes().end()), whole);
+  EXPECT_EQ(forgotten, afterForgetting);
 }
 
 INSTANTIATE_TEST_SUITE_P(PlainAndEncrypted, TcpLinksTest, ::testing::Bool(),

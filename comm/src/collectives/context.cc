@@ -32,6 +32,15 @@ CollectiveContext::CollectiveContext(Transport& transport, const CollectiveDescr
   std::memcpy(links_->prefix.data() + kHeaderBytes, descriptor.name.data(), descriptor.name.size());
 }
 
+CollectiveContext::~CollectiveContext() {
+  if (links_.use_count() == 1 && links_->expecting) transport_.forgetExpectations();
+}
+
+void CollectiveContext::expectPayload(int position, std::span<std::byte> destination) {
+  links_->expecting = true;
+  transport_.expect(global(position), kHeaderBytes + descriptor_.name.size(), destination);
+}
+
 CollectiveContext CollectiveContext::subgroup(std::vector<int> members) const {
   const auto self = std::find(members.begin(), members.end(), rank_);
   HPU_COMM_CHECK(self != members.end(), "a subgroup must contain the rank that runs it");
@@ -64,6 +73,7 @@ Received CollectiveContext::receiveMessage(int position, std::optional<std::uint
     rethrowWithContext(peer);
   }
   const auto bytes = received.message->bytes();
+  const auto placed = received.message->placedPayload();
   const auto header = decodeHeader(bytes);
   if (!header) {
     throw CommError(fmt::format("rank {}: {}: malformed message of {} bytes from rank {}", rank_,
@@ -96,7 +106,7 @@ Received CollectiveContext::receiveMessage(int position, std::optional<std::uint
     throw CommError(fmt::format("rank {}: {}: message {} from rank {} arrived where message {} was due", rank_,
                                 describe(descriptor_), header->step, peer, expectedStep));
   }
-  received.payload = rest.subspan(header->nameBytes);
+  received.payload = placed ? *placed : rest.subspan(header->nameBytes);
   if (received.payload.size() != expectedBytes) {
     throw CommError(fmt::format("rank {}: {}: message {} from rank {} carries {} bytes, expected {}", rank_,
                                 describe(descriptor_), header->step, peer, received.payload.size(), expectedBytes));

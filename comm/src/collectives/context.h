@@ -41,6 +41,8 @@ class CollectiveContext {
  public:
   CollectiveContext(Transport& transport, const CollectiveDescriptor& descriptor, Transport::Deadline deadline,
                     std::chrono::milliseconds timeout, std::size_t chunkBytes);
+  ~CollectiveContext();
+  CollectiveContext(const CollectiveContext&) = default;
 
   // The same collective among `members` (global ranks, ascending or in any
   // order every member agrees on; this rank among them).
@@ -76,6 +78,11 @@ class CollectiveContext {
   Received recvBlock(int peer, std::uint64_t count, std::size_t expectedBytes) {
     return receiveMessage(peer, count, expectedBytes, deadline_);
   }
+  // The payload of the next message from `peer` not described yet belongs
+  // at `destination` (Transport::expect): the transport may put it there,
+  // and the Received payload is then that very span. Every expectation is
+  // forgotten when the context is destroyed.
+  void expectPayload(int peer, std::span<std::byte> destination);
   Transport::Deadline deadline() const { return deadline_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
 
@@ -103,6 +110,7 @@ class CollectiveContext {
     std::vector<std::uint32_t> sendSteps;  // per global rank
     std::vector<std::uint32_t> recvSteps;
     std::vector<std::byte> prefix;  // header, then the barrier name
+    bool expecting = false;         // expectPayload was called
   };
   int global(int position) const { return members_[static_cast<std::size_t>(position)]; }
 

@@ -17,6 +17,7 @@
 #include <optional>
 #include <set>
 #include <thread>
+#include <utility>
 
 #include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
@@ -96,15 +97,30 @@ class FramePool {
 
 namespace {
 
+// A frame's message: its bytes, or its header with the payload placed in
+// the receiver's memory (TcpLink::expect).
 class TcpMessage final : public Message {
  public:
-  TcpMessage(Bytes bytes, std::shared_ptr<FramePool> pool) : bytes_(std::move(bytes)), pool_(std::move(pool)) {}
+  TcpMessage(Bytes bytes, std::shared_ptr<FramePool> pool, std::optional<std::span<std::byte>> placed = std::nullopt)
+      : bytes_(std::move(bytes)), pool_(std::move(pool)), placed_(placed) {}
   ~TcpMessage() override { pool_->release(std::move(bytes_)); }
   std::span<const std::byte> bytes() const override { return {bytes_.data.get(), bytes_.size}; }
+  std::optional<std::span<const std::byte>> placedPayload() const override { return placed_; }
+
+  // Copies a placed payload behind the header, so the message owns it.
+  void ownPayload() {
+    if (!placed_) return;
+    Bytes whole = pool_->acquire(bytes_.size + placed_->size());
+    std::memcpy(whole.data.get(), bytes_.data.get(), bytes_.size);
+    std::memcpy(whole.data.get() + bytes_.size, placed_->data(), placed_->size());
+    pool_->release(std::exchange(bytes_, std::move(whole)));
+    placed_.reset();
+  }
 
  private:
   Bytes bytes_;
   std::shared_ptr<FramePool> pool_;
+  std::optional<std::span<std::byte>> placed_;
 };
 
 std::string errnoText() { return std::strerror(errno); }
@@ -267,15 +283,16 @@ class TcpLink {
     bool any = false;
     while (!broken()) {
       ssize_t n;
-      if (in_body_ && stage_begin_ == stage_end_ && body_.size - body_at_ >= kDirectBytes) {
-        n = ::recv(fd_, body_.data.get() + body_at_, body_.size - body_at_, MSG_DONTWAIT);
+      if (in_body_ && stage_begin_ == stage_end_ && frameLength() - body_at_ >= kDirectBytes) {
+        const std::span<std::byte> space = frameSpace();
+        n = ::recv(fd_, space.data(), space.size(), MSG_DONTWAIT);
         if (n > 0) {
           body_at_ += static_cast<std::size_t>(n);
-          if (body_at_ == body_.size) finishFrame();
+          if (body_at_ == frameLength()) finishFrame();
         }
       } else {
         if (stage_begin_ == stage_end_) stage_begin_ = stage_end_ = 0;
-        n = ::recv(fd_, stage_.data.get() + stage_end_, kStageBytes - stage_end_, MSG_DONTWAIT);
+        n = ::recv(fd_, stage_.data.get() + stage_end_, stageReadBytes(), MSG_DONTWAIT);
         if (n > 0) {
           stage_end_ += static_cast<std::size_t>(n);
           parseStage();
@@ -300,7 +317,29 @@ class TcpLink {
     if (ready_.empty()) return nullptr;
     std::unique_ptr<Message> m = std::move(ready_.front());
     ready_.pop_front();
+    ++taken_;
     return m;
+  }
+
+  // --- placement ---
+  // The next message take() has not returned and no earlier call described
+  // is read into `destination` past its `headerBytes` if its frame is that
+  // long, is not encrypted and has not begun to arrive.
+  void expect(std::size_t headerBytes, std::span<std::byte> destination) {
+    next_expected_ = std::max(next_expected_, taken_);
+    expected_.push_back({next_expected_++, headerBytes, destination});
+  }
+  // Drops the expectations; the frame being read and the messages not taken
+  // yet get buffers of their own.
+  void forgetExpectations() {
+    expected_.clear();
+    for (auto& message : ready_) message->ownPayload();
+    if (!placed_) return;
+    Bytes whole = pool_->acquire(frameLength());
+    std::memcpy(whole.data.get(), body_.data.get(), std::min(body_at_, body_.size));
+    if (body_at_ > body_.size) std::memcpy(whole.data.get() + body_.size, placed_->data(), body_at_ - body_.size);
+    pool_->release(std::exchange(body_, std::move(whole)));
+    placed_.reset();
   }
 
  private:
@@ -339,24 +378,56 @@ class TcpLink {
           breakWith(fmt::format("it sent a frame of {} bytes (the limit is {})", length, limit));
           return;
         }
-        body_ = pool_->acquire(length);
-        body_at_ = 0;
-        in_body_ = true;
+        startFrame(length);
         if (length == 0) finishFrame();
         continue;
       }
-      const std::size_t take = std::min(available, body_.size - body_at_);
-      std::memcpy(body_.data.get() + body_at_, at, take);
+      const std::span<std::byte> space = frameSpace();
+      const std::size_t take = std::min(available, space.size());
+      std::memcpy(space.data(), at, take);
       body_at_ += take;
       stage_begin_ += take;
-      if (body_at_ == body_.size) finishFrame();
+      if (body_at_ == frameLength()) finishFrame();
     }
+  }
+
+  // The frame of `length` bytes that begins: into the destination expected
+  // for it, past its header, or into a buffer of its own.
+  void startFrame(std::size_t length) {
+    const std::uint64_t frame = frames_started_++;
+    while (!expected_.empty() && expected_.front().frame < frame) expected_.pop_front();
+    if (!encrypted_ && !expected_.empty() && expected_.front().frame == frame &&
+        length == expected_.front().headerBytes + expected_.front().destination.size()) {
+      body_ = pool_->acquire(expected_.front().headerBytes);
+      placed_ = expected_.front().destination;
+      expected_.pop_front();
+    } else {
+      body_ = pool_->acquire(length);
+    }
+    body_at_ = 0;
+    in_body_ = true;
+  }
+  // How much to read into the stage: as much as it holds, but only the
+  // length and the header of a frame whose payload is expected, which is
+  // then read in place.
+  std::size_t stageReadBytes() const {
+    if (!encrypted_ && !in_body_ && length_at_ == 0 && stage_end_ == 0 && !expected_.empty() &&
+        expected_.front().frame == frames_started_) {
+      return kLengthBytes + expected_.front().headerBytes;
+    }
+    return kStageBytes - stage_end_;
+  }
+  std::size_t frameLength() const { return body_.size + (placed_ ? placed_->size() : 0); }
+  // Where the frame's next bytes go, as far as they are contiguous.
+  std::span<std::byte> frameSpace() {
+    if (body_at_ < body_.size) return {body_.data.get() + body_at_, body_.size - body_at_};
+    return placed_->subspan(body_at_ - body_.size);
   }
 
   void finishFrame() {
     in_body_ = false;
     if (!encrypted_) {
-      ready_.push_back(std::make_unique<TcpMessage>(std::move(body_), pool_));
+      ready_.push_back(std::make_unique<TcpMessage>(std::move(body_), pool_, std::exchange(placed_, std::nullopt)));
       return;
     }
     Bytes plain = pool_->acquire(body_.size - kTagBytes);
@@ -400,9 +471,19 @@ class TcpLink {
   bool in_body_ = false;
   std::byte length_in_[kLengthBytes]{};
   std::size_t length_at_ = 0;
-  Bytes body_;
+  Bytes body_;  // the frame, or its header when the rest is placed
+  std::optional<std::span<std::byte>> placed_;  // where the rest of the frame goes
   std::size_t body_at_ = 0;
-  std::deque<std::unique_ptr<Message>> ready_;
+  std::deque<std::unique_ptr<TcpMessage>> ready_;
+
+  // Placement: frames are numbered from 0 as they begin, messages as take() returns them.
+  struct Expectation {
+    std::uint64_t frame;
+    std::size_t headerBytes;
+    std::span<std::byte> destination;
+  };
+  std::deque<Expectation> expected_;
+  std::uint64_t frames_started_ = 0, taken_ = 0, next_expected_ = 0;
 };
 
 TcpLinks::TcpLinks(const ResolvedAddress& local, TcpLinkOptions options)
@@ -589,6 +670,18 @@ void TcpLinks::send(int peer, std::span<const std::byte> header, std::span<const
                                          "before the deadline",
                                          peer, l->brokenReason()));
     std::this_thread::sleep_for(std::min<microseconds>(sliceUntil(deadline), milliseconds(10)));
+  }
+}
+
+void TcpLinks::expect(int peer, std::size_t headerBytes, std::span<std::byte> destination) {
+  TcpLink* l = link(peer);
+  HPU_COMM_CHECK(l != nullptr, "expect over a data link that does not exist");
+  l->expect(headerBytes, destination);
+}
+
+void TcpLinks::forgetExpectations() {
+  for (const auto& l : links_) {
+    if (l) l->forgetExpectations();
   }
 }
 

@@ -24,6 +24,11 @@
 // ciphertext). A frame longer than `maxMessageBytes` (plus the cipher's tag)
 // breaks the link.
 //
+// Placement: a receiver may say where the payload of a coming message
+// belongs (expect); a plain frame of that size is then read into it, past
+// its header, instead of into a buffer of the link's, which saves the copy
+// (an alltoall's blocks land in its output).
+//
 // Flow: send() returns once the whole message is in the kernel's buffers;
 // while it waits for room it reads every link, so two ranks sending to each
 // other never block each other. Messages that arrive are queued per peer.
@@ -91,6 +96,12 @@ class TcpLinks {
             const Check& check);
   // The next message from `peer`, if one has arrived whole.
   std::unique_ptr<Message> tryTake(int peer);
+  // Transport::expect for a linked peer: the frame of the next message not
+  // described yet is read into `destination` past its header if it has that
+  // size and has not begun to arrive, and the link is not encrypted.
+  void expect(int peer, std::size_t headerBytes, std::span<std::byte> destination);
+  // Transport::forgetExpectations, on every link.
+  void forgetExpectations();
   // Reads what has arrived on every link, waiting up to `wait` for
   // something to (zero: only what is there).
   void progress(std::chrono::microseconds wait);

@@ -250,6 +250,15 @@ std::unique_ptr<Message> ZmqTransport::recvOverLink(int peer, Deadline deadline)
   }
 }
 
+void ZmqTransport::expect(int peer, std::size_t headerBytes, std::span<std::byte> destination) {
+  HPU_COMM_CHECK(peer >= 0 && peer < size_ && peer != rank_, "expect from an invalid peer");
+  if (linked_[static_cast<std::size_t>(peer)]) tcp_->expect(peer, headerBytes, destination);
+}
+
+void ZmqTransport::forgetExpectations() {
+  if (tcp_) tcp_->forgetExpectations();
+}
+
 std::unique_ptr<Message> ZmqTransport::recv(int peer, Deadline deadline) {
   HPU_COMM_CHECK(peer >= 0 && peer < size_ && peer != rank_, "recv from an invalid peer");
   const auto p = static_cast<std::size_t>(peer);

@@ -59,6 +59,9 @@ class ZmqTransport final : public Transport {
   void send(int peer, std::span<const std::byte> header, std::span<const std::byte> payload,
             Deadline deadline) override;
   std::unique_ptr<Message> recv(int peer, Deadline deadline) override;
+  // Payloads are placed for peers over TCP links only (tcp_links.h).
+  void expect(int peer, std::size_t headerBytes, std::span<std::byte> destination) override;
+  void forgetExpectations() override;
   void abort(std::string_view reason) override;
   void setActivity(std::string_view activity) override;
   void checkHealth() const override;

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string_view>
 
@@ -26,6 +27,10 @@ class Message {
  public:
   virtual ~Message() = default;
   virtual std::span<const std::byte> bytes() const = 0;
+  // Where the transport put the payload, if it read it straight into the
+  // destination Transport::expect gave; bytes() then holds the header alone.
+  // nullopt: the payload follows the header in bytes().
+  virtual std::optional<std::span<const std::byte>> placedPayload() const { return std::nullopt; }
 };
 
 class Transport {
@@ -48,6 +53,17 @@ class Transport {
   // The next message from `peer` (header and payload, as sent).
   // REQUIRES: 0 <= peer < size(), peer != rank().
   virtual std::unique_ptr<Message> recv(int peer, Deadline deadline) = 0;
+  // For a receiver that knows where a payload belongs: the next message from
+  // `peer` that no earlier call described may have its payload read straight
+  // into `destination` (saving a copy), if its header is `headerBytes` long
+  // and its payload destination.size(); its Message then says so
+  // (placedPayload). Transports that cannot place payloads ignore it (the
+  // default). The transport may write to `destination` until that message
+  // is received or forgetExpectations() returns.
+  virtual void expect(int peer, std::size_t headerBytes, std::span<std::byte> destination) {}
+  // Drops every expectation: from its return on, nothing is written to their
+  // destinations, and messages still to be received own their payloads.
+  virtual void forgetExpectations() {}
   // Tells every other rank that this one fails with `reason`; they fail
   // their operations with PeerLostError naming this rank. Does not block.
   virtual void abort(std::string_view reason) = 0;
