@@ -38,7 +38,8 @@
 //    the rest of the model stays replicated. An expert's gradient already
 //    sums its expert-parallel group's tokens: it is averaged over the ranks
 //    holding the same experts (dp / ep of them) and scaled by 1 / ep, so it
-//    is the data-parallel average one device's copy would get. Checkpoints
+//    is the data-parallel average one device's copy would get; under ZeRO-1
+//    its optimizer state is sharded over those copies. Checkpoints
 //    are written by every rank (its experts in its own file) and assembled
 //    into the whole form as a pipeline's are.
 #include <spdlog/fmt/fmt.h>
