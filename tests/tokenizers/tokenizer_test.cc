@@ -91,6 +91,31 @@ TEST(ByteLevelBpe, Llama3SplitIgnoreMergesAndTemplate) {
   EXPECT_EQ(t->settings().chat_template, "{{ bos_token }}{% for m in messages %}{{ m['content'] }}{% endfor %}");
 }
 
+TEST(ByteLevelBpe, Qwen2NfcSingleDigitsAndChatTokens) {
+  const auto t = fixture("qwen2_style");
+  expectCases(*t, {
+                      {"hello the world's 12 123",
+                       {256, 259, 111, 258, 266, 111, 114, 108, 100, 262, 32, 49, 50, 32, 49, 50, 51},
+                       "hello the world's 12 123"},
+                      // NFC composes e + U+0301 into é, whose bytes have a token; the
+                      // normalized added token "café!" is found after NFC. Decoding an
+                      // added token's text through ByteLevel reads é as the byte 0xE9.
+                      {"cafe\u0301 cafe\u0301! caf\u00e9!", {271, 32, 275, 32, 275}, "café caf\uFFFD! caf\uFFFD!"},
+                      {"<|im_start|>user\nhi<|im_end|>\n", {273, 117, 115, 101, 114, 10, 104, 105, 274, 10},
+                       "<|im_start|>user\nhi<|im_end|>\n"},
+                      // Canonical order and composition past a mark of a lower class
+                      // (x, dot below, dot above: ẋ and the dot below), a singleton
+                      // (the angstrom sign is Å), conjoining jamo into a syllable.
+                      {"x\u0307\u0323 \u212B \u1112\u1161\u11AB",
+                       {225, 186, 139, 204, 163, 32, 195, 133, 32, 237, 149, 156},
+                       "\u1E8B\u0323 \u00C5 \uD55C"},
+                  });
+  EXPECT_EQ(t->encodeWithSpecialTokens("hi", "test"), (Ids{104, 105}));  // ByteLevel adds nothing
+  EXPECT_EQ(t->settings().eos_id, 274);
+  EXPECT_EQ(t->settings().pad_id, 272);
+  EXPECT_FALSE(t->settings().bos_id);
+}
+
 TEST(SentencePieceBpe, NormalizerByteFallbackAndConfig) {
   const auto t = fixture("sentencepiece_bpe");
   expectCases(*t, {
@@ -182,8 +207,8 @@ TEST(PretrainedTokenizer, RefusesWhatItDoesNotSupportByName) {
             p + "wordpiece.json: model.type: WordPiece is not supported; hpu-train reads BPE models (WordPiece, "
                 "Unigram and WordLevel are not implemented)");
   EXPECT_EQ(loadError(bad / "nfkc.json"),
-            p + "nfkc.json: normalizer.type: NFKC is not supported; hpu-train reads the normalizers Prepend, "
-                "Replace (String pattern) and Sequence");
+            p + "nfkc.json: normalizer.type: NFKC is not supported; hpu-train reads the normalizers NFC, NFD, "
+                "Prepend, Replace (String pattern) and Sequence");
   EXPECT_EQ(loadError(bad / "regex.json"),
             p + "regex.json: pre_tokenizer.pattern.Regex: the regex \"\\\\w+\" is not supported; hpu-train reads "
                 "GPT-2's, Llama 3's and Qwen2's");

@@ -97,8 +97,12 @@ void readNormalizer(const Reader& r, const json& j, const std::string& key, std:
     std::string pattern = r.stringPattern(j, key);
     if (pattern.empty()) r.fail(key + ".pattern.String", "must not be empty");
     steps.push_back({NormalizerStep::Kind::kReplace, std::move(pattern), r.string(j, key, "content")});
+  } else if (type == "NFC") {
+    steps.push_back({NormalizerStep::Kind::kNfc});
+  } else if (type == "NFD") {
+    steps.push_back({NormalizerStep::Kind::kNfd});
   } else {
-    r.unsupported(key, type, "the normalizers Prepend, Replace (String pattern) and Sequence");
+    r.unsupported(key, type, "the normalizers NFC, NFD, Prepend, Replace (String pattern) and Sequence");
   }
 }
 
