@@ -149,6 +149,52 @@ TEST(SentencePieceBpe, MetaspaceAndFusedUnknown) {
   EXPECT_EQ(t->encodeWithSpecialTokens("the", "test"), (Ids{1, 11}));
 }
 
+TEST(SentencePieceBpe, GemmaNoDummyPrefixAndAddedRuns) {
+  const auto t = fixture("gemma_style");
+  expectCases(*t, {
+                      {"the ab", {261, 272, 274, 265}, "the ab"},  // no "▁" before the text
+                      {" the  tab", {273, 260, 271, 275}, " the  tab"},
+                      {"<start_of_turn>user\nthe<end_of_turn>\n", {269, 121, 119, 263, 118, 267, 261, 272, 270, 267},
+                       "<start_of_turn>user\nthe<end_of_turn>\n"},
+                      // Added runs of "\n" and "▁" (normalized false: "▁" in the input, not spaces).
+                      {"a\n\n\n\nb", {264, 282, 267, 265}, "a\n\n\n\nb"},
+                      {"\u2581\u2581\u2581the   ab", {283, 261, 272, 276, 274, 265}, "   the   ab"},
+                      {"\u00e9x z", {199, 173, 124, 260, 126}, "\u00e9x z"},
+                      {"", {}, ""},
+                  });
+  EXPECT_EQ(t->encodeWithSpecialTokens("the ab", "test"), (Ids{2, 261, 272, 274, 265}));  // add_bos_token
+  const TokenizerSettings& s = t->settings();
+  EXPECT_EQ(s.bos_id, 2);
+  EXPECT_EQ(s.eos_id, 1);
+  EXPECT_EQ(s.pad_id, 0);
+  EXPECT_EQ(s.unk_id, 3);
+}
+
+TEST(SentencePieceBpe, SplitOnAStringByEveryBehavior) {
+  // gemma_style without its normalizer, so that its Split on " " finds spaces.
+  auto json = nlohmann::json::parse(readFile((kFixtures / "gemma_style/tokenizer.json").string()));
+  json["normalizer"] = nullptr;
+  const fs::path dir = tempDir("split");
+  fs::create_directories(dir);
+  const std::pair<std::string, Ids> cases[] = {
+      {"Removed", {275, 261, 275, 261, 266}},
+      {"Isolated", {275, 268, 268, 261, 275, 268, 261, 266, 268}},
+      {"MergedWithPrevious", {275, 268, 268, 261, 275, 268, 261, 279}},
+      {"MergedWithNext", {275, 268, 281, 275, 281, 266, 268}},
+      {"Contiguous", {275, 280, 261, 275, 268, 261, 266, 268}},
+  };
+  for (const auto& [behavior, ids] : cases) {
+    json["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", behavior}, {"invert", false}};
+    writeFileAtomically((dir / "tokenizer.json").string(), json.dump());
+    EXPECT_EQ(loadTokenizer(dir / "tokenizer.json")->encode("ab  tab tc ", "test"), ids) << behavior;
+  }
+  json["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", "MergedWithPrevious"},
+                           {"invert", true}};
+  writeFileAtomically((dir / "tokenizer.json").string(), json.dump());
+  EXPECT_EQ(loadTokenizer(dir / "tokenizer.json")->encode("ab  tab tc ", "test"), (Ids{275, 268, 281, 275, 281, 266, 268}));
+  fs::remove_all(dir);
+}
+
 TEST(PretrainedTokenizer, RefusesInvalidUtf8) {
   const auto t = fixture("byte_bpe");
   try {
