@@ -45,14 +45,8 @@ std::vector<float> logitsOf(models::CausalLM& m) {
 // The judges' verdict on `c` (written to dir/case.json).
 void judge(const TempDir& dir, const json& c) {
   testing::writeBytes(dir.file("case.json"), c.dump());
-  cli::testing::RunOptions o;
-  o.cwd = dir.path();
-  o.env = {{"PATH", "/usr/bin:/bin"}, {"HF_HUB_OFFLINE", "1"}, {"TRANSFORMERS_OFFLINE", "1"},
-           {"HOME", dir.path().string()}, {"OMP_NUM_THREADS", "1"}};
-  o.timeout = std::chrono::seconds(300);
-  const auto r = cli::testing::runProgram(
-      interop::python(), {std::string(HPU_SOURCE_DIR) + "/tests/interop/check_hf.py", dir.file("case.json")},
-      o);
+  const auto r = interop::runPythonScript("tests/interop/check_hf.py", {dir.file("case.json")}, dir.path(),
+                                          std::chrono::seconds(300));
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   std::cout << r.out;
 }

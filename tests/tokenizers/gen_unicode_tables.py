@@ -2,7 +2,9 @@
 """Writes core/data/src/tokenizers/unicode_tables.cc: the code-point ranges of
 Unicode's letters (general category L*) and numbers (N*) that the
 pre-tokenizer regexes' \\p{L} and \\p{N} match, and of word characters (\\w, for added tokens'
-single_word), from Python's unicodedata.
+single_word); for the NFC and NFD normalizers, the canonical combining
+classes and the canonical decompositions (whether each is a primary
+composite, which NFC composes back), from Python's unicodedata.
 
 Usage: python3 tests/tokenizers/gen_unicode_tables.py  (from the repository root)
 """
@@ -35,6 +37,33 @@ def ranges_where(test):
     return out
 
 
+def combining_classes():
+    """(first, last, class) runs of code points with a non-zero canonical combining class."""
+    out = []
+    for cp in range(0x110000):
+        ccc = unicodedata.combining(chr(cp))
+        if ccc and out and out[-1][1] == cp - 1 and out[-1][2] == ccc:
+            out[-1][1] = cp
+        elif ccc:
+            out.append([cp, cp, ccc])
+    return out
+
+
+def decompositions():
+    """(code point, first, second or 0, composes) for every canonical
+    decomposition mapping (Hangul syllables are algorithmic, not listed); a
+    primary composite is one NFC leaves as it is."""
+    out = []
+    for cp in range(0x110000):
+        d = unicodedata.decomposition(chr(cp))
+        if not d or d.startswith("<"):
+            continue
+        parts = [int(x, 16) for x in d.split()]
+        composes = len(parts) == 2 and unicodedata.normalize("NFC", chr(cp)) == chr(cp)
+        out.append((cp, parts[0], parts[1] if len(parts) == 2 else 0, composes))
+    return out
+
+
 def table(name, rs):
     rows = [f"    {{0x{a:04X}, 0x{b:04X}}}," for a, b in rs]
     return f"const CodeRange {name}[] = {{\n" + "\n".join(rows) + "\n};\n"
@@ -54,9 +83,18 @@ def main():
         + "\n"
         + table("kWordExtraRanges", ranges_where(lambda c: is_word(c) and unicodedata.category(c)[0] != "L"))
         + "\n"
+        + "const CombiningClassRange kCombiningClasses[] = {\n"
+        + "\n".join(f"    {{0x{a:04X}, 0x{b:04X}, {c}}}," for a, b, c in combining_classes())
+        + "\n};\n\n"
+        + "const CanonicalDecomposition kCanonicalDecompositions[] = {\n"
+        + "\n".join(f"    {{0x{cp:04X}, 0x{a:04X}, 0x{b:04X}, {'true' if c else 'false'}}},"
+                    for cp, a, b, c in decompositions())
+        + "\n};\n\n"
         "std::span<const CodeRange> letterRanges() { return kLetterRanges; }\n"
         "std::span<const CodeRange> numberRanges() { return kNumberRanges; }\n"
-        "std::span<const CodeRange> wordExtraRanges() { return kWordExtraRanges; }\n\n"
+        "std::span<const CodeRange> wordExtraRanges() { return kWordExtraRanges; }\n"
+        "std::span<const CombiningClassRange> combiningClassRanges() { return kCombiningClasses; }\n"
+        "std::span<const CanonicalDecomposition> canonicalDecompositions() { return kCanonicalDecompositions; }\n\n"
         "}  // namespace hpu::core::data::detail\n"
     )
     out.write_text(text)

@@ -1,6 +1,7 @@
 // Agreement with the reference implementation, @huggingface/tokenizers, over
 // more than 1 MB of varied text, for GPT-2, Llama 2 (two forms) and Llama 3
-// tokenizers built from real vocabularies: make_fixtures.sh writes them,
+// tokenizers built from real vocabularies, and the real tokenizer files of
+// Qwen2, Qwen2.5, Gemma and Gemma 2: make_fixtures.sh writes them,
 // the documents and the reference's ids and decodes under
 // build/tokenizer-fixtures/ (skipped when absent).
 #include <gtest/gtest.h>
@@ -55,7 +56,8 @@ TEST_P(ReferenceAgreement, EncodeAndDecodeEqualTheReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Tokenizers, ReferenceAgreement,
-                         testing::Values("gpt2", "llama2", "llama2-metaspace", "llama3"),
+                         testing::Values("gpt2", "llama2", "llama2-metaspace", "llama3", "qwen2", "qwen2_5", "gemma",
+                                         "gemma2"),
                          [](const auto& info) {
                            std::string name = info.param;
                            for (char& c : name)

@@ -2,7 +2,7 @@
 // strings, more than 1 MB in all): Debian's fortunes, C++ headers from
 // /usr/include, and generated text mixing scripts (CJK, Hangul, Arabic,
 // Hebrew, Cyrillic, Greek, Devanagari, Thai), accents precomposed and
-// combining, emoji with modifiers, ZWJ sequences, flags and keycaps, runs of
+// combining (and what NFC composes, reorders or leaves apart), emoji with modifiers, ZWJ sequences, flags and keycaps, runs of
 // whitespace of every kind, digit runs in several scripts, contractions in
 // any case, and the special tokens' strings inside text. Deterministic.
 // Usage: node make_documents.mjs OUT.json
@@ -65,6 +65,12 @@ const words = {
   greek: ["Γειά", "σου", "Κόσμε", "λόγος", "ΑΘΗΝΑ", "ϐϑϕ"],
   devanagari: ["नमस्ते", "दुनिया", "हिन्दी", "क्षत्रिय"],
   thai: ["สวัสดี", "ชาวโลก", "ภาษาไทย"],
+  // Canonical composition and ordering: marks in either order, singletons,
+  // conjoining jamo, composition exclusions, a leading mark.
+  decomposed: ["A\u030a", "\u212b", "\u2126", "\u1100\u1161\u11a8", "\uac00\u11a8", "\u1112\u1161\u11ab",
+               "a\u0323\u0302", "a\u0302\u0323", "q\u0307\u0323", "\u0958", "\u0915\u093c", "\uf900",
+               "\u0344", "\u1e9b\u0323", "A\u0301\u0301", "\u00c5\u0300", "\u05d1\u05bc", "\u0627\u0653",
+               "\u00e7\u0301", "\u0301x", "\u304b\u3099", "\u30cf\u309a", "o\u0308\u0304", "\u1f00\u0345"],
 };
 const emoji = ["😀", "🤷🏽‍♀️", "👨‍👩‍👧‍👦", "🏳️‍🌈", "🇫🇷", "🇯🇵", "1️⃣", "#️⃣", "❤️", "👍🏿", "🧑‍💻", "🐕‍🦺", "☕", "✨", "🫠", "©", "™"];
 const spaces = [" ", "  ", "   ", "        ", "\t", "\t\t", "\n", "\n\n", "\n\n\n", "\r\n", " \n", "\n ", " \t \n  ",
@@ -80,7 +86,10 @@ const digits = () => pick([
   () => "１２３４５".slice(0, int(1, 5)), () => "²³½⅓Ⅻⅻ", () => "०१२३", () => `v${int(1, 9)}.${int(0, 20)}.${int(0, 99)}`,
 ])();
 const special = ["<s>", "</s>", "<unk>", "<|endoftext|>", "<|begin_of_text|>", "<|eot_id|>", "<|start_header_id|>",
-                 "<|endoftext", "<|reserved_special_token_5|>", "<0x0A>", "▁", "▁▁hello", "<s><s>", "</s>\n"];
+                 "<|endoftext", "<|reserved_special_token_5|>", "<0x0A>", "▁", "▁▁hello", "<s><s>", "</s>\n",
+                 "<|im_start|>", "<|im_end|>\n", "<|im_start|>assistant\n", "<tool_call>", "<|fim_prefix|>",
+                 "<bos>", "<eos>", "<pad>", "<start_of_turn>user\n", "<end_of_turn>\n", "<unused7>", "<mask>",
+                 "[@BOS@]", "<table><tr><td>", "</b>", "▁▁▁▁", "\t\t\t\t"];
 const contractions = ["'s", "'S", "'t", "'re", "'RE", "'Re", "'ve", "'VE", "'m", "'M", "'ll", "'LL", "'Ll", "'d", "'D",
                       "''s", "' s", "’s", "don't", "I'M", "you'Ve", "'ſ", "'\u017fomething", "'K"];
 const punctuation = ["!", "?", "...", "—", "–", "“", "”", "«", "»", "(", ")", "[", "]", "{", "}", "::", "->", "=>",

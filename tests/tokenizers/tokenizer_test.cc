@@ -91,6 +91,31 @@ TEST(ByteLevelBpe, Llama3SplitIgnoreMergesAndTemplate) {
   EXPECT_EQ(t->settings().chat_template, "{{ bos_token }}{% for m in messages %}{{ m['content'] }}{% endfor %}");
 }
 
+TEST(ByteLevelBpe, Qwen2NfcSingleDigitsAndChatTokens) {
+  const auto t = fixture("qwen2_style");
+  expectCases(*t, {
+                      {"hello the world's 12 123",
+                       {256, 259, 111, 258, 266, 111, 114, 108, 100, 262, 32, 49, 50, 32, 49, 50, 51},
+                       "hello the world's 12 123"},
+                      // NFC composes e + U+0301 into é, whose bytes have a token; the
+                      // normalized added token "café!" is found after NFC. Decoding an
+                      // added token's text through ByteLevel reads é as the byte 0xE9.
+                      {"cafe\u0301 cafe\u0301! caf\u00e9!", {271, 32, 275, 32, 275}, "café caf\uFFFD! caf\uFFFD!"},
+                      {"<|im_start|>user\nhi<|im_end|>\n", {273, 117, 115, 101, 114, 10, 104, 105, 274, 10},
+                       "<|im_start|>user\nhi<|im_end|>\n"},
+                      // Canonical order and composition past a mark of a lower class
+                      // (x, dot below, dot above: ẋ and the dot below), a singleton
+                      // (the angstrom sign is Å), conjoining jamo into a syllable.
+                      {"x\u0307\u0323 \u212B \u1112\u1161\u11AB",
+                       {225, 186, 139, 204, 163, 32, 195, 133, 32, 237, 149, 156},
+                       "\u1E8B\u0323 \u00C5 \uD55C"},
+                  });
+  EXPECT_EQ(t->encodeWithSpecialTokens("hi", "test"), (Ids{104, 105}));  // ByteLevel adds nothing
+  EXPECT_EQ(t->settings().eos_id, 274);
+  EXPECT_EQ(t->settings().pad_id, 272);
+  EXPECT_FALSE(t->settings().bos_id);
+}
+
 TEST(SentencePieceBpe, NormalizerByteFallbackAndConfig) {
   const auto t = fixture("sentencepiece_bpe");
   expectCases(*t, {
@@ -122,6 +147,52 @@ TEST(SentencePieceBpe, MetaspaceAndFusedUnknown) {
                       {"ab  b", {12, 8, 3, 3, 8}, "ab  b"},
                   });
   EXPECT_EQ(t->encodeWithSpecialTokens("the", "test"), (Ids{1, 11}));
+}
+
+TEST(SentencePieceBpe, GemmaNoDummyPrefixAndAddedRuns) {
+  const auto t = fixture("gemma_style");
+  expectCases(*t, {
+                      {"the ab", {261, 272, 274, 265}, "the ab"},  // no "▁" before the text
+                      {" the  tab", {273, 260, 271, 275}, " the  tab"},
+                      {"<start_of_turn>user\nthe<end_of_turn>\n", {269, 121, 119, 263, 118, 267, 261, 272, 270, 267},
+                       "<start_of_turn>user\nthe<end_of_turn>\n"},
+                      // Added runs of "\n" and "▁" (normalized false: "▁" in the input, not spaces).
+                      {"a\n\n\n\nb", {264, 282, 267, 265}, "a\n\n\n\nb"},
+                      {"\u2581\u2581\u2581the   ab", {283, 261, 272, 276, 274, 265}, "   the   ab"},
+                      {"\u00e9x z", {199, 173, 124, 260, 126}, "\u00e9x z"},
+                      {"", {}, ""},
+                  });
+  EXPECT_EQ(t->encodeWithSpecialTokens("the ab", "test"), (Ids{2, 261, 272, 274, 265}));  // add_bos_token
+  const TokenizerSettings& s = t->settings();
+  EXPECT_EQ(s.bos_id, 2);
+  EXPECT_EQ(s.eos_id, 1);
+  EXPECT_EQ(s.pad_id, 0);
+  EXPECT_EQ(s.unk_id, 3);
+}
+
+TEST(SentencePieceBpe, SplitOnAStringByEveryBehavior) {
+  // gemma_style without its normalizer, so that its Split on " " finds spaces.
+  auto json = nlohmann::json::parse(readFile((kFixtures / "gemma_style/tokenizer.json").string()));
+  json["normalizer"] = nullptr;
+  const fs::path dir = tempDir("split");
+  fs::create_directories(dir);
+  const std::pair<std::string, Ids> cases[] = {
+      {"Removed", {275, 261, 275, 261, 266}},
+      {"Isolated", {275, 268, 268, 261, 275, 268, 261, 266, 268}},
+      {"MergedWithPrevious", {275, 268, 268, 261, 275, 268, 261, 279}},
+      {"MergedWithNext", {275, 268, 281, 275, 281, 266, 268}},
+      {"Contiguous", {275, 280, 261, 275, 268, 261, 266, 268}},
+  };
+  for (const auto& [behavior, ids] : cases) {
+    json["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", behavior}, {"invert", false}};
+    writeFileAtomically((dir / "tokenizer.json").string(), json.dump());
+    EXPECT_EQ(loadTokenizer(dir / "tokenizer.json")->encode("ab  tab tc ", "test"), ids) << behavior;
+  }
+  json["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", "MergedWithPrevious"},
+                           {"invert", true}};
+  writeFileAtomically((dir / "tokenizer.json").string(), json.dump());
+  EXPECT_EQ(loadTokenizer(dir / "tokenizer.json")->encode("ab  tab tc ", "test"), (Ids{275, 268, 281, 275, 281, 266, 268}));
+  fs::remove_all(dir);
 }
 
 TEST(PretrainedTokenizer, RefusesInvalidUtf8) {
@@ -182,8 +253,8 @@ TEST(PretrainedTokenizer, RefusesWhatItDoesNotSupportByName) {
             p + "wordpiece.json: model.type: WordPiece is not supported; hpu-train reads BPE models (WordPiece, "
                 "Unigram and WordLevel are not implemented)");
   EXPECT_EQ(loadError(bad / "nfkc.json"),
-            p + "nfkc.json: normalizer.type: NFKC is not supported; hpu-train reads the normalizers Prepend, "
-                "Replace (String pattern) and Sequence");
+            p + "nfkc.json: normalizer.type: NFKC is not supported; hpu-train reads the normalizers NFC, NFD, "
+                "Prepend, Replace (String pattern) and Sequence");
   EXPECT_EQ(loadError(bad / "regex.json"),
             p + "regex.json: pre_tokenizer.pattern.Regex: the regex \"\\\\w+\" is not supported; hpu-train reads "
                 "GPT-2's, Llama 3's and Qwen2's");

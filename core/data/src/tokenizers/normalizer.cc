@@ -1,5 +1,7 @@
 #include "tokenizers/normalizer.h"
 
+#include "tokenizers/unicode_normalization.h"
+
 namespace hpu::core::data::detail {
 
 void replaceAll(std::string_view text, std::string_view pattern, std::string_view content, std::string& out) {
@@ -19,12 +21,21 @@ void Normalizer::apply(std::string_view text, std::string& out) const {
   out.assign(text);
   std::string scratch;
   for (const NormalizerStep& step : steps_) {
-    if (step.kind == NormalizerStep::Kind::kPrepend) {
-      if (!out.empty()) out.insert(0, step.content);
-    } else {
-      replaceAll(out, step.pattern, step.content, scratch);
-      out.swap(scratch);
+    switch (step.kind) {
+      case NormalizerStep::Kind::kPrepend:
+        if (!out.empty()) out.insert(0, step.content);
+        continue;
+      case NormalizerStep::Kind::kReplace:
+        replaceAll(out, step.pattern, step.content, scratch);
+        break;
+      case NormalizerStep::Kind::kNfc:
+        normalizeUnicode(out, NormalizationForm::kNfc, scratch);
+        break;
+      case NormalizerStep::Kind::kNfd:
+        normalizeUnicode(out, NormalizationForm::kNfd, scratch);
+        break;
     }
+    out.swap(scratch);
   }
 }
 

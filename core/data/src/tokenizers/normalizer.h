@@ -1,6 +1,7 @@
 // The normalizers of the supported tokenizers: a sequence of Prepend (a
-// string before a non-empty text) and Replace (every occurrence of a string
-// by another), as Llama 2's "▁" metaspace. Immutable: thread-safe.
+// string before a non-empty text), Replace (every occurrence of a string by
+// another), as Llama 2's and Gemma's "▁" metaspace, and the Unicode
+// normalization forms NFC (Qwen2) and NFD. Immutable: thread-safe.
 #pragma once
 
 #include <string>
@@ -10,7 +11,7 @@
 namespace hpu::core::data::detail {
 
 struct NormalizerStep {
-  enum class Kind { kPrepend, kReplace } kind;
+  enum class Kind { kPrepend, kReplace, kNfc, kNfd } kind;
   std::string pattern;  // Replace: what is replaced (non-empty)
   std::string content;  // Prepend: the prefix; Replace: the replacement
 };

@@ -1,12 +1,18 @@
 // The pre-tokenizers of the supported tokenizers, cutting a text into the
-// words the BPE model encodes one by one:
-//   ByteLevel (GPT-2): an optional leading space, GPT-2's pattern when
-//     use_regex; the model reads the words' bytes.
-//   Sequence [Split(pattern, Isolated), ByteLevel(use_regex false)] (Llama 3).
+// words the BPE model encodes one by one: a sequence of steps, each cutting
+// every piece of the step before it (as tokenizers' Sequence):
+//   ByteLevel (GPT-2, Llama 3, Qwen2): a space before a piece not starting
+//     with one when add_prefix_space; its use_regex is a Split by GPT-2's
+//     pattern after it. The model reads the words' bytes, so ByteLevel
+//     comes last.
+//   Split: the matches of a regex of split_pattern.h (Llama 3's, Qwen2's)
+//     or of a string (Gemma 2's " "), and the text between them, kept,
+//     dropped or merged as the behavior says (tokenizers'
+//     SplitDelimiterBehavior); invert swaps matches and the text between.
 //   Metaspace (Mistral, newer Llama 2 files): spaces become the replacement
 //     ("▁"), which is prepended per prepend_scheme, and words split before
 //     each replacement when split.
-//   none: the whole text is one word (Llama 2 with its normalizer).
+//   none: the whole text is one word (Llama 2 and Gemma with their normalizers).
 // Immutable: thread-safe.
 #pragma once
 
@@ -16,57 +22,70 @@
 #include <string_view>
 #include <vector>
 
-#include "tokenizers/normalizer.h"
 #include "tokenizers/split_pattern.h"
 
 namespace hpu::core::data::detail {
 
-struct PreTokenizer {
-  std::optional<SplitPattern> pattern;  // split into the pattern's pieces first
-  bool add_prefix_space = false;        // ByteLevel: a space before a text not starting with one
-  bool metaspace = false;
-  std::string replacement = "\xE2\x96\x81";  // Metaspace: "▁"
-  enum class Prepend { kAlways, kFirst, kNever } prepend = Prepend::kAlways;
-  bool split = true;  // Metaspace: split before each replacement
+enum class SplitBehavior { kRemoved, kIsolated, kMergedWithPrevious, kMergedWithNext, kContiguous };
 
-  // Calls `word` with each word of `text`; `first` says whether the text
-  // starts the input (Metaspace's prepend_scheme first). Words are views
-  // valid during the call only.
-  template <typename OnWord>
-  void apply(std::string_view text, bool first, OnWord&& word) const;
+struct PreTokenizerStep {
+  enum class Kind { kByteLevel, kSplit, kMetaspace } kind;
+  bool add_prefix_space = false;  // ByteLevel
+  // Split: a known regex, or else the string `literal` (an empty one matches nothing).
+  std::optional<SplitPattern> pattern;
+  std::string literal;
+  SplitBehavior behavior = SplitBehavior::kIsolated;
+  bool invert = false;
+  // Metaspace
+  std::string replacement = "\xE2\x96\x81";  // "▁"
+  enum class Prepend { kAlways, kFirst, kNever } prepend = Prepend::kAlways;
+  bool split = true;  // split before each replacement
 };
 
-template <typename OnWord>
-void PreTokenizer::apply(std::string_view text, bool first, OnWord&& word) const {
-  thread_local std::string buffer;
-  thread_local std::vector<std::uint32_t> ends;
-  if (metaspace) {
-    replaceAll(text, " ", replacement, buffer);
-    if (!buffer.starts_with(replacement) && (prepend == Prepend::kAlways || (prepend == Prepend::kFirst && first)))
-      buffer.insert(0, replacement);
-    text = buffer;
-    if (!split) return word(text);
-    std::size_t start = 0;
-    for (std::size_t at = text.find(replacement, 1); at != std::string_view::npos;
-         at = text.find(replacement, at + replacement.size())) {
-      word(text.substr(start, at - start));
-      start = at;
+class PreTokenizer {
+ public:
+  PreTokenizer() = default;
+  explicit PreTokenizer(std::vector<PreTokenizerStep> steps) : steps_(std::move(steps)) {}
+
+  // Calls `word` with each non-empty word of `text`; `first` says whether the
+  // text starts the input (Metaspace's prepend_scheme first). Words are
+  // views valid during the call only. REQUIRES: `word` does not pre-tokenize.
+  template <typename OnWord>
+  void apply(std::string_view text, bool first, OnWord&& word) const {
+    applyFrom(0, text, first, word);
+  }
+
+  // A piece of a step's text: [begin, end).
+  struct Piece {
+    std::uint32_t begin, end;
+  };
+  // A step's per-thread buffers (each step its own, so a step's pieces stay
+  // valid while the steps after it cut them).
+  struct Scratch {
+    std::string text;
+    std::vector<Piece> pieces;
+    std::vector<std::uint32_t> ends;
+  };
+
+ private:
+  static Scratch& scratch(std::size_t s);
+  // Fills `out.pieces` with the pieces of `text` by step `s`; returns the
+  // text they are pieces of (`text`, or its rewrite in `out.text`).
+  std::string_view cut(std::size_t s, std::string_view text, bool first, Scratch& out) const;
+
+  template <typename OnWord>
+  void applyFrom(std::size_t s, std::string_view text, bool first, OnWord& word) const {
+    if (s == steps_.size()) {
+      if (!text.empty()) word(text);
+      return;
     }
-    return word(text.substr(start));
+    Scratch& buffers = scratch(s);
+    const std::string_view cut_text = cut(s, text, first, buffers);
+    for (const Piece& p : buffers.pieces)
+      if (p.end > p.begin) applyFrom(s + 1, cut_text.substr(p.begin, p.end - p.begin), first && p.begin == 0, word);
   }
-  if (add_prefix_space && !text.starts_with(' ')) {
-    buffer.assign(" ").append(text);
-    text = buffer;
-  }
-  if (!pattern) return word(text);
-  const std::size_t first_end = ends.size();  // apply may nest through `word`: keep ours apart
-  splitByPattern(*pattern, text, ends);
-  std::uint32_t start = 0;
-  for (std::size_t i = first_end; i < ends.size(); ++i) {
-    word(text.substr(start, ends[i] - start));
-    start = ends[i];
-  }
-  ends.resize(first_end);
-}
+
+  std::vector<PreTokenizerStep> steps_;
+};
 
 }  // namespace hpu::core::data::detail

@@ -3,6 +3,7 @@
 // with the key that holds it, rather than encoded differently.
 #include <spdlog/fmt/fmt.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -97,59 +98,88 @@ void readNormalizer(const Reader& r, const json& j, const std::string& key, std:
     std::string pattern = r.stringPattern(j, key);
     if (pattern.empty()) r.fail(key + ".pattern.String", "must not be empty");
     steps.push_back({NormalizerStep::Kind::kReplace, std::move(pattern), r.string(j, key, "content")});
+  } else if (type == "NFC") {
+    steps.push_back({NormalizerStep::Kind::kNfc});
+  } else if (type == "NFD") {
+    steps.push_back({NormalizerStep::Kind::kNfd});
   } else {
-    r.unsupported(key, type, "the normalizers Prepend, Replace (String pattern) and Sequence");
+    r.unsupported(key, type, "the normalizers NFC, NFD, Prepend, Replace (String pattern) and Sequence");
   }
 }
 
-// Fills `pre` from one pre-tokenizer; `byte_level` is set by ByteLevel.
-void readPreTokenizer(const Reader& r, const json& j, const std::string& key, PreTokenizer& pre, bool& byte_level) {
+// Appends the steps of one pre-tokenizer; `byte_level` is set by ByteLevel,
+// after which nothing may come (the model maps the words to bytes).
+void readPreTokenizer(const Reader& r, const json& j, const std::string& key, std::vector<PreTokenizerStep>& steps,
+                      bool& byte_level) {
   if (j.is_null()) return;
   const std::string type = r.type(j, key);
-  const auto once = [&](bool taken, const char* what) {
-    if (taken) r.fail(key, fmt::format("a second {} in one tokenizer is not supported", what));
-  };
+  if (byte_level && type != "Sequence")
+    r.fail(key, fmt::format("a {} after ByteLevel is not supported (ByteLevel must be the last pre-tokenizer)", type));
+  using Kind = PreTokenizerStep::Kind;
   if (type == "Sequence") {
     const json& list = r.list(j, key, "pretokenizers");
     for (std::size_t i = 0; i < list.size(); ++i)
-      readPreTokenizer(r, list[i], fmt::format("{}.pretokenizers[{}]", key, i), pre, byte_level);
+      readPreTokenizer(r, list[i], fmt::format("{}.pretokenizers[{}]", key, i), steps, byte_level);
   } else if (type == "ByteLevel") {
-    once(byte_level || pre.metaspace, "byte-level or metaspace pre-tokenizer");
     byte_level = true;
-    pre.add_prefix_space = r.flag(j, key, "add_prefix_space", true);
+    PreTokenizerStep step{Kind::kByteLevel};
+    step.add_prefix_space = r.flag(j, key, "add_prefix_space", true);
+    steps.push_back(std::move(step));
     if (r.flag(j, key, "use_regex", true)) {
-      once(pre.pattern.has_value(), "split pattern");
-      pre.pattern = SplitPattern::kGpt2;
+      PreTokenizerStep split{Kind::kSplit};
+      split.pattern = SplitPattern::kGpt2;
+      steps.push_back(std::move(split));
     }
   } else if (type == "Split") {
-    once(pre.pattern.has_value() || byte_level, "split pattern (or a Split after ByteLevel)");
+    PreTokenizerStep step{Kind::kSplit};
     const json& pattern = r.field(j, key, "pattern");
-    if (!pattern.contains("Regex"))
-      r.fail(key + ".pattern", "only a Regex pattern is supported (GPT-2's, Llama 3's or Qwen2's)");
-    const std::string regex = r.string(pattern, key + ".pattern", "Regex");
-    pre.pattern = findSplitPattern(regex);
-    if (!pre.pattern)
-      r.fail(key + ".pattern.Regex",
-             fmt::format("the regex {} is not supported; hpu-train reads GPT-2's, Llama 3's and Qwen2's", json(regex).dump()));
-    if (const std::string behavior = r.string(j, key, "behavior"); behavior != "Isolated")
-      r.fail(key + ".behavior", fmt::format("{} is not supported; hpu-train reads Isolated", behavior));
-    if (r.flag(j, key, "invert", false)) r.fail(key + ".invert", "true is not supported");
+    if (pattern.is_object() && pattern.contains("String")) {
+      step.literal = r.string(pattern, key + ".pattern", "String");
+    } else if (pattern.is_object() && pattern.contains("Regex")) {
+      const std::string regex = r.string(pattern, key + ".pattern", "Regex");
+      step.pattern = findSplitPattern(regex);
+      if (!step.pattern)
+        r.fail(key + ".pattern.Regex", fmt::format("the regex {} is not supported; hpu-train reads GPT-2's, Llama 3's "
+                                                   "and Qwen2's",
+                                                   json(regex).dump()));
+    } else {
+      r.fail(key + ".pattern", "must be {\"String\": ...} or {\"Regex\": ...}");
+    }
+    static const std::pair<const char*, SplitBehavior> kBehaviors[] = {
+        {"Removed", SplitBehavior::kRemoved},
+        {"Isolated", SplitBehavior::kIsolated},
+        {"MergedWithPrevious", SplitBehavior::kMergedWithPrevious},
+        {"MergedWithNext", SplitBehavior::kMergedWithNext},
+        {"Contiguous", SplitBehavior::kContiguous}};
+    const std::string behavior = r.string(j, key, "behavior");
+    const auto* found = std::find_if(std::begin(kBehaviors), std::end(kBehaviors),
+                                     [&](const auto& b) { return behavior == b.first; });
+    if (found == std::end(kBehaviors))
+      r.fail(key + ".behavior", fmt::format("{} is not one of Removed, Isolated, MergedWithPrevious, MergedWithNext, "
+                                            "Contiguous",
+                                            behavior));
+    step.behavior = found->second;
+    step.invert = r.flag(j, key, "invert", false);
+    steps.push_back(std::move(step));
   } else if (type == "Metaspace") {
-    once(byte_level || pre.metaspace || pre.pattern, "pre-tokenizer besides Metaspace");
-    pre.metaspace = true;
-    pre.replacement = r.string(j, key, "replacement");
-    pre.split = r.flag(j, key, "split", true);
+    PreTokenizerStep step{Kind::kMetaspace};
+    step.replacement = r.string(j, key, "replacement");
+    step.split = r.flag(j, key, "split", true);
+    using Prepend = PreTokenizerStep::Prepend;
     if (j.contains("prepend_scheme")) {
       const std::string scheme = r.string(j, key, "prepend_scheme");
-      if (scheme == "always") pre.prepend = PreTokenizer::Prepend::kAlways;
-      else if (scheme == "first") pre.prepend = PreTokenizer::Prepend::kFirst;
-      else if (scheme == "never") pre.prepend = PreTokenizer::Prepend::kNever;
+      if (scheme == "always") step.prepend = Prepend::kAlways;
+      else if (scheme == "first") step.prepend = Prepend::kFirst;
+      else if (scheme == "never") step.prepend = Prepend::kNever;
       else r.fail(key + ".prepend_scheme", fmt::format("{} is not one of always, first, never", scheme));
     } else {
-      pre.prepend = r.flag(j, key, "add_prefix_space", true) ? PreTokenizer::Prepend::kAlways : PreTokenizer::Prepend::kNever;
+      step.prepend = r.flag(j, key, "add_prefix_space", true) ? Prepend::kAlways : Prepend::kNever;
     }
+    steps.push_back(std::move(step));
   } else {
-    r.unsupported(key, type, "the pre-tokenizers ByteLevel, Split (GPT-2's, Llama 3's or Qwen2's regex), Metaspace and Sequence");
+    r.unsupported(key, type,
+                  "the pre-tokenizers ByteLevel, Split (a string, or GPT-2's, Llama 3's or Qwen2's regex), Metaspace "
+                  "and Sequence");
   }
 }
 
@@ -270,7 +300,9 @@ TokenizerPipeline readPipeline(const std::string& json_text, const std::string& 
   readNormalizer(r, j.value("normalizer", json()), "normalizer", normalizer);
   p.normalizer = Normalizer(std::move(normalizer));
   bool byte_level = false;
-  readPreTokenizer(r, j.value("pre_tokenizer", json()), "pre_tokenizer", p.pre_tokenizer, byte_level);
+  std::vector<PreTokenizerStep> pre_tokenizer;
+  readPreTokenizer(r, j.value("pre_tokenizer", json()), "pre_tokenizer", pre_tokenizer, byte_level);
+  p.pre_tokenizer = PreTokenizer(std::move(pre_tokenizer));
   p.model = readModel(r, r.field(j, "(top level)", "model"), byte_level);
   readPostProcessor(r, j.value("post_processor", json()), "post_processor", p);
   if (const json decoder = j.value("decoder", json()); !decoder.is_null()) {

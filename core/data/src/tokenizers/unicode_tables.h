@@ -1,7 +1,8 @@
 // Unicode character classes of the pre-tokenizer regexes: \p{L} (letters,
 // general category L*), \p{N} (numbers, N*) and \s (the White_Space
-// property, as Oniguruma's \s in Hugging Face tokenizers); word characters. Pure functions;
-// the tables are built once, thread-safe.
+// property, as Oniguruma's \s in Hugging Face tokenizers); word characters;
+// the canonical combining classes and decompositions of the NFC and NFD
+// normalizers. Pure functions; the tables are built once, thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +17,21 @@ struct CodeRange {
 std::span<const CodeRange> letterRanges();
 std::span<const CodeRange> numberRanges();
 std::span<const CodeRange> wordExtraRanges();  // word characters that are not letters
+
+struct CombiningClassRange {
+  char32_t first, last;  // inclusive
+  std::uint8_t combining_class;
+};
+// The code points whose canonical combining class is not 0.
+std::span<const CombiningClassRange> combiningClassRanges();
+
+struct CanonicalDecomposition {
+  char32_t code_point, first, second;  // second: 0 for a one-character decomposition
+  bool composes;                        // a primary composite: NFC composes first + second into it
+};
+// Every canonical decomposition mapping but the Hangul syllables' (algorithmic),
+// by code point.
+std::span<const CanonicalDecomposition> canonicalDecompositions();
 
 enum class CharClass : std::uint8_t { kOther, kLetter, kNumber, kSpace };
 CharClass charClass(char32_t c);

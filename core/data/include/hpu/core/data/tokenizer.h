@@ -5,8 +5,8 @@
 //         code-point order; the corpus must be valid UTF-8.
 //   pretrained: a Hugging Face tokenizer (tokenizer.json, or GPT-2's
 //         vocab.json + merges.txt) with its tokenizer_config.json: byte-level
-//         BPE (GPT-2, Llama 3) or SentencePiece-style BPE (Llama 2, Mistral),
-//         added and special tokens; see loadTokenizer.
+//         BPE (GPT-2, Llama 3, Qwen2) or SentencePiece-style BPE (Llama 2,
+//         Mistral, Gemma), added and special tokens; see loadTokenizer.
 // Immutable after construction: thread-safe.
 #pragma once
 
