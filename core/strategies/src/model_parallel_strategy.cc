@@ -513,9 +513,11 @@ HPU_REGISTER_COMPONENT(
            "hpu-train's own: decoder layers of each pipeline stage, in order (null: balanced by parameter count).",
            "", true},
           {"expert_parallel_size", config::Type::integer().min(1), "1",
-           "Data-parallel replicas each MoE layer's experts are split across (Mixtral; DeepSpeed-MoE's ep_size, "
-           "Megatron-LM's expert_model_parallel_size): each holds experts / size of them and sends each token to "
-           "the replica holding its experts (all-to-all); must divide data_parallel_size and the experts."},
+           "hpu-train's own: data-parallel replicas each MoE layer's experts are split across (Mixtral; "
+           "DeepSpeed-MoE's ep_size, Megatron-LM's expert_model_parallel_size): each holds experts / size of them "
+           "and sends each token to the replica holding its experts (all-to-all); must divide data_parallel_size "
+           "and the experts.",
+           "", true},
           {"zero_stage", config::Type::integer().min(0).max(1), "0",
            "hpu-train's own: 1 shards the optimizer state over the data-parallel group (ZeRO-1, Megatron-LM's "
            "distributed optimizer: under bf16-mixed, bf16-true or fp8 the model is held in bf16, the fp32 master "
