@@ -26,14 +26,8 @@ using testing::TempDir;
 using testing::testDevice;
 
 // Runs a script of tests/interop with the venv's interpreter in `dir`.
-cli::testing::RunResult runScript(const TempDir& dir, const std::string& script, std::vector<std::string> args) {
-  cli::testing::RunOptions o;
-  o.cwd = dir.path();
-  o.env = {{"PATH", "/usr/bin:/bin"}, {"HF_HUB_OFFLINE", "1"}, {"TRANSFORMERS_OFFLINE", "1"},
-           {"HOME", dir.path().string()}, {"OMP_NUM_THREADS", "1"}};
-  o.timeout = std::chrono::seconds(600);
-  args.insert(args.begin(), std::string(HPU_SOURCE_DIR) + "/tests/interop/" + script);
-  return cli::testing::runProgram(interop::python(), args, o);
+cli::testing::RunResult runScript(const TempDir& dir, const std::string& script, const std::vector<std::string>& args) {
+  return interop::runPythonScript("tests/interop/" + script, args, dir.path(), std::chrono::seconds(600));
 }
 
 // Every value within tol * max(1, |want|); reports the largest difference.
@@ -63,26 +57,21 @@ std::unique_ptr<models::CausalLM> load(const std::string& init_args) {
   return testing::configuredModel<models::CausalLM>("AutoModelForCausalLM", init_args, 5);
 }
 
+// Each test's family made by transformers in a directory of its own (ctest
+// runs every test in a process of its own).
 class Families : public ::testing::TestWithParam<std::string> {
  protected:
-  static void SetUpTestSuite() {
-    if (!std::filesystem::exists(interop::python())) return;
-    dir_ = new TempDir();
-    const auto r = runScript(*dir_, "make_family_models.py", {dir_->file("hf")});
+  void SetUp() override {
+    HPU_REQUIRE_INTEROP_PYTHON();
+    const auto r = runScript(dir_, "make_family_models.py", {dir_.file("hf"), GetParam()});
     ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
     std::cout << r.out;
   }
-  static void TearDownTestSuite() {
-    delete dir_;
-    dir_ = nullptr;
-  }
-  static TempDir* dir_;
+  TempDir dir_;
 };
-TempDir* Families::dir_ = nullptr;
 
 TEST_P(Families, TransformersFilesLoadAndComputeAsTransformersDoes) {
-  HPU_REQUIRE_INTEROP_PYTHON();
-  const std::string family = GetParam(), hf = dir_->file("hf/" + family);
+  const std::string family = GetParam(), hf = dir_.file("hf/" + family);
   json ref;
   std::ifstream(hf + "/reference.json") >> ref;
   auto model = load("{pretrained: " + hf + "}");
@@ -122,8 +111,7 @@ TEST_P(Families, TransformersFilesLoadAndComputeAsTransformersDoes) {
 }
 
 TEST_P(Families, ExportsLoadInTransformersAndAdaptersInPeft) {
-  HPU_REQUIRE_INTEROP_PYTHON();
-  const std::string family = GetParam(), hf = dir_->file("hf/" + family);
+  const std::string family = GetParam(), hf = dir_.file("hf/" + family);
   json ref;
   std::ifstream(hf + "/reference.json") >> ref;
   TempDir out;
