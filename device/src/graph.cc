@@ -73,7 +73,7 @@ bool onlyLeadingDimDiffers(const GraphRecord& a, const GraphRecord::Operand& x, 
 }
 
 RecompileCause describeChange(const GraphRecord& base, const GraphRecord& g, std::uint64_t step) {
-  RecompileCause cause{step, {}, true};
+  RecompileCause cause{step, {}, true, false};
   std::size_t changed = 0;
   for (std::size_t i = 0; i < g.ops.size(); ++i) {
     bool opChanged = false;
@@ -92,6 +92,7 @@ RecompileCause describeChange(const GraphRecord& base, const GraphRecord& g, std
       opChanged = true;
     }
     if (opChanged) ++changed;
+    if (opChanged && i == 0) cause.firstOpChanged = true;
   }
   if (changed > kListedOps) cause.change += fmt::format("; and {} more ops", changed - kListedOps);
   return cause;
@@ -223,7 +224,8 @@ void GraphRuntime::lookUp(const detail::GraphRecord& graph) {
   const bool warmingUp = options_.mode == ExecutionMode::kEager && stats_.steps == 0;
   if (!cause || warmingUp) return;
   ++stats_.recompilations;
-  leadingDimRecompiled_ = leadingDimRecompiled_ || cause->leadingDimOnly;
+  leadingDimRecompiled_ = leadingDimRecompiled_ || (cause->leadingDimOnly && cause->firstOpChanged);
+  innerShapeRecompiled_ = innerShapeRecompiled_ || !cause->firstOpChanged;
   if (causes_.size() < kMaxRecordedCauses) causes_.push_back(std::move(*cause));
 }
 
@@ -243,6 +245,10 @@ std::string GraphRuntime::summary() const {
     s += "\nhint: the leading (batch) dimension changed, as a smaller last batch of an epoch does; set "
          "data.init_args.drop_last=true (DataLoader drop_last=True) or pad batches to a fixed size so "
          "every step reuses one compiled graph";
+  if (innerShapeRecompiled_)
+    s += "\nhint: shapes changed inside a step whose first op kept its shapes: an op whose output size depends on "
+         "the values it reads (a dropless mixture of experts' rows per expert) makes a graph of every size it "
+         "meets, on Gaudi as here";
   return s;
 }
 

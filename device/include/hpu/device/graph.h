@@ -81,6 +81,7 @@ struct RecompileCause {
   std::uint64_t step;       // 1-based step in which the compilation happened
   std::string change;       // "linear (op 1 of 12) operand 0: [64,784] -> [32,784]; ..."
   bool leadingDimOnly;      // every changed operand differs only in dimension 0
+  bool firstOpChanged;      // the step's first op changed (its inputs), not only ops after it
 };
 
 namespace detail {
@@ -178,6 +179,7 @@ class GraphRuntime {
   std::uint64_t ops_at_step_start_ = 0;  // stats_.ops at the last markStep()
   std::vector<RecompileCause> causes_;
   bool leadingDimRecompiled_ = false;
+  bool innerShapeRecompiled_ = false;  // a recompilation with the step's first op unchanged
 };
 
 }  // namespace hpu::device
