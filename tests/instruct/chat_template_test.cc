@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <clocale>
 #include <ctime>
 #include <fstream>
 #include <set>
@@ -238,6 +239,24 @@ TEST(ChatTemplate, OverflowsAndRunawayTemplatesAreRefusedByName) {
             "t:1:56: the template nests values more than 5 deep (a namespace that holds itself?)");
   EXPECT_EQ(error("{% set ns = namespace() %}{% set ns.x = [1, ns] %}", {}),
             "t:1:30: cannot set ns.x to a value that holds ns itself: a namespace that holds itself is not supported");
+}
+
+// Python's case mappings from the tables in the source: the same with the
+// process's locale "C" (no Unicode case data at all) as anywhere.
+TEST(ChatTemplate, MapsCaseAsPythonDoesWhateverTheLocale) {
+  const std::string previous = std::setlocale(LC_ALL, nullptr);
+  std::setlocale(LC_ALL, "C");
+  EXPECT_EQ(renderOne("{{ 'été'|upper }} {{ 'ÉCOLE'|lower }} {{ 'straße'|upper }}"), "ÉTÉ école STRASSE");
+  // A capital sigma that ends a word lowers to the final sigma.
+  EXPECT_EQ(renderOne("{{ 'ΟΔΟΣ ΣΑΣ'|lower }} {{ 'Σ'|lower }} {{ 'ΑΣ.'.lower() }}"), "οδος σας σ ας.");
+  EXPECT_EQ(renderOne("{{ 'Привет, МОСКВА'|upper }} {{ 'Привет, МОСКВА'|lower }}"), "ПРИВЕТ, МОСКВА привет, москва");
+  // Turkish dotted and dotless i without a language rule: İ lowers to i + U+0307.
+  EXPECT_EQ(renderOne("{{ 'İstanbul'|lower }} {{ 'ılık'|upper }}"), "i\u0307stanbul ILIK");
+  // Title case: Python's str.title and capitalize title-case ('ǆ' -> 'ǅ', 'ß' -> 'Ss');
+  // Jinja2's title filter upper-cases each word's first character.
+  EXPECT_EQ(renderOne("{{ 'ǆemal straße'.title() }} {{ 'ßa ΣΑΣ'|capitalize }} {{ 'ßig-ΟΔΟΣ (ǆ'|title }}"),
+            "ǅemal Straße Ssa σας SSig-Οδος (Ǆ");
+  std::setlocale(LC_ALL, previous.c_str());
 }
 
 TEST(ChatTemplate, KeepsMessageFieldOrderAndUnknownFields) {

@@ -4,9 +4,7 @@
 // are falsy and iterate as empty, and fail when indexed).
 #include "hpu/core/data/chat_template.h"
 
-#include <locale.h>
 #include <spdlog/fmt/fmt.h>
-#include <wctype.h>
 
 #include <algorithm>
 #include <cmath>
@@ -16,6 +14,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "case_mapping.h"
 #include "chat_template_syntax.h"
 #include "hpu/core/base/json_number.h"
 #include "tokenizers/utf8.h"
@@ -67,43 +66,35 @@ std::string strip(std::string_view s, const std::optional<std::string>& chars, b
   return fromCodePoints(cps, b, e);
 }
 
-// Case of one character: Unicode's one-to-one mappings (glibc's C.UTF-8
-// tables; ASCII only if that locale is missing). Python also maps a few
-// characters to several ('ß'.upper() is 'SS'); those stay as they are.
-char32_t toCase(char32_t c, bool upper) {
-  static const locale_t utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", nullptr);
-  if (c < 0x80) {
-    const int ascii = static_cast<int>(c);
-    return static_cast<char32_t>(upper ? std::toupper(ascii) : std::tolower(ascii));
-  }
-  if (utf8 == nullptr) return c;
-  const auto wide = static_cast<wint_t>(c);
-  return static_cast<char32_t>(upper ? towupper_l(wide, utf8) : towlower_l(wide, utf8));
+// `change` (case_mapping.h) of the UTF-8 text `s`.
+std::string changeCase(std::string_view s, std::vector<char32_t> (*change)(std::span<const char32_t>)) {
+  const std::vector<char32_t> mapped = change(codePoints(s));
+  return fromCodePoints(mapped, 0, mapped.size());
 }
 
-// Whether a character has case (Python's "cased": a letter with an upper
-// or lower form).
-bool isCased(char32_t c) { return toCase(c, true) != c || toCase(c, false) != c; }
-
-// Python's str.upper / lower.
-std::string changeCase(std::string_view s, bool upper) {
-  std::vector<char32_t> cps = codePoints(s);
-  for (char32_t& c : cps) c = toCase(c, upper);
-  return fromCodePoints(cps, 0, cps.size());
-}
-
-// Title case: a character that starts a word (after `starts(previous)`)
-// upper, the others lower.
-template <class StartsWord>
-std::string titleCase(std::string_view s, StartsWord starts) {
-  std::vector<char32_t> cps = codePoints(s);
-  bool begins = true;
-  for (char32_t& c : cps) {
-    const char32_t original = c;
-    c = toCase(c, begins);
-    begins = starts(original);
+// Jinja2's title filter: a word (what follows whitespace, '-', '(', '{',
+// '[' or '<') has its first character upper-cased and the rest lowered, as
+// word[0].upper() + word[1:].lower().
+std::string jinjaTitle(std::string_view s) {
+  const std::vector<char32_t> cps = codePoints(s);
+  const auto separates = [](char32_t c) {
+    return isPythonSpace(c) || c == '-' || c == '(' || c == '{' || c == '[' || c == '<';
+  };
+  std::vector<char32_t> out;
+  out.reserve(cps.size());
+  for (std::size_t i = 0; i < cps.size();) {
+    if (separates(cps[i])) {
+      out.push_back(cps[i++]);
+      continue;
+    }
+    std::size_t end = i + 1;
+    while (end < cps.size() && !separates(cps[end])) ++end;
+    const std::span<const char32_t> word(cps.data() + i, end - i);
+    for (const auto& part : {upperCase(word.first(1)), lowerCase(word.subspan(1))})
+      out.insert(out.end(), part.begin(), part.end());
+    i = end;
   }
-  return fromCodePoints(cps, 0, cps.size());
+  return fromCodePoints(out, 0, out.size());
 }
 
 // Python's float repr (shortest round trip, ".0" on integral values).
@@ -858,15 +849,6 @@ class Renderer {
     return Value::of(*i);
   }
 
-  // Python's str.title: a word starts after a character without case.
-  static std::string pythonTitle(const std::string& s) {
-    return titleCase(s, [](char32_t previous) { return !isCased(previous); });
-  }
-  // Python's str.capitalize (and Jinja2's filter): the first character upper, the rest lower.
-  static std::string capitalize(const std::string& s) {
-    return titleCase(s, [](char32_t) { return false; });
-  }
-
   ValueList dictItems(const Value& v) const {
     ValueList l;
     for (const auto& [k, x] : *v.dict) l.push_back(Value::of(ValueList{Value::of(k), x}, true));
@@ -901,10 +883,10 @@ class Renderer {
       }
       if (m == "upper" || m == "lower") {
         expectArguments(e, 1, {});
-        return Value::of(changeCase(s, m == "upper"));
+        return Value::of(changeCase(s, m == "upper" ? upperCase : lowerCase));
       }
-      if (m == "title") return Value::of(pythonTitle(s));
-      if (m == "capitalize") return Value::of(capitalize(s));
+      if (m == "title") return Value::of(changeCase(s, titleCase));
+      if (m == "capitalize") return Value::of(changeCase(s, capitalized));
       if (m == "startswith" || m == "endswith") {
         expectArguments(e, 2, {});
         if (e.operands.size() < 2) fail(e.pos, fmt::format("{}() needs a string", m));
@@ -1082,15 +1064,9 @@ class Renderer {
       expectArguments(e, 2, {"chars"});
       return Value::of(strip(str(v), charsArgument(e, 1), true, true));
     }
-    if (f == "upper" || f == "lower") return Value::of(changeCase(str(v), f == "upper"));
-    if (f == "capitalize") return Value::of(capitalize(str(v)));
-    if (f == "title") {
-      // Jinja2's title: words begin after whitespace, '-', '(', '{', '[' or '<'.
-      return Value::of(titleCase(str(v), [](char32_t previous) {
-        return isPythonSpace(previous) || previous == '-' || previous == '(' || previous == '{' || previous == '[' ||
-               previous == '<';
-      }));
-    }
+    if (f == "upper" || f == "lower") return Value::of(changeCase(str(v), f == "upper" ? upperCase : lowerCase));
+    if (f == "capitalize") return Value::of(changeCase(str(v), capitalized));
+    if (f == "title") return Value::of(jinjaTitle(str(v)));
     if (f == "replace") return Value::of(replace(e, str(v), 1));
     if (f == "abs") {
       if (!isNumber(v)) fail(e.pos, fmt::format("bad operand type for abs(): '{}'", typeName(v)));

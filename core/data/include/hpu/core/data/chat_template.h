@@ -16,9 +16,9 @@
 // methods that chat_template_syntax.h lists (isSupportedFilter ...).
 // Anything else is refused when the template is parsed, with its
 // line:column. Strings are Python's: len, slices and indices count
-// characters; upper / lower / title / capitalize use Unicode's one-to-one
-// case mappings (Python's few one-to-many ones, 'ß'.upper() == 'SS', are
-// not made).
+// characters; upper / lower / title / capitalize map case as Python does
+// ('ß'.upper() == 'SS', a word-final 'Σ' lowers to 'ς'), from tables pinned
+// in the source, whatever the process's locale.
 //
 // Immutable after construction: render() is thread-safe.
 #pragma once
