@@ -216,12 +216,15 @@ std::optional<std::int64_t> CausalLM::eosId() const {
   return tokenizer_ ? tokenizer_->settings().eos_id : std::nullopt;
 }
 
-void CausalLM::exportPretrained(const std::string& dir) {
-  const std::size_t merged = nn::mergeLora(*this);
-  if (merged > 0) spdlog::info("export: merged the LoRA adapters of {} layers into their weights", merged);
+void CausalLM::exportPretrained(const std::string& dir) const {
+  // PEFT's merge_and_unload on copies: adapted weights with their adapters added, the adapters left out.
+  const std::map<std::string, const nn::LoraLinear*> adapted = nn::loraLayers(*this);
+  if (!adapted.empty())
+    spdlog::info("export: merged the LoRA adapters of {} layers into their weights", adapted.size());
   std::vector<checkpoint::TensorEntry> tensors;
   DType dtype = DType::kFloat32;
   for (const auto& p : namedParameters()) {
+    if (nn::isLoraAdapter(p.name)) continue;
     checkpoint::TensorEntry e;
     e.name = checkpointKey(p.name);
     dtype = p.tensor.dtype();
@@ -229,7 +232,8 @@ void CausalLM::exportPretrained(const std::string& dir) {
       throw UsageError("export: " + e.name + " is an fp8 weight; export the bf16 checkpoint the fp8 run started from");
     e.dtype = dtype;
     e.shape.assign(p.tensor.shape().dims().begin(), p.tensor.shape().dims().end());
-    e.values = p.tensor.toHost();
+    const auto layer = adapted.find(p.name);
+    e.values = layer == adapted.end() ? p.tensor.toHost() : layer->second->mergedWeight();
     tensors.push_back(std::move(e));
   }
   TransformerConfig c = config_;

@@ -118,9 +118,10 @@ class CausalLM : public LightningModule, public PipelineModule {
 
   // Writes a Hugging Face model directory loadable by transformers'
   // from_pretrained: config.json, model.safetensors (sharded past 5 GB),
-  // generation_config.json and the tokenizer's files. LoRA adapters are
-  // merged into their layers first (the model stays merged).
-  void exportPretrained(const std::string& dir);
+  // generation_config.json and the tokenizer's files. The weights written
+  // have the LoRA adapters merged in (PEFT's merge_and_unload); the model
+  // itself is unchanged.
+  void exportPretrained(const std::string& dir) const;
   // Writes the LoRA adapters (and the modules_to_save, the trained biases)
   // as PEFT's save_pretrained does: adapter_config.json and
   // adapter_model.safetensors. Throws UsageError when the model has none.
