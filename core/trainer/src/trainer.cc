@@ -849,13 +849,8 @@ void Trainer::clipGradients(const optim::GradientView& grads) {
       for (float& g : span) g = std::clamp(g, -limit, limit);
     return;
   }
-  double sq = 0;
-  for (std::size_t i = 0; i < grads.spans.size(); ++i) {
-    double own = 0;
-    for (float g : grads.spans[i]) own += static_cast<double>(g) * g;
-    sq += grads.weight(i) * own;
-  }
-  const double norm = std::sqrt(grads.total(sq));
+  const double norm = optim::gradientNorm(grads);
+  spdlog::debug("gradient_clip_val {}: the gradients' total norm is {:.17g}", limit, norm);
   const double coef = static_cast<double>(limit) / (norm + 1e-6);
   if (coef >= 1.0) return;
   const auto c = static_cast<float>(coef);
