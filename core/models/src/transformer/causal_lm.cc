@@ -271,7 +271,7 @@ void CausalLM::saveAdapter(const std::string& dir) const {
   namespace fs = std::filesystem;
   writeFileAtomically((fs::path(dir) / "adapter_config.json").string(),
                       peftAdapterConfigJson(*lora_, pretrained_, config_.model_type));
-  writeFileAtomically((fs::path(dir) / "adapter_model.safetensors").string(), checkpoint::encodeSafetensors(adapter));
+  checkpoint::writeSafetensorsFile(adapter, (fs::path(dir) / "adapter_model.safetensors").string());
 }
 
 std::vector<nn::Module*> CausalLM::backbone() {

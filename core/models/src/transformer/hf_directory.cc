@@ -260,14 +260,14 @@ void writePretrainedWeights(const std::string& dir, std::vector<checkpoint::Tens
   const fs::path root(dir);
   for (auto& s : shards) s.metadata["format"] = "pt";
   if (shards.size() == 1) {
-    writeFileAtomically((root / kWeights).string(), checkpoint::encodeSafetensors(shards[0]));
+    checkpoint::writeSafetensorsFile(shards[0], (root / kWeights).string());
     return;
   }
   json index{{"metadata", {{"total_size", total}}}, {"weight_map", json::object()}};
   for (std::size_t i = 0; i < shards.size(); ++i) {
     const std::string name = fmt::format("model-{:05d}-of-{:05d}.safetensors", i + 1, shards.size());
     for (const auto& t : shards[i].tensors) index["weight_map"][t.name] = name;
-    writeFileAtomically((root / name).string(), checkpoint::encodeSafetensors(shards[i]));
+    checkpoint::writeSafetensorsFile(shards[i], (root / name).string());
   }
   writeFileAtomically((root / kIndex).string(), index.dump(2) + "\n");
 }
