@@ -115,7 +115,7 @@ std::uint64_t PretrainedWeights::bytesStored() const {
 
 void loadPretrainedWeights(const nn::Module& module, const std::function<std::string(const std::string&)>& key,
                            const std::function<PretrainedLoad(const nn::NamedTensor&)>& how,
-                           const PretrainedWeights& weights) {
+                           const PretrainedWeights& weights, const std::set<std::string>& other_parts) {
   std::vector<std::string> missing, misshapen;
   std::set<std::string> used;
   std::vector<nn::NamedTensor> tensors = module.namedParameters();
@@ -154,7 +154,9 @@ void loadPretrainedWeights(const nn::Module& module, const std::function<std::st
   }
   std::vector<std::string> unexpected;
   for (const std::string& name : weights.names())
-    if (!used.count(name) && !notSavedByTransformers(name) && !name.ends_with("lm_head.weight")) unexpected.push_back(name);
+    if (!used.count(name) && !other_parts.count(name) && !notSavedByTransformers(name) &&
+        !name.ends_with("lm_head.weight"))
+      unexpected.push_back(name);
   if (missing.empty() && unexpected.empty() && misshapen.empty()) return;
   std::string msg = fmt::format("model.init_args.pretrained: the weights in {} do not fit the model built from its "
                                 "config.json:",
