@@ -34,7 +34,7 @@ fuzz_one() {
     >"build-fuzz/findings/$target/log.txt" 2>&1
 }
 jobs_at_once="${HPU_JOBS:-$(nproc)}"
-targets=(config control_message shm_lane safetensors)
+targets=(config control_message shm_lane safetensors chat_template)
 failed=()
 for ((i = 0; i < ${#targets[@]}; i += jobs_at_once)); do
   batch=("${targets[@]:i:jobs_at_once}")

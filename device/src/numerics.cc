@@ -7,11 +7,13 @@
 #include "hpu/device/check.h"
 #include "hpu/device/threading.h"
 #include "hpu/device/vector_clones.h"
+#include "hpu/numerics/bfloat16.h"
 
 namespace hpu::device {
 namespace {
 
-// Rounding a float to a narrower binary format, on float bit patterns.
+// Rounding a float to a narrower binary format, on float bit patterns
+// (bfloat16's rule is the project's one, hpu/numerics/bfloat16.h).
 //
 // Normal range: drop the low kDrop mantissa bits with round-to-nearest-even
 // by adding 0x7F..F plus the kept lsb and masking; a carry into the exponent
@@ -20,26 +22,13 @@ namespace {
 // spacing 2^(Emin-M), coarser than the normal-path mask assumes, so the value
 // is rounded by the FPU instead: (|x| + C) - C with C = 2^(Emin-M+23), whose
 // float ulp is exactly that spacing (the default FP environment rounds to
-// nearest even). bfloat16 shares float's exponent range, so its subnormals are
-// float subnormals and the bit path alone is exact.
+// nearest even).
 //
 // Everything is selects on 32-bit lanes, so loops over it vectorize.
 constexpr std::uint32_t kAbsMask = 0x7FFFFFFFu;
 constexpr std::uint32_t kSignMask = 0x80000000u;
 constexpr std::uint32_t kInfBits = 0x7F800000u;
 constexpr std::uint32_t kQuietNanBits = 0x7FC00000u;
-
-struct BFloat16Format {
-  static constexpr int kMantissaBits = 7;
-  static constexpr int kBias = 127;
-  static constexpr bool kSubnormalPath = false;
-  static constexpr std::uint32_t kMinNormal = 0x00800000u;
-  static constexpr float kSubnormalC = 0.0f;
-  static constexpr std::uint32_t kMax = 0x7F7F0000u;
-  static constexpr std::uint32_t kOverflow = kInfBits;
-  static constexpr bool kSignedNan = false;
-  static constexpr std::uint32_t kNan = 0xFFFF0000u;  // PyTorch's bfloat16 NaN, 0xFFFF
-};
 
 struct Float16Format {
   static constexpr int kMantissaBits = 10;
@@ -104,18 +93,28 @@ inline float roundValue(float x) {
   return std::bit_cast<float>(roundBits<F, kSaturate>(std::bit_cast<std::uint32_t>(x)));
 }
 
-// to[i] = round(from[i]) for i in [0, n); from may be to. In the copy of the
+inline float roundBFloat16(float x) {
+  return std::bit_cast<float>(numerics::roundToBFloat16(std::bit_cast<std::uint32_t>(x)));
+}
+
+// to[i] = kRound(from[i]) for i in [0, n); from may be to. In the copy of the
 // kernels' vector level (vector_clones.h).
-template <class F, bool kSaturate>
+template <float (*kRound)(float)>
 void roundLoop(const float* from, float* to, std::int64_t n) {
   onVectorLevel([&]() HPU_LOOP_BODY {
-    for (std::int64_t i = 0; i < n; ++i) to[i] = roundValue<F, kSaturate>(from[i]);
+    for (std::int64_t i = 0; i < n; ++i) to[i] = kRound(from[i]);
   });
 }
-void roundBFloat16Loop(const float* from, float* to, std::int64_t n) { roundLoop<BFloat16Format, false>(from, to, n); }
-void roundFloat16Loop(const float* from, float* to, std::int64_t n) { roundLoop<Float16Format, false>(from, to, n); }
-void roundE4M3Loop(const float* from, float* to, std::int64_t n) { roundLoop<E4M3Format, true>(from, to, n); }
-void roundE5M2Loop(const float* from, float* to, std::int64_t n) { roundLoop<E5M2Format, true>(from, to, n); }
+void roundBFloat16Loop(const float* from, float* to, std::int64_t n) { roundLoop<roundBFloat16>(from, to, n); }
+void roundFloat16Loop(const float* from, float* to, std::int64_t n) {
+  roundLoop<roundValue<Float16Format, false>>(from, to, n);
+}
+void roundE4M3Loop(const float* from, float* to, std::int64_t n) {
+  roundLoop<roundValue<E4M3Format, true>>(from, to, n);
+}
+void roundE5M2Loop(const float* from, float* to, std::int64_t n) {
+  roundLoop<roundValue<E5M2Format, true>>(from, to, n);
+}
 
 // loop(from, to, n) over [0, n) in ranges, on the intra-op threads when that pays.
 void roundSpan(void (*loop)(const float*, float*, std::int64_t), const float* from, float* to, std::int64_t n) {
@@ -161,11 +160,9 @@ void requireFp8(DType t) { HPU_CHECK(isFp8(t), "{} is not an fp8 dtype", dtypeNa
 
 }  // namespace
 
-std::uint16_t toBFloat16Bits(float x) {
-  return static_cast<std::uint16_t>(roundBits<BFloat16Format, false>(std::bit_cast<std::uint32_t>(x)) >> 16);
-}
+std::uint16_t toBFloat16Bits(float x) { return numerics::toBFloat16Bits(x); }
 
-float fromBFloat16Bits(std::uint16_t bits) { return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16); }
+float fromBFloat16Bits(std::uint16_t bits) { return numerics::fromBFloat16Bits(bits); }
 
 std::uint16_t toFloat16Bits(float x) { return static_cast<std::uint16_t>(encode<Float16Format, false, 16>(x)); }
 
@@ -197,7 +194,7 @@ float roundTo(float x, DType t) {
     case DType::kFloat32:
       return x;
     case DType::kBFloat16:
-      return roundValue<BFloat16Format, false>(x);
+      return roundBFloat16(x);
     case DType::kFloat16:
       return roundValue<Float16Format, false>(x);
     case DType::kFloat8E4M3:

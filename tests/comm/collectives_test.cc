@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -317,6 +318,33 @@ TEST(Numerics, Bf16SumsRoundToNearestEvenInEveryStep) {
     EXPECT_EQ(bf16ToFloat(rank[1]), 1.015625f);
     EXPECT_TRUE(std::isnan(bf16ToFloat(rank[2])));
   }
+}
+
+// The reduction kernels round by the project's one bfloat16 rule
+// (hpu/numerics/bfloat16.h), as device numerics do: ties to even, overflow to
+// Inf, every NaN to 0xFFFF whatever its sign and payload.
+TEST(Numerics, Bf16ReductionsRoundToTheBitsDeviceNumericsGive) {
+  auto groups = makeInMemoryProcessGroups(2);
+  // Per lane: rank 0's bits, rank 1's bits, the sum's bits.
+  const std::vector<std::array<std::uint16_t, 3>> lanes{
+      {0x3F80, 0x3B80, 0x3F80},  // 1 + 2^-8: a tie, to 1.0 (even)
+      {0x3F81, 0x3B80, 0x3F82},  // 1.0078125 + 2^-8: a tie, to 1.015625 (even)
+      {0x7F7F, 0x7F7F, 0x7F80},  // twice the largest finite: +Inf
+      {0xFF7F, 0xFF7F, 0xFF80},  // and negative: -Inf
+      {0x7FC1, 0x3F80, 0xFFFF},  // a NaN with a payload
+      {0xFFC0, 0x3F80, 0xFFFF},  // a negative NaN
+      {0x7F80, 0xFF80, 0xFFFF},  // Inf - Inf
+  };
+  std::vector<std::vector<std::uint16_t>> data(2);
+  for (const auto& lane : lanes)
+    for (std::size_t r = 0; r < 2; ++r) data[r].push_back(lane[r]);
+  rethrowFirst(runRanks(groups, [&](ProcessGroup& pg) {
+    pg.allreduce(BufferView::bfloat16(data[static_cast<std::size_t>(pg.rank())]),
+                 AllreduceOptions{.op = ReduceOp::kSum});
+  }));
+  for (std::size_t r = 0; r < 2; ++r)
+    for (std::size_t i = 0; i < lanes.size(); ++i)
+      EXPECT_EQ(data[r][i], lanes[i][2]) << std::hex << "rank " << r << ", lane " << i << ": 0x" << data[r][i];
 }
 
 TEST(Numerics, MinAndMaxPropagateNaN) {

@@ -9,17 +9,12 @@
 #include <vector>
 
 #include "hpu/comm/buffer_view.h"
+#include "hpu/numerics/bfloat16.h"
 
 namespace hpu::comm::test_support {
 
-inline float bf16ToFloat(std::uint16_t bits) { return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16); }
-
-inline std::uint16_t floatToBf16(float value) {
-  std::uint32_t u = std::bit_cast<std::uint32_t>(value);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 0x0040u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<std::uint16_t>(u >> 16);
-}
+inline float bf16ToFloat(std::uint16_t bits) { return numerics::fromBFloat16Bits(bits); }
+inline std::uint16_t floatToBf16(float value) { return numerics::toBFloat16Bits(value); }
 
 // Small integers (|v| <= 12): every partial sum of up to 8 ranks is exact in
 // float32 and bfloat16, so any summation order gives the serial result.

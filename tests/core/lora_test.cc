@@ -5,9 +5,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
 
+#include "hpu/core/base/file_io.h"
 #include "hpu/core/checkpoint/safetensors_file.h"
 #include "hpu/core/models/causal_lm.h"
 #include "hpu/core/models/hf_directory.h"
@@ -78,9 +81,42 @@ TEST(Lora, StartsAtTheBaseModelAndMergesToItsOwnOutputs) {
   perturbAdapters(*lora);
   const std::vector<float> adapted = logitsOf(*lora);
   EXPECT_NE(adapted, logitsOf(*base));
-  EXPECT_EQ(nn::mergeLora(*lora), 4u);  // q_proj and v_proj of 2 layers
-  const std::vector<float> merged = logitsOf(*lora);
+  // The base model with the merged weights of q_proj and v_proj (2 layers each) computes the adapted outputs.
+  const std::map<std::string, const nn::LoraLinear*> layers = nn::loraLayers(*lora);
+  EXPECT_EQ(layers.size(), 4u);
+  for (const auto& p : base->namedParameters())
+    if (const auto it = layers.find(p.name); it != layers.end()) {
+      const std::vector<float> w = it->second->mergedWeight();
+      std::copy(w.begin(), w.end(), Tensor(p.tensor).values().begin());
+    }
+  const std::vector<float> merged = logitsOf(*base);
   for (std::size_t i = 0; i < merged.size(); ++i) EXPECT_NEAR(merged[i], adapted[i], 1e-5) << i;
+}
+
+TEST(Lora, ExportingWritesTheMergedModelAndLeavesTheAdaptedOneAsItWas) {
+  TempDir dir;
+  auto model = lm("LlamaForCausalLM", std::string("{") + kTiny + ", lora: {r: 4, lora_alpha: 16}}", 5);
+  perturbAdapters(*model);
+  const std::vector<float> logits = logitsOf(*model);
+  models::GenerationOptions greedy;
+  greedy.max_new_tokens = 6;
+  Generator rng(3);
+  const std::vector<std::int64_t> tokens = model->generate({3, 1, 4}, greedy, rng);
+  model->saveAdapter(dir.file("adapter_before"));
+  model->exportPretrained(dir.file("first"));
+  model->exportPretrained(dir.file("second"));
+  EXPECT_EQ(readFile(dir.file("second/model.safetensors")), readFile(dir.file("first/model.safetensors")));
+  // Predicting after the export: the adapted model's outputs, bit for bit, and its adapters.
+  EXPECT_EQ(logitsOf(*model), logits);
+  EXPECT_EQ(model->generate({3, 1, 4}, greedy, rng), tokens);
+  model->saveAdapter(dir.file("adapter_after"));
+  EXPECT_EQ(readFile(dir.file("adapter_after/adapter_model.safetensors")),
+            readFile(dir.file("adapter_before/adapter_model.safetensors")));
+  // The export holds the merged weights: loaded as a plain model, the adapted outputs.
+  auto merged = lm("LlamaForCausalLM", "{pretrained: " + dir.file("first") + "}", 99);
+  const std::vector<float> merged_logits = logitsOf(*merged);
+  ASSERT_EQ(merged_logits.size(), logits.size());
+  for (std::size_t i = 0; i < logits.size(); ++i) EXPECT_NEAR(merged_logits[i], logits[i], 1e-5) << i;
 }
 
 TEST(Lora, GradientsOfTheAdaptersMatchFiniteDifferences) {

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
+#include <set>
 
 #include "hpu/core/checkpoint/safetensors_file.h"
 #include "hpu/core/models/causal_lm.h"
@@ -132,6 +134,58 @@ TEST(Pretrained, WeightsThatDoNotFitAreListedByName) {
                 "  in the files but not in the model (1): model.layers.2.mlp.up_proj.weight\n"
                 "  of another shape (1): model.layers.1.mlp.up_proj.weight is [24, 64] in the files and [48, 32] in "
                 "the model");
+}
+
+// Under pipeline parallelism each stage copies its own tensors from the
+// files, which hold every stage's: a stage's parameters are the whole
+// model's of the same names. What fits no stage of the whole model, or is
+// missing from the files, is refused on every stage as on one device.
+TEST(Pretrained, EachPipelineStageLoadsItsPartOfTheFiles) {
+  const char* llama =
+      "{vocab_size: 40, hidden_size: 32, intermediate_size: 48, num_hidden_layers: 4, num_attention_heads: 4, "
+      "num_key_value_heads: 2, max_position_embeddings: 64}";
+  for (const auto& [family, args] : {std::pair{"LlamaForCausalLM", llama},
+                                     std::pair{"GPT2LMHeadModel", "{vocab_size: 40, n_embd: 32, n_layer: 4, n_head: 4, "
+                                                                  "n_positions: 64, tie_word_embeddings: true}"}}) {
+    SCOPED_TRACE(family);
+    TempDir dir;
+    lm(family, args, 5)->exportPretrained(dir.file("hf"));
+    const std::string pretrained = "{pretrained: " + dir.file("hf") + "}";
+    auto whole = lm(family, pretrained, 99);
+    std::map<std::string, std::vector<float>> values;
+    for (const auto& p : whole->namedParameters()) values[p.name] = p.tensor.toHost();
+    std::set<std::string> loaded;
+    for (const int stage : {0, 1}) {
+      auto part = lm(family, pretrained, 99, testDevice(), testing::PipelineStage{stage, 2});
+      for (const auto& p : part->namedParameters()) {
+        EXPECT_EQ(p.tensor.toHost(), values.at(p.name)) << "stage " << stage << ": " << p.name;
+        loaded.insert(p.name);
+      }
+    }
+    EXPECT_EQ(loaded.size(), values.size());
+  }
+  // The files with a tensor no stage holds, and without one of stage 1's.
+  TempDir dir;
+  auto trained = lm("LlamaForCausalLM", llama, 5);
+  std::vector<checkpoint::TensorEntry> tensors;
+  for (const auto& p : trained->namedParameters())
+    if (p.name != "model.layers.3.mlp.down_proj.weight")
+      tensors.push_back({p.name, DType::kFloat32, {p.tensor.shape().dims().begin(), p.tensor.shape().dims().end()},
+                         p.tensor.toHost(), {}});
+  tensors.push_back({"model.layers.4.mlp.up_proj.weight", DType::kFloat32, {2}, {1, 2}, {}});
+  trained->exportPretrained(dir.file("hf"));
+  models::writePretrainedWeights(dir.file("hf"), tensors);
+  const std::string pretrained = "{pretrained: " + dir.file("hf") + "}";
+  const std::string one_device = errorOf<UsageError>([&] { lm("LlamaForCausalLM", pretrained, 9); });
+  EXPECT_EQ(one_device, "model.init_args.pretrained: the weights in " + dir.file("hf") +
+                            " do not fit the model built from its config.json:\n"
+                            "  missing from the files (1): model.layers.3.mlp.down_proj.weight\n"
+                            "  in the files but not in the model (1): model.layers.4.mlp.up_proj.weight");
+  for (const int stage : {0, 1})
+    EXPECT_EQ(errorOf<UsageError>(
+                  [&] { lm("LlamaForCausalLM", pretrained, 9, testDevice(), testing::PipelineStage{stage, 2}); }),
+              one_device)
+        << "stage " << stage;
 }
 
 TEST(Pretrained, ADirectoryWithoutWeightsOrConfigIsAUsageError) {

@@ -116,11 +116,17 @@ std::string errorOf(const std::function<void()>& fn) {
   return "";
 }
 
+// Pipeline stage `stage` of `stages` (a model that splits into stages).
+struct PipelineStage {
+  int stage = 0, stages = 1;
+};
+
 // A registered model (`class_name` with YAML `init_args`), validated as a
-// config's would be, configured on `dev` with weights drawn from `seed`.
+// config's would be, configured on `dev` with weights drawn from `seed`: the
+// whole model, or a pipeline stage of it.
 template <class M = LightningModule>
 std::unique_ptr<M> configuredModel(const std::string& class_name, const std::string& init_args, std::uint64_t seed,
-                                   device::Device& dev = testDevice()) {
+                                   device::Device& dev = testDevice(), PipelineStage part = {}) {
   auto model = buildComponent<LightningModule>(config::ComponentKind::kModel,
                                                "class_path: " + class_name + "\ninit_args: " + init_args, "model");
   // The model draws its dropout masks from `dropout` for as long as it lives:
@@ -129,6 +135,8 @@ std::unique_ptr<M> configuredModel(const std::string& class_name, const std::str
   Generator init(seed);
   Generator& dropout = dropout_streams.emplace_back(seed + 1);
   nn::InitContext ctx{dev, init, dropout};
+  ctx.pipeline_stage = part.stage;
+  ctx.pipeline_stages = part.stages;
   model->configureModel(ctx, {});
   return std::unique_ptr<M>(static_cast<M*>(model.release()));
 }

@@ -16,11 +16,12 @@
 
 namespace hpu::core::testing {
 
-// A single-device Trainer writing under `root`, with the options of
-// `trainer_yaml` and `callbacks` (no others: the config adds none).
+// A Trainer writing under `root`, with the options of `trainer_yaml` and
+// `callbacks` (no others: the config adds none), on `strategy` (default:
+// one device).
 inline std::unique_ptr<Trainer> makeTrainer(const std::string& root, const std::string& trainer_yaml,
                                             std::vector<std::unique_ptr<Callback>> callbacks,
-                                            device::Platform& platform) {
+                                            device::Platform& platform, std::unique_ptr<Strategy> strategy = nullptr) {
   std::vector<std::string> problems;
   config::Node trainer = config::normalize(config::loadYamlString(trainer_yaml, "test.yaml"),
                                            config::Type::structure(&config::trainerSchema()), "trainer", problems);
@@ -28,7 +29,7 @@ inline std::unique_ptr<Trainer> makeTrainer(const std::string& root, const std::
   TrainerParts parts;
   parts.options = TrainerOptions::parse(trainer);
   parts.options.default_root_dir = root;
-  parts.strategy = makeSingleDeviceStrategy(0);
+  parts.strategy = strategy ? std::move(strategy) : makeSingleDeviceStrategy(0);
   parts.strategy->setup(RunEnvironment{}, platform);
   parts.callbacks = std::move(callbacks);
   parts.config = config::Node::map();

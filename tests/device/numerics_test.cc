@@ -103,6 +103,27 @@ TEST(Numerics, Float16DecodesEveryCodeAndRoundTrips) {
   }
 }
 
+// The project's one bfloat16 rule (hpu/numerics/bfloat16.h), which the
+// collectives' reduction kernels round by too (tests/comm: the same bits).
+TEST(Numerics, BFloat16RoundsTiesToEvenOverflowToInfAndEveryNaNTo0xFFFF) {
+  const std::pair<std::uint32_t, std::uint16_t> cases[] = {
+      {0x3F808000u, 0x3F80},  // 1 + 2^-8: a tie, to 1.0 (even)
+      {0x3F818000u, 0x3F82},  // 1.0078125 + 2^-8: a tie, to 1.015625 (even)
+      {0x7F7FFFFFu, 0x7F80},  // the largest float: +Inf
+      {0xFF7FFFFFu, 0xFF80},
+      {0x7F800000u, 0x7F80},
+      {0x7FC10000u, 0xFFFF},  // a NaN with a payload
+      {0xFFC00000u, 0xFFFF},  // a negative NaN
+      {0x7F800001u, 0xFFFF},  // a signalling NaN
+  };
+  for (const auto& [input, bits] : cases) {
+    EXPECT_EQ(toBFloat16Bits(fromBits(input)), bits) << std::hex << "input 0x" << input;
+    std::vector<float> v{fromBits(input)};
+    roundInPlace(v, DType::kBFloat16);
+    EXPECT_EQ(bitsOf(v[0]), static_cast<std::uint32_t>(bits) << 16) << std::hex << "input 0x" << input;
+  }
+}
+
 TEST(Numerics, BFloat16DecodeIsTheHighHalfOfAFloat) {
   EXPECT_EQ(fromBFloat16Bits(0x3F80), 1.0f);
   EXPECT_EQ(bitsOf(fromBFloat16Bits(0x0001)), 0x00010000u);  // a float denormal

@@ -7,6 +7,8 @@
 //   shm_lane         a lane slot holding an allreduce chunk, and a barrier
 //   safetensors      checkpoints as the Trainer writes them (every dtype,
 //                    metadata), and the committed checkpoint fixtures
+//   chat_template    the models' chat templates and the engine's test
+//                    templates of tests/instruct/fixtures
 //
 //   fuzz_seeds OUT
 #include <cstdint>
@@ -20,6 +22,8 @@
 #include <vector>
 
 #include "collectives/descriptor.h"
+#include <nlohmann/json.hpp>
+
 #include "hpu/core/checkpoint/checkpoint.h"
 #include "sample_messages.h"
 #include "wire/control_messages.h"
@@ -143,6 +147,16 @@ void safetensorsSeeds(Corpus& corpus) {
     if (e.path().extension() == ".ckpt") corpus.add(readAll(e.path()));
 }
 
+void chatTemplateSeeds(Corpus& corpus) {
+  const fs::path fixtures = fs::path(HPU_SOURCE_DIR) / "tests" / "instruct" / "fixtures";
+  const nlohmann::json templates = nlohmann::json::parse(readAll(fixtures / "chat_templates.json"));
+  for (const auto& [name, spec] : templates.items()) corpus.add(spec["template"].get<std::string>());
+  for (const char* file : {"random_templates.json", "random_expressions.json"}) {
+    const nlohmann::json cases = nlohmann::json::parse(readAll(fixtures / file));
+    for (const auto& c : cases["cases"]) corpus.add(c["template"].get<std::string>());
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -151,12 +165,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   const fs::path out = argv[1];
-  Corpus config(out, "config"), control(out, "control_message"), lane(out, "shm_lane"), safetensors(out, "safetensors");
+  Corpus config(out, "config"), control(out, "control_message"), lane(out, "shm_lane"), safetensors(out, "safetensors"),
+      chat(out, "chat_template");
   configSeeds(config);
   controlMessageSeeds(control);
   shmLaneSeeds(lane);
   safetensorsSeeds(safetensors);
-  std::printf("seeds: %d config, %d control_message, %d shm_lane, %d safetensors\n", config.count(), control.count(),
-              lane.count(), safetensors.count());
+  chatTemplateSeeds(chat);
+  std::printf("seeds: %d config, %d control_message, %d shm_lane, %d safetensors, %d chat_template\n", config.count(),
+              control.count(), lane.count(), safetensors.count(), chat.count());
   return 0;
 }

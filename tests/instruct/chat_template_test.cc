@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <clocale>
 #include <ctime>
 #include <fstream>
 #include <set>
@@ -54,6 +55,11 @@ ChatTemplateInputs inputsOf(const json& spec, bool add_generation_prompt, const 
 }
 
 // The message of the DataError `fn` throws ("" and a failure otherwise).
+
+// `source` rendered as template "t" over one user message, within `limits`.
+std::string renderOne(const std::string& source, ChatTemplateLimits limits = {}) {
+  return ChatTemplate(source, "t", limits).render(json::parse(R"([{"role": "user", "content": "hi"}])"), {});
+}
 
 TEST(ChatTemplate, RendersTheModelsTemplatesAsJinja2Does) {
   const json templates = fixture("chat_templates.json");
@@ -185,6 +191,72 @@ TEST(ChatTemplate, EvaluationErrorsNameTheirPlace) {
   EXPECT_EQ(ChatTemplate("{{ 1 ** 1000000000000 }} {{ (-1) ** 999999999999 }} {{ 1e999 }} {{ 2 ** 62 }}", "t")
                 .render(messages, {}),
             "1 -1 inf 4611686018427387904");
+}
+
+TEST(ChatTemplate, IntOfAFloatBeyondSixtyFourBitsIsAnError) {
+  const auto error = [](const std::string& source) { return errorOf([&] { renderOne(source); }); };
+  // A float truncated toward zero, as Python's int(); an int as it is.
+  EXPECT_EQ(renderOne("{{ 2.9|int }} {{ (-2.9)|int }} {{ 9223372036854775807|int }} "
+                      "{{ (-9.223372036854775808e18)|int }}"),
+            "2 -2 9223372036854775807 -9223372036854775808");
+  // NaN: Python's int() refuses it, and Jinja2's filter gives its default.
+  EXPECT_EQ(renderOne("{{ (1e999 - 1e999)|int }} {{ (1e999 - 1e999)|int(7) }}"), "0 7");
+  EXPECT_EQ(error("{{ 1e300|int }}"),
+            "t:1:10: int: 1e+300 is outside the 64-bit integers a chat template computes with");
+  EXPECT_EQ(error("{{ 9.3e18|int }}"),
+            "t:1:11: int: 9.3e+18 is outside the 64-bit integers a chat template computes with");
+  EXPECT_EQ(error("{{ (-1e999)|int }}"),
+            "t:1:13: int: -inf is outside the 64-bit integers a chat template computes with");
+}
+
+// Found by fuzzing (tests/fuzz/fuzz_chat_template.cc): arithmetic at the
+// ends of the 64-bit integers, and templates that loop, grow or nest without
+// end, refused by name within ChatTemplateLimits.
+TEST(ChatTemplate, OverflowsAndRunawayTemplatesAreRefusedByName) {
+  const auto error = [](const std::string& source, ChatTemplateLimits limits) {
+    return errorOf([&] { renderOne(source, limits); });
+  };
+  EXPECT_EQ(error("{{ -(-9223372036854775807 - 1) }}", {}),
+            "t:1:4: -(-9223372036854775808) overflows 64-bit integers");
+  EXPECT_EQ(error("{{ (-9223372036854775807 - 1)|abs }}", {}),
+            "t:1:31: abs(-9223372036854775808) overflows 64-bit integers");
+  EXPECT_EQ(error("{{ (-9223372036854775807 - 1) // -1 }}", {}),
+            "t:1:31: -9223372036854775808 // -1 overflows 64-bit integers");
+  // Past the 64-bit integers a range or a slice ends, as Python's would at its stop.
+  EXPECT_EQ(renderOne("{{ range(9223372036854775806, 9223372036854775807, 4611686018427387904) }} "
+                      "{{ 'abc'[1::9223372036854775807] }} {{ 'aaa'.replace('a', 'b', -9223372036854775807 - 1) }}"),
+            "[9223372036854775806] b bbb");
+  EXPECT_EQ(renderOne("{{ [1]|tojson(indent=-2) }}"), "[\n1\n]");  // json.dumps's: no indentation
+  const ChatTemplateLimits small{.steps = 1000, .size = 100, .depth = 5};
+  EXPECT_EQ(error("{% for i in range(50) %}{% for j in range(50) %}{% endfor %}{% endfor %}", small),
+            "t:1:28: the template computes more than 1000 steps (statements, expressions, values visited, 64 bytes "
+            "moved); a chat template that computes this much is refused");
+  EXPECT_EQ(error("{{ 'x' * 10 * 11 }}", small),
+            "t:1:13: the template builds a text or list of more than 100 bytes or items; a chat template that builds "
+            "this much is refused");
+  EXPECT_EQ(error("{% set ns = namespace(a=1) %}{% for i in range(6) %}{% set ns.a = [ns.a] %}{% endfor %}{{ ns.a }}",
+                  small),
+            "t:1:56: the template nests values more than 5 deep (a namespace that holds itself?)");
+  EXPECT_EQ(error("{% set ns = namespace() %}{% set ns.x = [1, ns] %}", {}),
+            "t:1:30: cannot set ns.x to a value that holds ns itself: a namespace that holds itself is not supported");
+}
+
+// Python's case mappings from the tables in the source: the same with the
+// process's locale "C" (no Unicode case data at all) as anywhere.
+TEST(ChatTemplate, MapsCaseAsPythonDoesWhateverTheLocale) {
+  const std::string previous = std::setlocale(LC_ALL, nullptr);
+  std::setlocale(LC_ALL, "C");
+  EXPECT_EQ(renderOne("{{ 'été'|upper }} {{ 'ÉCOLE'|lower }} {{ 'straße'|upper }}"), "ÉTÉ école STRASSE");
+  // A capital sigma that ends a word lowers to the final sigma.
+  EXPECT_EQ(renderOne("{{ 'ΟΔΟΣ ΣΑΣ'|lower }} {{ 'Σ'|lower }} {{ 'ΑΣ.'.lower() }}"), "οδος σας σ ας.");
+  EXPECT_EQ(renderOne("{{ 'Привет, МОСКВА'|upper }} {{ 'Привет, МОСКВА'|lower }}"), "ПРИВЕТ, МОСКВА привет, москва");
+  // Turkish dotted and dotless i without a language rule: İ lowers to i + U+0307.
+  EXPECT_EQ(renderOne("{{ 'İstanbul'|lower }} {{ 'ılık'|upper }}"), "i\u0307stanbul ILIK");
+  // Title case: Python's str.title and capitalize title-case ('ǆ' -> 'ǅ', 'ß' -> 'Ss');
+  // Jinja2's title filter upper-cases each word's first character.
+  EXPECT_EQ(renderOne("{{ 'ǆemal straße'.title() }} {{ 'ßa ΣΑΣ'|capitalize }} {{ 'ßig-ΟΔΟΣ (ǆ'|title }}"),
+            "ǅemal Straße Ssa σας SSig-Οδος (Ǆ");
+  std::setlocale(LC_ALL, previous.c_str());
 }
 
 TEST(ChatTemplate, KeepsMessageFieldOrderAndUnknownFields) {

@@ -4,7 +4,10 @@ Unicode's letters (general category L*) and numbers (N*) that the
 pre-tokenizer regexes' \\p{L} and \\p{N} match, and of word characters (\\w, for added tokens'
 single_word); for the NFC and NFD normalizers, the canonical combining
 classes and the canonical decompositions (whether each is a primary
-composite, which NFC composes back), from Python's unicodedata.
+composite, which NFC composes back); and the case mappings of Python's
+str.lower / upper / title with the Cased and Case_Ignorable properties its
+final-sigma rule reads (chat templates' lower, upper, title, capitalize), all
+from Python's unicodedata and str methods.
 
 Usage: python3 tests/tokenizers/gen_unicode_tables.py  (from the repository root)
 """
@@ -69,6 +72,55 @@ def table(name, rs):
     return f"const CodeRange {name}[] = {{\n" + "\n".join(rows) + "\n};\n"
 
 
+def characters():
+    """Every code point Python's str holds that UTF-8 can carry (no surrogates)."""
+    return (chr(cp) for cp in range(0x110000) if not 0xD800 <= cp <= 0xDFFF)
+
+
+def is_cased(c):
+    """Unicode's Cased: Lowercase, Uppercase or a titlecase letter (Lt)."""
+    return c.islower() or c.isupper() or unicodedata.category(c) == "Lt"
+
+
+def is_case_ignorable(c):
+    """Unicode's Case_Ignorable, as CPython's final-sigma rule reads it: a
+    capital sigma after a cased letter and `c` ends a word (c is skipped), and
+    so does one before `c` alone."""
+    return ("A" + c + "\u03a3").lower()[-1] == "\u03c2" and ("A\u03a3" + c).lower()[1] == "\u03c2"
+
+
+def case_tables():
+    """Python's one-character lower / upper / title as runs of equal offsets
+    (every stride-th code point of [first, last]) and, where one maps to
+    several characters, explicitly."""
+    runs, special = {}, []
+    for c in characters():
+        mapped = (c.lower(), c.upper(), c.title())
+        if mapped == (c, c, c):
+            continue
+        if any(len(m) != 1 for m in mapped):
+            special.append((ord(c), mapped))
+        else:
+            runs.setdefault(tuple(ord(m) - ord(c) for m in mapped), []).append(ord(c))
+    rows = []
+    for offsets, cps in runs.items():
+        i = 0
+        while i < len(cps):
+            j, stride = i + 1, 1
+            if j < len(cps) and cps[j] - cps[i] in (1, 2):
+                stride = cps[j] - cps[i]
+                while j < len(cps) and cps[j] - cps[j - 1] == stride:
+                    j += 1
+            rows.append((cps[i], cps[j - 1], stride, offsets))
+            i = j
+    rows.sort()
+    run_rows = [f"    {{0x{a:04X}, 0x{b:04X}, {k}, {{{', '.join(map(str, o))}}}}}," for a, b, k, o in rows]
+    hexes = lambda m: "{" + ", ".join(f"0x{ord(x):04X}" for x in m) + "}"
+    special_rows = [f"    {{0x{cp:04X}, {{{', '.join(hexes(m) for m in mapped)}}}}}," for cp, mapped in special]
+    return ("const CaseRun kCaseRuns[] = {\n" + "\n".join(run_rows) + "\n};\n\n"
+            "const SpecialCase kSpecialCases[] = {\n" + "\n".join(special_rows) + "\n};\n")
+
+
 def main():
     root = Path(__file__).resolve().parents[2]
     out = root / "core/data/src/tokenizers/unicode_tables.cc"
@@ -90,11 +142,22 @@ def main():
         + "\n".join(f"    {{0x{cp:04X}, 0x{a:04X}, 0x{b:04X}, {'true' if c else 'false'}}},"
                     for cp, a, b, c in decompositions())
         + "\n};\n\n"
+        + table("kCasedRanges", ranges_where(lambda c: not 0xD800 <= ord(c) <= 0xDFFF and is_cased(c)))
+        + "\n"
+        + table("kCaseIgnorableRanges",
+                ranges_where(lambda c: not 0xD800 <= ord(c) <= 0xDFFF and is_case_ignorable(c)))
+        + "\n"
+        + case_tables()
+        + "\n"
         "std::span<const CodeRange> letterRanges() { return kLetterRanges; }\n"
         "std::span<const CodeRange> numberRanges() { return kNumberRanges; }\n"
         "std::span<const CodeRange> wordExtraRanges() { return kWordExtraRanges; }\n"
         "std::span<const CombiningClassRange> combiningClassRanges() { return kCombiningClasses; }\n"
-        "std::span<const CanonicalDecomposition> canonicalDecompositions() { return kCanonicalDecompositions; }\n\n"
+        "std::span<const CanonicalDecomposition> canonicalDecompositions() { return kCanonicalDecompositions; }\n"
+        "std::span<const CodeRange> casedRanges() { return kCasedRanges; }\n"
+        "std::span<const CodeRange> caseIgnorableRanges() { return kCaseIgnorableRanges; }\n"
+        "std::span<const CaseRun> caseRuns() { return kCaseRuns; }\n"
+        "std::span<const SpecialCase> specialCases() { return kSpecialCases; }\n\n"
         "}  // namespace hpu::core::data::detail\n"
     )
     out.write_text(text)

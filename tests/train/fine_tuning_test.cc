@@ -142,6 +142,30 @@ TEST_F(FineTuningTest, Zero3RanksReadTheirShardOfThePretrainedFiles) {
   EXPECT_EQ(ranks, 2) << zero3.err;
 }
 
+// Two pipeline stages from the export: each stage loads its part of the
+// files (the other stage's tensors are there too), and the run reaches one
+// device's losses and weights.
+TEST_F(FineTuningTest, PipelineStagesStartFromThePretrainedFilesAsOneDevice) {
+  const auto losses = [&](const std::string& root) {
+    std::vector<double> out;
+    for (const std::string& cell : readCsv(dir() / root / "lightning_logs/version_0/metrics.csv").column("train_loss"))
+      if (!cell.empty()) out.push_back(std::stod(cell));
+    return out;
+  };
+  fineTune("one", {"--trainer.log_every_n_steps=1"});
+  fineTune("pp2", {"--trainer.log_every_n_steps=1", "--trainer.devices=2", "--trainer.strategy=ModelParallelStrategy",
+                   "--trainer.strategy.init_args.tensor_parallel_size=1",
+                   "--trainer.strategy.init_args.pipeline_parallel_size=2",
+                   "--trainer.strategy.init_args.save_distributed_checkpoint=false"});
+  const std::vector<double> one = losses("one"), pp2 = losses("pp2");
+  ASSERT_EQ(one.size(), 3u);
+  ASSERT_EQ(pp2.size(), one.size());
+  for (std::size_t i = 0; i < one.size(); ++i)
+    EXPECT_TRUE(close(static_cast<float>(one[i]), static_cast<float>(pp2[i]))) << "step " << i << ": " << pp2[i]
+                                                                                << " vs one device's " << one[i];
+  expectClose(checkpoint("one"), checkpoint("pp2"), "", "pp2");
+}
+
 TEST_F(FineTuningTest, TheMergedExportGeneratesAsTheLoraCheckpointWithoutAData) {
   fineTune("lora", {"--model.lora={r: 4, lora_alpha: 8}", "--trainer.max_steps=6"});
   ASSERT_EQ(run({"export", "--ckpt_path", checkpointOf("lora"), "--output", "merged"}).exit_code, 0);

@@ -13,7 +13,9 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
 
 #include "train_support.h"
@@ -525,6 +527,40 @@ TEST_F(ModelParallelTest, GenerationSplitAcrossRanksSamplesWhatOneDeviceSamples)
     const double input = m["inputs"][0], weight = m["params"]["weight"];
     EXPECT_NEAR(split_max[layer]["inputs"][0].get<double>(), input, input / 128) << layer;
     EXPECT_EQ(split_max[layer]["params"]["weight"].get<double>(), weight) << layer;
+  }
+}
+
+// The norm gradient_clip_val clips by, as the Trainer's debug line prints
+// it (17 digits: the bits), is one device's in every layout that holds one
+// device's gradients: BoringModel's layer is replicated on each
+// tensor-parallel rank, which sees the batches one device sees, and its part
+// of the norm counts half on each.
+TEST_F(ModelParallelTest, TheClippingNormIsOneDevicesToTheBitInEveryLayout) {
+  env()["HPU_LOG_LEVEL"] = "debug";
+  static const std::regex kNorm(
+      R"((?:\[rank (\d)\] )?debug: gradient_clip_val 0\.01: the gradients' total norm is (\S+))");
+  // Each rank's norms, step after step.
+  const auto norms = [&](const std::string& root, std::vector<std::string> args) {
+    args.insert(args.end(), {"--trainer.gradient_clip_val=0.01", "--trainer.max_steps=4",
+                             "--trainer.default_root_dir=" + root});
+    const RunResult r = boring("fit", args);
+    EXPECT_EQ(r.exit_code, 0) << r.describe();
+    std::map<int, std::vector<std::string>> out;
+    for (std::sregex_iterator it(r.err.begin(), r.err.end(), kNorm), end; it != end; ++it)
+      out[(*it)[1].matched ? std::stoi((*it)[1]) : 0].push_back((*it)[2]);
+    return out;
+  };
+  const std::vector<std::string> one = norms("one", {}).at(0);
+  ASSERT_EQ(one.size(), 4u);
+  for (const auto& [root, layout] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"tp2", {"--trainer.devices=2", kTensorParallel[0], "--trainer.strategy.init_args.tensor_parallel_size=2"}},
+           {"tp2_zero1",
+            {"--trainer.devices=2", kTensorParallel[0], "--trainer.strategy.init_args.tensor_parallel_size=2",
+             "--trainer.strategy.init_args.zero_stage=1"}},
+           {"deepspeed", {"--trainer.strategy=deepspeed_stage_2"}}}) {
+    const std::map<int, std::vector<std::string>> got = norms(root, layout);
+    EXPECT_EQ(got.size(), root == "deepspeed" ? 1u : 2u) << root;
+    for (const auto& [rank, values] : got) EXPECT_EQ(values, one) << root << ", rank " << rank;
   }
 }
 

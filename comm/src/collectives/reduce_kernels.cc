@@ -5,9 +5,13 @@
 #include <cstring>
 
 #include "../check.h"
+#include "hpu/numerics/bfloat16.h"
 
 namespace hpu::comm::detail {
 namespace {
+
+using numerics::fromBFloat16Bits;
+using numerics::toBFloat16Bits;
 
 struct Sum {
   static float apply(float a, float b) { return a + b; }
@@ -26,7 +30,8 @@ void combineFloat(const float* a, const float* b, float* out, std::size_t count)
 
 template <class Op>
 void combineBf16(const std::uint16_t* a, const std::uint16_t* b, std::uint16_t* out, std::size_t count) {
-  for (std::size_t i = 0; i < count; ++i) out[i] = floatToBf16(Op::apply(bf16ToFloat(a[i]), bf16ToFloat(b[i])));
+  for (std::size_t i = 0; i < count; ++i)
+    out[i] = toBFloat16Bits(Op::apply(fromBFloat16Bits(a[i]), fromBFloat16Bits(b[i])));
 }
 
 template <class Op>
@@ -41,15 +46,6 @@ void combineTyped(DType dtype, const std::byte* a, const std::byte* b, std::byte
 }
 
 }  // namespace
-
-float bf16ToFloat(std::uint16_t bits) { return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16); }
-
-std::uint16_t floatToBf16(float value) {
-  std::uint32_t u = std::bit_cast<std::uint32_t>(value);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 0x0040u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<std::uint16_t>(u >> 16);
-}
 
 void combine(DType dtype, ReduceOp op, const std::byte* a, const std::byte* b, std::byte* out, std::size_t count) {
   HPU_COMM_CHECK(dtype == DType::kFloat32 || dtype == DType::kBFloat16, "reductions need float32 or bfloat16");
@@ -69,7 +65,7 @@ void divide(DType dtype, std::byte* data, std::size_t count, int divisor) {
   } else {
     HPU_COMM_CHECK(dtype == DType::kBFloat16, "avg needs float32 or bfloat16");
     auto* values = reinterpret_cast<std::uint16_t*>(data);
-    for (std::size_t i = 0; i < count; ++i) values[i] = floatToBf16(bf16ToFloat(values[i]) / d);
+    for (std::size_t i = 0; i < count; ++i) values[i] = toBFloat16Bits(fromBFloat16Bits(values[i]) / d);
   }
 }
 

@@ -1,6 +1,7 @@
 // Elementwise reduction kernels of the collectives. bfloat16 is widened to
-// float, combined, and rounded back to nearest-even (NaN stays a quiet NaN);
-// min and max propagate NaN. Operand order is part of the contract (out =
+// float, combined, and rounded back by the project's one bfloat16 rule
+// (hpu/numerics/bfloat16.h: nearest-even, NaN as 0xFFFF); min and max
+// propagate NaN. Operand order is part of the contract (out =
 // a op b) so that every rank computes bit-identical results.
 // Thread-safety: pure functions.
 #pragma once
@@ -18,9 +19,5 @@ void combine(DType dtype, ReduceOp op, const std::byte* a, const std::byte* b, s
 
 // data[i] = data[i] / divisor (the last step of kAvg).
 void divide(DType dtype, std::byte* data, std::size_t count, int divisor);
-
-// bfloat16 <-> float conversions used by the kernels (round to nearest even).
-float bf16ToFloat(std::uint16_t bits);
-std::uint16_t floatToBf16(float value);
 
 }  // namespace hpu::comm::detail

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <utility>
 
 #include "hpu/core/base/errors.h"
 
@@ -26,44 +27,73 @@ std::string temporaryPrefix() {
 
 }  // namespace
 
-void writeFileAtomically(const std::string& path, const std::string& bytes) {
+AtomicFile::AtomicFile(const std::string& path) : path_(path) {
   namespace fs = std::filesystem;
   const fs::path target(path);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw CheckpointError(fmt::format("cannot create directory {}: {}", dir.string(), ec.message()));
-  const std::string tmp =
-      (dir / (temporaryPrefix() + std::to_string(::getpid()) + "-" + target.filename().string())).string();
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw CheckpointError(fmt::format("cannot write {}: {}", tmp, std::strerror(errno)));
+  temporary_ = (dir / (temporaryPrefix() + std::to_string(::getpid()) + "-" + target.filename().string())).string();
+  fd_ = ::open(temporary_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw CheckpointError(fmt::format("cannot write {}: {}", temporary_, std::strerror(errno)));
+}
+
+AtomicFile::~AtomicFile() {
+  if (fd_ < 0) return;
+  ::close(fd_);
+  ::unlink(temporary_.c_str());
+}
+
+void AtomicFile::write(std::string_view bytes) {
   std::size_t done = 0;
   while (done < bytes.size()) {
-    const ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
+    const ssize_t w = ::write(fd_, bytes.data() + done, bytes.size() - done);
     if (w < 0) {
       if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      throw CheckpointError(fmt::format("cannot write {}: {}", tmp, std::strerror(err)));
+      throw CheckpointError(fmt::format("cannot write {}: {}", temporary_, std::strerror(errno)));
     }
     done += static_cast<std::size_t>(w);
   }
+}
+
+void AtomicFile::overwrite(std::uint64_t offset, std::string_view bytes) {
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t w = ::pwrite(fd_, bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset + done));
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      throw CheckpointError(fmt::format("cannot write {}: {}", temporary_, std::strerror(errno)));
+    }
+    done += static_cast<std::size_t>(w);
+  }
+}
+
+void AtomicFile::commit() {
+  const int fd = std::exchange(fd_, -1);
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
     const int err = errno;
-    ::unlink(tmp.c_str());
-    throw CheckpointError(fmt::format("cannot flush {}: {}", tmp, std::strerror(err)));
+    ::unlink(temporary_.c_str());
+    throw CheckpointError(fmt::format("cannot flush {}: {}", temporary_, std::strerror(err)));
   }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+  if (::rename(temporary_.c_str(), path_.c_str()) != 0) {
     const int err = errno;
-    ::unlink(tmp.c_str());
-    throw CheckpointError(fmt::format("cannot rename {} to {}: {}", tmp, path, std::strerror(err)));
+    ::unlink(temporary_.c_str());
+    throw CheckpointError(fmt::format("cannot rename {} to {}: {}", temporary_, path_, std::strerror(err)));
   }
+  const std::filesystem::path target(path_);
+  const std::filesystem::path dir = target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
   const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
     ::fsync(dfd);
     ::close(dfd);
   }
+}
+
+void writeFileAtomically(const std::string& path, const std::string& bytes) {
+  AtomicFile file(path);
+  file.write(bytes);
+  file.commit();
 }
 
 std::vector<std::string> removeDeadTemporaries(const std::string& dir) {

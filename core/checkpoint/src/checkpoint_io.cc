@@ -4,19 +4,16 @@
 
 #include "hpu/core/config/registry.h"
 #include "hpu/core/base/errors.h"
-#include "hpu/core/base/file_io.h"
 
 namespace hpu::core::checkpoint {
 namespace {
 
 class HPUCheckpointIO final : public CheckpointIO {
  public:
-  void save(const Checkpoint& ckpt, const std::string& path) override {
-    writeFileAtomically(path, encodeSafetensors(ckpt));
-  }
+  void save(const Checkpoint& ckpt, const std::string& path) override { writeSafetensorsFile(ckpt, path); }
   Checkpoint load(const std::string& path) override {
     if (!std::filesystem::exists(path)) throw CheckpointError("checkpoint " + path + " does not exist");
-    return decodeSafetensors(readFile(path), path);
+    return readSafetensorsFile(path);
   }
   void remove(const std::string& path) override {
     std::error_code ec;

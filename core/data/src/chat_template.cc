@@ -4,9 +4,7 @@
 // are falsy and iterate as empty, and fail when indexed).
 #include "hpu/core/data/chat_template.h"
 
-#include <locale.h>
 #include <spdlog/fmt/fmt.h>
-#include <wctype.h>
 
 #include <algorithm>
 #include <cmath>
@@ -14,8 +12,11 @@
 #include <limits>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 
+#include "case_mapping.h"
 #include "chat_template_syntax.h"
+#include "hpu/core/base/json_number.h"
 #include "tokenizers/utf8.h"
 
 namespace hpu::core::data {
@@ -65,43 +66,35 @@ std::string strip(std::string_view s, const std::optional<std::string>& chars, b
   return fromCodePoints(cps, b, e);
 }
 
-// Case of one character: Unicode's one-to-one mappings (glibc's C.UTF-8
-// tables; ASCII only if that locale is missing). Python also maps a few
-// characters to several ('ß'.upper() is 'SS'); those stay as they are.
-char32_t toCase(char32_t c, bool upper) {
-  static const locale_t utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", nullptr);
-  if (c < 0x80) {
-    const int ascii = static_cast<int>(c);
-    return static_cast<char32_t>(upper ? std::toupper(ascii) : std::tolower(ascii));
-  }
-  if (utf8 == nullptr) return c;
-  const auto wide = static_cast<wint_t>(c);
-  return static_cast<char32_t>(upper ? towupper_l(wide, utf8) : towlower_l(wide, utf8));
+// `change` (case_mapping.h) of the UTF-8 text `s`.
+std::string changeCase(std::string_view s, std::vector<char32_t> (*change)(std::span<const char32_t>)) {
+  const std::vector<char32_t> mapped = change(codePoints(s));
+  return fromCodePoints(mapped, 0, mapped.size());
 }
 
-// Whether a character has case (Python's "cased": a letter with an upper
-// or lower form).
-bool isCased(char32_t c) { return toCase(c, true) != c || toCase(c, false) != c; }
-
-// Python's str.upper / lower.
-std::string changeCase(std::string_view s, bool upper) {
-  std::vector<char32_t> cps = codePoints(s);
-  for (char32_t& c : cps) c = toCase(c, upper);
-  return fromCodePoints(cps, 0, cps.size());
-}
-
-// Title case: a character that starts a word (after `starts(previous)`)
-// upper, the others lower.
-template <class StartsWord>
-std::string titleCase(std::string_view s, StartsWord starts) {
-  std::vector<char32_t> cps = codePoints(s);
-  bool begins = true;
-  for (char32_t& c : cps) {
-    const char32_t original = c;
-    c = toCase(c, begins);
-    begins = starts(original);
+// Jinja2's title filter: a word (what follows whitespace, '-', '(', '{',
+// '[' or '<') has its first character upper-cased and the rest lowered, as
+// word[0].upper() + word[1:].lower().
+std::string jinjaTitle(std::string_view s) {
+  const std::vector<char32_t> cps = codePoints(s);
+  const auto separates = [](char32_t c) {
+    return isPythonSpace(c) || c == '-' || c == '(' || c == '{' || c == '[' || c == '<';
+  };
+  std::vector<char32_t> out;
+  out.reserve(cps.size());
+  for (std::size_t i = 0; i < cps.size();) {
+    if (separates(cps[i])) {
+      out.push_back(cps[i++]);
+      continue;
+    }
+    std::size_t end = i + 1;
+    while (end < cps.size() && !separates(cps[end])) ++end;
+    const std::span<const char32_t> word(cps.data() + i, end - i);
+    for (const auto& part : {upperCase(word.first(1)), lowerCase(word.subspan(1))})
+      out.insert(out.end(), part.begin(), part.end());
+    i = end;
   }
-  return fromCodePoints(cps, 0, cps.size());
+  return fromCodePoints(out, 0, out.size());
 }
 
 // Python's float repr (shortest round trip, ".0" on integral values).
@@ -167,43 +160,6 @@ const char* typeName(const Value& v) {
   return "?";
 }
 
-std::string repr(const Value& v);
-
-// Python's str().
-std::string str(const Value& v) {
-  switch (v.kind) {
-    case Kind::kUndefined: return "";
-    case Kind::kNone: return "None";
-    case Kind::kBool: return v.boolean ? "True" : "False";
-    case Kind::kInt: return std::to_string(v.integer);
-    case Kind::kFloat: return pythonFloat(v.real);
-    case Kind::kString: return v.text;
-    case Kind::kList: {
-      std::string out = v.tuple ? "(" : "[";
-      for (std::size_t i = 0; i < v.list->size(); ++i) out += (i ? ", " : "") + repr((*v.list)[i]);
-      if (v.tuple && v.list->size() == 1) out += ",";
-      return out + (v.tuple ? ")" : "]");
-    }
-    case Kind::kDict:
-    case Kind::kNamespace: {
-      std::string out = v.is(Kind::kNamespace) ? "<Namespace {" : "{";
-      bool first = true;
-      for (const auto& [k, x] : *v.dict) {
-        out += (first ? "" : ", ") + pythonRepr(k) + ": " + repr(x);
-        first = false;
-      }
-      return out + (v.is(Kind::kNamespace) ? "}>" : "}");
-    }
-    case Kind::kFunction: return "<function " + v.text + ">";
-  }
-  return "";
-}
-
-std::string repr(const Value& v) {
-  if (v.is(Kind::kUndefined)) return "Undefined";  // inside a list or dict: Jinja2's Undefined's repr
-  return v.is(Kind::kString) ? pythonRepr(v.text) : str(v);
-}
-
 bool truthy(const Value& v) {
   switch (v.kind) {
     case Kind::kUndefined:
@@ -231,30 +187,6 @@ double pythonMod(double x, double y) {
   if (m == 0) return std::copysign(0.0, y);
   if ((m < 0) != (y < 0)) m += y;
   return m;
-}
-
-bool equals(const Value& a, const Value& b) {
-  if (isNumber(a) && isNumber(b))
-    return isInteger(a) && isInteger(b) ? asInteger(a) == asInteger(b) : asReal(a) == asReal(b);
-  if (a.kind != b.kind) return false;
-  switch (a.kind) {
-    case Kind::kUndefined:
-    case Kind::kNone: return true;
-    case Kind::kString: return a.text == b.text;
-    case Kind::kList:
-      return a.list->size() == b.list->size() &&
-             std::equal(a.list->begin(), a.list->end(), b.list->begin(), equals);
-    case Kind::kDict:
-      if (a.dict->size() != b.dict->size()) return false;
-      for (const auto& [k, v] : *a.dict) {
-        const Value* other = b.find(k);
-        if (!other || !equals(v, *other)) return false;
-      }
-      return true;
-    case Kind::kNamespace: return a.dict == b.dict;
-    case Kind::kFunction: return a.text == b.text;
-    default: return false;
-  }
 }
 
 Value fromJson(const nlohmann::ordered_json& j) {
@@ -290,7 +222,8 @@ enum class Flow { kNormal, kBreak, kContinue };
 
 class Renderer {
  public:
-  Renderer(const std::string& origin, Value globals, std::optional<std::tm> now) : origin_(origin), now_(now) {
+  Renderer(const std::string& origin, Value globals, std::optional<std::tm> now, const ChatTemplateLimits& limits)
+      : origin_(origin), now_(now), limits_(limits) {
     scopes_.emplace_back();
     for (auto& [k, v] : *globals.dict) scopes_.back()[k] = v;
   }
@@ -307,6 +240,133 @@ class Renderer {
   // An undefined value used where a value is needed.
   [[noreturn]] void failUndefined(SourcePos p, const Value& v) const { fail(p, v.text); }
 
+  // ---- the limits of one render (ChatTemplateLimits) ----
+  // `units` of work more, at at_.
+  void spend(std::int64_t units) {
+    steps_ += units;
+    if (steps_ > limits_.steps)
+      fail(at_, fmt::format("the template computes more than {} steps (statements, expressions, values visited, 64 "
+                            "bytes moved); a chat template that computes this much is refused",
+                            limits_.steps));
+  }
+  // A text or list of `n` bytes or items built at at_.
+  void fits(std::size_t n) const {
+    if (n > limits_.size)
+      fail(at_, fmt::format("the template builds a text or list of more than {} bytes or items; a chat template that "
+                            "builds this much is refused",
+                            limits_.size));
+  }
+  // A value visited `depth` values deep, at at_.
+  void nests(int depth) const {
+    if (depth > limits_.depth)
+      fail(at_, fmt::format("the template nests values more than {} deep (a namespace that holds itself?)",
+                            limits_.depth));
+  }
+  // The items and the bytes of text `v` holds itself (a list's items' own
+  // text too): what building, moving or copying it takes.
+  struct Extent {
+    std::size_t items = 0, bytes = 0;
+    std::size_t size() const { return items + bytes; }
+    std::int64_t steps() const { return static_cast<std::int64_t>(items + bytes / 64); }
+  };
+  static Extent extentOf(const Value& v) {
+    Extent e{0, v.text.size()};
+    if (v.list)
+      for (const Value& x : *v.list) e.items += 1, e.bytes += x.text.size();
+    if (v.dict)
+      for (const auto& [k, x] : *v.dict) e.items += 1, e.bytes += k.size() + x.text.size();
+    return e;
+  }
+
+  // Whether `v`, `depth` values deep, holds the namespace whose attributes
+  // are `target` (`seen`: the lists and dicts visited).
+  bool holds(const Value& v, const ValueDict* target, int depth, std::unordered_set<const void*>& seen) {
+    spend(1);
+    nests(depth);
+    if (v.dict.get() == target) return true;
+    const void* node = v.list ? static_cast<const void*>(v.list.get()) : static_cast<const void*>(v.dict.get());
+    if (node == nullptr || !seen.insert(node).second) return false;
+    if (v.list)
+      for (const Value& x : *v.list)
+        if (holds(x, target, depth + 1, seen)) return true;
+    if (v.dict)
+      for (const auto& [k, x] : *v.dict)
+        if (holds(x, target, depth + 1, seen)) return true;
+    return false;
+  }
+
+  // Python's str(), within the limits.
+  std::string str(const Value& v, int depth = 0) {
+    spend(1);
+    nests(depth);
+    switch (v.kind) {
+      case Kind::kUndefined: return "";
+      case Kind::kNone: return "None";
+      case Kind::kBool: return v.boolean ? "True" : "False";
+      case Kind::kInt: return std::to_string(v.integer);
+      case Kind::kFloat: return pythonFloat(v.real);
+      case Kind::kString: return v.text;
+      case Kind::kList: {
+        std::string out = v.tuple ? "(" : "[";
+        for (std::size_t i = 0; i < v.list->size(); ++i) {
+          out += (i ? ", " : "") + repr((*v.list)[i], depth + 1);
+          fits(out.size());
+        }
+        if (v.tuple && v.list->size() == 1) out += ",";
+        return out + (v.tuple ? ")" : "]");
+      }
+      case Kind::kDict:
+      case Kind::kNamespace: {
+        std::string out = v.is(Kind::kNamespace) ? "<Namespace {" : "{";
+        bool first = true;
+        for (const auto& [k, x] : *v.dict) {
+          out += (first ? "" : ", ") + pythonRepr(k) + ": " + repr(x, depth + 1);
+          fits(out.size());
+          first = false;
+        }
+        return out + (v.is(Kind::kNamespace) ? "}>" : "}");
+      }
+      case Kind::kFunction: return "<function " + v.text + ">";
+    }
+    return "";
+  }
+
+  std::string repr(const Value& v, int depth = 0) {
+    if (v.is(Kind::kUndefined)) return "Undefined";  // inside a list or dict: Jinja2's Undefined's repr
+    return v.is(Kind::kString) ? pythonRepr(v.text) : str(v, depth);
+  }
+
+  // Python's ==, within the limits. A list or dict equals itself (Python's
+  // identity shortcut: [nan] shared is equal to itself).
+  bool equals(const Value& a, const Value& b, int depth = 0) {
+    spend(1);
+    nests(depth);
+    if (isNumber(a) && isNumber(b))
+      return isInteger(a) && isInteger(b) ? asInteger(a) == asInteger(b) : asReal(a) == asReal(b);
+    if (a.kind != b.kind) return false;
+    switch (a.kind) {
+      case Kind::kUndefined:
+      case Kind::kNone: return true;
+      case Kind::kString: return a.text == b.text;
+      case Kind::kList:
+        return a.list == b.list ||
+               (a.list->size() == b.list->size() &&
+                std::equal(a.list->begin(), a.list->end(), b.list->begin(),
+                           [&](const Value& x, const Value& y) { return equals(x, y, depth + 1); }));
+      case Kind::kDict:
+        if (a.dict == b.dict) return true;
+        if (a.dict->size() != b.dict->size()) return false;
+        for (const auto& [k, v] : *a.dict) {
+          const Value* other = b.find(k);
+          if (!other || !equals(v, *other, depth + 1)) return false;
+        }
+        return true;
+      case Kind::kNamespace: return a.dict == b.dict;
+      case Kind::kFunction: return a.text == b.text;
+      default: return false;
+    }
+  }
+
   Flow exec(const NodeList& nodes) {
     for (const auto& n : nodes) {
       const Flow f = exec(*n);
@@ -316,9 +376,25 @@ class Renderer {
   }
 
   Flow exec(const Node& n) {
+    const SourcePos outer = at_;
+    at_ = n.pos;
+    spend(1);
+    const Flow f = execNode(n);
+    at_ = outer;
+    return f;
+  }
+
+  // Appends `text` to the rendered text.
+  void output(const std::string& text) {
+    spend(static_cast<std::int64_t>(text.size() / 64));
+    out_ += text;
+    fits(out_.size());
+  }
+
+  Flow execNode(const Node& n) {
     switch (n.kind) {
-      case Node::Kind::kText: out_ += n.text; return Flow::kNormal;
-      case Node::Kind::kOutput: out_ += str(eval(*n.expr)); return Flow::kNormal;
+      case Node::Kind::kText: output(n.text); return Flow::kNormal;
+      case Node::Kind::kOutput: output(str(eval(*n.expr))); return Flow::kNormal;
       case Node::Kind::kIf:
         for (const auto& [condition, body] : n.branches)
           if (!condition || truthy(eval(*condition))) return exec(body);
@@ -335,6 +411,11 @@ class Renderer {
           fail(n.pos, fmt::format("cannot set the attribute '{}' of '{}', a {}: only a namespace() has attributes to "
                                   "set",
                                   n.attribute, n.targets[0], typeName(target)));
+        std::unordered_set<const void*> seen;
+        if (holds(v, target.dict.get(), 0, seen))
+          fail(n.pos, fmt::format("cannot set {}.{} to a value that holds {} itself: a namespace that holds itself "
+                                  "is not supported",
+                                  n.targets[0], n.attribute, n.targets[0]));
         for (auto& [k, x] : *target.dict)
           if (k == n.attribute) {
             x = std::move(v);
@@ -351,7 +432,8 @@ class Renderer {
 
   // The items a for loop (or a filter) walks: a list's items, a dict's keys,
   // a string's characters; nothing for undefined.
-  ValueList iterate(const Value& v, SourcePos p) const {
+  ValueList iterate(const Value& v, SourcePos p) {
+    spend(extentOf(v).steps());
     switch (v.kind) {
       case Kind::kUndefined: return {};
       case Kind::kList: return *v.list;
@@ -397,6 +479,7 @@ class Renderer {
     if (items.empty()) return exec(n.else_body);
     const auto length = static_cast<std::int64_t>(items.size());
     for (std::int64_t i = 0; i < length; ++i) {
+      spend(1 + 3 * extentOf(items[static_cast<std::size_t>(i)]).steps());  // the item, previtem and nextitem
       scopes_.emplace_back();
       bindTargets(n, items[static_cast<std::size_t>(i)]);
       scopes_.back()["loop"] = Value::of(ValueDict{
@@ -455,11 +538,14 @@ class Renderer {
     };
     const std::int64_t start = clamp(part[0], step > 0 ? 0 : n - 1), stop = clamp(part[1], step > 0 ? n : -1);
     std::vector<std::size_t> out;
-    for (std::int64_t i = start; step > 0 ? i < stop : i > stop; i += step) out.push_back(static_cast<std::size_t>(i));
+    for (std::int64_t i = start; step > 0 ? i < stop : i > stop;) {
+      out.push_back(static_cast<std::size_t>(i));
+      if (__builtin_add_overflow(i, step, &i)) break;
+    }
     return out;
   }
 
-  Value item(const Value& v, const Value& key, SourcePos p) const {
+  Value item(const Value& v, const Value& key, SourcePos p) {
     switch (v.kind) {
       case Kind::kUndefined: failUndefined(p, v);
       case Kind::kList:
@@ -514,6 +600,18 @@ class Renderer {
   }
 
   Value eval(const Expr& e) {
+    const SourcePos outer = at_;
+    at_ = e.pos;
+    spend(1);
+    Value v = evalExpr(e);
+    // A value's string is copied with it; its list or dict is shared (building one is charged where it is built).
+    spend(static_cast<std::int64_t>(v.text.size() / 64));
+    fits(std::max(v.text.size(), v.list ? v.list->size() : 0));
+    at_ = outer;
+    return v;
+  }
+
+  Value evalExpr(const Expr& e) {
     switch (e.kind) {
       case Expr::Kind::kLiteral: return e.value;
       case Expr::Kind::kName: return lookup(e.name);
@@ -565,7 +663,10 @@ class Renderer {
         if (v.is(Kind::kUndefined)) failUndefined(e.pos, v);
         if (!isNumber(v)) fail(e.pos, fmt::format("bad operand type for unary {}: '{}'", e.name, typeName(v)));
         if (e.name == "+") return isInteger(v) ? Value::of(asInteger(v)) : v;
-        return isInteger(v) ? Value::of(-asInteger(v)) : Value::ofReal(-v.real);
+        if (!isInteger(v)) return Value::ofReal(-v.real);
+        if (asInteger(v) == std::numeric_limits<std::int64_t>::min())
+          fail(e.pos, fmt::format("-({}) overflows 64-bit integers", asInteger(v)));
+        return Value::of(-asInteger(v));
       }
       case Expr::Kind::kBinary: return binary(e);
       case Expr::Kind::kCondition:
@@ -575,7 +676,7 @@ class Renderer {
     return Value::undefined("?");
   }
 
-  bool contains(const Value& container, const Value& x, SourcePos p) const {
+  bool contains(const Value& container, const Value& x, SourcePos p) {
     switch (container.kind) {
       case Kind::kUndefined: return false;
       case Kind::kString:
@@ -627,6 +728,12 @@ class Renderer {
       // Repetition, either way round, at most 100000 times.
       const Value& seq = sequence(a) ? a : b;
       const std::int64_t times = std::min<std::int64_t>(asInteger(sequence(a) ? b : a), 100000);
+      const Extent extent = extentOf(seq);
+      std::size_t size = 0;
+      if (times > 0 && __builtin_mul_overflow(extent.size(), static_cast<std::size_t>(times), &size))
+        size = SIZE_MAX;
+      fits(size);
+      spend(extent.steps() * std::max<std::int64_t>(times, 0));
       Value out = seq.is(Kind::kString) ? Value::of(std::string()) : Value::of(ValueList{});
       for (std::int64_t k = 0; k < times; ++k) {
         if (seq.is(Kind::kString)) out.text += seq.text;
@@ -644,6 +751,8 @@ class Renderer {
       else if (op == "*") overflow = __builtin_mul_overflow(x, y, &r);
       else if (op == "//" || op == "%") {
         if (y == 0) fail(e.pos, "integer division or modulo by zero");
+        if (x == std::numeric_limits<std::int64_t>::min() && y == -1)
+          fail(e.pos, fmt::format("{} {} {} overflows 64-bit integers", x, op, y));
         std::int64_t q = x / y, m = x % y;
         if (m != 0 && ((m < 0) != (y < 0))) --q, m += y;
         r = op == "//" ? q : m;
@@ -717,20 +826,27 @@ class Renderer {
                        step = args.size() > 2 ? args[2] : 1;
     if (step == 0) fail(e.pos, "range() step cannot be zero");
     ValueList l;
-    for (std::int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+    // Past the 64-bit integers the next number would be past `stop` too.
+    for (std::int64_t i = start; step > 0 ? i < stop : i > stop;) {
       if (l.size() >= 100000) fail(e.pos, "range() is limited to 100000 numbers");
+      spend(1);
       l.push_back(Value::of(i));
+      if (__builtin_add_overflow(i, step, &i)) break;
     }
     return Value::of(std::move(l));
   }
 
-  // Python's str.title: a word starts after a character without case.
-  static std::string pythonTitle(const std::string& s) {
-    return titleCase(s, [](char32_t previous) { return !isCased(previous); });
-  }
-  // Python's str.capitalize (and Jinja2's filter): the first character upper, the rest lower.
-  static std::string capitalize(const std::string& s) {
-    return titleCase(s, [](char32_t) { return false; });
+  // Jinja2's int filter of a number: an int as it is, a float truncated
+  // toward zero; NaN gives `fallback` (Python's int() refuses it, and the
+  // filter falls back). A float outside the 64-bit integers the template
+  // computes with (inf, 1e300; Python's are unbounded) is an error.
+  Value toInteger(const Value& v, const Value& fallback, SourcePos p) const {
+    if (isInteger(v)) return Value::of(asInteger(v));
+    if (std::isnan(v.real)) return fallback;
+    const std::optional<std::int64_t> i = truncatedInteger<std::int64_t>(v.real);
+    if (!i)
+      fail(p, fmt::format("int: {} is outside the 64-bit integers a chat template computes with", pythonFloat(v.real)));
+    return Value::of(*i);
   }
 
   ValueList dictItems(const Value& v) const {
@@ -767,10 +883,10 @@ class Renderer {
       }
       if (m == "upper" || m == "lower") {
         expectArguments(e, 1, {});
-        return Value::of(changeCase(s, m == "upper"));
+        return Value::of(changeCase(s, m == "upper" ? upperCase : lowerCase));
       }
-      if (m == "title") return Value::of(pythonTitle(s));
-      if (m == "capitalize") return Value::of(capitalize(s));
+      if (m == "title") return Value::of(changeCase(s, titleCase));
+      if (m == "capitalize") return Value::of(changeCase(s, capitalized));
       if (m == "startswith" || m == "endswith") {
         expectArguments(e, 2, {});
         if (e.operands.size() < 2) fail(e.pos, fmt::format("{}() needs a string", m));
@@ -828,8 +944,10 @@ class Renderer {
         if (e.operands.size() < 2) fail(e.pos, "join() needs a list of strings");
         std::string out;
         const ValueList items = iterate(eval(*e.operands[1]), e.pos);
-        for (std::size_t i = 0; i < items.size(); ++i)
+        for (std::size_t i = 0; i < items.size(); ++i) {
           out += (i ? s : "") + stringArgument(e, items[i], "item");
+          fits(out.size());
+        }
         return Value::of(std::move(out));
       }
     }
@@ -851,18 +969,27 @@ class Renderer {
     if (from.empty()) fail(e.pos, "replacing the empty string is not supported");
     std::string out;
     std::size_t i = 0;
-    while (count-- != 0) {
+    for (std::int64_t done = 0; count < 0 || done < count; ++done) {  // a negative count: every occurrence
       const std::size_t j = s.find(from, i);
       if (j == std::string::npos) break;
       out += s.substr(i, j - i) + to;
+      fits(out.size());
       i = j + from.size();
     }
     return out + s.substr(i);
   }
 
-  std::string toJson(const Value& v, std::optional<std::int64_t> indent, int level, SourcePos p) const {
+  // json.dumps(v, indent=indent, ensure_ascii=False), within the limits (a
+  // negative indent indents by nothing, as Python's).
+  std::string toJson(const Value& v, std::optional<std::int64_t> indent, int level, SourcePos p) {
+    spend(1);
+    nests(level);
     const auto newline = [&](int depth) {
-      return "\n" + std::string(static_cast<std::size_t>(*indent * depth), ' ');
+      const auto spaces = static_cast<std::size_t>(std::max<std::int64_t>(*indent, 0));
+      std::size_t width = 0;
+      if (__builtin_mul_overflow(spaces, static_cast<std::size_t>(depth), &width)) width = SIZE_MAX;
+      fits(width);
+      return "\n" + std::string(width, ' ');
     };
     switch (v.kind) {
       case Kind::kNone: return "null";
@@ -880,6 +1007,7 @@ class Renderer {
           out += i ? (indent ? "," : ", ") : "";
           if (indent) out += newline(level + 1);
           out += toJson((*v.list)[i], indent, level + 1, p);
+          fits(out.size());
         }
         return out + (indent ? newline(level) : "") + "]";
       }
@@ -891,6 +1019,7 @@ class Renderer {
           out += first ? "" : (indent ? "," : ", ");
           if (indent) out += newline(level + 1);
           out += jsonQuote(k) + ": " + toJson(x, indent, level + 1, p);
+          fits(out.size());
           first = false;
         }
         return out + (indent ? newline(level) : "") + "}";
@@ -935,26 +1064,23 @@ class Renderer {
       expectArguments(e, 2, {"chars"});
       return Value::of(strip(str(v), charsArgument(e, 1), true, true));
     }
-    if (f == "upper" || f == "lower") return Value::of(changeCase(str(v), f == "upper"));
-    if (f == "capitalize") return Value::of(capitalize(str(v)));
-    if (f == "title") {
-      // Jinja2's title: words begin after whitespace, '-', '(', '{', '[' or '<'.
-      return Value::of(titleCase(str(v), [](char32_t previous) {
-        return isPythonSpace(previous) || previous == '-' || previous == '(' || previous == '{' || previous == '[' ||
-               previous == '<';
-      }));
-    }
+    if (f == "upper" || f == "lower") return Value::of(changeCase(str(v), f == "upper" ? upperCase : lowerCase));
+    if (f == "capitalize") return Value::of(changeCase(str(v), capitalized));
+    if (f == "title") return Value::of(jinjaTitle(str(v)));
     if (f == "replace") return Value::of(replace(e, str(v), 1));
     if (f == "abs") {
       if (!isNumber(v)) fail(e.pos, fmt::format("bad operand type for abs(): '{}'", typeName(v)));
-      return isInteger(v) ? Value::of(std::abs(asInteger(v))) : Value::ofReal(std::fabs(v.real));
+      if (!isInteger(v)) return Value::ofReal(std::fabs(v.real));
+      if (asInteger(v) == std::numeric_limits<std::int64_t>::min())
+        fail(e.pos, fmt::format("abs({}) overflows 64-bit integers", asInteger(v)));
+      return Value::of(std::abs(asInteger(v)));
     }
     if (f == "int" || f == "float") {
       if (v.is(Kind::kUndefined)) failUndefined(e.pos, v);
       expectArguments(e, 2, {"default"});
       const Value zero = f == "int" ? Value::of(std::int64_t{0}) : Value::ofReal(0);
       const Value fallback = argument(e, 1, "default").value_or(zero);
-      if (isNumber(v)) return f == "int" ? Value::of(static_cast<std::int64_t>(asReal(v))) : Value::ofReal(asReal(v));
+      if (isNumber(v)) return f == "int" ? toInteger(v, fallback, e.pos) : Value::ofReal(asReal(v));
       if (v.is(Kind::kString)) {
         try {
           std::size_t used = 0;
@@ -996,8 +1122,10 @@ class Renderer {
       const std::optional<Value> sep = argument(e, 1, "d");
       const std::optional<Value> attr = argument(e, 2, "attribute");
       std::string out;
-      for (std::size_t i = 0; i < items.size(); ++i)
+      for (std::size_t i = 0; i < items.size(); ++i) {
         out += (i && sep ? str(*sep) : "") + str(attr ? attribute(items[i], str(*attr), e.pos) : items[i]);
+        fits(out.size());
+      }
       return Value::of(std::move(out));
     }
     if (f == "map") {
@@ -1085,6 +1213,9 @@ class Renderer {
 
   const std::string& origin_;
   std::optional<std::tm> now_;
+  const ChatTemplateLimits& limits_;
+  std::int64_t steps_ = 0;
+  SourcePos at_;  // the statement or expression being evaluated
   std::vector<std::unordered_map<std::string, Value>> scopes_;
   std::string out_;
 };
@@ -1092,8 +1223,9 @@ class Renderer {
 }  // namespace
 }  // namespace detail
 
-ChatTemplate::ChatTemplate(std::string_view source, std::string origin)
+ChatTemplate::ChatTemplate(std::string_view source, std::string origin, ChatTemplateLimits limits)
     : origin_(std::move(origin)),
+      limits_(limits),
       program_(std::make_shared<const std::vector<std::unique_ptr<detail::Node>>>(
           detail::parseChatTemplate(source, origin_))) {}
 
@@ -1129,7 +1261,7 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& messages, const C
     if (*text) globals.emplace_back(name, Value::of(**text));
   for (const char* function : {"namespace", "raise_exception", "range", "strftime_now"})
     globals.emplace_back(function, Value{Value::Kind::kFunction, false, 0, 0, function});
-  return detail::Renderer(origin_, Value::of(std::move(globals)), inputs.now).run(*program_);
+  return detail::Renderer(origin_, Value::of(std::move(globals)), inputs.now, limits_).run(*program_);
 }
 
 }  // namespace hpu::core::data

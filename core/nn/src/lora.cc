@@ -68,17 +68,13 @@ void trainModulesToSave(Module& m, const std::string& prefix, const std::vector<
   }
 }
 
-std::size_t mergeUnder(Module& m) {
-  std::size_t n = 0;
-  for (auto& [name, child] : m.mutableChildren()) {
-    if (auto* lora = dynamic_cast<LoraLinear*>(child.get())) {
-      child = lora->merged();
-      ++n;
-    } else {
-      n += mergeUnder(*child);
-    }
+void collectLora(const Module& m, const std::string& prefix, std::map<std::string, const LoraLinear*>& out) {
+  for (const auto& [name, child] : m.children()) {
+    if (const auto* lora = dynamic_cast<const LoraLinear*>(child.get()))
+      out.emplace(prefix + name + ".weight", lora);
+    else
+      collectLora(*child, prefix + name + ".", out);
   }
-  return n;
 }
 
 }  // namespace
@@ -120,22 +116,21 @@ Tensor LoraLinear::forward(const Tensor& x) {
   return ops::add(y, scaling_ == 1.0 ? delta : ops::scale(delta, static_cast<float>(scaling_)));
 }
 
-std::shared_ptr<Module> LoraLinear::merged() const {
-  if (weight_.shapeOnly()) return base_;
+std::vector<float> LoraLinear::mergedWeight() const {
+  std::vector<float> w = weight_.toHost();
   const Tensor& a = static_cast<const Linear&>(*lora_a_).weight;  // [r, in]
   const Tensor& b = static_cast<const Linear&>(*lora_b_).weight;  // [out, r]
   const std::int64_t r = a.size(0), in = a.size(1), out = b.size(0);
   const std::span<const float> av = a.values(), bv = b.values();
-  std::span<float> w = Tensor(weight_).values();
   for (std::int64_t o = 0; o < out; ++o)
     for (std::int64_t i = 0; i < in; ++i) {
       double d = 0;
       for (std::int64_t k = 0; k < r; ++k) d += static_cast<double>(bv[o * r + k]) * av[k * in + i];
-      w[weight_in_out_ ? i * out + o : o * in + i] += static_cast<float>(scaling_ * d);
+      w[static_cast<std::size_t>(weight_in_out_ ? i * out + o : o * in + i)] += static_cast<float>(scaling_ * d);
     }
   if (weight_.dtype() == DType::kBFloat16 || weight_.dtype() == DType::kFloat16)
     device::roundInPlace(w, weight_.dtype());
-  return base_;
+  return w;
 }
 
 std::vector<std::string> applyLora(Module& root, InitContext& ctx, const LoraSettings& s) {
@@ -165,7 +160,11 @@ std::vector<std::string> applyLora(Module& root, InitContext& ctx, const LoraSet
   return walk.adapted;
 }
 
-std::size_t mergeLora(Module& root) { return mergeUnder(root); }
+std::map<std::string, const LoraLinear*> loraLayers(const Module& root) {
+  std::map<std::string, const LoraLinear*> out;
+  collectLora(root, "", out);
+  return out;
+}
 
 std::string peftParameterName(const Module& root, const std::string& name) {
   const Module* m = &root;

@@ -88,27 +88,26 @@ data::SamplerOptions DistributedStrategy::samplerFor(data::SamplerOptions base) 
   return base;
 }
 
-void DistributedStrategy::allReduceSum(std::span<double> values) {
-  allReduce(values, [](double a, double b) { return a + b; });
-}
+double sumOf(double a, double b) { return a + b; }
 
-void DistributedStrategy::allReduceMax(std::span<double> values) {
-  allReduce(values, [](double a, double b) { return std::max(a, b); });
-}
-
-void DistributedStrategy::allReduce(std::span<double> values, double (*combine)(double, double)) {
-  // Every rank's doubles, gathered as bytes and combined in rank order, so
-  // every rank gets the same bits.
+void allReduceInRankOrder(comm::ProcessGroup& group, std::span<double> values, double (*combine)(double, double)) {
+  // Every rank's doubles, gathered as bytes and combined in rank order.
   const std::size_t bytes = values.size() * sizeof(double);
-  std::vector<std::byte> mine(bytes), all(bytes * static_cast<std::size_t>(worldSize()));
+  std::vector<std::byte> mine(bytes), all(bytes * static_cast<std::size_t>(group.size()));
   std::memcpy(mine.data(), values.data(), bytes);
-  group_->allgather(comm::ConstBufferView(std::span<const std::byte>(mine)), comm::BufferView(std::span<std::byte>(all)));
+  group.allgather(comm::ConstBufferView(std::span<const std::byte>(mine)), comm::BufferView(std::span<std::byte>(all)));
   for (std::size_t i = 0; i < values.size(); ++i)
-    for (int r = 0; r < worldSize(); ++r) {
+    for (int r = 0; r < group.size(); ++r) {
       double v;
       std::memcpy(&v, all.data() + static_cast<std::size_t>(r) * bytes + i * sizeof(double), sizeof(double));
       values[i] = r == 0 ? v : combine(values[i], v);
     }
+}
+
+void DistributedStrategy::allReduceSum(std::span<double> values) { allReduceInRankOrder(*group_, values, sumOf); }
+
+void DistributedStrategy::allReduceMax(std::span<double> values) {
+  allReduceInRankOrder(*group_, values, [](double a, double b) { return std::max(a, b); });
 }
 
 void DistributedStrategy::barrier(const std::string& name) { group_->barrier(name); }

@@ -16,6 +16,11 @@
 
 namespace hpu::core {
 
+// Every rank of `group`'s `values`, combined in rank order: values[i] =
+// combine over r of rank r's values[i]. Every rank gets the same bits.
+void allReduceInRankOrder(comm::ProcessGroup& group, std::span<double> values, double (*combine)(double, double));
+double sumOf(double a, double b);
+
 class DistributedStrategy : public Strategy {
  public:
   // An empty `cluster_environment` detects it from the environment.
@@ -53,8 +58,6 @@ class DistributedStrategy : public Strategy {
 
  private:
   comm::ClusterInfo resolve(const comm::EnvMap& env, const comm::Topology& topology) const;
-  // Every rank's `values`, combined in rank order: values[i] = combine over r of rank r's values[i].
-  void allReduce(std::span<double> values, double (*combine)(double, double));
   // RunEnvironment::simulated_rank: this rank of the job, traced alone.
   void setupSimulated(const RunEnvironment& run, device::Platform& platform);
 

@@ -396,19 +396,13 @@ class ModelParallelStrategy final : public DistributedStrategy {
     }
     // Over the ranks of a replica, or under ZeRO-1 of every replica.
     v.total = [this](double partial) {
-      if (zero_) {
-        double value[1] = {partial};
-        allReduceSum(value);
-        return value[0];
-      }
-      float value = static_cast<float>(partial);
-      if (expert_model_)
-        expert_model_->allreduce(std::span<float>(&value, 1), comm::ReduceOp::kSum);
-      else if (model_)
-        model_->allreduce(std::span<float>(&value, 1), comm::ReduceOp::kSum);
-      else
-        tensor_->allreduce(&value, 1, DType::kFloat32, ops::ParallelReduce::kSum);
-      return static_cast<double>(value);
+      double value[1] = {partial};
+      allReduceInRankOrder(zero_         ? group()
+                           : expert_model_ ? *expert_model_
+                           : model_        ? *model_
+                                           : tensor_->comm(),
+                           value, sumOf);
+      return value[0];
     };
     return v;
   }

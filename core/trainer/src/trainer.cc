@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "hpu/comm/fault_injection.h"
 #include "hpu/core/base/errors.h"
@@ -286,10 +287,14 @@ class Trainer::StageRun final : public PipelineWork {
     if (training_) t_.reseedDropout(micro_[i].second);
     Tensor in = input;
     if (training_ && in.defined()) in.setRequiresGrad(true);
-    autograd::TapeScope scope(training_ ? &tapes_[i] : nullptr);
-    auto autocast = t_.precision_->forwardContext();
-    inputs_[i] = in;
-    outputs_[i] = stage_.forwardStage(micro_[i].first, in);
+    {
+      autograd::TapeScope scope(training_ ? &tapes_[i] : nullptr);
+      auto autocast = t_.precision_->forwardContext();
+      inputs_[i] = in;
+      outputs_[i] = stage_.forwardStage(micro_[i].first, in);
+    }
+    if (training_ && t_.strategy_->pipelineStage() + 1 == t_.strategy_->pipelineStages())
+      t_.requireTrainableLoss(outputs_[i], "forwardStage", tapes_[i]);
     return outputs_[i];
   }
   Tensor backward(std::size_t i, const Tensor& grad) override {
@@ -361,6 +366,7 @@ void Trainer::runTrainingSteps(std::int64_t steps, const std::function<double(st
                                const std::function<bool(std::int64_t, double)>& after) {
   std::int64_t step = 0;
   bool go_on = num_train_batches_ > 0;
+  StepWindow window;
   for (std::int64_t epoch = current_epoch_; go_on && step < steps; ++epoch) {
     train_loader_->startEpoch(epoch);
     model_->train();
@@ -373,7 +379,7 @@ void Trainer::runTrainingSteps(std::int64_t steps, const std::function<double(st
           (batch_idx + 1) % options_.accumulate_grad_batches == 0 || batch_idx + 1 == num_train_batches_;
       optimizer_->setLr(lr_at(step));
       try {
-        trainStep(batch, batch_idx, optimizer_turn);
+        trainStep(window, batch, batch_idx, optimizer_turn);
       } catch (...) {
         tape_.clear();
         strategy_->device().graph().discardStep();
@@ -675,6 +681,7 @@ void Trainer::trainEpoch() {
     return should_stop_ && current_epoch_ >= options_.min_epochs && global_step_ >= options_.min_steps;
   };
   const std::int64_t val_batches = val_loader_ ? options_.limit_val.of(val_loader_->numBatches()) : 0;
+  StepWindow window;
   for (std::int64_t batch_idx = 0; batch_idx < num_train_batches_; ++batch_idx) {
     std::optional<data::HostBatch> hb;
     {
@@ -690,7 +697,7 @@ void Trainer::trainEpoch() {
     callbacks([&](Callback& c) { c.onTrainBatchStart(*this, batch_idx); });
     const bool last = batch_idx + 1 == num_train_batches_;
     const bool optimizer_turn = (batch_idx + 1) % options_.accumulate_grad_batches == 0 || last;
-    const bool stepped = trainStep(batch, batch_idx, optimizer_turn);
+    const bool stepped = trainStep(window, batch, batch_idx, optimizer_turn);
     strategy_->device().graph().markStep();
     std::map<std::string, double> step_metrics = metrics_->takeStepMetrics();
     for (const auto& [k, v] : step_metrics) {
@@ -754,51 +761,54 @@ void Trainer::reseedDropout(std::int64_t batch_idx) {
                     (static_cast<std::uint64_t>(current_epoch_) << 24) ^ static_cast<std::uint64_t>(batch_idx));
 }
 
-// Pipeline parallelism: micro-batches wait for the last of their optimizer
-// step, then run together in the strategy's schedule.
-bool Trainer::trainPipelineStep(const Batch& batch, std::int64_t batch_idx, bool optimizer_turn) {
-  pending_micro_batches_.push_back({batch, batch_idx});
-  if (!optimizer_turn) return false;
-  StageRun run(*this, std::move(pending_micro_batches_), /*training=*/true);
-  pending_micro_batches_.clear();
-  params_->invalidateGrads();
-  GatheredParameters gathered(*strategy_, *params_, Strategy::GatherScope::kStep);
-  params_->beginStep();
-  strategy_->beforeBackward(*params_, {.first = true, .last = false});
-  std::vector<double> losses;
-  {
-    std::optional<autograd::AnomalyDetection> anomaly;
-    if (options_.detect_anomaly) anomaly.emplace();
-    auto s = profiler_->profile("pipeline_schedule");
-    losses = strategy_->runPipeline(run, run.size(), /*backward=*/true);
+bool Trainer::trainStep(StepWindow& window, const Batch& batch, std::int64_t batch_idx, bool optimizer_turn) {
+  const bool stages = strategy_->pipelineStages() > 1;
+  if (stages) {
+    window.emplace_back(batch, batch_idx);
+    if (!optimizer_turn) return false;
   }
-  {
-    std::optional<Profiler::Scope> s;
-    if (strategy_->worldSize() > 1) s.emplace(*profiler_, "allreduce");
-    strategy_->afterBackward(*params_, {.first = true, .last = true});
-  }
-  for (std::size_t i = 0; i < losses.size(); ++i) {
-    metrics_->setHook(MetricCollector::Hook::kTraining, run.batch(i).size());
-    if (!dryRun()) run.stage().logLoss("train", losses[i]);
-  }
-  if (!dryRun()) progress_metrics_["loss"] = losses.back();
-  return optimizerStep();
-}
-
-bool Trainer::trainStep(const Batch& batch, std::int64_t batch_idx, bool optimizer_turn) {
-  if (strategy_->pipelineStages() > 1) return trainPipelineStep(batch, batch_idx, optimizer_turn);
-  metrics_->setHook(MetricCollector::Hook::kTraining, batch.size());
-  reseedDropout(batch_idx);
-  const Strategy::MicroBatch micro{.first = batch_idx % options_.accumulate_grad_batches == 0, .last = optimizer_turn};
+  // With stages the window runs now, all of it: the whole step in one schedule.
+  const StepWindow micro_batches = std::exchange(window, {});
+  const Strategy::MicroBatch micro{.first = stages || batch_idx % options_.accumulate_grad_batches == 0,
+                                   .last = optimizer_turn};
   if (micro.first) params_->invalidateGrads();
   GatheredParameters gathered(*strategy_, *params_, Strategy::GatherScope::kStep);
   params_->beginStep();
   strategy_->beforeBackward(*params_, micro);
-  std::optional<autograd::AnomalyDetection> anomaly;
-  if (options_.detect_anomaly) anomaly.emplace();
-  std::optional<ops::SyncBatchNormScope> sync_batchnorm;
-  if (options_.sync_batchnorm && strategy_->worldSize() > 1)
-    sync_batchnorm.emplace([this](std::span<double> sums) { strategy_->allReduceSum(sums); });
+  std::vector<double> losses;
+  {
+    std::optional<autograd::AnomalyDetection> anomaly;
+    if (options_.detect_anomaly) anomaly.emplace();
+    std::optional<ops::SyncBatchNormScope> sync_batchnorm;
+    if (options_.sync_batchnorm && strategy_->worldSize() > 1)
+      sync_batchnorm.emplace([this](std::span<double> sums) { strategy_->allReduceSum(sums); });
+    if (stages) {
+      StageRun run(*this, micro_batches, /*training=*/true);
+      auto s = profiler_->profile("pipeline_schedule");
+      losses = strategy_->runPipeline(run, run.size(), /*backward=*/true);
+    } else {
+      losses.push_back(runMicroBatch(batch, batch_idx));
+    }
+  }
+  {
+    // Waiting for the gradient reduction (all-reduce, or ZeRO's reduce-scatter).
+    std::optional<Profiler::Scope> s;
+    if (strategy_->worldSize() > 1 && optimizer_turn) s.emplace(*profiler_, "allreduce");
+    strategy_->afterBackward(*params_, micro);
+  }
+  if (stages)
+    for (std::size_t i = 0; i < losses.size(); ++i) {
+      metrics_->setHook(MetricCollector::Hook::kTraining, micro_batches[i].first.size());
+      if (!dryRun()) dynamic_cast<PipelineModule&>(*model_).logLoss("train", losses[i]);
+    }
+  if (!dryRun()) progress_metrics_["loss"] = losses.back();
+  if (!optimizer_turn) return false;
+  return optimizerStep();
+}
+
+double Trainer::runMicroBatch(const Batch& batch, std::int64_t batch_idx) {
+  metrics_->setHook(MetricCollector::Hook::kTraining, batch.size());
+  reseedDropout(batch_idx);
   Tensor loss;
   {
     autograd::TapeScope scope(&tape_);
@@ -806,24 +816,19 @@ bool Trainer::trainStep(const Batch& batch, std::int64_t batch_idx, bool optimiz
     auto s = profiler_->profile("training_step");
     loss = model_->trainingStep(batch, batch_idx);
   }
-  if (!loss.defined() || !loss.requiresGrad()) {
-    tape_.clear();
-    throw UsageError(model_->typeName() + ".trainingStep returned " +
-                     (loss.defined() ? "a loss that does not depend on any parameter" : "no loss"));
-  }
+  requireTrainableLoss(loss, "trainingStep", tape_);
   {
     auto s = profiler_->profile("backward");
     tape_.backward(loss, precision_->lossScale() / static_cast<float>(options_.accumulate_grad_batches));
   }
-  if (!loss.shapeOnly()) progress_metrics_["loss"] = loss.item();
-  {
-    // Waiting for the gradient reduction (all-reduce, or ZeRO's reduce-scatter).
-    std::optional<Profiler::Scope> s;
-    if (strategy_->worldSize() > 1 && optimizer_turn) s.emplace(*profiler_, "allreduce");
-    strategy_->afterBackward(*params_, micro);
-  }
-  if (!optimizer_turn) return false;
-  return optimizerStep();
+  return loss.shapeOnly() ? std::nan("") : loss.item();
+}
+
+void Trainer::requireTrainableLoss(const Tensor& loss, const char* step, autograd::Tape& tape) const {
+  if (loss.defined() && loss.requiresGrad()) return;
+  tape.clear();
+  throw UsageError(model_->typeName() + "." + step + " returned " +
+                   (loss.defined() ? "a loss that does not depend on any parameter" : "no loss"));
 }
 
 bool Trainer::optimizerStep() {
@@ -850,13 +855,8 @@ void Trainer::clipGradients(const optim::GradientView& grads) {
       for (float& g : span) g = std::clamp(g, -limit, limit);
     return;
   }
-  double sq = 0;
-  for (std::size_t i = 0; i < grads.spans.size(); ++i) {
-    double own = 0;
-    for (float g : grads.spans[i]) own += static_cast<double>(g) * g;
-    sq += grads.weight(i) * own;
-  }
-  const double norm = std::sqrt(grads.total(sq));
+  const double norm = optim::gradientNorm(grads);
+  spdlog::debug("gradient_clip_val {}: the gradients' total norm is {:.17g}", limit, norm);
   const double coef = static_cast<double>(limit) / (norm + 1e-6);
   if (coef >= 1.0) return;
   const auto c = static_cast<float>(coef);

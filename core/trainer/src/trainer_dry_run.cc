@@ -26,10 +26,11 @@ void Trainer::dryRunFit(LightningModule& model, data::DataModule& data, std::int
   model.train();
   const std::int64_t micro = data.loaderOptions(data::Split::kTrain).batch_size;
   std::int64_t batch_idx = 0;
+  StepWindow window;
   for (std::int64_t step = 0; step < steps; ++step) {
     for (std::int64_t m = 0; m < options_.accumulate_grad_batches; ++m, ++batch_idx) {
       const Batch batch = dryRunBatch(data::Split::kTrain, micro);
-      trainStep(batch, batch_idx, m + 1 == options_.accumulate_grad_batches);
+      trainStep(window, batch, batch_idx, m + 1 == options_.accumulate_grad_batches);
       strategy_->device().graph().markStep();
       metrics_->takeStepMetrics();
     }

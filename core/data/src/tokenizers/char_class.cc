@@ -4,13 +4,14 @@
 #include "tokenizers/unicode_tables.h"
 
 namespace hpu::core::data::detail {
-namespace {
 
 bool inRanges(std::span<const CodeRange> ranges, char32_t c) {
   const auto it = std::upper_bound(ranges.begin(), ranges.end(), c,
                                    [](char32_t v, const CodeRange& r) { return v < r.first; });
   return it != ranges.begin() && c <= std::prev(it)->last;
 }
+
+namespace {
 
 CharClass lookUp(char32_t c) {
   if (isWhitespace(c)) return CharClass::kSpace;

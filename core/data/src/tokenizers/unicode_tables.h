@@ -2,7 +2,8 @@
 // general category L*), \p{N} (numbers, N*) and \s (the White_Space
 // property, as Oniguruma's \s in Hugging Face tokenizers); word characters;
 // the canonical combining classes and decompositions of the NFC and NFD
-// normalizers. Pure functions; the tables are built once, thread-safe.
+// normalizers; and the case tables of Python's str methods
+// (case_mapping.h). Pure functions; the tables are built once, thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +18,28 @@ struct CodeRange {
 std::span<const CodeRange> letterRanges();
 std::span<const CodeRange> numberRanges();
 std::span<const CodeRange> wordExtraRanges();  // word characters that are not letters
+std::span<const CodeRange> casedRanges();          // Unicode's Cased
+std::span<const CodeRange> caseIgnorableRanges();  // Unicode's Case_Ignorable
+
+// Whether `c` lies in one of `ranges` (sorted, disjoint).
+bool inRanges(std::span<const CodeRange> ranges, char32_t c);
+
+// Python's one-character lower(), upper() and title() where each gives one
+// character: c + offsets[0], [1], [2] for c = first, first + stride, ...,
+// last. Generated, sorted by first; runs of stride 2 interleave.
+struct CaseRun {
+  char32_t first, last;
+  int stride;
+  std::int32_t offsets[3];
+};
+std::span<const CaseRun> caseRuns();
+// Where one of them gives several characters: the three mappings, each up
+// to three characters (0 ends a shorter one). Generated, sorted.
+struct SpecialCase {
+  char32_t code;
+  char32_t mapped[3][3];
+};
+std::span<const SpecialCase> specialCases();
 
 struct CombiningClassRange {
   char32_t first, last;  // inclusive

@@ -14,12 +14,15 @@
 
 #include "hpu/core/base/errors.h"
 #include "hpu/core/base/file_io.h"
+#include "hpu/core/config/registry.h"
 #include "hpu/core/data/chat_template.h"
 #include "hpu/core/models/hf_directory.h"
 #include "hpu/core/nn/layers/rotary.h"
 #include "hpu/core/nn/layers/self_attention.h"
 #include "hpu/core/ops/autocast.h"
 #include "hpu/core/tensor/autograd.h"
+#include "hpu/device/check.h"
+#include "hpu/device/device.h"
 #include "hpu/device/numerics.h"
 
 namespace hpu::core::models {
@@ -80,7 +83,9 @@ CausalLM::CausalLM(Family family, const config::Params& p)
       gradient_checkpointing_(p.node("gradient_checkpointing").str() != "selective" &&
                               config::asBool(p.node("gradient_checkpointing"))),
       generation_{p.getInt("max_new_tokens"), p.getBool("do_sample"), static_cast<float>(p.getFloat("temperature")),
-                  p.getInt("top_k"), p.getInt("bucket_size"), p.getBool("reuse_cache")} {
+                  p.getInt("top_k"), p.getInt("bucket_size"), p.getBool("reuse_cache")},
+      init_args_(p.values()),
+      init_args_schema_(&p.schema()) {
   if (p.has("pretrained")) pretrained_ = p.getString("pretrained");
   if (p.has("lora_path")) lora_path_ = p.getString("lora_path");
   if (p.has("lora"))
@@ -158,6 +163,10 @@ void CausalLM::applyPretrained(nn::InitContext& ctx) {
     spdlog::debug("LoRA: {} layers adapted ({} ...)", adapted.size(), adapted.front());
   }
   if (!pretrained_.empty()) {
+    // A pipeline stage holds part of the model the files hold: the whole
+    // model is checked against them, and the stage copies its own tensors.
+    const std::set<std::string> other_stages =
+        stage_.first && stage_.last ? std::set<std::string>{} : wholeModelKeys(ctx);
     pretrained_weights_ = std::make_unique<PretrainedWeights>(pretrained_, /*header_only=*/ctx.device.shapeOnly());
     const bool defer = ctx.defer_trainable_values;
     loadPretrainedWeights(
@@ -166,7 +175,7 @@ void CausalLM::applyPretrained(nn::InitContext& ctx) {
           if (nn::isLoraAdapter(t.name)) return PretrainedLoad::kAbsent;
           return defer && t.tensor.requiresGrad() ? PretrainedLoad::kCheckOnly : PretrainedLoad::kCopy;
         },
-        *pretrained_weights_);
+        *pretrained_weights_, other_stages);
     if (!defer) pretrained_weights_.reset();
   }
   if (!lora_ || lora_path_.empty()) return;
@@ -203,6 +212,32 @@ void CausalLM::applyPretrained(nn::InitContext& ctx) {
                                  file, fmt::join(problems, "; ")));
 }
 
+std::set<std::string> CausalLM::wholeModelKeys(const nn::InitContext& ctx) const {
+  const config::ComponentSchema* schema = nullptr;
+  for (const config::ComponentSchema* s : config::SchemaRegistry::instance().list(config::ComponentKind::kModel))
+    if (&s->init_args == init_args_schema_) schema = s;
+  HPU_CHECK(schema != nullptr, "{} was not built from a registered component's init_args", typeName());
+  device::DeviceOptions shapes;
+  shapes.memoryLimit = {std::numeric_limits<std::uint64_t>::max(), "host memory"};
+  shapes.shapeOnly = true;
+  device::Device device(-1, -1, ctx.device.spec().generation, shapes);  // outlives the model built on it
+  Generator init(ctx.seed), dropout(ctx.seed);
+  config::Node component = config::Node::map();
+  component.set("class_path", config::Node::scalar(schema->classPath()));
+  component.set("init_args", init_args_);
+  const std::unique_ptr<LightningModule> whole =
+      config::ComponentFactory<LightningModule>::instance().create(component, "model");
+  nn::InitContext one_device{device, init, dropout, ctx.param_dtype};
+  one_device.seed = ctx.seed;
+  ModelInput input;
+  input.tokenizer = tokenizer_;
+  whole->configureModel(one_device, input);
+  std::set<std::string> keys;
+  for (const auto& p : whole->namedParameters()) keys.insert(checkpointKey(p.name));
+  for (const auto& b : whole->namedBuffers()) keys.insert(checkpointKey(b.name));
+  return keys;
+}
+
 bool CausalLM::fillDeferredParameter(const std::string& name, std::int64_t first, std::span<float> out) {
   if (!pretrained_weights_ || nn::isLoraAdapter(name)) return false;
   pretrained_weights_->copy(checkpointKey(name), first, out);
@@ -223,12 +258,15 @@ std::optional<std::int64_t> CausalLM::eosId() const {
   return tokenizer_ ? tokenizer_->settings().eos_id : std::nullopt;
 }
 
-void CausalLM::exportPretrained(const std::string& dir) {
-  const std::size_t merged = nn::mergeLora(*this);
-  if (merged > 0) spdlog::info("export: merged the LoRA adapters of {} layers into their weights", merged);
+void CausalLM::exportPretrained(const std::string& dir) const {
+  // PEFT's merge_and_unload on copies: adapted weights with their adapters added, the adapters left out.
+  const std::map<std::string, const nn::LoraLinear*> adapted = nn::loraLayers(*this);
+  if (!adapted.empty())
+    spdlog::info("export: merged the LoRA adapters of {} layers into their weights", adapted.size());
   std::vector<checkpoint::TensorEntry> tensors;
   DType dtype = DType::kFloat32;
   for (const auto& p : namedParameters()) {
+    if (nn::isLoraAdapter(p.name)) continue;
     checkpoint::TensorEntry e;
     e.name = checkpointKey(p.name);
     dtype = p.tensor.dtype();
@@ -236,7 +274,8 @@ void CausalLM::exportPretrained(const std::string& dir) {
       throw UsageError("export: " + e.name + " is an fp8 weight; export the bf16 checkpoint the fp8 run started from");
     e.dtype = dtype;
     e.shape.assign(p.tensor.shape().dims().begin(), p.tensor.shape().dims().end());
-    e.values = p.tensor.toHost();
+    const auto layer = adapted.find(p.name);
+    e.values = layer == adapted.end() ? p.tensor.toHost() : layer->second->mergedWeight();
     tensors.push_back(std::move(e));
   }
   TransformerConfig c = config_;
@@ -275,7 +314,7 @@ void CausalLM::saveAdapter(const std::string& dir) const {
   namespace fs = std::filesystem;
   writeFileAtomically((fs::path(dir) / "adapter_config.json").string(),
                       peftAdapterConfigJson(*lora_, pretrained_, config_.model_type));
-  writeFileAtomically((fs::path(dir) / "adapter_model.safetensors").string(), checkpoint::encodeSafetensors(adapter));
+  checkpoint::writeSafetensorsFile(adapter, (fs::path(dir) / "adapter_model.safetensors").string());
 }
 
 std::vector<nn::Module*> CausalLM::backbone() {

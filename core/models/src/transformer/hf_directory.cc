@@ -116,7 +116,7 @@ std::uint64_t PretrainedWeights::bytesStored() const {
 
 void loadPretrainedWeights(const nn::Module& module, const std::function<std::string(const std::string&)>& key,
                            const std::function<PretrainedLoad(const nn::NamedTensor&)>& how,
-                           const PretrainedWeights& weights) {
+                           const PretrainedWeights& weights, const std::set<std::string>& other_parts) {
   std::vector<std::string> missing, misshapen;
   std::set<std::string> used;
   std::vector<nn::NamedTensor> tensors = module.namedParameters();
@@ -155,7 +155,9 @@ void loadPretrainedWeights(const nn::Module& module, const std::function<std::st
   }
   std::vector<std::string> unexpected;
   for (const std::string& name : weights.names())
-    if (!used.count(name) && !notSavedByTransformers(name) && !name.ends_with("lm_head.weight")) unexpected.push_back(name);
+    if (!used.count(name) && !other_parts.count(name) && !notSavedByTransformers(name) &&
+        !name.ends_with("lm_head.weight"))
+      unexpected.push_back(name);
   if (missing.empty() && unexpected.empty() && misshapen.empty()) return;
   std::string msg = fmt::format("model.init_args.pretrained: the weights in {} do not fit the model built from its "
                                 "config.json:",
@@ -318,14 +320,14 @@ void writePretrainedWeights(const std::string& dir, std::vector<checkpoint::Tens
   const fs::path root(dir);
   for (auto& s : shards) s.metadata["format"] = "pt";
   if (shards.size() == 1) {
-    writeFileAtomically((root / kWeights).string(), checkpoint::encodeSafetensors(shards[0]));
+    checkpoint::writeSafetensorsFile(shards[0], (root / kWeights).string());
     return;
   }
   json index{{"metadata", {{"total_size", total}}}, {"weight_map", json::object()}};
   for (std::size_t i = 0; i < shards.size(); ++i) {
     const std::string name = fmt::format("model-{:05d}-of-{:05d}.safetensors", i + 1, shards.size());
     for (const auto& t : shards[i].tensors) index["weight_map"][t.name] = name;
-    writeFileAtomically((root / name).string(), checkpoint::encodeSafetensors(shards[i]));
+    checkpoint::writeSafetensorsFile(shards[i], (root / name).string());
   }
   writeFileAtomically((root / kIndex).string(), index.dump(2) + "\n");
 }

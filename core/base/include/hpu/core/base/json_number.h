@@ -1,6 +1,7 @@
 // Numbers out of JSON that users and other programs write (safetensors
-// headers, DeepSpeed configs, fp8 measurement files). nlohmann's
-// get<Integer>() of a float, and get<float>() of a double past float's range,
+// headers, DeepSpeed configs, fp8 measurement files, the numbers a chat
+// template computes). nlohmann's get<Integer>() of a float, get<float>() of a
+// double past float's range, and a cast of a double past the integer's range
 // convert out of range: undefined behaviour. These refuse such values instead.
 #pragma once
 
@@ -52,6 +53,18 @@ std::optional<T> jsonFloat(const nlohmann::json& v) {
   const double d = v.get<double>();
   if (std::fabs(d) > static_cast<double>(std::numeric_limits<T>::max())) return std::nullopt;
   return static_cast<T>(d);
+}
+
+// `d` truncated toward zero (Python's int() of a float) as a T when T holds
+// it; nullopt for NaN, an infinity or a value outside T.
+template <std::integral T>
+std::optional<T> truncatedInteger(double d) {
+  const double t = std::trunc(d);
+  // T's range is [min, 2^digits): both bounds are exact doubles, and NaN fails both tests.
+  if (!(t >= static_cast<double>(std::numeric_limits<T>::min()) &&
+        t < std::ldexp(1.0, std::numeric_limits<T>::digits)))
+    return std::nullopt;
+  return static_cast<T>(t);
 }
 
 }  // namespace hpu::core

@@ -56,6 +56,16 @@ std::string shardPath(const std::string& checkpoint, int rank);
 std::string encodeSafetensors(const Checkpoint& ckpt);
 Checkpoint decodeSafetensors(const std::string& bytes, const std::string& origin);
 
+// The same bytes as encodeSafetensors, written to `path` atomically
+// (AtomicFile) as each tensor is encoded: besides `ckpt`, host memory holds
+// the header and a piece of 1 MiB.
+void writeSafetensorsFile(const Checkpoint& ckpt, const std::string& path);
+// What decodeSafetensors gives for the file at `path`, read in pieces of 1
+// MiB, each checksummed and copied into its tensors as it passes: besides the
+// result, host memory holds the header and one piece. Throws CheckpointError
+// for an unreadable, truncated, altered or malformed file.
+Checkpoint readSafetensorsFile(const std::string& path);
+
 // The metadata of the checkpoint file at `path`, read from its header alone:
 // the checksum, which covers the whole file, is not verified. Throws
 // CheckpointError for an unreadable file or a malformed header.

@@ -16,13 +16,15 @@
 // methods that chat_template_syntax.h lists (isSupportedFilter ...).
 // Anything else is refused when the template is parsed, with its
 // line:column. Strings are Python's: len, slices and indices count
-// characters; upper / lower / title / capitalize use Unicode's one-to-one
-// case mappings (Python's few one-to-many ones, 'ß'.upper() == 'SS', are
-// not made).
+// characters; upper / lower / title / capitalize map case as Python does
+// ('ß'.upper() == 'SS', a word-final 'Σ' lowers to 'ς'), from tables pinned
+// in the source, whatever the process's locale.
 //
 // Immutable after construction: render() is thread-safe.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <ctime>
 #include <memory>
 #include <optional>
@@ -52,6 +54,23 @@ struct ChatTemplateInputs {
   std::optional<std::tm> now;
 };
 
+// What one render may compute: a template comes from a downloaded
+// tokenizer_config.json and runs in the trainer's process, so one that loops,
+// grows or nests without end is refused (DataError naming its place) instead
+// of exhausting the process. Real templates use a small part of this.
+struct ChatTemplateLimits {
+  // Units of work: a statement or expression evaluated, a value visited by a
+  // comparison or a conversion to text, an item of a list built or copied,
+  // 64 bytes of text moved.
+  std::int64_t steps = 10'000'000;
+  // Bytes of the rendered text or of any string the template builds; items
+  // of any list it builds.
+  std::size_t size = 64u << 20;
+  // Values nested in values (a namespace may hold itself), as the parser's
+  // limit on nested blocks and expressions.
+  int depth = 200;
+};
+
 // The inputs transformers gives a tokenizer's template: the text of its special
 // tokens (those it sets) and add_generation_prompt.
 ChatTemplateInputs chatTemplateInputs(const TokenizerSettings& settings, bool add_generation_prompt);
@@ -73,7 +92,7 @@ class ChatTemplate {
   // Parses `source`. `origin` names it in messages ("model/tokenizer_config.json:
   // chat_template"). Throws DataError "<origin>:<line>:<column>: ..." for a
   // syntax error or a construct outside the subset.
-  ChatTemplate(std::string_view source, std::string origin);
+  ChatTemplate(std::string_view source, std::string origin, ChatTemplateLimits limits = {});
   ~ChatTemplate();
   ChatTemplate(ChatTemplate&&) noexcept;
   ChatTemplate& operator=(ChatTemplate&&) noexcept;
@@ -84,13 +103,14 @@ class ChatTemplate {
   // and the functions raise_exception, namespace, range and strftime_now.
   // Throws ChatTemplateRefusal for raise_exception, DataError
   // "<origin>:<line>:<column>: ..." for an error of evaluation (an undefined
-  // value's attribute, str + int, ...).
+  // value's attribute, str + int, ...) or a render beyond the limits.
   std::string render(const nlohmann::ordered_json& messages, const ChatTemplateInputs& inputs) const;
 
   const std::string& origin() const { return origin_; }
 
  private:
   std::string origin_;
+  ChatTemplateLimits limits_;
   std::shared_ptr<const std::vector<std::unique_ptr<detail::Node>>> program_;
 };
 

@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -124,9 +125,10 @@ class CausalLM : public LightningModule, public PipelineModule {
 
   // Writes a Hugging Face model directory loadable by transformers'
   // from_pretrained: config.json, model.safetensors (sharded past 5 GB),
-  // generation_config.json and the tokenizer's files. LoRA adapters are
-  // merged into their layers first (the model stays merged).
-  void exportPretrained(const std::string& dir);
+  // generation_config.json and the tokenizer's files. The weights written
+  // have the LoRA adapters merged in (PEFT's merge_and_unload); the model
+  // itself is unchanged.
+  void exportPretrained(const std::string& dir) const;
   // Writes the LoRA adapters (and the modules_to_save, the trained biases)
   // as PEFT's save_pretrained does: adapter_config.json and
   // adapter_model.safetensors. Throws UsageError when the model has none.
@@ -222,9 +224,17 @@ class CausalLM : public LightningModule, public PipelineModule {
   std::optional<nn::LoraSettings> lora_;  // from init_args lora, or lora_path's adapter_config.json
   std::string lora_path_;
   std::unique_ptr<PretrainedWeights> pretrained_weights_;  // kept while trainable values are deferred
+  // The init_args this model was built from, and their schema: what builds it again, whole (wholeModelKeys).
+  config::Node init_args_;
+  const config::StructSchema* init_args_schema_;
   // The token that ends a generation: config.json's eos_token_id, else the tokenizer's.
   std::optional<std::int64_t> eosId() const;
   void applyPretrained(nn::InitContext& ctx);
+  // The checkpoint keys of every tensor of the whole model: its class built
+  // again from its init_args, on one shape-only device (names and shapes, no
+  // values), which checks the pretrained files against the whole model as
+  // one device does (UsageError naming what does not fit).
+  std::set<std::string> wholeModelKeys(const nn::InitContext& ctx) const;
 };
 
 // The init_args every causal LM takes beside its architecture's: config,

@@ -15,6 +15,7 @@
 #include <span>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -69,13 +70,14 @@ enum class PretrainedLoad {
 // key(name) (a model's checkpoint names: Hugging Face's) and treated as
 // how(tensor) says. Tensors transformers leaves out of a checkpoint (rotary
 // inv_freq, GPT-2's causal mask buffers) may be absent or present; a tied
-// lm_head may be present (transformers ties it anyway). Anything else
-// missing from the files, present in them but not in the model, or of
-// another shape is listed, all of it, in one UsageError naming the
-// directory. Half-precision parameters are rounded to their dtype.
+// lm_head may be present (transformers ties it anyway); `other_parts` (keys
+// of the tensors the model's other pipeline stages hold) are present and
+// left alone. Anything else missing from the files, present in them but not
+// in the model, or of another shape is listed, all of it, in one UsageError
+// naming the directory. Half-precision parameters are rounded to their dtype.
 void loadPretrainedWeights(const nn::Module& module, const std::function<std::string(const std::string&)>& key,
                            const std::function<PretrainedLoad(const nn::NamedTensor&)>& how,
-                           const PretrainedWeights& weights);
+                           const PretrainedWeights& weights, const std::set<std::string>& other_parts = {});
 
 // config.json of `c` as transformers 5 writes it for the model's class
 // (its keys, dtype `dtype`, rope_parameters, layer_types).

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,9 +46,11 @@ class LoraLinear : public Module {
   std::string describe() const override;
   Tensor forward(const Tensor& x) override;
 
-  // The layer with B A (alpha / r) added to its weight: what merging for
-  // export gives (PEFT's merge_and_unload).
-  std::shared_ptr<Module> merged() const;
+  // The weight with B A (alpha / r) added, rounded to its dtype, as host
+  // values: what merging for export writes (PEFT's merge_and_unload). The
+  // layer is unchanged: merging again gives the same values. REQUIRES: not
+  // on a shape-only device.
+  std::vector<float> mergedWeight() const;
   const Tensor& weight() const { return weight_; }
   const Tensor& bias() const { return bias_; }
 
@@ -78,7 +81,8 @@ inline bool isLoraAdapter(const std::string& name) {
   return name.find("lora_A.") != std::string::npos || name.find("lora_B.") != std::string::npos;
 }
 
-// Replaces every LoraLinear under `root` by its merged layer; returns how many.
-std::size_t mergeLora(Module& root);
+// The LoraLinear layers under `root`, by the name of their weight as
+// root.namedParameters() gives it ("model.layers.0.self_attn.q_proj.weight").
+std::map<std::string, const LoraLinear*> loraLayers(const Module& root);
 
 }  // namespace hpu::core::nn

@@ -233,9 +233,27 @@ class Trainer {
 
   void fitLoop();
   void trainEpoch();
-  bool trainStep(const Batch& batch, std::int64_t batch_idx, bool optimizer_turn);
+  // The micro-batches (batch, batch_idx) of an optimizer step that wait to
+  // run: with pipeline stages, a step's micro-batches run together once its
+  // last has come. The loop feeding trainStep owns them, so leaving the loop
+  // (an early stop, an exception) drops what waits: a later loop (a
+  // BatchSizeFinder retry, another fit) never runs a stale micro-batch.
+  using StepWindow = std::vector<std::pair<Batch, std::int64_t>>;
+  // One micro-batch of training, every layout through one protocol: the
+  // step's gradients reset at its first micro-batch, the strategy's hooks
+  // around the backwards, anomaly detection, sync_batchnorm, the loss checked
+  // (a scalar depending on a parameter), the optimizer step at its last.
+  // Without pipeline stages the micro-batch runs now; with them it joins
+  // `window` and the window runs in the strategy's schedule at the step's
+  // last. Returns whether the optimizer stepped.
+  bool trainStep(StepWindow& window, const Batch& batch, std::int64_t batch_idx, bool optimizer_turn);
+  // trainStep's micro-batch on the whole model (no pipeline stages): forward
+  // on tape_ and backward; its loss (NaN in a dry run).
+  double runMicroBatch(const Batch& batch, std::int64_t batch_idx);
+  // Throws UsageError naming the model's `step` method unless `loss` is
+  // defined and depends on a parameter; clears `tape` first.
+  void requireTrainableLoss(const Tensor& loss, const char* step, autograd::Tape& tape) const;
   class StageRun;
-  bool trainPipelineStep(const Batch& batch, std::int64_t batch_idx, bool optimizer_turn);
   // One batch forward through the pipeline stages (evaluation): the last stage's loss, on every stage.
   double forwardStages(const Batch& batch, std::int64_t batch_idx);
   // Gradients synchronised: unscale, check, clip, step. False when the
@@ -276,8 +294,6 @@ class Trainer {
   std::unique_ptr<MetricCollector> metrics_;
   Generator init_rng_, dropout_rng_;
   autograd::Tape tape_;
-  // Pipeline parallelism: this optimizer step's micro-batches so far (batch, batch_idx).
-  std::vector<std::pair<Batch, std::int64_t>> pending_micro_batches_;
   std::unique_ptr<data::DataLoader> train_loader_, val_loader_;
 
   data::Stage stage_ = data::Stage::kFit;
