@@ -86,6 +86,14 @@ constexpr double kAbsTolerance = 4e-6;
 
 const std::vector<std::string> kTensorParallel{"--trainer.strategy=ModelParallelStrategy"};
 
+// A layout the model cannot take is refused by the process the user started,
+// with exit 2, before it starts any rank: no line comes from a rank (a
+// distributed run names its rank on every line).
+void expectRefusedBeforeRanksStart(const RunResult& r) {
+  EXPECT_EQ(r.exit_code, 2) << r.describe();
+  EXPECT_THAT(r.err, ::testing::Not(HasSubstr("[rank "))) << r.describe();
+}
+
 class ModelParallelTest : public TrainRunTest {
  protected:
   // Fits `config` into <scratch>/<root> with `args`; expects exit 0.
@@ -390,7 +398,7 @@ TEST_F(ModelParallelTest, ExpertParallelLayoutsThatCannotWorkAreRefusedByName) {
                                   "--trainer.strategy.init_args.tensor_parallel_size=1"};
     args.insert(args.end(), extra.begin(), extra.end());
     const RunResult r = run(args);
-    EXPECT_EQ(r.exit_code, 2) << r.describe();
+    expectRefusedBeforeRanksStart(r);
     return r.err;
   };
   EXPECT_THAT(refusal({"--trainer.devices=2", "--trainer.strategy.init_args.data_parallel_size=2",
@@ -568,17 +576,17 @@ TEST_F(ModelParallelTest, LayoutsThatCannotWorkAreRefusedByName) {
   write("llama.yaml", std::string(kRun) + kLlama);
   RunResult r = run({"fit", "-c", "llama.yaml", "--trainer.devices=2", kTensorParallel[0],
                      "--trainer.strategy.init_args.data_parallel_size=2"});
-  EXPECT_EQ(r.exit_code, 2) << r.describe();
+  expectRefusedBeforeRanksStart(r);
   EXPECT_THAT(r.err, HasSubstr("error: trainer.strategy: the sizes data_parallel_size=2 and tensor_parallel_size=2 "
                                "multiplied should equal the world size (2 = trainer.devices 2 x trainer.num_nodes 1)"));
   r = run({"fit", "-c", "llama.yaml", "--trainer.devices=2", kTensorParallel[0], "--model.init_args.vocab_size=63",
            "--data.init_args.vocab_size=63"});
-  EXPECT_EQ(r.exit_code, 2) << r.describe();
+  expectRefusedBeforeRanksStart(r);
   EXPECT_THAT(r.err, HasSubstr("Embedding: 63 rows (the vocabulary) cannot be split across 2 tensor-parallel ranks; "
                                "choose a tensor_parallel_size that divides it"));
   r = run({"fit", "-c", "llama.yaml", "--trainer.devices=4", kTensorParallel[0], "--model.init_args.num_attention_heads=2",
            "--model.init_args.num_key_value_heads=2"});
-  EXPECT_EQ(r.exit_code, 2) << r.describe();
+  expectRefusedBeforeRanksStart(r);
   EXPECT_THAT(r.err, HasSubstr("num_attention_heads 2 cannot be split across 4 tensor-parallel ranks; choose a "
                                "tensor_parallel_size that divides it"));
 }
@@ -777,12 +785,69 @@ TEST_F(ModelParallelTest, PipelineScheduleAndItsBubbleShowInTheProfilerTrace) {
   EXPECT_THAT(phases(1), ::testing::ElementsAre("f", "b", "f", "b", "f", "b", "f", "b"));
 }
 
+// LoRA under tensor and pipeline parallelism: the adapters split with their
+// base layers (B as a column-parallel layer's rows, A as a row-parallel
+// one's columns, the other whole), grouped-query attention's key/value
+// pieces and sequence parallelism included, and a stage adapts its own
+// layers. Every layout trains one device's losses and adapters (dropout
+// masks included), its checkpoint consolidates to one device's, and export
+// writes the PEFT adapter directory from the distributed checkpoint.
+TEST_F(ModelParallelTest, LoraAdaptersSplitWithTheirLayersAndTrainAsOneDevice) {
+  write("llama.yaml", std::string(kRun) + kLlama);
+  const std::vector<std::string> lora{
+      "--model.init_args.lora={r: 4, lora_alpha: 8, lora_dropout: 0.2, target_modules: [q_proj, k_proj, v_proj, "
+      "o_proj, gate_proj, up_proj, down_proj]}"};
+  const auto sameAsOneDevice = [&](const std::string& root, const std::string& one) {
+    expectClose(losses(root), losses(one), root);
+    const fs::path whole = dir() / (root + ".ckpt");
+    ASSERT_EQ(run({"consolidate", checkpoint(root, "last.ckpt").string(), whole.string()}).exit_code, 0) << root;
+    expectSameTensors(readCheckpoint(whole), readCheckpoint(checkpoint(one, "last.ckpt")));
+  };
+  fit("llama.yaml", "one", lora);
+  const std::string sequence_parallel = "--trainer.strategy.init_args.sequence_parallel=true";
+  for (const auto& [root, layout] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"tp2", {"--trainer.devices=2", kTensorParallel[0]}},
+           {"tp2_sequence", {"--trainer.devices=2", kTensorParallel[0], sequence_parallel}},
+           {"tp4_kv_pieces", {"--trainer.devices=4", kTensorParallel[0]}}}) {
+    SCOPED_TRACE(root);
+    fit("llama.yaml", root, plus(lora, layout));
+    sameAsOneDevice(root, "one");
+  }
+  const RunResult exported = run({"export", "--ckpt_path", checkpoint("tp2", "last.ckpt").string(), "--output",
+                                  (dir() / "adapter").string(), "--adapter"});
+  ASSERT_EQ(exported.exit_code, 0) << exported.describe();
+  EXPECT_TRUE(fs::exists(dir() / "adapter" / "adapter_model.safetensors"));
+
+  fit("llama.yaml", "one_four_layers", plus(kFourLayers, lora));
+  for (const auto& [root, layout] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"pp2", pipeline(2, 1, 2, plus(kFourLayers, lora))}, {"tp2_pp2", pipeline(4, 2, 2, plus(kFourLayers, lora))}}) {
+    SCOPED_TRACE(root);
+    fit("llama.yaml", root, layout);
+    sameAsOneDevice(root, "one_four_layers");
+  }
+}
+
+// Targets that only the last stage holds: the first stage trains nothing
+// and still passes gradients through; targets no stage holds are refused
+// as on one device.
+TEST_F(ModelParallelTest, LoraTargetsOfOneStageTrainAsOneDevice) {
+  write("llama.yaml", std::string(kRun) + kLlama);
+  const std::vector<std::string> lora{"--model.init_args.lora={r: 2, target_modules: [lm_head]}"};
+  fit("llama.yaml", "one", plus(kFourLayers, lora));
+  fit("llama.yaml", "pp2", pipeline(2, 1, 2, plus(kFourLayers, lora)));
+  expectClose(losses("pp2"), losses("one"), "pp2");
+  const RunResult r = run(plus({"fit", "-c", "llama.yaml", "--trainer.default_root_dir=none"},
+                               pipeline(2, 1, 2, plus(kFourLayers, {"--model.init_args.lora={target_modules: [qproj]}"}))));
+  expectRefusedBeforeRanksStart(r);
+  EXPECT_THAT(r.err, HasSubstr("model.init_args.lora.target_modules: [qproj] matches no layer of the model"));
+}
+
 TEST_F(ModelParallelTest, PipelineLayoutsThatCannotWorkAreRefusedByName) {
   write("llama.yaml", std::string(kRun) + kLlama);
   const auto refused = [&](std::vector<std::string> args, const std::string& message) {
     args.insert(args.begin(), {"fit", "-c", "llama.yaml", "--trainer.default_root_dir=refused"});
     const RunResult r = run(args);
-    EXPECT_EQ(r.exit_code, 2) << r.describe();
+    expectRefusedBeforeRanksStart(r);
     EXPECT_THAT(r.err, HasSubstr(message));
   };
   refused(pipeline(3, 1, 3, {}),
@@ -797,11 +862,12 @@ TEST_F(ModelParallelTest, PipelineLayoutsThatCannotWorkAreRefusedByName) {
           "least one of LlamaForCausalLM's 2 decoder layers");
   refused(plus(pipeline(2, 1, 2, {}), {"--model=BoringModel", "--data=RandomDataModule"}),
           "error: trainer.strategy.init_args.pipeline_parallel_size=2: BoringModel has no decoder layers to split into "
-          "pipeline stages; pipeline parallelism runs LlamaForCausalLM and GPT2LMHeadModel");
+          "pipeline stages; pipeline parallelism runs the decoder language models (LlamaForCausalLM, "
+          "GPT2LMHeadModel, AutoModelForCausalLM, ...)");
   std::vector<std::string> predict = pipeline(2, 1, 2, {});
   predict.insert(predict.begin(), {"predict", "-c", "llama.yaml", "--model.init_args.prompt=a"});
   const RunResult r = run(predict);
-  EXPECT_EQ(r.exit_code, 2) << r.describe();
+  expectRefusedBeforeRanksStart(r);
   EXPECT_THAT(r.err, HasSubstr("error: predict with trainer.strategy.init_args.pipeline_parallel_size=2: generation "
                                "runs every layer on each rank; predict with tensor_parallel_size (and "
                                "pipeline_parallel_size 1), which reads this run's checkpoints as well"));

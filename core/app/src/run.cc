@@ -21,6 +21,7 @@
 #include "hpu/device/platform.h"
 #include "hpu/device/threading.h"
 #include "elastic.h"
+#include "rehearsal.h"
 #include "save_config_callback.h"
 #include "selection.h"
 
@@ -219,6 +220,7 @@ int run(const RunRequest& request) {
   const Node& devices = *cfg.find("trainer")->find("devices");
   const int devices_per_node = devicesRequested(devices, platform);
   describeDevicesOnNode(devices, devices_per_node, platform, request.env);
+  app::rehearseLayout(request, devices_per_node);
   if (auto code = app::runElasticAgent(request, devices_per_node)) return *code;
   Pipeline pipeline = buildPipeline(request, platform, -1);
   TrainerParts& parts = pipeline.parts;

@@ -19,7 +19,7 @@ std::string_view splitName(Split s) {
 }
 
 std::vector<Field> DataModule::batchFields(Split) const {
-  throw UsageError(name() +
+  throw FieldsUndeclared(name() +
                    " cannot declare its samples without reading its files, which estimate does not do; estimate with "
                    "a data module of the same shapes (RandomDataModule, RandomTokensDataModule)");
 }

@@ -22,6 +22,16 @@ bool namedBy(const std::string& path, const std::vector<std::string>& names) {
   return false;
 }
 
+// The kInit sub-stream adapter `path` draws its A from: its own, so that
+// its values do not depend on which other layers this process builds (a
+// pipeline stage builds some). FNV-1a of the path, in streams of their own
+// (the top byte 0xF1, past the model's).
+std::uint64_t adapterStream(const std::string& path) {
+  std::uint64_t h = 14695981039346656037ull;
+  for (const char c : path) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  return (std::uint64_t{0xF1} << 56) | (h & ((std::uint64_t{1} << 56) - 1));
+}
+
 struct Walk {
   const LoraSettings& s;
   InitContext& ctx;
@@ -37,7 +47,9 @@ struct Walk {
           throw UsageError(fmt::format("model.init_args.lora.target_modules names {}, a {}; LoRA adapts Linear and "
                                        "Conv1D layers",
                                        path, child->typeName()));
-        child = std::make_shared<LoraLinear>(ctx, child, s);
+        Generator rng(ctx.seed, RandomStream::kInit, adapterStream(path));
+        InitContext adapter_ctx = withRng(ctx, rng);
+        child = std::make_shared<LoraLinear>(adapter_ctx, child, s);
         adapted.push_back(path);
         continue;
       }
@@ -85,21 +97,33 @@ double LoraSettings::scaling() const {
 
 LoraLinear::LoraLinear(InitContext& ctx, std::shared_ptr<Module> base, const LoraSettings& s)
     : base_(std::move(base)), scaling_(s.scaling()), dropout_(s.lora_dropout), rng_(&ctx.dropout_rng) {
-  std::int64_t in = 0, out = 0;
   if (auto* l = dynamic_cast<Linear*>(base_.get())) {
-    weight_ = l->weight, bias_ = l->bias, weight_in_out_ = false;
-    in = weight_.size(1), out = weight_.size(0);
+    weight_ = l->weight, bias_ = l->bias, weight_in_out_ = false, parallel_ = l->parallel();
   } else {
     auto& c = dynamic_cast<Conv1D&>(*base_);
-    weight_ = c.weight, bias_ = c.bias, weight_in_out_ = true;
-    in = weight_.size(0), out = weight_.size(1);
+    weight_ = c.weight, bias_ = c.bias, weight_in_out_ = true, parallel_ = c.parallel();
   }
-  adoptParameter("weight", weight_);
-  if (bias_.defined()) adoptParameter("bias", bias_);
+  // The whole layer's features.
+  const Shape whole = base_->ownParameters().front().shard.fullShape(weight_.shape());
+  const std::int64_t in = whole[weight_in_out_ ? 0 : 1], out = whole[weight_in_out_ ? 1 : 0];
+  // The base layer's parameters, with their tensor-parallel pieces.
+  for (const NamedTensor& p : base_->ownParameters()) adoptParameter(p.name, p.tensor, p.shard);
   InitContext adapter_ctx = ctx;
   adapter_ctx.param_dtype = weight_.dtype();
-  lora_a_ = registerModule("lora_A", std::make_shared<Linear>(adapter_ctx, in, s.r, false));
-  auto b = std::make_shared<Linear>(adapter_ctx, s.r, out, false);
+  LinearParallel a_split, b_split;
+  switch (parallel_.split) {
+    case ParallelSplit::kColumn:  // A whole, read with its gradient summed; B split as W's rows
+      a_split = {.split = ParallelSplit::kNone, .group = parallel_.group, .replicas = parallel_.group};
+      b_split = parallel_;
+      break;
+    case ParallelSplit::kRow:  // A split as W's columns, A x summed; B whole
+      a_split = parallel_;
+      break;
+    case ParallelSplit::kNone:
+      break;
+  }
+  lora_a_ = registerModule("lora_A", std::make_shared<Linear>(adapter_ctx, in, s.r, false, a_split));
+  auto b = std::make_shared<Linear>(adapter_ctx, s.r, out, false, b_split);
   if (!b->weight.shapeOnly()) std::fill(b->weight.values().begin(), b->weight.values().end(), 0.0f);
   lora_b_ = registerModule("lora_B", b);
 }
@@ -109,10 +133,26 @@ std::string LoraLinear::describe() const {
                      scaling_);
 }
 
+Tensor LoraLinear::adapterInput(const Tensor& x) const {
+  if (dropout_ == 0 || !training()) return x;
+  if (parallel_.split != ParallelSplit::kRow) return ops::dropout(x, dropout_, true, *rng_);
+  const std::int64_t columns = x.size(-1);
+  Shape whole = x.shape();
+  whole[-1] = columns * parallel_.parts();
+  const Tensor mask = ops::dropout(Tensor::full(x.device(), whole, 1.0f, x.dtype()), dropout_, true, *rng_);
+  return ops::mul(x, ops::narrow(mask, -1, parallel_.shard(0).index * columns, columns));
+}
+
 Tensor LoraLinear::forward(const Tensor& x) {
   Tensor y = base_->forward(x);
-  const Tensor h = dropout_ > 0 ? ops::dropout(x, dropout_, training(), *rng_) : x;
-  const Tensor delta = (*lora_b_)((*lora_a_)(h));
+  const Tensor down = (*lora_a_)(adapterInput(x));
+  // A row-parallel layer's B reads positions of this rank's only under
+  // sequence parallelism: its gradient is then summed over the group.
+  const Tensor delta = parallel_.split == ParallelSplit::kRow
+                           ? ops::linear(down, ops::sequenceParallelParameter(
+                                                   static_cast<const Linear&>(*lora_b_).weight, *parallel_.group),
+                                         Tensor())
+                           : (*lora_b_)(down);
   return ops::add(y, scaling_ == 1.0 ? delta : ops::scale(delta, static_cast<float>(scaling_)));
 }
 
@@ -133,7 +173,7 @@ std::vector<float> LoraLinear::mergedWeight() const {
   return w;
 }
 
-std::vector<std::string> applyLora(Module& root, InitContext& ctx, const LoraSettings& s) {
+std::vector<std::string> applyLora(Module& root, InitContext& ctx, const LoraSettings& s, bool require_match) {
   if (s.r < 1) throw UsageError("model.init_args.lora.r must be at least 1");
   if (s.bias != "none" && s.bias != "all" && s.bias != "lora_only")
     throw UsageError("model.init_args.lora.bias: '" + s.bias + "' is not none, all or lora_only");
@@ -147,7 +187,7 @@ std::vector<std::string> applyLora(Module& root, InitContext& ctx, const LoraSet
     }
   }
   walk.visit(root, "");
-  if (walk.adapted.empty())
+  if (walk.adapted.empty() && require_match)
     throw UsageError(fmt::format("model.init_args.lora.target_modules: {} matches no layer of the model",
                                  s.target_modules_regex.empty()
                                      ? fmt::format("[{}]", fmt::join(s.target_modules, ", "))

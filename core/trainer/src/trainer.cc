@@ -208,8 +208,8 @@ void Trainer::setupModel(LightningModule& model, data::DataModule& data, data::S
   if (const int stages = strategy_->pipelineStages(); stages > 1) {
     if (dynamic_cast<PipelineModule*>(&model) == nullptr)
       throw UsageError(fmt::format("trainer.strategy.init_args.pipeline_parallel_size={}: {} has no decoder layers to "
-                                   "split into pipeline stages; pipeline parallelism runs LlamaForCausalLM and "
-                                   "GPT2LMHeadModel",
+                                   "split into pipeline stages; pipeline parallelism runs the decoder language "
+                                   "models (LlamaForCausalLM, GPT2LMHeadModel, AutoModelForCausalLM, ...)",
                                    stages, model.typeName()));
     if (stage == data::Stage::kPredict)
       throw UsageError(fmt::format("predict with trainer.strategy.init_args.pipeline_parallel_size={}: generation "

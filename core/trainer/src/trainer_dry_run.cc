@@ -38,6 +38,12 @@ void Trainer::dryRunFit(LightningModule& model, data::DataModule& data, std::int
   }
 }
 
+void Trainer::rehearseSetup(LightningModule& model, data::DataModule& data, data::Stage stage) {
+  HPU_CHECK(dryRun(), "rehearseSetup needs a shape-only device");
+  setupModel(model, data, stage);
+  if (stage == data::Stage::kFit) configureOptimizers();
+}
+
 void Trainer::dryRunPredict(LightningModule& model, data::DataModule& data) {
   HPU_CHECK(dryRun(), "dryRunPredict needs a shape-only device");
   setupModel(model, data, data::Stage::kPredict);

@@ -127,10 +127,6 @@ void CausalLM::configureModel(nn::InitContext& ctx, const ModelInput& input) {
   dropout_rng_ = &ctx.dropout_rng;
   tensor_parallel_ = ctx.tensor_parallel;
   sequence_parallel_ = ctx.sequence_parallel && tensor_parallel_ != nullptr;
-  if ((tensor_parallel_ || ctx.pipeline_stages > 1) && lora_)
-    throw UsageError(typeName() + ": LoRA (model.init_args.lora / lora_path) does not run tensor- or "
-                                  "pipeline-parallel; train adapters with hpu_parallel or DeepSpeed (ZeRO shards only "
-                                  "the adapters)");
   if (config_.num_local_experts > 0 && sequence_parallel_)
     throw UsageError(typeName() + ": sparse MoE layers do not run under sequence parallelism (their router reads "
                                   "every position); set trainer.strategy.init_args.sequence_parallel: false");
@@ -145,7 +141,10 @@ void CausalLM::configureModel(nn::InitContext& ctx, const ModelInput& input) {
   stage_.first = stage == 0;
   stage_.last = stage + 1 == layers.size();
   param_dtype_ = ctx.param_dtype;
-  dropout_ = config_.attention_dropout > 0 || config_.resid_dropout > 0 || config_.embd_dropout > 0;
+  // Each layer draws its masks from its own stream: a pipeline stage, which
+  // runs some of the layers, draws one device's.
+  dropout_ = config_.attention_dropout > 0 || config_.resid_dropout > 0 || config_.embd_dropout > 0 ||
+             (lora_ && lora_->lora_dropout > 0);
   checkpoint_on_host_ = ctx.checkpoint_on_host;
   sampling_rng_ = std::make_unique<Generator>(ctx.seed, RandomStream::kSampling);
   build(ctx);
@@ -159,8 +158,15 @@ void CausalLM::configureModel(nn::InitContext& ctx, const ModelInput& input) {
 void CausalLM::applyPretrained(nn::InitContext& ctx) {
   const auto key = [this](const std::string& name) { return checkpointKey(name); };
   if (lora_) {
-    const std::vector<std::string> adapted = nn::applyLora(*this, ctx, *lora_);
-    spdlog::debug("LoRA: {} layers adapted ({} ...)", adapted.size(), adapted.front());
+    // A pipeline stage may hold none of the targets; the whole model must.
+    const bool whole = stage_.first && stage_.last;
+    const std::vector<std::string> adapted = nn::applyLora(*this, ctx, *lora_, /*require_match=*/whole);
+    if (adapted.empty()) {
+      wholeModelKeys(ctx);  // throws as applyLora does when no layer of the model matches
+      spdlog::debug("LoRA: no layer of pipeline stage {} adapted", ctx.pipeline_stage);
+    } else {
+      spdlog::debug("LoRA: {} layers adapted ({} ...)", adapted.size(), adapted.front());
+    }
   }
   if (!pretrained_.empty()) {
     // A pipeline stage holds part of the model the files hold: the whole

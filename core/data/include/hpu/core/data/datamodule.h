@@ -10,6 +10,7 @@
 
 #include "hpu/core/data/dataloader.h"
 #include "hpu/core/data/dataset.h"
+#include "hpu/core/base/errors.h"
 #include "hpu/core/data/tokenizer.h"
 
 namespace hpu::core::data {
@@ -18,6 +19,12 @@ enum class Split { kTrain, kVal, kTest, kPredict };
 std::string_view splitName(Split s);  // "train", "val", "test", "predict"
 
 enum class Stage { kFit, kValidate, kTest, kPredict };
+
+// A data module that knows its samples' fields only by reading its files.
+class FieldsUndeclared : public UsageError {
+ public:
+  using UsageError::UsageError;
+};
 
 class DataModule {
  public:
@@ -39,8 +46,8 @@ class DataModule {
   // from the corpus (TextDataModule's char) reads the corpus for it.
   virtual void setupTokenizer() {}
   // The fields of one sample of `split`, declared without setup() and
-  // without reading any data (`hpu-train estimate`). The default throws a
-  // UsageError saying the data module cannot.
+  // without reading any data (`hpu-train estimate`). The default throws
+  // FieldsUndeclared, saying the data module cannot.
   virtual std::vector<Field> batchFields(Split split) const;
   // Lightning's batch_arg_name: the init_arg named `arg_name` that holds
   // the batch size of every split, which a tuner (BatchSizeFinder) may

@@ -8,6 +8,14 @@
 // so pretrained weights and checkpoints map onto it as onto the plain layer;
 // the adapters are its children lora_A and lora_B (q_proj.lora_A.weight),
 // PEFT's names without the adapter name, as its adapter files store them.
+//
+// A tensor-parallel base layer splits its adapters with it (Megatron's and
+// NeMo's LoRA): under a column-parallel W, B is split as W's rows (blocks
+// and pieces alike) and A is whole on every rank, its gradient summed over
+// the group; under a row-parallel W, A is split as W's columns, A x summed
+// over the group (reduce-scattered along the sequence under sequence
+// parallelism), and B is whole. Every rank then computes its part of the
+// one-device update, and the adapters' shards save and consolidate as W's.
 // Not thread-safe.
 #pragma once
 
@@ -17,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "hpu/core/nn/layers/linear.h"
 #include "hpu/core/nn/module.h"
 
 namespace hpu::core::nn {
@@ -55,9 +64,14 @@ class LoraLinear : public Module {
   const Tensor& bias() const { return bias_; }
 
  private:
+  // lora_dropout on x; a row-parallel layer's x holds this rank's columns
+  // and gets them of the mask one device draws for the whole width.
+  Tensor adapterInput(const Tensor& x) const;
+
   std::shared_ptr<Module> base_;
   Tensor weight_, bias_;
   bool weight_in_out_;  // Conv1D's [in, out] layout (PEFT's fan_in_fan_out)
+  LinearParallel parallel_;  // the base layer's split
   double scaling_;
   float dropout_;
   Generator* rng_;
@@ -68,8 +82,9 @@ class LoraLinear : public Module {
 // LoraLinear and freezes the rest as PEFT does: only the adapters, the biases
 // `s.bias` names and the modules_to_save require gradients. Returns the
 // paths of the adapted layers. Throws UsageError (naming target_modules)
-// when nothing matches, or a target is not a linear layer.
-std::vector<std::string> applyLora(Module& root, InitContext& ctx, const LoraSettings& s);
+// when a target is not a linear layer, or nothing matches and
+// `require_match` (false: `root` is part of a model, a pipeline stage).
+std::vector<std::string> applyLora(Module& root, InitContext& ctx, const LoraSettings& s, bool require_match = true);
 
 // The name PEFT gives parameter `name` of `root` in its adapter files (less
 // its "base_model.model." prefix): a LoraLinear's own weight and bias are its

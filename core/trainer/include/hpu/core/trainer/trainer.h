@@ -90,6 +90,11 @@ class Trainer {
   void dryRunFit(LightningModule& model, data::DataModule& data, std::int64_t steps, const DryRunHooks& hooks);
   // predict: predict_step on one batch of the predict batch size.
   void dryRunPredict(LightningModule& model, data::DataModule& data);
+  // What a subcommand builds before its first step: the model placed on the
+  // strategy's layout and, for fit, the optimizer. Throws what a real run
+  // would throw there (a layout the model cannot take, an optimizer the
+  // strategy refuses).
+  void rehearseSetup(LightningModule& model, data::DataModule& data, data::Stage stage);
   // Device bytes of the gradients kept between steps (see
   // Strategy::gradientDeviceBytes). REQUIRES: the model is set up.
   std::uint64_t gradientDeviceBytes() const { return strategy_->gradientDeviceBytes(*params_); }
