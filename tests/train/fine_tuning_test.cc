@@ -125,6 +125,21 @@ TEST_F(FineTuningTest, LoraTrainsAlikeOnOneDeviceHpuParallelAndZero3) {
   EXPECT_EQ(state, 2 * ((4 * 32 + 32 * 4) + (4 * 32 + 16 * 4) + (4 * 48 + 32 * 4)));
 }
 
+// A LoRA run resumes from its checkpoint (whose frozen base weights the
+// optimizer never held) to the uninterrupted run's adapters.
+TEST_F(FineTuningTest, LoraRunResumesToTheUninterruptedRunsAdapters) {
+  const std::string lora = "--model.lora={r: 4, lora_alpha: 8, target_modules: [q_proj, v_proj, down_proj]}";
+  const std::string every_step =
+      "--trainer.callbacks=[{class_path: ModelCheckpoint, init_args: {every_n_train_steps: 1, save_top_k: -1}}]";
+  fineTune("whole", {lora, every_step});
+  fineTune("first", {lora, every_step, "--trainer.max_steps=2"});
+  fineTune("resumed", {lora, every_step, "--ckpt_path=first/lightning_logs/version_0/checkpoints/epoch=0-step=2.ckpt"});
+  const auto step3 = [&](const std::string& root) {
+    return readCheckpoint(dir() / root / "lightning_logs/version_0/checkpoints/epoch=0-step=3.ckpt");
+  };
+  expectClose(step3("whole"), step3("resumed"), "lora_", "resumed");
+}
+
 TEST_F(FineTuningTest, Zero3RanksReadTheirShardOfThePretrainedFiles) {
   fineTune("one", {});
   env()["HPU_LOG_LEVEL"] = "info";  // the ranks' reading lines
@@ -164,6 +179,21 @@ TEST_F(FineTuningTest, PipelineStagesStartFromThePretrainedFilesAsOneDevice) {
     EXPECT_TRUE(close(static_cast<float>(one[i]), static_cast<float>(pp2[i]))) << "step " << i << ": " << pp2[i]
                                                                                 << " vs one device's " << one[i];
   expectClose(checkpoint("one"), checkpoint("pp2"), "", "pp2");
+}
+
+// Generation under ZeRO-3, whose parameters hold no storage outside their
+// module's forward, gives one device's tokens.
+TEST_F(FineTuningTest, Zero3GeneratesOneDevicesTokens) {
+  for (const auto& [root, layout] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"one", {}}, {"zero3", {"--trainer.devices=2", "--trainer.strategy=deepspeed_stage_3"}}}) {
+    std::vector<std::string> args{"predict", "-c", "llama.yaml", "--model.pretrained=hf",
+                                  "--trainer.default_root_dir=" + root};
+    args.insert(args.end(), layout.begin(), layout.end());
+    const RunResult r = run(args);
+    ASSERT_EQ(r.exit_code, 0) << root << ": " << r.describe();
+  }
+  EXPECT_EQ(predicted("zero3").size(), 12u);
+  EXPECT_EQ(predicted("zero3"), predicted("one"));
 }
 
 TEST_F(FineTuningTest, TheMergedExportGeneratesAsTheLoraCheckpointWithoutAData) {

@@ -391,6 +391,46 @@ TEST_F(ModelParallelTest, ExpertParallelWithZeRO1ShardsTheExpertsStateOverTheirR
   expectSameTensors(readCheckpoint(dir() / "whole.ckpt"), readCheckpoint(checkpoint("dp4", "last.ckpt")));
 }
 
+// Expert parallelism beyond training from a config: each rank reads its own
+// experts of a pretrained directory (the whole model checked against the
+// files), LoRA freezes the experts and still splits them, and bf16
+// generation (where a rank may compute no expert rows for a token) gives
+// one device's tokens.
+TEST_F(ModelParallelTest, ExpertParallelLoadsPretrainedTrainsLoraAndGeneratesAsOneDevice) {
+  write("mixtral.yaml", std::string(kRun) + kMixtral);
+  const std::vector<std::string> ep{"--trainer.devices=2", kTensorParallel[0],
+                                    "--trainer.strategy.init_args.tensor_parallel_size=1",
+                                    "--trainer.strategy.init_args.data_parallel_size=2",
+                                    "--trainer.strategy.init_args.expert_parallel_size=2"};
+  const std::vector<std::string> dp{"--trainer.devices=2", "--trainer.strategy=hpu_parallel"};
+  fit("mixtral.yaml", "base", {"--trainer.max_steps=2"});
+  ASSERT_EQ(run({"export", "--ckpt_path", checkpoint("base", "last.ckpt").string(), "--output", "hf"}).exit_code, 0);
+  const std::string pretrained = "--model.init_args.pretrained=hf";
+  fit("mixtral.yaml", "dp_pretrained", plus(dp, {pretrained, "--trainer.max_steps=4"}));
+  fit("mixtral.yaml", "ep_pretrained", plus(ep, {pretrained, "--trainer.max_steps=4"}));
+  expectClose(losses("ep_pretrained"), losses("dp_pretrained"), "pretrained");
+  const std::string lora = "--model.init_args.lora={r: 2, target_modules: [q_proj, v_proj]}";
+  fit("mixtral.yaml", "dp_lora", plus(dp, {lora, "--trainer.max_steps=4"}));
+  fit("mixtral.yaml", "ep_lora", plus(ep, {lora, "--trainer.max_steps=4"}));
+  expectClose(losses("ep_lora"), losses("dp_lora"), "lora");
+
+  std::string words;
+  for (int i = 0; i < 20; ++i) words += "the quick brown fox jumps over the lazy dog\n";
+  write("words.txt", words);
+  const auto generate = [&](const std::string& root, const std::vector<std::string>& layout) {
+    std::vector<std::string> args{"predict", "-c", "mixtral.yaml", "--data=TextDataModule",
+                                  "--data.init_args.path=words.txt", "--data.init_args.block_size=8", "--model.init_args.vocab_size=256",
+                                  "--trainer.precision=bf16-mixed", "--trainer.logger=false",
+                                  "--trainer.default_root_dir=" + root, "--model.init_args.prompt=the quick",
+                                  "--model.init_args.max_new_tokens=8"};
+    args.insert(args.end(), layout.begin(), layout.end());
+    const RunResult r = run(args);
+    EXPECT_EQ(r.exit_code, 0) << r.describe();
+    return read(root + "/predictions.jsonl");
+  };
+  EXPECT_EQ(generate("ep_tokens", ep), generate("one_tokens", {}));
+}
+
 TEST_F(ModelParallelTest, ExpertParallelLayoutsThatCannotWorkAreRefusedByName) {
   write("mixtral.yaml", std::string(kRun) + kMixtral);
   const auto refusal = [&](std::vector<std::string> extra) {

@@ -1,6 +1,7 @@
 #include "hpu/core/module/lightning_module.h"
 
 #include "hpu/core/base/errors.h"
+#include "hpu/device/check.h"
 #include "hpu/core/profilers/profiler.h"
 
 namespace hpu::core {
@@ -20,6 +21,11 @@ void LightningModule::log(const std::string& name, const Tensor& scalar, const L
 
 void LightningModule::log(const std::string& name, double value, const LogOptions& options) {
   if (sink_ != nullptr) sink_->log(name, value, options);
+}
+
+device::Device& LightningModule::device() const {
+  HPU_CHECK(device_ != nullptr, "{}: device() before the Trainer set the model up", typeName());
+  return *device_;
 }
 
 Profiler& LightningModule::profiler() {

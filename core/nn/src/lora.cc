@@ -122,14 +122,16 @@ LoraLinear::LoraLinear(InitContext& ctx, std::shared_ptr<Module> base, const Lor
     case ParallelSplit::kNone:
       break;
   }
-  lora_a_ = registerModule("lora_A", std::make_shared<Linear>(adapter_ctx, in, s.r, false, a_split));
+  auto a = std::make_shared<Linear>(adapter_ctx, in, s.r, false, a_split);
   auto b = std::make_shared<Linear>(adapter_ctx, s.r, out, false, b_split);
   if (!b->weight.shapeOnly()) std::fill(b->weight.values().begin(), b->weight.values().end(), 0.0f);
-  lora_b_ = registerModule("lora_B", b);
+  a_weight_ = a->weight, b_weight_ = b->weight;
+  lora_a_ = registerChild("lora_A", std::move(a));
+  lora_b_ = registerChild("lora_B", std::move(b));
 }
 
 std::string LoraLinear::describe() const {
-  return fmt::format("{}, r={}, scaling={}", base_->describe(), static_cast<const Linear&>(*lora_a_).weight.size(0),
+  return fmt::format("{}, r={}, scaling={}", base_->describe(), a_weight_.size(0),
                      scaling_);
 }
 
@@ -145,21 +147,19 @@ Tensor LoraLinear::adapterInput(const Tensor& x) const {
 
 Tensor LoraLinear::forward(const Tensor& x) {
   Tensor y = base_->forward(x);
-  const Tensor down = (*lora_a_)(adapterInput(x));
+  const Tensor down = lora_a_(adapterInput(x));
   // A row-parallel layer's B reads positions of this rank's only under
   // sequence parallelism: its gradient is then summed over the group.
   const Tensor delta = parallel_.split == ParallelSplit::kRow
-                           ? ops::linear(down, ops::sequenceParallelParameter(
-                                                   static_cast<const Linear&>(*lora_b_).weight, *parallel_.group),
-                                         Tensor())
-                           : (*lora_b_)(down);
+                           ? ops::linear(down, ops::sequenceParallelParameter(b_weight_, *parallel_.group), Tensor())
+                           : lora_b_(down);
   return ops::add(y, scaling_ == 1.0 ? delta : ops::scale(delta, static_cast<float>(scaling_)));
 }
 
 std::vector<float> LoraLinear::mergedWeight() const {
   std::vector<float> w = weight_.toHost();
-  const Tensor& a = static_cast<const Linear&>(*lora_a_).weight;  // [r, in]
-  const Tensor& b = static_cast<const Linear&>(*lora_b_).weight;  // [out, r]
+  const Tensor& a = a_weight_;  // [r, in]
+  const Tensor& b = b_weight_;  // [out, r]
   const std::int64_t r = a.size(0), in = a.size(1), out = b.size(0);
   const std::span<const float> av = a.values(), bv = b.values();
   for (std::int64_t o = 0; o < out; ++o)

@@ -277,11 +277,17 @@ class ModelParallelStrategy final : public DistributedStrategy {
       reductions.push_back(expert ? BucketAllreduce::Reduction{expert_data_.get(), 1.0f / static_cast<float>(ep_)}
                                   : BucketAllreduce::Reduction{});
     }
-    if (ep_ > 1 && !experts)
+    // Frozen experts (a LoRA run's) split as trainable ones: each goes to the
+    // replicas holding the same experts only.
+    std::vector<nn::NamedTensor> replicated, frozen_experts;
+    for (const nn::NamedTensor& t : buffers) (t.expert_parallel > 1 ? frozen_experts : replicated).push_back(t);
+    if (ep_ > 1 && !experts && frozen_experts.empty())
       throw UsageError(fmt::format("trainer.strategy.init_args.expert_parallel_size={}: the model has no mixture of "
                                    "experts to split (MixtralForCausalLM has); use expert_parallel_size 1",
                                    ep_));
-    broadcastParameters(params, buffers, data_.get(), sources);
+    broadcastParameters(params, replicated, data_.get(), sources);
+    for (const nn::NamedTensor& t : frozen_experts)
+      if (t.tensor.dtype() == DType::kFloat32) expert_data_->broadcast(Tensor(t.tensor).values(), 0);
     sync_.setup(params, std::move(reductions));
     shared_.clear();
     if (embedding_)

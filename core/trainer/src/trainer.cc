@@ -237,7 +237,7 @@ void Trainer::setupModel(LightningModule& model, data::DataModule& data, data::S
               host_staging_->allocator().stats().inUse);
   }
   if (ctx.defer_trainable_values && !dev.shapeOnly()) fillDeferredParameters(model);
-  model.attachTrainer(metrics_.get(), profiler_.get());
+  model.attachTrainer(metrics_.get(), profiler_.get(), dev);
   model_ready_ = true;
 }
 

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <set>
 #include <tuple>
 
 #include "hpu/core/base/errors.h"
@@ -201,12 +202,18 @@ std::vector<checkpoint::TensorEntry> Trainer::wholeOptimizerState(std::vector<ch
 // the first with its parameters, lr and step count.
 void Trainer::restoreParamGroups(const nlohmann::json& opt, const std::string& path) {
   std::map<std::string, Tensor> by_name;
-  for (const auto& p : model_->namedParameters())
-    if (params_->bucketed(p.tensor)) by_name.emplace(model_->checkpointKey(p.name), p.tensor);
+  std::set<std::string> built_frozen;  // frozen as the model was built (a LoRA model's base weights)
+  for (const auto& p : model_->namedParameters()) {
+    if (params_->bucketed(p.tensor))
+      by_name.emplace(model_->checkpointKey(p.name), p.tensor);
+    else
+      built_frozen.insert(model_->checkpointKey(p.name));
+  }
   const auto named = [&](const json& names) {
     std::vector<Tensor> out;
     for (const auto& n : names) {
       const auto it = by_name.find(n.get<std::string>());
+      if (it == by_name.end() && built_frozen.count(n.get<std::string>())) continue;  // saved by earlier versions
       if (it == by_name.end())
         throw CheckpointError(fmt::format("{}: the optimizer's parameter groups name '{}', which this model lacks", path,
                                           n.get<std::string>()));
@@ -300,10 +307,11 @@ void Trainer::saveCheckpoint(const std::string& path, bool weights_only) {
       groups.push_back({{"lr", optimizer_->groupLr(g)}, {"step", optimizer_->groupStepCount(g)}, {"params", json::array()}});
     for (const auto& p : model_->namedParameters()) {
       const auto group = paramGroupOf(p.tensor);
-      if (!group)
-        frozen.push_back(model_->checkpointKey(p.name));
-      else if (*group > 0)
+      if (!group) {
+        if (params_->bucketed(p.tensor)) frozen.push_back(model_->checkpointKey(p.name));  // frozen in training, not as built
+      } else if (*group > 0) {
         groups[*group - 1]["params"].push_back(model_->checkpointKey(p.name));
+      }
     }
     if (!groups.empty()) opt["groups"] = groups;
     if (!frozen.empty()) opt["frozen"] = frozen;

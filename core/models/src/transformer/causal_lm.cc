@@ -169,10 +169,11 @@ void CausalLM::applyPretrained(nn::InitContext& ctx) {
     }
   }
   if (!pretrained_.empty()) {
-    // A pipeline stage holds part of the model the files hold: the whole
-    // model is checked against them, and the stage copies its own tensors.
-    const std::set<std::string> other_stages =
-        stage_.first && stage_.last ? std::set<std::string>{} : wholeModelKeys(ctx);
+    // A pipeline stage, or an expert-parallel rank, holds part of the model
+    // the files hold: the whole model is checked against them, and the rank
+    // copies its own tensors.
+    const bool part = !(stage_.first && stage_.last) || (ctx.expert_parallel && ctx.expert_parallel->size() > 1);
+    const std::set<std::string> other_stages = part ? wholeModelKeys(ctx) : std::set<std::string>{};
     pretrained_weights_ = std::make_unique<PretrainedWeights>(pretrained_, /*header_only=*/ctx.device.shapeOnly());
     const bool defer = ctx.defer_trainable_values;
     loadPretrainedWeights(
@@ -664,7 +665,7 @@ std::vector<std::int64_t> CausalLM::generate(const std::vector<std::int64_t>& pr
     throw UsageError(fmt::format("{}: a prompt of {} tokens and max_new_tokens {} exceed max_position_embeddings {}",
                                  typeName(), prompt_len, o.max_new_tokens, config_.max_position_embeddings));
   autograd::TapeScope no_grad(nullptr);
-  device::Device& dev = parameters().front().device();
+  device::Device& dev = device();
   std::unique_ptr<nn::KVCache> cache;
   if (use_cache)
     cache = std::make_unique<nn::KVCache>(dev, config_.num_hidden_layers, 1, localKVHeads(),

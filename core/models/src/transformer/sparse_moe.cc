@@ -199,8 +199,10 @@ Tensor SparseMoeBlock::expertOutputs(const Tensor& parallel_in, const std::vecto
     outputs.push_back((*experts)[static_cast<std::size_t>(j)](input));
     for (std::int64_t row : mine) back[static_cast<std::size_t>(row)] = at++;
   }
-  // (No row arrived: nothing computed, and an empty block goes back.)
-  const Tensor computed = outputs.empty() ? arrived : ops::concatRows(outputs);
+  // No row arrived: an empty block goes back, through an expert so that it
+  // has the dtype the other ranks' experts give theirs (autocast's bf16 while
+  // the rows arrived in fp32).
+  const Tensor computed = outputs.empty() ? (*experts)[0](arrived) : ops::concatRows(outputs);
   const Tensor returning = ops::dispatchRows(computed, std::vector<std::vector<std::int64_t>>{back}).front();
   return ops::exchangeRows(returning, recv_rows, send_rows, *ep_);
 }

@@ -133,15 +133,22 @@ class LightningModule : public nn::Module {
   // valid, a no-op profiler when none is configured.
   Profiler& profiler();
 
+  // The device the model computes on (Lightning's LightningModule.device):
+  // where its inputs go. Under ZeRO-3 a parameter holds no storage, and so no
+  // device, until its module's forward gathers it. REQUIRES: attached.
+  device::Device& device() const;
+
   // Trainer wiring.
-  void attachTrainer(MetricSink* sink, Profiler* profiler) {
+  void attachTrainer(MetricSink* sink, Profiler* profiler, device::Device& device) {
     sink_ = sink;
     profiler_ = profiler;
+    device_ = &device;
   }
 
  private:
   MetricSink* sink_ = nullptr;
   Profiler* profiler_ = nullptr;
+  device::Device* device_ = nullptr;
 };
 
 }  // namespace hpu::core

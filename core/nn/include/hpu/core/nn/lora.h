@@ -75,7 +75,11 @@ class LoraLinear : public Module {
   double scaling_;
   float dropout_;
   Generator* rng_;
-  std::shared_ptr<Module> lora_a_, lora_b_;
+  // Called through the module tree, so that what replaces them there (a
+  // precision plugin's fp8 layer) runs, inside the strategy's hooks (ZeRO-3's
+  // gathering); their weights are these tensors whatever the layer.
+  Child<Module> lora_a_, lora_b_;
+  Tensor a_weight_, b_weight_;
 };
 
 // Replaces every nn::Linear / nn::Conv1D of `root` that `s` targets by a
