@@ -1,5 +1,5 @@
-// configs/llama_tiny_text.yaml as README's "Language models" section runs it:
-// fit on the fortunes corpus reaches the validation bits per byte README
+// configs/llama_tiny_text.yaml as docs/language-models.md runs it: fit on
+// the fortunes corpus reaches the validation bits per byte that page
 // states, and predict continues the config's prompts from the checkpoint.
 #include <gmock/gmock.h>
 
@@ -12,7 +12,7 @@
 namespace hpu::cli::testing {
 namespace {
 
-// README: "reaches a validation loss of at most 2.5 bits per byte".
+// docs/language-models.md: "reaches a validation loss of at most 2.5 bits per byte".
 constexpr double kStatedValBpb = 2.5;
 constexpr const char* kCorpus = "/usr/share/games/fortunes";
 
@@ -53,7 +53,7 @@ TEST_F(LlamaTinyTextTest, ReachesTheStatedBitsPerByteAndGeneratesFromItsCheckpoi
   }
   EXPECT_EQ(n, 2) << "the config's two prompts";
 
-  // README's "Fine-tuning a pretrained model", shortened: export, LoRA on
+  // docs/language-models.md's "Fine-tuning a pretrained model", shortened: export, LoRA on
   // the riddles from the export, the merged export generating without data.
   const auto ok = [](const RunResult& r) { EXPECT_EQ(r.exit_code, 0) << r.describe(); };
   ok(runProgram(trainBinary(),

@@ -316,7 +316,7 @@ int run(const RunRequest& request) {
     failJob(trainer.strategy());
   }
   if (const device::ParallelStats threads = device::parallelStats(); threads.steps_alone > 0)
-    spdlog::info("intra-op threads: {} of {} steps ran on one thread, measured faster than {} (README: Speed)",
+    spdlog::info("intra-op threads: {} of {} steps ran on one thread, measured faster than {} (docs/emulator.md: Threads)",
                  threads.steps_alone, threads.steps, device::intraOpThreads());
   if (trainer.isGlobalZero()) {
     for (std::string part : {trainer.device().graph().summary(), trainer.precision().summary()}) {

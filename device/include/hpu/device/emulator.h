@@ -1,5 +1,5 @@
 // Emulator settings: what the emulated node looks like and how the runtime
-// behaves, read from environment variables (README "Emulator settings"):
+// behaves, read from environment variables (docs/emulator.md, "Devices and settings"):
 //
 //   HPU_EMULATOR_DEVICES        devices per node, 1..256            default 8 (an HLS server)
 //   HPU_EMULATOR_GENERATION     gaudi | gaudi2 | gaudi3             default gaudi2
