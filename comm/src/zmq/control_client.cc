@@ -162,7 +162,15 @@ void ControlClient::serve() {
                                {monitor_.handle(), 0, ZMQ_POLLIN, 0},
                                {nullptr, wakeFd_, ZMQ_POLLIN, 0}};
     const auto now = Clock::now();
-    const auto wait = std::max(milliseconds(0), std::chrono::ceil<milliseconds>(nextHeartbeat - now));
+    bool heartbeating = false;
+    {
+      std::lock_guard lock(mutex_);
+      heartbeating = admitted_;
+    }
+    // Heartbeats start once admitted; until then the next one is not due
+    // (waiting for it would spin: 1,024 ranks spinning starve rank 0).
+    const auto wait = heartbeating ? std::max(milliseconds(0), std::chrono::ceil<milliseconds>(nextHeartbeat - now))
+                                   : milliseconds(100);
     zmq::poll(items, 3, std::min(wait, milliseconds(100)));
     if (items[2].revents & ZMQ_POLLIN) {
       std::uint64_t count = 0;
