@@ -131,8 +131,8 @@ std::optional<core::RunRequest> composeRequest(const std::string& sub, const Tra
   core::RunRequest request;
   request.subcommand = sub;
   request.config = core::config::composeConfig(sources, core::config::rootType(), &request.notes);
-  core::resolveSeed(request.config, sources.env);
   if (print->count()) {
+    core::resolveSeed(request.config, sources.env);
     for (const std::string& note : request.notes) spdlog::warn("{}", note);
     const std::string& flags = print == args.print_config ? args.print_config_flags : top.print_config_flags;
     std::cout << core::config::printConfig(request.config, core::config::rootType(), parsePrintFlags(flags));

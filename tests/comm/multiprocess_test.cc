@@ -242,8 +242,9 @@ Loop allreduceLoop(const std::string& algorithm = "ring") {
 const Loop kAlltoallLoop{"alltoall-loop", "alltoall #5 (float32)"};
 
 // The other ranks fail naming the victim and the collective it was lost in.
+// `process`: what rank 0's report says it saw of the victim's process.
 void expectPeerLost(int victim, const std::string& action, int nodes = 1, int devices = 3,
-                    const Loop& loop = allreduceLoop()) {
+                    const Loop& loop = allreduceLoop(), const std::string& process = "") {
   ProcessJob job{nodes, devices};
   startWithFault(job, fmt::format("{},rank={},collective=5", action, victim), loop.scenario);
   for (int r = 0; r < nodes * devices; ++r) {
@@ -255,16 +256,21 @@ void expectPeerLost(int victim, const std::string& action, int nodes = 1, int de
     EXPECT_THAT(rank.output(),
                 HasSubstr(fmt::format("PeerLostError rank={}: rank {}: {} failed", victim, r, loop.collective)));
     EXPECT_THAT(rank.output(), HasSubstr(fmt::format("rank {} lost", victim)));
+    if (!process.empty()) EXPECT_THAT(rank.output(), ::testing::ContainsRegex(process)) << rank.output();
   }
 }
 
-TEST(MultiProcess, CrashedRankFailsTheOthersWithPeerLostError) { expectPeerLost(2, "crash"); }
+TEST(MultiProcess, CrashedRankFailsTheOthersWithPeerLostError) {
+  expectPeerLost(2, "crash", 1, 3, allreduceLoop(), "rank 2 lost: no heartbeat for [0-9.]+m?s \\(HPU_PEER_TIMEOUT=[0-9.]+m?s\\); its process \\(pid [0-9]+ on [^)]+\\) is gone: it died");
+}
 
 TEST(MultiProcess, CrashedRankDuringAnAlltoallOverSharedMemoryIsNamed) { expectPeerLost(1, "crash", 1, 3, kAlltoallLoop); }
 
 TEST(MultiProcess, CrashedRankDuringAnAlltoallOverTcpLinksIsNamed) { expectPeerLost(1, "crash", 3, 1, kAlltoallLoop); }
 
-TEST(MultiProcess, FrozenRankFailsTheOthersWithPeerLostError) { expectPeerLost(1, "freeze"); }
+TEST(MultiProcess, FrozenRankFailsTheOthersWithPeerLostError) {
+  expectPeerLost(1, "freeze", 1, 3, allreduceLoop(), "its process \\(pid [0-9]+ on [^)]+\\) exists but is stopped \\(SIGSTOP or a debugger\\): frozen, not dead");
+}
 
 TEST(MultiProcess, CrashedRankZeroFailsTheOthersWithPeerLostError) { expectPeerLost(0, "crash"); }
 

@@ -5,8 +5,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <yaml-cpp/yaml.h>
+
 #include <chrono>
 #include <filesystem>
+#include <regex>
 
 #include "train_support.h"
 
@@ -27,6 +30,61 @@ TEST_F(LocalClusterTest, TwoNodesOfTwoDevicesTrainInTheCallersDirectory) {
   // Only global rank 0 writes, and it writes where the script was started.
   EXPECT_TRUE(std::filesystem::exists(dir() / "lightning_logs/version_0/metrics.csv"));
   EXPECT_FALSE(std::filesystem::exists(dir() / "lightning_logs/version_1"));
+}
+
+// GPT-2 with dropout, its layers split over two nodes: each node's rank
+// draws the whole initial parameters and the dropout masks from the job's
+// seed and keeps its part, so two ranks with different seeds train another
+// model than one seed gives.
+constexpr const char* kSplitGpt2 = R"(trainer:
+  devices: 1
+  max_steps: 3
+  log_every_n_steps: 1
+  enable_progress_bar: false
+  enable_model_summary: false
+  enable_checkpointing: false
+  strategy: ModelParallelStrategy
+  logger:
+    class_path: CSVLogger
+    init_args: {version: 0}
+model:
+  class_path: GPT2LMHeadModel
+  init_args: {vocab_size: 64, n_embd: 32, n_layer: 1, n_head: 4, n_positions: 16}
+data:
+  class_path: RandomTokensDataModule
+  init_args: {vocab_size: 64, block_size: 8, num_samples: 16, batch_size: 2}
+)";
+
+TEST_F(LocalClusterTest, AnUnsetSeedIsRankZerosForTheWholeJob) {
+  env()["HPU_LOG_LEVEL"] = "info";
+  write("gpt2.yaml", kSplitGpt2);  // no seed_everything: Lightning's default, true
+  const auto fit = [&](const std::string& root, std::vector<std::string> more) {
+    std::vector<std::string> args{"--bin", trainBinary(), "--nodes", "2", "--devices", "1", "--", "fit",
+                                  "--config", "gpt2.yaml", "--trainer.default_root_dir=" + root};
+    args.insert(args.end(), more.begin(), more.end());
+    return runScript("local-cluster.sh", args);
+  };
+  const RunResult drawn = fit("drawn", {});
+  ASSERT_EQ(drawn.exit_code, 0) << drawn.describe();
+  // Printed once, by rank 0, and saved in the run's config.
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(drawn.out, m, std::regex(R"(\[node 0\] \[rank 0\] info: Seed set to ([0-9]+)\n)")))
+      << drawn.out;
+  const std::string seed = m[1];
+  EXPECT_EQ(drawn.out.find("Seed set to", drawn.out.find("Seed set to") + 1), std::string::npos) << drawn.out;
+  EXPECT_EQ(YAML::LoadFile((dir() / "drawn/lightning_logs/version_0/config.yaml").string())["seed_everything"].as<std::string>(),
+            seed);
+  // Both ranks trained with that seed: the same losses as a job given it.
+  const RunResult given = fit("given", {"--seed_everything=" + seed});
+  ASSERT_EQ(given.exit_code, 0) << given.describe();
+  const auto losses = [&](const std::string& root) {
+    std::vector<std::string> out;
+    for (const std::string& cell : readCsv(dir() / root / "lightning_logs/version_0/metrics.csv").column("train_loss"))
+      if (!cell.empty()) out.push_back(cell);
+    return out;
+  };
+  EXPECT_EQ(losses("drawn"), losses("given"));
+  EXPECT_EQ(losses("drawn").size(), 3u);
 }
 
 TEST_F(LocalClusterTest, ExitsWithTheFailingNodesCode) {

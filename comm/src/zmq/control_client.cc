@@ -4,6 +4,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 
 #include <spdlog/fmt/fmt.h>
@@ -18,7 +19,11 @@ namespace hpu::comm::detail {
 namespace {
 
 using std::chrono::milliseconds;
-constexpr const char* kMonitorEndpoint = "inproc://hpu-control-monitor";
+// Each client's own: several may share a context (the control-plane bench).
+std::string monitorEndpoint() {
+  static std::atomic<std::uint64_t> next{0};
+  return fmt::format("inproc://hpu-control-monitor-{}", next++);
+}
 constexpr std::size_t kRoutingIdBytes = 16;
 constexpr std::chrono::seconds kVerdictGrace{5};
 
@@ -42,12 +47,13 @@ ControlClient::ControlClient(zmq::context_t& context, ClientConfig config, std::
       monitor_(makeSocket(context, zmq::socket_type::pair, SocketLimits{.lingerMs = 0, .maxMessageBytes = 4096})) {
   socket_.set(zmq::sockopt::routing_id, randomRoutingId());
   secureClient(socket_, config_.security, *config_.keys);
-  if (zmq_socket_monitor(socket_.handle(), kMonitorEndpoint,
+  const std::string monitor = monitorEndpoint();
+  if (zmq_socket_monitor(socket_.handle(), monitor.c_str(),
                          ZMQ_EVENT_CONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
                              ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) != 0) {
     throw CommError(fmt::format("cannot monitor the rendezvous socket: {}", zmq_strerror(zmq_errno())));
   }
-  monitor_.connect(kMonitorEndpoint);
+  monitor_.connect(monitor);
   wakeFd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wakeFd_ < 0) throw CommError(fmt::format("cannot create an eventfd: {}", std::strerror(errno)));
   socket_.connect(config_.serverEndpoint);
@@ -156,7 +162,15 @@ void ControlClient::serve() {
                                {monitor_.handle(), 0, ZMQ_POLLIN, 0},
                                {nullptr, wakeFd_, ZMQ_POLLIN, 0}};
     const auto now = Clock::now();
-    const auto wait = std::max(milliseconds(0), std::chrono::ceil<milliseconds>(nextHeartbeat - now));
+    bool heartbeating = false;
+    {
+      std::lock_guard lock(mutex_);
+      heartbeating = admitted_;
+    }
+    // Heartbeats start once admitted; until then the next one is not due
+    // (waiting for it would spin: 1,024 ranks spinning starve rank 0).
+    const auto wait = heartbeating ? std::max(milliseconds(0), std::chrono::ceil<milliseconds>(nextHeartbeat - now))
+                                   : milliseconds(100);
     zmq::poll(items, 3, std::min(wait, milliseconds(100)));
     if (items[2].revents & ZMQ_POLLIN) {
       std::uint64_t count = 0;

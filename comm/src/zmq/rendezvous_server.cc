@@ -14,6 +14,7 @@
 #include "../store_values.h"
 #include "../wire/codec.h"
 #include "hpu/comm/errors.h"
+#include "process_state.h"
 #include "hpu/comm/store.h"
 
 namespace hpu::comm::detail {
@@ -22,6 +23,11 @@ namespace {
 using Clock = RendezvousServer::Clock;
 using std::chrono::milliseconds;
 constexpr const char* kServerMonitorEndpoint = "inproc://hpu-rendezvous-monitor";
+// The server thread's longest wait in poll: a turn of its loop that took
+// longer means this thread did not run (an oversubscribed host, this process
+// stopped), and the silence of that time is not the peers'.
+constexpr milliseconds kLongestPoll{100};
+constexpr int kConnectBacklog = 65535;
 
 std::string_view asView(const zmq::message_t& m) { return {static_cast<const char*>(m.data()), m.size()}; }
 
@@ -39,11 +45,15 @@ class RendezvousServer::Session {
   }
 
   void run() {
+    auto lastTurn = Clock::now();
     for (;;) {
       const auto now = Clock::now();
       if (owner_.finishing_ && readyToLeave(now)) break;
       zmq::pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0}, {owner_.monitor_.handle(), 0, ZMQ_POLLIN, 0}};
       zmq::poll(items, 2, pollTimeout(now));
+      const auto turn = Clock::now();
+      excuseStall(turn - lastTurn);
+      lastTurn = turn;
       receiveAll();
       logFailedHandshakes();
       periodic(Clock::now());
@@ -93,6 +103,8 @@ class RendezvousServer::Session {
         if (!more) break;
       }
       if (frames.empty()) return;
+      owner_.traffic_.messagesIn.fetch_add(1, std::memory_order_relaxed);
+      owner_.traffic_.bytesIn.fetch_add(frames.back().size(), std::memory_order_relaxed);
       if (frames.size() != 2) {
         dropMalformed(frames.back(), fmt::format("{} frames instead of 2", frames.size()));
         continue;
@@ -244,8 +256,9 @@ class RendezvousServer::Session {
     send(routingId, Admitted{static_cast<std::uint32_t>(joined_), static_cast<std::uint32_t>(config_.worldSize)});
     if (joined_ == config_.worldSize) {
       phase_ = Phase::kRunning;
-      const Welcome table = welcome();
-      for (const auto& m : members_) send(m.routingId, table);
+      // One encoding (and MAC) of the table for every rank.
+      const std::string table = encode(welcome(), config_.keys->helloMac);
+      for (const auto& m : members_) sendEncoded(m.routingId, table);
       spdlog::info("rank 0: all {} ranks joined the rendezvous on {} after {}", config_.worldSize,
                    config_.displayAddress,
                    durationText(std::chrono::duration_cast<milliseconds>(Clock::now() - start_)));
@@ -284,22 +297,42 @@ class RendezvousServer::Session {
 
   // --- liveness ----------------------------------------------------------
 
+  // Silence counts only while this thread runs: a turn of `turn` longer
+  // than a poll moves every rank's last sign of life forward by the excess.
+  void excuseStall(Clock::duration turn) {
+    if (turn <= kLongestPoll) return;
+    const Clock::duration stall = turn - kLongestPoll;
+    for (Member& m : members_)
+      if (m.admitted && !m.down) m.lastSeen += stall;
+  }
+
   void periodic(Clock::time_point now) {
     if (now >= nextHeartbeat_) {
+      const std::string heartbeat = encode(Heartbeat{}, config_.keys->helloMac);
       for (const auto& m : members_) {
-        if (m.admitted && !m.down) send(m.routingId, Heartbeat{});
+        if (m.admitted && !m.down) sendEncoded(m.routingId, heartbeat);
       }
       nextHeartbeat_ = now + config_.heartbeatInterval;
     }
-    for (int r = 0; r < config_.worldSize; ++r) {
+    // The scan over every rank runs once per kLongestPoll, not once per
+    // message received: its cost per rank does not grow with the world.
+    if (now < nextLivenessScan_) return periodicRendezvous(now);
+    nextLivenessScan_ = now + kLongestPoll;
+    // Rank 0 runs in this process: while this thread runs, it exists.
+    for (int r = 1; r < config_.worldSize; ++r) {
       Member& m = members_[static_cast<std::size_t>(r)];
       if (!m.admitted || m.down || now - m.lastSeen <= config_.peerTimeout) continue;
       const auto silent = std::chrono::duration_cast<milliseconds>(now - m.lastSeen);
+      const ProcessState state = processState(m.hello.pid, m.hello.hostId);
       markDown(r, PeerDownKind::kLost,
-               fmt::format("rank {} lost: no heartbeat for {} (killed, frozen or unreachable; HPU_PEER_TIMEOUT={}){}", r,
-                           durationText(silent), durationText(config_.peerTimeout),
+               fmt::format("rank {} lost: no heartbeat for {} (HPU_PEER_TIMEOUT={}); {}{}", r, durationText(silent),
+                           durationText(config_.peerTimeout), describeProcessState(state, m.hello.pid, m.hello.hostname),
                            m.activity.empty() ? "" : "; it was in " + m.activity));
     }
+    periodicRendezvous(now);
+  }
+
+  void periodicRendezvous(Clock::time_point now) {
     if (phase_ == Phase::kGathering) {
       const auto elapsed = std::chrono::duration_cast<milliseconds>(now - start_);
       if (elapsed >= config_.rendezvousTimeout) {
@@ -340,10 +373,11 @@ class RendezvousServer::Session {
       }
       return;
     }
+    const std::string report = encode(PeerDown{static_cast<std::uint32_t>(rank), kind, reason}, config_.keys->helloMac);
     for (int r = 0; r < config_.worldSize; ++r) {
       const Member& m = members_[static_cast<std::size_t>(r)];
       if (r != rank && m.admitted && !m.down) {
-        send(m.routingId, PeerDown{static_cast<std::uint32_t>(rank), kind, reason});
+        sendEncoded(m.routingId, report);
       }
     }
   }
@@ -431,7 +465,12 @@ class RendezvousServer::Session {
   // --- sending and logging -----------------------------------------------
 
   void send(const std::string& routingId, const ControlMessage& message) {
-    const std::string bytes = encode(message, config_.keys->helloMac);
+    sendEncoded(routingId, encode(message, config_.keys->helloMac));
+  }
+
+  void sendEncoded(const std::string& routingId, const std::string& bytes) {
+    owner_.traffic_.messagesOut.fetch_add(1, std::memory_order_relaxed);
+    owner_.traffic_.bytesOut.fetch_add(bytes.size(), std::memory_order_relaxed);
     try {
       zmq::message_t id(routingId.data(), routingId.size());
       zmq::message_t body(bytes.data(), bytes.size());
@@ -477,6 +516,7 @@ class RendezvousServer::Session {
   Clock::time_point start_;
   Clock::time_point nextProgress_;
   Clock::time_point nextHeartbeat_;
+  Clock::time_point nextLivenessScan_;
   std::map<std::string, std::string, std::less<>> values_;
   std::vector<StoreWaiter> waiters_;
   LogLimiter limiter_;
@@ -503,6 +543,10 @@ zmq::socket_t RendezvousServer::bind(zmq::context_t& context) {
                                                  .ipv6 = config_.ipv6});
   socket.set(zmq::sockopt::router_mandatory, true);
   socket.set(zmq::sockopt::router_handover, true);
+  // Every rank connects at once: ZeroMQ's default backlog of 100 drops the
+  // connections past it, and each dropped SYN costs its rank 1, 3, 7 s of
+  // TCP retries (the kernel caps this at net.core.somaxconn).
+  socket.set(zmq::sockopt::backlog, kConnectBacklog);
   secureServer(socket, config_.security, *config_.keys, "hpu-rendezvous");
   try {
     socket.bind(config_.bindEndpoint);

@@ -49,6 +49,12 @@ struct ServerConfig {
   std::chrono::milliseconds progressInterval{10'000};
 };
 
+// What the server has received and sent since it started (for the
+// control-plane bench: messages/s, bytes per rank at start-up).
+struct ServerTraffic {
+  std::atomic<std::uint64_t> messagesIn{0}, bytesIn{0}, messagesOut{0}, bytesOut{0};
+};
+
 class RendezvousServer {
  public:
   using Clock = std::chrono::steady_clock;
@@ -66,6 +72,8 @@ class RendezvousServer {
   // a failed rendezvous it serves until `deadline`, telling latecomers why.
   void finish(Clock::time_point deadline);
 
+  const ServerTraffic& traffic() const { return traffic_; }
+
  private:
   class Session;
   zmq::socket_t bind(zmq::context_t& context);
@@ -75,6 +83,7 @@ class RendezvousServer {
   zmq::socket_t monitor_;  // handshake failures: encrypted peers with another token
   std::atomic<bool> finishing_{false};
   std::atomic<Clock::rep> finishDeadline_{0};
+  ServerTraffic traffic_;
   std::thread thread_;
 };
 

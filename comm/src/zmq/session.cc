@@ -16,10 +16,13 @@ ZmqSession::ZmqSession(const JoinOptions& options, const ResolvedAddress& master
       master_(master),
       encrypted_(!master.loopback || options.encryptLoopback),
       context_(1),
+      controlContext_(1),
       keys_(options.token),
       health_(std::make_shared<PeerHealth>(options.settings.peerTimeout)) {
   context_.set(zmq::ctxopt::blocky, false);
+  controlContext_.set(zmq::ctxopt::blocky, false);
   zap_ = std::make_unique<ZapHandler>(context_, keys_, options.cluster.globalRank);
+  controlZap_ = std::make_unique<ZapHandler>(controlContext_, keys_, options.cluster.globalRank);
   if (options.cluster.globalRank == 0) {
     ServerConfig config;
     config.bindEndpoint = tcpEndpoint(master_, options.cluster.masterPort);
@@ -34,7 +37,7 @@ ZmqSession::ZmqSession(const JoinOptions& options, const ResolvedAddress& master
     config.peerTimeout = options.settings.peerTimeout;
     config.heartbeatInterval = options.settings.heartbeatInterval();
     config.progressInterval = options.progressInterval;
-    server_ = std::make_unique<RendezvousServer>(context_, std::move(config));
+    server_ = std::make_unique<RendezvousServer>(controlContext_, std::move(config));
   }
 }
 
@@ -49,12 +52,13 @@ void ZmqSession::startClient(Hello hello) {
   config.rendezvousTimeout = options_.settings.rendezvousTimeout;
   config.peerTimeout = options_.settings.peerTimeout;
   config.heartbeatInterval = options_.settings.heartbeatInterval();
-  client_ = std::make_unique<ControlClient>(context_, std::move(config), health_);
+  client_ = std::make_unique<ControlClient>(controlContext_, std::move(config), health_);
 }
 
 ZmqSession::~ZmqSession() {
   client_.reset();  // goodbye first, so rank 0's server sees this rank leave
   server_.reset();  // waits (bounded) for the other ranks' goodbyes
+  controlZap_.reset();
   zap_.reset();
 }
 

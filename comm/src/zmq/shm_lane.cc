@@ -139,10 +139,9 @@ ShmSender::~ShmSender() {
   ::shm_unlink(segment_->name().c_str());
 }
 
-void ShmSender::awaitReceiver(std::chrono::milliseconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
+void ShmSender::awaitReceiver(std::chrono::steady_clock::time_point deadline, const std::function<bool()>& stopWaiting) {
   while (used_ && segment_->opened().load(std::memory_order_acquire) == 0 &&
-         std::chrono::steady_clock::now() < deadline)
+         std::chrono::steady_clock::now() < deadline && !(stopWaiting && stopWaiting()))
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 

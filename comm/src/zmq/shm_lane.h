@@ -36,6 +36,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -99,8 +100,10 @@ class ShmSender {
   ~ShmSender();
 
   // Waits until the receiver opened the lane, if a message was put in it,
-  // at most `limit`. Call it before a clean close.
-  void awaitReceiver(std::chrono::milliseconds limit);
+  // at most until `deadline`, or until `stopWaiting` (optional, polled)
+  // returns true. Call it before a clean close.
+  void awaitReceiver(std::chrono::steady_clock::time_point deadline, const std::function<bool()>& stopWaiting = {});
+  void awaitReceiver(std::chrono::milliseconds limit) { awaitReceiver(std::chrono::steady_clock::now() + limit); }
 
   static bool fits(std::size_t bytes) { return bytes <= ShmSegment::kSlotBytes; }
   ShmSegment& segment() { return *segment_; }

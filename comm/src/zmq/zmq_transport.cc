@@ -32,7 +32,8 @@ constexpr milliseconds kPollSlice{100};
 // allreduce between two nodes 27 -> 7 us; the first 50 us of every wait
 // are busy).
 constexpr std::chrono::microseconds kSpin{50};
-// How long a clean close waits for peers still reading what was sent.
+// How long a clean close waits for peers still reading what was sent over
+// the sockets. Lanes not opened yet are waited for longer (~ZmqTransport).
 constexpr milliseconds kLinger{2000};
 // After a failure: how long a closing sender still waits for a peer to open
 // its lane. The lane may hold what the peer needs to name the failure (a
@@ -113,9 +114,18 @@ ZmqTransport::~ZmqTransport() {
   // of lingering on it.
   const bool failed = aborted_ || dropped_ || session_->health()->firstFailure().has_value();
   // A peer still reading needs the lanes it has not opened yet (after a
-  // failure too: they may hold what it needs to name the failure).
-  for (auto& lane : lanesOut_)
-    if (lane) lane->awaitReceiver(failed ? kFailedLinger : kLinger);
+  // failure too: they may hold what it needs to name the failure). After a
+  // clean run a peer that lives opens them, however slowly (256 ranks on 2
+  // cores: seconds), or is declared lost within the peer timeout, or leaves.
+  const auto& health = session_->health();
+  const auto deadline =
+      std::chrono::steady_clock::now() + (failed ? kFailedLinger : session_->options().settings.peerTimeout + kLinger);
+  for (std::size_t peer = 0; peer < lanesOut_.size(); ++peer) {
+    if (!lanesOut_[peer]) continue;
+    lanesOut_[peer]->awaitReceiver(deadline, [&] {
+      return health->firstFailure().has_value() || health->hasLeft(static_cast<int>(peer));
+    });
+  }
   for (auto& socket : outbound_) {
     if (!socket) continue;
     if (failed) socket->set(zmq::sockopt::linger, 0);

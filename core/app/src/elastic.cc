@@ -1,5 +1,7 @@
 #include "elastic.h"
 
+#include <random>
+
 #include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
 
@@ -58,9 +60,11 @@ std::optional<int> runElasticAgent(const RunRequest& request, int devices_per_no
   comm::ElasticOptions o;
   o.cluster = cluster;
   o.env = env;
-  // Every round draws the same seed, so a restarted run retraces the first.
-  if (const std::string seed = request.config.find("seed_everything")->str(); config::parseInt(seed))
-    o.env["PL_GLOBAL_SEED"] = seed;
+  // Every round's rank 0 proposes the same seed, so a restarted run retraces
+  // the first (a seed the config sets needs nothing).
+  if (const std::string seed = request.config.find("seed_everything")->str(); !config::parseInt(seed) &&
+                                                                             !o.env.contains("PL_GLOBAL_SEED"))
+    o.env["PL_GLOBAL_SEED"] = std::to_string(std::random_device{}());
   o.argv = request.argv;
   o.maxRestarts = max_restarts;
   o.settings = comm::commSettingsFromEnv(env);

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <filesystem>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -72,10 +73,21 @@ int intraOpThreads(const std::map<std::string, std::string>& env, int local_proc
   return static_cast<int>(*n);
 }
 
-std::uint64_t seedOf(const Node& cfg) {
+// seed_everything's value when the config sets one; nullopt for true and
+// false, whose seed the job draws (jobSeed).
+std::optional<std::uint64_t> configuredSeed(const Node& cfg) {
   const Node& s = *cfg.find("seed_everything");
-  if (s.str() == "false" || s.str() == "true") return std::random_device{}();
+  if (s.str() == "false" || s.str() == "true") return std::nullopt;
   return static_cast<std::uint64_t>(config::asInt(s));
+}
+
+// The seed this process proposes when the config sets none: a launcher's
+// PL_GLOBAL_SEED, else a fresh draw. Only global rank 0's proposal is used.
+std::uint64_t proposedSeed(const std::map<std::string, std::string>& env) {
+  if (auto it = env.find("PL_GLOBAL_SEED"); it != env.end())
+    if (const auto n = config::parseInt(it->second); n && *n >= 0 && *n <= 4294967295ll)
+      return static_cast<std::uint64_t>(*n);
+  return std::random_device{}();
 }
 
 // A data module's tokenizer left null is the model's pretrained directory's,
@@ -132,13 +144,7 @@ void describeDevicesOnNode(const Node& devices, int count, const device::Platfor
 void resolveSeed(config::Node& cfg, const std::map<std::string, std::string>& env) {
   config::Node* seed = cfg.find("seed_everything");
   if (seed == nullptr || !seed->isScalar() || seed->str() != "true") return;
-  // A launcher's workers inherit the seed rank 0 drew (Lightning's variable).
-  if (auto it = env.find("PL_GLOBAL_SEED"); it != env.end() && config::parseInt(it->second)) {
-    *seed = config::Node::scalar(it->second, seed->loc());
-    return;
-  }
-  std::random_device rd;
-  *seed = config::Node::scalar(std::to_string(rd()), seed->loc());
+  *seed = config::Node::scalar(std::to_string(proposedSeed(env)), seed->loc());
 }
 
 namespace {
@@ -151,7 +157,8 @@ Pipeline buildPipeline(const RunRequest& request, device::Platform& platform, in
   TrainerParts& parts = pipeline.parts;
   parts.options = TrainerOptions::parse(*cfg.find("trainer"));
   TrainerOptions& o = parts.options;
-  parts.seed = seedOf(cfg);
+  const std::optional<std::uint64_t> configured_seed = configuredSeed(cfg);
+  parts.seed = configured_seed ? *configured_seed : proposedSeed(request.env);
   parts.config = cfg;
 
   autocast::installPolicy(autocast::Policy::fromEnv(request.env));
@@ -166,10 +173,16 @@ Pipeline buildPipeline(const RunRequest& request, device::Platform& platform, in
       request.env,     request.argv,        devices, static_cast<int>(o.num_nodes), deviceIndices(o.devices),
       request.version, config::flatten(cfg)};
   run_env.simulated_rank = simulated_rank;
-  // Local workers re-read the command line: they must draw the same seed.
-  run_env.env["PL_GLOBAL_SEED"] = std::to_string(parts.seed);
   parts.strategy->setup(run_env, platform);
   try {
+    // seed_everything true or false: one seed for the whole job, global rank
+    // 0's, as a launcher exporting PL_GLOBAL_SEED to every rank would give.
+    // The rendezvous compared the config with the seed still to be drawn.
+    if (!configured_seed && simulated_rank < 0) {
+      parts.seed = std::stoull(parts.strategy->broadcast(std::to_string(parts.seed), 0));
+      if (Node& seed = *parts.config.find("seed_everything"); seed.str() == "true")
+        seed = config::Node::scalar(std::to_string(parts.seed), seed.loc());
+    }
     buildParts(request, pipeline);
   } catch (...) {
     failJob(*parts.strategy);
@@ -266,7 +279,7 @@ int run(const RunRequest& request) {
   }
   if (request.subcommand == "fit" && !parts.loggers.empty())
     parts.callbacks.push_back(  // a restarted round rewrites its own run's config
-        app::makeSaveConfigCallback(cfg, request.save_config_overwrite || parts.restart_round > 0));
+        app::makeSaveConfigCallback(parts.config, request.save_config_overwrite || parts.restart_round > 0));
   if (!o.enable_checkpointing && has_checkpoint && o.fast_dev_run == 0)
     throw UsageError(
         "trainer.enable_checkpointing is false but trainer.callbacks has a ModelCheckpoint; remove one of them");

@@ -122,11 +122,13 @@ std::string DistributedStrategy::broadcast(const std::string& text, int root) {
 }
 
 std::vector<std::string> DistributedStrategy::gatherText(const std::string& text) {
-  // The sizes, then every text padded to the longest.
+  // Every rank's size (8 bytes from each: linear in the world size), then
+  // every text padded to the longest.
   const auto ranks = static_cast<std::size_t>(worldSize());
-  std::vector<double> sizes(ranks, 0.0);
-  sizes[static_cast<std::size_t>(globalRank())] = static_cast<double>(text.size());
-  allReduceSum(sizes);
+  const std::uint64_t size = text.size();
+  std::vector<std::uint64_t> sizes(ranks);
+  group_->allgather(comm::ConstBufferView(std::as_bytes(std::span<const std::uint64_t>(&size, 1))),
+                    comm::BufferView(std::as_writable_bytes(std::span<std::uint64_t>(sizes))));
   const auto longest = static_cast<std::size_t>(*std::max_element(sizes.begin(), sizes.end()));
   std::vector<std::byte> mine(longest), all(longest * ranks);
   std::memcpy(mine.data(), text.data(), text.size());

@@ -28,6 +28,13 @@
 // HPU_PEER_TIMEOUT / 5; a rank silent for HPU_PEER_TIMEOUT is declared lost
 // and every rank's pending and later collectives fail with PeerLostError
 // naming it, within HPU_PEER_TIMEOUT x 1.2 + 0.1 s of its last heartbeat.
+// The report says what rank 0 saw of the silent rank's process when it runs
+// on rank 0's host: gone (dead), stopped by a signal (frozen), or alive
+// (slow: an overloaded host); on another host it says it cannot see. Rank 0
+// never declares itself lost, and silence counts only while the detector's
+// own thread runs (a host too busy to run it does not blame the peers).
+// The control plane has its own ZeroMQ context and I/O thread, apart from
+// the data plane's connections and traffic.
 //
 // Thread-safety: joinProcessGroup blocks the calling thread until the job
 // assembled or failed: at most HPU_RENDEZVOUS_TIMEOUT, plus up to 5 s for a

@@ -13,7 +13,7 @@ namespace hpu::core {
 
 struct RunRequest {
   std::string subcommand;  // fit, validate, test, predict
-  config::Node config;     // canonical (see config/normalize.h), seed resolved
+  config::Node config;     // canonical (see config/normalize.h); seed_everything as given
   bool save_config_overwrite = false;
   std::vector<std::string> argv;  // the command line, for spawning local workers
   std::map<std::string, std::string> env;
@@ -23,9 +23,9 @@ struct RunRequest {
   std::vector<std::string> notes;
 };
 
-// seed_everything: true becomes a concrete random seed, so that the printed
-// and saved config reproduces the run (PL_GLOBAL_SEED, set for a launcher's
-// workers, supplies it).
+// seed_everything: true becomes a concrete random seed (PL_GLOBAL_SEED's
+// when set), so that a printed config reproduces a run. A run resolves it
+// itself, once for the whole job (buildPipeline): rank 0's seed.
 void resolveSeed(config::Node& config, const std::map<std::string, std::string>& env);
 
 // Builds the pipeline from the registry and runs the subcommand. Returns the
