@@ -135,13 +135,16 @@ class BatchSizeSearch {
     return wanted;
   }
 
-  // steps_per_trial training steps at the current batch size; false if the
-  // device ran out of memory. A batch of one that does not fit ends the
+  // steps_per_trial training steps, then as many validation batches, at the
+  // current batch size; false if the device ran out of memory. A batch of one that does not fit ends the
   // search with the device's error.
   bool trial() {
     try {
       t_.runTrainingSteps(o_.steps_per_trial, [this](std::int64_t) { return lr_; },
                           [](std::int64_t, double) { return true; });
+      // The fit's validation runs at this batch size too (Lightning's trials
+      // set limit_val_batches = steps_per_trial).
+      t_.runValidationSteps(o_.steps_per_trial);
       return true;
     } catch (const device::OutOfMemoryError& e) {
       if (size_ <= 1) {

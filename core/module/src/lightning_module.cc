@@ -24,8 +24,12 @@ void LightningModule::log(const std::string& name, double value, const LogOption
 }
 
 device::Device& LightningModule::device() const {
-  HPU_CHECK(device_ != nullptr, "{}: device() before the Trainer set the model up", typeName());
-  return *device_;
+  if (device_ != nullptr) return *device_;
+  // A model used without a Trainer: where its parameters are.
+  const std::vector<Tensor> params = parameters();
+  HPU_CHECK(!params.empty() && params.front().storage(), "{}: device() of a model with no parameter placed",
+            typeName());
+  return params.front().device();
 }
 
 Profiler& LightningModule::profiler() {

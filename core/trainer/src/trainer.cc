@@ -401,6 +401,41 @@ void Trainer::runTrainingSteps(std::int64_t steps, const std::function<double(st
   progress_metrics_.clear();
 }
 
+void Trainer::runValidationSteps(std::int64_t batches) {
+  if (!val_loader_ || batches <= 0) return;
+  const std::int64_t n = std::min(batches, val_loader_->numBatches());
+  model_->eval();
+  {
+    autograd::TapeScope no_grad(nullptr);
+    GatheredParameters gathered(*strategy_, *params_, Strategy::GatherScope::kStep);
+    val_loader_->startEpoch(0);
+    try {
+      for (std::int64_t batch_idx = 0; batch_idx < n; ++batch_idx) {
+        const std::optional<data::HostBatch> hb = val_loader_->next();
+        if (!hb) break;
+        const Batch batch = toDevice(*hb);
+        metrics_->setHook(MetricCollector::Hook::kEvaluation, batch.size());
+        if (strategy_->pipelineStages() > 1) {
+          forwardStages(batch, batch_idx);
+        } else {
+          auto autocast = precision_->forwardContext();
+          model_->validationStep(batch, batch_idx);
+        }
+        strategy_->device().graph().markStep();
+      }
+    } catch (...) {
+      strategy_->device().graph().discardStep();
+      metrics_->setHook(MetricCollector::Hook::kNone, 1);
+      metrics_->clear();
+      model_->train();
+      throw;
+    }
+  }
+  metrics_->setHook(MetricCollector::Hook::kNone, 1);
+  metrics_->clear();
+  model_->train();
+}
+
 void Trainer::parametersReplaced() {
   strategy_->parametersLoaded(*params_);
   if (optimizer_) optimizer_->parametersLoaded();

@@ -134,8 +134,9 @@ class LightningModule : public nn::Module {
   Profiler& profiler();
 
   // The device the model computes on (Lightning's LightningModule.device):
-  // where its inputs go. Under ZeRO-3 a parameter holds no storage, and so no
-  // device, until its module's forward gathers it. REQUIRES: attached.
+  // where its inputs go: the Trainer's (under ZeRO-3 a parameter holds no
+  // storage, and so no device, until its module's forward gathers it), or,
+  // for a model used without a Trainer, its parameters'.
   device::Device& device() const;
 
   // Trainer wiring.

@@ -178,6 +178,13 @@ class Trainer {
   // REQUIRES: in fit, before the loop.
   void runTrainingSteps(std::int64_t steps, const std::function<double(std::int64_t)>& lr_at,
                         const std::function<bool(std::int64_t, double)>& after);
+  // Up to `batches` validation batches (validation_step, no gradients),
+  // without callbacks or logging, as a tuner's trial runs them (Lightning's
+  // limit_val_batches = steps_per_trial): what the device must hold for
+  // validation at this batch size. Does nothing without a val set. A batch
+  // that throws (out of device memory) leaves nothing behind and propagates.
+  // REQUIRES: in fit, before the loop.
+  void runValidationSteps(std::int64_t batches);
   // Restores a checkpoint this fit saved: weights, optimizer, scheduler,
   // loop counters and the callbacks' state. Every rank calls it.
   void restoreCheckpoint(const std::string& path) { restore(path, /*full=*/true); }
