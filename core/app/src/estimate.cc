@@ -16,7 +16,9 @@
 #include "hpu/core/config/compose.h"
 #include "hpu/core/config/params.h"
 #include "hpu/core/config/scalars.h"
+#include "hpu/core/estimate/op_costs.h"
 #include "hpu/core/estimate/step_recorder.h"
+#include "hpu/core/estimate/step_time.h"
 #include "hpu/device/byte_size.h"
 #include "hpu/device/errors.h"
 
@@ -113,13 +115,13 @@ RankTrace traceRank(const EstimateRequest& request, const device::EmulatorSettin
   shape.precision = trainer.precision().precision();
   shape.matrix_dtype = matrixDtypeOf(shape.precision);
   device::Device& dev = trainer.device();
-  const device::GaudiModel model(platform.settings().generation, {shape.devices, shape.nodes});
-  auto recorder = std::make_shared<StepRecorder>(model, dev);
+  auto recorder = std::make_shared<StepRecorder>(dev);
   trainer.strategy().observeCollectives(recorder);
   ops::OpObserverScope observe(recorder.get());
 
   RankTrace t;
   t.rank = rank;
+  estimate::RecordedStep step;  // the last
   const auto in_use = [&dev] { return dev.allocator().stats().inUse; };
   std::uint64_t graphs = 0;
   const auto graphs_since = [&] {
@@ -130,7 +132,7 @@ RankTrace traceRank(const EstimateRequest& request, const device::EmulatorSettin
   if (predict) {
     trainer.dryRunPredict(*pipeline.model, *pipeline.data);
     t.weights = in_use();
-    t.step = recorder->endStep(graphs_since());
+    step = recorder->endStep(graphs_since());
   } else {
     Trainer::DryRunHooks hooks;
     hooks.model_ready = [&] {
@@ -141,7 +143,7 @@ RankTrace traceRank(const EstimateRequest& request, const device::EmulatorSettin
       t.optimizer_state = in_use() - t.weights - t.gradients;
       recorder->endStep(graphs_since());  // setup is not a step
     };
-    hooks.step_end = [&](std::int64_t) { t.step = recorder->endStep(graphs_since()); };
+    hooks.step_end = [&](std::int64_t) { step = recorder->endStep(graphs_since()); };
     trainer.dryRunFit(*pipeline.model, *pipeline.data, request.steps, hooks);
     t.persistent = in_use();
   }
@@ -149,7 +151,10 @@ RankTrace traceRank(const EstimateRequest& request, const device::EmulatorSettin
   trainer.strategy().observeCollectives(nullptr);
   t.peak = dev.allocator().stats().maxInUse;
   t.peak_at = recorder->peakAt();
-  t.ops = recorder->lastStepOps();
+  estimate::PricedStep priced =
+      estimate::priceStep(step, device::GaudiModel(platform.settings().generation, {shape.devices, shape.nodes}));
+  t.step = priced.time;
+  t.ops = std::move(priced.ops);
   t.total_params = pipeline.model->numParameters();
   // A pipeline stage's parameters (a later stage's copy of a tied embedding
   // counts on the first).
