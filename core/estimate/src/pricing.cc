@@ -16,10 +16,11 @@ std::vector<device::Assumption> assumptionsOf(const device::GaudiModel& model) {
   return all;
 }
 
-// A step's time by the calibration parameter that bounds each part: an op's
-// time goes to the efficiency of the resource that bounds it (its host-link
-// part to the link), the host's per-graph time and the exposed communication
-// (each blocking collective's overhead apart) to theirs.
+// A rank's own step (it has no pipeline bubble) by the calibration parameter
+// that bounds each part: an op's time goes to the efficiency of the resource
+// that bounds it (its host-link part to the link), the host's per-graph time
+// and the exposed communication (each blocking collective's overhead apart)
+// to theirs.
 std::vector<StepShare> stepShares(const PricedStep& step, const device::GaudiModel& model) {
   const device::Calibration& c = model.calibration();
   std::map<std::string, double> by;
@@ -41,7 +42,6 @@ std::vector<StepShare> stepShares(const PricedStep& step, const device::GaudiMod
   by["collective_overhead"] += std::min(overhead, t.breakdown.exposed_comm);
   by["collective_efficiency"] += std::max(0.0, t.breakdown.exposed_comm - overhead);
   by["host_per_graph"] += t.breakdown.host;
-  if (t.breakdown.pipeline_bubble > 0) by["pipeline bubble"] += t.breakdown.pipeline_bubble;
   std::vector<StepShare> out;
   for (const auto& [parameter, seconds] : by)
     if (seconds > 0) out.push_back({parameter, seconds});

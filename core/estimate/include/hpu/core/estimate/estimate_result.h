@@ -38,7 +38,7 @@ struct ThroughputRange {
 
 // Part of the step rank's step time, by the calibration parameter that bounds it.
 struct StepShare {
-  std::string parameter;  // "mme_efficiency", "host_per_graph", "pipeline bubble"
+  std::string parameter;  // "mme_efficiency", "host_per_graph", "host link and memory (specs)"
   double seconds = 0;
 };
 
