@@ -1,8 +1,10 @@
 // `hpu-train estimate [fit|predict]`: runs a config's step graph with
-// shape-only tensors (no data read, no arithmetic) for one or two ranks of
-// the job in this process, and prices it on the emulated generation
+// shape-only tensors (no data read, no arithmetic) for the ranks of the job
+// that differ, in this process, and prices it on the emulated generation
 // (device/gaudi_model.h): device memory per rank as the emulator's
-// allocator counts it, and step time, throughput and MFU on Gaudi.
+// allocator counts it, and step time, throughput and MFU on Gaudi. Three
+// parts: tracing (app/src/job_trace.h), pricing (estimate/pricing.h) and the
+// text and JSON reports of one result (estimate/report.h).
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,152 @@
+#include "hpu/core/estimate/pricing.h"
+
+#include <algorithm>
+#include <map>
+
+#include "hpu/core/estimate/op_costs.h"
+#include "hpu/device/check.h"
+
+namespace hpu::core::estimate {
+namespace {
+
+// Every constant the estimate rests on: the Gaudi model's and the pricing's.
+std::vector<device::Assumption> assumptionsOf(const device::GaudiModel& model) {
+  std::vector<device::Assumption> all = model.assumptions();
+  for (device::Assumption& a : opCostAssumptions()) all.push_back(std::move(a));
+  return all;
+}
+
+// A rank's own step (it has no pipeline bubble) by the calibration parameter
+// that bounds each part: an op's time goes to the efficiency of the resource
+// that bounds it (its host-link part to the link), the host's per-graph time
+// and the exposed communication (each blocking collective's overhead apart)
+// to theirs.
+std::vector<StepShare> stepShares(const PricedStep& step, const device::GaudiModel& model) {
+  const device::Calibration& c = model.calibration();
+  std::map<std::string, double> by;
+  for (const OpTotal& o : step.ops) {
+    const device::GaudiModel::Priced p = model.price(o.work);
+    const double calls = static_cast<double>(o.calls);
+    using Bound = device::GaudiModel::Bound;
+    switch (p.bound) {
+      case Bound::kMme: by["mme_efficiency"] += calls * p.engines; break;
+      case Bound::kAttention: by["attention_efficiency"] += calls * p.engines; break;
+      case Bound::kTpc: by["tpc_efficiency"] += calls * p.engines; break;
+      case Bound::kHbm: by["hbm_efficiency"] += calls * p.engines; break;
+      case Bound::kNone: break;
+    }
+    if (p.host > 0) by["host link and memory (specs)"] += calls * p.host;
+  }
+  const StepTime& t = step.time;
+  const double overhead = static_cast<double>(t.blocking_collective_peers) * c.collective_overhead;
+  by["collective_overhead"] += std::min(overhead, t.breakdown.exposed_comm);
+  by["collective_efficiency"] += std::max(0.0, t.breakdown.exposed_comm - overhead);
+  by["host_per_graph"] += t.breakdown.host;
+  std::vector<StepShare> out;
+  for (const auto& [parameter, seconds] : by)
+    if (seconds > 0) out.push_back({parameter, seconds});
+  std::sort(out.begin(), out.end(), [](const StepShare& a, const StepShare& b) { return a.seconds > b.seconds; });
+  return out;
+}
+
+// The rank whose step sets the job's: rank 0, or with pipeline stages the
+// slowest stage's.
+std::size_t stepRank(const std::vector<PricedStep>& steps, const JobShape& shape) {
+  if (shape.stages == 1) return 0;
+  return static_cast<std::size_t>(
+      std::max_element(steps.begin(), steps.end(),
+                       [](const PricedStep& a, const PricedStep& b) { return a.time.seconds < b.time.seconds; }) -
+      steps.begin());
+}
+
+// The step time of the job whose ranks' steps are `steps`, and whose step
+// rank (stepRank) is `timed`: its step; with pipeline stages, plus 1F1B's
+// bubble: each of the stages - 1 other stages idles one micro-batch's forward
+// and backward of the slowest stage while the pipeline fills and drains
+// (Narayanan et al., "Efficient Large-Scale Language Model Training on GPU
+// Clusters", 2021: bubble = (p - 1) / m of the ideal time). The matrix
+// engine's work is a rank's on average.
+StepTime jobStep(const std::vector<PricedStep>& steps, const PricedStep& timed, const JobShape& shape) {
+  StepTime out = timed.time;
+  if (shape.stages == 1) return out;
+  double flops = 0, busiest = 0;
+  for (const PricedStep& s : steps) {
+    flops += s.time.matrix_flops;
+    const StepBreakdown& b = s.time.breakdown;
+    busiest = std::max(busiest, b.matrix + b.vector + b.host);
+  }
+  out.matrix_flops = flops / static_cast<double>(steps.size());
+  const auto micro_batches = static_cast<double>(std::max<std::int64_t>(1, shape.accumulate));
+  out.breakdown.pipeline_bubble = static_cast<double>(shape.stages - 1) * busiest / micro_batches;
+  out.seconds = out.breakdown.total();
+  return out;
+}
+
+// The likely range of `throughput` tokens/s: how far off the estimate of a
+// run like this one was for the published runs most like it.
+std::optional<ThroughputRange> rangeOf(const JobShape& shape, device::Generation generation, double throughput) {
+  using Mode = device::ValidationRow::Mode;
+  const bool predict = shape.predict;
+  const device::ValidationRow like{predict ? (shape.max_new_tokens <= 1 ? Mode::kLatency : Mode::kInference)
+                                           : Mode::kTraining,
+                                   shape.tokens_per_sample,
+                                   predict ? shape.max_new_tokens : 0,
+                                   shape.micro_batch * (predict ? 1 : shape.accumulate * shape.replicas),
+                                   shape.world,
+                                   0};
+  const device::Uncertainty spread = device::uncertaintyFor(generation, like);
+  if (spread.rows == 0) return std::nullopt;
+  return ThroughputRange{throughput / spread.high, throughput / spread.low, spread.low, spread.high, spread.rows,
+                         like.mode == Mode::kTraining};
+}
+
+}  // namespace
+
+EstimateResult priceJob(const TracedJob& job, const device::GaudiModel& model, const device::MemoryLimit& limit) {
+  const JobShape& shape = job.shape;
+  HPU_CHECK(!job.ranks.empty(), "a traced job has at least rank 0");
+  HPU_CHECK(model.topology().devicesPerNode == shape.devices && model.topology().numNodes == shape.nodes,
+            "the Gaudi model is for another topology than the traced job's");
+  std::vector<PricedStep> steps;
+  for (const RankTrace& r : job.ranks) steps.push_back(priceStep(r.step, model));
+  const std::size_t timed = stepRank(steps, shape);  // its ops are the step's
+
+  EstimateResult out;
+  out.shape = shape;
+  out.generation = std::string(model.spec().name);
+  out.product = std::string(model.spec().product);
+  // With pipeline stages, each traced rank holds its stage's parameters.
+  out.parameters = job.ranks.front().parameters;
+  if (shape.stages > 1)
+    for (std::size_t i = 1; i < job.ranks.size(); ++i) out.parameters += job.ranks[i].parameters;
+
+  out.step = jobStep(steps, steps[timed], shape);
+  const double seconds = out.step.seconds;
+  const double samples =
+      static_cast<double>(shape.micro_batch) * (shape.predict ? 1 : shape.accumulate) * shape.replicas;
+  out.per_token = shape.tokens_per_sample > 0;
+  const double per_sample =
+      shape.predict ? static_cast<double>(shape.max_new_tokens) : static_cast<double>(shape.tokens_per_sample);
+  out.throughput = seconds > 0 ? samples * (out.per_token ? per_sample : 1.0) / seconds : 0;
+  if (out.per_token) out.range = rangeOf(shape, model.spec().generation, out.throughput);
+  out.mfu = seconds > 0 ? out.step.matrix_flops / (seconds * model.matrixPeakFlops(shape.matrix_dtype)) : 0;
+
+  out.limit = limit;
+  for (const RankTrace& r : job.ranks) {
+    out.peak = std::max(out.peak, r.peak);
+    out.ranks.push_back({r.rank, r.last_rank, r.stage, r.peak, r.peak_at, r.persistent, r.weights, r.optimizer_state,
+                         r.gradients, r.peak - r.persistent});
+  }
+  out.fits = out.peak <= limit.bytes;
+
+  out.step_rank = job.ranks[timed].rank;
+  out.step_stage = job.ranks[timed].stage;
+  out.step_rank_seconds = steps[timed].time.seconds;
+  out.step_shares = stepShares(steps[timed], model);
+  out.ops = std::move(steps[timed].ops);
+  out.calibration = model.calibration();
+  out.assumptions = assumptionsOf(model);
+  return out;
+}
+
+}  // namespace hpu::core::estimate
