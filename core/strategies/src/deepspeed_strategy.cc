@@ -188,6 +188,7 @@ class DeepSpeedStrategy final : public DistributedStrategy {
     std::vector<comm::ProcessGroup*> sources;
     for (const bool expert : expert_buckets_) sources.push_back(expert ? experts_.same_experts.get() : nullptr);
     broadcastParameters(params, buffers, nullptr, sources);
+    if (ep_ > 1) model.setForwardHooks(std::make_shared<ExpertGradientCompletion>(params));
     shards_.resize(n);
     for (std::size_t i = 0; i < n; ++i) {
       const nn::ParamBucket& b = params.buckets()[i];

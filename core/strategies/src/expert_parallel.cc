@@ -3,6 +3,7 @@
 #include <spdlog/fmt/fmt.h>
 
 #include "hpu/core/base/errors.h"
+#include "hpu/core/tensor/autograd.h"
 
 namespace hpu::core {
 
@@ -43,6 +44,13 @@ std::vector<bool> expertBuckets(const nn::FlatParameters& params, int ep) {
     refuseExpertParallelSize(ep, "the model has no mixture of experts to split (MixtralForCausalLM has); use "
                                  "expert_parallel_size 1");
   return out;
+}
+
+void ExpertGradientCompletion::before(nn::Module& m) {
+  if (!m.zero3Leaf()) return;
+  // Recorded before the block's forward: the tape runs it after the block's backward.
+  if (autograd::Tape* tape = autograd::currentTape())
+    tape->record([&params = params_, &m] { params.completeGrads(m); });
 }
 
 }  // namespace hpu::core

@@ -17,6 +17,7 @@
 #include "comm_parallel_group.h"
 #include "hpu/comm/process_group.h"
 #include "hpu/core/nn/flat_parameters.h"
+#include "hpu/core/nn/module.h"
 
 namespace hpu::core {
 
@@ -42,5 +43,23 @@ ExpertGroups splitExpertGroups(comm::ProcessGroup& world, int rank, int dp, int 
 // Per bucket of `params`: whether it holds experts (FlatParameters keeps
 // them in buckets of their own). With ep > 1, refuses a model without any.
 std::vector<bool> expertBuckets(const nn::FlatParameters& params, int ep);
+
+// Forward hooks of a model whose experts are split across ranks: once the
+// backward of a block whose children a rank may leave uncalled (a MoE
+// block, Module::zero3Leaf) is over, the experts that got no gradient (no
+// rank routed a token to them) count as ready with zero gradients
+// (FlatParameters::completeGrads). Every rank then reports its buckets at
+// the same point of backward, so their reductions and the blocks'
+// all-to-alls are issued in one order on every rank.
+class ExpertGradientCompletion final : public nn::ForwardHooks {
+ public:
+  // `params` outlives every forward of the model.
+  explicit ExpertGradientCompletion(nn::FlatParameters& params) : params_(params) {}
+  void before(nn::Module& m) override;
+  void after(nn::Module&) override {}
+
+ private:
+  nn::FlatParameters& params_;
+};
 
 }  // namespace hpu::core

@@ -184,6 +184,7 @@ class ModelParallelStrategy final : public DistributedStrategy {
                                   : BucketAllreduce::Reduction{});
     }
     broadcastParameters(params, buffers, data_.get(), sources);
+    if (ep_ > 1) model.setForwardHooks(std::make_shared<ExpertGradientCompletion>(params));
     sync_.setup(params, std::move(reductions));
     shared_.clear();
     if (embedding_)
