@@ -1,8 +1,9 @@
-// Tensor and pipeline parallelism through the real binary
-// (ModelParallelStrategy, local ranks on loopback): a language model split
-// across 2 or 4 ranks (its layers, its stages, or both) trains to the
-// losses, weights and optimizer state one device reaches (same seed, same
-// global batch), with dropout on; tensor x data parallel trains as data
+// Tensor, pipeline and expert parallelism through the real binary
+// (ModelParallelStrategy, and HPUDeepSpeedStrategy's experts; local ranks on
+// loopback): a language model split across 2 or 4 ranks (its layers, its
+// stages, its experts) trains to the losses, weights and optimizer state
+// one device reaches (same seed, same global batch), with dropout on;
+// tensor x data parallel trains as data
 // parallel does; a checkpoint written by one layout resumes in another and
 // continues the run as if it had never stopped; the 1F1B schedule shows in
 // the profiler's trace; layouts that cannot work are refused by name. Every
@@ -448,6 +449,146 @@ TEST_F(ModelParallelTest, ExpertParallelLayoutsThatCannotWorkAreRefusedByName) {
   EXPECT_THAT(refusal({"--trainer.devices=2", "--trainer.strategy.init_args.data_parallel_size=2",
                        "--trainer.strategy.init_args.expert_parallel_size=2", "--model.init_args.num_local_experts=3"}),
               HasSubstr("num_local_experts 3 cannot be split across 2 expert-parallel ranks"));
+}
+
+// Expert parallelism under HPUDeepSpeedStrategy (DeepSpeed-MoE's "E + D + Z"
+// layouts): `stage` over `world` ranks, the experts split across
+// `expert_parallel_size` of them, each rank reading 8 / world rows a step.
+std::vector<std::string> deepspeedMoe(int stage, int world, int expert_parallel_size) {
+  return {"--trainer.devices=" + std::to_string(world),
+          "--trainer.strategy=lightning_habana.pytorch.strategies.HPUDeepSpeedStrategy",
+          "--trainer.strategy.init_args.stage=" + std::to_string(stage),
+          "--trainer.strategy.init_args.expert_parallel_size=" + std::to_string(expert_parallel_size),
+          "--data.init_args.batch_size=" + std::to_string(8 / world)};
+}
+
+// The clipping norms rank 0 prints, step after step (HPU_LOG_LEVEL=debug).
+std::vector<double> clippingNorms(const std::string& err) {
+  static const std::regex kNorm(R"((?:\[rank (\d)\] )?debug: gradient_clip_val \S+: the gradients' total norm is (\S+))");
+  std::vector<double> out;
+  for (std::sregex_iterator it(err.begin(), err.end(), kNorm), end; it != end; ++it)
+    if (!(*it)[1].matched || (*it)[1] == "0") out.push_back(std::stod((*it)[2]));
+  return out;
+}
+
+// ZeRO stages 0, 1 and 2 with the experts split across 2 ranks, on 2 and 4
+// ranks: the experts' gradients averaged over the ranks holding them, their
+// shards taken over those ranks, train to the losses and the consolidated
+// weights and optimizer state of the same stage without expert parallelism
+// and of hpu_parallel, gradient clipping included (its norm, which clips
+// every step here, is one device's: each element counted once).
+TEST_F(ModelParallelTest, DeepSpeedExpertParallelTrainsAsDataParallel) {
+  write("mixtral.yaml", std::string(kRun) + kMixtral);
+  env()["HPU_LOG_LEVEL"] = "debug";
+  struct Run {
+    std::vector<double> norms;            // rank 0's clipping norms
+    core::checkpoint::Checkpoint whole;  // the last checkpoint, consolidated when written by several ranks
+  };
+  const auto fitRun = [&](const std::string& root, const std::vector<std::string>& layout) {
+    const RunResult r = run(plus({"fit", "-c", "mixtral.yaml", "--trainer.default_root_dir=" + root, "--trainer.max_steps=6",
+                                  "--trainer.gradient_clip_val=0.05"},
+                                 layout));
+    EXPECT_EQ(r.exit_code, 0) << r.describe();
+    const fs::path last = checkpoint(root, "last.ckpt");
+    if (!fs::exists(last.string() + ".rank0")) return Run{clippingNorms(r.err), readCheckpoint(last)};
+    const RunResult c = run({"consolidate", last.string(), root + ".ckpt"});
+    EXPECT_EQ(c.exit_code, 0) << c.describe();
+    return Run{clippingNorms(r.err), readCheckpoint(dir() / (root + ".ckpt"))};
+  };
+  for (const int world : {2, 4}) {
+    SCOPED_TRACE(world);
+    const std::string dp = "dp" + std::to_string(world);
+    const Run want = fitRun(dp, {"--trainer.devices=" + std::to_string(world), "--trainer.strategy=hpu_parallel",
+                                 "--data.init_args.batch_size=" + std::to_string(8 / world)});
+    ASSERT_EQ(want.norms.size(), 6u);
+    for (const double norm : want.norms) EXPECT_GT(norm, 0.05) << "gradient_clip_val clips every step";
+    for (const int stage : {0, 1, 2}) {
+      SCOPED_TRACE(stage);
+      const std::string zero = "zero" + std::to_string(stage) + "x" + std::to_string(world);
+      const Run without = fitRun(zero, deepspeedMoe(stage, world, 1));
+      const Run ep = fitRun(zero + "ep2", deepspeedMoe(stage, world, 2));
+      EXPECT_TRUE(fs::exists(checkpoint(zero + "ep2", "last.ckpt").string() + ".rank" + std::to_string(world - 1)));
+      expectClose(ep.norms, want.norms, "clipping norm");
+      expectClose(without.norms, want.norms, "clipping norm without expert parallelism");
+      expectClose(losses(zero + "ep2"), losses(dp), "train_loss");
+      expectSameTensors(ep.whole, without.whole);
+      expectSameTensors(ep.whole, want.whole);
+    }
+  }
+}
+
+// Experts no rank routed a token to get no gradient from their backward:
+// with 2 tokens a rank, each to 1 of 4 experts, most steps leave some
+// expert of one rank unused and not the other's. Their zero gradients count
+// at the end of their block's backward on every rank, so the ranks reduce
+// their buckets between the same all-to-alls: 20 such steps under both
+// strategies train as hpu_parallel (at a learning rate that keeps 2-token
+// batches from diverging, which would magnify float rounding).
+TEST_F(ModelParallelTest, ExpertsNoTokenChoseKeepTheRanksCollectivesInOneOrder) {
+  write("mixtral.yaml", std::string(kRun) + kMixtral);
+  const std::vector<std::string> sparse{"--trainer.max_steps=20", "--trainer.devices=2", "--data.init_args.batch_size=1",
+                                        "--data.init_args.block_size=2", "--model.init_args.num_experts_per_tok=1",
+                                        "--optimizer.init_args.lr=0.05"};
+  fit("mixtral.yaml", "dp2", plus(sparse, {"--trainer.strategy=hpu_parallel"}));
+  fit("mixtral.yaml", "ep2", plus(sparse, {kTensorParallel[0], "--trainer.strategy.init_args.tensor_parallel_size=1",
+                                           "--trainer.strategy.init_args.data_parallel_size=2",
+                                           "--trainer.strategy.init_args.expert_parallel_size=2"}));
+  fit("mixtral.yaml", "zero2ep2",
+      plus(sparse, {"--trainer.strategy=HPUDeepSpeedStrategy", "--trainer.strategy.init_args.stage=2",
+                    "--trainer.strategy.init_args.expert_parallel_size=2"}));
+  ASSERT_EQ(losses("dp2").size(), 20u);
+  expectClose(losses("ep2"), losses("dp2"), "ModelParallelStrategy's train_loss");
+  expectClose(losses("zero2ep2"), losses("dp2"), "HPUDeepSpeedStrategy's train_loss");
+}
+
+// A ZeRO-2 expert-parallel checkpoint (every rank's experts and optimizer
+// state in its own file) resumes in its own layout and under hpu_parallel
+// as if the run had never stopped.
+TEST_F(ModelParallelTest, DeepSpeedExpertParallelCheckpointResumes) {
+  write("mixtral.yaml", std::string(kRun) + kMixtral);
+  const std::vector<std::string> ep2 = deepspeedMoe(2, 2, 2);
+  fit("mixtral.yaml", "whole", ep2);
+  const std::vector<double> whole_run = losses("whole");
+  ASSERT_EQ(whole_run.size(), 10u);
+  fit("mixtral.yaml", "first", plus(ep2, {"--trainer.max_steps=5"}));
+  const fs::path step5 = checkpoint("first", "last.ckpt");
+  EXPECT_EQ(fileNames(step5.parent_path()),
+            (std::vector<std::string>{"epoch=0-step=5.ckpt", "epoch=0-step=5.ckpt.rank0", "epoch=0-step=5.ckpt.rank1",
+                                      "last.ckpt", "last.ckpt.rank0", "last.ckpt.rank1"}));
+  const std::vector<double> rest(whole_run.begin() + 5, whole_run.end());
+  fit("mixtral.yaml", "resumed", plus(ep2, {"--ckpt_path=" + step5.string()}));
+  expectClose(losses("resumed"), rest, "steps 6-10 resumed in the same layout");
+  for (const char* rank : {".rank0", ".rank1"})
+    expectSameTensors(readCheckpoint(checkpoint("resumed", "last.ckpt").string() + rank),
+                      readCheckpoint(checkpoint("whole", "last.ckpt").string() + rank));
+  fit("mixtral.yaml", "parallel",
+      {"--trainer.devices=2", "--trainer.strategy=hpu_parallel", "--data.init_args.batch_size=4",
+       "--ckpt_path=" + step5.string()});
+  expectClose(losses("parallel"), rest, "steps 6-10 resumed under hpu_parallel");
+}
+
+// What DeepSpeed-MoE cannot run is refused by the process the user started.
+TEST_F(ModelParallelTest, DeepSpeedExpertParallelLayoutsThatCannotWorkAreRefusedByName) {
+  write("mixtral.yaml", std::string(kRun) + kMixtral);
+  write("llama.yaml", std::string(kRun) + kLlama);
+  const auto refusal = [&](const std::string& config, const std::vector<std::string>& layout) {
+    const RunResult r = run(plus({"fit", "-c", config, "--trainer.default_root_dir=bad"}, layout));
+    expectRefusedBeforeRanksStart(r);
+    return r.err;
+  };
+  EXPECT_THAT(refusal("mixtral.yaml", deepspeedMoe(3, 2, 2)),
+              HasSubstr("error: trainer.strategy.init_args.expert_parallel_size=2: ZeRO stage 3 cannot hold experts "
+                        "split across ranks (DeepSpeed: \"MoE not supported with Stage 3\": stage 3 partitions every "
+                        "parameter over all ranks); use stage 1 or 2 with expert_parallel_size 2, or stage 3 with "
+                        "expert_parallel_size 1, where each rank gathers a MoE layer's experts whole with the layer "
+                        "(transformers' set_z3_leaf_modules)"));
+  EXPECT_THAT(refusal("mixtral.yaml", deepspeedMoe(2, 2, 4)),
+              HasSubstr("error: trainer.strategy.init_args.expert_parallel_size=4: the experts split across "
+                        "data-parallel ranks, and 4 does not divide the world size 2 (trainer.devices 2 x "
+                        "trainer.num_nodes 1)"));
+  EXPECT_THAT(refusal("llama.yaml", deepspeedMoe(1, 2, 2)),
+              HasSubstr("error: trainer.strategy.init_args.expert_parallel_size=2: the model has no mixture of "
+                        "experts to split (MixtralForCausalLM has); use expert_parallel_size 1"));
 }
 
 TEST_F(ModelParallelTest, DistributedCheckpointResumesInAnotherLayout) {

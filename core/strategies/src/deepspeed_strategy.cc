@@ -19,11 +19,22 @@
 // fp32. Parameters travel in the model's dtype; gradients in
 // communication_data_type, which defaults to the model's dtype (bf16 on the
 // wire; fp16 travels as fp32).
+//
+// Expert parallelism (expert_parallel_size ep > 1, DeepSpeed-MoE's ep_size,
+// its "E + D + Z" layouts; expert_parallel.h): ep consecutive ranks split
+// every MoE layer's experts between them. A bucket of experts is averaged,
+// scaled by 1 / ep, over the ranks holding the same experts, and under
+// ZeRO-1/2 its shards (state, gradients) are taken over those ranks only;
+// the rest of the model is sharded over every rank as without experts.
+// Checkpoints are written by every rank (its experts in its own file, the
+// optimizer state whole), as ModelParallelStrategy's expert-parallel ones.
+// ZeRO-3 is refused, as DeepSpeed does.
 #include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
 
 #include "bf16_wire.h"
 #include "distributed_strategy.h"
+#include "expert_parallel.h"
 #include "hpu/core/base/errors.h"
 #include "hpu/core/config/registry.h"
 #include "hpu/core/strategies/deepspeed_config.h"
@@ -46,6 +57,8 @@ class DeepSpeedStrategy final : public DistributedStrategy {
       : DistributedStrategy(clusterEnvironmentOf(init_args)), init_args_(std::move(init_args)), env_(std::move(env)) {
     // Settings that do not depend on the data are known at once.
     settings_.stage = config::asBool(*init_args_.find("zero_optimization")) ? static_cast<int>(config::asInt(*init_args_.find("stage"))) : 0;
+    if (const config::Node* ep = init_args_.find("expert_parallel_size"); ep != nullptr && !ep->isNull())
+      ep_ = static_cast<int>(config::asInt(*ep));
   }
 
   std::string name() const override { return "HPUDeepSpeedStrategy"; }
@@ -56,7 +69,26 @@ class DeepSpeedStrategy final : public DistributedStrategy {
                                                                      static_cast<int>(pd.items().size()) != run.devices_per_node)
       throw ConfigError(fmt::format("trainer.strategy.init_args.parallel_devices lists {} devices but trainer.devices is {}",
                                     pd.items().size(), run.devices_per_node));
+    const int world = run.devices_per_node * run.num_nodes;
+    if (ep_ > 1 && world % ep_ != 0)
+      refuseExpertParallelSize(ep_, fmt::format("the experts split across data-parallel ranks, and {} does not divide "
+                                                "the world size {} (trainer.devices {} x trainer.num_nodes {})",
+                                                ep_, world, run.devices_per_node, run.num_nodes));
     DistributedStrategy::setup(run, platform);
+    if (ep_ > 1) experts_ = splitExpertGroups(group(), globalRank(), worldSize(), /*model=*/1, ep_);
+  }
+
+  ops::ParallelGroup* expertParallelGroup() override { return experts_.experts.get(); }
+  // Expert-parallel ranks hold other experts each: every rank's file stays.
+  bool savesDistributedCheckpoint() const override { return ep_ > 1; }
+
+  void observeCollectives(std::shared_ptr<comm::CollectiveObserver> observer) override {
+    DistributedStrategy::observeCollectives(observer);
+    experts_.observe(observer);
+  }
+  int teardown(bool failed) override {
+    experts_.reset();  // before the group they were split from
+    return DistributedStrategy::teardown(failed);
   }
 
   std::string configuredPrecision() const override { return settings_.precision; }
@@ -107,11 +139,19 @@ class DeepSpeedStrategy final : public DistributedStrategy {
                                    "(gradient_accumulation_steps, or train_batch_size / (micro x world)); set one of them",
                                    o.accumulate_grad_batches, settings_.gradient_accumulation_steps));
     o.accumulate_grad_batches = settings_.gradient_accumulation_steps;
+    if (ep_ > 1 && settings_.stage == 3)
+      refuseExpertParallelSize(
+          ep_, fmt::format("ZeRO stage 3 cannot hold experts split across ranks (DeepSpeed: \"MoE not supported with "
+                           "Stage 3\": stage 3 partitions every parameter over all ranks); use stage 1 or 2 with "
+                           "expert_parallel_size {}, or stage 3 with expert_parallel_size 1, where each rank gathers a "
+                           "MoE layer's experts whole with the layer (transformers' set_z3_leaf_modules)",
+                           ep_));
     if (settings_.gradient_clipping && !o.gradient_clip_val) o.gradient_clip_val = settings_.gradient_clipping;
     if (isGlobalZero())
-      spdlog::info("{}: ZeRO stage {}{}{}; train_batch_size {} = micro {} x accumulation {} x world {}", name(),
+      spdlog::info("{}: ZeRO stage {}{}{}{}; train_batch_size {} = micro {} x accumulation {} x world {}", name(),
                    settings_.stage, settings_.offload_optimizer ? ", optimizer offloaded" : "",
-                   settings_.offload_parameters ? ", parameters offloaded" : "", settings_.train_batch_size,
+                   settings_.offload_parameters ? ", parameters offloaded" : "",
+                   ep_ > 1 ? fmt::format(", experts split across {} ranks", ep_) : "", settings_.train_batch_size,
                    settings_.micro_batch_size, settings_.gradient_accumulation_steps, worldSize());
   }
   const DeepSpeedSettings& settings() const { return settings_; }
@@ -142,8 +182,13 @@ class DeepSpeedStrategy final : public DistributedStrategy {
 
   void setupParameters(nn::Module& model, nn::FlatParameters& params,
                        const std::vector<nn::NamedTensor>& buffers) override {
-    broadcastParameters(params, buffers);
     const std::size_t n = params.buckets().size();
+    expert_buckets_ = expertBuckets(params, buffers, ep_);
+    // Experts from the first of the ranks holding the same ones, the rest from rank 0.
+    std::vector<comm::ProcessGroup*> sources;
+    for (const bool expert : expert_buckets_) sources.push_back(expert ? experts_.same_experts.get() : nullptr);
+    broadcastParameters(params, buffers, nullptr, sources, experts_.same_experts.get());
+    if (ep_ > 1) model.setForwardHooks(std::make_shared<ExpertGradientCompletion>(params));
     shards_.resize(n);
     for (std::size_t i = 0; i < n; ++i) {
       const nn::ParamBucket& b = params.buckets()[i];
@@ -151,7 +196,8 @@ class DeepSpeedStrategy final : public DistributedStrategy {
         shards_[i] = {0, b.numel};
         continue;
       }
-      const auto r = comm::ProcessGroup::shardRange(static_cast<std::size_t>(b.numel), worldSize(), globalRank());
+      comm::ProcessGroup& holders = holdersOf(i);
+      const auto r = comm::ProcessGroup::shardRange(static_cast<std::size_t>(b.numel), holders.size(), holders.rank());
       shards_[i] = {static_cast<std::int64_t>(r.offset), static_cast<std::int64_t>(r.size)};
     }
     const DType model_dtype = n == 0 ? DType::kFloat32 : params.buckets().front().dtype;
@@ -190,8 +236,18 @@ class DeepSpeedStrategy final : public DistributedStrategy {
 
   std::vector<SliceShard> optimizerShards(nn::FlatParameters& params) override {
     std::vector<SliceShard> out;
-    for (std::size_t i = 0; i < shards_.size(); ++i) out.push_back({shards_[i].offset, shards_[i].size, params.buckets()[i].numel});
+    for (std::size_t i = 0; i < shards_.size(); ++i)
+      out.push_back({shards_[i].offset, shards_[i].size, params.buckets()[i].numel, i});
     return out;
+  }
+  // Expert-parallel checkpoints hold each rank's optimizer state whole (its
+  // ZeRO shards gathered over the ranks holding the bucket), so that they
+  // assemble as ModelParallelStrategy's do.
+  std::optional<std::vector<float>> wholeOptimizerSlice(std::span<const float> shard, const SliceShard& where) override {
+    if (ep_ == 1 || settings_.stage == 0) return std::nullopt;
+    std::vector<float> whole(static_cast<std::size_t>(where.total));
+    holdersOf(where.bucket).allgather(comm::ConstBufferView(shard), comm::BufferView(std::span<float>(whole)));
+    return whole;
   }
 
   void beforeBackward(nn::FlatParameters& params, MicroBatch m) override {
@@ -219,11 +275,14 @@ class DeepSpeedStrategy final : public DistributedStrategy {
   }
 
   optim::GradientView gradients(nn::FlatParameters& params) override {
-    if (settings_.stage == 0) return Strategy::gradients(params);
+    if (settings_.stage == 0 && ep_ == 1) return Strategy::gradients(params);
     optim::GradientView v;
     for (std::size_t i = 0; i < params.buckets().size(); ++i) {
       float* g = settings_.stage >= 2 ? grad_shards_[i].data() : params.buckets()[i].gradSpan().data() + shards_[i].offset;
       v.spans.emplace_back(g, static_cast<std::size_t>(shards_[i].size));
+      // A shard holds its elements on one of the bucket's holders; stage 0's
+      // whole buckets count 1 / holders on each: the total counts every element once.
+      v.weights.push_back(settings_.stage == 0 ? 1.0 / holdersOf(i).size() : 1.0);
     }
     v.total = [this](double x) {
       double values[1] = {x};
@@ -243,7 +302,8 @@ class DeepSpeedStrategy final : public DistributedStrategy {
       // The input is a copy: allgather's output overlaps it (a dry run's holds no values).
       std::vector<float> mine(values.data() ? shard : 0);
       if (values.data()) std::copy_n(values.begin() + shards_[i].offset, shard, mine.begin());
-      wire::allgatherValues(group(), std::span<const float>(values.data() ? mine.data() : nullptr, shard), values, b.dtype);
+      wire::allgatherValues(holdersOf(i), std::span<const float>(values.data() ? mine.data() : nullptr, shard), values,
+                            b.dtype);
     }
   }
 
@@ -345,6 +405,12 @@ class DeepSpeedStrategy final : public DistributedStrategy {
     return out;
   }
 
+  // The ranks holding bucket i's parameters: every rank, or for experts
+  // those holding the same experts.
+  comm::ProcessGroup& holdersOf(std::size_t i) {
+    return i < expert_buckets_.size() && expert_buckets_[i] ? *experts_.same_experts : group();
+  }
+
   // Stages 0 and 1 all-reduce whole gradients once per optimizer step;
   // stages 2 and 3 reduce-scatter every micro-batch, so no rank ever holds
   // more than one micro-batch's full gradients.
@@ -353,26 +419,31 @@ class DeepSpeedStrategy final : public DistributedStrategy {
   void reduce(nn::FlatParameters& params, std::size_t i) {
     reduced_[i] = true;
     auto grads = params.buckets()[i].gradSpan();
+    comm::ProcessGroup& holders = holdersOf(i);
+    // An expert's gradient sums its expert-parallel group's tokens: 1 / ep
+    // of it averaged over its holders is the average over every rank.
+    if (expert_buckets_[i] && grads.data() != nullptr)
+      for (float& g : grads) g /= static_cast<float>(ep_);
     if (settings_.stage < 2) {
       if (!bf16_grad_wire_) {
-        pending_[i] = group().allreduceAsync(grads, comm::ReduceOp::kAvg);
+        pending_[i] = holders.allreduceAsync(grads, comm::ReduceOp::kAvg);
         return;
       }
       wire::toBits(grads, wire_[i]);  // read back in afterBackward
-      pending_[i] = group().allreduceAsync(wire::bitsView(wire_[i], grads.size()), {.op = comm::ReduceOp::kAvg});
+      pending_[i] = holders.allreduceAsync(wire::bitsView(wire_[i], grads.size()), {.op = comm::ReduceOp::kAvg});
       return;
     }
     const auto shard = static_cast<std::size_t>(shards_[i].size);
     const DType dtype = grad_shards_[i].dtype();
     const auto scatter = [&](float* into) {
       if (!bf16_grad_wire_) {
-        group().reduceScatter(comm::ConstBufferView(std::span<const float>(grads)), std::span<float>(into, shard),
+        holders.reduceScatter(comm::ConstBufferView(std::span<const float>(grads)), std::span<float>(into, shard),
                               comm::ReduceOp::kAvg);
         return;
       }
       std::vector<std::uint16_t> in, out(into != nullptr ? shard : 0);
       wire::toBits(grads, in);
-      group().reduceScatter(wire::bitsView(in, grads.size()), wire::bitsView(out, shard), comm::ReduceOp::kAvg);
+      holders.reduceScatter(wire::bitsView(in, grads.size()), wire::bitsView(out, shard), comm::ReduceOp::kAvg);
       wire::fromBits(out, std::span<float>(into, into != nullptr ? shard : 0));
     };
     // Accumulation adds each micro-batch's shard to the step's, in the
@@ -392,6 +463,9 @@ class DeepSpeedStrategy final : public DistributedStrategy {
 
   config::Node init_args_;
   std::map<std::string, std::string> env_;
+  int ep_ = 1;                        // expert_parallel_size
+  ExpertGroups experts_;              // ep_ > 1: split from the job's group
+  std::vector<bool> expert_buckets_;  // per bucket: it holds experts
   DeepSpeedSettings settings_;
   std::vector<Shard> shards_;
   std::vector<optim::StateBuffer> grad_shards_, value_shards_;
@@ -468,6 +542,13 @@ std::vector<config::ParamSpec> deepspeedParams(const char* stage, const char* of
           {"config", Type::optional(Type::anyOf({Type::dict(), Type::string()})), "null",
            "A DeepSpeed config: a mapping, or the path of a DeepSpeed JSON file (also PL_DEEPSPEED_CONFIG_PATH)."},
           fixedInt("logging_level", "30", "DeepSpeed's log level (logging.WARN).", kNoDeepSpeedLogging),
+          {"expert_parallel_size", Type::integer().min(1), "1",
+           "hpu-train's own: ranks each MoE layer's experts are split across (Mixtral), DeepSpeed-MoE's ep_size "
+           "(which DeepSpeed takes as an argument of its MoE layer, not as a DeepSpeed config key): each rank holds "
+           "experts / size of them and sends each token to the rank holding its experts (all-to-all); the experts' "
+           "gradients and ZeRO-1/2 shards are shared with the ranks holding the same experts. Must divide the world "
+           "size and the experts; ZeRO stage 3 takes 1.",
+           "", true},
           {"parallel_devices", Type::optional(Type::list(Type::string())), "null",
            "Devices to use (their count must match trainer.devices)."},
           {"cluster_environment", Type::optional(Type::string({"LightningEnvironment", "SLURMEnvironment",

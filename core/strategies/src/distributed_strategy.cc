@@ -72,14 +72,16 @@ void DistributedStrategy::setupSimulated(const RunEnvironment& run, device::Plat
 
 void DistributedStrategy::broadcastParameters(nn::FlatParameters& params, const std::vector<nn::NamedTensor>& buffers,
                                               comm::ProcessGroup* group,
-                                              const std::vector<comm::ProcessGroup*>& bucket_groups) {
+                                              const std::vector<comm::ProcessGroup*>& bucket_groups,
+                                              comm::ProcessGroup* expert_group) {
   comm::ProcessGroup& g = group != nullptr ? *group : *group_;
   for (std::size_t i = 0; i < params.buckets().size(); ++i) {
     comm::ProcessGroup* own = i < bucket_groups.size() ? bucket_groups[i] : nullptr;
     (own != nullptr ? *own : g).broadcast(params.buckets()[i].valueSpan(), 0);
   }
   for (const auto& b : buffers)
-    if (b.tensor.dtype() == DType::kFloat32) g.broadcast(Tensor(b.tensor).values(), 0);
+    if (b.tensor.dtype() == DType::kFloat32)
+      (b.expert_parallel > 1 && expert_group != nullptr ? *expert_group : g).broadcast(Tensor(b.tensor).values(), 0);
 }
 
 data::SamplerOptions DistributedStrategy::samplerFor(data::SamplerOptions base) const {

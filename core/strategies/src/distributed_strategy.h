@@ -48,12 +48,13 @@ class DistributedStrategy : public Strategy {
   }
 
  protected:
-  // Rank 0's parameter values and float buffers on every rank of `group`
-  // (null: the job's).
-  // (null: the job's); bucket i from rank 0 of bucket_groups[i] instead
-  // where that is given and not null (expert parallelism's experts).
+  // Rank 0's parameter values and float buffers (with frozen parameters)
+  // on every rank of `group` (null: the job's); bucket i from rank 0 of
+  // bucket_groups[i] instead where that is given and not null, and frozen
+  // experts from rank 0 of `expert_group` (expert parallelism's experts).
   void broadcastParameters(nn::FlatParameters& params, const std::vector<nn::NamedTensor>& buffers,
-                           comm::ProcessGroup* group = nullptr, const std::vector<comm::ProcessGroup*>& bucket_groups = {});
+                           comm::ProcessGroup* group = nullptr, const std::vector<comm::ProcessGroup*>& bucket_groups = {},
+                           comm::ProcessGroup* expert_group = nullptr);
   comm::ProcessGroup& group() { return *group_; }
 
  private:

@@ -49,9 +49,11 @@
 #include <optional>
 
 #include "bf16_wire.h"
-#include "pipeline_schedule.h"
 #include "bucket_allreduce.h"
+#include "comm_parallel_group.h"
 #include "distributed_strategy.h"
+#include "expert_parallel.h"
+#include "pipeline_schedule.h"
 #include "hpu/core/base/errors.h"
 #include "hpu/core/config/registry.h"
 #include "hpu/core/module/pipeline_module.h"
@@ -60,88 +62,6 @@
 
 namespace hpu::core {
 namespace {
-
-// A comm process group as the ops' tensor-parallel group.
-class CommParallelGroup final : public ops::ParallelGroup {
- public:
-  explicit CommParallelGroup(std::unique_ptr<comm::ProcessGroup> group) : group_(std::move(group)) {}
-  int rank() const override { return group_->rank(); }
-  int size() const override { return group_->size(); }
-  comm::ProcessGroup& comm() { return *group_; }
-
-  void allreduce(float* data, std::size_t count, DType wire, ops::ParallelReduce op) override {
-    const comm::AllreduceOptions o{.op = op == ops::ParallelReduce::kMax ? comm::ReduceOp::kMax : comm::ReduceOp::kSum};
-    const std::span<float> values(data, count);
-    if (wire != DType::kBFloat16) return group_->allreduce(values, o);
-    std::vector<std::uint16_t> bits;
-    wire::toBits(values, bits);
-    group_->allreduce(wire::bitsView(bits, count), o);
-    wire::fromBits(bits, values);
-  }
-
-  void allgather(const float* in, std::size_t count, DType wire, float* out) override {
-    const std::span<const float> mine(in, count);
-    const std::span<float> all(out, count * static_cast<std::size_t>(size()));
-    if (wire != DType::kBFloat16) return group_->allgather(mine, all);
-    std::vector<std::uint16_t> bits_in, bits_out(out != nullptr ? all.size() : 0);
-    wire::toBits(mine, bits_in);
-    group_->allgather(wire::bitsView(bits_in, count), wire::bitsView(bits_out, all.size()));
-    wire::fromBits(bits_out, all);
-  }
-
-  void reduceScatter(const float* in, std::size_t count, DType wire, float* out) override {
-    const std::span<const float> all(in, count * static_cast<std::size_t>(size()));
-    const std::span<float> mine(out, count);
-    if (wire != DType::kBFloat16) return group_->reduceScatter(all, mine, comm::ReduceOp::kSum);
-    std::vector<std::uint16_t> bits_in, bits_out(out != nullptr ? count : 0);
-    wire::toBits(all, bits_in);
-    group_->reduceScatter(wire::bitsView(bits_in, all.size()), wire::bitsView(bits_out, count), comm::ReduceOp::kSum);
-    wire::fromBits(bits_out, mine);
-  }
-
-  void alltoall(const float* in, std::span<const std::int64_t> send_rows, std::int64_t width, DType wire, float* out,
-                std::span<const std::int64_t> recv_rows) override {
-    std::vector<std::size_t> send(send_rows.size()), recv(recv_rows.size());
-    std::size_t send_total = 0, recv_total = 0;
-    for (std::size_t d = 0; d < send.size(); ++d) send_total += send[d] = static_cast<std::size_t>(send_rows[d] * width);
-    for (std::size_t d = 0; d < recv.size(); ++d) recv_total += recv[d] = static_cast<std::size_t>(recv_rows[d] * width);
-    // Null pointers on a shape-only device: the counts still travel.
-    const std::span<const float> values(in, send_total);
-    const std::span<float> arrived(out, recv_total);
-    if (wire != DType::kBFloat16) return group_->alltoall(values, send, arrived, recv);
-    std::vector<std::uint16_t> bits_in, bits_out(out != nullptr ? recv_total : 0);
-    wire::toBits(values, bits_in);
-    group_->alltoall(wire::bitsView(bits_in, send_total), send, wire::bitsView(bits_out, recv_total), recv);
-    wire::fromBits(bits_out, arrived);
-  }
-
-  std::vector<std::int64_t> alltoallCounts(std::span<const std::int64_t> counts, std::size_t per_rank) override {
-    const std::vector<std::size_t> each(static_cast<std::size_t>(size()), per_rank * sizeof(std::int64_t));
-    std::vector<std::int64_t> out(counts.size());
-    group_->alltoall(std::as_bytes(counts), each, std::as_writable_bytes(std::span<std::int64_t>(out)), each);
-    return out;
-  }
-
-  ops::ParallelGroup& subgroupOf(int count) override {
-    auto& sub = subgroups_[count];
-    if (!sub) {
-      HPU_CHECK(count > 0 && size() % count == 0, "subgroupOf({}) of a group of {}", count, size());
-      std::vector<int> ranks;
-      for (int r = rank() / count * count; r < (rank() / count + 1) * count; ++r) ranks.push_back(r);
-      sub = std::make_unique<CommParallelGroup>(group_->split(ranks));
-    }
-    return *sub;
-  }
-
-  void observe(const std::shared_ptr<comm::CollectiveObserver>& observer) {
-    group_->setObserver(observer);
-    for (auto& [count, sub] : subgroups_) sub->observe(observer);
-  }
-
- private:
-  std::unique_ptr<comm::ProcessGroup> group_;
-  std::map<int, std::unique_ptr<CommParallelGroup>> subgroups_;  // made from group_, destroyed before it
-};
 
 class ModelParallelStrategy final : public DistributedStrategy {
  public:
@@ -178,15 +98,10 @@ class ModelParallelStrategy final : public DistributedStrategy {
                                    "trainer.devices {} x trainer.num_nodes {})",
                                    sizes, world, run.devices_per_node, run.num_nodes));
     }
-    if (ep_ > 1) {
-      const auto refuse = [&](const std::string& why) {
-        throw UsageError(fmt::format("trainer.strategy.init_args.expert_parallel_size={}: {}", ep_, why));
-      };
-      if (dp % ep_ != 0)
-        refuse(fmt::format("the experts split across data-parallel replicas, and {} does not divide "
-                           "data_parallel_size {}",
-                           ep_, dp));
-    }
+    if (ep_ > 1 && dp % ep_ != 0)
+      refuseExpertParallelSize(ep_, fmt::format("the experts split across data-parallel replicas, and {} does not "
+                                                "divide data_parallel_size {}",
+                                                ep_, dp));
     if (!pipeline_layers_.empty() && static_cast<int>(pipeline_layers_.size()) != pp_)
       throw UsageError(fmt::format("trainer.strategy.init_args.pipeline_layers: {} counts for {} pipeline stages "
                                    "(pipeline_parallel_size); give one count of decoder layers per stage",
@@ -203,16 +118,11 @@ class ModelParallelStrategy final : public DistributedStrategy {
     tensor_ = std::make_unique<CommParallelGroup>(group().split(tp_ranks));
     data_ = group().split(dp_ranks);
     if (ep_ > 1) {
-      // The ep consecutive replicas this rank's experts are split across,
-      // the replicas holding the same experts, and every rank of the first
-      // group (whose gradient norm counts each expert once).
-      const int d = r / model;
-      std::vector<int> ep_ranks, same_experts, ep_model;
-      for (int k = 0; k < ep_; ++k) ep_ranks.push_back((d / ep_ * ep_ + k) * model + r % model);
-      for (int k = 0; k < dp / ep_; ++k) same_experts.push_back((k * ep_ + d % ep_) * model + r % model);
-      for (int k = 0; k < ep_ * model; ++k) ep_model.push_back(d / ep_ * ep_ * model + k);
-      expert_ = std::make_unique<CommParallelGroup>(group().split(ep_ranks));
-      expert_data_ = group().split(same_experts);
+      // The expert groups, and every rank of this rank's expert-parallel
+      // replicas (whose gradient norm counts each expert once).
+      experts_ = splitExpertGroups(group(), r, dp, model, ep_);
+      std::vector<int> ep_model;
+      for (int k = 0; k < ep_ * model; ++k) ep_model.push_back(r / model / ep_ * ep_ * model + k);
       expert_model_ = group().split(ep_model);
     }
     if (pp_ > 1) {
@@ -235,7 +145,7 @@ class ModelParallelStrategy final : public DistributedStrategy {
   }
 
   ops::ParallelGroup* tensorParallelGroup() override { return tensor_.get(); }
-  ops::ParallelGroup* expertParallelGroup() override { return expert_.get(); }
+  ops::ParallelGroup* expertParallelGroup() override { return experts_.experts.get(); }
   bool savesDistributedCheckpoint() const override { return save_distributed_; }
   bool sequenceParallel() const override { return sequence_parallel_ && tensor_->size() > 1; }
   int pipelineStages() const override { return pp_; }
@@ -267,27 +177,14 @@ class ModelParallelStrategy final : public DistributedStrategy {
     // Experts from the first of the replicas holding the same ones, the rest from the first replica.
     std::vector<comm::ProcessGroup*> sources;
     std::vector<BucketAllreduce::Reduction> reductions;
-    bool experts = false;
-    expert_buckets_.clear();
-    for (const auto& b : params.buckets()) {
-      const bool expert = b.members.front().expert_parallel > 1;
-      expert_buckets_.push_back(expert);
-      experts = experts || expert;
-      sources.push_back(expert ? expert_data_.get() : nullptr);
-      reductions.push_back(expert ? BucketAllreduce::Reduction{expert_data_.get(), 1.0f / static_cast<float>(ep_)}
+    expert_buckets_ = expertBuckets(params, buffers, ep_);
+    for (const bool expert : expert_buckets_) {
+      sources.push_back(expert ? experts_.same_experts.get() : nullptr);
+      reductions.push_back(expert ? BucketAllreduce::Reduction{experts_.same_experts.get(), 1.0f / static_cast<float>(ep_)}
                                   : BucketAllreduce::Reduction{});
     }
-    // Frozen experts (a LoRA run's) split as trainable ones: each goes to the
-    // replicas holding the same experts only.
-    std::vector<nn::NamedTensor> replicated, frozen_experts;
-    for (const nn::NamedTensor& t : buffers) (t.expert_parallel > 1 ? frozen_experts : replicated).push_back(t);
-    if (ep_ > 1 && !experts && frozen_experts.empty())
-      throw UsageError(fmt::format("trainer.strategy.init_args.expert_parallel_size={}: the model has no mixture of "
-                                   "experts to split (MixtralForCausalLM has); use expert_parallel_size 1",
-                                   ep_));
-    broadcastParameters(params, replicated, data_.get(), sources);
-    for (const nn::NamedTensor& t : frozen_experts)
-      if (t.tensor.dtype() == DType::kFloat32) expert_data_->broadcast(Tensor(t.tensor).values(), 0);
+    broadcastParameters(params, buffers, data_.get(), sources, experts_.same_experts.get());
+    if (ep_ > 1) model.setForwardHooks(std::make_shared<ExpertGradientCompletion>(params));
     sync_.setup(params, std::move(reductions));
     shared_.clear();
     if (embedding_)
@@ -327,7 +224,7 @@ class ModelParallelStrategy final : public DistributedStrategy {
   // The data-parallel replicas that hold bucket b's parameters: all of
   // them, or for experts those holding the same experts.
   comm::ProcessGroup& replicasOf(const nn::ParamBucket& b) const {
-    return b.members.front().expert_parallel > 1 ? *expert_data_ : *data_;
+    return b.members.front().expert_parallel > 1 ? *experts_.same_experts : *data_;
   }
 
   std::vector<SliceShard> optimizerShards(nn::FlatParameters& params) override {
@@ -369,7 +266,7 @@ class ModelParallelStrategy final : public DistributedStrategy {
   std::optional<std::vector<float>> wholeOptimizerSlice(std::span<const float> shard, const SliceShard& where) override {
     if (!zero_) return std::nullopt;
     std::vector<float> whole(static_cast<std::size_t>(where.total));
-    (where.bucket < expert_buckets_.size() && expert_buckets_[where.bucket] ? *expert_data_ : *data_)
+    (where.bucket < expert_buckets_.size() && expert_buckets_[where.bucket] ? *experts_.same_experts : *data_)
         .allgather(comm::ConstBufferView(shard), comm::BufferView(std::span<float>(whole)));
     return whole;
   }
@@ -424,9 +321,9 @@ class ModelParallelStrategy final : public DistributedStrategy {
   void observeCollectives(std::shared_ptr<comm::CollectiveObserver> observer) override {
     DistributedStrategy::observeCollectives(observer);
     if (tensor_) tensor_->observe(observer);
-    if (expert_) expert_->observe(observer);
+    experts_.observe(observer);
     if (data_) data_->setObserver(observer);
-    for (comm::ProcessGroup* g : {pipeline_.get(), model_.get(), embedding_.get(), expert_data_.get(), expert_model_.get()})
+    for (comm::ProcessGroup* g : {pipeline_.get(), model_.get(), embedding_.get(), expert_model_.get()})
       if (g) g->setObserver(observer);
     if (links_) links_->observe(observer);
   }
@@ -439,8 +336,7 @@ class ModelParallelStrategy final : public DistributedStrategy {
  private:
   // Subgroups go before the group they were split from.
   void releaseSubgroups() {
-    expert_.reset();
-    expert_data_.reset();
+    experts_.reset();
     expert_model_.reset();
     tensor_.reset();
     data_.reset();
@@ -461,9 +357,8 @@ class ModelParallelStrategy final : public DistributedStrategy {
   std::unique_ptr<comm::ProcessGroup> pipeline_;   // this rank's pipeline: its stages, in order
   std::unique_ptr<comm::ProcessGroup> model_;      // the ranks of one data-parallel replica (tp x pp)
   std::unique_ptr<comm::ProcessGroup> embedding_;  // {first stage, last stage} of this pipeline, on those
-  std::unique_ptr<CommParallelGroup> expert_;        // the replicas this rank's MoE layers split their experts across
-  std::unique_ptr<comm::ProcessGroup> expert_data_;  // the replicas holding this rank's experts
-  std::unique_ptr<comm::ProcessGroup> expert_model_;  // every rank of expert_'s replicas
+  ExpertGroups experts_;
+  std::unique_ptr<comm::ProcessGroup> expert_model_;  // every rank of experts_.experts's replicas
   std::vector<bool> expert_buckets_;                  // per bucket: it holds experts
   std::unique_ptr<StageLinks> links_;
   std::vector<Tensor> shared_;  // this rank's stage-shared parameters

@@ -246,7 +246,7 @@ void Trainer::saveCheckpoint(const std::string& path, bool weights_only) {
   const int stages = strategy_->pipelineStages();
   // Expert-parallel ranks hold other experts each: like stages, every rank writes.
   const bool experts = strategy_->expertParallelGroup() != nullptr;
-  const bool distributed = split && (strategy_->savesDistributedCheckpoint() || stages > 1 || experts);
+  const bool distributed = (split && strategy_->savesDistributedCheckpoint()) || stages > 1 || experts;
   const bool assemble = distributed && !strategy_->savesDistributedCheckpoint();
   checkpoint::Checkpoint ckpt;
   checkpoint::Checkpoint own;  // this rank's file: its pieces, or its ZeRO shard of the optimizer state
@@ -327,14 +327,14 @@ void Trainer::saveCheckpoint(const std::string& path, bool weights_only) {
   for (const auto& b : params_->buckets())
     for (const auto& member : b.members) order.push_back(model_->checkpointKey(member.name));
   if (distributed) {
-    const int ranks = strategy_->tensorParallelGroup()->size();
+    const int ranks = split ? strategy_->tensorParallelGroup()->size() : 1;
     own.metadata[checkpoint::kTensorParallelPart] = json{{"rank", strategy_->globalRank()},
                                                          {"tensor_parallel_size", ranks},
                                                          {"pipeline_stage", strategy_->pipelineStage()},
                                                          {"shards", pieces},
                                                          {"optimizer_params", order}}
                                                         .dump();
-    json layout{{"world_size", strategy_->worldSize()}, {"tensor_parallel_size", ranks}};
+    json layout{{"world_size", strategy_->worldSize()}, {"tensor_parallel_size", ranks}, {"strategy", strategy_->name()}};
     if (const ops::ParallelGroup* ep = strategy_->expertParallelGroup()) layout["expert_parallel_size"] = ep->size();
     if (stages > 1) layout["pipeline_parallel_size"] = stages;
     m[checkpoint::kDistributedCheckpoint] = layout.dump();
@@ -468,14 +468,18 @@ std::string Trainer::newestCompleteCheckpoint() const {
 void Trainer::restore(const std::string& path, bool full) {
   checkpoint::Checkpoint ckpt = checkpoint_io_->load(path);
   // A distributed checkpoint: this rank's own file when the run has the same
-  // layout, else the whole tensors assembled from the files.
+  // strategy (its buckets) and layout, else the whole tensors assembled from
+  // the files (checkpoints that do not name their strategy are
+  // ModelParallelStrategy's).
   bool pieces = false;
   if (auto it = ckpt.metadata.find(checkpoint::kDistributedCheckpoint); it != ckpt.metadata.end()) {
     const json layout = json::parse(it->second);
     const ops::ParallelGroup* tp = strategy_->tensorParallelGroup();
     const ops::ParallelGroup* ep = strategy_->expertParallelGroup();
-    pieces = tp != nullptr && layout.at("world_size").get<int>() == strategy_->worldSize() &&
-             layout.at("tensor_parallel_size").get<int>() == tp->size() &&
+    pieces = (tp != nullptr || ep != nullptr) &&
+             layout.value("strategy", std::string("ModelParallelStrategy")) == strategy_->name() &&
+             layout.at("world_size").get<int>() == strategy_->worldSize() &&
+             layout.at("tensor_parallel_size").get<int>() == (tp ? tp->size() : 1) &&
              layout.value("pipeline_parallel_size", 1) == strategy_->pipelineStages() &&
              layout.value("expert_parallel_size", 1) == (ep ? ep->size() : 1);
     if (pieces)

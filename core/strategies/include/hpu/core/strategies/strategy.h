@@ -106,8 +106,8 @@ class Strategy {
     return {piece.begin(), piece.end()};
   }
   // Whether a checkpoint is each rank's own part in a file of its own
-  // (ModelParallelStrategy's save_distributed_checkpoint) rather than the
-  // whole model in one file.
+  // (ModelParallelStrategy's save_distributed_checkpoint; HPUDeepSpeedStrategy
+  // with experts split across ranks) rather than the whole model in one file.
   virtual bool savesDistributedCheckpoint() const { return false; }
 
   // Bucket size for FlatParameters.
