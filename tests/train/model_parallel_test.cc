@@ -302,8 +302,9 @@ TEST_F(ModelParallelTest, ExpertParallelTrainsAsDataParallel) {
               << t.name << "[" << i << "] on rank " << rank;
         seen.insert(t.name);
         // Rank 0 and 2 hold experts 0 and 1, ranks 1 and 3 experts 2 and 3.
-        if (const auto at = t.name.find(".experts."); at != std::string::npos)
+        if (const auto at = t.name.find(".experts."); at != std::string::npos) {
           EXPECT_EQ(std::stoi(t.name.substr(at + 9)) / 2, rank % 2) << t.name;
+        }
       }
     }
     std::size_t model_tensors = 0;
