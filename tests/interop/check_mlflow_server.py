@@ -19,6 +19,10 @@ the server (or the local file store a run spooled to) holds:
   unreachable  no server at the URI: exit code and message, before training;
              with MLFLOW_TRACKING_OFFLINE=true the run goes to the file store
   refused    the server's own error (an unknown run_id) in the message
+  secured    a server with mlflow's basic-auth app behind TLS (a certificate
+             made here): https with MLFLOW_TRACKING_USERNAME / _PASSWORD and
+             MLFLOW_TRACKING_SERVER_CERT_PATH; a wrong password (the server's
+             401) and an unknown CA are errors before training
 OUT.json: {"versions": {...}, CASE: {...}}; every server and hpu-train
 started is stopped before the script ends (each wait has a deadline).
 """
@@ -45,26 +49,66 @@ def free_port():
         return s.getsockname()[1]
 
 
+def make_certificate(directory):
+    """A self-signed certificate for 127.0.0.1: (cert.pem, key.pem)."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(hours=1))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
+            .sign(key, hashes.SHA256()))
+    paths = (os.path.join(directory, "cert.pem"), os.path.join(directory, "key.pem"))
+    with open(paths[0], "wb") as f:
+        f.write(cert.public_bytes(serialization.Encoding.PEM))
+    with open(paths[1], "wb") as f:
+        f.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
+                                  serialization.NoEncryption()))
+    return paths
+
+
 class Server:
-    def __init__(self, name, port=None):
+    def __init__(self, name, port=None, secured=False):
         self.dir = os.path.join(WORKDIR, name)
         os.makedirs(self.dir, exist_ok=True)
         self.port = port or free_port()
-        self.uri = f"http://127.0.0.1:{self.port}"
+        self.uri = f"{'https' if secured else 'http'}://127.0.0.1:{self.port}"
         mlflow_bin = os.path.join(os.path.dirname(sys.executable), "mlflow")
-        self.process = subprocess.Popen(
-            [mlflow_bin, "server", "--backend-store-uri", f"sqlite:///{self.dir}/mlflow.db",
-             "--artifacts-destination", f"{self.dir}/artifacts", "--host", "127.0.0.1", "--port", str(self.port),
-             "--workers", "1"],
-            stdout=open(os.path.join(self.dir, "server.log"), "a"), stderr=subprocess.STDOUT, cwd=self.dir,
-            start_new_session=True)
+        command = [mlflow_bin, "server", "--backend-store-uri", f"sqlite:///{self.dir}/mlflow.db",
+                   "--artifacts-destination", f"{self.dir}/artifacts", "--host", "127.0.0.1", "--port",
+                   str(self.port), "--workers", "1"]
+        env = dict(os.environ)
+        context = None
+        if secured:  # mlflow's basic-auth app, over TLS
+            self.cert, key = make_certificate(self.dir)
+            with open(os.path.join(self.dir, "auth.ini"), "w") as f:
+                f.write(f"[mlflow]\ndefault_permission = READ\ndatabase_uri = sqlite:///{self.dir}/auth.db\n"
+                        "admin_username = admin\nadmin_password = hpu-train-2026-test\n"
+                        "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n")
+            env.update(MLFLOW_AUTH_CONFIG_PATH=os.path.join(self.dir, "auth.ini"),
+                       MLFLOW_FLASK_SERVER_SECRET_KEY="hpu-train-test")
+            command += ["--app-name", "basic-auth", "--uvicorn-opts", f"--ssl-keyfile {key} --ssl-certfile {self.cert}"]
+            import ssl
+            context = ssl.create_default_context(cafile=self.cert)
+        self.process = subprocess.Popen(command, stdout=open(os.path.join(self.dir, "server.log"), "a"),
+                                        stderr=subprocess.STDOUT, cwd=self.dir, env=env, start_new_session=True)
         STARTED.append(self.process)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise SystemExit(f"mlflow server exited: {open(os.path.join(self.dir, 'server.log')).read()[-2000:]}")
             try:
-                with urllib.request.urlopen(self.uri + "/health", timeout=2):
+                with urllib.request.urlopen(self.uri + "/health", timeout=2, context=context):
                     return
             except OSError:
                 time.sleep(0.3)
@@ -245,6 +289,21 @@ def main():
         server = Server("server", server.port)  # the same database, to read what it took
         down["served"] = runs_of(MlflowClient(server.uri), "down")
         result["down"] = down
+        server.stop()
+
+        # secured: https and basic authentication.
+        secured = Server("secured", secured=True)
+        credentials = {"MLFLOW_TRACKING_USERNAME": "admin", "MLFLOW_TRACKING_PASSWORD": "hpu-train-2026-test",
+                       "MLFLOW_TRACKING_SERVER_CERT_PATH": secured.cert}
+        ran = fit(["-c", loggers_yaml("secured", secured.uri, "secured", "secured")] + short, credentials)
+        os.environ.update(credentials)
+        result["secured"] = {"uri": secured.uri, "fit": ran, "runs": runs_of(MlflowClient(secured.uri), "secured"),
+                             "csv": csv_metrics("secured") if ran["exit_code"] == 0 else {},
+                             "wrong_password": fit(["-c", loggers_yaml("wrong", secured.uri, "wrong", "wrong")] + short,
+                                                   {**credentials, "MLFLOW_TRACKING_PASSWORD": "nope"}),
+                             "unknown_ca": fit(["-c", loggers_yaml("ca", secured.uri, "ca", "ca")] + short,
+                                               {**credentials, "MLFLOW_TRACKING_SERVER_CERT_PATH": ""})}
+        secured.stop()
     finally:
         for p in STARTED:
             if p.poll() is None:

@@ -7,7 +7,8 @@
 // the checkpoints as artifacts; a server stopped for 3 s loses nothing; a
 // server that dies leaves the rest of the run in the local file store; an
 // unreachable server is an error naming it before training, unless
-// MLFLOW_TRACKING_OFFLINE=true; the server's own error is shown.
+// MLFLOW_TRACKING_OFFLINE=true; the server's own error is shown; https with
+// mlflow's basic-auth app and a certificate of the test's own.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -127,6 +128,21 @@ TEST_F(MlflowServerInteropTest, RunsReachTheServerWholeThroughOutagesAndEndWithT
   EXPECT_EQ(seen["refused"]["fit"]["exit_code"], 1);
   EXPECT_THAT(seen["refused"]["fit"]["stderr"].get<std::string>(),
               HasSubstr("RESOURCE_DOES_NOT_EXIST: Run with id=0123456789abcdef0123456789abcdef not found"));
+
+  // https with basic authentication: the run arrives; a wrong password is
+  // the server's 401, an untrusted certificate says which setting trusts it.
+  const json& secured = seen["secured"];
+  ASSERT_EQ(secured["fit"]["exit_code"], 0) << secured["fit"]["stderr"];
+  ASSERT_EQ(secured["runs"].size(), 1u);
+  EXPECT_EQ(secured["runs"][0]["status"], "FINISHED");
+  EXPECT_EQ(history(secured["runs"][0]["history"]), history(secured["csv"]));
+  EXPECT_EQ(secured["wrong_password"]["exit_code"], 1);
+  EXPECT_THAT(secured["wrong_password"]["stderr"].get<std::string>(),
+              HasSubstr("answered GET /api/2.0/mlflow/experiments/get-by-name with HTTP 401: You are not authenticated."));
+  EXPECT_EQ(secured["unknown_ca"]["exit_code"], 1);
+  EXPECT_THAT(secured["unknown_ca"]["stderr"].get<std::string>(),
+              HasSubstr("TLS failed: SSL certificate problem: self-signed certificate; trust the server's certificate "
+                        "with MLFLOW_TRACKING_SERVER_CERT_PATH=<PEM of its CA>"));
 
   // Nobody at the URI: an error naming it before training, at once.
   const json& unreachable = seen["unreachable"];

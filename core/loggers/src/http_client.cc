@@ -74,6 +74,8 @@ HttpResponse perform(CURL* c, curl_slist* headers, std::string& received, const 
   HttpResponse r;
   if (const CURLcode code = curl_easy_perform(c); code != CURLE_OK) {
     r.error = error[0] != '\0' ? error : curl_easy_strerror(code);
+    r.tls_failed = code == CURLE_PEER_FAILED_VERIFICATION || code == CURLE_SSL_CONNECT_ERROR ||
+                   code == CURLE_SSL_CACERT_BADFILE || code == CURLE_SSL_CERTPROBLEM;
     return r;
   }
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);

@@ -24,6 +24,7 @@ struct HttpResponse {
   long status = 0;    // the HTTP status; 0 when no response arrived
   std::string body;
   std::string error;  // why no response arrived (curl's words), empty otherwise
+  bool tls_failed = false;  // the server's certificate was not trusted, or TLS failed
 
   bool reached() const { return status != 0; }
   bool ok() const { return status >= 200 && status < 300; }

@@ -94,6 +94,12 @@ MlflowTracking::MlflowTracking(std::string uri, HttpOptions options)
 }
 
 MlflowError MlflowTracking::failure(const HttpResponse& r, const std::string& what) const {
+  if (r.tls_failed)
+    return MlflowError(fmt::format("MLflow tracking server {} ({}): TLS failed: {}; trust the server's certificate with "
+                                   "MLFLOW_TRACKING_SERVER_CERT_PATH=<PEM of its CA> (or skip the check with "
+                                   "MLFLOW_TRACKING_INSECURE_TLS=true)",
+                                   uri_, what, r.error),
+                       true, false);
   if (!r.reached())
     return MlflowError(fmt::format("MLflow tracking server {} unreachable ({}): {}", uri_, what, r.error), false, true);
   // mlflow answers {"error_code": ..., "message": ...}.
