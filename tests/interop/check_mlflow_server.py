@@ -233,15 +233,18 @@ def main():
         result["served"] = served
 
         # outage: the server stops answering for 3 s, then answers again.
-        long_run = ["--trainer.max_epochs=2", "--trainer.limit_train_batches=300", "--trainer.limit_val_batches=2",
+        # Long enough (1800 steps) to be still running when the server stops.
+        long_run = ["--trainer.max_epochs=6", "--trainer.limit_train_batches=300", "--trainer.limit_val_batches=2",
                     "--trainer.log_every_n_steps=1", "--trainer.enable_checkpointing=false", "--trainer.callbacks=null"]
         process = start_fit(["-c", loggers_yaml("outage", server.uri, "outage", "outage")] + long_run, SHORT_TIMEOUT)
         wait_for_values(client, "outage", process)
         server.signal(signal.SIGSTOP)
+        running_at_stop = process.poll() is None
         time.sleep(3)
         server.signal(signal.SIGCONT)
         ran = finish(process)
-        result["outage"] = {"fit": ran, "csv": csv_metrics("outage") if ran["exit_code"] == 0 else {},
+        result["outage"] = {"fit": ran, "running_at_stop": running_at_stop,
+                            "csv": csv_metrics("outage") if ran["exit_code"] == 0 else {},
                             "runs": runs_of(client, "outage")}
 
         # killed: SIGTERM to hpu-train once the run has values.
@@ -281,10 +284,11 @@ def main():
                             {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", **SHORT_TIMEOUT})
         wait_for_values(client, "down", process)
         server.signal(signal.SIGKILL)
+        running_at_stop = process.poll() is None
         server.process.wait()
         ran = finish(process)
         spool = MlflowClient("file://" + os.path.join(WORKDIR, "spool"))
-        down = {"fit": ran, "csv": csv_metrics("down") if ran["exit_code"] == 0 else {},
+        down = {"fit": ran, "running_at_stop": running_at_stop, "csv": csv_metrics("down") if ran["exit_code"] == 0 else {},
                 "spooled": runs_of(spool, "down")}
         server = Server("server", server.port)  # the same database, to read what it took
         down["served"] = runs_of(MlflowClient(server.uri), "down")

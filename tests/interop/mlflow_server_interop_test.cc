@@ -93,6 +93,7 @@ TEST_F(MlflowServerInteropTest, RunsReachTheServerWholeThroughOutagesAndEndWithT
   // Stopped for 3 s, then back: retried, and every value arrived.
   const json& outage = seen["outage"];
   ASSERT_EQ(outage["fit"]["exit_code"], 0) << outage["fit"]["stderr"];
+  ASSERT_EQ(outage["running_at_stop"], true) << "the run ended before the server stopped: lengthen it";
   EXPECT_THAT(outage["fit"]["stderr"].get<std::string>(), HasSubstr("retrying for up to"));
   EXPECT_THAT(outage["fit"]["stderr"].get<std::string>(), HasSubstr("answers again; nothing was lost"));
   ASSERT_EQ(outage["runs"].size(), 1u);
@@ -103,6 +104,7 @@ TEST_F(MlflowServerInteropTest, RunsReachTheServerWholeThroughOutagesAndEndWithT
   // server's part and the spool's hold every value, the spool the status.
   const json& down = seen["down"];
   ASSERT_EQ(down["fit"]["exit_code"], 0) << down["fit"]["stderr"];
+  ASSERT_EQ(down["running_at_stop"], true) << "the run ended before the server died: lengthen it";
   const std::string down_err = down["fit"]["stderr"];
   EXPECT_THAT(down_err, HasSubstr("giving up on the tracking server"));
   EXPECT_THAT(down_err, HasSubstr("go to the local file store spool"));
