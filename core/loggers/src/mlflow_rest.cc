@@ -177,8 +177,7 @@ void MlflowTracking::updateRun(const std::string& run_id, MlflowRunStatus status
   call("POST", "/api/2.0/mlflow/runs/update", body.dump());
 }
 
-void MlflowTracking::uploadArtifact(const MlflowRunInfo& run, const std::string& artifact_dir,
-                                    const std::string& file) const {
+std::string MlflowTracking::artifactUrl(const MlflowRunInfo& run, const std::string& path) const {
   constexpr std::string_view kProxy = "mlflow-artifacts:";
   if (!run.artifact_uri.starts_with(kProxy))
     throw MlflowError(fmt::format("MLflow tracking server {}: the run's artifacts go to {}, which hpu-train cannot "
@@ -188,10 +187,18 @@ void MlflowTracking::uploadArtifact(const MlflowRunInfo& run, const std::string&
                       true, false);
   std::string root = run.artifact_uri.substr(kProxy.size());
   while (!root.empty() && root.front() == '/') root.erase(0, 1);
-  const std::string path = fmt::format("/api/2.0/mlflow-artifacts/artifacts/{}/{}/{}", urlEncode(root, true),
-                                       urlEncode(artifact_dir, true),
-                                       urlEncode(std::filesystem::path(file).filename().string()));
-  const HttpResponse r = http_.putFile(uri_ + path, file);
+  return fmt::format("{}/api/2.0/mlflow-artifacts/artifacts/{}/{}", uri_, urlEncode(root, true), urlEncode(path, true));
+}
+
+void MlflowTracking::uploadArtifact(const MlflowRunInfo& run, const std::string& artifact_dir,
+                                    const std::string& file) const {
+  const std::string name = std::filesystem::path(file).filename().string();
+  const HttpResponse r = http_.putFile(artifactUrl(run, artifact_dir.empty() ? name : artifact_dir + "/" + name), file);
+  if (!r.ok()) throw failure(r, "PUT /api/2.0/mlflow-artifacts/artifacts");
+}
+
+void MlflowTracking::uploadText(const MlflowRunInfo& run, const std::string& name, const std::string& text) const {
+  const HttpResponse r = http_.send("PUT", artifactUrl(run, name), text, "application/octet-stream");
   if (!r.ok()) throw failure(r, "PUT /api/2.0/mlflow-artifacts/artifacts");
 }
 

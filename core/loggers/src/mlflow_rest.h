@@ -75,10 +75,14 @@ class MlflowTracking {
   // Uploads `file` as <artifact_dir>/<its name> of the run, through the
   // artifact proxy (an artifact_uri of mlflow-artifacts:/...).
   void uploadArtifact(const MlflowRunInfo& run, const std::string& artifact_dir, const std::string& file) const;
+  // Uploads `text` as the run's artifact `name`.
+  void uploadText(const MlflowRunInfo& run, const std::string& name, const std::string& text) const;
 
  private:
   std::string call(const char* method, const std::string& path, const std::string& body) const;
   MlflowError failure(const HttpResponse& r, const std::string& what) const;
+  // The artifact proxy's URL of `path` in the run's artifacts.
+  std::string artifactUrl(const MlflowRunInfo& run, const std::string& path) const;
 
   std::string uri_;
   HttpClient http_;

@@ -59,6 +59,8 @@ void MlflowSender::artifact(std::string file, std::string artifact_dir) {
   push({.kind = Item::Kind::kArtifact, .file = std::move(file), .artifact_dir = std::move(artifact_dir)});
 }
 
+void MlflowSender::config(std::string yaml) { push({.kind = Item::Kind::kConfig, .content = std::move(yaml)}); }
+
 void MlflowSender::flush(Clock::time_point deadline) {
   std::unique_lock lock(mutex_);
   changed_.wait_until(lock, deadline, [&] { return queue_.empty() && !busy_; });
@@ -136,6 +138,7 @@ void MlflowSender::send(const Item& item) const {
                                                  static_cast<std::ptrdiff_t>(std::min(kParamsPerBatch, item.params.size()))});
       return;
     case Item::Kind::kArtifact: server_.uploadArtifact(run_, item.artifact_dir, item.file); return;
+    case Item::Kind::kConfig: server_.uploadText(run_, "config.yaml", item.content); return;
     case Item::Kind::kEnd: server_.updateRun(run_.run_id, item.status, nowMillis()); return;
     case Item::Kind::kNone: return;
   }
@@ -202,6 +205,7 @@ void MlflowSender::spool(const Item& item) {
     case Item::Kind::kMetrics: spool_->appendMetrics(item.metrics); return;
     case Item::Kind::kParams: spool_->writeParams(item.params); return;
     case Item::Kind::kArtifact: spool_->copyArtifact(item.file, item.artifact_dir); return;
+    case Item::Kind::kConfig: spool_->writeConfig(item.content); return;
     case Item::Kind::kEnd: spool_->endRun(item.status); return;
     case Item::Kind::kNone: return;
   }

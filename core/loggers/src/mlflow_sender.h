@@ -43,6 +43,8 @@ class MlflowSender {
   void params(std::vector<std::pair<std::string, std::string>> params);
   // Uploads `file` as <artifact_dir>/<its name> (the file must stay until the sender is done).
   void artifact(std::string file, std::string artifact_dir);
+  // Uploads `yaml` as the run's config.yaml.
+  void config(std::string yaml);
   // Waits until everything queued is sent or spooled, at most until `deadline`.
   void flush(std::chrono::steady_clock::time_point deadline);
   // Sends what is queued, then ends the run with `status`; by `deadline`,
@@ -55,10 +57,11 @@ class MlflowSender {
 
  private:
   struct Item {
-    enum class Kind { kMetrics, kParams, kArtifact, kEnd, kNone } kind;  // kNone: nothing left to do
+    enum class Kind { kMetrics, kParams, kArtifact, kConfig, kEnd, kNone } kind;  // kNone: nothing left to do
     std::vector<MlflowMetric> metrics;
     std::vector<std::pair<std::string, std::string>> params;
     std::string file, artifact_dir;
+    std::string content;  // kConfig's text
     MlflowRunStatus status = MlflowRunStatus::kFinished;
   };
   void push(Item item);

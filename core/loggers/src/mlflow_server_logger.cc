@@ -13,7 +13,6 @@
 #include <thread>
 
 #include "hparams.h"
-#include "hpu/core/base/file_io.h"
 #include "hpu/core/config/yaml_io.h"
 #include "hpu/core/strategies/strategy.h"
 #include "mlflow_rest.h"
@@ -117,9 +116,7 @@ class MlflowServerLogger final : public Logger {
   void logConfig(const config::Node& config) override {
     if (offline_) return offline_->logConfig(config);
     if (!sender_) return;
-    const std::string file = (uploads_ / "config.yaml").string();
-    writeFileAtomically(file, config::emitYaml(config));
-    sender_->artifact(file, "");
+    sender_->config(config::emitYaml(config));
   }
 
   void afterSaveCheckpoint(const std::string& path) override {
@@ -175,8 +172,6 @@ class MlflowServerLogger final : public Logger {
                                 e.what(), s_.save_dir));
       throw Error(fmt::format("MLFlowLogger: {}", e.what()));
     }
-    uploads_ = fs::temp_directory_path() / ("hpu-train-mlflow-" + run_.run_id);
-    fs::create_directories(uploads_);
     MlflowSender::Options options;
     options.retry = MlflowRetry::fromEnvironment();
     sender_ = std::make_unique<MlflowSender>(server_, run_, [this]() -> MlflowFileStore& { return openSpool(); },
@@ -215,8 +210,6 @@ class MlflowServerLogger final : public Logger {
     stopWatching();
     ended_ = true;
     sender_->finish(status, Clock::now() + patience);
-    std::error_code ec;
-    fs::remove_all(uploads_, ec);
   }
 
   // The watcher of SIGINT / SIGTERM (see onTerminationSignal).
@@ -264,7 +257,6 @@ class MlflowServerLogger final : public Logger {
   std::string log_dir_;
   bool global_zero_ = true;
   bool ended_ = false;  // finalize ended the run
-  fs::path uploads_;  // files waiting to be uploaded (the config)
   std::vector<std::string> checkpoints_;
   std::unique_ptr<MlflowFileStore> spool_, offline_;
   std::unique_ptr<MlflowSender> sender_;
