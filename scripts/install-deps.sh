@@ -8,9 +8,10 @@
 #   scripts/install-deps.sh --fuzz   also clang with libFuzzer and the sanitizer runtimes (scripts/fuzz.sh)
 #   scripts/install-deps.sh --interop  also the real clients that judge our files (transformers, peft,
 #                                    tokenizers, torch 2.13 CPU, tensorboard, mlflow, lightning 2.4,
-#                                    jsonargparse) in the virtual
+#                                    jsonargparse, torch-tb-profiler) in the virtual
 #                                    environment .venv/interop,
-#                                    and node with npm for the reference tokenizers
+#                                    node with npm for the reference tokenizers, and chromium
+#                                    (headless: tests/interop/tb_profiler_browser.sh)
 set -euo pipefail
 
 packages=(
@@ -21,6 +22,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist fortunes
   openmpi-bin libopenmpi-dev
+  libcurl4-openssl-dev
 )
 interop=false bench=false
 for option in "$@"; do
@@ -29,7 +31,7 @@ for option in "$@"; do
     # a node that brings its own npm needs no Debian npm.
     --interop)
       interop=true
-      packages+=(python3 python3-venv nodejs)
+      packages+=(python3 python3-venv nodejs chromium)
       command -v npm >/dev/null || packages+=(npm)
       ;;
     --bench)

@@ -163,11 +163,35 @@ TEST_F(MLFlowLoggerTest, AFailedRunIsMarkedFailed) {
   EXPECT_THAT(readFile(rs[0] / "meta.yaml"), HasSubstr("\nstatus: 4\n"));
 }
 
-TEST_F(MLFlowLoggerTest, AServerTrackingUriIsRefused) {
-  const RunResult r = boring("fit", {"--trainer.logger=MLFlowLogger", "--trainer.logger.tracking_uri=http://localhost:5000"});
-  EXPECT_EQ(r.exit_code, 2) << r.describe();
-  EXPECT_THAT(r.err, HasSubstr("trainer.logger.init_args.tracking_uri"));
-  EXPECT_THAT(r.err, HasSubstr("file store only"));
+TEST_F(MLFlowLoggerTest, AnUnreachableTrackingServerIsAnErrorNamingItBeforeTraining) {
+  // Port 1 of the loopback: nothing listens there.
+  const RunResult r = boring("fit", {"--trainer.logger=MLFlowLogger", "--trainer.logger.tracking_uri=http://127.0.0.1:1"});
+  EXPECT_EQ(r.exit_code, 1) << r.describe();
+  EXPECT_THAT(r.err, HasSubstr("error: MLflow tracking server http://127.0.0.1:1 unreachable (GET "
+                               "/api/2.0/mlflow/experiments/get-by-name): "));
+  EXPECT_THAT(r.err, HasSubstr("Start the server (mlflow server --host HOST --port PORT), correct trainer.logger's "
+                               "tracking_uri, or set MLFLOW_TRACKING_OFFLINE=true to log to the local file store "
+                               "(./mlruns) instead"));
+  EXPECT_FALSE(fs::exists(dir() / "lightning_logs")) << "nothing ran";
+}
+
+TEST_F(MLFlowLoggerTest, DatabaseAndDatabricksUrisAreRefusedWithTheAlternative) {
+  const auto fitWith = [&](const std::string& uri) {
+    return boring("fit", {"--trainer.logger=MLFlowLogger", "--trainer.logger.tracking_uri=" + uri});
+  };
+  const RunResult sqlite = fitWith("sqlite:///mlflow.db");
+  EXPECT_EQ(sqlite.exit_code, 2) << sqlite.describe();
+  EXPECT_THAT(sqlite.err, HasSubstr("trainer.logger.init_args.tracking_uri: 'sqlite:///mlflow.db': hpu-train does not "
+                                    "write MLflow's database directly; serve it with `mlflow server --backend-store-uri "
+                                    "sqlite:///mlflow.db --host 127.0.0.1 --port 5000` and set tracking_uri: "
+                                    "http://127.0.0.1:5000"));
+  const RunResult databricks = fitWith("databricks");
+  EXPECT_EQ(databricks.exit_code, 2) << databricks.describe();
+  EXPECT_THAT(databricks.err, HasSubstr("'databricks': hpu-train does not read Databricks' profiles; log to an MLflow "
+                                        "tracking server (tracking_uri: http://HOST:PORT) or to the file store (save_dir)"));
+  const RunResult other = fitWith("ftp://host");
+  EXPECT_EQ(other.exit_code, 2) << other.describe();
+  EXPECT_THAT(other.err, HasSubstr("'ftp://host': not a tracking URI hpu-train writes"));
 }
 
 TEST_F(MLFlowLoggerTest, WandbLoggerIsRefusedWithTheAlternative) {

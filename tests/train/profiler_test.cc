@@ -213,7 +213,7 @@ TEST_F(HPUProfilerTest, TraceIsValidNestedAndKeepsTheActiveSteps) {
   ASSERT_NE(linear, t.events.end());
   EXPECT_EQ((*linear)["args"]["Input Dims"], json::parse("[[64,784],[256,784],[256]]")) << *linear;
   EXPECT_EQ((*linear)["args"]["Input type"], json::parse(R"(["float32","float32","float32"])")) << *linear;
-  EXPECT_EQ((*linear)["cat"], "device");
+  EXPECT_EQ((*linear)["cat"], "cpu_op") << "torch's category of an operator";
 
   // Device ops run inside the host actions that issue them.
   std::vector<std::pair<double, double>> host;
@@ -280,7 +280,7 @@ TEST_F(HPUProfilerTest, EveryRankWritesItsTraceWithItsCollectives) {
     EXPECT_EQ(t.count(2, "allreduce"), 3);
     for (const json& e : t.events) {
       if (e["tid"] != 2) continue;
-      EXPECT_EQ(e["cat"], "collective");
+      EXPECT_EQ(e["cat"], "user_annotation") << "torch's category of a collective's range";
       if (e["name"] != "allreduce") continue;  // metric reductions and barriers too
       EXPECT_EQ(e["args"]["dtype"], "float32");
       EXPECT_EQ(e["args"]["count"], 235146);

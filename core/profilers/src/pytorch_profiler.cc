@@ -73,7 +73,10 @@ class KeyAverages {
     double self_total = 0;
     for (std::size_t i = 0; i < spans.size(); ++i) {
       const TraceEvent& e = *spans[i];
-      const std::string key = e.track == 0 ? "[pl][profile]" + e.name : e.name;
+      // torch's key_averages() keeps the steps in one row, "ProfilerStep*".
+      const std::string key = e.name.starts_with("ProfilerStep#") ? "ProfilerStep*"
+                              : e.track == 0                      ? "[pl][profile]" + e.name
+                                                                  : e.name;
       const std::string shapes = by_shapes_ ? inputShapes(e.args) : "";
       OpAverage& r = rows[{key, shapes}];
       r.key = key;

@@ -4,12 +4,26 @@
 // (<dirpath>/[<filename>-]rank<R>-<stage>.pt.trace.json). Tracks, per rank
 // (pid = global rank):
 //   tid 0  host: the Trainer's and the model's actions (complete events),
+//          and ProfilerStep#N around each kept step,
 //   tid 1  the emulated device: every op with its operand shapes and dtypes,
 //          backward functions as "<op>_backward", and an instant event at
 //          each lazy-mode graph compilation,
 //   tid 2  collectives: what the process group ran (also on its comm thread).
 // Timestamps are steady_clock microseconds, shared by the processes of one
 // machine, so the traces of its ranks line up when opened together.
+//
+// The file is what torch.profiler 2.13's tensorboard_trace_handler writes,
+// field for field where a reader looks (schemaVersion, deviceProperties,
+// distributedInfo, trace_id, record_shapes, baseTimeNanoseconds, each complete event's
+// "External id"), with torch's categories: host actions and collectives are
+// record_function ranges ("user_annotation"), device ops are operators
+// ("cpu_op", as torch writes an aten op), and each kept step of the stage's
+// own loop is "ProfilerStep#<N>" on the host track, N counted from 0 as
+// torch.profiler's step_num (training batches in fit, from the batch's
+// fetch to its end; the evaluation steps in validate, test, predict). So
+// TensorBoard's PyTorch profiler plugin (torch-tb-profiler) reads a
+// directory of these files as a run with a worker per rank: its overview's
+// step breakdown, its operator view of the device ops, its trace view.
 //
 // What is kept follows torch.profiler.schedule (skip_first, wait, warmup,
 // active, repeat), counted in steps of the stage's loops (training batches,
@@ -26,10 +40,13 @@
 #include <spdlog/fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
 #include <array>
 #include <atomic>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "action_timer.h"
 #include "hpu/core/base/file_io.h"
@@ -45,6 +62,9 @@ using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
 constexpr int kHostTrack = 0, kDeviceTrack = 1, kCollectiveTrack = 2;
+// torch's event categories: record_function ranges and operators.
+constexpr const char* kAnnotation = "user_annotation";
+constexpr const char* kOperator = "cpu_op";
 // Events beyond this many per trace are counted, not kept (a bound on memory
 // for schedules that keep every step of a long run).
 constexpr std::size_t kMaxEvents = 1'000'000;
@@ -149,7 +169,7 @@ class CollectiveTracer final : public comm::CollectiveObserver {
                        {"sequence", r.sequence},
                        {"async", r.async},
                        {"failed", r.failed}};
-    buffer_->add({std::string(r.kind), "collective", kCollectiveTrack, 'X', nanos(r.begin), nanos(r.end) - nanos(r.begin),
+    buffer_->add({std::string(r.kind), kAnnotation, kCollectiveTrack, 'X', nanos(r.begin), nanos(r.end) - nanos(r.begin),
                   args.dump()});
   }
 
@@ -173,6 +193,7 @@ class TraceProfiler final : public Profiler, public ops::OpObserver {
     if (const std::size_t kind = stepKind(action); kind != kNoStep) {
       updateMode(steps_[kind]);
       if (buffer_->mode() == TraceBuffer::Mode::kKeep) buffer_->confirm();
+      if (kind == loopKind()) step_mode_ = buffer_->mode();
     }
     timer_.start(action, buffer_->keepWindows() * 2 + (buffer_->mode() == TraceBuffer::Mode::kKeep ? 1 : 0));
   }
@@ -185,9 +206,18 @@ class TraceProfiler final : public Profiler, public ops::OpObserver {
     const bool overlapped_keep = open.mark % 2 == 1 || open.mark / 2 != buffer_->keepWindows() ||
                                  buffer_->mode() == TraceBuffer::Mode::kKeep;
     const auto mode = overlapped_keep ? TraceBuffer::Mode::kKeep : buffer_->mode();
-    buffer_->add({open.action, "host", kHostTrack, 'X', nanos(open.begin), nanos(end) - nanos(open.begin), ""}, mode);
+    buffer_->add({open.action, kAnnotation, kHostTrack, 'X', nanos(open.begin), nanos(end) - nanos(open.begin), ""}, mode);
     noteCompilations(end);
+    if (action == kTrainFetch) fetch_begin_ns_ = nanos(open.begin);
     if (const std::size_t kind = stepKind(action); kind != kNoStep) {
+      if (kind == loopKind()) {
+        // torch.profiler's step: a training batch from its fetch on.
+        const std::int64_t begin = kind == 0 && fetch_begin_ns_ >= 0 ? fetch_begin_ns_ : nanos(open.begin);
+        buffer_->add({fmt::format("ProfilerStep#{}", steps_[kind]), kAnnotation, kHostTrack, 'X', begin, nanos(end) - begin,
+                      ""},
+                     step_mode_);
+      }
+      fetch_begin_ns_ = -1;
       updateMode(++steps_[kind]);
     } else if (action == "run_validation" && context_.stage == "fit") {
       // Back in the training loop: its schedule decides again.
@@ -198,7 +228,7 @@ class TraceProfiler final : public Profiler, public ops::OpObserver {
   void onOp(const ops::OpEvent& e) override {
     if (buffer_->mode() == TraceBuffer::Mode::kDrop) return;
     std::string args = options_.record_shapes && !e.operands.empty() ? operandArgs(e.operands) : std::string();
-    buffer_->add({e.backward ? std::string(e.op) + "_backward" : std::string(e.op), "device", kDeviceTrack, 'X',
+    buffer_->add({e.backward ? std::string(e.op) + "_backward" : std::string(e.op), kOperator, kDeviceTrack, 'X',
                   nanos(e.begin), nanos(e.end) - nanos(e.begin), std::move(args)});
   }
 
@@ -219,7 +249,7 @@ class TraceProfiler final : public Profiler, public ops::OpObserver {
                    options_.name, kMaxEvents, dropped);
     if (options_.export_to_chrome) {
       const std::string path = profilerReportPath(options_.dirpath, options_.filename, context_, ".pt.trace.json");
-      writeFileAtomically(path, render(events));
+      writeFileAtomically(path, render(events, path));
       if (context_.rank == 0)
         spdlog::info("{}: wrote {} ({} events{}); open it in chrome://tracing or https://ui.perfetto.dev", options_.name,
                      path, events.size(), context_.world_size > 1 ? ", one file per rank" : "");
@@ -229,6 +259,7 @@ class TraceProfiler final : public Profiler, public ops::OpObserver {
 
  private:
   static constexpr std::size_t kNoStep = 4;
+  static constexpr std::string_view kTrainFetch = "get_train_batch";
   // Which loop's step `action` is: training, validation, test, predict.
   static std::size_t stepKind(std::string_view action) {
     static constexpr std::array<std::string_view, 4> kSteps = {"run_training_batch", "validation_step", "test_step",
@@ -236,6 +267,14 @@ class TraceProfiler final : public Profiler, public ops::OpObserver {
     for (std::size_t i = 0; i < kSteps.size(); ++i)
       if (action == kSteps[i]) return i;
     return kNoStep;
+  }
+
+  // The stepKind() of the stage's own loop, whose steps are torch's ProfilerSteps.
+  std::size_t loopKind() const {
+    if (context_.stage == "validate") return 1;
+    if (context_.stage == "test") return 2;
+    if (context_.stage == "predict") return 3;
+    return 0;
   }
 
   void updateMode(std::int64_t step) {
@@ -257,12 +296,55 @@ class TraceProfiler final : public Profiler, public ops::OpObserver {
     if (!graph.recompileCauses().empty() && graph.recompileCauses().back().step == s.steps)
       args["recompile_cause"] = graph.recompileCauses().back().change;
     compilations_seen_ = s.compilations;
-    buffer_->add({"graph_compile", "device", kDeviceTrack, 'i', nanos(at), 0, args.dump()});
+    buffer_->add({"graph_compile", kOperator, kDeviceTrack, 'i', nanos(at), 0, args.dump()});
   }
 
-  std::string render(const std::vector<TraceEvent>& events) const {
+  // torch.profiler's top-level fields: the device, the process group,
+  // what was recorded, and the wall clock of ts 0.
+  json torchFields(const std::string& path) const {
+    json device = json::array();
+    if (context_.device != nullptr) {
+      const device::DeviceSpec& spec = context_.device->spec();
+      device.push_back({{"id", context_.device->index()},
+                        {"name", fmt::format("{} (emulated)", spec.product)},
+                        {"totalGlobalMem", spec.hbmBytes}});
+    }
+    std::random_device random;
+    const std::string trace_id = fmt::format("{:08X}{:08X}{:08X}{:08X}", random(), random(), random(), random());
+    json fields = {{"schemaVersion", 1},
+                   {"deviceProperties", device},
+                   {"trace_id", trace_id},
+                   {"record_shapes", options_.record_shapes ? 1 : 0}};
+    if (context_.world_size > 1) {
+      json ranks = json::array();
+      for (int r = 0; r < context_.world_size; ++r) ranks.push_back(r);
+      fields["distributedInfo"] = {{"backend", "hccl"},
+                                   {"rank", context_.rank},
+                                   {"world_size", context_.world_size},
+                                   {"pg_count", 1},
+                                   {"pg_config", json::array({{{"pg_name", "0"},
+                                                               {"pg_desc", "default_pg"},
+                                                               {"backend_config", "hpu:hccl"},
+                                                               {"pg_size", context_.world_size},
+                                                               {"ranks", ranks}}})}};
+    }
+    std::array<char, 256> host{};
+    if (::gethostname(host.data(), host.size() - 1) == 0) fields["host_name"] = host.data();
+    fields["displayTimeUnit"] = "ms";
+    // ts + baseTimeNanoseconds / 1000 is the wall clock's microsecond.
+    const std::int64_t wall = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                  std::chrono::system_clock::now().time_since_epoch())
+                                  .count();
+    fields["baseTimeNanoseconds"] = wall - nanos(Clock::now());
+    fields["traceName"] = path;
+    return fields;
+  }
+
+  std::string render(const std::vector<TraceEvent>& events, const std::string& path) const {
     const int pid = context_.rank;
-    std::string out = "{\"traceEvents\": [\n";
+    std::string fields = torchFields(path).dump();
+    fields.pop_back();  // the closing brace: traceEvents and otherData follow
+    std::string out = fields + ",\n\"traceEvents\": [\n";
     auto meta = [&](const char* name, int tid, const json& args) {
       out += json{{"ph", "M"}, {"name", name}, {"pid", pid}, {"tid", tid}, {"args", args}}.dump() + ",\n";
     };
@@ -274,15 +356,24 @@ class TraceProfiler final : public Profiler, public ops::OpObserver {
       meta("thread_name", t, {{"name", tracks[static_cast<std::size_t>(t)]}});
       meta("thread_sort_index", t, {{"sort_index", t}});
     }
-    out.reserve(out.size() + events.size() * 160);
+    out.reserve(out.size() + events.size() * 180);
     auto put = std::back_inserter(out);
+    std::int64_t external_id = 0;
     for (const TraceEvent& e : events) {
       fmt::format_to(put, R"({{"ph": "{}", "cat": "{}", "name": )", e.phase, e.category);
       appendJsonString(out, e.name);
       fmt::format_to(put, R"(, "pid": {}, "tid": {}, "ts": {:.3f})", pid, e.track, static_cast<double>(e.begin_ns) / 1e3);
       if (e.phase == 'X') fmt::format_to(put, R"(, "dur": {:.3f})", static_cast<double>(e.duration_ns) / 1e3);
       if (e.phase == 'i') out += R"(, "s": "t")";
-      if (!e.args.empty()) {
+      if (e.phase == 'X') {
+        fmt::format_to(put, R"(, "args": {{"External id": {})", ++external_id);
+        if (e.args.size() > 2) {  // a non-empty object: its members follow
+          out += ", ";
+          out.append(e.args, 1);
+        } else {
+          out += '}';
+        }
+      } else if (!e.args.empty()) {
         out += R"(, "args": )";
         out += e.args;
       }
@@ -305,7 +396,7 @@ class TraceProfiler final : public Profiler, public ops::OpObserver {
     }
     // The metadata events end with ",\n": close the array with one more.
     out += json{{"ph", "M"}, {"name", "trace_end"}, {"pid", pid}, {"tid", 0}, {"args", json::object()}}.dump();
-    out += "\n],\n\"displayTimeUnit\": \"ms\",\n\"otherData\": " + other.dump() + "\n}\n";
+    out += "\n],\n\"otherData\": " + other.dump() + "\n}\n";
     return out;
   }
 
@@ -316,6 +407,8 @@ class TraceProfiler final : public Profiler, public ops::OpObserver {
   std::shared_ptr<CollectiveTracer> tracer_;
   std::array<std::int64_t, 4> steps_{};  // steps done per loop kind
   std::uint64_t compilations_seen_ = 0;
+  TraceBuffer::Mode step_mode_ = TraceBuffer::Mode::kProvisional;  // at the start of the running step
+  std::int64_t fetch_begin_ns_ = -1;  // the start of the training batch fetched last, until its step ends
 };
 
 }  // namespace

@@ -20,7 +20,7 @@ namespace hpu::core {
 // One trace event. Tracks: 0 host, 1 device, 2 collectives.
 struct TraceEvent {
   std::string name;
-  const char* category;  // "host", "device", "collective"
+  const char* category;  // torch's: "user_annotation" (host actions, collectives, steps), "cpu_op" (device ops)
   int track;
   char phase;  // 'X' complete, 'i' instant
   std::int64_t begin_ns;

@@ -353,7 +353,10 @@ void Trainer::saveCheckpoint(const std::string& path, bool weights_only) {
   // The logs reach as far as the checkpoint: a run resumed from it after a
   // crash continues them without a gap.
   if (isGlobalZero())
-    for (auto& l : loggers_) l->save();
+    for (auto& l : loggers_) {
+      l->afterSaveCheckpoint(path);
+      l->save();
+    }
   strategy_->barrier("save_checkpoint");
 }
 

@@ -30,6 +30,9 @@ class Logger {
   // The run's resolved config, once at the start of fit (LightningCLI's
   // SaveConfigCallback hands it to the loggers). Default: not logged.
   virtual void logConfig(const config::Node& config) {}
+  // A checkpoint file was written (complete) at `path`, on global rank 0.
+  // Loggers that keep checkpoints as artifacts (log_model) take note.
+  virtual void afterSaveCheckpoint(const std::string& path) {}
   // Writes what is buffered.
   virtual void save() = 0;
   // The stage ended (`succeeded`) or failed: writes what is buffered and
