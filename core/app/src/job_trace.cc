@@ -1,4 +1,5 @@
 #include "job_trace.h"
+#include "log_level_scope.h"
 
 #include <spdlog/spdlog.h>
 
@@ -24,14 +25,6 @@ constexpr std::uint64_t kTraceMemoryLimit = 1ull << 60;
 // At most this many classes of ranks are traced (see traceJob).
 constexpr std::size_t kMaxTracedClasses = 16;
 
-// `settings` shape-only, without a recipe cache, under kTraceMemoryLimit.
-device::EmulatorSettings traceSettings(const device::EmulatorSettings& settings) {
-  device::EmulatorSettings out = settings;
-  out.shapeOnly = true;
-  out.recipeCache.reset();
-  out.memoryLimit = kTraceMemoryLimit;
-  return out;
-}
 
 // The first rank of each class of ranks with identical shards of `buckets`
 // over `world` ranks, in order (0 first).
@@ -136,6 +129,14 @@ RankTrace traceRank(const RunRequest& run, std::int64_t steps, const device::Emu
 
 }  // namespace
 
+device::EmulatorSettings traceSettings(const device::EmulatorSettings& settings) {
+  device::EmulatorSettings out = settings;
+  out.shapeOnly = true;
+  out.recipeCache.reset();
+  out.memoryLimit = kTraceMemoryLimit;
+  return out;
+}
+
 estimate::TracedJob traceJob(const RunRequest& run, std::int64_t steps, const device::EmulatorSettings& settings) {
   const device::EmulatorSettings traced = traceSettings(settings);
   estimate::TracedJob job;
@@ -174,17 +175,8 @@ estimate::TracedJob traceJob(const RunRequest& run, std::int64_t steps, const de
 }
 
 std::uint64_t tracePeak(const RunRequest& run, std::int64_t steps, const device::EmulatorSettings& settings) {
-  const spdlog::level::level_enum level = spdlog::get_level();
-  spdlog::set_level(spdlog::level::warn);
-  const device::EmulatorSettings traced = traceSettings(settings);
-  try {
-    const std::uint64_t peak = traceRank(run, steps, traced, 0).peak;
-    spdlog::set_level(level);
-    return peak;
-  } catch (...) {
-    spdlog::set_level(level);
-    throw;
-  }
+  const LogLevelScope quiet(spdlog::level::warn);
+  return traceRank(run, steps, traceSettings(settings), 0).peak;
 }
 
 }  // namespace hpu::core::app

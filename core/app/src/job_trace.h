@@ -22,6 +22,10 @@ namespace hpu::core::app {
 // the memory limit, so a run that does not fit is traced to its end.
 estimate::TracedJob traceJob(const RunRequest& run, std::int64_t steps, const device::EmulatorSettings& settings);
 
+// `settings` as a trace runs them: shape-only, without a recipe cache,
+// under a memory limit that never binds (a rehearsal's too).
+device::EmulatorSettings traceSettings(const device::EmulatorSettings& settings);
+
 // Rank 0's peak device memory (rank 0 holds the largest shards), traced with
 // the log quiet below warnings.
 std::uint64_t tracePeak(const RunRequest& run, std::int64_t steps, const device::EmulatorSettings& settings);

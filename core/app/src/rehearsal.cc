@@ -8,25 +8,11 @@
 #include "hpu/core/base/errors.h"
 #include "hpu/core/config/params.h"
 #include "hpu/device/emulator.h"
+#include "job_trace.h"
+#include "log_level_scope.h"
 
 namespace hpu::core::app {
 namespace {
-
-// Shape-only devices hold no values; the limit only has to never bind.
-constexpr std::uint64_t kRehearsalMemoryLimit = 1ull << 60;
-
-// Sets the log level for a scope: the rehearsal's parts would otherwise say
-// twice what the ranks say once.
-class QuietLogs {
- public:
-  QuietLogs() : level_(spdlog::get_level()) { spdlog::set_level(spdlog::level::err); }
-  ~QuietLogs() { spdlog::set_level(level_); }
-  QuietLogs(const QuietLogs&) = delete;
-  QuietLogs& operator=(const QuietLogs&) = delete;
-
- private:
-  spdlog::level::level_enum level_;
-};
 
 data::Stage stageOf(const std::string& subcommand) {
   if (subcommand == "fit") return data::Stage::kFit;
@@ -58,16 +44,13 @@ void rehearseLayout(const RunRequest& request, int devices_per_node) {
 
   device::Env device_env;
   for (const auto& [k, v] : request.env) device_env.set(k, v);
-  device::EmulatorSettings settings = device::loadEmulatorSettings(device_env);
-  settings.shapeOnly = true;
-  settings.recipeCache.reset();
-  settings.memoryLimit = kRehearsalMemoryLimit;
+  const device::EmulatorSettings settings = traceSettings(device::loadEmulatorSettings(device_env));
   RunRequest quiet = request;
   quiet.notes.clear();  // the ranks warn of them
   std::string stopped;
   const auto start = std::chrono::steady_clock::now();
   try {
-    const QuietLogs logs;
+    const LogLevelScope logs(spdlog::level::err);  // the ranks say what the parts say
     // The first rank holds the first pipeline stage; the last rank the last
     // stage, and the last shard of every tensor- and expert-parallel split.
     if (rehearseRank(quiet, settings, 0) > 1) rehearseRank(quiet, settings, world - 1);
