@@ -19,6 +19,8 @@ the server (or the local file store a run spooled to) holds:
   unreachable  no server at the URI: exit code and message, before training;
              with MLFLOW_TRACKING_OFFLINE=true the run goes to the file store
   refused    the server's own error (an unknown run_id) in the message
+  tokened    MLFLOW_TRACKING_TOKEN through a gateway that checks the bearer
+             token (TokenGateway): the run arrives; a wrong token is its 401
   secured    a server with mlflow's basic-auth app behind TLS (a certificate
              made here): https with MLFLOW_TRACKING_USERNAME / _PASSWORD and
              MLFLOW_TRACKING_SERVER_CERT_PATH; a wrong password (the server's
@@ -126,6 +128,56 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.signal(signal.SIGKILL)
                 self.process.wait()
+
+
+class TokenGateway:
+    """A loopback gateway in front of `upstream` that passes on only requests
+    carrying `Authorization: Bearer TOKEN`, as a deployment's token-checking
+    proxy does (no stock mlflow server checks tokens), and answers the others
+    401 with mlflow's error body. `authorizations` holds every header seen."""
+
+    def __init__(self, upstream, token):
+        import http.server
+        import threading
+        import urllib.error
+        seen = self.authorizations = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def forward(self):
+                authorization = self.headers.get("Authorization", "")
+                seen.append(authorization)
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else None
+                if authorization != "Bearer " + token:
+                    status, ctype = 401, "application/json"
+                    data = json.dumps({"error_code": "UNAUTHENTICATED", "message": "the bearer token is not valid"})
+                    data = data.encode()
+                else:
+                    request = urllib.request.Request(upstream + self.path, data=body, method=self.command,
+                                                     headers={"Content-Type": self.headers.get("Content-Type", "")})
+                    try:
+                        with urllib.request.urlopen(request, timeout=60) as r:
+                            status, ctype, data = r.status, r.headers.get("Content-Type"), r.read()
+                    except urllib.error.HTTPError as e:
+                        status, ctype, data = e.code, e.headers.get("Content-Type"), e.read()
+                self.send_response(status)
+                self.send_header("Content-Type", ctype or "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = forward
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.uri = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
 
 
 def loggers_yaml(name, uri, experiment, run_name, extra=""):
@@ -264,6 +316,18 @@ def main():
         # refused: the server's own error, an unknown run_id.
         result["refused"] = {"fit": fit(["-c", loggers_yaml(
             "refused", server.uri, "refused", "refused", "        run_id: 0123456789abcdef0123456789abcdef\n")] + short)}
+
+        # tokened: MLFLOW_TRACKING_TOKEN through a gateway that checks it; a wrong token is its 401.
+        gateway = TokenGateway(server.uri, "hpu-train-token-2026")
+        ran = fit(["-c", loggers_yaml("tokened", gateway.uri, "tokened", "tokened")] + short,
+                  {"MLFLOW_TRACKING_TOKEN": "hpu-train-token-2026"})
+        good = list(gateway.authorizations)
+        result["tokened"] = {"fit": ran, "runs": runs_of(client, "tokened"), "authorizations": sorted(set(good)),
+                             "requests": len(good), "csv": csv_metrics("tokened") if ran["exit_code"] == 0 else {},
+                             "wrong_token": fit(["-c", loggers_yaml("wrong_token", gateway.uri, "wrong_token",
+                                                                    "wrong_token")] + short,
+                                                {"MLFLOW_TRACKING_TOKEN": "stale"})}
+        gateway.stop()
 
         # unreachable: nothing listens on the port; then offline allowed.
         nobody = f"http://127.0.0.1:{free_port()}"
