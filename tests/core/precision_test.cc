@@ -3,6 +3,7 @@
 // and the generation checks.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -236,16 +237,30 @@ TEST_F(PrecisionTest, DeepSpeedLossScalerHasHysteresisAFloorAndAStaticMode) {
 }
 
 TEST(Fp8DelayedScaling, ScaleComesFromTheAmaxWindow) {
-  fp8::DelayedScale s;
-  EXPECT_EQ(s.scale, 1.0f);
-  s.update(4.0f, 2, DType::kFloat8E4M3, 0);
-  EXPECT_FLOAT_EQ(s.scale, 448.0f / 4.0f);
-  s.update(2.0f, 2, DType::kFloat8E4M3, 0);  // window {4, 2}: max 4
-  EXPECT_FLOAT_EQ(s.scale, 448.0f / 4.0f);
-  s.update(1.0f, 2, DType::kFloat8E4M3, 1);  // window {2, 1}: max 2, margin 1
-  EXPECT_FLOAT_EQ(s.scale, 448.0f / 2.0f / 2.0f);
-  s.update(0.0f, 1, DType::kFloat8E5M2, 0);  // amax 0 keeps the previous scale
-  EXPECT_FLOAT_EQ(s.scale, 448.0f / 2.0f / 2.0f);
+  // Two tensors (E4M3, E5M2), a window of 2 steps, newest row first.
+  std::vector<float> history(4, 0.0f), scale{1.0f, 1.0f};
+  const std::array<DType, 2> formats{DType::kFloat8E4M3, DType::kFloat8E5M2};
+  const auto step = [&](float a, float b, int margin) {
+    const std::array<float, 2> amax{a, b};
+    fp8::moveScales(history, scale, amax, formats, margin);
+  };
+  step(4.0f, 8.0f, 0);
+  EXPECT_EQ(history, (std::vector<float>{4, 8, 0, 0}));
+  EXPECT_FLOAT_EQ(scale[0], 448.0f / 4.0f);
+  EXPECT_FLOAT_EQ(scale[1], 57344.0f / 8.0f);
+  step(2.0f, 16.0f, 0);  // windows {2, 4} and {16, 8}
+  EXPECT_EQ(history, (std::vector<float>{2, 16, 4, 8}));
+  EXPECT_FLOAT_EQ(scale[0], 448.0f / 4.0f);
+  EXPECT_FLOAT_EQ(scale[1], 57344.0f / 16.0f);
+  step(1.0f, 1.0f, 1);  // {1, 2}: max 2; {1, 16}: max 16; margin 1
+  EXPECT_FLOAT_EQ(scale[0], 448.0f / 2.0f / 2.0f);
+  EXPECT_FLOAT_EQ(scale[1], 57344.0f / 16.0f / 2.0f);
+  step(0.0f, 0.0f, 0);  // {0, 1}: max 1
+  EXPECT_FLOAT_EQ(scale[0], 448.0f);
+  step(0.0f, 0.0f, 0);  // a window of zeros keeps the previous scales
+  EXPECT_EQ(history, (std::vector<float>{0, 0, 0, 0}));
+  EXPECT_FLOAT_EQ(scale[0], 448.0f);
+  EXPECT_FLOAT_EQ(scale[1], 57344.0f);
 }
 
 TEST(Fp8Stats, MeasurementFilesRoundTripAndRefuseMaximaPastFloat) {

@@ -72,15 +72,15 @@ Tensor Module::adoptParameter(std::string name, Tensor t, Shard shard) {
   return t;
 }
 
-Tensor Module::registerBuffer(std::string name, Tensor t) {
-  buffers_.push_back({std::move(name), t});
+Tensor Module::registerBuffer(std::string name, Tensor t, BufferOptions options) {
+  buffers_.push_back({.name = std::move(name), .tensor = t, .optional = options.optional});
   return t;
 }
 
 void Module::collect(const std::string& prefix, bool params, std::vector<NamedTensor>& out,
                      int expert_parallel) const {
   expert_parallel = std::max(expert_parallel, expert_parallel_);
-  for (const auto& p : params ? params_ : buffers_) out.push_back({prefix + p.name, p.tensor, p.shard, expert_parallel});
+  for (const auto& p : params ? params_ : buffers_) out.push_back({prefix + p.name, p.tensor, p.shard, expert_parallel, p.optional});
   for (const auto& [name, child] : children_) child->collect(prefix + name + ".", params, out, expert_parallel);
 }
 

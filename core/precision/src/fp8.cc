@@ -3,6 +3,8 @@
 #include <spdlog/fmt/fmt.h>
 
 #include <nlohmann/json.hpp>
+#include <algorithm>
+#include <functional>
 #include <set>
 #include <utility>
 
@@ -10,6 +12,7 @@
 #include "hpu/core/base/json_number.h"
 #include "hpu/core/tensor/autograd.h"
 #include "hpu/core/tensor/op_record.h"
+#include "hpu/device/check.h"
 #include "hpu/device/kernels/gemm.h"
 #include "hpu/device/numerics.h"
 
@@ -69,11 +72,16 @@ ops::OpRecord recordGemm(device::OpName name, const Tensor& x, const Tensor& w, 
   return ops::OpRecord(x.device(), name, operands);
 }
 
-class TrainingLinear final : public nn::Module {
+class TrainingLinear final : public nn::Module, public ScaledLayer {
  public:
   TrainingLinear(const LinearWeights& l, const Fp8Options& o) : o_(o), l_(l) {
     weight_ = adoptParameter("weight", l.weight, l.weight_shard);
     if (l.bias.defined()) bias_ = adoptParameter("bias", l.bias, l.bias_shard);
+    device::Device& dev = l.weight.device();
+    const auto tensors = static_cast<std::int64_t>(kTensors);
+    scale_ = registerBuffer("fp8_scale", Tensor::full(dev, {tensors}, 1.0f), {.optional = true});
+    history_ = registerBuffer("fp8_amax_history", Tensor::zeros(dev, {std::max(o.amax_history_len, 1), tensors}),
+                              {.optional = true});
   }
   std::string typeName() const override { return "Fp8Linear"; }
   std::string describe() const override {
@@ -86,22 +94,39 @@ class TrainingLinear final : public nn::Module {
     return l_.output(gemm(x, weight, bias), l_.rowSplit() ? bias_ : Tensor());
   }
 
+  std::array<float, kTensors> stepAmax() const override { return step_amax_; }
+  void moveScales(const std::array<float, kTensors>& amax) override {
+    step_amax_ = {};
+    if (scale_.shapeOnly()) return;
+    const std::array<DType, kTensors> formats{DType::kFloat8E4M3, DType::kFloat8E4M3, gradFormat()};
+    fp8::moveScales(history_.values(), scale_.values(), amax, formats, o_.margin);
+  }
+
  private:
+  DType gradFormat() const { return o_.hybrid ? DType::kFloat8E5M2 : DType::kFloat8E4M3; }
+  // The scale in use for tensor `i` (input, weight, output gradient).
+  float scale(std::size_t i) const { return scale_.shapeOnly() ? 1.0f : scale_.data()[i]; }
+  void noteAmax(std::size_t i, std::span<const float> values) {
+    step_amax_[i] = std::max(step_amax_[i], device::absMax(values));
+  }
+
   // The fp8 GEMM x op(weight) (+ bias) and its backward.
   Tensor gemm(const Tensor& x, const Tensor& w, const Tensor& b) {
     const DType fwd = DType::kFloat8E4M3;
-    const DType bwd = o_.hybrid ? DType::kFloat8E5M2 : DType::kFloat8E4M3;
+    const DType bwd = gradFormat();
     const ops::OpRecord op_record = recordGemm("fp8_linear", x, w, fwd);
-    auto xq = std::make_shared<std::vector<float>>(fakeQuantize(x.data(), x.numel(), fwd, x_.scale));
-    auto wq = std::make_shared<std::vector<float>>(fakeQuantize(w.data(), w.numel(), fwd, w_.scale));
+    auto xq = std::make_shared<std::vector<float>>(fakeQuantize(x.data(), x.numel(), fwd, scale(0)));
+    auto wq = std::make_shared<std::vector<float>>(fakeQuantize(w.data(), w.numel(), fwd, scale(1)));
     LinearWeights gemm_weights = l_;
     gemm_weights.bias = b;
     Tensor y = fp8Gemm(x, *xq, *wq, gemm_weights);
     const bool computes = !x.shapeOnly();
-    // Delayed scaling: this step's amax shapes the next step's scale.
-    if (computes) {
-      x_.update(device::absMax(x.values()), static_cast<std::size_t>(o_.amax_history_len), fwd, o_.margin);
-      w_.update(device::absMax(w.values()), static_cast<std::size_t>(o_.amax_history_len), fwd, o_.margin);
+    // Delayed scaling: a training step's amax shapes the next step's scales
+    // (evaluation leaves them be).
+    const bool measures = computes && training();
+    if (measures) {
+      noteAmax(0, x.values());
+      noteAmax(1, w.values());
     }
     if (!autograd::needsGrad({&x, &w, &b})) return y;
     y.setRequiresGrad(true);
@@ -109,13 +134,12 @@ class TrainingLinear final : public nn::Module {
       if (t->defined() && t->requiresGrad()) autograd::noteUse(*t);
     autograd::currentTape()->record(
         [this, x = autograd::GradRef(x), y = autograd::GradRef(y), w = autograd::GradRef(w),
-         b = autograd::GradRef(b), xq, wq, bwd, computes] {
+         b = autograd::GradRef(b), xq, wq, bwd, computes, measures] {
           Tensor gy = y.grad();
           if (!gy.defined()) return;
           const std::int64_t in = l_.in(), out = l_.out(), n = x.numel() / in;
-          const std::vector<float> gq = fakeQuantize(gy.data(), gy.numel(), bwd, g_.scale);
-          if (computes)
-            g_.update(device::absMax(gy.values()), static_cast<std::size_t>(o_.amax_history_len), bwd, o_.margin);
+          const std::vector<float> gq = fakeQuantize(gy.data(), gy.numel(), bwd, scale(2));
+          if (measures) noteAmax(2, gy.values());
           if (w.requiresGrad()) {
             autograd::GradTarget g = autograd::gradTarget(w);
             if (computes && l_.in_out)  // dW [in, out] = x^T dy
@@ -143,7 +167,8 @@ class TrainingLinear final : public nn::Module {
   Fp8Options o_;
   LinearWeights l_;
   Tensor weight_, bias_;
-  DelayedScale x_, w_, g_;
+  Tensor scale_, history_;  // the buffers: scales in use, amax window [len, kTensors]
+  std::array<float, kTensors> step_amax_{};
 };
 
 class InferenceLinear final : public nn::Module {
@@ -229,12 +254,34 @@ int replaceLinears(nn::Module& root, const std::string& prefix, const std::set<s
 
 }  // namespace
 
-void DelayedScale::update(float amax, std::size_t window, DType format, int margin) {
-  history.push_back(amax);
-  while (history.size() > window) history.pop_front();
-  float m = 0;
-  for (float a : history) m = std::max(m, a);
-  scale = device::fp8ScaleFromAmax(m, scale, format, margin);
+void moveScales(std::span<float> history, std::span<float> scale, std::span<const float> amax,
+                std::span<const DType> formats, int margin) {
+  const std::size_t n = amax.size();
+  HPU_CHECK(n > 0 && history.size() % n == 0 && scale.size() == n && formats.size() == n,
+            "fp8 scales: a window of {} values, {} scales and {} formats for {} amaxes", history.size(), scale.size(),
+            formats.size(), n);
+  std::copy_backward(history.begin(), history.end() - static_cast<std::ptrdiff_t>(n), history.end());
+  std::copy(amax.begin(), amax.end(), history.begin());
+  for (std::size_t i = 0; i < n; ++i) {
+    float m = 0;
+    for (std::size_t row = i; row < history.size(); row += n) m = std::max(m, history[row]);
+    scale[i] = device::fp8ScaleFromAmax(m, scale[i], formats[i], margin);
+  }
+}
+
+std::vector<std::pair<std::string, ScaledLayer*>> scaledLayers(nn::Module& root) {
+  std::vector<std::pair<std::string, ScaledLayer*>> out;
+  const std::function<void(nn::Module&, const std::string&)> walk = [&](nn::Module& m, const std::string& prefix) {
+    for (auto& [name, child] : m.mutableChildren()) {
+      const std::string path = prefix.empty() ? name : prefix + "." + name;
+      if (auto* layer = dynamic_cast<TrainingLinear*>(child.get()))
+        out.emplace_back(path, layer);
+      else
+        walk(*child, path);
+    }
+  };
+  walk(root, "");
+  return out;
 }
 
 int convertForTraining(nn::Module& root, const Fp8Options& options, const std::set<std::string>& keep) {

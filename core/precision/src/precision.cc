@@ -7,7 +7,9 @@
 #include <atomic>
 #include <cmath>
 #include <filesystem>
+#include <iterator>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "hpu/core/base/errors.h"
 #include "hpu/core/base/file_io.h"
@@ -141,6 +143,7 @@ class HalfModelPrecision final : public PrecisionPlugin {
   std::shared_ptr<void> forwardContext() override { return plugin_->forwardContext(); }
   float lossScale() const override { return plugin_->lossScale(); }
   bool prepareStep(const optim::GradientView& grads) override { return plugin_->prepareStep(grads); }
+  void beforeOptimizerStep(const RankCollectives& ranks) override { plugin_->beforeOptimizerStep(ranks); }
   void onRunEnd(bool is_global_zero, const std::function<void(std::span<double>)>& max_over_ranks) override {
     plugin_->onRunEnd(is_global_zero, max_over_ranks);
   }
@@ -179,6 +182,7 @@ class Fp8Precision final : public MixedPrecision {
     if (!o_.inference) {
       const int n = fp8::convertForTraining(model, o_, model.modulesToNotConvert());
       if (n == 0) spdlog::warn("precision fp8: the model has no Linear layer to run in fp8");
+      model_ = &model;
       return;
     }
     const int mode = quant_ ? 2 : 1;
@@ -205,6 +209,29 @@ class Fp8Precision final : public MixedPrecision {
     // E4M3 at unit scale (they lie inside its normal range, 2^-6 .. 448,
     // where a scale changes no relative precision).
     if (quant_) model.setKVCacheDtype(DType::kFloat8E4M3);
+  }
+
+  // Transformer Engine's amax reduction: a layer's amax is the max over
+  // every rank holding a piece or a replica of it (tensor- and data-parallel
+  // ranks; an expert's ranks), so all of them move its scales alike: the
+  // scales of one device, and one copy in a checkpoint serves every layout.
+  // Ranks know a layer by its checkpoint key; the first step learns every
+  // rank's keys (pipeline stages and expert ranks hold different layers).
+  void beforeOptimizerStep(const RankCollectives& ranks) override {
+    if (model_ == nullptr) return;
+    if (!slots_known_) learnSlots(ranks);
+    std::vector<double> amax(fp8::ScaledLayer::kTensors * slot_count_, 0.0);
+    for (std::size_t i = 0; i < layers_.size(); ++i) {
+      const auto mine = layers_[i].second->stepAmax();
+      std::copy(mine.begin(), mine.end(), amax.begin() + static_cast<std::ptrdiff_t>(slots_[i] * mine.size()));
+    }
+    ranks.max(amax);
+    for (std::size_t i = 0; i < layers_.size(); ++i) {
+      std::array<float, fp8::ScaledLayer::kTensors> reduced{};
+      for (std::size_t t = 0; t < reduced.size(); ++t)
+        reduced[t] = static_cast<float>(amax[slots_[i] * reduced.size() + t]);
+      layers_[i].second->moveScales(reduced);
+    }
   }
 
   void onRunEnd(bool is_global_zero, const std::function<void(std::span<double>)>& max_over_ranks) override {
@@ -246,10 +273,36 @@ class Fp8Precision final : public MixedPrecision {
     stats_path_ = dump + ".json";
   }
 
+  // Every rank's layer keys, sorted: a layer's slot is its key's place.
+  void learnSlots(const RankCollectives& ranks) {
+    layers_ = fp8::scaledLayers(*model_);
+    std::vector<std::string> keys;
+    std::string mine;
+    for (const auto& [path, layer] : layers_) {
+      keys.push_back(model_->checkpointKey(path + ".weight"));
+      mine += keys.back() + "\n";
+    }
+    std::set<std::string> all;
+    for (const std::string& text : ranks.gather_text(mine))
+      for (std::size_t from = 0, end; (end = text.find('\n', from)) != std::string::npos; from = end + 1)
+        all.insert(text.substr(from, end - from));
+    slots_.clear();
+    for (const std::string& key : keys)
+      slots_.push_back(static_cast<std::size_t>(std::distance(all.begin(), all.find(key))));
+    slot_count_ = all.size();
+    slots_known_ = true;
+  }
+
   Fp8Options o_;
   bool quant_ = true;
   std::string stats_path_;
   std::shared_ptr<fp8::Stats> stats_;
+  // Training: the model's fp8 layers and their slots among every rank's.
+  LightningModule* model_ = nullptr;
+  std::vector<std::pair<std::string, fp8::ScaledLayer*>> layers_;
+  std::vector<std::size_t> slots_;
+  std::size_t slot_count_ = 0;
+  bool slots_known_ = false;
 };
 
 config::Type precisionType() { return config::Type::string(precisionNameList()); }

@@ -868,6 +868,10 @@ void Trainer::requireTrainableLoss(const Tensor& loss, const char* step, autogra
 
 bool Trainer::optimizerStep() {
   const optim::GradientView grads = strategy_->gradients(*params_);
+  if (!dryRun())
+    precision_->beforeOptimizerStep(
+        {.gather_text = [this](const std::string& text) { return strategy_->gatherText(text); },
+         .max = [this](std::span<double> values) { strategy_->allReduceMax(values); }});
   // A dry run's gradients have no values to unscale, check or clip.
   if (!dryRun() && !precision_->prepareStep(grads)) return false;
   if (!dryRun()) clipGradients(grads);

@@ -493,7 +493,10 @@ void Trainer::restore(const std::string& path, bool full) {
   strategy_->gatherParameters(*params_, Strategy::GatherScope::kAll);
   for (const auto& p : model_->namedParameters())
     loadInto(ckpt, model_->checkpointKey(p.name), p.tensor, pieces ? Shard{} : p.shard, path);
-  for (const auto& b : model_->namedBuffers()) loadInto(ckpt, model_->checkpointKey(b.name), b.tensor, {}, path);
+  for (const auto& b : model_->namedBuffers()) {
+    const std::string key = model_->checkpointKey(b.name);
+    if (!b.optional || ckpt.find(key) != nullptr) loadInto(ckpt, key, b.tensor, {}, path);
+  }
   strategy_->parametersLoaded(*params_);
   strategy_->releaseParameters(*params_, Strategy::GatherScope::kAll);
   if (optimizer_) optimizer_->parametersLoaded();

@@ -82,6 +82,13 @@ struct NamedTensor {
   // ranks holds other experts of its layer (Module::splitExperts), and the
   // ranks holding this one reduce its gradient among themselves.
   int expert_parallel = 1;
+  // A buffer a checkpoint may lack: state its module starts afresh without
+  // (fp8 scaling windows, absent from a run that was not in fp8).
+  bool optional = false;
+};
+
+struct BufferOptions {
+  bool optional = false;  // see NamedTensor::optional
 };
 
 class Module;
@@ -164,7 +171,7 @@ class Module {
   // Registers a parameter taken over from another module (a wrapper's: fp8
   // layers, LoRA) as it is: frozen stays frozen.
   Tensor adoptParameter(std::string name, Tensor t, Shard shard = {});
-  Tensor registerBuffer(std::string name, Tensor t);
+  Tensor registerBuffer(std::string name, Tensor t, BufferOptions options = {});
   template <class M>
   std::shared_ptr<M> registerModule(std::string name, std::shared_ptr<M> m) {
     children_.emplace_back(std::move(name), m);

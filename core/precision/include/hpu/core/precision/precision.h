@@ -27,6 +27,17 @@
 
 namespace hpu::core {
 
+// Collectives over every rank of the job, for state a plugin keeps alike on
+// all of them. Every rank calls them alike, in the same order.
+struct RankCollectives {
+  // Every rank's text, in rank order.
+  std::function<std::vector<std::string>(const std::string&)> gather_text = [](const std::string& t) {
+    return std::vector<std::string>{t};
+  };
+  // The elementwise max over the ranks, in place.
+  std::function<void(std::span<double>)> max = [](std::span<double>) {};
+};
+
 class PrecisionPlugin {
  public:
   virtual ~PrecisionPlugin() = default;
@@ -48,6 +59,10 @@ class PrecisionPlugin {
   // returns false when the step must be skipped (non-finite gradients on
   // any rank).
   virtual bool prepareStep(const optim::GradientView&) { return true; }
+  // Before each optimizer step of training, prepareStep's included: fp8
+  // layers take the step's amax, reduced over the ranks holding each layer,
+  // into their windows and move their scales.
+  virtual void beforeOptimizerStep(const RankCollectives&) {}
   // End of a fit/validate/test/predict run (fp8 measurement writes its
   // statistics, the max over every rank's: `max_over_ranks` replaces values
   // by their elementwise max over the ranks, which all call it alike).
