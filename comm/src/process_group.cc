@@ -7,6 +7,7 @@
 #include <spdlog/fmt/fmt.h>
 
 #include "check.h"
+#include "collective_schedule.h"
 #include "collectives/algorithms.h"
 #include "collectives/descriptor.h"
 #include "collectives/native.h"
@@ -14,6 +15,7 @@
 #include "execution_lane.h"
 #include "hpu/comm/errors.h"
 #include "hpu/comm/fault_injection.h"
+#include "rank_list.h"
 #include "subset_transport.h"
 #include "work_state.h"
 
@@ -41,11 +43,14 @@ struct ProcessGroup::Operation final : detail::LaneTask {
   std::function<void(CollectiveContext&)> body;
   std::shared_ptr<detail::WorkState> work;
   bool async = false;  // issued by allreduceAsync
+  bool payloadless = false;  // a shape-only group's buffer without storage: nothing moves
 };
 
 namespace {
 
 bool reducible(DType dtype) { return dtype == DType::kFloat32 || dtype == DType::kBFloat16; }
+
+bool withoutStorage(ConstBufferView view) { return view.data == nullptr && view.count > 0; }
 
 detail::NodeLayout layoutOf(const Transport& transport) {
   std::vector<int> nodeOf;
@@ -84,14 +89,25 @@ ProcessGroup::ProcessGroup(std::unique_ptr<Transport> transport, std::shared_ptr
       parent_(parent) {
   HPU_COMM_CHECK(options_.chunkBytes >= 64, "ProcessGroupOptions::chunkBytes must be at least 64");
   HPU_COMM_CHECK(options_.timeout.count() > 0, "ProcessGroupOptions::timeout must be positive");
-  if (parent_) ++parent_->liveSubgroups_;
+  if (options_.shapeOnly) schedule_ = std::make_unique<detail::CollectiveSchedule>();
+  if (!parent_)
+    for (int r = 0; r < size_; ++r) members_.push_back(r);
+  if (parent_) {
+    ++parent_->liveSubgroups_;
+    std::lock_guard lock(parent_->mutex_);
+    parent_->subgroups_.push_back(this);
+  }
 }
 
 ProcessGroup::~ProcessGroup() {
   HPU_COMM_CHECK(liveSubgroups_ == 0, "a process group was destroyed before the groups split from it");
   lane_->drain();
   if (native_ && lane_->failure()) native_->abandon();
-  if (parent_) --parent_->liveSubgroups_;
+  if (parent_) {
+    std::lock_guard lock(parent_->mutex_);
+    std::erase(parent_->subgroups_, this);
+    --parent_->liveSubgroups_;
+  }
 }
 
 ProcessGroup::Range ProcessGroup::shardRange(std::size_t total, int worldSize, int rank) {
@@ -124,6 +140,7 @@ std::shared_ptr<ProcessGroup::Operation> ProcessGroup::makeAllreduce(BufferView 
                                                                      const AllreduceOptions& options) {
   HPU_COMM_CHECK(reducible(data.dtype), "allreduce needs a float32 or bfloat16 buffer");
   auto op = makeOperation(CollectiveKind::kAllreduce, data.dtype, data.count, options.timeout);
+  op->payloadless = options_.shapeOnly && withoutStorage(data);
   op->descriptor.op = options.op;
   Algorithm algorithm = options.algorithm;
   if (algorithm == Algorithm::kAuto && layout_->hierarchical()) algorithm = Algorithm::kHierarchical;
@@ -153,6 +170,7 @@ std::shared_ptr<ProcessGroup::Operation> ProcessGroup::makeAllreduce(BufferView 
 void ProcessGroup::broadcast(BufferView data, int root, const CollectiveOptions& options) {
   HPU_COMM_CHECK(root >= 0 && root < size_, "broadcast root must be a rank of the group");
   auto op = makeOperation(CollectiveKind::kBroadcast, data.dtype, data.count, options.timeout);
+  op->payloadless = options_.shapeOnly && withoutStorage(data);
   op->descriptor.root = root;
   const bool chain = data.bytes() >= options_.ringThresholdBytes;
   if (layout_->hierarchical()) op->descriptor.algorithm = Algorithm::kHierarchical;
@@ -185,6 +203,7 @@ void ProcessGroup::allgather(ConstBufferView input, BufferView output, const Col
   HPU_COMM_CHECK(input.count == shardRange(output.count, size_, rank_).size,
                  "allgather input must hold exactly this rank's shard of the output");
   auto op = makeOperation(CollectiveKind::kAllgather, output.dtype, output.count, options.timeout);
+  op->payloadless = options_.shapeOnly && (withoutStorage(input) || withoutStorage(output));
   if (layout_->hierarchical()) op->descriptor.algorithm = Algorithm::kHierarchical;
   op->body = [this, input, output](CollectiveContext& ctx) {
     if (native_) return native_->allgather(ctx, input, output);
@@ -206,6 +225,7 @@ void ProcessGroup::reduceScatter(ConstBufferView input, BufferView output, Reduc
   HPU_COMM_CHECK(output.count == shardRange(input.count, size_, rank_).size,
                  "reduceScatter output must hold exactly this rank's shard of the input");
   auto op = makeOperation(CollectiveKind::kReduceScatter, input.dtype, input.count, options.timeout);
+  op->payloadless = options_.shapeOnly && (withoutStorage(input) || withoutStorage(output));
   op->descriptor.op = reduceOp;
   if (layout_->hierarchical()) op->descriptor.algorithm = Algorithm::kHierarchical;
   op->body = [this, input, output, reduceOp](CollectiveContext& ctx) {
@@ -232,6 +252,7 @@ void ProcessGroup::alltoall(ConstBufferView input, std::span<const std::size_t> 
   HPU_COMM_CHECK(recvBlocks.back().offset + recvBlocks.back().size == output.count,
                  "alltoall output must hold exactly the sum of its receive counts");
   auto op = makeOperation(CollectiveKind::kAlltoall, input.dtype, input.count, options.timeout);
+  op->payloadless = options_.shapeOnly && (withoutStorage(input) || withoutStorage(output));
   op->body = [this, input, output, sendBlocks = std::move(sendBlocks),
               recvBlocks = std::move(recvBlocks)](CollectiveContext& ctx) {
     if (native_) return native_->alltoall(ctx, input, sendBlocks, output, recvBlocks);
@@ -260,7 +281,7 @@ void ProcessGroup::abort(std::string_view reason) {
 
 void ProcessGroup::run(std::shared_ptr<Operation> op, bool wait) {
   op->async = !wait;
-  if (wait || options_.simulated) {
+  if (wait || options_.simulated || op->payloadless) {
     lane_->runNow(*op);
   } else {
     lane_->submit(std::move(op));
@@ -277,9 +298,10 @@ std::exception_ptr ProcessGroup::execute(Operation& op, std::exception_ptr error
   {
     std::lock_guard lock(mutex_);
     observer = observer_;
+    if (schedule_ && !error) schedule_->record(op.descriptor);
   }
   const auto begin = Clock::now();
-  if (!error && !options_.simulated) {
+  if (!error && !options_.simulated && !op.payloadless) {
     try {
       // Fault sites count the collectives of the job's group, where rank_ is the global rank.
       if (!parent_ && faultPoint(FaultSite::kCollective, static_cast<std::int64_t>(op.descriptor.sequence), rank_) ==
@@ -315,8 +337,48 @@ std::exception_ptr ProcessGroup::execute(Operation& op, std::exception_ptr error
 
 std::unique_ptr<ProcessGroup> ProcessGroup::split(std::vector<int> ranks) {
   checkSubgroupRanks(ranks);
+  std::vector<int> members;
+  for (int r : ranks) members.push_back(members_[static_cast<std::size_t>(r)]);
   auto transport = std::make_unique<detail::SubsetTransport>(*transport_, std::move(ranks));
-  return std::unique_ptr<ProcessGroup>(new ProcessGroup(std::move(transport), store_, options_, lane_, this));
+  auto group = std::unique_ptr<ProcessGroup>(new ProcessGroup(std::move(transport), store_, options_, lane_, this));
+  group->members_ = std::move(members);
+  return group;
+}
+
+ScheduleCheck ProcessGroup::checkSchedules(Clock::time_point deadline) {
+  HPU_COMM_CHECK(parent_ == nullptr && schedule_ != nullptr,
+                 "checkSchedules runs on the job's group of a shape-only run");
+  lane_->drain();
+  std::vector<ProcessGroup*> groups{this};
+  for (std::size_t i = 0; i < groups.size(); ++i) {
+    std::lock_guard lock(groups[i]->mutex_);
+    groups.insert(groups.end(), groups[i]->subgroups_.begin(), groups[i]->subgroups_.end());
+  }
+  const std::uint64_t check = checks_++;
+  const auto key = [&](const ProcessGroup& g) { return detail::scheduleKey(g.members_, check); };
+  ScheduleCheck out;
+  // Every group this rank leads is published before any other is read.
+  for (ProcessGroup* g : groups) {
+    std::lock_guard lock(g->mutex_);
+    if (g->rank_ == 0) g->schedule_->publish(*store_, key(*g), deadline);
+  }
+  for (ProcessGroup* g : groups) {
+    std::lock_guard lock(g->mutex_);
+    if (g->rank_ != 0) {
+      const std::string difference = g->schedule_->compare(*store_, key(*g), g->members_.front(), deadline);
+      if (!difference.empty()) {
+        std::vector<int> sorted = g->members_;
+        std::sort(sorted.begin(), sorted.end());
+        throw CollectiveMismatchError(fmt::format(
+            "rank {}: the collectives of its group of ranks {} differ from that group's first rank's (rank {}): {}",
+            rank_, detail::formatRankList(sorted), g->members_.front(), difference));
+      }
+    }
+    ++out.groups;
+    out.collectives += g->schedule_->count();
+    *g->schedule_ = detail::CollectiveSchedule();
+  }
+  return out;
 }
 
 void ProcessGroup::checkSubgroupRanks(const std::vector<int>& ranks) const {

@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <spdlog/fmt/fmt.h>
 #include <yaml-cpp/yaml.h>
 
 #include <chrono>
@@ -117,6 +118,79 @@ TEST_F(LocalClusterTest, AFailingNodeStopsTheOthers) {
   // Node 0 is gone (or a zombie on its way out), not left running.
   EXPECT_TRUE(processEnded(pid.substr(0, pid.find('\n')), std::chrono::steady_clock::now() + std::chrono::seconds(10)))
       << "node 0 survived the script";
+}
+
+// trainer.dry_run: 4 nodes of 2 ranks wire the launch on shape-only
+// devices; each node reports its ranks, rank 0 the job, and nothing is
+// written.
+TEST_F(LocalClusterTest, ADryRunWiresEveryRankAndWritesNothing) {
+  env()["HPU_LOG_LEVEL"] = "info";
+  const RunResult r = runScript("local-cluster.sh", {"--bin", trainBinary(), "--nodes", "4", "--devices", "2", "--",
+                                                     "fit", "--config", boringConfig(), "--trainer.dry_run=true",
+                                                     "--trainer.strategy=hpu_deepspeed_stage_3"});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  for (int node = 0; node < 4; ++node) {
+    EXPECT_THAT(r.out, ::testing::ContainsRegex(fmt::format(
+                           "\\[node {0}\\] \\[rank {1}\\] info: dry run: node {0} \\([^)]*\\): ranks {1}-{2} on "
+                           "hpu:0-1 \\(Intel Gaudi 2, shape-only\\): peak device memory [0-9.]+ [KMG]?i?B of 96 GiB; "
+                           "[0-9]+ collectives per rank in up to 1 process groups agreed; checkpoint files: ",
+                           node, 2 * node, 2 * node + 1)))
+        << r.out;
+  }
+  // ZeRO-3: rank 0's file, and each rank's optimizer shard.
+  EXPECT_THAT(r.out, HasSubstr("[node 2] [rank 4] info: dry run: node 2 (") );
+  EXPECT_THAT(r.out, HasSubstr("checkpoint files: 2 files, epoch=0-step=1.ckpt.rank4 .. epoch=0-step=1.ckpt.rank5"));
+  EXPECT_THAT(r.out, ::testing::ContainsRegex(
+                         "\\[node 0\\] \\[rank 0\\] info: dry run: 8 ranks on 4 node\\(s\\) wired in [0-9.]+ s .*"
+                         "HPUDeepSpeedStrategy: peak device memory .* every process group's ranks issued the same "
+                         "collectives \\([0-9]+ per rank\\); the first checkpoint, "
+                         "\\./lightning_logs/version_0/checkpoints/epoch=0-step=1\\.ckpt, would be 9 file\\(s\\); "
+                         "nothing was written"));
+  EXPECT_FALSE(std::filesystem::exists(dir() / "lightning_logs"));
+}
+
+// A node started otherwise than the others, through a stand-in for
+// hpu-train that changes node 2's (or 3's) start and runs the real one.
+class DryRunWiringFaultTest : public LocalClusterTest {
+ protected:
+  RunResult launch(const std::string& change) {
+    write("node.sh", "#!/bin/sh\n" + change + "\nexec '" + trainBinary() + "' \"$@\"\n");
+    std::filesystem::permissions(dir() / "node.sh", std::filesystem::perms::owner_all);
+    env()["HPU_RENDEZVOUS_TIMEOUT"] = "3s";
+    return runScript("local-cluster.sh", {"--bin", (dir() / "node.sh").string(), "--nodes", "4", "--devices", "2",
+                                          "--", "fit", "--config", boringConfig(), "--trainer.dry_run=true"},
+                     std::chrono::milliseconds(30000));
+  }
+};
+
+TEST_F(DryRunWiringFaultTest, ANodeWithAnotherConfig) {
+  const RunResult r = launch("[ \"$NODE_RANK\" = 2 ] && set -- \"$@\" --trainer.accumulate_grad_batches=2");
+  EXPECT_EQ(r.exit_code, 1) << r.describe();
+  EXPECT_THAT(r.out, ::testing::ContainsRegex(
+                         "rank [45]: config differs from rank 0 at trainer.accumulate_grad_batches: 2 vs 1"));
+}
+
+TEST_F(DryRunWiringFaultTest, AWrongWorldSize) {
+  const RunResult r = launch("[ \"$NODE_RANK\" = 2 ] && export WORLD_SIZE=6");
+  EXPECT_EQ(r.exit_code, 2) << r.describe();
+  EXPECT_THAT(r.out, HasSubstr("[node 2] error: WORLD_SIZE=6 disagrees with trainer.num_nodes=4 x trainer.devices=2 = "
+                               "8 processes (WORLD_SIZE counts processes, not nodes); for 6 processes set "
+                               "trainer.num_nodes=3"));
+}
+
+TEST_F(DryRunWiringFaultTest, AMissingNode) {
+  const RunResult r = launch("[ \"$NODE_RANK\" = 3 ] && exit 0");
+  EXPECT_EQ(r.exit_code, 1) << r.describe();
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("rendezvous on 127\\.0\\.0\\.1:[0-9]+ timed out after 3s: 6/8 ranks "
+                                              "joined, missing: 6,7; start every node with the same MASTER_ADDR"));
+}
+
+TEST_F(DryRunWiringFaultTest, ADuplicateNodeRank) {
+  const RunResult r = launch("[ \"$NODE_RANK\" = 3 ] && export NODE_RANK=2");
+  EXPECT_EQ(r.exit_code, 1) << r.describe();
+  EXPECT_THAT(r.out, ::testing::ContainsRegex(
+                         "rank [45] joined twice: pid [0-9]+ on [^ ]+ \\(node 2, local rank [01]\\) and pid [0-9]+ on "
+                         "[^ ]+ \\(node 2, local rank [01]\\); every node needs its own NODE_RANK"));
 }
 
 TEST_F(LocalClusterTest, RefusesAnUnknownOption) {

@@ -130,6 +130,11 @@ StructSchema makeTrainer() {
            "After a rank fails, restart every rank from the newest complete checkpoint, up to N times (torchrun's "
            "--max-restarts; null: HPU_MAX_RESTARTS, else 0).",
            /*only_default_because=*/"", /*own=*/true},
+          {"dry_run", Type::boolean(), "false",
+           "fit: rehearse the launch on shape-only devices, without data or arithmetic: the rendezvous, process "
+           "groups, one optimizer step's collectives (checked to agree across ranks), device memory and checkpoint "
+           "names; each node reports its ranks, rank 0 the job, and nothing is written.",
+           /*only_default_because=*/"", /*own=*/true},
           {"default_root_dir", Type::optional(Type::string()), "null",
            "Directory for logs and checkpoints when no logger/callback path is given (null: current directory)."},
       }};

@@ -22,6 +22,8 @@
 #include "hpu/device/platform.h"
 #include "hpu/device/threading.h"
 #include "elastic.h"
+#include "job_end.h"
+#include "launch_dry_run.h"
 #include "rehearsal.h"
 #include "save_config_callback.h"
 #include "selection.h"
@@ -103,22 +105,10 @@ Node withPretrainedTokenizer(Node data, const Node& model) {
   return data;
 }
 
-// In a catch block, once `strategy` is set up: ends the job (teardown). A
-// process that started local ranks reports the job's failure once, for them
-// all, and throws JobFailedError with the root cause's exit code; any other
-// rethrows its error for the caller to report.
-[[noreturn]] void failJob(Strategy& strategy) {
-  const std::exception_ptr error = std::current_exception();
-  strategy.teardown(/*failed=*/true);
-  const std::vector<comm::WorkerExit> workers = strategy.workerExits();
-  if (workers.empty()) std::rethrow_exception(error);
-  throw JobFailedError(reportJobFailure(failureOf(error), strategy.globalRank(), workers));
-}
-
 // trainer.devices=auto (or -1): says how many devices that is and why, once
-// per node; and warns when a node's ranks outnumber its cores.
+// per node; and, when the ranks compute, warns when they outnumber its cores.
 void describeDevicesOnNode(const Node& devices, int count, const device::Platform& platform,
-                           const std::map<std::string, std::string>& env) {
+                           const std::map<std::string, std::string>& env, bool computes) {
   if (const auto it = env.find("LOCAL_RANK"); it != env.end() && it->second != "0") return;
   const bool automatic = devices.isScalar() && (devices.str() == "auto" || devices.str() == "-1");
   const std::string setting = "trainer.devices=" + (devices.isSequence() ? fmt::format("[{} devices]", count)
@@ -133,7 +123,7 @@ void describeDevicesOnNode(const Node& devices, int count, const device::Platfor
                  count == 1 ? "" : "s", why);
   }
   const unsigned cores = std::thread::hardware_concurrency();
-  if (count > 1 && cores > 0 && static_cast<unsigned>(count) > cores)
+  if (computes && count > 1 && cores > 0 && static_cast<unsigned>(count) > cores)
     spdlog::warn("{}: {} local ranks on a host with {} cores; they share the cores and each runs slower than "
                  "alone (lower trainer.devices, or run on a larger host)",
                  setting, count, cores);
@@ -185,7 +175,7 @@ Pipeline buildPipeline(const RunRequest& request, device::Platform& platform, in
     }
     buildParts(request, pipeline);
   } catch (...) {
-    failJob(*parts.strategy);
+    app::failJob(*parts.strategy);
   }
   return pipeline;
 }
@@ -232,8 +222,11 @@ int run(const RunRequest& request) {
   device::Platform platform = device::Platform::fromEnv(envOf(request.env));
   const Node& devices = *cfg.find("trainer")->find("devices");
   const int devices_per_node = devicesRequested(devices, platform);
-  describeDevicesOnNode(devices, devices_per_node, platform, request.env);
+  const bool dry_run = config::asBool(*cfg.find("trainer")->find("dry_run"));
+  describeDevicesOnNode(devices, devices_per_node, platform, request.env, /*computes=*/!dry_run);
   app::rehearseLayout(request, devices_per_node);
+  // A dry run rehearses one launch: no restarts.
+  if (dry_run) return app::runLaunchDryRun(request);
   if (auto code = app::runElasticAgent(request, devices_per_node)) return *code;
   Pipeline pipeline = buildPipeline(request, platform, -1);
   TrainerParts& parts = pipeline.parts;
@@ -246,8 +239,6 @@ int run(const RunRequest& request) {
   auto& model = pipeline.model;
   auto& data = pipeline.data;
 
-  // Loggers: null (Lightning's default) and true mean the default set;
-  // fast_dev_run and barebones disable them.
   if (o.barebones && strategy.isGlobalZero())
     spdlog::info(
         "You are running in `Trainer(barebones=True)` mode. All features that may impact raw speed have been disabled "
@@ -257,12 +248,7 @@ int run(const RunRequest& request) {
         "`Trainer(log_every_n_steps>0)`\n - Sanity checking: `Trainer(num_sanity_val_steps>0)`\n"
         " - Development run: `Trainer(fast_dev_run=True)`\n - Anomaly detection: `Trainer(detect_anomaly=True)`\n"
         " - Profiling: `Trainer(profiler=...)`");
-  if (o.fast_dev_run == 0 && !o.barebones) {
-    if (o.logger.isNull() || (o.logger.isScalar() && o.logger.str() == "true"))
-      for (const std::string& cls : defaultLoggerClasses())
-        parts.loggers.push_back(buildDefault<Logger>(cls, ComponentKind::kLogger, "trainer.logger"));
-    for (const Node* l : componentsOf(o.logger)) parts.loggers.push_back(build<Logger>(*l, "trainer.logger"));
-  }
+  parts.loggers = app::selectLoggers(o);
   for (auto& l : parts.loggers) l->setup(o.default_root_dir, strategy, parts.restart_round > 0);
 
   bool has_checkpoint = false, has_progress = false, has_writer = false, has_summary = false;
@@ -326,7 +312,7 @@ int run(const RunRequest& request) {
           spdlog::warn("{}", secondary.what());  // the run's own error is the one to report
         }
       }
-    failJob(trainer.strategy());
+    app::failJob(trainer.strategy());
   }
   if (const device::ParallelStats threads = device::parallelStats(); threads.steps_alone > 0)
     spdlog::info("intra-op threads: {} of {} steps ran on one thread, measured faster than {} (docs/emulator.md: Threads)",
@@ -340,10 +326,7 @@ int run(const RunRequest& request) {
     std::fflush(stdout);
   }
   // This process succeeded; a local worker may not have.
-  const int code = trainer.strategy().teardown(false);
-  if (code != 0 && !trainer.strategy().workerExits().empty())
-    return reportJobFailure(std::nullopt, trainer.strategy().globalRank(), trainer.strategy().workerExits());
-  return code;
+  return app::finishJob(trainer.strategy());
 }
 
 std::string describeDevices(const std::map<std::string, std::string>& env) {

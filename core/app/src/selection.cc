@@ -151,4 +151,14 @@ std::unique_ptr<PrecisionPlugin> selectPrecision(const TrainerOptions& o, const 
   return strategy.holdsHalfModel() ? holdingHalfModel(std::move(plugin)) : std::move(plugin);
 }
 
+std::vector<std::unique_ptr<Logger>> selectLoggers(const TrainerOptions& o) {
+  std::vector<std::unique_ptr<Logger>> loggers;
+  if (o.fast_dev_run > 0 || o.barebones) return loggers;
+  if (o.logger.isNull() || (o.logger.isScalar() && o.logger.str() == "true"))
+    for (const std::string& cls : defaultLoggerClasses())
+      loggers.push_back(buildDefault<Logger>(cls, config::ComponentKind::kLogger, "trainer.logger"));
+  for (const config::Node* l : componentsOf(o.logger)) loggers.push_back(build<Logger>(*l, "trainer.logger"));
+  return loggers;
+}
+
 }  // namespace hpu::core::app

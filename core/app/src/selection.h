@@ -9,6 +9,7 @@
 
 #include "hpu/core/config/node.h"
 #include "hpu/core/config/registry.h"
+#include "hpu/core/loggers/logger.h"
 #include "hpu/core/precision/precision.h"
 #include "hpu/core/strategies/strategy.h"
 #include "hpu/core/trainer/trainer_options.h"
@@ -49,5 +50,9 @@ std::unique_ptr<Strategy> selectStrategy(const TrainerOptions& o, int devices, c
 // half type (forDeepSpeed).
 std::unique_ptr<PrecisionPlugin> selectPrecision(const TrainerOptions& o, const Strategy& strategy,
                                                  const std::map<std::string, std::string>& env);
+
+// trainer.logger's loggers, not set up: null (Lightning's default) and true
+// mean the default set; fast_dev_run and barebones disable them.
+std::vector<std::unique_ptr<Logger>> selectLoggers(const TrainerOptions& o);
 
 }  // namespace hpu::core::app

@@ -243,8 +243,9 @@ class DeepSpeedStrategy final : public DistributedStrategy {
   // Expert-parallel checkpoints hold each rank's optimizer state whole (its
   // ZeRO shards gathered over the ranks holding the bucket), so that they
   // assemble as ModelParallelStrategy's do.
+  bool gathersOptimizerSlices() const override { return ep_ > 1 && settings_.stage != 0; }
   std::optional<std::vector<float>> wholeOptimizerSlice(std::span<const float> shard, const SliceShard& where) override {
-    if (ep_ == 1 || settings_.stage == 0) return std::nullopt;
+    if (!gathersOptimizerSlices()) return std::nullopt;
     std::vector<float> whole(static_cast<std::size_t>(where.total));
     holdersOf(where.bucket).allgather(comm::ConstBufferView(shard), comm::BufferView(std::span<float>(whole)));
     return whole;

@@ -49,6 +49,9 @@ void DistributedStrategy::setup(const RunEnvironment& run, device::Platform& pla
   jo.token = comm::JobToken::fromEnv(env);
   jo.version = run.version;
   jo.config.entries = run.config_entries;
+  // A dry run: shape-only tensors cross no link, their collectives' schedule is checked.
+  jo.settings.group.shapeOnly = device_->shapeOnly();
+  collective_timeout_ = jo.settings.group.timeout;
   // Every log line of a distributed run names its rank.
   spdlog::set_pattern(fmt::format("[rank {}] %^%l%$: %v", cluster_.globalRank));
   group_ = comm::joinProcessGroup(jo);
@@ -140,6 +143,20 @@ std::vector<std::string> DistributedStrategy::gatherText(const std::string& text
   for (std::size_t r = 0; r < ranks; ++r)
     out.emplace_back(reinterpret_cast<const char*>(all.data()) + r * longest, static_cast<std::size_t>(sizes[r]));
   return out;
+}
+
+comm::ScheduleCheck DistributedStrategy::checkCollectiveSchedules() {
+  if (!device_->shapeOnly() || cluster_.environment == "simulated") return {};
+  return group_->checkSchedules(comm::ProcessGroup::Clock::now() + collective_timeout_);
+}
+
+void DistributedStrategy::postText(const std::string& topic, const std::string& text) {
+  group_->store().set(fmt::format("hpu/text/{}/{}", topic, cluster_.globalRank), text,
+                      comm::Store::Clock::now() + collective_timeout_);
+}
+
+std::string DistributedStrategy::readText(const std::string& topic, int rank) {
+  return group_->store().get(fmt::format("hpu/text/{}/{}", topic, rank), comm::Store::Clock::now() + collective_timeout_);
 }
 
 int DistributedStrategy::teardown(bool failed) {

@@ -46,6 +46,9 @@ class DistributedStrategy : public Strategy {
   void observeCollectives(std::shared_ptr<comm::CollectiveObserver> observer) override {
     if (group_) group_->setObserver(std::move(observer));
   }
+  comm::ScheduleCheck checkCollectiveSchedules() override;
+  void postText(const std::string& topic, const std::string& text) override;
+  std::string readText(const std::string& topic, int rank) override;
 
  protected:
   // Rank 0's parameter values and float buffers (with frozen parameters)
@@ -67,6 +70,7 @@ class DistributedStrategy : public Strategy {
   std::unique_ptr<comm::LocalLauncher> launcher_;
   std::vector<comm::WorkerExit> worker_exits_;  // kept from launcher_ at teardown
   std::unique_ptr<comm::ProcessGroup> group_;
+  std::chrono::milliseconds collective_timeout_{0};  // HPU_COLLECTIVE_TIMEOUT
   device::Device* device_ = nullptr;
 };
 

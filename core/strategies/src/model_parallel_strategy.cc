@@ -263,8 +263,9 @@ class ModelParallelStrategy final : public DistributedStrategy {
                             values, params.buckets()[i].dtype);
     }
   }
+  bool gathersOptimizerSlices() const override { return zero_; }
   std::optional<std::vector<float>> wholeOptimizerSlice(std::span<const float> shard, const SliceShard& where) override {
-    if (!zero_) return std::nullopt;
+    if (!gathersOptimizerSlices()) return std::nullopt;
     std::vector<float> whole(static_cast<std::size_t>(where.total));
     (where.bucket < expert_buckets_.size() && expert_buckets_[where.bucket] ? *experts_.same_experts : *data_)
         .allgather(comm::ConstBufferView(shard), comm::BufferView(std::span<float>(whole)));

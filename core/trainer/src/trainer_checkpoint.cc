@@ -235,19 +235,42 @@ void Trainer::restoreParamGroups(const nlohmann::json& opt, const std::string& p
   }
 }
 
-void Trainer::saveCheckpoint(const std::string& path, bool weights_only) {
-  GatheredParameters gathered(*strategy_, *params_, Strategy::GatherScope::kAll);
+Trainer::CheckpointLayout Trainer::checkpointLayout(bool weights_only) const {
   // A tensor-parallel run saves every rank's pieces in its own file
   // (distributed), or each parameter made whole in the main file; a
   // pipeline- or expert-parallel one, whose ranks hold different
   // parameters, always writes every rank's file, then assembles the whole
   // tensors from them unless it keeps the files.
-  const bool split = strategy_->tensorParallelGroup() != nullptr;
-  const int stages = strategy_->pipelineStages();
+  CheckpointLayout l;
+  l.split = strategy_->tensorParallelGroup() != nullptr;
   // Expert-parallel ranks hold other experts each: like stages, every rank writes.
   const bool experts = strategy_->expertParallelGroup() != nullptr;
-  const bool distributed = (split && strategy_->savesDistributedCheckpoint()) || stages > 1 || experts;
-  const bool assemble = distributed && !strategy_->savesDistributedCheckpoint();
+  l.distributed = (l.split && strategy_->savesDistributedCheckpoint()) || strategy_->pipelineStages() > 1 || experts;
+  l.assemble = l.distributed && !strategy_->savesDistributedCheckpoint();
+  // Optimizer state sharded over ranks stays in each rank's file unless the
+  // strategy gathers it whole.
+  const auto shards = strategy_->optimizerShards(*params_);
+  l.partial_optimizer_state = !weights_only && optimizer_ &&
+                              std::any_of(shards.begin(), shards.end(), [](const auto& s) { return s.size != s.total; });
+  l.sharded = l.partial_optimizer_state && !strategy_->gathersOptimizerSlices();
+  return l;
+}
+
+std::vector<std::string> Trainer::checkpointFiles(const std::string& path, bool weights_only) const {
+  const CheckpointLayout l = checkpointLayout(weights_only);
+  std::vector<std::string> files;
+  if (isGlobalZero()) files.push_back(path);
+  if ((l.sharded || l.distributed) && !l.assemble) files.push_back(checkpoint::shardPath(path, strategy_->globalRank()));
+  return files;
+}
+
+void Trainer::saveCheckpoint(const std::string& path, bool weights_only) {
+  GatheredParameters gathered(*strategy_, *params_, Strategy::GatherScope::kAll);
+  const CheckpointLayout layout = checkpointLayout(weights_only);
+  const bool split = layout.split;
+  const int stages = strategy_->pipelineStages();
+  const bool distributed = layout.distributed;
+  const bool assemble = layout.assemble;
   checkpoint::Checkpoint ckpt;
   checkpoint::Checkpoint own;  // this rank's file: its pieces, or its ZeRO shard of the optimizer state
   json pieces = json::object();
@@ -272,26 +295,24 @@ void Trainer::saveCheckpoint(const std::string& path, bool weights_only) {
   m["precision"] = precision_->precision();
   m["config"] = config::emitYaml(config_);
   const auto shards = strategy_->optimizerShards(*params_);
-  bool sharded = !weights_only && optimizer_ &&
-                 std::any_of(shards.begin(), shards.end(), [](const auto& s) { return s.size != s.total; });
+  const bool sharded = layout.sharded;
   if (!weights_only && optimizer_) {
     const auto buffers = optimizer_->stateBuffers();
     const std::size_t per_slice = shards.empty() ? 0 : buffers.size() / shards.size();
-    bool gathered = false;
     for (std::size_t k = 0; k < buffers.size(); ++k) {
       const auto& s = buffers[k];
       checkpoint::TensorEntry e;
       e.name = "optimizer." + s.name;
-      if (auto whole = sharded ? strategy_->wholeOptimizerSlice(s.values, shards[k / per_slice]) : std::nullopt) {
+      auto whole = layout.partial_optimizer_state ? strategy_->wholeOptimizerSlice(s.values, shards[k / per_slice])
+                                                  : std::nullopt;
+      if (whole) {
         e.values = std::move(*whole);
-        gathered = true;
       } else {
         e.values.assign(s.values.begin(), s.values.end());
       }
       e.shape = {static_cast<std::int64_t>(e.values.size())};
-      ((sharded && !gathered) || distributed ? own : ckpt).tensors.push_back(std::move(e));
+      (sharded || distributed ? own : ckpt).tensors.push_back(std::move(e));
     }
-    sharded = sharded && !gathered;
     if (split && !distributed) ckpt.tensors = wholeOptimizerState(std::move(ckpt.tensors));
     if (sharded) {
       json layout = json::array();

@@ -148,6 +148,7 @@ TrainerOptions TrainerOptions::parse(const config::Node& t) {
   o.sync_batchnorm = config::asBool(get("sync_batchnorm"));
   o.barebones = config::asBool(get("barebones"));
   if (o.barebones) applyBarebones(t, o);
+  o.dry_run = config::asBool(get("dry_run"));
   if (o.fast_dev_run > 0) {
     // Lightning's fast_dev_run: N batches of each stage, one epoch, no sanity check.
     BatchLimit n;

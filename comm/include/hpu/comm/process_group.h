@@ -83,6 +83,7 @@ namespace hpu::comm {
 
 namespace detail {
 enum class CollectiveKind : std::uint8_t;
+class CollectiveSchedule;
 class ExecutionLane;
 class NodeLayout;
 class NativeCollectives;
@@ -111,6 +112,18 @@ struct ProcessGroupOptions {
   std::size_t chunkBytes = 256 * 1024;
   // No data moves: see simulated.h (makeSimulatedProcessGroup sets it).
   bool simulated = false;
+  // A dry run's group on shape-only devices: a collective on a buffer
+  // without storage (data null, count > 0) moves no data and completes at
+  // once; collectives on buffers with storage (a broadcast seed, a metric)
+  // run over the transport as ever. Every collective of the group is
+  // recorded for checkSchedules.
+  bool shapeOnly = false;
+};
+
+// What ProcessGroup::checkSchedules compared.
+struct ScheduleCheck {
+  int groups = 0;                // this rank's groups checked (the job's and its subgroups)
+  std::uint64_t collectives = 0;  // the collectives they issued
 };
 
 struct CollectiveOptions {
@@ -233,6 +246,16 @@ class ProcessGroup {
   // REQUIRES: the returned group is destroyed before this one.
   std::unique_ptr<ProcessGroup> split(std::vector<int> ranks);
 
+  // Shape-only groups (ProcessGroupOptions::shapeOnly): checks that the
+  // ranks of this group and of every group split from it issued the same
+  // collectives since the previous check, in the same order, with the same
+  // kinds, sizes, roots and dtypes, through the store
+  // (collective_schedule.h). Throws CollectiveMismatchError naming this
+  // rank, the group, and the first collective that differs from the group's
+  // rank 0's. REQUIRES: called on the job's group by every rank, with no
+  // collective in flight.
+  ScheduleCheck checkSchedules(Clock::time_point deadline);
+
  private:
   struct Operation;
   // A group split from `parent` (null: the job's group) running on `lane`.
@@ -260,10 +283,14 @@ class ProcessGroup {
   std::shared_ptr<detail::ExecutionLane> lane_;
   ProcessGroup* const parent_;  // the group this one was split from; null for the job's group
   std::atomic<int> liveSubgroups_{0};  // groups split from this one and not destroyed yet
+  std::vector<int> members_;  // the job's ranks of this group's ranks
 
   std::mutex mutex_;  // guards the two below; taken after the lane's lock, never before
   std::uint64_t nextSequence_ = 0;
   std::shared_ptr<CollectiveObserver> observer_;
+  std::unique_ptr<detail::CollectiveSchedule> schedule_;  // shape-only groups: since the last check
+  std::vector<ProcessGroup*> subgroups_;  // split from this one, alive, in the order they were made
+  std::uint64_t checks_ = 0;  // checkSchedules calls so far
 };
 
 }  // namespace hpu::comm

@@ -170,9 +170,13 @@ class Strategy {
     std::size_t bucket = 0;  // the bucket's index
   };
   virtual std::vector<SliceShard> optimizerShards(nn::FlatParameters& params);
+  // Whether checkpoints hold the optimizer shards whole (wholeOptimizerSlice
+  // gathers them) rather than each rank's in a file of its own.
+  virtual bool gathersOptimizerSlices() const { return false; }
   // For a strategy that saves its optimizer shards whole (ModelParallelStrategy's
   // ZeRO-1): slice `where`'s state gathered from every rank's `shard` of it
-  // (a collective of every rank). nullopt: each rank saves its own shard.
+  // (a collective of every rank). nullopt (exactly when gathersOptimizerSlices
+  // is false): each rank saves its own shard.
   virtual std::optional<std::vector<float>> wholeOptimizerSlice(std::span<const float> shard, const SliceShard& where) {
     return std::nullopt;
   }
@@ -219,6 +223,24 @@ class Strategy {
   // Tells `observer` (null: nobody) of every collective this strategy's
   // process group runs (profilers' collectives track).
   virtual void observeCollectives(std::shared_ptr<comm::CollectiveObserver> observer) {}
+
+  // On shape-only devices (a dry run): checks that the ranks of every
+  // process group issued the same collectives since the last check
+  // (comm::ProcessGroup::checkSchedules); throws CollectiveMismatchError
+  // naming the rank, the group and the first collective that differs. A
+  // single process has nothing to compare.
+  virtual comm::ScheduleCheck checkCollectiveSchedules() { return {}; }
+
+  // Small texts (a rank's report) through the job's store: rank 0's control
+  // plane, not the data plane. Every rank posts its own under `topic`; a
+  // rank reads the ranks' it needs, waiting for each (at most the collective
+  // timeout), so what it receives grows with what it reads, not with the
+  // world. REQUIRES (readText): `rank` posts under `topic`.
+  virtual void postText(const std::string& topic, const std::string& text) { posted_[topic] = text; }
+  virtual std::string readText(const std::string& topic, int rank) { return posted_.at(topic); }
+
+ private:
+  std::map<std::string, std::string> posted_;  // a single process's postText
 };
 
 // Full parameter values for the lifetime of the scope (ZeRO-3 gathers its

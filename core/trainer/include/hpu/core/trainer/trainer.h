@@ -204,10 +204,25 @@ class Trainer {
   // Writes a full training checkpoint (global rank 0 writes; every rank
   // takes part). `weights_only` leaves out optimizer and loop state.
   void saveCheckpoint(const std::string& path, bool weights_only = false);
+  // The files saveCheckpoint(path) leaves from this rank: `path` on global
+  // rank 0, and `path`.rank<R> where each rank keeps a file of its own (its
+  // ZeRO optimizer shard, its tensor-parallel pieces; stages' and experts'
+  // files are assembled into `path` and removed). REQUIRES: fit set up the
+  // model and optimizer (dryRunFit did).
+  std::vector<std::string> checkpointFiles(const std::string& path, bool weights_only = false) const;
   // Deletes a checkpoint this run wrote (with its per-rank optimizer shards).
   void removeCheckpoint(const std::string& path);
 
  private:
+  // How saveCheckpoint splits a checkpoint into files (checkpointFiles).
+  struct CheckpointLayout {
+    bool split = false;        // tensor parallelism
+    bool distributed = false;  // every rank writes its parameters' file
+    bool assemble = false;     // ... which rank 0 assembles into the main file, then removes
+    bool partial_optimizer_state = false;  // the optimizer state is sharded over ranks
+    bool sharded = false;      // ... and each rank saves its shard in its own file
+  };
+  CheckpointLayout checkpointLayout(bool weights_only) const;
   void setupModel(LightningModule& model, data::DataModule& data, data::Stage stage);
   void fillDeferredParameters(LightningModule& model);
   void configureOptimizers();

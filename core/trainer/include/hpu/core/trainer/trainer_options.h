@@ -59,6 +59,8 @@ struct TrainerOptions {
   // barebones: no loggers, checkpointing, progress bar, model summary or
   // sanity check (parse() refuses a config that asks for one).
   bool barebones = false;
+  // dry_run: the launch alone, on shape-only devices (app/launch_dry_run.h).
+  bool dry_run = false;
 
   // REQUIRES: `trainer` is canonical. Throws ConfigError for values whose
   // meaning is wrong in combination (e.g. an unparseable max_time).
