@@ -90,4 +90,4 @@ HPU_REGISTER_COMPONENT(LightningModule,
 
 }  // namespace
 
-int main(int argc, char** argv) { return hpu::cli::runCli(argc, argv); }
+int main(int argc, char** argv, char** envp) { return hpu::cli::runCli(argc, argv, envp); }

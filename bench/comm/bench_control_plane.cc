@@ -39,9 +39,9 @@
 #include <spdlog/spdlog.h>
 #include <zmq.hpp>
 
-#include "hpu/comm/env.h"
 #include "hpu/comm/free_port.h"
 #include "hpu/comm/job_token.h"
+#include "hpu/env/environment.h"
 #include "zmq/control_client.h"
 #include "zmq/net.h"
 #include "zmq/rendezvous_server.h"
@@ -143,7 +143,7 @@ class ClientSet {
 // --- a worker process ------------------------------------------------------
 
 int worker(int first, int count, int worldSize, milliseconds peerTimeout) {
-  const JobToken token = JobToken::fromEnv(processEnvironment());
+  const JobToken token = JobToken::fromEnv(Environment::fromEntries(environ));
   const detail::JobKeys keys(token);
   std::unique_ptr<ClientSet> clients;
   std::string line;

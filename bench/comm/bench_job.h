@@ -3,6 +3,8 @@
 // every size.
 #pragma once
 
+#include <unistd.h>  // environ: a benchmark joins with its own environment
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -38,7 +40,7 @@ inline std::vector<std::pair<std::size_t, int>> parsePlan(const std::string& tex
 // WORLD_SIZE, NODE_RANK, LOCAL_RANK, HPU_JOB_TOKEN), `devices` ranks on each
 // of `nodes` nodes; `curve` encrypts on loopback too.
 inline std::unique_ptr<ProcessGroup> joinBenchJob(int devices, int nodes, bool curve) {
-  const EnvMap env = processEnvironment();
+  const Environment env = Environment::fromEntries(environ);
   JoinOptions options;
   options.cluster = resolveClusterInfo(env, Topology{devices, nodes});
   options.settings = commSettingsFromEnv(env);

@@ -105,12 +105,12 @@ class CostObserver final : public hpu::core::ops::OpObserver {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv, char** envp) {
   CostObserver observer;
   int rc = 0;
   {
     hpu::core::ops::OpObserverScope scope(&observer);
-    rc = hpu::cli::runCli(argc, argv);
+    rc = hpu::cli::runCli(argc, argv, envp);
   }
   observer.print(hpu::device::intraOpThreads());
   return rc;

@@ -26,9 +26,9 @@
 #include "hpu/core/checkpoint/consolidate.h"
 #include "hpu/core/config/print.h"
 #include "hpu/core/config/scalars.h"
+#include "hpu/env/catalogue.h"
 #include "plot_command.h"
-
-extern char** environ;
+#include "startup.h"
 
 namespace hpu::cli {
 namespace {
@@ -86,21 +86,6 @@ core::config::PrintOptions parsePrintFlags(const std::string& flags) {
   return o;
 }
 
-std::map<std::string, std::string> processEnv() {
-  std::map<std::string, std::string> env;
-  for (char** e = environ; e && *e; ++e) {
-    std::string kv(*e);
-    const auto eq = kv.find('=');
-    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
-  return env;
-}
-
-comm::EnvMap workerEnv() {
-  const auto env = processEnv();
-  return comm::EnvMap(env.begin(), env.end());
-}
-
 // Rejects top-level flags given after the subcommand, saying where they go.
 void rejectMisplaced(const std::vector<std::string>& extras, const std::string& sub) {
   for (const std::string& e : extras) {
@@ -114,7 +99,8 @@ void rejectMisplaced(const std::vector<std::string>& extras, const std::string& 
 // The run a trainer subcommand's command line asks for, or nothing when it
 // only printed the config (--print_config) or a class's help (--model.help).
 std::optional<core::RunRequest> composeRequest(const std::string& sub, const TrainerArgs& top, const TrainerArgs& args,
-                                               std::vector<std::string> extras, int argc, char** argv) {
+                                               std::vector<std::string> extras, int argc, char** argv,
+                                               const Environment& env) {
   rejectMisplaced(extras, sub);
   if (const std::optional<std::string> help = classHelpRequest(extras)) {
     std::cout << *help;
@@ -127,7 +113,7 @@ std::optional<core::RunRequest> composeRequest(const std::string& sub, const Tra
   sources.files = top.configs;
   sources.files.insert(sources.files.end(), args.configs.begin(), args.configs.end());
   sources.overrides = parseOverrides(extras);
-  sources.env = processEnv();
+  sources.env = env;
   core::RunRequest request;
   request.subcommand = sub;
   request.config = core::config::composeConfig(sources, core::config::rootType(), &request.notes);
@@ -146,8 +132,8 @@ std::optional<core::RunRequest> composeRequest(const std::string& sub, const Tra
 }
 
 int runTrainerCommand(const std::string& sub, const TrainerArgs& top, const TrainerArgs& args,
-                      std::vector<std::string> extras, int argc, char** argv) {
-  auto request = composeRequest(sub, top, args, std::move(extras), argc, argv);
+                      std::vector<std::string> extras, int argc, char** argv, const Environment& env) {
+  auto request = composeRequest(sub, top, args, std::move(extras), argc, argv, env);
   return request ? core::run(*request) : kExitOk;
 }
 
@@ -161,7 +147,7 @@ struct EstimateArgs {
 };
 
 int estimateCommand(const TrainerArgs& top, const EstimateArgs& args, std::vector<std::string> extras, int argc,
-                    char** argv) {
+                    char** argv, const Environment& env) {
   std::string stage = "fit";
   if (!extras.empty() && (extras.front() == "fit" || extras.front() == "predict")) {
     stage = extras.front();
@@ -170,7 +156,7 @@ int estimateCommand(const TrainerArgs& top, const EstimateArgs& args, std::vecto
     throw core::UsageError("estimate: unknown stage '" + extras.front() + "'" +
                            core::config::didYouMean(extras.front(), {"fit", "predict"}) + " (fit or predict)");
   }
-  auto run = composeRequest(stage, top, args.trainer, std::move(extras), argc, argv);
+  auto run = composeRequest(stage, top, args.trainer, std::move(extras), argc, argv, env);
   if (!run) return kExitOk;
   core::EstimateRequest request;
   request.run = std::move(*run);
@@ -188,7 +174,8 @@ struct ExportArgs {
   bool adapter = false;
 };
 
-int exportCommand(const TrainerArgs& top, ExportArgs args, std::vector<std::string> extras, int argc, char** argv) {
+int exportCommand(const TrainerArgs& top, ExportArgs args, std::vector<std::string> extras, int argc, char** argv,
+                  const Environment& env) {
   std::string saved;  // the checkpoint's own config, in a file of its own
   if (top.configs.empty() && args.trainer.configs.empty()) {
     const auto meta = core::checkpoint::readMetadata(args.ckpt_path);
@@ -201,7 +188,7 @@ int exportCommand(const TrainerArgs& top, ExportArgs args, std::vector<std::stri
   }
   std::optional<core::RunRequest> run;
   try {
-    run = composeRequest("predict", top, args.trainer, std::move(extras), argc, argv);
+    run = composeRequest("predict", top, args.trainer, std::move(extras), argc, argv, env);
   } catch (...) {
     if (!saved.empty()) std::filesystem::remove(saved);
     throw;
@@ -212,20 +199,7 @@ int exportCommand(const TrainerArgs& top, ExportArgs args, std::vector<std::stri
   return core::runExport(std::move(request));
 }
 
-void setLogLevel(bool verbose) {
-  spdlog::level::level_enum level = spdlog::level::info;
-  if (const char* env = std::getenv("HPU_LOG_LEVEL")) {
-    const auto parsed = spdlog::level::from_str(env);
-    if (parsed == spdlog::level::off && std::string(env) != "off")
-      throw core::UsageError(std::string("HPU_LOG_LEVEL: unknown level '") + env +
-                             "' (trace, debug, info, warn, error, critical, off)");
-    level = parsed;
-  }
-  if (verbose) level = spdlog::level::debug;
-  spdlog::set_level(level);
-}
-
-int dispatch(int argc, char** argv) {
+int dispatch(int argc, char** argv, const Environment& env) {
   CLI::App app{"hpu-train: LightningCLI-style training on an emulated Habana Gaudi (HPU) runtime",
                "hpu-train"};
   app.set_version_flag("--version", "hpu-train " + std::string(version()));
@@ -233,6 +207,7 @@ int dispatch(int argc, char** argv) {
   app.require_subcommand(0, 1);
   bool verbose = false;
   app.add_flag("-v,--verbose", verbose, "Debug logging (or HPU_LOG_LEVEL=trace|debug|info|warn|error)");
+  app.footer([] { return env::describeCatalogue(); });
   TrainerArgs top;  // trainer options given before the subcommand
   addTrainerOptions(app, top);
 
@@ -287,7 +262,7 @@ int dispatch(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     throw core::UsageError(e.what());
   }
-  setLogLevel(verbose);
+  applyEnvironment(env, verbose);
 
   const std::vector<std::string> before = app.remaining();
   // What a subcommand left unparsed, after what came before it: its dotted keys.
@@ -298,9 +273,9 @@ int dispatch(int argc, char** argv) {
     return extras;
   };
   for (const auto& [name, sub] : trainer_apps)
-    if (sub->parsed()) return runTrainerCommand(name, top, trainer_args[name], extrasOf(sub), argc, argv);
-  if (estimate->parsed()) return estimateCommand(top, estimate_args, extrasOf(estimate), argc, argv);
-  if (export_app->parsed()) return exportCommand(top, export_args, extrasOf(export_app), argc, argv);
+    if (sub->parsed()) return runTrainerCommand(name, top, trainer_args[name], extrasOf(sub), argc, argv, env);
+  if (estimate->parsed()) return estimateCommand(top, estimate_args, extrasOf(estimate), argc, argv, env);
+  if (export_app->parsed()) return exportCommand(top, export_args, extrasOf(export_app), argc, argv, env);
   if (devices->parsed()) {
     std::vector<std::string> misplaced = before;
     const auto after = devices->remaining();
@@ -311,7 +286,7 @@ int dispatch(int argc, char** argv) {
     if (!misplaced.empty())
       throw core::UsageError(misplaced.front() +
                              " belongs to the fit, validate, test and predict subcommands, not 'devices'");
-    std::cout << core::describeDevices(processEnv());
+    std::cout << core::describeDevices(env);
     return kExitOk;
   }
   if (consolidate->parsed()) {
@@ -341,19 +316,20 @@ int dispatch(int argc, char** argv) {
 
 }  // namespace
 
-int runCli(int argc, char** argv) {
+int runCli(int argc, char** argv, char** envp) {
+  const Environment env = Environment::fromEntries(envp);  // the process's one snapshot
   // Logs and errors go to stderr; results (tables, printed configs) to stdout.
   // In a distributed run every line carries its rank (set by the strategy).
   spdlog::set_default_logger(spdlog::stderr_color_mt("hpu-train"));
   spdlog::set_pattern("%^%l%$: %v");
   try {
-    return dispatch(argc, argv);
+    return dispatch(argc, argv, env);
   } catch (...) {
     const core::Failure failure = core::failureOf(std::current_exception());
     // A local rank that hpu-train started hands its error to the process
     // that started it, which reports the job's failure once for every rank.
     const comm::WorkerErrorReport report{failure.exit_code, failure.secondary, failure.lines};
-    const bool handed_over = !failure.reported && comm::reportErrorToLauncher(workerEnv(), report);
+    const bool handed_over = !failure.reported && comm::reportErrorToLauncher(env, report);
     if (!failure.reported)
       for (const std::string& line : failure.lines)
         spdlog::log(handed_over ? spdlog::level::debug : spdlog::level::err, "{}", line);

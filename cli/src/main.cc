@@ -1,3 +1,3 @@
 #include "hpu/cli/app.h"
 
-int main(int argc, char** argv) { return hpu::cli::runCli(argc, argv); }
+int main(int argc, char** argv, char** envp) { return hpu::cli::runCli(argc, argv, envp); }

@@ -40,21 +40,21 @@ std::chrono::milliseconds CommSettings::heartbeatInterval() const {
   return std::max(milliseconds(50), peerTimeout / 5);
 }
 
-CommSettings commSettingsFromEnv(const EnvMap& env) {
+CommSettings commSettingsFromEnv(const Environment& env) {
   CommSettings settings;
-  if (auto v = lookup(env, "HPU_RENDEZVOUS_TIMEOUT")) {
+  if (auto v = env.get("HPU_RENDEZVOUS_TIMEOUT")) {
     settings.rendezvousTimeout = parseDuration("HPU_RENDEZVOUS_TIMEOUT", *v, milliseconds(1));
   }
-  if (auto v = lookup(env, "HPU_PEER_TIMEOUT")) {
+  if (auto v = env.get("HPU_PEER_TIMEOUT")) {
     settings.peerTimeout = parseDuration("HPU_PEER_TIMEOUT", *v, milliseconds(250));
   }
-  if (auto v = lookup(env, "HPU_COLLECTIVE_TIMEOUT")) {
+  if (auto v = env.get("HPU_COLLECTIVE_TIMEOUT")) {
     settings.group.timeout = parseDuration("HPU_COLLECTIVE_TIMEOUT", *v, milliseconds(1));
   }
-  if (auto v = lookup(env, "HPU_RESTART_BACKOFF")) {
+  if (auto v = env.get("HPU_RESTART_BACKOFF")) {
     settings.restartBackoff = parseDuration("HPU_RESTART_BACKOFF", *v, milliseconds(1));
   }
-  if (auto v = lookup(env, "HPU_COLLECTIVES")) {
+  if (auto v = env.get("HPU_COLLECTIVES")) {
     if (*v == "auto") {
       settings.collectives = CollectivesBackend::kAuto;
     } else if (*v == "zmq") {
@@ -65,6 +65,7 @@ CommSettings commSettingsFromEnv(const EnvMap& env) {
       throw EnvError(fmt::format("HPU_COLLECTIVES='{}' is not a backend; use auto, zmq or mpi", *v));
     }
   }
+  settings.startedByPmix = env.contains("PMIX_RANK");
   return settings;
 }
 

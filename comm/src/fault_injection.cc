@@ -13,8 +13,8 @@
 #include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
 
-#include "hpu/comm/env.h"
 #include "hpu/comm/errors.h"
+#include "hpu/env/environment.h"
 
 namespace hpu::comm {
 namespace {
@@ -100,20 +100,7 @@ struct Plan {
 };
 
 Plan& plan() {
-  static Plan* const instance = [] {
-    auto* p = new Plan;  // lives as long as the process: sites may run during exit
-    const EnvMap env = processEnvironment();
-    const auto text = lookup(env, "HPU_FAULT");
-    if (!text || text->empty()) return p;
-    if (!faultInjectionBuilt()) {
-      spdlog::warn("HPU_FAULT is set but this build has no fault injection (configure with -DHPU_FAULT_INJECTION=ON)");
-      return p;
-    }
-    p->faults = parseFaultPlan(*text);
-    p->fired.assign(p->faults.size(), false);
-    if (const auto round = lookup(env, "HPU_RESTART_COUNT")) p->round = std::atoi(round->c_str());
-    return p;
-  }();
+  static Plan* const instance = new Plan;  // lives as long as the process: sites may run during exit
   return *instance;
 }
 
@@ -125,6 +112,26 @@ bool faultInjectionBuilt() {
 #else
   return false;
 #endif
+}
+
+void installFaultPlan(const Environment& env) {
+  const auto text = env.get("HPU_FAULT");
+  std::vector<Fault> faults;
+  int round = 0;
+  if (text && !text->empty()) {
+    if (!faultInjectionBuilt()) {
+      spdlog::warn("HPU_FAULT is set but this build has no fault injection (configure with -DHPU_FAULT_INJECTION=ON)");
+    } else {
+      faults = parseFaultPlan(*text);
+      if (const auto n = env.get("HPU_RESTART_COUNT")) round = std::atoi(n->c_str());
+    }
+  }
+  Plan& p = plan();
+  std::lock_guard lock(p.mutex);
+  p.fired.assign(faults.size(), false);
+  p.faults = std::move(faults);
+  p.round = round;
+  p.dropArmed = false;
 }
 
 std::vector<Fault> parseFaultPlan(std::string_view text) {

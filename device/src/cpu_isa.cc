@@ -66,7 +66,7 @@ CpuIsa defaultCpuIsa() {
   return best == CpuIsa::kAvx512Bf16 && !kernels::pairedDotProductsPayOff() ? CpuIsa::kAvx512 : best;
 }
 
-CpuIsa cpuIsaFromEnv(const Env& env) {
+CpuIsa cpuIsaFromEnv(const Environment& env) {
   const std::vector<CpuIsa> supported = supportedCpuIsas();
   const std::optional<std::string> value = env.get("HPU_CPU_ISA");
   if (!value || value->empty()) return defaultCpuIsa();
@@ -86,7 +86,7 @@ CpuIsa cpuIsaFromEnv(const Env& env) {
 CpuIsa cpuIsa() {
   int isa = g_isa.load(std::memory_order_relaxed);
   if (isa < 0) {
-    isa = static_cast<int>(cpuIsaFromEnv(Env::fromProcess()));
+    isa = static_cast<int>(defaultCpuIsa());
     g_isa.store(isa, std::memory_order_relaxed);
   }
   return static_cast<CpuIsa>(isa);

@@ -72,7 +72,7 @@ std::vector<int> parseIdList(std::string_view variable, const std::string& value
 
 }  // namespace
 
-EmulatorSettings loadEmulatorSettings(const Env& env) {
+EmulatorSettings loadEmulatorSettings(const Environment& env) {
   EmulatorSettings s;
   if (auto v = env.get(kDevicesVariable)) {
     const auto n = parseInteger(*v);

@@ -116,7 +116,7 @@ Work GaudiModel::matrixWork(std::int64_t batch, std::int64_t m, std::int64_t n, 
   const double side = engines_.mmeSide;
   const std::array<std::pair<double, double>, 3> geometries{{{side, side}, {side / 2, side * 2}, {side * 2, side / 2}}};
   double cycles = std::numeric_limits<double>::infinity();
-  for (const auto [height, width] : std::span(geometries).first(engines_.mmeReshapes ? 3 : 1)) {
+  for (const auto& [height, width] : std::span(geometries).first(engines_.mmeReshapes ? 3 : 1)) {
     const double tiles = static_cast<double>(batch) * ceilDiv(static_cast<double>(m), height) *
                          ceilDiv(static_cast<double>(n), width);
     cycles = std::min(cycles, ceilDiv(tiles, engines_.mmes) * (static_cast<double>(k) + (height + width) / 2));

@@ -19,7 +19,7 @@ Platform::Platform(EmulatorSettings settings) : settings_(std::move(settings)) {
         DeviceOptions{memoryLimitOf(settings_), settings_.mode, diskCache, settings_.shapeOnly}));
 }
 
-Platform Platform::fromEnv(const Env& env) { return Platform(loadEmulatorSettings(env)); }
+Platform Platform::fromEnv(const Environment& env) { return Platform(loadEmulatorSettings(env)); }
 
 void Platform::requireDevices(int requested) const {
   HPU_CHECK(requested >= 1, "requireDevices({})", requested);

@@ -12,7 +12,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::string envErrorOf(const EnvMap& env, Topology topology) {
+std::string envErrorOf(const Environment& env, Topology topology) {
   try {
     resolveClusterInfo(env, topology);
   } catch (const EnvError& e) {
@@ -52,7 +52,7 @@ TEST(ClusterEnvironments, SingleNodeWithDevicesLeavesThePortToTheLauncher) {
 }
 
 TEST(ClusterEnvironments, ExplicitPerNodeLaunchAsInTheDocs) {
-  const EnvMap env{{"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29500"}, {"NODE_RANK", "1"}, {"WORLD_SIZE", "16"}};
+  const Environment env{{"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29500"}, {"NODE_RANK", "1"}, {"WORLD_SIZE", "16"}};
   const ClusterInfo info = resolveClusterInfo(env, {8, 2});
   EXPECT_EQ(info.environment, "LightningEnvironment");
   EXPECT_EQ(info.masterAddr, "10.0.0.1");
@@ -64,15 +64,15 @@ TEST(ClusterEnvironments, ExplicitPerNodeLaunchAsInTheDocs) {
   EXPECT_EQ(info.numNodes, 2);
   EXPECT_FALSE(info.createsProcessesExternally);
 
-  EnvMap worker = env;
-  worker["LOCAL_RANK"] = "3";
+  Environment worker = env;
+  worker.set("LOCAL_RANK", "3");
   const ClusterInfo workerInfo = resolveClusterInfo(worker, {8, 2});
   EXPECT_EQ(workerInfo.globalRank, 11);
   EXPECT_TRUE(workerInfo.createsProcessesExternally);
 }
 
 TEST(ClusterEnvironments, GroupRankStandsInForNodeRank) {
-  const EnvMap env{{"MASTER_ADDR", "h"}, {"MASTER_PORT", "1234"}, {"GROUP_RANK", "2"}, {"LOCAL_RANK", "1"}};
+  const Environment env{{"MASTER_ADDR", "h"}, {"MASTER_PORT", "1234"}, {"GROUP_RANK", "2"}, {"LOCAL_RANK", "1"}};
   const ClusterInfo info = resolveClusterInfo(env, {4, 3});
   EXPECT_EQ(info.nodeRank, 2);
   EXPECT_EQ(info.globalRank, 9);
@@ -81,7 +81,7 @@ TEST(ClusterEnvironments, GroupRankStandsInForNodeRank) {
 }
 
 TEST(ClusterEnvironments, Slurm) {
-  const EnvMap env{{"SLURM_NTASKS", "8"},          {"SLURM_PROCID", "5"}, {"SLURM_LOCALID", "1"},
+  const Environment env{{"SLURM_NTASKS", "8"},          {"SLURM_PROCID", "5"}, {"SLURM_LOCALID", "1"},
                    {"SLURM_NODEID", "1"},          {"SLURM_JOB_ID", "123456"},
                    {"SLURM_JOB_NODELIST", "gaudi[07-10,12],login"}};
   const ClusterInfo info = resolveClusterInfo(env, {4, 2});
@@ -94,14 +94,14 @@ TEST(ClusterEnvironments, Slurm) {
   EXPECT_EQ(info.masterPort, 15000 + 3456);
   EXPECT_TRUE(info.createsProcessesExternally);
 
-  EnvMap overridden = env;
-  overridden["MASTER_ADDR"] = "10.1.1.1";
-  overridden["MASTER_PORT"] = "2222";
+  Environment overridden = env;
+  overridden.set("MASTER_ADDR", "10.1.1.1");
+  overridden.set("MASTER_PORT", "2222");
   EXPECT_EQ(resolveClusterInfo(overridden, {4, 2}).masterAddr, "10.1.1.1");
   EXPECT_EQ(resolveClusterInfo(overridden, {4, 2}).masterPort, 2222);
 
-  EnvMap interactive = env;
-  interactive["SLURM_JOB_NAME"] = "bash";
+  Environment interactive = env;
+  interactive.set("SLURM_JOB_NAME", "bash");
   EXPECT_FALSE(makeSlurmEnvironment()->detect(interactive));
 
   EXPECT_EQ(envErrorOf({{"SLURM_NTASKS", "6"}, {"SLURM_PROCID", "0"}}, {4, 2}),
@@ -110,54 +110,54 @@ TEST(ClusterEnvironments, Slurm) {
 }
 
 TEST(ClusterEnvironments, OpenMpi) {
-  const EnvMap env{{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+  const Environment env{{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
                    {"MASTER_ADDR", "n0"},          {"MASTER_PORT", "4000"}};
   const ClusterInfo info = resolveClusterInfo(env, {2, 2});
   EXPECT_EQ(info.environment, "MPIEnvironment");
   EXPECT_EQ(info.globalRank, 3);
   EXPECT_EQ(info.nodeRank, 1);
   EXPECT_EQ(info.localRank, 1);
-  EnvMap noPort = env;
-  noPort.erase("MASTER_PORT");
+  Environment noPort = env;
+  noPort.unset("MASTER_PORT");
   EXPECT_EQ(envErrorOf(noPort, {2, 2}), "MASTER_PORT is not set; MPIEnvironment needs the same free port on every "
                                         "process");
-  EnvMap cyclic = env;
-  cyclic["OMPI_COMM_WORLD_LOCAL_RANK"] = "0";
+  Environment cyclic = env;
+  cyclic.set("OMPI_COMM_WORLD_LOCAL_RANK", "0");
   EXPECT_THAT(envErrorOf(cyclic, {2, 2}), HasSubstr("OMPI_COMM_WORLD_LOCAL_RANK=0 with OMPI_COMM_WORLD_RANK=3 and "
                                                     "trainer.devices=2 is not a by-node placement (expected local "
                                                     "rank 1)"));
 }
 
 TEST(ClusterEnvironments, TorchElastic) {
-  const EnvMap env{{"RANK", "2"},          {"LOCAL_RANK", "0"},          {"WORLD_SIZE", "4"},
+  const Environment env{{"RANK", "2"},          {"LOCAL_RANK", "0"},          {"WORLD_SIZE", "4"},
                    {"LOCAL_WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29400"}};
   const ClusterInfo info = resolveClusterInfo(env, {2, 2});
   EXPECT_EQ(info.environment, "TorchElasticEnvironment");
   EXPECT_EQ(info.globalRank, 2);
   EXPECT_EQ(info.nodeRank, 1);
   EXPECT_TRUE(info.createsProcessesExternally);
-  EnvMap wrongLocal = env;
-  wrongLocal["LOCAL_WORLD_SIZE"] = "4";
+  Environment wrongLocal = env;
+  wrongLocal.set("LOCAL_WORLD_SIZE", "4");
   EXPECT_EQ(envErrorOf(wrongLocal, {2, 2}),
             "LOCAL_WORLD_SIZE=4 disagrees with trainer.devices=2; launch with torchrun --nproc_per_node=2");
 }
 
 TEST(ClusterEnvironments, DetectionFollowsTheDocumentedOrder) {
   // torchrun also sets GROUP_RANK: the explicit environment, tried first, wins.
-  const EnvMap torchrun{{"RANK", "1"}, {"LOCAL_RANK", "1"}, {"WORLD_SIZE", "2"}, {"GROUP_RANK", "0"},
+  const Environment torchrun{{"RANK", "1"}, {"LOCAL_RANK", "1"}, {"WORLD_SIZE", "2"}, {"GROUP_RANK", "0"},
                         {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "1"}};
   EXPECT_EQ(detectClusterEnvironment(torchrun)->name(), "LightningEnvironment");
   EXPECT_EQ(resolveClusterInfo(torchrun, {2, 1}).globalRank, 1);
-  const EnvMap slurmAndMpi{{"SLURM_NTASKS", "1"}, {"SLURM_PROCID", "0"}, {"OMPI_COMM_WORLD_RANK", "0"},
+  const Environment slurmAndMpi{{"SLURM_NTASKS", "1"}, {"SLURM_PROCID", "0"}, {"OMPI_COMM_WORLD_RANK", "0"},
                            {"OMPI_COMM_WORLD_SIZE", "1"}};
   EXPECT_EQ(detectClusterEnvironment(slurmAndMpi)->name(), "SLURMEnvironment");
-  const EnvMap mpiAndElastic{{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "1"}, {"RANK", "0"},
+  const Environment mpiAndElastic{{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "1"}, {"RANK", "0"},
                              {"LOCAL_RANK", "0"}, {"WORLD_SIZE", "1"}};
   EXPECT_EQ(detectClusterEnvironment(mpiAndElastic)->name(), "MPIEnvironment");
 }
 
 struct InvalidCase {
-  EnvMap env;
+  Environment env;
   Topology topology;
   std::string message;
 };
@@ -168,10 +168,10 @@ TEST_P(InvalidValues, RaiseEnvErrorNamingTheVariableAndValue) {
   EXPECT_EQ(envErrorOf(GetParam().env, GetParam().topology), GetParam().message);
 }
 
-const EnvMap kNode{{"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29500"}};
+const Environment kNode{{"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29500"}};
 
-EnvMap with(EnvMap env, const std::string& name, const std::string& value) {
-  env[name] = value;
+Environment with(Environment env, const std::string& name, const std::string& value) {
+  env.set(name, value);
   return env;
 }
 
@@ -196,24 +196,24 @@ INSTANTIATE_TEST_SUITE_P(
         InvalidCase{with(with(kNode, "NODE_RANK", "0"), "MASTER_PORT", "0"), {8, 2},
                     "MASTER_PORT='0' is not a TCP port; use a free port in 1..65535"},
         InvalidCase{with(with(kNode, "NODE_RANK", "0"), "MASTER_ADDR", ""), {8, 2}, "MASTER_ADDR is set but empty"},
-        InvalidCase{EnvMap{{"NODE_RANK", "1"}, {"MASTER_PORT", "29500"}}, {8, 2},
+        InvalidCase{Environment{{"NODE_RANK", "1"}, {"MASTER_PORT", "29500"}}, {8, 2},
                     "MASTER_ADDR is not set but trainer.num_nodes=2; set it on every node to the address of the node "
                     "with NODE_RANK=0 (rank 0 listens on exactly that address)"},
-        InvalidCase{EnvMap{{"NODE_RANK", "1"}, {"MASTER_ADDR", "h"}}, {8, 2},
+        InvalidCase{Environment{{"NODE_RANK", "1"}, {"MASTER_ADDR", "h"}}, {8, 2},
                     "MASTER_PORT is not set but 16 processes were started separately; set the same free port on every "
                     "node"},
-        InvalidCase{EnvMap{{"SLURM_NTASKS", "8"}, {"SLURM_PROCID", "8"}, {"SLURM_LOCALID", "0"}, {"SLURM_NODEID", "0"},
+        InvalidCase{Environment{{"SLURM_NTASKS", "8"}, {"SLURM_PROCID", "8"}, {"SLURM_LOCALID", "0"}, {"SLURM_NODEID", "0"},
                            {"SLURM_JOB_NODELIST", "n1"}, {"SLURM_JOB_ID", "7"}},
                     {4, 2}, "SLURM_PROCID=8 is out of range for SLURM_NTASKS=8; valid values are 0..7"},
-        InvalidCase{EnvMap{{"SLURM_NTASKS", "8"}, {"SLURM_PROCID", "1"}, {"SLURM_NODEID", "0"}}, {4, 2},
+        InvalidCase{Environment{{"SLURM_NTASKS", "8"}, {"SLURM_PROCID", "1"}, {"SLURM_NODEID", "0"}}, {4, 2},
                     "SLURM_LOCALID is not set; SLURMEnvironment needs it"},
-        InvalidCase{EnvMap{{"SLURM_NTASKS", "2"}, {"SLURM_PROCID", "1"}, {"SLURM_LOCALID", "1"}, {"SLURM_NODEID", "0"},
+        InvalidCase{Environment{{"SLURM_NTASKS", "2"}, {"SLURM_PROCID", "1"}, {"SLURM_LOCALID", "1"}, {"SLURM_NODEID", "0"},
                            {"SLURM_JOB_NODELIST", "node[01-"}, {"SLURM_JOB_ID", "7"}},
                     {2, 1},
                     "SLURM_JOB_NODELIST='node[01-' has an unclosed '['; expected a host list like node[01-04,07],login1"},
-        InvalidCase{EnvMap{{"OMPI_COMM_WORLD_RANK", "5"}, {"OMPI_COMM_WORLD_SIZE", "4"}}, {2, 2},
+        InvalidCase{Environment{{"OMPI_COMM_WORLD_RANK", "5"}, {"OMPI_COMM_WORLD_SIZE", "4"}}, {2, 2},
                     "OMPI_COMM_WORLD_RANK=5 is out of range for OMPI_COMM_WORLD_SIZE=4; valid values are 0..3"},
-        InvalidCase{EnvMap{{"RANK", "0"}, {"LOCAL_RANK", "0"}, {"WORLD_SIZE", "x"}}, {1, 1},
+        InvalidCase{Environment{{"RANK", "0"}, {"LOCAL_RANK", "0"}, {"WORLD_SIZE", "x"}}, {1, 1},
                     "WORLD_SIZE='x' is not a non-negative integer"}));
 
 TEST(SlurmNodeList, FirstHostKeepsPaddingAndTakesFirstOfEveryRange) {

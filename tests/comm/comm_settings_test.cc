@@ -29,7 +29,7 @@ TEST(CommSettings, DurationsAcceptSecondsMinutesAndMilliseconds) {
 }
 
 TEST(CommSettings, InvalidDurationsNameTheVariable) {
-  auto message = [](const EnvMap& env) {
+  auto message = [](const Environment& env) {
     try {
       commSettingsFromEnv(env);
     } catch (const EnvError& e) {

@@ -29,7 +29,7 @@ std::string writeTokenFile(const std::string& content, mode_t mode) {
   return path;
 }
 
-std::string errorOf(const EnvMap& env) {
+std::string errorOf(const Environment& env) {
   try {
     JobToken::fromEnv(env);
   } catch (const EnvError& e) {

@@ -13,7 +13,7 @@
 
 #include <spdlog/fmt/fmt.h>
 
-#include "hpu/comm/env.h"
+#include "hpu/env/environment.h"
 #include "subprocess.h"
 
 namespace hpu::comm {
@@ -36,7 +36,7 @@ class LauncherTest : public ::testing::Test {
 
   // Starts the "user's program" with `devices` local ranks in launch `mode`.
   Subprocess& start(int devices, const std::string& mode) {
-    EnvMap env{{"HPU_TEST_PID_FILE", pidFile()}, {"HPU_PEER_TIMEOUT", "2s"}, {"PATH", "/usr/bin:/bin"}};
+    Environment env{{"HPU_TEST_PID_FILE", pidFile()}, {"HPU_PEER_TIMEOUT", "2s"}, {"PATH", "/usr/bin:/bin"}};
     launcher_ = std::make_unique<Subprocess>(kRankBinary,
                                              std::vector<std::string>{"launch", std::to_string(devices), "1", mode},
                                              env, base_ + ".log");

@@ -33,7 +33,7 @@ std::string outputPath(const std::string& name) {
   return fmt::format("{}/mpi_{}_{}_{}.log", ::testing::TempDir(), ::getpid(), name, counter++);
 }
 
-EnvMap jobEnv(int port, const std::string& backend) {
+Environment jobEnv(int port, const std::string& backend) {
   return {{"PATH", "/usr/bin:/bin"},
           {"HOME", ::testing::TempDir()},
           {"MASTER_ADDR", "127.0.0.1"},
@@ -90,10 +90,10 @@ TEST_F(MpiCollectives, MpiOutsideMpirunAndUnknownBackendsAreRefusedByName) {
   const int port = pickFreePort("127.0.0.1");
   std::vector<std::unique_ptr<Subprocess>> ranks;
   for (int r = 0; r < 2; ++r) {
-    EnvMap env = jobEnv(port, "mpi");
-    env["WORLD_SIZE"] = "2";
-    env["NODE_RANK"] = "0";
-    env["LOCAL_RANK"] = std::to_string(r);
+    Environment env = jobEnv(port, "mpi");
+    env.set("WORLD_SIZE", "2");
+    env.set("NODE_RANK", "0");
+    env.set("LOCAL_RANK", std::to_string(r));
     ranks.push_back(std::make_unique<Subprocess>(kRankBinary, std::vector<std::string>{"collectives", "2", "1"}, env,
                                                  outputPath("outside")));
   }
@@ -104,8 +104,8 @@ TEST_F(MpiCollectives, MpiOutsideMpirunAndUnknownBackendsAreRefusedByName) {
               HasSubstr("EnvError: HPU_COLLECTIVES=mpi: rank 1 was not started by mpirun (no OMPI_COMM_WORLD_RANK or "
                         "PMIX_RANK in its environment; the cluster environment is LightningEnvironment); launch with "
                         "mpirun -np 2 -x MASTER_ADDR -x MASTER_PORT, or use HPU_COLLECTIVES=zmq"));
-  EnvMap env = jobEnv(port, "nccl");
-  env["WORLD_SIZE"] = "2";
+  Environment env = jobEnv(port, "nccl");
+  env.set("WORLD_SIZE", "2");
   Subprocess bogus(kRankBinary, {"collectives", "2", "1"}, env, outputPath("bogus"));
   EXPECT_EQ(bogus.wait(Clock::now() + 30s).value_or(-1), 2);
   EXPECT_THAT(bogus.output(), HasSubstr("EnvError: HPU_COLLECTIVES='nccl' is not a backend; use auto, zmq or mpi"));

@@ -13,8 +13,8 @@
 
 #include <spdlog/fmt/fmt.h>
 
-#include "hpu/comm/env.h"
 #include "hpu/comm/free_port.h"
+#include "hpu/env/environment.h"
 #include "subprocess.h"
 
 namespace hpu::comm {
@@ -40,8 +40,8 @@ struct ProcessJob {
   int port = pickFreePort("127.0.0.1");
   std::vector<std::unique_ptr<Subprocess>> ranks{};
 
-  EnvMap envFor(int node, int local) const {
-    return EnvMap{{"MASTER_ADDR", "127.0.0.1"},
+  Environment envFor(int node, int local) const {
+    return Environment{{"MASTER_ADDR", "127.0.0.1"},
                   {"MASTER_PORT", std::to_string(port)},
                   {"NODE_RANK", std::to_string(node)},
                   {"LOCAL_RANK", std::to_string(local)},
@@ -52,7 +52,7 @@ struct ProcessJob {
                   {"HPU_COLLECTIVE_TIMEOUT", "60s"}};
   }
 
-  Subprocess& start(const std::string& scenario, const EnvMap& env, int nodesArg = -1) {
+  Subprocess& start(const std::string& scenario, const Environment& env, int nodesArg = -1) {
     ranks.push_back(std::make_unique<Subprocess>(
         kRankBinary, std::vector<std::string>{scenario, std::to_string(devices), std::to_string(nodesArg < 0 ? nodes : nodesArg)},
         env, outputPath(scenario)));
@@ -133,8 +133,8 @@ TEST(MultiProcess, DuplicateNodeRankIsRejectedOnEveryRank) {
 
 TEST(MultiProcess, WorldSizeThatDisagreesWithTheTopologyIsAnEnvError) {
   ProcessJob job{2, 1};
-  EnvMap env = job.envFor(1, 0);
-  env["WORLD_SIZE"] = "3";
+  Environment env = job.envFor(1, 0);
+  env.set("WORLD_SIZE", "3");
   Subprocess& rank = job.start("collectives", env);
   EXPECT_EQ(rank.wait(Clock::now() + 30s), 2);
   EXPECT_THAT(rank.output(), HasSubstr("EnvError: WORLD_SIZE=3 disagrees with trainer.num_nodes=2 x "
@@ -144,8 +144,8 @@ TEST(MultiProcess, WorldSizeThatDisagreesWithTheTopologyIsAnEnvError) {
 TEST(MultiProcess, WorldSizeThatDisagreesWithRankZeroIsRejected) {
   ProcessJob job{2, 1};
   job.start("collectives", job.envFor(0, 0));
-  EnvMap env = job.envFor(1, 0);
-  env["WORLD_SIZE"] = "3";
+  Environment env = job.envFor(1, 0);
+  env.set("WORLD_SIZE", "3");
   job.start("collectives", env, 3);  // consistent locally: 3 nodes x 1 device
   const auto codes = job.waitAll(Clock::now() + 90s);
   EXPECT_EQ(codes[1], 4);
@@ -157,8 +157,8 @@ TEST(MultiProcess, WorldSizeThatDisagreesWithRankZeroIsRejected) {
 TEST(MultiProcess, ConfigMismatchIsReported) {
   ProcessJob job{2, 1};
   job.start("collectives", job.envFor(0, 0));
-  EnvMap env = job.envFor(1, 0);
-  env["HPU_TEST_PRECISION"] = "bf16-mixed";
+  Environment env = job.envFor(1, 0);
+  env.set("HPU_TEST_PRECISION", "bf16-mixed");
   job.start("collectives", env);
   const auto codes = job.waitAll(Clock::now() + 90s);
   for (std::size_t r = 0; r < 2; ++r) {
@@ -171,8 +171,8 @@ TEST(MultiProcess, ConfigMismatchIsReported) {
 TEST(MultiProcess, RankThatNeverArrivesIsNamedAfterTheTimeout) {
   ProcessJob job{3, 1};
   for (int node : {0, 1}) {
-    EnvMap env = job.envFor(node, 0);
-    env["HPU_RENDEZVOUS_TIMEOUT"] = "2s";
+    Environment env = job.envFor(node, 0);
+    env.set("HPU_RENDEZVOUS_TIMEOUT", "2s");
     job.start("collectives", env);
   }
   const auto codes = job.waitAll(Clock::now() + 60s);
@@ -186,9 +186,9 @@ TEST(MultiProcess, RankZeroGivesUpAtTheRendezvousTimeoutNotAPeerTimeoutLaterAndS
   // A long peer timeout makes the old overshoot (rank 0's rendezvous server
   // lingering a peer timeout after failing) plain: 31 s instead of 1 s.
   ProcessJob job{2, 1};
-  EnvMap env = job.envFor(0, 0);
-  env["HPU_RENDEZVOUS_TIMEOUT"] = "1s";
-  env["HPU_PEER_TIMEOUT"] = "30s";
+  Environment env = job.envFor(0, 0);
+  env.set("HPU_RENDEZVOUS_TIMEOUT", "1s");
+  env.set("HPU_PEER_TIMEOUT", "30s");
   const auto start = Clock::now();
   job.start("collectives", env);
   const auto codes = job.waitAll(start + 60s);
@@ -223,9 +223,9 @@ TEST(MultiProcess, MismatchedAllreduceSizesFailWithBothSidesNamed) {
 void startWithFault(ProcessJob& job, const std::string& fault, const std::string& scenario = "allreduce-loop") {
   for (int node = 0; node < job.nodes; ++node) {
     for (int local = 0; local < job.devices; ++local) {
-      EnvMap env = job.envFor(node, local);
-      env["HPU_FAULT"] = fault;
-      env["HPU_COLLECTIVE_TIMEOUT"] = "3s";
+      Environment env = job.envFor(node, local);
+      env.set("HPU_FAULT", fault);
+      env.set("HPU_COLLECTIVE_TIMEOUT", "3s");
       job.start(scenario, env);
     }
   }
@@ -256,7 +256,9 @@ void expectPeerLost(int victim, const std::string& action, int nodes = 1, int de
     EXPECT_THAT(rank.output(),
                 HasSubstr(fmt::format("PeerLostError rank={}: rank {}: {} failed", victim, r, loop.collective)));
     EXPECT_THAT(rank.output(), HasSubstr(fmt::format("rank {} lost", victim)));
-    if (!process.empty()) EXPECT_THAT(rank.output(), ::testing::ContainsRegex(process)) << rank.output();
+    if (!process.empty()) {
+      EXPECT_THAT(rank.output(), ::testing::ContainsRegex(process)) << rank.output();
+    }
   }
 }
 

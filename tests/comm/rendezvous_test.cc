@@ -25,7 +25,7 @@ using namespace std::chrono_literals;
 using ::testing::HasSubstr;
 using test_support::messageOf;
 
-const EnvMap kTokenEnv{{"HPU_JOB_TOKEN", "test-token-0123456789abcdef"}};
+const Environment kTokenEnv{{"HPU_JOB_TOKEN", "test-token-0123456789abcdef"}};
 
 struct Job {
   int worldSize;

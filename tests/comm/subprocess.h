@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "hpu/comm/env.h"
+#include "hpu/env/environment.h"
 
 namespace hpu::comm::test_support {
 
@@ -30,13 +30,12 @@ class Subprocess {
   // With `ownProcessGroup` the child leads a process group of its own, and
   // the whole group is killed on the way out (a launcher such as mpirun and
   // the ranks it started).
-  Subprocess(const std::string& executable, const std::vector<std::string>& args, const EnvMap& env,
+  Subprocess(const std::string& executable, const std::vector<std::string>& args, const Environment& env,
              std::string outputPath, bool ownProcessGroup = false)
       : outputPath_(std::move(outputPath)), group_(ownProcessGroup) {
     std::vector<std::string> argvStrings{executable};
     argvStrings.insert(argvStrings.end(), args.begin(), args.end());
-    std::vector<std::string> envStrings;
-    for (const auto& [k, v] : env) envStrings.push_back(k + "=" + v);
+    std::vector<std::string> envStrings = env.entries();
     std::vector<char*> argv;
     for (auto& s : argvStrings) argv.push_back(s.data());
     argv.push_back(nullptr);

@@ -13,7 +13,7 @@ namespace {
 
 class ActivationCheckpoint : public ::testing::Test {
  protected:
-  device::Platform platform_ = device::Platform::fromEnv(device::Env{{"HPU_EMULATOR_DEVICES", "1"}});
+  device::Platform platform_ = device::Platform::fromEnv(Environment{{"HPU_EMULATOR_DEVICES", "1"}});
   device::Device& dev_ = platform_.device(0);
   Generator init_{3}, dropout_{4};
   nn::InitContext ctx_{dev_, init_, dropout_};

@@ -72,7 +72,7 @@ struct FitRun {
 FitRun fit(const std::string& init_args, const std::string& trainer_yaml = kQuiet, const std::string& ckpt_path = "",
         const std::string& save_at_epoch_end = "", std::int64_t save_epoch = -1) {
   TempDir dir;
-  device::Platform platform = device::Platform::fromEnv(device::Env{{"HPU_EMULATOR_DEVICES", "1"}});
+  device::Platform platform = device::Platform::fromEnv(Environment{{"HPU_EMULATOR_DEVICES", "1"}});
   FitRun run;
   BackboneClassifier model;
   std::vector<std::unique_ptr<Callback>> callbacks;
@@ -162,7 +162,7 @@ TEST(BackboneFinetuning, ResumedRunsKeepTheGroupsAndEndBitIdentical) {
 
 TEST(BackboneFinetuning, ModelsWithoutABackboneAreRefused) {
   TempDir dir;
-  device::Platform platform = device::Platform::fromEnv(device::Env{{"HPU_EMULATOR_DEVICES", "1"}});
+  device::Platform platform = device::Platform::fromEnv(Environment{{"HPU_EMULATOR_DEVICES", "1"}});
   std::vector<std::unique_ptr<Callback>> callbacks;
   callbacks.push_back(finetuning("{}"));
   auto trainer = testing::makeTrainer(dir.path().string(), kQuiet, std::move(callbacks), platform);

@@ -29,7 +29,7 @@ constexpr const char* kThreeSteps =
     "enable_model_summary: false, num_sanity_val_steps: 0, limit_val_batches: 0}";
 
 device::Platform smallDevice() {
-  return device::Platform::fromEnv(device::Env{{"HPU_EMULATOR_DEVICES", "1"}, {kMemoryLimit, kLimit}});
+  return device::Platform::fromEnv(Environment{{"HPU_EMULATOR_DEVICES", "1"}, {kMemoryLimit, kLimit}});
 }
 
 std::unique_ptr<LightningModule> boringModel() {

@@ -242,9 +242,9 @@ TEST(Merge, FilesMergeLeftToRightAndClassChangeResets) {
 
 TEST(Env, DefaultsNeedTheSwitchAndMapToKeys) {
   std::vector<std::string> problems;
-  std::map<std::string, std::string> env{{"PL_FIT__EPOCHS", "9"}, {"PL_FIT__MODEL__LR", "0.3"}};
+  Environment env{{"PL_FIT__EPOCHS", "9"}, {"PL_FIT__MODEL__LR", "0.3"}};
   EXPECT_TRUE(envOverrides(env, "fit", problems).empty());
-  env["JSONARGPARSE_DEFAULT_ENV"] = "true";
+  env.set("JSONARGPARSE_DEFAULT_ENV", "true");
   auto o = envOverrides(env, "fit", problems);
   ASSERT_EQ(o.size(), 2u);
   EXPECT_EQ(o[0].path, "epochs");

@@ -246,7 +246,7 @@ TEST(DeepSpeedConfig, JsonFileFromInitArgsOrEnvironment) {
   EXPECT_EQ(from_args.stage, 1);
   EXPECT_TRUE(from_args.cpu_checkpointing);
 
-  const std::map<std::string, std::string> env{{"PL_DEEPSPEED_CONFIG_PATH", path}};
+  const Environment env{{"PL_DEEPSPEED_CONFIG_PATH", path}};
   EXPECT_EQ(resolveDeepSpeed(initArgs(), env, 4, 1, 2).stage, 1);
   // init_args.config wins over the environment.
   EXPECT_EQ(resolveDeepSpeed(initArgs("{config: {zero_optimization: {stage: 3}}}"), env, 4, 1, 2).stage, 3);

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "hpu/core/base/errors.h"
-#include "hpu/device/env.h"
 #include "hpu/device/platform.h"
+#include "hpu/env/environment.h"
 
 namespace hpu::core {
 namespace {
@@ -45,7 +45,7 @@ class KVCacheMemory : public ::testing::Test {
   void resetPeak() { dev().allocator().resetPeakStats(); }
   device::Device& dev() const { return platform_.device(0); }
 
-  mutable device::Platform platform_ = device::Platform::fromEnv(device::Env{{"HPU_EMULATOR_DEVICES", "1"}});
+  mutable device::Platform platform_ = device::Platform::fromEnv(Environment{{"HPU_EMULATOR_DEVICES", "1"}});
   std::uint64_t base_ = dev().allocator().stats().inUse;
 };
 

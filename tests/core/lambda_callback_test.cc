@@ -12,7 +12,7 @@ using ::testing::ElementsAre;
 
 TEST(LambdaCallback, RunsItsHooksInLightningsOrder) {
   testing::TempDir dir;
-  device::Platform platform = device::Platform::fromEnv(device::Env{{"HPU_EMULATOR_DEVICES", "1"}});
+  device::Platform platform = device::Platform::fromEnv(Environment{{"HPU_EMULATOR_DEVICES", "1"}});
   std::vector<std::string> calls;
   const auto note = [&](const char* hook) { return [&calls, hook](Trainer&) { calls.push_back(hook); }; };
   const auto noteBatch = [&](const char* hook) {

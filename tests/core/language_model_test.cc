@@ -347,7 +347,7 @@ TEST(LanguageModel, GreedyGenerationWithTheCacheEqualsItWithoutTokenForToken) {
 void checkBucketedDecoding(const char* family, const char* init_args) {
   SCOPED_TRACE(family);
   device::Platform platform =
-      device::Platform::fromEnv(device::Env{{"HPU_EMULATOR_DEVICES", "1"}, {"PT_HPU_LAZY_MODE", "1"}});
+      device::Platform::fromEnv(Environment{{"HPU_EMULATOR_DEVICES", "1"}, {"PT_HPU_LAZY_MODE", "1"}});
   device::Device& dev = platform.device(0);
   auto model = small(family, init_args, 11, dev);
   model->eval();

@@ -44,7 +44,7 @@ constexpr const char* kOneEpoch =
 
 TEST(LrFind, RunsTheRangeTestAndRestoresTheStateBitForBit) {
   TempDir dir;
-  device::Platform platform = device::Platform::fromEnv(device::Env{{"HPU_EMULATOR_DEVICES", "1"}});
+  device::Platform platform = device::Platform::fromEnv(Environment{{"HPU_EMULATOR_DEVICES", "1"}});
   LrFindResult result;
   std::optional<State> before, after;
   std::vector<std::unique_ptr<Callback>> callbacks;

@@ -122,7 +122,7 @@ class TokenClassifier final : public LightningModule {
 
 TEST(NamedBatches, AModelOfTokenIdsAndAFloatMaskTrainsThroughTheTrainer) {
   TempDir dir;
-  device::Platform platform = device::Platform::fromEnv(device::Env{{"HPU_EMULATOR_DEVICES", "1"}});
+  device::Platform platform = device::Platform::fromEnv(Environment{{"HPU_EMULATOR_DEVICES", "1"}});
   auto trainer = makeTrainer(dir.path().string(), "{max_epochs: 30, logger: false, enable_checkpointing: false, "
                                          "enable_progress_bar: false, enable_model_summary: true, num_sanity_val_steps: 0}",
                              {}, platform);
@@ -140,7 +140,7 @@ TEST(NamedBatches, AModelOfTokenIdsAndAFloatMaskTrainsThroughTheTrainer) {
 
 TEST(NamedBatches, PredictReturnsWhatTheModelReturnsAndTheWriterWritesTextAsJsonLines) {
   TempDir dir;
-  device::Platform platform = device::Platform::fromEnv(device::Env{{"HPU_EMULATOR_DEVICES", "1"}});
+  device::Platform platform = device::Platform::fromEnv(Environment{{"HPU_EMULATOR_DEVICES", "1"}});
   std::vector<std::unique_ptr<Callback>> callbacks;
   callbacks.push_back(testing::buildComponent<Callback>(config::ComponentKind::kCallback,
                                                         "{class_path: lightning.pytorch.callbacks.BasePredictionWriter, "
@@ -171,7 +171,7 @@ namespace {
 // train_dataloader() and val_dataloader() again).
 TEST(NamedBatches, DataloadersAreReloadedEveryNEpochs) {
   TempDir dir;
-  device::Platform platform = device::Platform::fromEnv(device::Env{{"HPU_EMULATOR_DEVICES", "1"}});
+  device::Platform platform = device::Platform::fromEnv(Environment{{"HPU_EMULATOR_DEVICES", "1"}});
   for (const auto& [every, expected] : {std::pair{0, 1}, std::pair{2, 3}, std::pair{1, 5}}) {
     auto trainer = makeTrainer(dir.path().string(),
                                "{max_epochs: 5, logger: false, enable_checkpointing: false, enable_progress_bar: false, "

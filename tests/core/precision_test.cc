@@ -28,7 +28,7 @@ using device::DType;
 
 class PrecisionTest : public ::testing::Test {
  protected:
-  device::Platform platform_ = device::Platform::fromEnv(device::Env{{"HPU_EMULATOR_DEVICES", "1"}});
+  device::Platform platform_ = device::Platform::fromEnv(Environment{{"HPU_EMULATOR_DEVICES", "1"}});
   device::Device& dev_ = platform_.device(0);
   Generator rng_{7};
 
@@ -303,7 +303,7 @@ TEST_F(PrecisionTest, Fp8LinearMatchesFakeQuantizedGemm) {
 }
 
 TEST(PrecisionGeneration, Fp8AndFp16NeedGaudi2) {
-  device::Platform gaudi = device::Platform::fromEnv(device::Env{{"HPU_EMULATOR_GENERATION", "gaudi"}, {"HPU_EMULATOR_DEVICES", "1"}});
+  device::Platform gaudi = device::Platform::fromEnv(Environment{{"HPU_EMULATOR_GENERATION", "gaudi"}, {"HPU_EMULATOR_DEVICES", "1"}});
   try {
     makePrecisionPlugin("fp8")->checkDevice(gaudi.device(0));
     FAIL() << "expected UnsupportedDTypeError";
@@ -312,7 +312,7 @@ TEST(PrecisionGeneration, Fp8AndFp16NeedGaudi2) {
   }
   EXPECT_THROW(makePrecisionPlugin("16-mixed")->checkDevice(gaudi.device(0)), device::UnsupportedDTypeError);
   EXPECT_NO_THROW(makePrecisionPlugin("bf16-mixed")->checkDevice(gaudi.device(0)));
-  device::Platform gaudi2 = device::Platform::fromEnv(device::Env{{"HPU_EMULATOR_DEVICES", "1"}});
+  device::Platform gaudi2 = device::Platform::fromEnv(Environment{{"HPU_EMULATOR_DEVICES", "1"}});
   EXPECT_NO_THROW(makePrecisionPlugin("fp8")->checkDevice(gaudi2.device(0)));
 }
 

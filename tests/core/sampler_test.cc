@@ -91,8 +91,9 @@ TEST(DistributedSampler, EveryRankGetsTheSameCount) {
           seen.insert(mine.begin(), mine.end());
         }
         EXPECT_EQ(per, drop_last || n == 1 ? size / n : (size + n - 1) / n);
-        if (!drop_last)
+        if (!drop_last) {
           for (std::int64_t i = 0; i < size; ++i) EXPECT_GE(seen.count(i), 1u) << "sample " << i;
+        }
       }
     }
   }

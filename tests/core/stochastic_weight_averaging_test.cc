@@ -50,7 +50,7 @@ class StochasticWeightAveragingTest : public ::testing::TestWithParam<const char
 // 1..3 (0-based), averaging the weights found at their start.
 TEST_P(StochasticWeightAveragingTest, AveragesTheEpochStartWeightsAndRecomputesBatchNorm) {
   TempDir dir;
-  device::Platform platform = device::Platform::fromEnv(device::Env{{"HPU_EMULATOR_DEVICES", "1"}});
+  device::Platform platform = device::Platform::fromEnv(Environment{{"HPU_EMULATOR_DEVICES", "1"}});
   std::vector<EpochStart> seen;
   std::vector<std::unique_ptr<Callback>> callbacks;
   callbacks.push_back(swa(std::string("{swa_lrs: 0.05, annealing_epochs: 2, annealing_strategy: linear, ") + GetParam() + "}"));
@@ -113,7 +113,7 @@ TEST(StochasticWeightAveraging, RefusesWhatLightningRefuses) {
   EXPECT_THAT(testing::errorOf([] { swa("{swa_lrs: 0.1, device: cuda}"); }), HasSubstr("device"));
 
   TempDir dir;
-  device::Platform platform = device::Platform::fromEnv(device::Env{{"HPU_EMULATOR_DEVICES", "1"}});
+  device::Platform platform = device::Platform::fromEnv(Environment{{"HPU_EMULATOR_DEVICES", "1"}});
   std::vector<std::unique_ptr<Callback>> callbacks;
   callbacks.push_back(swa("{swa_lrs: 0.1}"));
   auto trainer = testing::makeTrainer(dir.path().string(),

@@ -30,7 +30,7 @@ using autograd::TapeScope;
 // Devices 1..4 are the ranks'; device 0 the whole layer's.
 device::Device& deviceOf(int index) {
   static device::Platform platform =
-      device::Platform::fromEnv(device::Env{{"HPU_EMULATOR_DEVICES", "5"}, {"PT_HPU_LAZY_MODE", "0"}});
+      device::Platform::fromEnv(Environment{{"HPU_EMULATOR_DEVICES", "5"}, {"PT_HPU_LAZY_MODE", "0"}});
   return platform.device(index);
 }
 

@@ -21,7 +21,7 @@
 #include "hpu/core/base/random.h"
 #include "hpu/core/module/lightning_module.h"
 #include "hpu/core/tensor/tensor.h"
-#include "hpu/device/env.h"
+#include "hpu/env/environment.h"
 #include "hpu/device/platform.h"
 
 namespace hpu::core::testing {
@@ -30,7 +30,7 @@ namespace hpu::core::testing {
 // across the many forwards of a finite-difference check).
 inline device::Device& testDevice() {
   static device::Platform platform =
-      device::Platform::fromEnv(device::Env{{"HPU_EMULATOR_DEVICES", "1"}, {"PT_HPU_LAZY_MODE", "0"}});
+      device::Platform::fromEnv(Environment{{"HPU_EMULATOR_DEVICES", "1"}, {"PT_HPU_LAZY_MODE", "0"}});
   return platform.device(0);
 }
 

@@ -98,7 +98,7 @@ constexpr const char* kQuiet =
 
 struct StagedRun {
   TempDir dir;
-  device::Platform platform = device::Platform::fromEnv(device::Env{{"HPU_EMULATOR_DEVICES", "2"}});
+  device::Platform platform = device::Platform::fromEnv(Environment{{"HPU_EMULATOR_DEVICES", "2"}});
   StageStandIn* stage = nullptr;
   std::unique_ptr<Trainer> trainer;
   StagedClassifier model;

@@ -11,7 +11,7 @@ namespace hpu::device {
 namespace {
 
 // The EmulatorConfigError message for env, or "no error".
-std::string errorOf(const Env& env) {
+std::string errorOf(const Environment& env) {
   try {
     loadEmulatorSettings(env);
   } catch (const EmulatorConfigError& e) {
@@ -21,7 +21,7 @@ std::string errorOf(const Env& env) {
 }
 
 TEST(Emulator, DefaultsAreAnEightDeviceGaudi2NodeInLazyMode) {
-  const EmulatorSettings s = loadEmulatorSettings(Env{});
+  const EmulatorSettings s = loadEmulatorSettings(Environment{});
   EXPECT_EQ(s.devicesPerNode, 8);
   EXPECT_EQ(s.generation, Generation::kGaudi2);
   EXPECT_FALSE(s.memoryLimit.has_value());
@@ -38,7 +38,7 @@ TEST(Emulator, DefaultsAreAnEightDeviceGaudi2NodeInLazyMode) {
 }
 
 TEST(Emulator, ReadsEverySetting) {
-  const EmulatorSettings s = loadEmulatorSettings(Env{{"HPU_EMULATOR_DEVICES", "4"},
+  const EmulatorSettings s = loadEmulatorSettings(Environment{{"HPU_EMULATOR_DEVICES", "4"},
                                                       {"HPU_EMULATOR_GENERATION", "GAUDI3"},
                                                       {"HPU_EMULATOR_MEMORY_LIMIT", "256MiB"},
                                                       {"PT_HPU_LAZY_MODE", "0"},
@@ -55,7 +55,7 @@ TEST(Emulator, ReadsEverySetting) {
   EXPECT_EQ(limit.bytes, 256ull << 20);
   EXPECT_EQ(limit.source, "HPU_EMULATOR_MEMORY_LIMIT=256 MiB");
   EXPECT_TRUE(limit.overridden);
-  EXPECT_EQ(loadEmulatorSettings(Env{{"PT_HPU_LAZY_MODE", "1"}}).mode, ExecutionMode::kLazy);
+  EXPECT_EQ(loadEmulatorSettings(Environment{{"PT_HPU_LAZY_MODE", "1"}}).mode, ExecutionMode::kLazy);
 }
 
 TEST(Emulator, BadValuesNameTheVariableAndTheAcceptedValues) {
@@ -89,7 +89,7 @@ TEST(Emulator, BadValuesNameTheVariableAndTheAcceptedValues) {
             "PT_HPU_RECIPE_CACHE_CONFIG: '/tmp/r,0,0' has size_mb '0', not a positive number of megabytes; "
             "expected path,delete_on_init,size_mb, e.g. /tmp/hpu_recipes,false,1024");
   try {
-    loadEmulatorSettings(Env{{"PT_HPU_LAZY_MODE", "yes"}});
+    loadEmulatorSettings(Environment{{"PT_HPU_LAZY_MODE", "yes"}});
     FAIL();
   } catch (const EmulatorConfigError& e) {
     EXPECT_EQ(e.variable(), "PT_HPU_LAZY_MODE");
@@ -97,7 +97,7 @@ TEST(Emulator, BadValuesNameTheVariableAndTheAcceptedValues) {
 }
 
 TEST(Emulator, VisibleDevicesFilterModulesAsOnARealHost) {
-  const auto visible = [](Env env) { return visibleModuleIds(loadEmulatorSettings(env)); };
+  const auto visible = [](Environment env) { return visibleModuleIds(loadEmulatorSettings(env)); };
   EXPECT_EQ(visible({{"HABANA_VISIBLE_DEVICES", "0,3"}}), (std::vector<int>{0, 3}));
   EXPECT_EQ(visible({{"HABANA_VISIBLE_DEVICES", " 5, 2 "}}), (std::vector<int>{2, 5}));
   EXPECT_EQ(visible({{"HABANA_VISIBLE_DEVICES", "all"}}).size(), 8u);
@@ -141,18 +141,6 @@ TEST(Emulator, SettingsMadeInCodeAreValidatedToo) {
   EXPECT_THROW(validate(s), EmulatorConfigError);
   s.visibleDevices = "1";
   EXPECT_NO_THROW(validate(s));
-}
-
-TEST(Env, SnapshotOfTheProcessEnvironment) {
-  const Env env = Env::fromProcess();
-  const char* path = std::getenv("PATH");
-  ASSERT_NE(path, nullptr);
-  EXPECT_EQ(env.get("PATH"), std::string(path));
-  Env local{{"A", "1"}};
-  local.set("B", "2=3");
-  EXPECT_EQ(local.get("B"), "2=3");
-  local.unset("A");
-  EXPECT_FALSE(local.get("A").has_value());
 }
 
 }  // namespace

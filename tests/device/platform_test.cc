@@ -20,7 +20,7 @@ std::vector<std::string> lines(const std::string& text) {
 }
 
 TEST(Platform, OwnsOneDevicePerVisibleModule) {
-  const Platform platform = Platform::fromEnv(Env{{"HABANA_VISIBLE_DEVICES", "0,3"}});
+  const Platform platform = Platform::fromEnv(Environment{{"HABANA_VISIBLE_DEVICES", "0,3"}});
   ASSERT_EQ(platform.autoDeviceCount(), 2);
   EXPECT_EQ(platform.device(0).name(), "hpu:0");
   EXPECT_EQ(platform.device(0).moduleId(), 0);
@@ -30,12 +30,12 @@ TEST(Platform, OwnsOneDevicePerVisibleModule) {
   EXPECT_EQ(platform.device(1).spec().generation, Generation::kGaudi2);
   EXPECT_EQ(platform.device(1).allocator().limit(), 96ull << 30);
   EXPECT_EQ(platform.device(1).graph().mode(), ExecutionMode::kLazy);
-  EXPECT_EQ(Platform::fromEnv(Env{}).autoDeviceCount(), 8);
-  EXPECT_EQ(Platform::fromEnv(Env{{"HPU_EMULATOR_DEVICES", "2"}}).autoDeviceCount(), 2);
+  EXPECT_EQ(Platform::fromEnv(Environment{}).autoDeviceCount(), 8);
+  EXPECT_EQ(Platform::fromEnv(Environment{{"HPU_EMULATOR_DEVICES", "2"}}).autoDeviceCount(), 2);
 }
 
 TEST(Platform, SettingsReachEveryDevice) {
-  Platform platform = Platform::fromEnv(Env{{"HPU_EMULATOR_GENERATION", "gaudi"},
+  Platform platform = Platform::fromEnv(Environment{{"HPU_EMULATOR_GENERATION", "gaudi"},
                                                   {"HPU_EMULATOR_MEMORY_LIMIT", "1MiB"},
                                                   {"PT_HPU_LAZY_MODE", "0"},
                                                   {"HABANA_VISIBLE_MODULES", "6,7"}});
@@ -51,7 +51,7 @@ TEST(Platform, SettingsReachEveryDevice) {
 }
 
 TEST(Platform, AskingForMoreDevicesThanVisibleFailsWithTheNumbers) {
-  const Platform platform = Platform::fromEnv(Env{{"HABANA_VISIBLE_MODULES", "0,3"}});
+  const Platform platform = Platform::fromEnv(Environment{{"HABANA_VISIBLE_MODULES", "0,3"}});
   EXPECT_NO_THROW(platform.requireDevices(2));
   try {
     platform.requireDevices(4);
@@ -73,12 +73,12 @@ TEST(Platform, BadSettingsFailConstruction) {
 }
 
 TEST(Platform, DeviceIndexOutOfRangeIsABug) {
-  const Platform platform = Platform::fromEnv(Env{{"HPU_EMULATOR_DEVICES", "1"}});
+  const Platform platform = Platform::fromEnv(Environment{{"HPU_EMULATOR_DEVICES", "1"}});
   EXPECT_DEATH(platform.device(1), "device 1 of 1 visible");
 }
 
 TEST(DeviceTable, ListsExactlyTheVisibleDevicesLikeHlSmi) {
-  Platform platform = Platform::fromEnv(Env{{"HABANA_VISIBLE_DEVICES", "0,3"}});
+  Platform platform = Platform::fromEnv(Environment{{"HABANA_VISIBLE_DEVICES", "0,3"}});
   Buffer held = platform.device(1).allocator().allocate(DType::kBFloat16, 512 * 1024);
   const std::vector<std::string> out = lines(formatDeviceTable(platform));
   ASSERT_EQ(out.size(), 5u);
@@ -99,7 +99,7 @@ TEST(DeviceTable, ListsExactlyTheVisibleDevicesLikeHlSmi) {
 
 TEST(DeviceTable, ShowsTheFirstGenerationWithoutFp8) {
   const Platform platform =
-      Platform::fromEnv(Env{{"HPU_EMULATOR_GENERATION", "gaudi"}, {"HPU_EMULATOR_DEVICES", "1"},
+      Platform::fromEnv(Environment{{"HPU_EMULATOR_GENERATION", "gaudi"}, {"HPU_EMULATOR_DEVICES", "1"},
                             {"HPU_EMULATOR_MEMORY_LIMIT", "256MiB"}});
   const std::vector<std::string> out = lines(formatDeviceTable(platform));
   ASSERT_EQ(out.size(), 4u);

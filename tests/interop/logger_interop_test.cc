@@ -208,8 +208,9 @@ TEST_F(LoggerInteropTest, TensorBoardShowsEveryScalarOnceAtItsStepTheHparamsAndT
       ASSERT_EQ(text.size(), 1u) << text.dump();
       EXPECT_EQ(text[0][0], 0);
       EXPECT_THAT(text[0][1].get<std::string>(), HasSubstr("seed_everything: 42"));
-      if (reader == "EventAccumulator")
+      if (reader == "EventAccumulator") {
         EXPECT_TRUE(text[0][1].get<std::string>().starts_with("```yaml\nseed_everything: 42\n")) << text[0][1];
+      }
 
       EXPECT_EQ(r["hparams"], json({{"hidden", "[8]"},
                                     {"dropout", 0.1},

@@ -114,7 +114,9 @@ TEST_F(FineTuningTest, LoraTrainsAlikeOnOneDeviceHpuParallelAndZero3) {
   // The base weights stayed the export's.
   const Checkpoint base = checkpoint("base");
   for (const auto& e : base.tensors)
-    if (e.name.starts_with("model.") || e.name.starts_with("lm_head")) EXPECT_EQ(one.find(e.name)->values, e.values) << e.name;
+    if (e.name.starts_with("model.") || e.name.starts_with("lm_head")) {
+      EXPECT_EQ(one.find(e.name)->values, e.values) << e.name;
+    }
   // fp8 replaces the frozen Linear layers and keeps them frozen.
   const RunResult fp8 = fineTune("fp8", {lora, "--trainer.precision=fp8", "--trainer.enable_model_summary=true"});
   EXPECT_THAT(fp8.out, ::testing::HasSubstr("1.5 K     Trainable params")) << fp8.out;

@@ -247,7 +247,9 @@ TEST_F(TensorBoardLoggerOptionsTest, AnElasticRestartContinuesInAFileThatSortsLa
       const std::string e = protoc.decode("tensorboard.Event", "tensorboard/event.proto", (*records)[i]);
       std::smatch m;
       const std::int64_t step = std::regex_search(e, m, std::regex(R"(\nstep: ([0-9]+))")) ? std::stoll(m[1]) : 0;
-      if (records == &second) EXPECT_GE(step, 20) << e;
+      if (records == &second) {
+        EXPECT_GE(step, 20) << e;
+      }
       const std::string tag = quotedField(e, "tag");
       if (tag.empty()) continue;  // the STARTs
       if (records == &first && step >= 20) continue;  // redone after the restart

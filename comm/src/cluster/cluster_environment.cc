@@ -16,7 +16,7 @@ constexpr std::array<ClusterEnvironmentFactory, 4> kEnvironments{{
 
 std::span<const ClusterEnvironmentFactory> clusterEnvironments() { return kEnvironments; }
 
-std::unique_ptr<ClusterEnvironment> detectClusterEnvironment(const EnvMap& env) {
+std::unique_ptr<ClusterEnvironment> detectClusterEnvironment(const Environment& env) {
   for (const auto& factory : kEnvironments) {
     auto environment = factory.make();
     if (environment->detect(env)) return environment;
@@ -24,7 +24,7 @@ std::unique_ptr<ClusterEnvironment> detectClusterEnvironment(const EnvMap& env) 
   return makeLightningEnvironment();
 }
 
-ClusterInfo resolveClusterInfo(const EnvMap& env, const Topology& topology) {
+ClusterInfo resolveClusterInfo(const Environment& env, const Topology& topology) {
   return detectClusterEnvironment(env)->resolve(env, topology);
 }
 

@@ -10,8 +10,8 @@
 
 namespace hpu::comm::detail {
 
-std::optional<int> optionalCount(const EnvMap& env, std::string_view name) {
-  auto value = lookup(env, name);
+std::optional<int> optionalCount(const Environment& env, std::string_view name) {
+  auto value = env.get(name);
   if (!value) return std::nullopt;
   const std::string& text = *value;
   long long parsed = 0;
@@ -26,14 +26,14 @@ std::optional<int> optionalCount(const EnvMap& env, std::string_view name) {
   return static_cast<int>(parsed);
 }
 
-int requiredCount(const EnvMap& env, std::string_view name, std::string_view environment) {
+int requiredCount(const Environment& env, std::string_view name, std::string_view environment) {
   auto value = optionalCount(env, name);
   if (!value) throw EnvError(fmt::format("{} is not set; {} needs it", name, environment));
   return *value;
 }
 
-std::optional<int> optionalPort(const EnvMap& env, std::string_view name) {
-  auto value = lookup(env, name);
+std::optional<int> optionalPort(const Environment& env, std::string_view name) {
+  auto value = env.get(name);
   if (!value) return std::nullopt;
   long long parsed = 0;
   auto [end, ec] = std::from_chars(value->data(), value->data() + value->size(), parsed);
@@ -43,8 +43,8 @@ std::optional<int> optionalPort(const EnvMap& env, std::string_view name) {
   return static_cast<int>(parsed);
 }
 
-std::optional<std::string> optionalNonEmpty(const EnvMap& env, std::string_view name) {
-  auto value = lookup(env, name);
+std::optional<std::string> optionalNonEmpty(const Environment& env, std::string_view name) {
+  auto value = env.get(name);
   if (value && value->empty()) throw EnvError(fmt::format("{} is set but empty", name));
   return value;
 }
@@ -74,7 +74,7 @@ void checkTopology(const Topology& topology) {
 
 namespace hpu::comm::detail {
 
-ClusterInfo resolveGloballyNumbered(const EnvMap& env, const Topology& topology, const RankVariables& vars) {
+ClusterInfo resolveGloballyNumbered(const Environment& env, const Topology& topology, const RankVariables& vars) {
   checkTopology(topology);
   ClusterInfo info;
   info.environment = std::string(vars.environment);

@@ -7,23 +7,23 @@
 #include <string_view>
 
 #include "hpu/comm/cluster_info.h"
-#include "hpu/comm/env.h"
+#include "hpu/env/environment.h"
 
 namespace hpu::comm::detail {
 
 // A non-negative integer variable, or nullopt when unset.
 // Throws EnvError when it is set but not a non-negative integer.
-std::optional<int> optionalCount(const EnvMap& env, std::string_view name);
+std::optional<int> optionalCount(const Environment& env, std::string_view name);
 
 // Like optionalCount, but a missing variable is an EnvError saying that
 // `environment` needs it.
-int requiredCount(const EnvMap& env, std::string_view name, std::string_view environment);
+int requiredCount(const Environment& env, std::string_view name, std::string_view environment);
 
 // MASTER_PORT (1..65535), or nullopt when unset.
-std::optional<int> optionalPort(const EnvMap& env, std::string_view name);
+std::optional<int> optionalPort(const Environment& env, std::string_view name);
 
 // A non-empty string variable, or nullopt when unset. Empty is an EnvError.
-std::optional<std::string> optionalNonEmpty(const EnvMap& env, std::string_view name);
+std::optional<std::string> optionalNonEmpty(const Environment& env, std::string_view name);
 
 // Throws EnvError unless value < limit: "NODE_RANK=2 is out of range for
 // trainer.num_nodes=2; valid values are 0..1".
@@ -55,6 +55,6 @@ struct RankVariables {
 // defaults to 127.0.0.1 on one node; MASTER_PORT is required when there is
 // more than one process, since separately started processes cannot agree on
 // a free port.
-ClusterInfo resolveGloballyNumbered(const EnvMap& env, const Topology& topology, const RankVariables& vars);
+ClusterInfo resolveGloballyNumbered(const Environment& env, const Topology& topology, const RankVariables& vars);
 
 }  // namespace hpu::comm::detail

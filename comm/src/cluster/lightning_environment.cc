@@ -16,11 +16,11 @@ class LightningEnvironment final : public ClusterEnvironment {
  public:
   std::string_view name() const override { return "LightningEnvironment"; }
 
-  bool detect(const EnvMap& env) const override {
+  bool detect(const Environment& env) const override {
     return env.contains("NODE_RANK") || env.contains("GROUP_RANK");
   }
 
-  ClusterInfo resolve(const EnvMap& env, const Topology& topology) const override {
+  ClusterInfo resolve(const Environment& env, const Topology& topology) const override {
     detail::checkTopology(topology);
     ClusterInfo info;
     info.environment = std::string(name());

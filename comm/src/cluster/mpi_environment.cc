@@ -10,11 +10,11 @@ class MpiEnvironment final : public ClusterEnvironment {
  public:
   std::string_view name() const override { return "MPIEnvironment"; }
 
-  bool detect(const EnvMap& env) const override {
+  bool detect(const Environment& env) const override {
     return env.contains("OMPI_COMM_WORLD_RANK") && env.contains("OMPI_COMM_WORLD_SIZE");
   }
 
-  ClusterInfo resolve(const EnvMap& env, const Topology& topology) const override {
+  ClusterInfo resolve(const Environment& env, const Topology& topology) const override {
     return detail::resolveGloballyNumbered(
         env, topology,
         {name(), "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",

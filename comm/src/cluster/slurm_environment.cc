@@ -18,13 +18,13 @@ class SlurmEnvironment final : public ClusterEnvironment {
 
   // Interactive allocations (salloc shells, `srun --pty bash`) carry SLURM
   // variables of the shell, not of a training task; Lightning ignores them too.
-  bool detect(const EnvMap& env) const override {
+  bool detect(const Environment& env) const override {
     if (!env.contains("SLURM_NTASKS") || !env.contains("SLURM_PROCID")) return false;
-    auto jobName = lookup(env, "SLURM_JOB_NAME");
+    auto jobName = env.get("SLURM_JOB_NAME");
     return !(jobName == "bash" || jobName == "interactive");
   }
 
-  ClusterInfo resolve(const EnvMap& env, const Topology& topology) const override {
+  ClusterInfo resolve(const Environment& env, const Topology& topology) const override {
     detail::checkTopology(topology);
     ClusterInfo info;
     info.environment = std::string(name());
@@ -44,9 +44,9 @@ class SlurmEnvironment final : public ClusterEnvironment {
 
     if (auto addr = detail::optionalNonEmpty(env, "MASTER_ADDR")) {
       info.masterAddr = *addr;
-    } else if (auto list = lookup(env, "SLURM_JOB_NODELIST")) {
+    } else if (auto list = env.get("SLURM_JOB_NODELIST")) {
       info.masterAddr = firstHostOfNodeList(*list, "SLURM_JOB_NODELIST");
-    } else if (auto legacy = lookup(env, "SLURM_NODELIST")) {
+    } else if (auto legacy = env.get("SLURM_NODELIST")) {
       info.masterAddr = firstHostOfNodeList(*legacy, "SLURM_NODELIST");
     } else {
       throw EnvError("neither MASTER_ADDR nor SLURM_JOB_NODELIST is set; SLURMEnvironment needs one to find rank 0");

@@ -15,11 +15,11 @@ class TorchElasticEnvironment final : public ClusterEnvironment {
  public:
   std::string_view name() const override { return "TorchElasticEnvironment"; }
 
-  bool detect(const EnvMap& env) const override {
+  bool detect(const Environment& env) const override {
     return env.contains("RANK") && env.contains("LOCAL_RANK") && env.contains("WORLD_SIZE");
   }
 
-  ClusterInfo resolve(const EnvMap& env, const Topology& topology) const override {
+  ClusterInfo resolve(const Environment& env, const Topology& topology) const override {
     detail::checkTopology(topology);
     if (auto localWorldSize = detail::optionalCount(env, "LOCAL_WORLD_SIZE");
         localWorldSize && *localWorldSize != topology.devicesPerNode) {

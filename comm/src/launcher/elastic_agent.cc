@@ -93,8 +93,8 @@ int runElasticAgent(const ElasticOptions& o) {
     lo.cluster = o.cluster;
     lo.cluster.masterPort = round.workerPort;
     lo.env = o.env;
-    lo.env["HPU_RESTART_COUNT"] = std::to_string(round.number);
-    lo.env["HPU_MAX_RESTARTS"] = std::to_string(o.maxRestarts);
+    lo.env.set("HPU_RESTART_COUNT", std::to_string(round.number));
+    lo.env.set("HPU_MAX_RESTARTS", std::to_string(o.maxRestarts));
     lo.argv = o.argv;
     lo.executable = o.executable;
     lo.firstLocalRank = 0;

@@ -57,14 +57,14 @@ class SubprocessLauncher final : public LocalLauncher {
                        c.localWorldSize > options.firstLocalRank,
                    "launchLocalWorkers starts local ranks firstLocalRank (0 or 1) .. localWorldSize-1, at least one");
     sharedEnv_ = options.env;
-    sharedEnv_["MASTER_ADDR"] = c.masterAddr;
-    sharedEnv_["MASTER_PORT"] = std::to_string(c.masterPort != 0 ? c.masterPort : pickFreePort(c.masterAddr));
-    sharedEnv_["NODE_RANK"] = std::to_string(c.nodeRank);
-    sharedEnv_["WORLD_SIZE"] = std::to_string(c.worldSize);
+    sharedEnv_.set("MASTER_ADDR", c.masterAddr);
+    sharedEnv_.set("MASTER_PORT", std::to_string(c.masterPort != 0 ? c.masterPort : pickFreePort(c.masterAddr)));
+    sharedEnv_.set("NODE_RANK", std::to_string(c.nodeRank));
+    sharedEnv_.set("WORLD_SIZE", std::to_string(c.worldSize));
     if (c.numNodes == 1 && JobToken::fromEnv(options.env).empty()) {
-      sharedEnv_["HPU_JOB_TOKEN"] = JobToken::generate().secretForChildEnvironment();
+      sharedEnv_.set("HPU_JOB_TOKEN", JobToken::generate().secretForChildEnvironment());
     }
-    sharedEnv_.erase(kWorkerErrorFileVariable);  // each worker gets its own, or none
+    sharedEnv_.unset(kWorkerErrorFileVariable);  // each worker gets its own, or none
     if (options.workersReportErrors) errorFolder_.emplace();
     std::promise<void> started;
     auto startedFuture = started.get_future();
@@ -87,7 +87,7 @@ class SubprocessLauncher final : public LocalLauncher {
     supervisor_.join();
   }
 
-  const EnvMap& sharedEnv() const override { return sharedEnv_; }
+  const Environment& sharedEnv() const override { return sharedEnv_; }
 
   std::vector<pid_t> workerPids() const override {
     std::lock_guard lock(mutex_);
@@ -205,15 +205,14 @@ class SubprocessLauncher final : public LocalLauncher {
   void spawnAll() {
     const std::vector<std::string> argv = options_.argv.empty() ? detail::currentArgv() : options_.argv;
     for (int localRank = options_.firstLocalRank; localRank < options_.cluster.localWorldSize; ++localRank) {
-      EnvMap env = sharedEnv_;
-      env["LOCAL_RANK"] = std::to_string(localRank);
-      if (errorFolder_) env[kWorkerErrorFileVariable] = errorFolder_->fileFor(localRank).string();
+      Environment env = sharedEnv_;
+      env.set("LOCAL_RANK", std::to_string(localRank));
+      if (errorFolder_) env.set(kWorkerErrorFileVariable, errorFolder_->fileFor(localRank).string());
       int pipeFds[2];
       if (::pipe2(pipeFds, O_CLOEXEC) != 0)
         throw LaunchError(fmt::format("cannot create a pipe for a worker's output: {}", std::strerror(errno)));
       auto output = std::make_unique<detail::WorkerOutput>(pipeFds[0]);
-      detail::SpawnRequest request{options_.executable, argv, {}, pipeFds[1]};
-      for (const auto& [name, value] : env) request.env.push_back(name + "=" + value);
+      detail::SpawnRequest request{options_.executable, argv, env.entries(), pipeFds[1]};
       pid_t pid = -1;
       try {
         pid = detail::spawnWorker(request);
@@ -300,7 +299,7 @@ class SubprocessLauncher final : public LocalLauncher {
   }
 
   const LaunchOptions options_;
-  EnvMap sharedEnv_;
+  Environment sharedEnv_;
   detail::SignalForwarding forwarding_;
   mutable std::mutex mutex_;
   std::condition_variable changed_;

@@ -13,12 +13,12 @@
 
 namespace hpu::comm {
 
-bool reportErrorToLauncher(const EnvMap& env, const WorkerErrorReport& report) {
-  const auto it = env.find(kWorkerErrorFileVariable);
-  if (it == env.end() || it->second.empty()) return false;
+bool reportErrorToLauncher(const Environment& env, const WorkerErrorReport& report) {
+  const std::optional<std::string> path = env.get(kWorkerErrorFileVariable);
+  if (!path || path->empty()) return false;
   // Written under another name and renamed: the launcher reads a whole
   // report or none.
-  const std::string partial = it->second + ".partial";
+  const std::string partial = *path + ".partial";
   {
     std::ofstream out(partial, std::ios::trunc);
     out << "exit_code " << report.exitCode << "\nsecondary " << (report.secondary ? 1 : 0) << "\n";
@@ -26,7 +26,7 @@ bool reportErrorToLauncher(const EnvMap& env, const WorkerErrorReport& report) {
     out.flush();
     if (!out) return false;
   }
-  return std::rename(partial.c_str(), it->second.c_str()) == 0;
+  return std::rename(partial.c_str(), path->c_str()) == 0;
 }
 
 namespace detail {

@@ -60,9 +60,9 @@ std::string readTokenFile(const std::string& path) {
 
 }  // namespace
 
-JobToken JobToken::fromEnv(const EnvMap& env) {
-  auto inline_secret = lookup(env, "HPU_JOB_TOKEN");
-  auto file = lookup(env, "HPU_JOB_TOKEN_FILE");
+JobToken JobToken::fromEnv(const Environment& env) {
+  auto inline_secret = env.get("HPU_JOB_TOKEN");
+  auto file = env.get("HPU_JOB_TOKEN_FILE");
   if (inline_secret && file) {
     throw EnvError("both HPU_JOB_TOKEN and HPU_JOB_TOKEN_FILE are set; set only one");
   }

@@ -1,7 +1,5 @@
 #include <unistd.h>
 
-#include <cstdlib>
-
 #include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
 
@@ -23,8 +21,9 @@ namespace {
 
 // Whether the collectives run on Open MPI (HPU_COLLECTIVES, comm_settings.h).
 // Throws EnvError when mpi is asked for and cannot be had.
-bool useMpi(CollectivesBackend backend, const ClusterInfo& cluster) {
-  const bool startedByMpi = cluster.environment == "MPIEnvironment" || std::getenv("PMIX_RANK") != nullptr;
+bool useMpi(const CommSettings& settings, const ClusterInfo& cluster) {
+  const CollectivesBackend backend = settings.collectives;
+  const bool startedByMpi = cluster.environment == "MPIEnvironment" || settings.startedByPmix;
   if (backend == CollectivesBackend::kZmq) return false;
   if (backend == CollectivesBackend::kAuto) return HPU_HAVE_MPI && startedByMpi;
   if (!HPU_HAVE_MPI)
@@ -79,7 +78,7 @@ std::unique_ptr<ProcessGroup> joinProcessGroup(const JoinOptions& options) {
   transport->connectPeers(session->client().awaitWelcome(deadline), deadline);
   auto store = detail::makeZmqStore(session);
   auto group = std::make_unique<ProcessGroup>(std::move(transport), std::move(store), options.settings.group);
-  if (useMpi(options.settings.collectives, cluster)) {
+  if (useMpi(options.settings, cluster)) {
 #if HPU_HAVE_MPI
     group->useNativeCollectives(detail::makeMpiCollectives(cluster.globalRank, cluster.worldSize));
     if (cluster.globalRank == 0) spdlog::info("rank 0: collectives run on {}", group->nativeCollectivesName());

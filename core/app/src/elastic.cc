@@ -14,18 +14,12 @@
 namespace hpu::core::app {
 namespace {
 
-std::optional<std::string> lookup(const std::map<std::string, std::string>& env, const std::string& name) {
-  auto it = env.find(name);
-  if (it == env.end()) return std::nullopt;
-  return it->second;
-}
-
 // trainer.max_restarts when the config sets it, else HPU_MAX_RESTARTS, else
 // 0; with the name of the setting that decided.
-std::pair<int, std::string> maxRestarts(const config::Node& trainer, const std::map<std::string, std::string>& env) {
+std::pair<int, std::string> maxRestarts(const config::Node& trainer, const Environment& env) {
   if (const config::Node& n = *trainer.find("max_restarts"); !n.isNull())
     return {static_cast<int>(config::asInt(n)), "trainer.max_restarts"};
-  if (auto text = lookup(env, "HPU_MAX_RESTARTS")) {
+  if (auto text = env.get("HPU_MAX_RESTARTS")) {
     const auto n = config::parseInt(*text);
     if (!n || *n < 0 || *n > 1'000'000)
       throw UsageError("HPU_MAX_RESTARTS=" + *text + ": expected a number of restarts, 0 or more");
@@ -36,8 +30,8 @@ std::pair<int, std::string> maxRestarts(const config::Node& trainer, const std::
 
 }  // namespace
 
-int restartRound(const std::map<std::string, std::string>& env) {
-  const auto text = lookup(env, "HPU_RESTART_COUNT");
+int restartRound(const Environment& env) {
+  const auto text = env.get("HPU_RESTART_COUNT");
   if (!text) return 0;
   const auto n = config::parseInt(*text);
   if (!n || *n < 0) throw UsageError("HPU_RESTART_COUNT=" + *text + ": expected the restart's number, 0 or more");
@@ -45,11 +39,11 @@ int restartRound(const std::map<std::string, std::string>& env) {
 }
 
 std::optional<int> runElasticAgent(const RunRequest& request, int devices_per_node) {
-  if (lookup(request.env, "HPU_RESTART_COUNT")) return std::nullopt;  // a worker of an agent
+  if (request.env.contains("HPU_RESTART_COUNT")) return std::nullopt;  // a worker of an agent
   const config::Node& trainer = *request.config.find("trainer");
   const auto [max_restarts, setting] = maxRestarts(trainer, request.env);
   if (max_restarts == 0) return std::nullopt;
-  comm::EnvMap env(request.env.begin(), request.env.end());
+  const Environment& env = request.env;
   const comm::Topology topology{devices_per_node, static_cast<int>(config::asInt(*trainer.find("num_nodes")))};
   const comm::ClusterInfo cluster = comm::resolveClusterInfo(env, topology);
   if (cluster.createsProcessesExternally)
@@ -64,7 +58,7 @@ std::optional<int> runElasticAgent(const RunRequest& request, int devices_per_no
   // the first (a seed the config sets needs nothing).
   if (const std::string seed = request.config.find("seed_everything")->str(); !config::parseInt(seed) &&
                                                                              !o.env.contains("PL_GLOBAL_SEED"))
-    o.env["PL_GLOBAL_SEED"] = std::to_string(std::random_device{}());
+    o.env.set("PL_GLOBAL_SEED", std::to_string(std::random_device{}()));
   o.argv = request.argv;
   o.maxRestarts = max_restarts;
   o.settings = comm::commSettingsFromEnv(env);

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "hpu/core/app/run.h"
+#include "hpu/env/environment.h"
 
 namespace hpu::core::app {
 
@@ -20,6 +21,6 @@ std::optional<int> runElasticAgent(const RunRequest& request, int devices_per_no
 
 // The elastic round this process runs in: HPU_RESTART_COUNT, set by the
 // agent for its workers; 0 otherwise.
-int restartRound(const std::map<std::string, std::string>& env);
+int restartRound(const Environment& env);
 
 }  // namespace hpu::core::app

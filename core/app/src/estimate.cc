@@ -11,9 +11,7 @@
 namespace hpu::core {
 
 int runEstimate(const EstimateRequest& request) {
-  device::Env env;
-  for (const auto& [k, v] : request.run.env) env.set(k, v);
-  const device::EmulatorSettings settings = device::loadEmulatorSettings(env);
+  const device::EmulatorSettings settings = device::loadEmulatorSettings(request.run.env);
   const device::MemoryLimit limit = device::memoryLimitOf(settings);
 
   const estimate::TracedJob job = app::traceJob(request.run, request.steps, settings);

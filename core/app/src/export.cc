@@ -18,9 +18,7 @@ int runExport(ExportRequest request) {
   for (const auto& [key, value] : {std::pair{"devices", "1"}, std::pair{"num_nodes", "1"}, std::pair{"strategy", "auto"}})
     *options.find(key) = config::Node::scalar(value, options.find(key)->loc());
   request.run.subcommand = "predict";
-  device::Env env;
-  for (const auto& [k, v] : request.run.env) env.set(k, v);
-  device::Platform platform = device::Platform::fromEnv(env);
+  device::Platform platform = device::Platform::fromEnv(request.run.env);
   Pipeline pipeline = buildPipeline(request.run, platform, -1);
   auto* model = dynamic_cast<models::CausalLM*>(pipeline.model.get());
   if (model == nullptr)

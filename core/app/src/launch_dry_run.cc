@@ -94,9 +94,7 @@ int runLaunchDryRun(const RunRequest& request) {
   const auto start = Clock::now();
   if (request.subcommand != "fit")
     throw UsageError("trainer.dry_run: rehearses fit's launch; run it as hpu-train fit --trainer.dry_run=true");
-  device::Env env;
-  for (const auto& [k, v] : request.env) env.set(k, v);
-  device::EmulatorSettings settings = device::loadEmulatorSettings(env);
+  device::EmulatorSettings settings = device::loadEmulatorSettings(request.env);
   settings.shapeOnly = true;  // the device's memory limit still holds
   settings.recipeCache.reset();
   device::Platform platform(settings);
@@ -108,7 +106,7 @@ int runLaunchDryRun(const RunRequest& request) {
   Strategy& strategy = *parts.strategy;
   try {
     parts.loggers = selectLoggers(options);
-    for (auto& l : parts.loggers) l->setup(options.default_root_dir, strategy, false);
+    for (auto& l : parts.loggers) l->setup(options.default_root_dir, strategy, false, request.env);
   } catch (...) {
     failJob(strategy);
   }

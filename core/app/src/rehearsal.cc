@@ -39,12 +39,9 @@ void rehearseLayout(const RunRequest& request, int devices_per_node) {
   const auto nodes = static_cast<int>(config::asInt(*trainer.find("num_nodes")));
   const int world = devices_per_node * nodes;
   if (world <= 1) return;
-  const comm::EnvMap env(request.env.begin(), request.env.end());
-  if (comm::resolveClusterInfo(env, comm::Topology{devices_per_node, nodes}).createsProcessesExternally) return;
+  if (comm::resolveClusterInfo(request.env, comm::Topology{devices_per_node, nodes}).createsProcessesExternally) return;
 
-  device::Env device_env;
-  for (const auto& [k, v] : request.env) device_env.set(k, v);
-  const device::EmulatorSettings settings = traceSettings(device::loadEmulatorSettings(device_env));
+  const device::EmulatorSettings settings = traceSettings(device::loadEmulatorSettings(request.env));
   RunRequest quiet = request;
   quiet.notes.clear();  // the ranks warn of them
   std::string stopped;

@@ -39,12 +39,6 @@ using app::componentsOf;
 using config::ComponentKind;
 using config::Node;
 
-device::Env envOf(const std::map<std::string, std::string>& m) {
-  device::Env env;
-  for (const auto& [k, v] : m) env.set(k, v);
-  return env;
-}
-
 std::vector<int> deviceIndices(const Node& devices) {
   std::vector<int> out;
   if (devices.isSequence())
@@ -66,12 +60,12 @@ int devicesRequested(const Node& devices, const device::Platform& platform) {
 
 // HPU_INTRA_OP_THREADS, else 1 with trainer.deterministic: true (the same
 // reduction order on any machine), else cores / processes on this node.
-int intraOpThreads(const std::map<std::string, std::string>& env, int local_processes, bool deterministic) {
-  auto it = env.find("HPU_INTRA_OP_THREADS");
-  if (it == env.end() || it->second.empty()) return deterministic ? 1 : device::defaultIntraOpThreads(local_processes);
-  const auto n = config::parseInt(it->second);
+int intraOpThreads(const Environment& env, int local_processes, bool deterministic) {
+  const auto text = env.get("HPU_INTRA_OP_THREADS");
+  if (!text || text->empty()) return deterministic ? 1 : device::defaultIntraOpThreads(local_processes);
+  const auto n = config::parseInt(*text);
   if (!n || *n < 1 || *n > 1024)
-    throw UsageError("HPU_INTRA_OP_THREADS=" + it->second + ": expected a thread count from 1 to 1024");
+    throw UsageError("HPU_INTRA_OP_THREADS=" + *text + ": expected a thread count from 1 to 1024");
   return static_cast<int>(*n);
 }
 
@@ -85,9 +79,9 @@ std::optional<std::uint64_t> configuredSeed(const Node& cfg) {
 
 // The seed this process proposes when the config sets none: a launcher's
 // PL_GLOBAL_SEED, else a fresh draw. Only global rank 0's proposal is used.
-std::uint64_t proposedSeed(const std::map<std::string, std::string>& env) {
-  if (auto it = env.find("PL_GLOBAL_SEED"); it != env.end())
-    if (const auto n = config::parseInt(it->second); n && *n >= 0 && *n <= 4294967295ll)
+std::uint64_t proposedSeed(const Environment& env) {
+  if (const auto text = env.get("PL_GLOBAL_SEED"))
+    if (const auto n = config::parseInt(*text); n && *n >= 0 && *n <= 4294967295ll)
       return static_cast<std::uint64_t>(*n);
   return std::random_device{}();
 }
@@ -108,14 +102,14 @@ Node withPretrainedTokenizer(Node data, const Node& model) {
 // trainer.devices=auto (or -1): says how many devices that is and why, once
 // per node; and, when the ranks compute, warns when they outnumber its cores.
 void describeDevicesOnNode(const Node& devices, int count, const device::Platform& platform,
-                           const std::map<std::string, std::string>& env, bool computes) {
-  if (const auto it = env.find("LOCAL_RANK"); it != env.end() && it->second != "0") return;
+                           const Environment& env, bool computes) {
+  if (const auto local_rank = env.get("LOCAL_RANK"); local_rank && *local_rank != "0") return;
   const bool automatic = devices.isScalar() && (devices.str() == "auto" || devices.str() == "-1");
   const std::string setting = "trainer.devices=" + (devices.isSequence() ? fmt::format("[{} devices]", count)
                                                                           : devices.str());
   if (automatic) {
     const device::EmulatorSettings& e = platform.settings();
-    std::string why = env.count(std::string(device::kDevicesVariable))
+    std::string why = env.contains(device::kDevicesVariable)
                           ? fmt::format("{}={}", device::kDevicesVariable, e.devicesPerNode)
                           : fmt::format("{} unset: the default {}", device::kDevicesVariable, e.devicesPerNode);
     if (e.visibleDevices || e.visibleModules) why += "; visible: " + device::describeVisibility(e);
@@ -131,7 +125,7 @@ void describeDevicesOnNode(const Node& devices, int count, const device::Platfor
 
 }  // namespace
 
-void resolveSeed(config::Node& cfg, const std::map<std::string, std::string>& env) {
+void resolveSeed(config::Node& cfg, const Environment& env) {
   config::Node* seed = cfg.find("seed_everything");
   if (seed == nullptr || !seed->isScalar() || seed->str() != "true") return;
   *seed = config::Node::scalar(std::to_string(proposedSeed(env)), seed->loc());
@@ -157,7 +151,7 @@ Pipeline buildPipeline(const RunRequest& request, device::Platform& platform, in
   const int devices = pipeline.devices;
   const Node& det = *cfg.find("trainer")->find("deterministic");
   device::setIntraOpThreads(intraOpThreads(request.env, devices, det.isScalar() && det.str() == "true"));
-  device::setCpuIsa(device::cpuIsaFromEnv(envOf(request.env)));
+  device::setCpuIsa(device::cpuIsaFromEnv(request.env));
   parts.strategy = app::selectStrategy(o, devices, request.subcommand, request.env);
   RunEnvironment run_env{
       request.env,     request.argv,        devices, static_cast<int>(o.num_nodes), deviceIndices(o.devices),
@@ -219,7 +213,7 @@ void buildParts(const RunRequest& request, Pipeline& pipeline) {
 
 int run(const RunRequest& request) {
   const Node& cfg = request.config;
-  device::Platform platform = device::Platform::fromEnv(envOf(request.env));
+  device::Platform platform = device::Platform::fromEnv(request.env);
   const Node& devices = *cfg.find("trainer")->find("devices");
   const int devices_per_node = devicesRequested(devices, platform);
   const bool dry_run = config::asBool(*cfg.find("trainer")->find("dry_run"));
@@ -249,7 +243,7 @@ int run(const RunRequest& request) {
         " - Development run: `Trainer(fast_dev_run=True)`\n - Anomaly detection: `Trainer(detect_anomaly=True)`\n"
         " - Profiling: `Trainer(profiler=...)`");
   parts.loggers = app::selectLoggers(o);
-  for (auto& l : parts.loggers) l->setup(o.default_root_dir, strategy, parts.restart_round > 0);
+  for (auto& l : parts.loggers) l->setup(o.default_root_dir, strategy, parts.restart_round > 0, request.env);
 
   bool has_checkpoint = false, has_progress = false, has_writer = false, has_summary = false;
   const std::vector<const Node*> callbacks = componentsOf(o.callbacks);
@@ -329,8 +323,8 @@ int run(const RunRequest& request) {
   return app::finishJob(trainer.strategy());
 }
 
-std::string describeDevices(const std::map<std::string, std::string>& env) {
-  return device::formatDeviceTable(device::Platform::fromEnv(envOf(env)));
+std::string describeDevices(const Environment& env) {
+  return device::formatDeviceTable(device::Platform::fromEnv(env));
 }
 
 }  // namespace hpu::core

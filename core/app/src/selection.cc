@@ -42,7 +42,7 @@ Node deepSpeedComponent(const StrategyName& name) {
 // asks for DeepSpeed-inference's tensor_parallel, the tensor-parallel
 // strategy with that tp_size over every rank.
 std::unique_ptr<Strategy> deepSpeedStrategy(const Node& strategy, int world, const std::string& subcommand,
-                                            const std::map<std::string, std::string>& env) {
+                                            const Environment& env) {
   const int tp = deepSpeedTensorParallelSize(*strategy.find("init_args"), env);
   if (tp == 1) return build<Strategy>(strategy, "trainer.strategy");
   if (subcommand == "fit")
@@ -85,7 +85,7 @@ std::string classOf(const Node& component) {
 }
 
 std::unique_ptr<Strategy> selectStrategy(const TrainerOptions& o, int devices, const std::string& subcommand,
-                                         const std::map<std::string, std::string>& env) {
+                                         const Environment& env) {
   const int world = devices * static_cast<int>(o.num_nodes);
   if (o.strategy.isMap())
     return isDeepSpeed(o.strategy) ? deepSpeedStrategy(o.strategy, world, subcommand, env)
@@ -114,8 +114,8 @@ namespace {
 
 // The plugin the config chooses, as Lightning's accelerator connector does.
 std::unique_ptr<PrecisionPlugin> choosePrecision(const TrainerOptions& o, const Strategy& strategy,
-                                                 const std::map<std::string, std::string>& env) {
-  const std::string quant_config = env.count("QUANT_CONFIG") ? env.at("QUANT_CONFIG") : "";
+                                                 const Environment& env) {
+  const std::string quant_config = env.get("QUANT_CONFIG").value_or("");
   std::unique_ptr<PrecisionPlugin> chosen;
   std::string from = "trainer.precision=" + o.precision;
   for (const Node* p : componentsOf(o.plugins)) {
@@ -146,7 +146,7 @@ std::unique_ptr<PrecisionPlugin> choosePrecision(const TrainerOptions& o, const 
 }  // namespace
 
 std::unique_ptr<PrecisionPlugin> selectPrecision(const TrainerOptions& o, const Strategy& strategy,
-                                                 const std::map<std::string, std::string>& env) {
+                                                 const Environment& env) {
   std::unique_ptr<PrecisionPlugin> plugin = choosePrecision(o, strategy, env);
   return strategy.holdsHalfModel() ? holdingHalfModel(std::move(plugin)) : std::move(plugin);
 }

@@ -13,6 +13,7 @@
 #include "hpu/core/precision/precision.h"
 #include "hpu/core/strategies/strategy.h"
 #include "hpu/core/trainer/trainer_options.h"
+#include "hpu/env/environment.h"
 
 namespace hpu::core::app {
 
@@ -42,14 +43,14 @@ std::string classOf(const config::Node& component);
 // prediction tensor-parallel (ModelParallelStrategy). Throws UsageError for
 // hpu_single on several devices, and for fit with that tensor_parallel.
 std::unique_ptr<Strategy> selectStrategy(const TrainerOptions& o, int devices, const std::string& subcommand,
-                                         const std::map<std::string, std::string>& env);
+                                         const Environment& env);
 
 // The precision plugin: one named in trainer.plugins, else the strategy's
 // own config (DeepSpeed's bf16/fp16), else trainer.precision. Two different
 // choices are an error. Under a DeepSpeed strategy it holds the model in the
 // half type (forDeepSpeed).
 std::unique_ptr<PrecisionPlugin> selectPrecision(const TrainerOptions& o, const Strategy& strategy,
-                                                 const std::map<std::string, std::string>& env);
+                                                 const Environment& env);
 
 // trainer.logger's loggers, not set up: null (Lightning's default) and true
 // mean the default set; fast_dev_run and barebones disable them.

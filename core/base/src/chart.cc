@@ -16,8 +16,6 @@
 #include "hpu/core/base/errors.h"
 #include "hpu/core/base/file_io.h"
 
-extern char** environ;
-
 namespace hpu::core {
 namespace {
 
@@ -74,7 +72,10 @@ int runGnuplot(const std::string& script_path, const std::string& log_path) {
   std::string name = "gnuplot";
   char* argv[] = {name.data(), const_cast<char*>(script_path.c_str()), nullptr};
   pid_t pid = 0;
-  const int rc = posix_spawnp(&pid, "gnuplot", &actions, nullptr, argv, environ);
+  // gnuplot runs with no variables: no ~/.gnuplot, locale or terminal of the
+  // user's changes a chart (the PATH that finds it is this process's).
+  char* no_variables[] = {nullptr};
+  const int rc = posix_spawnp(&pid, "gnuplot", &actions, nullptr, argv, no_variables);
   posix_spawn_file_actions_destroy(&actions);
   if (rc == ENOENT)
     throw Error("drawing a chart needs gnuplot, which is not installed: apt-get install gnuplot-nox "

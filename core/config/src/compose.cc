@@ -252,16 +252,15 @@ void applyOverride(Node& root, const Type& type, const Override& o,
   w.walk(root, &type, 0);
 }
 
-std::vector<Override> envOverrides(const std::map<std::string, std::string>& env,
+std::vector<Override> envOverrides(const Environment& env,
                                    const std::string& subcommand,
                                    std::vector<std::string>& problems) {
   auto enabled = [&](const char* name) {
-    auto it = env.find(name);
-    if (it == env.end()) return false;
-    const auto on = parseBool(it->second);
+    const auto value = env.get(name);
+    if (!value) return false;
+    const auto on = parseBool(*value);
     if (!on)
-      problems.push_back("environment " + std::string(name) + ": expected true or false, got '" + it->second +
-                         "'");
+      problems.push_back("environment " + std::string(name) + ": expected true or false, got '" + *value + "'");
     return on.value_or(false);
   };
   std::vector<Override> out;
@@ -271,7 +270,7 @@ std::vector<Override> envOverrides(const std::map<std::string, std::string>& env
   std::string prefix = "PL_";
   for (char c : subcommand) prefix += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   prefix += "__";
-  for (const auto& [name, value] : env) {
+  for (const auto& [name, value] : env.variables()) {  // the catalogue's PL_<SUBCOMMAND>__<KEY>
     if (name.rfind(prefix, 0) != 0) continue;
     std::string path;
     const std::string rest = name.substr(prefix.size());

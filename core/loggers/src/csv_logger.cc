@@ -26,7 +26,8 @@ class CSVLogger final : public Logger {
   explicit CSVLogger(const config::Params& p)
       : dir_(p), prefix_(p.getString("prefix")), flush_every_(p.getInt("flush_logs_every_n_steps")) {}
 
-  void setup(const std::string& default_root_dir, Strategy& strategy, bool continue_run) override {
+  void setup(const std::string& default_root_dir, Strategy& strategy, bool continue_run,
+             const Environment&) override {
     dir_.resolve(default_root_dir, strategy, continue_run);
     if (continue_run && strategy.isGlobalZero()) readRows();
   }

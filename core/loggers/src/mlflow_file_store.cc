@@ -41,10 +41,9 @@ std::int64_t nowMillis() {
       .count();
 }
 
-std::string userName() {
+std::string mlflowUser(const Environment& env) {
   if (const passwd* pw = ::getpwuid(::getuid()); pw != nullptr && pw->pw_name != nullptr) return pw->pw_name;
-  const char* user = std::getenv("USER");
-  return user != nullptr ? user : "unknown";
+  return env.get("USER").value_or("unknown");
 }
 
 std::string mlflowMetricKey(const std::string& prefix, const std::string& key) {
@@ -149,7 +148,7 @@ MlflowSettings mlflowSettings(const config::Params& p) {
 std::vector<std::pair<std::string, std::string>> mlflowRunTags(const MlflowSettings& s, const std::string& run_name) {
   std::vector<std::pair<std::string, std::string>> tags = s.tags;
   tags.emplace_back("mlflow.runName", run_name);
-  tags.emplace_back("mlflow.user", userName());
+  tags.emplace_back("mlflow.user", s.user);
   tags.emplace_back("mlflow.source.name", "hpu-train");
   tags.emplace_back("mlflow.source.type", "LOCAL");
   return tags;
@@ -160,7 +159,8 @@ MlflowFileStore::MlflowFileStore(MlflowSettings settings) : s_(std::move(setting
 std::string MlflowFileStore::runDir() const { return (fs::path(s_.save_dir) / experiment_id_ / run_id_).string(); }
 std::string MlflowFileStore::logDir() const { return runDir(); }
 
-void MlflowFileStore::setup(const std::string&, Strategy& strategy, bool continue_run) {
+void MlflowFileStore::setup(const std::string&, Strategy& strategy, bool continue_run, const Environment& env) {
+  s_.user = mlflowUser(env);
   global_zero_ = strategy.isGlobalZero();
   std::string ids;
   if (global_zero_) ids = createRun(continue_run);
@@ -348,7 +348,7 @@ void MlflowFileStore::writeRunMeta(MlflowRunStatus status, std::optional<std::in
                     "source_type: 4\nsource_version: ''\nstart_time: {}\nstatus: {}\ntags: []\nuser_id: {}\n",
                     fileUri(fs::path(runDir()) / "artifacts"), end_time ? std::to_string(*end_time) : "null",
                     experiment_id_, run_id_, yamlString(s_.run_name), run_id_, start_time_, statusNumber(status),
-                    yamlString(userName())));
+                    yamlString(s_.user)));
 }
 
 }  // namespace hpu::core

@@ -30,6 +30,7 @@ struct MlflowSettings {
   std::vector<std::pair<std::string, std::string>> tags;
   std::optional<bool> synchronous;  // null: the file store appends at once, a server's sender in the background
   bool log_model = false;          // checkpoints become run artifacts
+  std::string user = "unknown";    // the run's user (mlflowUser), set by setup
 };
 MlflowSettings mlflowSettings(const config::Params& p);
 
@@ -46,7 +47,8 @@ struct MlflowMetric {
 };
 
 std::int64_t nowMillis();
-std::string userName();
+// The run's user, as mlflow names it: this uid's name, else USER, else "unknown".
+std::string mlflowUser(const Environment& env);
 // `key` with `prefix` ("<prefix>-<key>") and only the characters MLflow allows.
 std::string mlflowMetricKey(const std::string& prefix, const std::string& key);
 // The tags every run of ours carries beside the user's: run name, user, source.
@@ -56,7 +58,8 @@ class MlflowFileStore final : public Logger {
  public:
   explicit MlflowFileStore(MlflowSettings settings);
 
-  void setup(const std::string& default_root_dir, Strategy& strategy, bool continue_run) override;
+  void setup(const std::string& default_root_dir, Strategy& strategy, bool continue_run,
+             const Environment& env) override;
   std::string name() const override { return experiment_id_; }
   std::string version() const override { return run_id_; }
   std::string logDir() const override;

@@ -14,13 +14,8 @@ namespace {
 
 using nlohmann::json;
 
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr ? v : "";
-}
-
-double envNumber(const char* name, double fallback) {
-  const std::string v = env(name);
+double envNumber(const Environment& env, const char* name, double fallback) {
+  const std::string v = env.get(name).value_or("");
   if (v.empty()) return fallback;
   char* end = nullptr;
   const double x = std::strtod(v.c_str(), &end);
@@ -29,8 +24,8 @@ double envNumber(const char* name, double fallback) {
   return x;
 }
 
-bool envTrue(const char* name) {
-  std::string v = env(name);
+bool envTrue(const Environment& env, const char* name) {
+  std::string v = env.get(name).value_or("");
   std::transform(v.begin(), v.end(), v.begin(), ::tolower);
   return v == "true" || v == "1";
 }
@@ -61,23 +56,24 @@ MlflowRunInfo runInfo(const json& run) {
 
 }  // namespace
 
-HttpOptions mlflowHttpOptions() {
+HttpOptions mlflowHttpOptions(const Environment& env) {
   HttpOptions o;
-  o.bearer_token = env("MLFLOW_TRACKING_TOKEN");
-  o.username = env("MLFLOW_TRACKING_USERNAME");
-  o.password = env("MLFLOW_TRACKING_PASSWORD");
-  o.verify_tls = !envTrue("MLFLOW_TRACKING_INSECURE_TLS");
-  o.ca_bundle = env("MLFLOW_TRACKING_SERVER_CERT_PATH");
-  o.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(envNumber("MLFLOW_HTTP_REQUEST_TIMEOUT", 120) * 1000));
+  o.bearer_token = env.get("MLFLOW_TRACKING_TOKEN").value_or("");
+  o.username = env.get("MLFLOW_TRACKING_USERNAME").value_or("");
+  o.password = env.get("MLFLOW_TRACKING_PASSWORD").value_or("");
+  o.verify_tls = !envTrue(env, "MLFLOW_TRACKING_INSECURE_TLS");
+  o.ca_bundle = env.get("MLFLOW_TRACKING_SERVER_CERT_PATH").value_or("");
+  o.timeout =
+      std::chrono::milliseconds(static_cast<std::int64_t>(envNumber(env, "MLFLOW_HTTP_REQUEST_TIMEOUT", 120) * 1000));
   o.connect_timeout = std::min(o.timeout, o.connect_timeout);
   return o;
 }
 
-MlflowRetry MlflowRetry::fromEnvironment() {
+MlflowRetry MlflowRetry::fromEnv(const Environment& env) {
   MlflowRetry r;
-  r.max_retries = static_cast<int>(envNumber("MLFLOW_HTTP_REQUEST_MAX_RETRIES", r.max_retries));
-  r.backoff_factor = envNumber("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", r.backoff_factor);
-  r.jitter = envNumber("MLFLOW_HTTP_REQUEST_BACKOFF_JITTER", r.jitter);
+  r.max_retries = static_cast<int>(envNumber(env, "MLFLOW_HTTP_REQUEST_MAX_RETRIES", r.max_retries));
+  r.backoff_factor = envNumber(env, "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", r.backoff_factor);
+  r.jitter = envNumber(env, "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER", r.jitter);
   return r;
 }
 
@@ -143,9 +139,9 @@ std::string MlflowTracking::createExperiment(const std::string& name, const std:
 }
 
 MlflowRunInfo MlflowTracking::createRun(const std::string& experiment_id, const std::string& run_name,
-                                        std::int64_t start_time,
+                                        const std::string& user, std::int64_t start_time,
                                         const std::vector<std::pair<std::string, std::string>>& tags) const {
-  const json body = {{"experiment_id", experiment_id}, {"run_name", run_name}, {"user_id", userName()},
+  const json body = {{"experiment_id", experiment_id}, {"run_name", run_name}, {"user_id", user},
                      {"start_time", start_time},       {"tags", keyValues(tags)}};
   return runInfo(json::parse(call("POST", "/api/2.0/mlflow/runs/create", body.dump())).at("run"));
 }

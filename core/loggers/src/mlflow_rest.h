@@ -36,7 +36,7 @@ class MlflowError : public Error {
 // MLFLOW_TRACKING_USERNAME / MLFLOW_TRACKING_PASSWORD (basic),
 // MLFLOW_TRACKING_INSECURE_TLS, MLFLOW_TRACKING_SERVER_CERT_PATH,
 // MLFLOW_HTTP_REQUEST_TIMEOUT (seconds, 120).
-HttpOptions mlflowHttpOptions();
+HttpOptions mlflowHttpOptions(const Environment& env);
 
 // mlflow's retry policy: MLFLOW_HTTP_REQUEST_MAX_RETRIES (7) tries after the
 // first, waiting MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR (2) s x 2^(n-1) before
@@ -46,7 +46,7 @@ struct MlflowRetry {
   double backoff_factor = 2;
   double jitter = 1;
   std::chrono::milliseconds delayBefore(int retry) const;  // retry >= 1
-  static MlflowRetry fromEnvironment();
+  static MlflowRetry fromEnv(const Environment& env);
 };
 
 struct MlflowRunInfo {
@@ -63,8 +63,8 @@ class MlflowTracking {
   // The experiment's id, or nothing if the server has none of that name.
   std::optional<std::string> experimentIdByName(const std::string& name) const;
   std::string createExperiment(const std::string& name, const std::string& artifact_location) const;
-  MlflowRunInfo createRun(const std::string& experiment_id, const std::string& run_name, std::int64_t start_time,
-                          const std::vector<std::pair<std::string, std::string>>& tags) const;
+  MlflowRunInfo createRun(const std::string& experiment_id, const std::string& run_name, const std::string& user,
+                          std::int64_t start_time, const std::vector<std::pair<std::string, std::string>>& tags) const;
   MlflowRunInfo getRun(const std::string& run_id) const;
   // The experiment's run that started last, if it has one.
   std::optional<MlflowRunInfo> newestRun(const std::string& experiment_id) const;

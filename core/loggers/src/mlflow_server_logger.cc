@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "hparams.h"
@@ -38,9 +39,9 @@ void onTerminationSignal(int signal) {
   }
 }
 
-bool offlineAllowed() {
-  const char* v = std::getenv("MLFLOW_TRACKING_OFFLINE");
-  return v != nullptr && (std::string(v) == "true" || std::string(v) == "1");
+bool offlineAllowed(const Environment& env) {
+  const std::string v = env.get("MLFLOW_TRACKING_OFFLINE").value_or("");
+  return v == "true" || v == "1";
 }
 
 // f(), tried again under `retry` while it fails in a way worth retrying.
@@ -59,7 +60,7 @@ auto withRetries(const MlflowRetry& retry, F&& f) -> decltype(f()) {
 class MlflowServerLogger final : public Logger {
  public:
   explicit MlflowServerLogger(MlflowSettings settings)
-      : s_(std::move(settings)), server_(s_.tracking_uri, mlflowHttpOptions()) {}
+      : s_(std::move(settings)) {}
 
   // A run the stage did not end (the process fails before fit, or
   // between stages) ends as FAILED.
@@ -74,14 +75,19 @@ class MlflowServerLogger final : public Logger {
     stopWatching();
   }
 
-  void setup(const std::string& default_root_dir, Strategy& strategy, bool continue_run) override {
+  void setup(const std::string& default_root_dir, Strategy& strategy, bool continue_run,
+             const Environment& env) override {
+    server_.emplace(s_.tracking_uri, mlflowHttpOptions(env));
+    retry_ = MlflowRetry::fromEnv(env);
+    offline_allowed_ = offlineAllowed(env);
+    s_.user = mlflowUser(env);
     global_zero_ = strategy.isGlobalZero();
     std::string ids;
     if (global_zero_) ids = startRun(continue_run);
     ids = strategy.broadcast(ids, 0);
     if (ids.starts_with("offline/")) {  // rank 0 logs to the file store: every rank does as it does
       if (!offline_) offline_ = std::make_unique<MlflowFileStore>(s_);
-      offline_->setup(default_root_dir, strategy, continue_run);
+      offline_->setup(default_root_dir, strategy, continue_run, env);
       return;
     }
     const auto slash = ids.find('/');
@@ -160,7 +166,7 @@ class MlflowServerLogger final : public Logger {
       const MlflowRetry startup{.max_retries = 2, .backoff_factor = 0.5, .jitter = 0};
       run_ = withRetries(startup, [&] { return openRun(continue_run); });
     } catch (const MlflowError& e) {
-      if (!e.reached() && offlineAllowed()) {
+      if (!e.reached() && offline_allowed_) {
         spdlog::warn("MLFlowLogger: {}; MLFLOW_TRACKING_OFFLINE is set: the run logs to the local file store {}",
                      e.what(), s_.save_dir);
         return "offline/";
@@ -173,8 +179,8 @@ class MlflowServerLogger final : public Logger {
       throw Error(fmt::format("MLFlowLogger: {}", e.what()));
     }
     MlflowSender::Options options;
-    options.retry = MlflowRetry::fromEnvironment();
-    sender_ = std::make_unique<MlflowSender>(server_, run_, [this]() -> MlflowFileStore& { return openSpool(); },
+    options.retry = retry_;
+    sender_ = std::make_unique<MlflowSender>(*server_, run_, [this]() -> MlflowFileStore& { return openSpool(); },
                                              options);
     startWatching();
     return run_.experiment_id + "/" + run_.run_id;
@@ -182,20 +188,20 @@ class MlflowServerLogger final : public Logger {
 
   MlflowRunInfo openRun(bool continue_run) {
     if (!s_.run_id.empty()) {
-      MlflowRunInfo run = server_.getRun(s_.run_id);
-      server_.updateRun(run.run_id, MlflowRunStatus::kRunning, nowMillis());
+      MlflowRunInfo run = server_->getRun(s_.run_id);
+      server_->updateRun(run.run_id, MlflowRunStatus::kRunning, nowMillis());
       return run;
     }
-    std::optional<std::string> experiment = server_.experimentIdByName(s_.experiment_name);
-    if (!experiment) experiment = server_.createExperiment(s_.experiment_name, s_.artifact_location);
+    std::optional<std::string> experiment = server_->experimentIdByName(s_.experiment_name);
+    if (!experiment) experiment = server_->createExperiment(s_.experiment_name, s_.artifact_location);
     if (continue_run) {
-      if (std::optional<MlflowRunInfo> newest = server_.newestRun(*experiment)) {
-        server_.updateRun(newest->run_id, MlflowRunStatus::kRunning, nowMillis());
+      if (std::optional<MlflowRunInfo> newest = server_->newestRun(*experiment)) {
+        server_->updateRun(newest->run_id, MlflowRunStatus::kRunning, nowMillis());
         return *newest;
       }
     }
     const std::string run_name = s_.run_name;
-    MlflowRunInfo run = server_.createRun(*experiment, run_name, nowMillis(), mlflowRunTags(s_, run_name));
+    MlflowRunInfo run = server_->createRun(*experiment, run_name, s_.user, nowMillis(), mlflowRunTags(s_, run_name));
     return run;
   }
 
@@ -252,7 +258,10 @@ class MlflowServerLogger final : public Logger {
   }
 
   MlflowSettings s_;
-  MlflowTracking server_;
+  // From setup on: the server, and what the environment says of it.
+  std::optional<MlflowTracking> server_;
+  MlflowRetry retry_;
+  bool offline_allowed_ = false;  // MLFLOW_TRACKING_OFFLINE
   MlflowRunInfo run_;
   std::string log_dir_;
   bool global_zero_ = true;

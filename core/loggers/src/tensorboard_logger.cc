@@ -46,7 +46,8 @@ class TensorBoardLogger final : public Logger {
         flush_secs_(p.getInt("flush_secs")),
         filename_suffix_(p.getString("filename_suffix")) {}
 
-  void setup(const std::string& default_root_dir, Strategy& strategy, bool continue_run) override {
+  void setup(const std::string& default_root_dir, Strategy& strategy, bool continue_run,
+             const Environment&) override {
     dir_.resolve(default_root_dir, strategy, continue_run);
     global_zero_ = strategy.isGlobalZero();
   }

@@ -50,12 +50,10 @@ Policy Policy::defaults() {
   return p;
 }
 
-Policy Policy::fromEnv(const std::map<std::string, std::string>& env) {
+Policy Policy::fromEnv(const Environment& env) {
   Policy p = defaults();
-  if (auto it = env.find("LOWER_LIST"); it != env.end() && !it->second.empty())
-    p.lower_ = readOpList("LOWER_LIST", it->second);
-  if (auto it = env.find("FP32_LIST"); it != env.end() && !it->second.empty())
-    p.fp32_ = readOpList("FP32_LIST", it->second);
+  if (const auto path = env.get("LOWER_LIST"); path && !path->empty()) p.lower_ = readOpList("LOWER_LIST", *path);
+  if (const auto path = env.get("FP32_LIST"); path && !path->empty()) p.fp32_ = readOpList("FP32_LIST", *path);
   return p;
 }
 

@@ -91,7 +91,7 @@ bool offloadTo(const json& zero, const char* key, const std::string& origin) {
 
 // The DeepSpeed config: init_args.config (dict or JSON path), else
 // PL_DEEPSPEED_CONFIG_PATH; `origin` names where it came from.
-json loadConfig(const config::Node& args, const std::map<std::string, std::string>& env, std::string& origin) {
+json loadConfig(const config::Node& args, const Environment& env, std::string& origin) {
   json cfg = json::object();
   origin = "trainer.strategy.init_args.config";
   const config::Node& c = *args.find("config");
@@ -100,8 +100,8 @@ json loadConfig(const config::Node& args, const std::map<std::string, std::strin
     cfg = toJson(c);
   } else if (c.isScalar()) {
     path = c.str();
-  } else if (auto it = env.find("PL_DEEPSPEED_CONFIG_PATH"); it != env.end() && !it->second.empty()) {
-    path = it->second;
+  } else if (auto env_path = env.get("PL_DEEPSPEED_CONFIG_PATH"); env_path && !env_path->empty()) {
+    path = *env_path;
   }
   if (!path.empty()) {
     origin = path;
@@ -113,7 +113,7 @@ json loadConfig(const config::Node& args, const std::map<std::string, std::strin
 
 }  // namespace
 
-int deepSpeedTensorParallelSize(const config::Node& args, const std::map<std::string, std::string>& env) {
+int deepSpeedTensorParallelSize(const config::Node& args, const Environment& env) {
   std::string origin;
   const json cfg = loadConfig(args, env, origin);
   if (!cfg.contains("tensor_parallel")) return 1;
@@ -125,7 +125,7 @@ int deepSpeedTensorParallelSize(const config::Node& args, const std::map<std::st
   return static_cast<int>(size);
 }
 
-DeepSpeedSettings resolveDeepSpeed(const config::Node& args, const std::map<std::string, std::string>& env,
+DeepSpeedSettings resolveDeepSpeed(const config::Node& args, const Environment& env,
                                    std::int64_t dataloader_batch, std::int64_t accumulate_grad_batches, int world_size) {
   DeepSpeedSettings s;
   auto arg = [&](const char* k) -> const config::Node& { return *args.find(k); };
@@ -170,9 +170,8 @@ DeepSpeedSettings resolveDeepSpeed(const config::Node& args, const std::map<std:
   // it makes when none is given; a given config says it itself (DeepSpeed's
   // default: false).
   const config::Node* given = args.find("config");
-  const auto env_path = env.find("PL_DEEPSPEED_CONFIG_PATH");
-  const bool has_config =
-      (given != nullptr && !given->isNull()) || (env_path != env.end() && !env_path->second.empty());
+  const auto env_path = env.get("PL_DEEPSPEED_CONFIG_PATH");
+  const bool has_config = (given != nullptr && !given->isNull()) || (env_path && !env_path->empty());
   const config::Node* allow = args.find("zero_allow_untested_optimizer");
   s.allow_untested_optimizer = get<bool>(cfg, "zero_allow_untested_optimizer",
                                          !has_config && allow != nullptr && config::asBool(*allow), origin);

@@ -53,7 +53,7 @@ std::string clusterEnvironmentOf(const config::Node& init_args) {
 
 class DeepSpeedStrategy final : public DistributedStrategy {
  public:
-  DeepSpeedStrategy(config::Node init_args, std::map<std::string, std::string> env)
+  DeepSpeedStrategy(config::Node init_args, Environment env)
       : DistributedStrategy(clusterEnvironmentOf(init_args)), init_args_(std::move(init_args)), env_(std::move(env)) {
     // Settings that do not depend on the data are known at once.
     settings_.stage = config::asBool(*init_args_.find("zero_optimization")) ? static_cast<int>(config::asInt(*init_args_.find("stage"))) : 0;
@@ -463,7 +463,7 @@ class DeepSpeedStrategy final : public DistributedStrategy {
   }
 
   config::Node init_args_;
-  std::map<std::string, std::string> env_;
+  Environment env_;
   int ep_ = 1;                        // expert_parallel_size
   ExpertGroups experts_;              // ep_ > 1: split from the job's group
   std::vector<bool> expert_buckets_;  // per bucket: it holds experts
@@ -582,12 +582,12 @@ HPU_REGISTER_COMPONENT(
                             "ZeRO data parallelism (DeepSpeed's stages 0-3, offload).",
                             {"lightning.pytorch.strategies.DeepSpeedStrategy"}},
     [](const config::Params& p) -> std::unique_ptr<Strategy> {
-      return std::make_unique<DeepSpeedStrategy>(p.values(), std::map<std::string, std::string>{});
+      return std::make_unique<DeepSpeedStrategy>(p.values(), Environment{});
     });
 
 }  // namespace
 
-std::unique_ptr<Strategy> makeDeepSpeedStrategy(const config::Node& init_args, const std::map<std::string, std::string>& env) {
+std::unique_ptr<Strategy> makeDeepSpeedStrategy(const config::Node& init_args, const Environment& env) {
   return std::make_unique<DeepSpeedStrategy>(init_args, env);
 }
 

@@ -16,7 +16,7 @@ namespace hpu::core {
 
 DistributedStrategy::~DistributedStrategy() { teardown(true); }
 
-comm::ClusterInfo DistributedStrategy::resolve(const comm::EnvMap& env, const comm::Topology& topology) const {
+comm::ClusterInfo DistributedStrategy::resolve(const Environment& env, const comm::Topology& topology) const {
   if (environment_.empty()) return comm::resolveClusterInfo(env, topology);
   for (const auto& f : comm::clusterEnvironments())
     if (f.name == environment_) return f.make()->resolve(env, topology);
@@ -25,7 +25,7 @@ comm::ClusterInfo DistributedStrategy::resolve(const comm::EnvMap& env, const co
 
 void DistributedStrategy::setup(const RunEnvironment& run, device::Platform& platform) {
   if (run.simulated_rank >= 0) return setupSimulated(run, platform);
-  comm::EnvMap env(run.env.begin(), run.env.end());
+  Environment env = run.env;
   const comm::Topology topology{run.devices_per_node, run.num_nodes};
   cluster_ = resolve(env, topology);
   if (!cluster_.createsProcessesExternally && cluster_.localWorldSize > 1) {

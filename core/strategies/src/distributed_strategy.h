@@ -61,7 +61,7 @@ class DistributedStrategy : public Strategy {
   comm::ProcessGroup& group() { return *group_; }
 
  private:
-  comm::ClusterInfo resolve(const comm::EnvMap& env, const comm::Topology& topology) const;
+  comm::ClusterInfo resolve(const Environment& env, const comm::Topology& topology) const;
   // RunEnvironment::simulated_rank: this rank of the job, traced alone.
   void setupSimulated(const RunEnvironment& run, device::Platform& platform);
 

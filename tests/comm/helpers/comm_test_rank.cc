@@ -26,12 +26,14 @@
 #include "hpu/comm/cluster_environment.h"
 #include "hpu/comm/comm_settings.h"
 #include "hpu/comm/errors.h"
+#include "hpu/comm/fault_injection.h"
 #include "hpu/comm/launcher.h"
 #include "hpu/comm/rendezvous.h"
 
 namespace {
 
 using namespace hpu::comm;
+using hpu::Environment;
 using namespace std::chrono_literals;
 using hpu::comm::test_support::AlltoallCase;
 using hpu::comm::test_support::referenceValue;
@@ -43,13 +45,21 @@ using hpu::comm::test_support::unevenCount;
   std::exit(1);
 }
 
-std::unique_ptr<ProcessGroup> join(const EnvMap& env, const Topology& topology) {
+// A variable of this helper's own (HPU_TEST_*), which the product's catalogue
+// does not list.
+std::optional<std::string> testVariable(const Environment& env, const std::string& name) {
+  const auto it = env.variables().find(name);
+  if (it == env.variables().end()) return std::nullopt;
+  return it->second;
+}
+
+std::unique_ptr<ProcessGroup> join(const Environment& env, const Topology& topology) {
   JoinOptions options;
   options.cluster = resolveClusterInfo(env, topology);
   options.settings = commSettingsFromEnv(env);
   options.token = JobToken::fromEnv(env);
-  options.version = lookup(env, "HPU_TEST_VERSION").value_or("1.0.0");
-  options.config.entries = {{"trainer.precision", lookup(env, "HPU_TEST_PRECISION").value_or("32-true")}};
+  options.version = testVariable(env, "HPU_TEST_VERSION").value_or("1.0.0");
+  options.config.entries = {{"trainer.precision", testVariable(env, "HPU_TEST_PRECISION").value_or("32-true")}};
   options.progressInterval = 500ms;
   return joinProcessGroup(options);
 }
@@ -192,15 +202,15 @@ void mismatch(ProcessGroup& pg) {
 }
 
 // The process the user started (local rank 0) and the workers it spawns.
-int launch(const EnvMap& processEnv, const Topology& topology, const std::string& mode) {
+int launch(const Environment& processEnv, const Topology& topology, const std::string& mode) {
   const ClusterInfo cluster = resolveClusterInfo(processEnv, topology);
   std::unique_ptr<LocalLauncher> launcher;
-  EnvMap env = processEnv;
+  Environment env = processEnv;
   if (!cluster.createsProcessesExternally && cluster.localWorldSize > 1) {
     launcher = launchLocalWorkers(LaunchOptions{.cluster = cluster, .env = processEnv,
                                                 .terminationGrace = 2s, .exitGrace = 20s});
     env = launcher->sharedEnv();
-    if (auto pidFile = lookup(processEnv, "HPU_TEST_PID_FILE")) {
+    if (auto pidFile = testVariable(processEnv, "HPU_TEST_PID_FILE")) {
       std::ofstream out(*pidFile);
       for (pid_t pid : launcher->workerPids()) out << pid << "\n";
     }
@@ -224,7 +234,7 @@ int launch(const EnvMap& processEnv, const Topology& topology, const std::string
   } else if (mode == "wait-for-signal") {
     if (localRank != 0) {
       static std::string markerPath;
-      markerPath = fmt::format("{}.rank{}", lookup(env, "HPU_TEST_PID_FILE").value(), localRank);
+      markerPath = fmt::format("{}.rank{}", testVariable(env, "HPU_TEST_PID_FILE").value(), localRank);
       signal(SIGTERM, [](int) {
         const int fd = ::open(markerPath.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
         [[maybe_unused]] auto written = ::write(fd, "got SIGTERM\n", 12);
@@ -248,15 +258,17 @@ int launch(const EnvMap& processEnv, const Topology& topology, const std::string
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv, char** envp) {
+  using hpu::Environment;
   if (argc < 4) {
     std::fprintf(stderr, "usage: comm_test_rank <scenario> <devices> <num_nodes> [mode]\n");
     return 64;
   }
   const std::string scenario = argv[1];
   const Topology topology{std::atoi(argv[2]), std::atoi(argv[3])};
-  const EnvMap env = processEnvironment();
+  const Environment env = Environment::fromEntries(envp);
   try {
+    installFaultPlan(env);
     if (scenario == "launch") return launch(env, topology, argc > 4 ? argv[4] : "");
     auto pg = join(env, topology);
     if (scenario == "collectives") {

@@ -22,7 +22,7 @@
 #include <string_view>
 
 #include "hpu/comm/cluster_info.h"
-#include "hpu/comm/env.h"
+#include "hpu/env/environment.h"
 
 namespace hpu::comm {
 
@@ -32,11 +32,11 @@ class ClusterEnvironment {
   // Stable registry name, e.g. "SLURMEnvironment".
   virtual std::string_view name() const = 0;
   // True when `env` carries this launcher's variables.
-  virtual bool detect(const EnvMap& env) const = 0;
+  virtual bool detect(const Environment& env) const = 0;
   // Validates the variables against `topology` and returns this process's place.
   // REQUIRES: topology.devicesPerNode >= 1 and topology.numNodes >= 1.
   // Throws EnvError naming the variable and value when one is invalid.
-  virtual ClusterInfo resolve(const EnvMap& env, const Topology& topology) const = 0;
+  virtual ClusterInfo resolve(const Environment& env, const Topology& topology) const = 0;
 };
 
 std::unique_ptr<ClusterEnvironment> makeLightningEnvironment();
@@ -53,9 +53,9 @@ struct ClusterEnvironmentFactory {
 std::span<const ClusterEnvironmentFactory> clusterEnvironments();
 
 // The first environment whose detect() holds, else LightningEnvironment.
-std::unique_ptr<ClusterEnvironment> detectClusterEnvironment(const EnvMap& env);
+std::unique_ptr<ClusterEnvironment> detectClusterEnvironment(const Environment& env);
 
 // detectClusterEnvironment(env)->resolve(env, topology).
-ClusterInfo resolveClusterInfo(const EnvMap& env, const Topology& topology);
+ClusterInfo resolveClusterInfo(const Environment& env, const Topology& topology);
 
 }  // namespace hpu::comm

@@ -23,8 +23,8 @@
 
 #include <chrono>
 
-#include "hpu/comm/env.h"
 #include "hpu/comm/process_group.h"
+#include "hpu/env/environment.h"
 
 namespace hpu::comm {
 
@@ -36,14 +36,17 @@ struct CommSettings {
   ProcessGroupOptions group;  // group.timeout is HPU_COLLECTIVE_TIMEOUT
   std::chrono::milliseconds restartBackoff{1'000};
   CollectivesBackend collectives = CollectivesBackend::kAuto;
+  // PMIX_RANK is set: mpirun (PMIx) started this process, so Open MPI's
+  // collectives can run whatever the cluster environment.
+  bool startedByPmix = false;
 
   // Heartbeats go out five times per peer timeout (at least every 50 ms).
   std::chrono::milliseconds heartbeatInterval() const;
 };
 
-// Defaults overridden by the HPU_* variables above. Throws EnvError naming
+// Defaults overridden by the HPU_* variables above (and PMIX_RANK). Throws EnvError naming
 // the variable when a value is not a positive duration (HPU_PEER_TIMEOUT
 // must be at least 250ms) or not a backend.
-CommSettings commSettingsFromEnv(const EnvMap& env);
+CommSettings commSettingsFromEnv(const Environment& env);
 
 }  // namespace hpu::comm

@@ -30,14 +30,14 @@
 #include "hpu/comm/cluster_info.h"
 #include "hpu/comm/comm_settings.h"
 #include "hpu/comm/config_fingerprint.h"
-#include "hpu/comm/env.h"
 #include "hpu/comm/job_token.h"
+#include "hpu/env/environment.h"
 
 namespace hpu::comm {
 
 struct ElasticOptions {
   ClusterInfo cluster;  // this node, resolved as its local rank 0 (processes not created externally)
-  EnvMap env;           // the workers' base environment
+  Environment env;           // the workers' base environment
   std::vector<std::string> argv{};  // empty: this process's own argv
   std::string executable = "/proc/self/exe";
   int maxRestarts = 0;

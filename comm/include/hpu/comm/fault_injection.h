@@ -35,14 +35,16 @@
 // Example: HPU_FAULT="crash,rank=1,step=35,restart=0" kills rank 1 at step
 // 35 of the first launch only.
 //
-// Thread-safety: faultPoint may be called from any thread; the plan is read
-// from the process environment at the first call.
+// Thread-safety: faultPoint may be called from any thread; the plan is the
+// one installFaultPlan installed last (none until then).
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string_view>
 #include <vector>
+
+#include "hpu/env/environment.h"
 
 namespace hpu::comm {
 
@@ -57,6 +59,13 @@ struct Fault {
   std::optional<int> restart{};  // nullopt: every round
   bool operator==(const Fault&) const = default;
 };
+
+// Makes HPU_FAULT of `env` this process's plan, in the elastic round
+// HPU_RESTART_COUNT names (0 when unset), replacing any earlier plan; an
+// executable calls it once at start-up, before any site runs. Throws
+// EnvError for a bad HPU_FAULT; warns once and installs nothing in builds
+// without fault injection.
+void installFaultPlan(const Environment& env);
 
 // Parses HPU_FAULT's value. Throws EnvError naming HPU_FAULT and the part at fault.
 std::vector<Fault> parseFaultPlan(std::string_view text);

@@ -23,7 +23,7 @@
 #include <string>
 #include <string_view>
 
-#include "hpu/comm/env.h"
+#include "hpu/env/environment.h"
 
 namespace hpu::comm {
 
@@ -37,7 +37,7 @@ class JobToken {
   // Reads HPU_JOB_TOKEN / HPU_JOB_TOKEN_FILE from `env`. Throws EnvError for
   // both set, an unreadable / group- or world-accessible file, or a secret
   // shorter than 16 characters.
-  static JobToken fromEnv(const EnvMap& env);
+  static JobToken fromEnv(const Environment& env);
 
   // 32 random bytes, hex-encoded.
   static JobToken generate();

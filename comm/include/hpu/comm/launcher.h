@@ -45,7 +45,7 @@
 #include <vector>
 
 #include "hpu/comm/cluster_info.h"
-#include "hpu/comm/env.h"
+#include "hpu/env/environment.h"
 
 namespace hpu::comm {
 
@@ -85,11 +85,11 @@ inline constexpr const char* kWorkerErrorFileVariable = "HPU_WORKER_ERROR_FILE";
 // In a worker started with workersReportErrors: writes `report` to the
 // file `env` names (kWorkerErrorFileVariable). Returns false when `env`
 // names none or the file cannot be written; the caller prints the error then.
-bool reportErrorToLauncher(const EnvMap& env, const WorkerErrorReport& report);
+bool reportErrorToLauncher(const Environment& env, const WorkerErrorReport& report);
 
 struct LaunchOptions {
   ClusterInfo cluster;  // this process's resolved place (local rank 0, not created externally)
-  EnvMap env;           // the workers' base environment, normally processEnvironment()
+  Environment env;  // the workers' base environment: this process's, as main() took it
   std::vector<std::string> argv{};  // empty: this process's own argv (/proc/self/cmdline)
   std::string executable = "/proc/self/exe";
   // 1: this process is local rank 0 and starts the others; 0: it is no rank
@@ -114,7 +114,7 @@ class LocalLauncher {
   // The environment every local rank runs with (the workers' base env plus
   // the picked MASTER_PORT and generated HPU_JOB_TOKEN); rank 0 resolves its
   // ClusterInfo and job token from it.
-  virtual const EnvMap& sharedEnv() const = 0;
+  virtual const Environment& sharedEnv() const = 0;
   virtual std::vector<pid_t> workerPids() const = 0;
   virtual std::optional<WorkerFailure> firstFailure() const = 0;
   // The workers that exited so far, in the order they did, with the errors

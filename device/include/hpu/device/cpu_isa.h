@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "hpu/device/env.h"
+#include "hpu/env/environment.h"
 
 namespace hpu::device {
 
@@ -34,10 +34,11 @@ CpuIsa defaultCpuIsa();
 
 // HPU_CPU_ISA from `env`: defaultCpuIsa() when unset. Throws
 // EmulatorConfigError for an unknown name or one this CPU cannot run.
-CpuIsa cpuIsaFromEnv(const Env& env);
+CpuIsa cpuIsaFromEnv(const Environment& env);
 
-// The ISA the kernels use: set by setCpuIsa(), else cpuIsaFromEnv() of the
-// process environment at first use. REQUIRES: cpuSupports(isa).
+// The ISA the kernels use: set by setCpuIsa() (hpu-train sets
+// cpuIsaFromEnv() of its environment at start-up), else defaultCpuIsa().
+// REQUIRES: cpuSupports(isa).
 CpuIsa cpuIsa();
 void setCpuIsa(CpuIsa isa);
 

@@ -23,10 +23,10 @@
 #include <vector>
 
 #include "hpu/device/allocator.h"
-#include "hpu/device/env.h"
 #include "hpu/device/graph.h"
 #include "hpu/device/recipe_disk_cache.h"
 #include "hpu/device/spec.h"
+#include "hpu/env/environment.h"
 
 namespace hpu::device {
 
@@ -52,7 +52,7 @@ struct EmulatorSettings {
 
 // Reads and validates the variables above. Throws EmulatorConfigError naming
 // the variable, its value and the accepted values.
-EmulatorSettings loadEmulatorSettings(const Env& env);
+EmulatorSettings loadEmulatorSettings(const Environment& env);
 
 // Throws EmulatorConfigError if settings made in code (or loaded) are unusable.
 void validate(const EmulatorSettings& settings);

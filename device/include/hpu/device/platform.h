@@ -18,7 +18,7 @@ class Platform {
   // Throws EmulatorConfigError if the settings are unusable (validate()).
   explicit Platform(EmulatorSettings settings);
   // Platform(loadEmulatorSettings(env)).
-  static Platform fromEnv(const Env& env);
+  static Platform fromEnv(const Environment& env);
 
   Platform(Platform&&) noexcept = default;
   Platform& operator=(Platform&&) noexcept = default;

@@ -8,6 +8,7 @@
 #include "hpu/core/config/node.h"
 #include "hpu/core/trainer/trainer.h"
 #include "hpu/device/platform.h"
+#include "hpu/env/environment.h"
 
 namespace hpu::core {
 
@@ -16,7 +17,7 @@ struct RunRequest {
   config::Node config;     // canonical (see config/normalize.h); seed_everything as given
   bool save_config_overwrite = false;
   std::vector<std::string> argv;  // the command line, for spawning local workers
-  std::map<std::string, std::string> env;
+  Environment env;
   std::string version;  // the program version (compared across ranks)
   // What the config's composition rewrote (GPU spellings mapped to HPU
   // ones), warned about once, by global rank 0.
@@ -26,7 +27,7 @@ struct RunRequest {
 // seed_everything: true becomes a concrete random seed (PL_GLOBAL_SEED's
 // when set), so that a printed config reproduces a run. A run resolves it
 // itself, once for the whole job (buildPipeline): rank 0's seed.
-void resolveSeed(config::Node& config, const std::map<std::string, std::string>& env);
+void resolveSeed(config::Node& config, const Environment& env);
 
 // Builds the pipeline from the registry and runs the subcommand. Returns the
 // exit code; throws core::Error (or a device/comm error) on failure.
@@ -46,6 +47,6 @@ struct Pipeline {
 Pipeline buildPipeline(const RunRequest& request, device::Platform& platform, int simulated_rank);
 
 // The `hpu-train devices` table for this environment.
-std::string describeDevices(const std::map<std::string, std::string>& env);
+std::string describeDevices(const Environment& env);
 
 }  // namespace hpu::core

@@ -12,6 +12,7 @@
 
 #include "hpu/core/config/node.h"
 #include "hpu/core/config/schema.h"
+#include "hpu/env/environment.h"
 
 namespace hpu::core::config {
 
@@ -43,14 +44,14 @@ void applyOverride(Node& root, const Type& type, const Override& o,
 // becomes an override of <key>.<key> (keys lower-cased). Unknown keys are
 // left for validation, which names the variable. A switch set to anything
 // but a bool word (true/false/yes/no/on/off) is a problem, not silently off.
-std::vector<Override> envOverrides(const std::map<std::string, std::string>& env,
+std::vector<Override> envOverrides(const Environment& env,
                                    const std::string& subcommand,
                                    std::vector<std::string>& problems);
 
 struct ConfigSources {
   std::vector<std::string> files;   // --config, in command-line order
   std::vector<Override> overrides;  // dotted flags, in command-line order
-  std::map<std::string, std::string> env;
+  Environment env;
   std::string subcommand;
   bool template_only = false;  // required keys may be missing (see normalize())
 };

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "hpu/core/config/node.h"
+#include "hpu/env/environment.h"
 
 namespace hpu::core {
 
@@ -19,8 +20,10 @@ class Logger {
   // Resolves where logs go before anything is logged: global rank 0 picks
   // (e.g. the next version_N) and every rank learns the same directory.
   // `continue_run` (an elastic restart): the newest existing run's directory
-  // instead, keeping what it logged.
-  virtual void setup(const std::string& default_root_dir, Strategy& strategy, bool continue_run) = 0;
+  // instead, keeping what it logged. `env`: the process's environment, for
+  // the variables a logger reads (MLflow's credentials and retries).
+  virtual void setup(const std::string& default_root_dir, Strategy& strategy, bool continue_run,
+                     const Environment& env) = 0;
   virtual std::string name() const = 0;
   virtual std::string version() const = 0;
   // The directory of this run's logs (config.yaml, hparams.yaml, checkpoints/).

@@ -26,6 +26,7 @@
 
 #include "hpu/core/ops/op_table.h"
 #include "hpu/device/dtype.h"
+#include "hpu/env/environment.h"
 
 namespace hpu::core::autocast {
 
@@ -38,7 +39,7 @@ class Policy {
   // defaults() with LOWER_LIST / FP32_LIST files from `env` applied (a list
   // given replaces the built-in one). Throws ConfigError naming the file,
   // line and the valid op names for a name that is not an op.
-  static Policy fromEnv(const std::map<std::string, std::string>& env);
+  static Policy fromEnv(const Environment& env);
 
   ops::AutocastClass of(const ops::OpInfo& op) const;
 

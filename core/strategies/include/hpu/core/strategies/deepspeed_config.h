@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "hpu/env/environment.h"
 #include "hpu/core/config/node.h"
 #include "hpu/core/precision/loss_scaling.h"
 #include "hpu/core/optim/lr_scheduler.h"
@@ -39,13 +40,13 @@ struct DeepSpeedSettings {
 // `init_args`: the strategy's canonical init_args. `dataloader_batch` and
 // `accumulate_grad_batches` come from the data module and the Trainer;
 // `world_size` is devices x num_nodes. Throws ConfigError naming the key.
-DeepSpeedSettings resolveDeepSpeed(const config::Node& init_args, const std::map<std::string, std::string>& env,
+DeepSpeedSettings resolveDeepSpeed(const config::Node& init_args, const Environment& env,
                                    std::int64_t dataloader_batch, std::int64_t accumulate_grad_batches, int world_size);
 
 // DeepSpeed-inference's tensor_parallel.tp_size in the config (1 when
 // absent): generation split across that many ranks, as
 // ModelParallelStrategy's tensor_parallel_size. Throws ConfigError naming
 // the key.
-int deepSpeedTensorParallelSize(const config::Node& init_args, const std::map<std::string, std::string>& env);
+int deepSpeedTensorParallelSize(const config::Node& init_args, const Environment& env);
 
 }  // namespace hpu::core

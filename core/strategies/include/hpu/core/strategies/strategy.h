@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "hpu/env/environment.h"
 #include "hpu/comm/collective_observer.h"
 #include "hpu/comm/launcher.h"
 #include "hpu/comm/process_group.h"
@@ -38,7 +39,7 @@ struct TrainingSettings {
 
 // What a strategy needs to know about the process and the job.
 struct RunEnvironment {
-  std::map<std::string, std::string> env;
+  Environment env;
   std::vector<std::string> argv;  // to spawn local workers
   int devices_per_node = 1;
   int num_nodes = 1;
