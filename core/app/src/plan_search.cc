@@ -16,6 +16,7 @@
 #include "hpu/core/config/scalars.h"
 #include "hpu/core/estimate/pricing.h"
 #include "hpu/core/models/causal_lm.h"
+#include "hpu/core/strategies/strategy_names.h"
 #include "config_settings.h"
 #include "job_trace.h"
 #include "log_level_scope.h"
@@ -57,19 +58,31 @@ std::string className(const std::string& class_path) { return class_path.substr(
 // strategy is not one the search chooses).
 std::optional<Layout> givenLayout(const config::Node& cfg, const JobShape& job) {
   Layout l;
-  const std::string strategy = className(scalarAt(cfg, {"trainer", "strategy", "class_path"}, job.strategy));
+  const config::Node* node = configAt(cfg, {"trainer", "strategy"});
   const auto arg = [&](std::string_view key, std::string fallback) {
     return scalarAt(cfg, {"trainer", "strategy", "init_args", key}, std::move(fallback));
   };
-  if (strategy == "ModelParallelStrategy") {
-    l.zero_stage = static_cast<int>(std::stoll(arg("zero_stage", "0")));
-    l.sequence_parallel = config::parseBool(arg("sequence_parallel", "false")).value_or(false);
-  } else if (strategy == "HPUDeepSpeedStrategy") {
-    l.strategy = Layout::Strategy::kDeepSpeed;
-    l.zero_stage = static_cast<int>(std::stoll(arg("stage", "2")));
-    l.offload = config::parseBool(arg("offload_optimizer", "false")).value_or(false);
+  if (node != nullptr && node->isScalar()) {
+    // A name of the table: DeepSpeed's stages, or DDP (ZeRO-0 data parallel).
+    const StrategyName* name = findStrategyName(node->str());
+    if (name == nullptr || name->family == StrategyFamily::kSingleDevice) return std::nullopt;
+    if (name->family == StrategyFamily::kDeepSpeed) {
+      l.strategy = Layout::Strategy::kDeepSpeed;
+      l.zero_stage = name->zero_stage;
+      l.offload = name->offload;
+    }
   } else {
-    return std::nullopt;
+    const std::string strategy = className(scalarAt(cfg, {"trainer", "strategy", "class_path"}, ""));
+    if (strategy == "ModelParallelStrategy") {
+      l.zero_stage = static_cast<int>(std::stoll(arg("zero_stage", "0")));
+      l.sequence_parallel = config::parseBool(arg("sequence_parallel", "false")).value_or(false);
+    } else if (strategy == "HPUDeepSpeedStrategy") {
+      l.strategy = Layout::Strategy::kDeepSpeed;
+      l.zero_stage = static_cast<int>(std::stoll(arg("stage", "2")));
+      l.offload = config::parseBool(arg("offload_optimizer", "false")).value_or(false);
+    } else if (strategy != "HPUParallelStrategy") {
+      return std::nullopt;
+    }
   }
   l.expert_parallel = static_cast<int>(std::stoll(arg("expert_parallel_size", "1")));
   l.tensor_parallel = job.tensor_parallel;
