@@ -1,3 +1,5 @@
+#include <spdlog/fmt/fmt.h>
+
 #include "hpu/core/estimate/pricing.h"
 
 #include <algorithm>
@@ -98,8 +100,23 @@ std::optional<ThroughputRange> rangeOf(const JobShape& shape, device::Generation
                                    0};
   const device::Uncertainty spread = device::uncertaintyFor(generation, like);
   if (spread.rows == 0) return std::nullopt;
-  return ThroughputRange{throughput / spread.high, throughput / spread.low, spread.low, spread.high, spread.rows,
-                         like.mode == Mode::kTraining};
+  ThroughputRange r;
+  r.low = throughput / spread.high;
+  r.high = throughput / spread.low;
+  r.ratio_low = spread.low;
+  r.ratio_high = spread.high;
+  r.rows_low = spread.rows_low;
+  r.rows_high = spread.rows_high;
+  r.widening = spread.widening;
+  r.rows = spread.rows;
+  r.training = like.mode == Mode::kTraining;
+  r.from = std::string(device::generationName(spread.from));
+  const device::ValidationRow& n = spread.nearest;
+  r.nearest = fmt::format("{} card{}, {} tokens {}{}, {} {}", n.cards, n.cards == 1 ? "" : "s", n.tokens_in,
+                          r.training ? "a sequence" : "in",
+                          r.training ? "" : fmt::format(" / {} out", n.tokens_out),
+                          r.training ? "global batch" : "batch", n.batch);
+  return r;
 }
 
 }  // namespace
