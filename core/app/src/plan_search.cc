@@ -123,6 +123,7 @@ StepTime bilinear(const StepTime& a, const StepTime& b, const StepTime& c, const
   t.seconds = t.breakdown.total();
   t.matrix_flops = f(&StepTime::matrix_flops);
   t.comm_seconds = f(&StepTime::comm_seconds);
+  t.pipeline_transfers = f(&StepTime::pipeline_transfers);
   t.ops = n(&StepTime::ops);
   t.collectives = n(&StepTime::collectives);
   t.graphs = n(&StepTime::graphs);
@@ -448,6 +449,8 @@ estimate::PlanResult searchPlans(const RunRequest& run, const device::EmulatorSe
   if (result.given)
     for (std::size_t i = 0; i < fitting.size(); ++i)
       if (fitting[i].layout == *result.given) result.given_rank = static_cast<int>(i + 1);
+  if (!fitting.empty())
+    result.interleaved = estimate::interleavings(fitting.front(), facts.layers / fitting.front().layout.pipeline_stages);
   result.fitting = std::move(fitting);
   result.too_big = std::move(over);
   result.traces = search.traces();

@@ -68,6 +68,7 @@ nlohmann::json plannedJson(const PlannedLayout& p) {
     j["breakdown"] = {{"matrix_s", b.matrix},       {"vector_s", b.vector}, {"exposed_comm_s", b.exposed_comm},
                       {"optimizer_s", b.optimizer}, {"offload_s", b.offload}, {"host_s", b.host},
                       {"pipeline_bubble_s", b.pipeline_bubble}};
+    j["pipeline_transfers_s"] = p.figures.step.pipeline_transfers;
   }
   if (!p.loses.empty()) j["loses"] = p.loses;
   return j;
@@ -110,6 +111,26 @@ std::vector<std::pair<std::string, std::string>> configOverrides(const Layout& l
   return out;
 }
 
+std::vector<Interleaving> interleavings(const PlannedLayout& p, std::int64_t layers_per_stage) {
+  std::vector<Interleaving> out;
+  const Layout& l = p.layout;
+  const StepTime& step = p.figures.step;
+  if (l.pipeline_stages < 2 || l.accumulate % l.pipeline_stages != 0 || step.seconds <= 0) return out;
+  const double tokens = p.figures.throughput * step.seconds;
+  for (int v = 2; v <= 8 && v <= layers_per_stage; ++v) {
+    if (layers_per_stage % v != 0) continue;
+    Interleaving i;
+    i.virtual_stages = v;
+    i.bubble = step.breakdown.pipeline_bubble / v;
+    i.transfers = step.pipeline_transfers * v;
+    const double seconds =
+        step.seconds - step.breakdown.pipeline_bubble + i.bubble - step.pipeline_transfers + i.transfers;
+    i.throughput = tokens / seconds;
+    out.push_back(i);
+  }
+  return out;
+}
+
 std::string whyLoses(const PlannedLayout& a, const PlannedLayout& b) {
   const StepBreakdown& x = a.figures.step.breakdown;
   const StepBreakdown& y = b.figures.step.breakdown;
@@ -148,6 +169,15 @@ std::string textPlanReport(const PlanResult& r, std::size_t top) {
     out += "  (~: extrapolated from traces of one and two layers a stage; the others priced whole, as estimate fit "
            "prices them)\n";
   }
+  if (!r.interleaved.empty()) {
+    const StepTime& step = r.fitting.front().figures.step;
+    out += fmt::format("  #1 with interleaved 1F1B (virtual pipeline stages; fit does not run them yet), bubble {} and "
+                       "stage transfers {} now:\n",
+                       secondsText(step.breakdown.pipeline_bubble), secondsText(step.pipeline_transfers));
+    for (const Interleaving& i : r.interleaved)
+      out += fmt::format("        {} virtual stages a rank: {:.0f} tokens/s (bubble {}, transfers {})\n", i.virtual_stages,
+                         i.throughput, secondsText(i.bubble), secondsText(i.transfers));
+  }
   if (!r.too_big.empty()) {
     out += "  nearest layouts that do not fit:\n";
     for (const PlannedLayout& p : r.too_big) out += fmt::format("        {:<56} peak {}\n", describe(p.layout), bytesText(p.peak));
@@ -181,6 +211,13 @@ nlohmann::json jsonPlanReport(const PlanResult& r) {
                    {"search_seconds", r.seconds},
                    {"plans", fitting},
                    {"not_fitting", too_big}};
+  nlohmann::json interleaved = nlohmann::json::array();
+  for (const Interleaving& i : r.interleaved)
+    interleaved.push_back({{"virtual_stages", i.virtual_stages},
+                           {"tokens_per_s", i.throughput},
+                           {"pipeline_bubble_s", i.bubble},
+                           {"pipeline_transfers_s", i.transfers}});
+  j["first_interleaved"] = interleaved;
   if (r.given) {
     j["given"] = layoutJson(*r.given);
     j["given_rank"] = r.given_rank;

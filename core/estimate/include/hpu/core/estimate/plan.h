@@ -53,6 +53,22 @@ struct PlannedLayout {
   std::string loses;  // after the first: what costs it most against the best ("+0.41 s pipeline bubble")
 };
 
+// Megatron-LM's interleaved 1F1B (virtual pipeline stages) for a layout
+// with pipeline stages: each rank holds `virtual_stages` chunks of its
+// layers, so the pipeline fills and drains in 1/v of the time (the bubble
+// divided by v) while a micro-batch crosses v times as many stage
+// boundaries (the transfers compute waits for, times v) (Narayanan et al.,
+// "Efficient Large-Scale Language Model Training on GPU Clusters", 2021).
+// Training does not run it: the plan reports what it would give.
+struct Interleaving {
+  int virtual_stages = 1;
+  double bubble = 0, transfers = 0;  // seconds a step
+  double throughput = 0;             // tokens/s
+};
+// For v = 2.. dividing `layers_per_stage` (at most 8), when the
+// micro-batches are a multiple of the stages (Megatron-LM's condition).
+std::vector<Interleaving> interleavings(const PlannedLayout& planned, std::int64_t layers_per_stage);
+
 struct PlanResult {
   std::string model;    // "LlamaForCausalLM, 80 layers, 68,976,648,192 parameters"
   std::string product;  // "Intel Gaudi 2"
@@ -69,6 +85,7 @@ struct PlanResult {
   double seconds = 0;                   // the search's wall time
   std::optional<Layout> given;          // the config's own layout, if the search holds it
   int given_rank = 0;                   // its place among `fitting` (1-based; 0: does not fit or not searched)
+  std::vector<Interleaving> interleaved;  // the first fitting layout's, if it has stages
 };
 
 // "46.8 GiB", "8.0 MiB": device memory as the plan reports print it.
