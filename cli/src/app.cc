@@ -161,6 +161,8 @@ struct EstimateArgs {
   bool verbose = false;
   std::string output;  // plan: the winner's config
   std::size_t top = 10, whole = 3;
+  std::vector<const CLI::Option*> plan_only;  // -o, --top, --whole
+  std::vector<const CLI::Option*> not_plan;   // --steps, --verbose
 };
 
 int estimateCommand(const TrainerArgs& top, const EstimateArgs& args, std::vector<std::string> extras, int argc,
@@ -174,8 +176,13 @@ int estimateCommand(const TrainerArgs& top, const EstimateArgs& args, std::vecto
                            core::config::didYouMean(extras.front(), {"fit", "predict", "plan"}) +
                            " (fit, predict or plan)");
   }
-  if (stage != "plan" && !args.output.empty())
-    throw core::UsageError("estimate: -o/--output belongs to estimate plan (the winner's config)");
+  if (stage != "plan")
+    for (const CLI::Option* o : args.plan_only)
+      if (o->count() > 0)
+        throw core::UsageError("estimate: " + o->get_name() + " belongs to estimate plan, not estimate " + stage);
+  if (stage == "plan")
+    for (const CLI::Option* o : args.not_plan)
+      if (o->count() > 0) throw core::UsageError("estimate: " + o->get_name() + " belongs to estimate fit and predict, not plan");
   auto run = composeRequest(stage == "plan" ? "fit" : stage, top, args.trainer, std::move(extras), argc, argv);
   if (!run) return kExitOk;
   if (stage == "plan") {
@@ -268,19 +275,23 @@ int dispatch(int argc, char** argv) {
       "plan searches the layouts of the config's model, cluster and global batch for the fastest that fits.");
   estimate->allow_extras();
   addTrainerOptions(*estimate, estimate_args.trainer);
-  estimate->add_option("--steps", estimate_args.steps, "fit: optimizer steps to trace (the last is priced)")
-      ->check(CLI::Range(1, 1000))
-      ->type_name("N");
+  estimate_args.not_plan.push_back(
+      estimate->add_option("--steps", estimate_args.steps, "fit: optimizer steps to trace (the last is priced)")
+          ->check(CLI::Range(1, 1000))
+          ->type_name("N"));
   estimate->add_option("--json", estimate_args.json, "Also write the report as JSON to FILE")->type_name("FILE");
-  estimate->add_flag("--verbose", estimate_args.verbose, "List every constant of the Gaudi model with its source");
-  estimate->add_option("-o,--output", estimate_args.output, "plan: write the fastest layout's config to FILE")
-      ->type_name("FILE");
-  estimate->add_option("--top", estimate_args.top, "plan: rows of the ranked table")->check(CLI::Range(1, 1000))
-      ->type_name("N");
-  estimate->add_option("--whole", estimate_args.whole,
-                       "plan: the fastest N layouts are traced whole and priced as estimate fit prices them")
-      ->check(CLI::Range(1, 100))
-      ->type_name("N");
+  estimate_args.not_plan.push_back(
+      estimate->add_flag("--verbose", estimate_args.verbose, "List every constant of the Gaudi model with its source"));
+  estimate_args.plan_only = {
+      estimate->add_option("-o,--output", estimate_args.output, "plan: write the fastest layout's config to FILE")
+          ->type_name("FILE"),
+      estimate->add_option("--top", estimate_args.top, "plan: rows of the ranked table")
+          ->check(CLI::Range(1, 1000))
+          ->type_name("N"),
+      estimate->add_option("--whole", estimate_args.whole,
+                           "plan: the fastest N layouts are traced whole and priced as estimate fit prices them")
+          ->check(CLI::Range(1, 100))
+          ->type_name("N")};
   estimate->footer([] { return configKeysHelp(); });
   ExportArgs export_args;
   CLI::App* export_app = app.add_subcommand(

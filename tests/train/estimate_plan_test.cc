@@ -141,10 +141,17 @@ TEST_F(EstimatePlan, NothingFitsSaysWhichClusterWould) {
   EXPECT_FALSE(std::filesystem::exists(dir() / "plan.json"));
 }
 
-TEST_F(EstimatePlan, OutputBelongsToPlan) {
-  const RunResult r = run({"estimate", "fit", "-c", "tiny.yaml", "-o", "x.yaml"});
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_THAT(r.err, HasSubstr("estimate: -o/--output belongs to estimate plan (the winner's config)"));
+TEST_F(EstimatePlan, ItsOptionsBelongToPlan) {
+  const RunResult o = run({"estimate", "fit", "-c", "tiny.yaml", "-o", "x.yaml"});
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_THAT(o.err, HasSubstr("estimate: --output belongs to estimate plan, not estimate fit"));
+  const RunResult top = run({"estimate", "predict", "-c", "tiny.yaml", "--top", "3"});
+  EXPECT_EQ(top.exit_code, 2);
+  EXPECT_THAT(top.err, HasSubstr("estimate: --top belongs to estimate plan, not estimate predict"));
+  EXPECT_FALSE(std::filesystem::exists(dir() / "x.yaml"));
+  const RunResult steps = run({"estimate", "plan", "-c", "tiny.yaml", "--steps", "3"});
+  EXPECT_EQ(steps.exit_code, 2);
+  EXPECT_THAT(steps.err, HasSubstr("estimate: --steps belongs to estimate fit and predict, not plan"));
 }
 
 }  // namespace
