@@ -65,6 +65,7 @@ TEST_F(EstimatePlan, ExtrapolatedLayoutsAreEstimateFitsFigures) {
   const nlohmann::json p = plan({"--whole=1"});
   EXPECT_EQ(p["global_batch"], 32);
   EXPECT_EQ(p["candidates"], 210);
+  int fits = 0;
   for (const char* wanted : {"TP1 PP2 DP2 ZeRO-1, micro 2 x 8, recompute selective",
                              "TP2 PP1 DP2 ZeRO-1 SP, micro 4 x 4, recompute full",
                              "TP1 PP1 DP4 ZeRO-3, micro 1 x 8, recompute none",
@@ -83,6 +84,15 @@ TEST_F(EstimatePlan, ExtrapolatedLayoutsAreEstimateFitsFigures) {
     EXPECT_NEAR((*it)["tokens_per_s"].get<double>() / e["tokens_per_s"].get<double>(), 1.0, 1e-9);
     EXPECT_NEAR((*it)["peak_device_memory_bytes"].get<double>() / e["peak_device_memory_bytes"].get<double>(), 1.0,
                 0.01);
+    // Layouts without stages run with fit: rank 0's MaxInUse is the peak estimate fit gives.
+    if ((*it)["pipeline_stages"].get<int>() > 1) continue;
+    const std::string version = "lightning_logs/version_" + std::to_string(fits++);
+    args.insert(args.begin(), "fit");
+    args.insert(args.end(), {"--trainer.callbacks=[DeviceStatsMonitor]", "--trainer.log_every_n_steps=1"});
+    const RunResult f = run(args);
+    ASSERT_EQ(f.exit_code, 0) << f.describe();
+    EXPECT_EQ(readCsv(dir() / version / "metrics.csv").valueAt("DeviceStatsMonitor.on_train_batch_end/MaxInUse", 1),
+              e["peak_device_memory_bytes"].get<double>());
   }
 }
 
