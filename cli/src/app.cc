@@ -18,6 +18,7 @@
 #include "hpu/core/app/estimate.h"
 #include "hpu/core/app/export.h"
 #include "hpu/core/app/failure.h"
+#include "hpu/core/app/plan.h"
 #include "hpu/core/app/root.h"
 #include "hpu/core/app/run.h"
 #include "hpu/core/base/errors.h"
@@ -137,27 +138,48 @@ int runTrainerCommand(const std::string& sub, const TrainerArgs& top, const Trai
   return request ? core::run(*request) : kExitOk;
 }
 
-// hpu-train estimate [fit|predict] ...: the stage is the first word after
-// the subcommand (fit when none).
+// hpu-train estimate [fit|predict|plan] ...: the stage is the first word
+// after the subcommand (fit when none).
 struct EstimateArgs {
   TrainerArgs trainer;
   std::int64_t steps = 2;
   std::string json;
   bool verbose = false;
+  std::string output;  // plan: the winner's config
+  std::size_t top = 10, whole = 3;
+  std::vector<const CLI::Option*> plan_only;  // -o, --top, --whole
+  std::vector<const CLI::Option*> not_plan;   // --steps, --verbose
 };
 
 int estimateCommand(const TrainerArgs& top, const EstimateArgs& args, std::vector<std::string> extras, int argc,
                     char** argv, const Environment& env) {
   std::string stage = "fit";
-  if (!extras.empty() && (extras.front() == "fit" || extras.front() == "predict")) {
+  if (!extras.empty() && (extras.front() == "fit" || extras.front() == "predict" || extras.front() == "plan")) {
     stage = extras.front();
     extras.erase(extras.begin());
   } else if (!extras.empty() && extras.front().rfind('-', 0) != 0) {
     throw core::UsageError("estimate: unknown stage '" + extras.front() + "'" +
-                           core::config::didYouMean(extras.front(), {"fit", "predict"}) + " (fit or predict)");
+                           core::config::didYouMean(extras.front(), {"fit", "predict", "plan"}) +
+                           " (fit, predict or plan)");
   }
-  auto run = composeRequest(stage, top, args.trainer, std::move(extras), argc, argv, env);
+  if (stage != "plan")
+    for (const CLI::Option* o : args.plan_only)
+      if (o->count() > 0)
+        throw core::UsageError("estimate: " + o->get_name() + " belongs to estimate plan, not estimate " + stage);
+  if (stage == "plan")
+    for (const CLI::Option* o : args.not_plan)
+      if (o->count() > 0) throw core::UsageError("estimate: " + o->get_name() + " belongs to estimate fit and predict, not plan");
+  auto run = composeRequest(stage == "plan" ? "fit" : stage, top, args.trainer, std::move(extras), argc, argv, env);
   if (!run) return kExitOk;
+  if (stage == "plan") {
+    core::PlanRequest plan;
+    plan.run = std::move(*run);
+    plan.json_path = args.json;
+    plan.output_path = args.output;
+    plan.top = args.top;
+    plan.whole = args.whole;
+    return core::runPlan(plan);
+  }
   core::EstimateRequest request;
   request.run = std::move(*run);
   request.steps = args.steps;
@@ -223,15 +245,28 @@ int dispatch(int argc, char** argv, const Environment& env) {
   EstimateArgs estimate_args;
   CLI::App* estimate = app.add_subcommand(
       "estimate",
-      "Estimate a run on Gaudi without running it: hpu-train estimate [fit|predict] -c cfg.yaml. Runs the step graph "
-      "shape-only (no data, no arithmetic) and reports device memory per rank, step time, throughput and MFU.");
+      "Estimate a run on Gaudi without running it: hpu-train estimate [fit|predict|plan] -c cfg.yaml. Runs the step "
+      "graph shape-only (no data, no arithmetic) and reports device memory per rank, step time, throughput and MFU; "
+      "plan searches the layouts of the config's model, cluster and global batch for the fastest that fits.");
   estimate->allow_extras();
   addTrainerOptions(*estimate, estimate_args.trainer);
-  estimate->add_option("--steps", estimate_args.steps, "fit: optimizer steps to trace (the last is priced)")
-      ->check(CLI::Range(1, 1000))
-      ->type_name("N");
+  estimate_args.not_plan.push_back(
+      estimate->add_option("--steps", estimate_args.steps, "fit: optimizer steps to trace (the last is priced)")
+          ->check(CLI::Range(1, 1000))
+          ->type_name("N"));
   estimate->add_option("--json", estimate_args.json, "Also write the report as JSON to FILE")->type_name("FILE");
-  estimate->add_flag("--verbose", estimate_args.verbose, "List every constant of the Gaudi model with its source");
+  estimate_args.not_plan.push_back(
+      estimate->add_flag("--verbose", estimate_args.verbose, "List every constant of the Gaudi model with its source"));
+  estimate_args.plan_only = {
+      estimate->add_option("-o,--output", estimate_args.output, "plan: write the fastest layout's config to FILE")
+          ->type_name("FILE"),
+      estimate->add_option("--top", estimate_args.top, "plan: rows of the ranked table")
+          ->check(CLI::Range(1, 1000))
+          ->type_name("N"),
+      estimate->add_option("--whole", estimate_args.whole,
+                           "plan: the fastest N layouts are traced whole and priced as estimate fit prices them")
+          ->check(CLI::Range(1, 100))
+          ->type_name("N")};
   estimate->footer([] { return configKeysHelp(); });
   ExportArgs export_args;
   CLI::App* export_app = app.add_subcommand(

@@ -108,26 +108,42 @@ std::span<const ValidationRow> validationRows(Generation generation) {
   return {};
 }
 
-Uncertainty uncertaintyFor(Generation generation, const ValidationRow& run, std::size_t k) {
-  const auto gap = [](double a, double b) { return std::abs(std::log((a + 1) / (b + 1))); };
+double validationDistance(const ValidationRow& a, const ValidationRow& b) {
+  const auto gap = [](double x, double y) { return std::abs(std::log((x + 1) / (y + 1))); };
+  return gap(static_cast<double>(a.tokens_in), static_cast<double>(b.tokens_in)) +
+         gap(static_cast<double>(a.tokens_out), static_cast<double>(b.tokens_out)) +
+         0.5 * gap(static_cast<double>(a.batch), static_cast<double>(b.batch)) + gap(a.cards, b.cards);
+}
+
+Uncertainty uncertaintyWithout(Generation generation, const ValidationRow& run, Generation rows_of, std::size_t k) {
   std::vector<std::pair<double, const ValidationRow*>> near;
-  for (const ValidationRow& r : validationRows(generation)) {
-    if (r.mode != run.mode) continue;
-    const double distance = gap(static_cast<double>(run.tokens_in), static_cast<double>(r.tokens_in)) +
-                            gap(static_cast<double>(run.tokens_out), static_cast<double>(r.tokens_out)) +
-                            0.5 * gap(static_cast<double>(run.batch), static_cast<double>(r.batch)) +
-                            gap(run.cards, r.cards);
-    near.emplace_back(distance, &r);
-  }
+  for (const ValidationRow& r : validationRows(rows_of))
+    if (r.mode == run.mode && &r != &run) near.emplace_back(validationDistance(run, r), &r);
   if (near.empty()) return {};
   std::stable_sort(near.begin(), near.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   near.resize(std::min(near.size(), k));
-  Uncertainty u{near.front().second->loo_ratio, near.front().second->loo_ratio, static_cast<int>(near.size())};
+  Uncertainty u;
+  u.rows = static_cast<int>(near.size());
+  u.from = rows_of;
+  u.nearest = *near.front().second;
+  u.rows_low = u.rows_high = u.nearest.loo_ratio;
   for (const auto& entry : near) {
-    u.low = std::min(u.low, entry.second->loo_ratio);
-    u.high = std::max(u.high, entry.second->loo_ratio);
+    u.rows_low = std::min(u.rows_low, entry.second->loo_ratio);
+    u.rows_high = std::max(u.rows_high, entry.second->loo_ratio);
   }
+  const double w = kUncertaintyBase + kUncertaintyPerDistance * near.front().first +
+                   (rows_of != generation ? kUncertaintyOtherGeneration : 0.0);
+  u.widening = std::exp(w);
+  u.low = u.rows_low / u.widening;
+  u.high = u.rows_high * u.widening;
   return u;
+}
+
+Uncertainty uncertaintyFor(Generation generation, const ValidationRow& run, std::size_t k) {
+  Uncertainty u = uncertaintyWithout(generation, run, generation, k);
+  if (u.rows > 0 || generation == Generation::kGaudi) return u;
+  return uncertaintyWithout(generation, run,
+                            generation == Generation::kGaudi2 ? Generation::kGaudi3 : Generation::kGaudi2, k);
 }
 
 }  // namespace hpu::device

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "hpu/core/estimate/op_costs.h"
+#include "hpu/core/estimate/plan.h"
 #include "hpu/core/estimate/pricing.h"
 #include "hpu/core/estimate/report.h"
 #include "hpu/core/estimate/step_time.h"
@@ -147,6 +148,36 @@ TEST(EstimateReports, TextAndJsonRenderTheResultsValues) {
   EXPECT_EQ(json["ops"].size(), r.ops.size());
   EXPECT_THAT(text, ::testing::Not(HasSubstr("assumptions:")));
   EXPECT_THAT(textReport(r, true), HasSubstr("  assumptions:\n"));
+}
+
+// Interleaved 1F1B, priced for a plan's winner: v virtual stages divide the
+// bubble by v and multiply the stage transfers compute waits for by v, for
+// every v that divides a stage's layers, when the micro-batches are a
+// multiple of the stages.
+TEST(PlanInterleaving, DividesTheBubbleAndMultipliesTheTransfers) {
+  PlannedLayout p;
+  p.layout.pipeline_stages = 4;
+  p.layout.accumulate = 8;
+  p.figures.step.breakdown.matrix = 8.9;
+  p.figures.step.breakdown.pipeline_bubble = 1.0;
+  p.figures.step.breakdown.exposed_comm = 0.1;
+  p.figures.step.pipeline_transfers = 0.1;
+  p.figures.step.seconds = p.figures.step.breakdown.total();
+  p.figures.throughput = 1000;  // 10,000 tokens a 10 s step
+  const std::vector<Interleaving> all = interleavings(p, 6);
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(all[0].virtual_stages, 2);
+  EXPECT_DOUBLE_EQ(all[0].bubble, 0.5);
+  EXPECT_DOUBLE_EQ(all[0].transfers, 0.2);
+  EXPECT_DOUBLE_EQ(all[0].throughput, 10000 / (10 - 0.5 + 0.1));
+  EXPECT_EQ(all[1].virtual_stages, 3);
+  EXPECT_EQ(all[2].virtual_stages, 6);
+  EXPECT_DOUBLE_EQ(all[2].throughput, 10000 / (10 - 1.0 + 1.0 / 6 - 0.1 + 0.6));
+  p.layout.accumulate = 6;  // not a multiple of the 4 stages
+  EXPECT_TRUE(interleavings(p, 6).empty());
+  p.layout.accumulate = 8;
+  p.layout.pipeline_stages = 1;
+  EXPECT_TRUE(interleavings(p, 6).empty());
 }
 
 }  // namespace

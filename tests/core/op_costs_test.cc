@@ -141,6 +141,42 @@ TEST(OpCosts, DecodingAttentionReadsEachKeyValueHeadOnce) {
   EXPECT_EQ(p.forward.flops, 4 * macs);
 }
 
+// A kernel runs both of its products on one engine. Where Q K^T alone would
+// run on one engine and P V alone on the other (few query rows: the two
+// products' outputs fill the matrix engine's tiles differently), the kernel is priced whole on each engine, every
+// product's work included, and takes the faster.
+TEST(OpCosts, AttentionWithProductsOnDifferentEnginesIsPricedWholeOnEach) {
+  const GaudiModel& m = gaudi2();
+  const DType bf16 = DType::kBFloat16;
+  const auto engineOf = [&](std::int64_t batch, std::int64_t rows, std::int64_t cols, std::int64_t inner) {
+    const Operands o{{{batch, rows, inner}, {batch, inner, cols}}, {bf16, bf16}};
+    return priceOp(m, "matmul", o.infos()).forward.engine;
+  };
+  // 4 query heads a key/value head, t positions each, against caches of s
+  // positions: the first (t, s) that puts the two products apart.
+  const std::int64_t b = 16, h = 32, hkv = 8, d = 128;
+  std::int64_t t = 0, s = 0;
+  for (std::int64_t rows = 1; rows <= 256 && s == 0; rows *= 2)
+    for (std::int64_t len = 128; len <= 65536 && s == 0; len *= 2)
+      if (engineOf(b * hkv, 4 * rows, len, d) != engineOf(b * hkv, 4 * rows, d, len)) {
+        t = rows;
+        s = len;
+      }
+  const Operands o{{{b, h, t, d}, {b, hkv, s, d}, {b, hkv, s, d}}, {bf16, bf16, bf16}};
+  const OpCost c = priceOp(m, "scaled_dot_product_attention", o.infos()).forward;
+  const double scores = static_cast<double>(b * h * t * s);
+  const double softmax = m.vectorSeconds(0, scores * 10, 1, bf16);
+  const double hbm = m.vectorSeconds(2.0 * (b * h * t * d) * 2 + 2.0 * (b * hkv * s * d) * 2, 0, 0, bf16);
+  const double on_matrix =
+      std::max({(m.matrixWork(b * hkv, 4 * t, s, d, bf16, bf16).mme + m.matrixWork(b * hkv, 4 * t, d, s, bf16, bf16).mme) /
+                    m.calibration().attention,
+                softmax, hbm});
+  const double macs = scores * d;  // per product
+  const double on_vector = std::max(2 * m.vectorSeconds(0, macs, 1, bf16) + softmax, hbm);
+  EXPECT_DOUBLE_EQ(c.seconds, std::min(on_matrix, on_vector));
+  EXPECT_EQ(c.engine, on_matrix <= on_vector ? Engine::kMatrix : Engine::kVector);
+}
+
 TEST(OpCosts, ElementwiseOpsAreVectorPasses) {
   // add of two [1024, 1024] bf16 tensors: 3 x 2 MiB of HBM traffic.
   const Operands o{{{1024, 1024}, {1024, 1024}}, {DType::kBFloat16, DType::kBFloat16}};

@@ -172,22 +172,59 @@ TEST(GaudiCalibration, FittedEfficienciesArePhysicalAndValidated) {
 }
 
 // The likely range of an estimate: the leave-one-out ratios of the most
-// similar published runs of the same mode.
+// similar published runs of the same mode, widened with the distance from
+// the nearest.
 TEST(GaudiCalibration, TheLikelyRangeComesFromTheMostSimilarPublishedRuns) {
   const std::span<const ValidationRow> rows = validationRows(Generation::kGaudi3);
-  const ValidationRow& published = rows[1];  // Llama 2 7B, 128 in / 2048 out, batch 217
+  const ValidationRow published = rows[1];  // Llama 2 7B, 128 in / 2048 out, batch 217 (a copy: not left out)
   const Uncertainty self = uncertaintyFor(Generation::kGaudi3, published, 1);
   EXPECT_EQ(self.rows, 1);
-  EXPECT_EQ(self.low, published.loo_ratio);
-  EXPECT_EQ(self.high, published.loo_ratio);
+  EXPECT_EQ(self.rows_low, published.loo_ratio);
+  EXPECT_EQ(self.rows_high, published.loo_ratio);
+  EXPECT_DOUBLE_EQ(self.widening, std::exp(kUncertaintyBase));  // distance 0
+  EXPECT_DOUBLE_EQ(self.low, published.loo_ratio / self.widening);
   const Uncertainty four = uncertaintyFor(Generation::kGaudi3, published);
   EXPECT_EQ(four.rows, 4);
   EXPECT_LE(four.low, published.loo_ratio);
   EXPECT_GE(four.high, published.loo_ratio);
-  // Gaudi 3 has no published training run.
-  ValidationRow training = published;
-  training.mode = ValidationRow::Mode::kTraining;
-  EXPECT_EQ(uncertaintyFor(Generation::kGaudi3, training).rows, 0);
+  // Farther from every row, wider.
+  ValidationRow far = published;
+  far.cards = 64;
+  const Uncertainty wider = uncertaintyFor(Generation::kGaudi3, far);
+  EXPECT_DOUBLE_EQ(wider.widening, std::exp(kUncertaintyBase + kUncertaintyPerDistance *
+                                                                    validationDistance(far, wider.nearest)));
+  EXPECT_GT(wider.widening, four.widening);
+  // Gaudi 3 has no published training run: Gaudi 2's, widened for the other generation.
+  ValidationRow training{ValidationRow::Mode::kTraining, 4096, 0, 1024, 8, 0};
+  const Uncertainty borrowed = uncertaintyFor(Generation::kGaudi3, training);
+  EXPECT_EQ(borrowed.rows, 4);
+  EXPECT_EQ(borrowed.from, Generation::kGaudi2);
+  EXPECT_DOUBLE_EQ(borrowed.widening, std::exp(kUncertaintyBase + kUncertaintyOtherGeneration));  // Llama 2 7B's row
+  EXPECT_EQ(uncertaintyFor(Generation::kGaudi, training).rows, 0);
+}
+
+// The rule holds on rows it did not see: at least 90% of the published runs
+// fall inside the range the other runs give them, of their own generation
+// and of the other one (the Gaudi 3 training case).
+TEST(GaudiCalibration, AtLeastNinetyPercentOfHeldOutRunsFallInsideTheirRange) {
+  for (const bool other : {false, true}) {
+    int inside = 0, unwidened = 0, total = 0;
+    for (const Generation g : {Generation::kGaudi2, Generation::kGaudi3}) {
+      const Generation rows_of = other ? (g == Generation::kGaudi2 ? Generation::kGaudi3 : Generation::kGaudi2) : g;
+      for (const ValidationRow& r : validationRows(g)) {
+        const Uncertainty u = uncertaintyWithout(g, r, rows_of);
+        if (u.rows == 0) continue;
+        ++total;
+        inside += u.low <= r.loo_ratio && r.loo_ratio <= u.high;
+        unwidened += u.rows_low <= r.loo_ratio && r.loo_ratio <= u.rows_high;
+      }
+    }
+    SCOPED_TRACE(other ? "the other generation's runs" : "the same generation's runs");
+    EXPECT_EQ(total, other ? 40 : 51);
+    EXPECT_GE(inside, 0.9 * total) << inside << " of " << total;
+    // The runs' own ratios alone, as the range was before the widening, hold far fewer.
+    EXPECT_LT(unwidened, 0.8 * total) << unwidened << " of " << total;
+  }
 }
 
 }  // namespace

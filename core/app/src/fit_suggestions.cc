@@ -11,6 +11,7 @@
 #include "hpu/core/config/compose.h"
 #include "hpu/core/config/params.h"
 #include "hpu/core/config/scalars.h"
+#include "config_settings.h"
 #include "job_trace.h"
 
 namespace hpu::core::app {
@@ -20,24 +21,10 @@ namespace {
 // YAML values, as on the command line).
 struct Change {
   std::string what;
-  std::vector<std::pair<std::string, std::string>> settings;
+  Settings settings;
 };
 
-RunRequest withChange(const RunRequest& run, const Change& change) {
-  RunRequest out = run;
-  std::vector<std::string> problems;
-  for (const auto& [key, value] : change.settings)
-    config::applyOverride(out.config, config::rootType(), {key, config::Node::scalar(value)}, problems);
-  if (!problems.empty()) throw UsageError(problems.front());
-  return out;
-}
-
-const config::Node* configAt(const config::Node& root, std::initializer_list<std::string_view> path) {
-  const config::Node* n = &root;
-  for (std::string_view key : path)
-    if (n == nullptr || !(n = n->find(key))) return nullptr;
-  return n;
-}
+RunRequest withChange(const RunRequest& run, const Change& change) { return withSettings(run, change.settings); }
 
 }  // namespace
 

@@ -50,6 +50,31 @@ std::int64_t maxNewTokens(const config::Node& cfg) {
   return n && n->isScalar() ? config::asInt(*n) : 0;
 }
 
+}  // namespace
+
+estimate::JobShape jobShapeOf(const RunRequest& run, const Pipeline& pipeline) {
+  JobShape s;
+  const bool predict = run.subcommand == "predict";
+  s.predict = predict;
+  s.devices = pipeline.devices;
+  s.nodes = static_cast<int>(pipeline.parts.options.num_nodes);
+  s.world = pipeline.parts.strategy->worldSize();
+  const ops::ParallelGroup* tp = pipeline.parts.strategy->tensorParallelGroup();
+  s.stages = pipeline.parts.strategy->pipelineStages();
+  s.tensor_parallel = tp ? tp->size() : 1;
+  s.replicas = s.world / (s.tensor_parallel * s.stages);
+  s.accumulate = pipeline.parts.options.accumulate_grad_batches;
+  s.strategy = pipeline.parts.strategy->name();
+  const data::Split split = predict ? data::Split::kPredict : data::Split::kTrain;
+  s.micro_batch = pipeline.data->loaderOptions(split).batch_size;
+  for (const data::Field& f : pipeline.data->batchFields(split))
+    if (f.name == "input_ids") s.tokens_per_sample = f.numel();
+  s.max_new_tokens = maxNewTokens(run.config);
+  return s;
+}
+
+namespace {
+
 // Rank `rank` of the job, under trace settings; fills `shape` and `buckets`
 // (its parameter buckets' sizes) when given.
 RankTrace traceRank(const RunRequest& run, std::int64_t steps, const device::EmulatorSettings& settings, int rank,
@@ -57,24 +82,7 @@ RankTrace traceRank(const RunRequest& run, std::int64_t steps, const device::Emu
   device::Platform platform(settings);
   Pipeline pipeline = buildPipeline(run, platform, rank);
   const bool predict = run.subcommand == "predict";
-  if (shape != nullptr) {
-    JobShape& s = *shape;
-    s.predict = predict;
-    s.devices = pipeline.devices;
-    s.nodes = static_cast<int>(pipeline.parts.options.num_nodes);
-    s.world = pipeline.parts.strategy->worldSize();
-    const ops::ParallelGroup* tp = pipeline.parts.strategy->tensorParallelGroup();
-    s.stages = pipeline.parts.strategy->pipelineStages();
-    s.tensor_parallel = tp ? tp->size() : 1;
-    s.replicas = s.world / (s.tensor_parallel * s.stages);
-    s.accumulate = pipeline.parts.options.accumulate_grad_batches;
-    s.strategy = pipeline.parts.strategy->name();
-    const data::Split split = predict ? data::Split::kPredict : data::Split::kTrain;
-    s.micro_batch = pipeline.data->loaderOptions(split).batch_size;
-    for (const data::Field& f : pipeline.data->batchFields(split))
-      if (f.name == "input_ids") s.tokens_per_sample = f.numel();
-    s.max_new_tokens = maxNewTokens(run.config);
-  }
+  if (shape != nullptr) *shape = jobShapeOf(run, pipeline);
 
   Trainer trainer(std::move(pipeline.parts));
   if (shape != nullptr) {
@@ -137,7 +145,8 @@ device::EmulatorSettings traceSettings(const device::EmulatorSettings& settings)
   return out;
 }
 
-estimate::TracedJob traceJob(const RunRequest& run, std::int64_t steps, const device::EmulatorSettings& settings) {
+estimate::TracedJob traceJob(const RunRequest& run, std::int64_t steps, const device::EmulatorSettings& settings,
+                             TraceScope scope) {
   const device::EmulatorSettings traced = traceSettings(settings);
   estimate::TracedJob job;
   JobShape& shape = job.shape;
@@ -147,13 +156,20 @@ estimate::TracedJob traceJob(const RunRequest& run, std::int64_t steps, const de
   if (shape.stages > 1) {
     // Pipeline stages run different parts of the model: one rank of each
     // (its tensor-parallel ranks and each replica's hold the same shapes).
+    const bool bounding = scope == TraceScope::kBounding;
     ranks.front().last_rank = shape.tensor_parallel - 1;
     for (int stage = 1; stage < shape.stages; ++stage) {
+      if (bounding && stage > 1 && stage + 1 < shape.stages) continue;
       RankTrace t = traceRank(run, steps, traced, stage * shape.tensor_parallel);
       t.stage = stage;
-      t.last_rank = (stage + 1) * shape.tensor_parallel - 1;
+      const int last_stage = bounding && stage == 1 ? std::max(1, shape.stages - 2) : stage;
+      t.last_rank = (last_stage + 1) * shape.tensor_parallel - 1;
       ranks.push_back(std::move(t));
     }
+    return job;
+  }
+  if (scope == TraceScope::kBounding) {
+    ranks.front().last_rank = shape.world - 1;
     return job;
   }
   // Every rank runs the same graph; they differ only in their shards, a

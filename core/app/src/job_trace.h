@@ -20,7 +20,19 @@ namespace hpu::core::app {
 // last); with pipeline stages, one rank of each stage. `settings`: the
 // emulator's as the job would run; tracing makes them shape-only and lifts
 // the memory limit, so a run that does not fit is traced to its end.
-estimate::TracedJob traceJob(const RunRequest& run, std::int64_t steps, const device::EmulatorSettings& settings);
+// kBounding traces only the ranks that bound the job's step and peak, for a
+// search that prices many layouts: rank 0 without stages (every rank runs its
+// graph, rank 0 holds the largest shards); with stages the first, the second
+// (standing for every middle stage: the same parts, and the most micro-batches
+// in flight of them) and the last.
+enum class TraceScope { kEveryClass, kBounding };
+estimate::TracedJob traceJob(const RunRequest& run, std::int64_t steps, const device::EmulatorSettings& settings,
+                             TraceScope scope = TraceScope::kEveryClass);
+
+// The shape of the job `pipeline` (built from `run` for its rank 0) runs,
+// as far as it is known before the Trainer exists (precision and matrix
+// dtype are left at their defaults).
+estimate::JobShape jobShapeOf(const RunRequest& run, const Pipeline& pipeline);
 
 // `settings` as a trace runs them: shape-only, without a recipe cache,
 // under a memory limit that never binds (a rehearsal's too).

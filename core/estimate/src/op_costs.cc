@@ -70,12 +70,16 @@ device::Work times(device::Work w, double times) {
   return w;
 }
 
-// `batch` products [rows, inner] x [inner, cols] on the matrix engine, or,
-// when its output tiles would leave the engine's arrays mostly empty (a
-// batched matrix-vector product), as multiply-adds on the vector engine:
-// whichever is faster.
-OpCost product(const device::GaudiModel& m, std::int64_t batch, std::int64_t rows, std::int64_t cols,
-               std::int64_t inner, DType dtype) {
+// The work of `batch` products [rows, inner] x [inner, cols] on either
+// engine: output tiles on the matrix engine, or multiply-adds on the vector
+// engine.
+struct ProductWork {
+  device::Work matrix, vector;
+  double flops = 0;
+};
+
+ProductWork productWork(const device::GaudiModel& m, std::int64_t batch, std::int64_t rows, std::int64_t cols,
+                        std::int64_t inner, DType dtype) {
   // fp8 products write bf16 (the fp8 GEMM's output).
   const DType out = device::isFp8(dtype) ? DType::kBFloat16 : dtype;
   const double b = static_cast<double>(batch), r = static_cast<double>(rows), c = static_cast<double>(cols),
@@ -83,10 +87,18 @@ OpCost product(const device::GaudiModel& m, std::int64_t batch, std::int64_t row
   const double flops = 2.0 * b * r * c * k;
   const double traffic = b * ((r * k + k * c) * static_cast<double>(device::logicalSize(dtype)) +
                               r * c * static_cast<double>(device::logicalSize(out)));
-  const device::Work matrix = m.matrixWork(batch, rows, cols, inner, dtype, out);
-  const device::Work vector = m.vectorWork(traffic, flops / 2, 1, productVectorDtype(dtype));
-  return m.seconds(matrix) <= m.seconds(vector) ? costOf(m, Engine::kMatrix, matrix, flops)
-                                                 : costOf(m, Engine::kVector, vector, flops);
+  return {m.matrixWork(batch, rows, cols, inner, dtype, out),
+          m.vectorWork(traffic, flops / 2, 1, productVectorDtype(dtype)), flops};
+}
+
+// `batch` products on the matrix engine, or, when its output tiles would
+// leave the engine's arrays mostly empty (a batched matrix-vector product),
+// on the vector engine: whichever is faster.
+OpCost product(const device::GaudiModel& m, std::int64_t batch, std::int64_t rows, std::int64_t cols,
+               std::int64_t inner, DType dtype) {
+  const ProductWork w = productWork(m, batch, rows, cols, inner, dtype);
+  return m.seconds(w.matrix) <= m.seconds(w.vector) ? costOf(m, Engine::kMatrix, w.matrix, w.flops)
+                                                     : costOf(m, Engine::kVector, w.vector, w.flops);
 }
 
 // The backward of a product of a and b: dA and dB, a product of the
@@ -104,9 +116,10 @@ OpCost productBackward(const OpCost& forward, const OperandInfo& a, const Operan
 // them out; causal prefill skips the masked half), the softmax of every
 // score on the vector engine, and q, k, v and the output through HBM once
 // (the scores stay on chip). Its engines work on successive blocks at once,
-// so the kernel takes as long as the busiest of them and HBM. A few query
-// rows against a long cache (decoding) run their products on the vector
-// engine too.
+// so the kernel takes as long as the busiest of them and HBM. The kernel
+// runs both products on one engine: it is priced whole with them on the
+// matrix engine and whole with them on the vector engine (a few query rows
+// against a long cache, decoding), and takes the faster.
 OpPrice attention(const device::GaudiModel& m, std::span<const OperandInfo> operands) {
   const OperandInfo &q = operands[0], &k = operands[1];
   const std::int64_t b = dim(q, 0), h = dim(q, 1), t = dim(q, 2), d = dim(q, 3), hkv = dim(k, 1), s = dim(k, 2);
@@ -115,33 +128,36 @@ OpPrice attention(const device::GaudiModel& m, std::span<const OperandInfo> oper
   // An fp8 cache runs both products in fp8.
   const DType dtype = device::isFp8(k.dtype) ? k.dtype : q.dtype;
   const double scores = static_cast<double>(b * h * t) * static_cast<double>(s) * masked;
-  const OpCost qk = product(m, b * hkv, group * t, s, d, dtype), pv = product(m, b * hkv, group * t, d, s, dtype);
+  const ProductWork qk = productWork(m, b * hkv, group * t, s, d, dtype), pv = productWork(m, b * hkv, group * t, d, s, dtype);
   const double flops = (qk.flops + pv.flops) * masked;
   const DType vdt = vectorDtype(q.dtype);
   const double kv_bytes = static_cast<double>(b * hkv * s * d) * static_cast<double>(device::logicalSize(k.dtype));
   // The products on the matrix engine beside the softmax (the scores stay
   // on chip: HBM moves q, k, v and the output once), or everything on the
   // vector engine.
-  const bool on_matrix = qk.engine == Engine::kMatrix || pv.engine == Engine::kMatrix;
-  const auto kernel = [&](double products, double softmax_instructions, double traffic) {
+  const auto kernel = [&](bool on_matrix, double products, double softmax_instructions, double traffic) {
     device::Work w = m.vectorWork(traffic, scores, softmax_instructions, vdt);
     if (on_matrix) {
-      w.mme = products * (qk.work.mme + pv.work.mme) * masked;
+      w.mme = products * (qk.matrix.mme + pv.matrix.mme) * masked;
       w.matrix = device::Work::Matrix::kAttention;
     } else {
-      w.tpc += products * (qk.work.tpc + pv.work.tpc) * masked;
+      w.tpc += products * (qk.vector.tpc + pv.vector.tpc) * masked;
     }
     return w;
   };
-  const Engine engine = on_matrix ? Engine::kMatrix : Engine::kVector;
+  // The faster of the whole kernel on either engine, forward and backward alike.
+  const auto faster = [&](double products, double softmax_instructions, double traffic, double op_flops) {
+    const device::Work matrix = kernel(true, products, softmax_instructions, traffic);
+    const device::Work vector = kernel(false, products, softmax_instructions, traffic);
+    return m.seconds(matrix) <= m.seconds(vector) ? costOf(m, Engine::kMatrix, matrix, op_flops)
+                                                   : costOf(m, Engine::kVector, vector, op_flops);
+  };
   OpPrice p;
-  p.forward = costOf(m, engine, kernel(1, kExpOpInstructions, 2 * bytes(q) + 2 * kv_bytes), flops);
+  p.forward = faster(1, kExpOpInstructions, 2 * bytes(q) + 2 * kv_bytes, flops);
   // Backward reads q, k, v, the output and its gradient and writes three
   // gradients: twice the forward's traffic.
-  p.backward = costOf(m, engine,
-                      kernel(kAttentionBackwardProducts, kExpOpInstructions + kAttentionBackwardExtraInstructions,
-                             2 * (2 * bytes(q) + 2 * kv_bytes)),
-                      flops * kAttentionBackwardProducts);
+  p.backward = faster(kAttentionBackwardProducts, kExpOpInstructions + kAttentionBackwardExtraInstructions,
+                      2 * (2 * bytes(q) + 2 * kv_bytes), flops * kAttentionBackwardProducts);
   return p;
 }
 

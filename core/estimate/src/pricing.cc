@@ -1,3 +1,5 @@
+#include <spdlog/fmt/fmt.h>
+
 #include "hpu/core/estimate/pricing.h"
 
 #include <algorithm>
@@ -49,38 +51,40 @@ std::vector<StepShare> stepShares(const PricedStep& step, const device::GaudiMod
   return out;
 }
 
-// The rank whose step sets the job's: rank 0, or with pipeline stages the
-// slowest stage's.
-std::size_t stepRank(const std::vector<PricedStep>& steps, const JobShape& shape) {
+}  // namespace
+
+std::size_t stepRank(std::span<const StepTime> steps, const JobShape& shape) {
   if (shape.stages == 1) return 0;
   return static_cast<std::size_t>(
       std::max_element(steps.begin(), steps.end(),
-                       [](const PricedStep& a, const PricedStep& b) { return a.time.seconds < b.time.seconds; }) -
+                       [](const StepTime& a, const StepTime& b) { return a.seconds < b.seconds; }) -
       steps.begin());
 }
 
-// The step time of the job whose ranks' steps are `steps`, and whose step
-// rank (stepRank) is `timed`: its step; with pipeline stages, plus 1F1B's
-// bubble: each of the stages - 1 other stages idles one micro-batch's forward
-// and backward of the slowest stage while the pipeline fills and drains
-// (Narayanan et al., "Efficient Large-Scale Language Model Training on GPU
-// Clusters", 2021: bubble = (p - 1) / m of the ideal time). The matrix
-// engine's work is a rank's on average.
-StepTime jobStep(const std::vector<PricedStep>& steps, const PricedStep& timed, const JobShape& shape) {
-  StepTime out = timed.time;
+// With pipeline stages, each of the stages - 1 other stages idles one
+// micro-batch's forward and backward of the slowest stage while the pipeline
+// fills and drains (Narayanan et al., "Efficient Large-Scale Language Model
+// Training on GPU Clusters", 2021: bubble = (p - 1) / m of the ideal time).
+// The matrix engine's work is a stage's on average.
+StepTime jobStep(std::span<const StepTime> steps, std::span<const int> stages_each, const JobShape& shape) {
+  HPU_CHECK(!steps.empty() && steps.size() == stages_each.size(), "one stage count per traced rank");
+  StepTime out = steps[stepRank(steps, shape)];
   if (shape.stages == 1) return out;
-  double flops = 0, busiest = 0;
-  for (const PricedStep& s : steps) {
-    flops += s.time.matrix_flops;
-    const StepBreakdown& b = s.time.breakdown;
+  double flops = 0, busiest = 0, stages = 0;
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    flops += steps[i].matrix_flops * stages_each[i];
+    stages += stages_each[i];
+    const StepBreakdown& b = steps[i].breakdown;
     busiest = std::max(busiest, b.matrix + b.vector + b.host);
   }
-  out.matrix_flops = flops / static_cast<double>(steps.size());
+  out.matrix_flops = flops / stages;
   const auto micro_batches = static_cast<double>(std::max<std::int64_t>(1, shape.accumulate));
   out.breakdown.pipeline_bubble = static_cast<double>(shape.stages - 1) * busiest / micro_batches;
   out.seconds = out.breakdown.total();
   return out;
 }
+
+namespace {
 
 // The likely range of `throughput` tokens/s: how far off the estimate of a
 // run like this one was for the published runs most like it.
@@ -96,11 +100,50 @@ std::optional<ThroughputRange> rangeOf(const JobShape& shape, device::Generation
                                    0};
   const device::Uncertainty spread = device::uncertaintyFor(generation, like);
   if (spread.rows == 0) return std::nullopt;
-  return ThroughputRange{throughput / spread.high, throughput / spread.low, spread.low, spread.high, spread.rows,
-                         like.mode == Mode::kTraining};
+  ThroughputRange r;
+  r.low = throughput / spread.high;
+  r.high = throughput / spread.low;
+  r.ratio_low = spread.low;
+  r.ratio_high = spread.high;
+  r.rows_low = spread.rows_low;
+  r.rows_high = spread.rows_high;
+  r.widening = spread.widening;
+  r.rows = spread.rows;
+  r.training = like.mode == Mode::kTraining;
+  r.from = std::string(device::generationName(spread.from));
+  const device::ValidationRow& n = spread.nearest;
+  r.nearest = fmt::format("{} card{}, {} tokens {}{}, {} {}", n.cards, n.cards == 1 ? "" : "s", n.tokens_in,
+                          r.training ? "a sequence" : "in",
+                          r.training ? "" : fmt::format(" / {} out", n.tokens_out),
+                          r.training ? "global batch" : "batch", n.batch);
+  return r;
 }
 
 }  // namespace
+
+JobFigures jobFigures(const JobShape& shape, const device::GaudiModel& model, std::span<const StepTime> steps,
+                      std::span<const int> stages_each) {
+  JobFigures out;
+  out.step = jobStep(steps, stages_each, shape);
+  const double seconds = out.step.seconds;
+  const double samples =
+      static_cast<double>(shape.micro_batch) * (shape.predict ? 1 : shape.accumulate) * shape.replicas;
+  out.per_token = shape.tokens_per_sample > 0;
+  const double per_sample =
+      shape.predict ? static_cast<double>(shape.max_new_tokens) : static_cast<double>(shape.tokens_per_sample);
+  out.throughput = seconds > 0 ? samples * (out.per_token ? per_sample : 1.0) / seconds : 0;
+  if (out.per_token) out.range = rangeOf(shape, model.spec().generation, out.throughput);
+  out.mfu = seconds > 0 ? out.step.matrix_flops / (seconds * model.matrixPeakFlops(shape.matrix_dtype)) : 0;
+  return out;
+}
+
+std::vector<int> stagesEach(const TracedJob& job) {
+  std::vector<int> out;
+  const int tp = std::max(1, job.shape.tensor_parallel);
+  for (const RankTrace& r : job.ranks)
+    out.push_back(job.shape.stages > 1 ? std::max(1, (r.last_rank - r.rank + 1) / tp) : 1);
+  return out;
+}
 
 EstimateResult priceJob(const TracedJob& job, const device::GaudiModel& model, const device::MemoryLimit& limit) {
   const JobShape& shape = job.shape;
@@ -108,8 +151,12 @@ EstimateResult priceJob(const TracedJob& job, const device::GaudiModel& model, c
   HPU_CHECK(model.topology().devicesPerNode == shape.devices && model.topology().numNodes == shape.nodes,
             "the Gaudi model is for another topology than the traced job's");
   std::vector<PricedStep> steps;
-  for (const RankTrace& r : job.ranks) steps.push_back(priceStep(r.step, model));
-  const std::size_t timed = stepRank(steps, shape);  // its ops are the step's
+  std::vector<StepTime> times;
+  for (const RankTrace& r : job.ranks) {
+    steps.push_back(priceStep(r.step, model));
+    times.push_back(steps.back().time);
+  }
+  const std::size_t timed = stepRank(times, shape);  // its ops are the step's
 
   EstimateResult out;
   out.shape = shape;
@@ -120,16 +167,13 @@ EstimateResult priceJob(const TracedJob& job, const device::GaudiModel& model, c
   if (shape.stages > 1)
     for (std::size_t i = 1; i < job.ranks.size(); ++i) out.parameters += job.ranks[i].parameters;
 
-  out.step = jobStep(steps, steps[timed], shape);
-  const double seconds = out.step.seconds;
-  const double samples =
-      static_cast<double>(shape.micro_batch) * (shape.predict ? 1 : shape.accumulate) * shape.replicas;
-  out.per_token = shape.tokens_per_sample > 0;
-  const double per_sample =
-      shape.predict ? static_cast<double>(shape.max_new_tokens) : static_cast<double>(shape.tokens_per_sample);
-  out.throughput = seconds > 0 ? samples * (out.per_token ? per_sample : 1.0) / seconds : 0;
-  if (out.per_token) out.range = rangeOf(shape, model.spec().generation, out.throughput);
-  out.mfu = seconds > 0 ? out.step.matrix_flops / (seconds * model.matrixPeakFlops(shape.matrix_dtype)) : 0;
+  const std::vector<int> stages_each = stagesEach(job);
+  JobFigures figures = jobFigures(shape, model, times, stages_each);
+  out.step = figures.step;
+  out.per_token = figures.per_token;
+  out.throughput = figures.throughput;
+  out.range = figures.range;
+  out.mfu = figures.mfu;
 
   out.limit = limit;
   for (const RankTrace& r : job.ranks) {

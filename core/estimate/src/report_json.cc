@@ -14,7 +14,14 @@ json jsonReport(const EstimateResult& r) {
   j["world_size"] = r.shape.world;
   j["step_time_s"] = st.seconds;
   j[r.per_token ? "tokens_per_s" : "samples_per_s"] = r.throughput;
-  if (r.range) j["tokens_per_s_range"] = {r.range->low, r.range->high};
+  if (r.range) {
+    j["tokens_per_s_range"] = {r.range->low, r.range->high};
+    j["tokens_per_s_range_basis"] = {{"runs", r.range->rows},
+                                     {"generation", r.range->from},
+                                     {"loo_ratios", {r.range->rows_low, r.range->rows_high}},
+                                     {"widening", r.range->widening},
+                                     {"nearest", r.range->nearest}};
+  }
   j["mfu"] = r.mfu;
   j["total_params"] = r.parameters;
   j["peak_device_memory_bytes"] = r.peak;

@@ -54,10 +54,13 @@ std::string textReport(const EstimateResult& r, bool verbose) {
   out += fmt::format("  throughput            {:.0f} {}/s{}\n", r.throughput, r.per_token ? "tokens" : "samples",
                      predict && r.per_token ? " (generated)" : "");
   if (r.range)
-    out += fmt::format("    likely range        {:.0f} .. {:.0f} {}/s (this estimate over the leave-one-out ratios "
-                       "{:.2f} .. {:.2f} of the {} published {} runs most like it)\n",
-                       r.range->low, r.range->high, "tokens", r.range->ratio_low, r.range->ratio_high, r.range->rows,
-                       r.generation, r.range->training ? "training" : "inference");
+    out += fmt::format("    likely range        {:.0f} .. {:.0f} tokens/s (this estimate over the leave-one-out ratios "
+                       "{:.2f} .. {:.2f} of the {} published {} {} runs most like it{}, widened x{:.2f} for its "
+                       "distance from the nearest: {})\n",
+                       r.range->low, r.range->high, r.range->rows_low, r.range->rows_high, r.range->rows,
+                       r.range->from, r.range->training ? "training" : "inference",
+                       r.range->from != r.generation ? fmt::format(" ({} has none)", r.generation) : "",
+                       r.range->widening, r.range->nearest);
   out += fmt::format("  MFU                   {:.1f}% of the {} peak\n", 100 * r.mfu,
                      device::dtypeName(shape.matrix_dtype));
   out += fmt::format("  device memory limit   {} ({})\n", gib(r.limit.bytes), r.limit.source);

@@ -93,6 +93,7 @@ PricedStep priceStep(const RecordedStep& step, const device::GaudiModel& model) 
         const double start = std::max(compute, comm);
         comm = start + seconds;
         t.breakdown.exposed_comm += comm - compute;
+        if (c.kind == device::CollectiveKind::kBroadcast && c.group_size == 2) t.pipeline_transfers += comm - compute;
         compute = comm;
         break;
       }

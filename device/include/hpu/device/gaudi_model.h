@@ -85,13 +85,33 @@ std::span<const ValidationRow> validationRows(Generation generation);
 
 // How far off an estimate of `run` (its loo_ratio ignored) may be: the
 // lowest and highest leave-one-out ratio of the `k` validation rows of the
-// same mode most like it (in log distance of lengths, batch and cards);
-// rows 0 when the generation has no validation row of that mode.
+// same mode most like it (in log distance of lengths, batch and cards:
+// validationDistance), widened by exp(w) on each side for the distance of
+// the nearest of them, w = kUncertaintyBase + kUncertaintyPerDistance x
+// distance; a mode the generation has no row of takes the other calibrated
+// generation's rows, w + kUncertaintyOtherGeneration. The constants are
+// the smallest with which at least 90% of the rows held out fall inside
+// their range (tests/device/gaudi_model_test.cc: every row against the
+// others' range, 46 of 51; every row against the other generation's, 37 of
+// 40; the 36 software 1.19 runs no fit saw, 33, by
+// bench/estimate/uncertainty_check.py). rows 0: neither generation has a
+// row of that mode.
+inline constexpr double kUncertaintyBase = 0.06;
+inline constexpr double kUncertaintyPerDistance = 0.06;
+inline constexpr double kUncertaintyOtherGeneration = 0.04;
 struct Uncertainty {
-  double low = 1, high = 1;
+  double low = 1, high = 1;            // widened
+  double rows_low = 1, rows_high = 1;  // the rows' own ratios
+  double widening = 1;                 // exp(w)
   int rows = 0;
+  Generation from = Generation::kGaudi2;  // whose rows
+  ValidationRow nearest{};                // the row most like `run`
 };
+double validationDistance(const ValidationRow& a, const ValidationRow& b);
 Uncertainty uncertaintyFor(Generation generation, const ValidationRow& run, std::size_t k = 4);
+// uncertaintyFor with `run` itself (the same address) left out of the rows.
+Uncertainty uncertaintyWithout(Generation generation, const ValidationRow& run, Generation rows_of,
+                               std::size_t k = 4);
 
 class GaudiModel {
  public:

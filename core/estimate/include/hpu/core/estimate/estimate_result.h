@@ -28,12 +28,17 @@ struct RankMemory {
 };
 
 // How far off the throughput may be: the estimate over the leave-one-out
-// ratios of the published runs most like this one (device::uncertaintyFor).
+// ratios of the published runs most like this one, widened with its
+// distance from the nearest (device::uncertaintyFor).
 struct ThroughputRange {
   double low = 0, high = 0;              // tokens/s
-  double ratio_low = 1, ratio_high = 1;  // the ratios it divides by (high, low)
+  double ratio_low = 1, ratio_high = 1;  // the widened ratios it divides by (high, low)
+  double rows_low = 1, rows_high = 1;    // the runs' own ratios
+  double widening = 1;                   // the factor each side is widened by
   int rows = 0;                          // published runs compared
   bool training = true;                  // the mode of those runs (else inference)
+  std::string from;                      // the generation whose runs they are: "gaudi2"
+  std::string nearest;                   // the nearest run: "64 cards, 4096 tokens in, global batch 1024"
 };
 
 // Part of the step rank's step time, by the calibration parameter that bounds it.

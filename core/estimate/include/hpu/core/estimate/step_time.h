@@ -36,6 +36,9 @@ struct StepTime {
   std::int64_t graphs = 0;  // launched graphs (each costs the host's time per graph)
   std::int64_t blocking_collectives = 0;  // collectives compute waits for (each costs its overhead exposed)
   std::int64_t blocking_collective_peers = 0;  // their peers summed: each peer costs collective_overhead
+  // Of exposed_comm: what compute waited for point-to-point transfers
+  // between pipeline stages (two-rank broadcasts).
+  double pipeline_transfers = 0;
 };
 
 // One kind of op (name, backward or not, operand shapes) and its time in a step.

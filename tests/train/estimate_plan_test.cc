@@ -1,0 +1,168 @@
+// hpu-train estimate plan: the layouts it extrapolates are priced as
+// estimate fit prices them whole, the winner it writes is a config that
+// estimate fit gives the same figure for and that fit runs in the memory it
+// said, and bad input stops with exit 2 and writes nothing.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "train_support.h"
+
+namespace hpu::cli::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A Llama of 6 layers on 4 cards, global batch 32 (micro 2 x 4 x 4 replicas).
+constexpr const char* kTiny = R"(trainer:
+  accelerator: hpu
+  devices: 4
+  strategy:
+    class_path: ModelParallelStrategy
+    init_args: {data_parallel_size: 4, tensor_parallel_size: 1}
+  precision: bf16-mixed
+  accumulate_grad_batches: 4
+  max_steps: 2
+  limit_val_batches: 0
+  enable_checkpointing: false
+  enable_progress_bar: false
+  enable_model_summary: false
+seed_everything: 1
+model:
+  class_path: LlamaForCausalLM
+  init_args: {hidden_size: 64, intermediate_size: 128, num_hidden_layers: 6, num_attention_heads: 4,
+              num_key_value_heads: 2, max_position_embeddings: 64, vocab_size: 128}
+data:
+  class_path: RandomTokensDataModule
+  init_args: {vocab_size: 128, block_size: 32, batch_size: 2, num_samples: 256}
+)";
+
+class EstimatePlan : public TrainRunTest {
+ protected:
+  void SetUp() override { write("tiny.yaml", kTiny); }
+  nlohmann::json plan(std::vector<std::string> more = {}) {
+    std::vector<std::string> args{"estimate", "plan", "-c", "tiny.yaml", "--json", "plan.json"};
+    args.insert(args.end(), more.begin(), more.end());
+    const RunResult r = run(args);
+    EXPECT_EQ(r.exit_code, 0) << r.describe();
+    return nlohmann::json::parse(read("plan.json"));
+  }
+  nlohmann::json estimateFit(std::vector<std::string> args) {
+    args.insert(args.begin(), {"estimate", "fit", "--json", "fit.json"});
+    const RunResult r = run(args);
+    EXPECT_EQ(r.exit_code, 0) << r.describe();
+    return nlohmann::json::parse(read("fit.json"));
+  }
+};
+
+// One of each kind of layout the search extrapolates (pipeline stages,
+// tensor parallelism with SP, DeepSpeed ZeRO-3, accumulation) is priced as a
+// trace of its whole job prices it: the same throughput, the peak within 1%.
+TEST_F(EstimatePlan, ExtrapolatedLayoutsAreEstimateFitsFigures) {
+  const nlohmann::json p = plan({"--whole=1"});
+  EXPECT_EQ(p["global_batch"], 32);
+  EXPECT_EQ(p["candidates"], 210);
+  int fits = 0;
+  for (const char* wanted : {"TP1 PP2 DP2 ZeRO-1, micro 2 x 8, recompute selective",
+                             "TP2 PP1 DP2 ZeRO-1 SP, micro 4 x 4, recompute full",
+                             "TP1 PP1 DP4 ZeRO-3, micro 1 x 8, recompute none",
+                             "TP2 PP2 DP1 ZeRO-0, micro 2 x 16, recompute none"}) {
+    SCOPED_TRACE(wanted);
+    const auto it = std::find_if(p["plans"].begin(), p["plans"].end(),
+                                 [&](const nlohmann::json& row) { return row["layout"] == wanted; });
+    ASSERT_NE(it, p["plans"].end());
+    EXPECT_FALSE((*it)["priced_whole"].get<bool>());
+    std::vector<std::string> args{"-c", "tiny.yaml"};
+    for (const auto& [key, value] : (*it)["config_overrides"].items())
+      args.push_back("--" + key + "=" + value.get<std::string>());
+    const nlohmann::json e = estimateFit(args);
+    // Only stages wait for point-to-point transfers.
+    EXPECT_EQ((*it)["pipeline_transfers_s"].get<double>() > 0, (*it)["pipeline_stages"].get<int>() > 1);
+    EXPECT_NEAR((*it)["tokens_per_s"].get<double>() / e["tokens_per_s"].get<double>(), 1.0, 1e-9);
+    EXPECT_NEAR((*it)["peak_device_memory_bytes"].get<double>() / e["peak_device_memory_bytes"].get<double>(), 1.0,
+                0.01);
+    // Layouts without stages run with fit: rank 0's MaxInUse is the peak estimate fit gives.
+    if ((*it)["pipeline_stages"].get<int>() > 1) continue;
+    const std::string version = "lightning_logs/version_" + std::to_string(fits++);
+    args.insert(args.begin(), "fit");
+    args.insert(args.end(), {"--trainer.callbacks=[DeviceStatsMonitor]", "--trainer.log_every_n_steps=1"});
+    const RunResult f = run(args);
+    ASSERT_EQ(f.exit_code, 0) << f.describe();
+    EXPECT_EQ(readCsv(dir() / version / "metrics.csv").valueAt("DeviceStatsMonitor.on_train_batch_end/MaxInUse", 1),
+              e["peak_device_memory_bytes"].get<double>());
+  }
+}
+
+// Under a limit the config's own layout exceeds, the winner written with -o
+// is a config estimate fit gives the same figure for, and fit runs it at the
+// peak the plan said.
+TEST_F(EstimatePlan, WinnerConfigRunsAsPlanned) {
+  env()["HPU_EMULATOR_MEMORY_LIMIT"] = "3 MiB";
+  const RunResult r = run({"estimate", "plan", "-c", "tiny.yaml", "--json", "plan.json", "-o", "plan.yaml"});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_THAT(r.out, HasSubstr("the config's own layout (TP1 PP1 DP4 ZeRO-0, micro 2 x 4, recompute none) does not "
+                               "fit"));
+  const nlohmann::json p = nlohmann::json::parse(read("plan.json"));
+  const nlohmann::json& best = p["plans"][0];
+  EXPECT_EQ(best["layout"], "TP1 PP1 DP4 ZeRO-2, micro 8 x 1, recompute full");
+  EXPECT_TRUE(best["priced_whole"].get<bool>());
+  for (const nlohmann::json& row : p["plans"]) EXPECT_LE(row["peak_device_memory_bytes"].get<double>(), 3 << 20);
+  for (const nlohmann::json& row : p["not_fitting"]) EXPECT_GT(row["peak_device_memory_bytes"].get<double>(), 3 << 20);
+
+  const nlohmann::json e = estimateFit({"-c", "plan.yaml"});
+  EXPECT_EQ(e["tokens_per_s"].get<double>(), best["tokens_per_s"].get<double>());
+  EXPECT_EQ(e["peak_device_memory_bytes"].get<double>(), best["peak_device_memory_bytes"].get<double>());
+
+  const RunResult f = run({"fit", "-c", "plan.yaml", "--trainer.callbacks=[DeviceStatsMonitor]",
+                           "--trainer.log_every_n_steps=1"});
+  ASSERT_EQ(f.exit_code, 0) << f.describe();
+  EXPECT_EQ(readCsv(dir() / "lightning_logs/version_0/metrics.csv")
+                .valueAt("DeviceStatsMonitor.on_train_batch_end/MaxInUse", 1),
+            best["peak_device_memory_bytes"].get<double>());
+}
+
+TEST_F(EstimatePlan, GlobalBatchNoLayoutDividesSaysWhichWould) {
+  const RunResult r = run({"estimate", "plan", "-c", "tiny.yaml", "-o", "plan.yaml", "--data.init_args.batch_size=3",
+                           "--trainer.accumulate_grad_batches=1", "--trainer.strategy.init_args.data_parallel_size=1",
+                           "--trainer.strategy.init_args.tensor_parallel_size=4",
+                           "--model.init_args.num_attention_heads=2", "--model.init_args.num_hidden_layers=1"});
+  EXPECT_EQ(r.exit_code, 2) << r.describe();
+  EXPECT_THAT(r.err, HasSubstr("estimate plan: a global batch of 3 sequences (micro 3 x accumulation 1 x 1 "
+                               "data-parallel) divides across no layout of LlamaForCausalLM on 4 cards: its layouts "
+                               "have 2, 4 data-parallel replicas; a global batch that one of them divides works, e.g. "
+                               "2 or 4 (set data.init_args.batch_size and trainer.accumulate_grad_batches)"));
+  EXPECT_FALSE(std::filesystem::exists(dir() / "plan.yaml"));
+}
+
+TEST_F(EstimatePlan, NothingFitsSaysWhichClusterWould) {
+  env()["HPU_EMULATOR_MEMORY_LIMIT"] = "200 KiB";
+  const RunResult r = run({"estimate", "plan", "-c", "tiny.yaml", "-o", "plan.yaml", "--json", "plan.json",
+                           "--trainer.devices=1", "--trainer.strategy.init_args.data_parallel_size=1",
+                           "--trainer.accumulate_grad_batches=16"});
+  EXPECT_EQ(r.exit_code, 2) << r.describe();
+  EXPECT_THAT(r.err, HasSubstr("no layout of LlamaForCausalLM, 6 layers, 0.24M parameters fits 1 x Intel Gaudi 2 at a "
+                               "global batch of 32: the smallest peak is 3.9 MiB a card (TP1 PP1 DP1 ZeRO-0, micro 1 "
+                               "x 32, recompute full) against 200.0 KiB; it fits on 1 node(s) x 8"));
+  EXPECT_THAT(r.err, HasSubstr("set trainer.num_nodes=1 and trainer.devices=8"));
+  EXPECT_FALSE(std::filesystem::exists(dir() / "plan.yaml"));
+  EXPECT_FALSE(std::filesystem::exists(dir() / "plan.json"));
+}
+
+TEST_F(EstimatePlan, ItsOptionsBelongToPlan) {
+  const RunResult o = run({"estimate", "fit", "-c", "tiny.yaml", "-o", "x.yaml"});
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_THAT(o.err, HasSubstr("estimate: --output belongs to estimate plan, not estimate fit"));
+  const RunResult top = run({"estimate", "predict", "-c", "tiny.yaml", "--top", "3"});
+  EXPECT_EQ(top.exit_code, 2);
+  EXPECT_THAT(top.err, HasSubstr("estimate: --top belongs to estimate plan, not estimate predict"));
+  EXPECT_FALSE(std::filesystem::exists(dir() / "x.yaml"));
+  const RunResult steps = run({"estimate", "plan", "-c", "tiny.yaml", "--steps", "3"});
+  EXPECT_EQ(steps.exit_code, 2);
+  EXPECT_THAT(steps.err, HasSubstr("estimate: --steps belongs to estimate fit and predict, not plan"));
+}
+
+}  // namespace
+}  // namespace hpu::cli::testing
