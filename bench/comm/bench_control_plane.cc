@@ -7,7 +7,8 @@
 // This process is rank 0 (the server and rank 0's client); it starts
 // ceil((N - 2) / per-process) worker processes holding ranks 1..N-2 and one
 // victim process holding rank N-1, and measures, printing one line each:
-//   join        from the server's start to every rank holding the peer table
+//   join        from the server's start to every rank holding the peer table,
+//               split at the server admitting the last rank
 //   startup     bytes the server received and sent per rank until then
 //   steady      over --steady-s: the server process's CPU, its messages/s in
 //               and out, and its CPU per rank (heartbeat cost per rank)
@@ -280,7 +281,10 @@ int coordinator(const std::string& self, const Settings& s) {
   victim.answer();
   const std::int64_t joined = nowNs();
   const detail::ServerTraffic& t = zero->server->traffic();
-  fmt::print("join      {:.3f} s for {} ranks\n", seconds(joined - joinStart), s.ranks);
+  const std::int64_t admitted = t.everyRankAdmittedNs.load();
+  fmt::print("join      {:.3f} s for {} ranks (every rank admitted after {:.3f} s, then the peer table delivered to "
+             "all in {:.3f} s)\n",
+             seconds(joined - joinStart), s.ranks, seconds(admitted - joinStart), seconds(joined - admitted));
   fmt::print("startup   {:.0f} bytes received and {:.0f} bytes sent by the server per rank ({} messages in, {} out)\n",
              static_cast<double>(t.bytesIn) / s.ranks, static_cast<double>(t.bytesOut) / s.ranks,
              t.messagesIn.load(), t.messagesOut.load());

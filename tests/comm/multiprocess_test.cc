@@ -274,7 +274,19 @@ TEST(MultiProcess, FrozenRankFailsTheOthersWithPeerLostError) {
   expectPeerLost(1, "freeze", 1, 3, allreduceLoop(), "its process \\(pid [0-9]+ on [^)]+\\) exists but is stopped \\(SIGSTOP or a debugger\\): frozen, not dead");
 }
 
-TEST(MultiProcess, CrashedRankZeroFailsTheOthersWithPeerLostError) { expectPeerLost(0, "crash"); }
+// The others find rank 0 silent and look at its process (on their host).
+TEST(MultiProcess, CrashedRankZeroFailsTheOthersWithPeerLostError) {
+  expectPeerLost(0, "crash", 1, 3, allreduceLoop(),
+                 "rank 0 lost: no message from rank 0 at [^ ]+ for [0-9.]+m?s \\(HPU_PEER_TIMEOUT=[0-9.]+m?s\\); its "
+                 "process \\(pid [0-9]+ on [^)]+\\) is gone: it died");
+}
+
+TEST(MultiProcess, FrozenRankZeroIsToldFrozenNotDeadByTheOthers) {
+  expectPeerLost(0, "freeze", 1, 3, allreduceLoop(),
+                 "rank 0 lost: no message from rank 0 at [^ ]+ for [0-9.]+m?s \\(HPU_PEER_TIMEOUT=[0-9.]+m?s\\); its "
+                 "process \\(pid [0-9]+ on [^)]+\\) exists but is stopped \\(SIGSTOP or a debugger\\): frozen, not "
+                 "dead");
+}
 
 TEST(MultiProcess, RankThatDropsItsConnectionsFailsTheOthersWithPeerLostError) { expectPeerLost(1, "drop"); }
 
@@ -285,7 +297,10 @@ TEST(MultiProcess, RankThatDropsItsConnectionsLosesRankZero) {
   const auto codes = job.waitAll(Clock::now() + 60s);
   EXPECT_EQ(codes[1], 3) << job.ranks[1]->output();
   EXPECT_THAT(job.ranks[1]->output(), HasSubstr("PeerLostError rank=0: rank 1: allreduce #5"));
-  EXPECT_THAT(job.ranks[1]->output(), HasSubstr("rank 0 lost: no message from rank 0"));
+  EXPECT_THAT(job.ranks[1]->output(),
+              ::testing::ContainsRegex("rank 0 lost: no message from rank 0 at [^ ]+ for [0-9.]+m?s "
+                                       "\\(HPU_PEER_TIMEOUT=[0-9.]+m?s\\); its process \\(pid [0-9]+ on [^)]+\\) "
+                                       "exists and sent nothing"));
   EXPECT_EQ(codes[0], 3) << job.ranks[0]->output();
   EXPECT_THAT(job.ranks[0]->output(), HasSubstr("PeerLostError rank=1: rank 0: allreduce #5"));
 }

@@ -3,6 +3,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -262,8 +265,8 @@ TEST(Rendezvous, GarbageFramesAreLoggedAndDoNotHurtRankZero) {
     zmq::socket_t dealer(context, zmq::socket_type::dealer);
     dealer.set(zmq::sockopt::linger, 0);
     dealer.connect(fmt::format("tcp://127.0.0.1:{}", job.port));  // connects once rank 0 listens
-    for (std::string junk : {std::string("hello?"), std::string(3, '\0'), std::string("HPUR\x01\x01", 6),
-                             std::string("HPUR\x01\x05garbage", 13), std::string(100'000, 'x')}) {
+    for (std::string junk : {std::string("hello?"), std::string(3, '\0'), std::string("HPUR\x02\x01", 6),
+                             std::string("HPUR\x02\x05garbage", 13), std::string(100'000, 'x')}) {
       dealer.send(zmq::buffer(junk), zmq::send_flags::none);
     }
     zmq::socket_t multipart(context, zmq::socket_type::dealer);
@@ -346,6 +349,37 @@ TEST(Rendezvous, AbortingRankFailsTheOthersAtOnce) {
   test_support::rethrowFirst(errors);
   EXPECT_THAT(messages[0], HasSubstr("rank 0: barrier #1 'never_completes' failed: rank 2 aborted: loss is NaN"));
   EXPECT_THAT(messages[1], HasSubstr("rank 2 aborted: loss is NaN"));
+}
+
+// A process that did not run (stopped here; an oversubscribed host alike)
+// blames nobody for the silence that follows: neither rank 0's server nor a
+// rank's control client declares a peer lost once it runs again.
+TEST(Rendezvous, AProcessThatDidNotRunBlamesNoPeerForItsSilence) {
+  const Job job{2};
+  auto errors = joinAll(
+      job, [](int, JoinOptions& options) { options.settings.peerTimeout = 1s; },
+      [&](ProcessGroup& pg) {
+        std::vector<float> data(3, 1.0f);
+        pg.allreduce(data, ReduceOp::kSum);
+        pg.barrier("before the stop");
+        if (pg.rank() == 0) {
+          const pid_t self = ::getpid();
+          const pid_t waker = ::fork();
+          if (waker == 0) {  // only async-signal-safe calls here
+            const timespec pause{3, 0};  // three peer timeouts
+            ::nanosleep(&pause, nullptr);
+            ::kill(self, SIGCONT);
+            ::_exit(0);
+          }
+          ::kill(self, SIGSTOP);
+          ::waitpid(waker, nullptr, 0);
+        }
+        std::this_thread::sleep_for(500ms);  // the detectors' turns after the stop
+        data.assign(3, 1.0f);
+        pg.allreduce(data, ReduceOp::kSum);
+        EXPECT_EQ(data[0], 2.0f);
+      });
+  test_support::rethrowFirst(errors);
 }
 
 // The launcher aborts rank 0's group from its supervising thread when a local

@@ -42,6 +42,13 @@ TEST(Wire, StoreAndPeerMessagesRoundTrip) {
   EXPECT_EQ(down.rank, 3u);
   EXPECT_EQ(down.kind, PeerDownKind::kAborted);
   EXPECT_EQ(down.reason, "why");
+  const auto admitted =
+      std::get<Admitted>(decode(bytesOf(encode(Admitted{3, 8, 4141, "node-a", "node-a/boot"}, kKey)), kKey));
+  EXPECT_EQ(admitted.joined, 3u);
+  EXPECT_EQ(admitted.worldSize, 8u);
+  EXPECT_EQ(admitted.pid, 4141u);
+  EXPECT_EQ(admitted.hostname, "node-a");
+  EXPECT_EQ(admitted.hostId, "node-a/boot");
 }
 
 TEST(Wire, EveryTruncationIsMalformed) {
@@ -83,7 +90,7 @@ TEST(Wire, RandomCorruptionNeverEscapesAsAnythingButMalformedMessage) {
 TEST(Wire, HelloOrWelcomeShorterThanItsEnvelopeAndMacIsMalformed) {
   for (const std::uint8_t type : {1, 3}) {
     for (std::size_t size = 6; size < 6 + 32; ++size) {
-      std::string bytes = std::string("HPUR") + '\x01' + static_cast<char>(type);
+      std::string bytes = std::string("HPUR") + '\x02' + static_cast<char>(type);
       bytes.resize(size, '\0');
       try {
         decode(bytesOf(bytes), kKey);

@@ -92,7 +92,7 @@ void controlMessageSeeds(Corpus& corpus) {
                    PeerInfo{1, "node1", "node1/boot", {"tcp://10.0.0.2:2", "ipc://@b"}}};
   const ControlMessage messages[] = {
       test_support::sampleHello(),
-      Admitted{1, 2},
+      Admitted{1, 2, 41, "node0", "node0/boot"},
       welcome,
       Reject{1, "rank 1 joined twice"},
       Heartbeat{"allreduce #7 (sum, float32, 1024 elements, ring)"},

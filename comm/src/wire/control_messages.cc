@@ -11,7 +11,7 @@ namespace hpu::comm::detail {
 namespace {
 
 constexpr std::uint32_t kMagic = 0x52555048;  // "HPUR"
-constexpr std::uint8_t kProtocolVersion = 1;
+constexpr std::uint8_t kProtocolVersion = 2;
 constexpr std::size_t kMaxText = 1 << 20;  // any single string field
 constexpr std::size_t kMacBytes = crypto_auth_hmacsha256_BYTES;
 constexpr std::size_t kEnvelopeBytes = 6;  // magic, protocol version, type
@@ -75,6 +75,9 @@ struct Encoder {
     w.u8(static_cast<std::uint8_t>(Type::kAdmitted));
     w.u32(m.joined);
     w.u32(m.worldSize);
+    w.u32(m.pid);
+    w.str(m.hostname);
+    w.str(m.hostId);
   }
   void operator()(const Welcome& m) {
     w.u8(static_cast<std::uint8_t>(Type::kWelcome));
@@ -231,7 +234,10 @@ ControlMessage decode(std::span<const std::byte> bytes, const JobToken::Key& mac
       Admitted m;
       m.joined = r.u32();
       m.worldSize = r.u32();
-      out = m;
+      m.pid = r.u32();
+      m.hostname = r.str(kMaxText);
+      m.hostId = r.str(kMaxText);
+      out = std::move(m);
       break;
     }
     case Type::kWelcome: {

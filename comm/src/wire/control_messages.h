@@ -1,13 +1,13 @@
 // The rendezvous / control protocol between every rank's ControlClient and
 // rank 0's RendezvousServer (one DEALER -> ROUTER connection per rank).
 //
-// Envelope: u32 magic 'HPUR' | u8 protocol version (1) | u8 type | body.
+// Envelope: u32 magic 'HPUR' | u8 protocol version (2) | u8 type | body.
 // Hello and Welcome end with an HMAC-SHA256 of everything before it, keyed
 // with JobKeys::helloMac, so rank 0 admits only token holders and ranks
 // accept a peer table only from a rank 0 that holds the token too.
 //
 //   client -> server: Hello, Heartbeat(activity), StoreRequest, Abort(reason), Goodbye
-//   server -> client: Admitted(joined, world), Welcome(peer table), Reject(offender, reason),
+//   server -> client: Admitted(joined, world, rank 0's process), Welcome(peer table), Reject(offender, reason),
 //                     Heartbeat, StoreReply, PeerDown(rank, kind, reason), Shutdown
 // Thread-safety: pure functions.
 #pragma once
@@ -54,6 +54,11 @@ struct PeerInfo {
 struct Admitted {
   std::uint32_t joined = 0;
   std::uint32_t worldSize = 0;
+  // Rank 0's process (the server's), for a rank that finds rank 0 silent
+  // to tell a dead rank 0 from a frozen or slow one on its own host.
+  std::uint32_t pid = 0;
+  std::string hostname;
+  std::string hostId;
 };
 
 struct Welcome {

@@ -4,6 +4,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 
@@ -14,6 +15,8 @@
 #include "../store_values.h"
 #include "../wire/codec.h"
 #include "hpu/comm/errors.h"
+#include "process_state.h"
+#include "stall_meter.h"
 
 namespace hpu::comm::detail {
 namespace {
@@ -26,6 +29,10 @@ std::string monitorEndpoint() {
 }
 constexpr std::size_t kRoutingIdBytes = 16;
 constexpr std::chrono::seconds kVerdictGrace{5};
+// The longest the client thread sleeps when nothing is due.
+constexpr milliseconds kIdleWait{1000};
+// How soon a message the socket could not take is offered again.
+constexpr milliseconds kRetryWait{10};
 
 std::string randomRoutingId() {
   std::string id(kRoutingIdBytes, '\0');
@@ -157,21 +164,31 @@ void ControlClient::dropForTesting() {
 
 void ControlClient::serve() {
   auto nextHeartbeat = Clock::now();
+  StallMeter stalls;
   for (;;) {
     zmq::pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0},
                                {monitor_.handle(), 0, ZMQ_POLLIN, 0},
                                {nullptr, wakeFd_, ZMQ_POLLIN, 0}};
     const auto now = Clock::now();
-    bool heartbeating = false;
+    // Sleeps until the next thing due (a heartbeat, rank 0's silence
+    // reaching the peer timeout) or until woken by a message, a post or
+    // stop: thousands of ranks waking on a timer would starve rank 0 and
+    // each other. Until admitted nothing is due.
+    milliseconds wait = kIdleWait;
     {
       std::lock_guard lock(mutex_);
-      heartbeating = admitted_;
+      if (admitted_ && !storeClosed_ && !serverLost_) {
+        const auto due = std::min(nextHeartbeat, lastFromServer_ + config_.peerTimeout + milliseconds(1));
+        wait = std::clamp(std::chrono::ceil<milliseconds>(due - now), milliseconds(0), kIdleWait);
+      }
+      if (!outbox_.empty()) wait = std::min(wait, kRetryWait);  // the socket was full
     }
-    // Heartbeats start once admitted; until then the next one is not due
-    // (waiting for it would spin: 1,024 ranks spinning starve rank 0).
-    const auto wait = heartbeating ? std::max(milliseconds(0), std::chrono::ceil<milliseconds>(nextHeartbeat - now))
-                                   : milliseconds(100);
-    zmq::poll(items, 3, std::min(wait, milliseconds(100)));
+    zmq::poll(items, 3, wait);
+    // Rank 0's silence counts only while this thread runs.
+    if (const auto stall = stalls.turn(Clock::now(), wait); stall != Clock::duration::zero()) {
+      std::lock_guard lock(mutex_);
+      lastFromServer_ += stall;
+    }
     if (items[2].revents & ZMQ_POLLIN) {
       std::uint64_t count = 0;
       [[maybe_unused]] auto read = ::read(wakeFd_, &count, sizeof count);
@@ -257,6 +274,7 @@ void ControlClient::handle(ControlMessage message) {
         using T = std::decay_t<decltype(m)>;
         if constexpr (std::is_same_v<T, Admitted>) {
           admitted_ = true;
+          admission_ = std::move(m);
         } else if constexpr (std::is_same_v<T, Welcome>) {
           if (welcome_ || rejection_) return;
           if (!m.authentic) {
@@ -319,17 +337,24 @@ void ControlClient::handleMonitorEvents() {
 
 void ControlClient::checkServerSilence(Clock::time_point now) {
   Clock::time_point last;
+  Admitted rankZero;
   {
     std::lock_guard lock(mutex_);
-    if (!admitted_ || storeClosed_) return;
+    if (!admitted_ || storeClosed_ || serverLost_) return;
     last = lastFromServer_;
+    rankZero = *admission_;
   }
   if (now - last <= config_.peerTimeout) return;
   const auto silent = std::chrono::duration_cast<milliseconds>(now - last);
+  {
+    std::lock_guard lock(mutex_);
+    serverLost_ = true;
+  }
   health_->report(0, PeerDownKind::kLost,
-                  fmt::format("rank 0 lost: no message from rank 0 at {} for {} (killed, frozen or unreachable; "
-                              "HPU_PEER_TIMEOUT={})",
-                              config_.displayAddress, durationText(silent), durationText(config_.peerTimeout)));
+                  fmt::format("rank 0 lost: no message from rank 0 at {} for {} (HPU_PEER_TIMEOUT={}); {}",
+                              config_.displayAddress, durationText(silent), durationText(config_.peerTimeout),
+                              describeProcessState(processState(rankZero.pid, rankZero.hostId), rankZero.pid,
+                                                   rankZero.hostname, static_cast<int>(config_.hello.rank))));
   changed_.notify_all();
 }
 

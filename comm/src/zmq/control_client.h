@@ -91,6 +91,8 @@ class ControlClient {
   bool dropped_ = false;
   bool admitted_ = false;
   bool storeClosed_ = false;
+  bool serverLost_ = false;  // this client declared rank 0 lost
+  std::optional<Admitted> admission_;  // with rank 0's process
   std::optional<std::vector<PeerInfo>> welcome_;
   std::optional<std::string> rejection_;
   std::map<std::uint64_t, std::optional<StoreReply>> pending_;

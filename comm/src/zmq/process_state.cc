@@ -29,7 +29,7 @@ ProcessState processState(std::uint32_t pid, std::string_view hostId) {
   }
 }
 
-std::string describeProcessState(ProcessState state, std::uint32_t pid, std::string_view hostname) {
+std::string describeProcessState(ProcessState state, std::uint32_t pid, std::string_view hostname, int observer) {
   switch (state) {
     case ProcessState::kGone:
       return fmt::format("its process (pid {} on {}) is gone: it died", pid, hostname);
@@ -43,7 +43,7 @@ std::string describeProcessState(ProcessState state, std::uint32_t pid, std::str
     case ProcessState::kNotHere:
       break;
   }
-  return fmt::format("on {}: rank 0 cannot see whether its process (pid {}) exists", hostname, pid);
+  return fmt::format("on {}: rank {} cannot see whether its process (pid {}) exists", hostname, observer, pid);
 }
 
 }  // namespace hpu::comm::detail

@@ -25,8 +25,8 @@ ProcessState processState(std::uint32_t pid, std::string_view hostId);
 // The clause a loss report ends with: "its process (pid 41 on node-a) is
 // gone: it died", "... exists but is stopped (SIGSTOP or a debugger): frozen,
 // not dead", "... exists: the process is alive but sent nothing (an
-// overloaded host or a stuck rank), not dead", "on node-b: rank 0 cannot see
-// whether its process exists".
-std::string describeProcessState(ProcessState state, std::uint32_t pid, std::string_view hostname);
+// overloaded host or a stuck rank), not dead", "on node-b: rank 3 cannot see
+// whether its process (pid 41) exists" (`observer` is the detector's rank).
+std::string describeProcessState(ProcessState state, std::uint32_t pid, std::string_view hostname, int observer);
 
 }  // namespace hpu::comm::detail

@@ -1,5 +1,7 @@
 #include "rendezvous_server.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <map>
 #include <optional>
@@ -14,7 +16,9 @@
 #include "../store_values.h"
 #include "../wire/codec.h"
 #include "hpu/comm/errors.h"
+#include "net.h"
 #include "process_state.h"
+#include "stall_meter.h"
 #include "hpu/comm/store.h"
 
 namespace hpu::comm::detail {
@@ -45,15 +49,13 @@ class RendezvousServer::Session {
   }
 
   void run() {
-    auto lastTurn = Clock::now();
+    StallMeter stalls;
     for (;;) {
       const auto now = Clock::now();
       if (owner_.finishing_ && readyToLeave(now)) break;
       zmq::pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0}, {owner_.monitor_.handle(), 0, ZMQ_POLLIN, 0}};
       zmq::poll(items, 2, pollTimeout(now));
-      const auto turn = Clock::now();
-      excuseStall(turn - lastTurn);
-      lastTurn = turn;
+      excuseStall(stalls.turn(Clock::now(), kLongestPoll));
       receiveAll();
       logFailedHandshakes();
       periodic(Clock::now());
@@ -199,7 +201,7 @@ class RendezvousServer::Session {
       if (phase_ == Phase::kRunning) {
         send(routingId, welcome());
       } else {
-        send(routingId, Admitted{static_cast<std::uint32_t>(joined_), static_cast<std::uint32_t>(config_.worldSize)});
+        send(routingId, admitted());
       }
       return;
     }
@@ -253,9 +255,11 @@ class RendezvousServer::Session {
     rankByRouting_[routingId] = rank;
     ++joined_;
     spdlog::debug("rank 0: rank {} joined from {} ({}/{})", rank, member.hello.hostname, joined_, config_.worldSize);
-    send(routingId, Admitted{static_cast<std::uint32_t>(joined_), static_cast<std::uint32_t>(config_.worldSize)});
+    send(routingId, admitted());
     if (joined_ == config_.worldSize) {
       phase_ = Phase::kRunning;
+      owner_.traffic_.everyRankAdmittedNs =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
       // One encoding (and MAC) of the table for every rank.
       const std::string table = encode(welcome(), config_.keys->helloMac);
       for (const auto& m : members_) sendEncoded(m.routingId, table);
@@ -263,6 +267,11 @@ class RendezvousServer::Session {
                    config_.displayAddress,
                    durationText(std::chrono::duration_cast<milliseconds>(Clock::now() - start_)));
     }
+  }
+
+  Admitted admitted() const {
+    return Admitted{static_cast<std::uint32_t>(joined_), static_cast<std::uint32_t>(config_.worldSize),
+                    static_cast<std::uint32_t>(::getpid()), hostname_, hostId_};
   }
 
   Welcome welcome() const {
@@ -297,11 +306,9 @@ class RendezvousServer::Session {
 
   // --- liveness ----------------------------------------------------------
 
-  // Silence counts only while this thread runs: a turn of `turn` longer
-  // than a poll moves every rank's last sign of life forward by the excess.
-  void excuseStall(Clock::duration turn) {
-    if (turn <= kLongestPoll) return;
-    const Clock::duration stall = turn - kLongestPoll;
+  // Silence counts only while this thread runs (stall_meter.h).
+  void excuseStall(Clock::duration stall) {
+    if (stall == Clock::duration::zero()) return;
     for (Member& m : members_)
       if (m.admitted && !m.down) m.lastSeen += stall;
   }
@@ -326,7 +333,8 @@ class RendezvousServer::Session {
       const ProcessState state = processState(m.hello.pid, m.hello.hostId);
       markDown(r, PeerDownKind::kLost,
                fmt::format("rank {} lost: no heartbeat for {} (HPU_PEER_TIMEOUT={}); {}{}", r, durationText(silent),
-                           durationText(config_.peerTimeout), describeProcessState(state, m.hello.pid, m.hello.hostname),
+                           durationText(config_.peerTimeout),
+                           describeProcessState(state, m.hello.pid, m.hello.hostname, 0),
                            m.activity.empty() ? "" : "; it was in " + m.activity));
     }
     periodicRendezvous(now);
@@ -513,6 +521,8 @@ class RendezvousServer::Session {
   int failureOffender_ = -1;
   std::string failureReason_;
   std::array<std::uint8_t, 32> referenceDigest_{};
+  const std::string hostname_ = hostName();
+  const std::string hostId_ = hostIdentity();
   Clock::time_point start_;
   Clock::time_point nextProgress_;
   Clock::time_point nextHeartbeat_;

@@ -53,6 +53,8 @@ struct ServerConfig {
 // control-plane bench: messages/s, bytes per rank at start-up).
 struct ServerTraffic {
   std::atomic<std::uint64_t> messagesIn{0}, bytesIn{0}, messagesOut{0}, bytesOut{0};
+  // When the last rank was admitted (steady_clock, ns since its epoch), or 0.
+  std::atomic<std::int64_t> everyRankAdmittedNs{0};
 };
 
 class RendezvousServer {
