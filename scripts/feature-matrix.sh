@@ -3,7 +3,7 @@
 # strategy x model source x tuning x precision x subcommand on a tiny
 # language model, 1-4 local ranks) and writes its verdicts to
 # docs/feature-matrix.md. CI runs a sample of the cells that changes with the
-# commit; this runs them all (about 40 minutes on 2 cores).
+# commit; this runs them all (2-7 minutes on 2 cores).
 #
 #   scripts/feature-matrix.sh [N]     N cells (a sample drawn by the commit) instead of all
 #
