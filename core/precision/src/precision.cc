@@ -7,9 +7,7 @@
 #include <atomic>
 #include <cmath>
 #include <filesystem>
-#include <iterator>
 #include <nlohmann/json.hpp>
-#include <set>
 
 #include "hpu/core/base/errors.h"
 #include "hpu/core/base/file_io.h"
@@ -222,7 +220,7 @@ class Fp8Precision final : public MixedPrecision {
     if (!slots_known_) learnSlots(ranks);
     std::vector<double> amax(fp8::ScaledLayer::kTensors * slot_count_, 0.0);
     for (std::size_t i = 0; i < layers_.size(); ++i) {
-      const auto mine = layers_[i].second->stepAmax();
+      const auto mine = layers_[i]->stepAmax();
       std::copy(mine.begin(), mine.end(), amax.begin() + static_cast<std::ptrdiff_t>(slots_[i] * mine.size()));
     }
     ranks.max(amax);
@@ -230,7 +228,7 @@ class Fp8Precision final : public MixedPrecision {
       std::array<float, fp8::ScaledLayer::kTensors> reduced{};
       for (std::size_t t = 0; t < reduced.size(); ++t)
         reduced[t] = static_cast<float>(amax[slots_[i] * reduced.size() + t]);
-      layers_[i].second->moveScales(reduced);
+      layers_[i]->moveScales(reduced);
     }
   }
 
@@ -275,20 +273,21 @@ class Fp8Precision final : public MixedPrecision {
 
   // Every rank's layer keys, sorted: a layer's slot is its key's place.
   void learnSlots(const RankCollectives& ranks) {
-    layers_ = fp8::scaledLayers(*model_);
     std::vector<std::string> keys;
     std::string mine;
-    for (const auto& [path, layer] : layers_) {
+    for (const auto& [path, layer] : fp8::scaledLayers(*model_)) {
+      layers_.push_back(layer);
       keys.push_back(model_->checkpointKey(path + ".weight"));
       mine += keys.back() + "\n";
     }
-    std::set<std::string> all;
+    std::vector<std::string> all;
     for (const std::string& text : ranks.gather_text(mine))
       for (std::size_t from = 0, end; (end = text.find('\n', from)) != std::string::npos; from = end + 1)
-        all.insert(text.substr(from, end - from));
-    slots_.clear();
+        all.push_back(text.substr(from, end - from));
+    std::sort(all.begin(), all.end());
+    all.erase(std::unique(all.begin(), all.end()), all.end());
     for (const std::string& key : keys)
-      slots_.push_back(static_cast<std::size_t>(std::distance(all.begin(), all.find(key))));
+      slots_.push_back(static_cast<std::size_t>(std::lower_bound(all.begin(), all.end(), key) - all.begin()));
     slot_count_ = all.size();
     slots_known_ = true;
   }
@@ -299,8 +298,8 @@ class Fp8Precision final : public MixedPrecision {
   std::shared_ptr<fp8::Stats> stats_;
   // Training: the model's fp8 layers and their slots among every rank's.
   LightningModule* model_ = nullptr;
-  std::vector<std::pair<std::string, fp8::ScaledLayer*>> layers_;
-  std::vector<std::size_t> slots_;
+  std::vector<fp8::ScaledLayer*> layers_;
+  std::vector<std::size_t> slots_;  // of layers_[i]
   std::size_t slot_count_ = 0;
   bool slots_known_ = false;
 };
