@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
 
 #include <spdlog/fmt/fmt.h>
 
@@ -50,7 +51,12 @@ namespace {
 
 bool reducible(DType dtype) { return dtype == DType::kFloat32 || dtype == DType::kBFloat16; }
 
-bool withoutStorage(ConstBufferView view) { return view.data == nullptr && view.count > 0; }
+// Whether a collective of a shape-only group (`shape_only`) on these buffers
+// moves nothing: one of them has elements but no storage.
+bool payloadless(bool shape_only, std::initializer_list<ConstBufferView> views) {
+  return shape_only && std::any_of(views.begin(), views.end(),
+                                   [](const ConstBufferView& v) { return v.data == nullptr && v.count > 0; });
+}
 
 detail::NodeLayout layoutOf(const Transport& transport) {
   std::vector<int> nodeOf;
@@ -140,7 +146,7 @@ std::shared_ptr<ProcessGroup::Operation> ProcessGroup::makeAllreduce(BufferView 
                                                                      const AllreduceOptions& options) {
   HPU_COMM_CHECK(reducible(data.dtype), "allreduce needs a float32 or bfloat16 buffer");
   auto op = makeOperation(CollectiveKind::kAllreduce, data.dtype, data.count, options.timeout);
-  op->payloadless = options_.shapeOnly && withoutStorage(data);
+  op->payloadless = payloadless(options_.shapeOnly, {data});
   op->descriptor.op = options.op;
   Algorithm algorithm = options.algorithm;
   if (algorithm == Algorithm::kAuto && layout_->hierarchical()) algorithm = Algorithm::kHierarchical;
@@ -170,7 +176,7 @@ std::shared_ptr<ProcessGroup::Operation> ProcessGroup::makeAllreduce(BufferView 
 void ProcessGroup::broadcast(BufferView data, int root, const CollectiveOptions& options) {
   HPU_COMM_CHECK(root >= 0 && root < size_, "broadcast root must be a rank of the group");
   auto op = makeOperation(CollectiveKind::kBroadcast, data.dtype, data.count, options.timeout);
-  op->payloadless = options_.shapeOnly && withoutStorage(data);
+  op->payloadless = payloadless(options_.shapeOnly, {data});
   op->descriptor.root = root;
   const bool chain = data.bytes() >= options_.ringThresholdBytes;
   if (layout_->hierarchical()) op->descriptor.algorithm = Algorithm::kHierarchical;
@@ -203,7 +209,7 @@ void ProcessGroup::allgather(ConstBufferView input, BufferView output, const Col
   HPU_COMM_CHECK(input.count == shardRange(output.count, size_, rank_).size,
                  "allgather input must hold exactly this rank's shard of the output");
   auto op = makeOperation(CollectiveKind::kAllgather, output.dtype, output.count, options.timeout);
-  op->payloadless = options_.shapeOnly && (withoutStorage(input) || withoutStorage(output));
+  op->payloadless = payloadless(options_.shapeOnly, {input, output});
   if (layout_->hierarchical()) op->descriptor.algorithm = Algorithm::kHierarchical;
   op->body = [this, input, output](CollectiveContext& ctx) {
     if (native_) return native_->allgather(ctx, input, output);
@@ -225,7 +231,7 @@ void ProcessGroup::reduceScatter(ConstBufferView input, BufferView output, Reduc
   HPU_COMM_CHECK(output.count == shardRange(input.count, size_, rank_).size,
                  "reduceScatter output must hold exactly this rank's shard of the input");
   auto op = makeOperation(CollectiveKind::kReduceScatter, input.dtype, input.count, options.timeout);
-  op->payloadless = options_.shapeOnly && (withoutStorage(input) || withoutStorage(output));
+  op->payloadless = payloadless(options_.shapeOnly, {input, output});
   op->descriptor.op = reduceOp;
   if (layout_->hierarchical()) op->descriptor.algorithm = Algorithm::kHierarchical;
   op->body = [this, input, output, reduceOp](CollectiveContext& ctx) {
@@ -252,7 +258,7 @@ void ProcessGroup::alltoall(ConstBufferView input, std::span<const std::size_t> 
   HPU_COMM_CHECK(recvBlocks.back().offset + recvBlocks.back().size == output.count,
                  "alltoall output must hold exactly the sum of its receive counts");
   auto op = makeOperation(CollectiveKind::kAlltoall, input.dtype, input.count, options.timeout);
-  op->payloadless = options_.shapeOnly && (withoutStorage(input) || withoutStorage(output));
+  op->payloadless = payloadless(options_.shapeOnly, {input, output});
   op->body = [this, input, output, sendBlocks = std::move(sendBlocks),
               recvBlocks = std::move(recvBlocks)](CollectiveContext& ctx) {
     if (native_) return native_->alltoall(ctx, input, sendBlocks, output, recvBlocks);
