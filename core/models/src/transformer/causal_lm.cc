@@ -205,6 +205,8 @@ void CausalLM::applyPretrained(nn::InitContext& ctx) {
         },
         *pretrained_weights_, other_stages);
     if (!defer) pretrained_weights_.reset();
+    for (const nn::NamedTensor& p : namedParameters())
+      if (defer && p.shard.split()) deferred_pieces_.emplace(p.name, std::pair(p.shard, p.tensor.shape()));
   }
   if (!lora_ || lora_path_.empty()) return;
   // PEFT's adapter file: the trainable tensors under kPeftPrefix + their names.
@@ -272,14 +274,17 @@ std::set<std::string> CausalLM::wholeModelKeys(const nn::InitContext& ctx) const
 
 bool CausalLM::fillDeferredParameter(const std::string& name, std::int64_t first, std::span<float> out) {
   if (!pretrained_weights_ || nn::isLoraAdapter(name)) return false;
-  const std::vector<nn::NamedTensor> params = namedParameters();
-  const auto p = std::find_if(params.begin(), params.end(), [&](const nn::NamedTensor& t) { return t.name == name; });
-  HPU_CHECK(p != params.end(), "{} has no parameter {}", typeName(), name);
-  // Elements [first, first + out.size()) of this rank's tensor: the files'
+  const auto piece = deferred_pieces_.find(name);
+  if (piece == deferred_pieces_.end()) {
+    pretrained_weights_->copy(checkpointKey(name), first, out);
+    return true;
+  }
+  // Elements [first, first + out.size()) of this rank's piece: the files'
   // elements its runs map them to, zero in padding rows.
+  const auto& [shard, local_shape] = piece->second;
   std::fill(out.begin(), out.end(), 0.0f);
   const std::int64_t end = first + static_cast<std::int64_t>(out.size());
-  p->shard.forEachRun(p->tensor.shape(), [&](std::int64_t full, std::int64_t local, std::int64_t count) {
+  shard.forEachRun(local_shape, [&](std::int64_t full, std::int64_t local, std::int64_t count) {
     const std::int64_t from = std::max(first, local), to = std::min(end, local + count);
     if (from < to)
       pretrained_weights_->copy(checkpointKey(name), full + (from - local),
@@ -289,6 +294,7 @@ bool CausalLM::fillDeferredParameter(const std::string& name, std::int64_t first
 }
 
 void CausalLM::deferredParametersFilled() {
+  deferred_pieces_.clear();
   if (!pretrained_weights_) return;
   const std::uint64_t read = pretrained_weights_->bytesRead(), stored = pretrained_weights_->bytesStored();
   spdlog::info("pretrained: this rank read {} of the {} bytes ({:.0f}%) of weights in {}", read, stored,

@@ -29,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -242,6 +243,9 @@ class CausalLM : public LightningModule, public PipelineModule {
   std::optional<nn::LoraSettings> lora_;  // from init_args lora, or lora_path's adapter_config.json
   std::string lora_path_;
   std::unique_ptr<PretrainedWeights> pretrained_weights_;  // kept while trainable values are deferred
+  // The deferred parameters that are pieces of the files' tensors (split or
+  // padded), by name: their shard and local shape.
+  std::map<std::string, std::pair<Shard, Shape>> deferred_pieces_;
   // The init_args this model was built from, and their schema: what builds it again, whole (wholeModelKeys).
   config::Node init_args_;
   const config::StructSchema* init_args_schema_;
