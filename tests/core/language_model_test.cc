@@ -366,7 +366,9 @@ TEST(LanguageModel, PaddingRowsAreNeverGenerated) {
       const std::vector<std::int64_t> tokens = model->generate({5, 17}, o, rng, cache);
       ASSERT_FALSE(tokens.empty());
       EXPECT_LT(*std::max_element(tokens.begin(), tokens.end()), 40) << "top_k " << o.top_k;
-      if (!o.do_sample) EXPECT_EQ(tokens.front(), 0) << "ties go to the first token";
+      if (!o.do_sample) {
+        EXPECT_EQ(tokens.front(), 0) << "ties go to the first token";
+      }
     }
 }
 

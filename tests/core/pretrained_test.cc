@@ -240,8 +240,9 @@ TEST(Pretrained, APaddedVocabularyExportsAndLoadsInHuggingFacesShapes) {
     padded->exportPretrained(dir.file("hf"));
     const auto file = checkpoint::SafetensorsFile::open(dir.file("hf/model.safetensors"), /*header_only=*/true);
     for (const char* name : {"model.embed_tokens.weight", "lm_head.weight", "transformer.wte.weight"})
-      if (const checkpoint::SafetensorsTensor* t = file->find(name))
+      if (const checkpoint::SafetensorsTensor* t = file->find(name)) {
         EXPECT_EQ(t->shape, (std::vector<std::int64_t>{40, 32})) << name;
+      }
     EXPECT_NE(file->find(llama ? "lm_head.weight" : "transformer.wte.weight"), nullptr);
     expectSameParameters(*plain, *lm(family, "{pretrained: " + dir.file("hf") + "}", 99));
     expectSameParameters(*padded, *lm(family, "{pretrained: " + dir.file("hf") + ", " + padding + "}", 99));
