@@ -98,7 +98,9 @@ def infer(model, prompt, new, batch, published, cards=1, generation="gaudi2", bu
             f"--data.init_args.vocab_size={vocab}", f"--data.init_args.block_size={prompt}",
             f"--data.init_args.batch_size={batch}"]
     if cards > 1:
-        args += [f"--trainer.devices={cards}", "--trainer.strategy=ModelParallelStrategy"]
+        # DeepSpeed-inference splits the Hugging Face model as it is: no vocabulary padding.
+        args += [f"--trainer.devices={cards}", "--trainer.strategy=ModelParallelStrategy",
+                 "--model.init_args.make_vocab_size_divisible_by=1"]
     setting = (f"{cards} card{'s' if cards > 1 else ''}{', tensor-parallel' if cards > 1 else ''}, "
                f"{prompt} in / {new} out, batch {batch}")
     return {"kind": "inference", "model": name, "setting": setting, "args": args, "published": published,

@@ -334,6 +334,44 @@ TEST(LanguageModel, GreedyGenerationWithTheCacheEqualsItWithoutTokenForToken) {
   }
 }
 
+// A padded vocabulary's rows are never generated: GPT-2 with 40 tokens in
+// 64 rows, its final norm giving ones and its (tied) token rows -1, so that
+// every token's logit is -32 and every padding row's 0. Greedy and sampled
+// decoding (all tokens, or the top 5) pick tokens only.
+TEST(LanguageModel, PaddingRowsAreNeverGenerated) {
+  auto model = small("GPT2LMHeadModel", "{vocab_size: 40, n_embd: 32, n_layer: 2, n_head: 4, n_positions: 64, "
+                                        "make_vocab_size_divisible_by: 64}");
+  model->eval();
+  for (const nn::NamedTensor& p : model->namedParameters()) {
+    Tensor t = p.tensor;
+    const std::span<float> values = t.values();
+    if (p.name == "transformer.ln_f.weight") std::fill(values.begin(), values.end(), 0.0f);
+    if (p.name == "transformer.ln_f.bias") std::fill(values.begin(), values.end(), 1.0f);
+    if (p.name == "transformer.wte.weight") {
+      ASSERT_EQ(t.shape(), (Shape{64, 32}));
+      std::fill(values.begin(), values.begin() + 40 * 32, -1.0f);
+    }
+  }
+  const Tensor ids = Tensor::fromHost(testDevice(), {1, 2}, std::vector<std::int64_t>{5, 17});
+  const std::vector<float> logits = (*model)(nn::Inputs{{{"input_ids", ids}}}).toHost();
+  ASSERT_EQ(logits.size(), 2u * 64);
+  EXPECT_NEAR(logits[0], -32.0f, 1e-4);
+  EXPECT_EQ(logits[63], 0.0f) << "a padding row's logit, the largest";
+  for (const models::GenerationOptions& o :
+       {models::GenerationOptions{.max_new_tokens = 8},
+        models::GenerationOptions{.max_new_tokens = 30, .do_sample = true, .top_k = 0},
+        models::GenerationOptions{.max_new_tokens = 30, .do_sample = true, .top_k = 5}})
+    for (bool cache : {true, false}) {
+      Generator rng(4);
+      const std::vector<std::int64_t> tokens = model->generate({5, 17}, o, rng, cache);
+      ASSERT_FALSE(tokens.empty());
+      EXPECT_LT(*std::max_element(tokens.begin(), tokens.end()), 40) << "top_k " << o.top_k;
+      if (!o.do_sample) {
+        EXPECT_EQ(tokens.front(), 0) << "ties go to the first token";
+      }
+    }
+}
+
 // Decoding in buckets (optimum-habana's --bucket_size --bucket_internal)
 // attends to the same keys, so it yields the same tokens; its graphs read the
 // cache's filled part rounded up to a bucket, one graph per bucket: a prompt

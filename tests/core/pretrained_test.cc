@@ -202,6 +202,80 @@ TEST(Pretrained, ADirectoryWithoutWeightsOrConfigIsAUsageError) {
                 "(save them with save_pretrained(..., safe_serialization=True))");
 }
 
+// `args` (an init_args map) with `more` added.
+std::string with(const std::string& args, const std::string& more) { return args.substr(0, args.size() - 1) + ", " + more + "}"; }
+
+// make_vocab_size_divisible_by on one device: 40 tokens padded to 64 rows.
+// The real rows are the unpadded model's (the same draws), the padding rows
+// zero, and neither count as parameters; the tokens' logits are the unpadded
+// model's. Export writes Hugging Face's [40, 32] shapes, which load into the
+// unpadded model and into the padded one alike; a LoRA adapter on the head
+// saves and loads in its unpadded shape too.
+TEST(Pretrained, APaddedVocabularyExportsAndLoadsInHuggingFacesShapes) {
+  for (const char* family : {"LlamaForCausalLM", "GPT2LMHeadModel"}) {
+    SCOPED_TRACE(family);
+    const bool llama = std::string(family) == "LlamaForCausalLM";
+    const std::string args = llama ? kTinyLlama : kTinyGpt2, padding = "make_vocab_size_divisible_by: 64";
+    auto plain = lm(family, args, 5), padded = lm(family, with(args, padding), 5);
+    EXPECT_EQ(padded->numParameters(), plain->numParameters());
+    EXPECT_EQ(padded->numPaddingElements(), (llama ? 2 : 1) * 24 * 32) << "embedding (and an untied head)";
+    const auto want = plain->namedParameters(), got = padded->namedParameters();
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      std::vector<float> real = got[i].shard.whole(got[i].tensor.shape(), got[i].tensor.toHost());
+      EXPECT_EQ(real, want[i].tensor.toHost()) << got[i].name;
+      const std::vector<float> all = got[i].tensor.toHost();
+      EXPECT_EQ(std::count(all.begin() + static_cast<std::ptrdiff_t>(real.size()), all.end(), 0.0f),
+                static_cast<std::ptrdiff_t>(all.size() - real.size()))
+          << got[i].name << "'s padding rows";
+    }
+    const std::vector<float> plain_logits = logitsOf(*plain), padded_logits = logitsOf(*padded);
+    ASSERT_EQ(padded_logits.size(), 8u * 64);
+    for (std::size_t t = 0; t < 8; ++t) {
+      EXPECT_EQ(std::vector<float>(padded_logits.begin() + t * 64, padded_logits.begin() + t * 64 + 40),
+                std::vector<float>(plain_logits.begin() + t * 40, plain_logits.begin() + (t + 1) * 40))
+          << "position " << t;
+    }
+    TempDir dir;
+    padded->exportPretrained(dir.file("hf"));
+    const auto file = checkpoint::SafetensorsFile::open(dir.file("hf/model.safetensors"), /*header_only=*/true);
+    for (const char* name : {"model.embed_tokens.weight", "lm_head.weight", "transformer.wte.weight"})
+      if (const checkpoint::SafetensorsTensor* t = file->find(name)) {
+        EXPECT_EQ(t->shape, (std::vector<std::int64_t>{40, 32})) << name;
+      }
+    EXPECT_NE(file->find(llama ? "lm_head.weight" : "transformer.wte.weight"), nullptr);
+    expectSameParameters(*plain, *lm(family, "{pretrained: " + dir.file("hf") + "}", 99));
+    expectSameParameters(*padded, *lm(family, "{pretrained: " + dir.file("hf") + ", " + padding + "}", 99));
+  }
+  // LoRA on Llama's (untied) head: B [40, r] in the adapter file.
+  const std::string lora = "lora: {r: 2, target_modules: [lm_head, q_proj]}";
+  auto adapted = lm("LlamaForCausalLM", with(kTinyLlama, "make_vocab_size_divisible_by: 64, " + lora), 5);
+  for (const nn::NamedTensor& p : adapted->namedParameters())
+    if (p.name == "lm_head.lora_B.weight") {
+      Tensor b = p.tensor;
+      EXPECT_EQ(b.shape(), (Shape{64, 2}));
+      const std::span<float> values = b.values();
+      p.shard.forEachRun(b.shape(), [&](std::int64_t, std::int64_t local, std::int64_t count) {
+        for (std::int64_t i = local; i < local + count; ++i) values[static_cast<std::size_t>(i)] = 0.01f * (i % 7);
+      });
+    }
+  TempDir dir;
+  adapted->saveAdapter(dir.file("adapter"));
+  const auto adapter = checkpoint::SafetensorsFile::open(dir.file("adapter/adapter_model.safetensors"), true);
+  const checkpoint::SafetensorsTensor* b = adapter->find("base_model.model.lm_head.lora_B.weight");
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->shape, (std::vector<std::int64_t>{40, 2}));
+  auto unpadded = lm("LlamaForCausalLM", with(kTinyLlama, "lora_path: " + dir.file("adapter")), 5);
+  auto repadded = lm("LlamaForCausalLM",
+                     with(kTinyLlama, "make_vocab_size_divisible_by: 64, lora_path: " + dir.file("adapter")), 5);
+  const std::vector<float> want = logitsOf(*unpadded), got = logitsOf(*repadded);
+  for (std::size_t t = 0; t < 8; ++t)
+    EXPECT_EQ(std::vector<float>(got.begin() + t * 64, got.begin() + t * 64 + 40),
+              std::vector<float>(want.begin() + t * 40, want.begin() + (t + 1) * 40))
+        << "position " << t;
+  EXPECT_EQ(got, logitsOf(*adapted));
+}
+
 TEST(Pretrained, AHeaderOnlyOpenReadsNamesAndShapes) {
   TempDir dir;
   lm("GPT2LMHeadModel", kTinyGpt2, 5)->exportPretrained(dir.file("hf"));

@@ -78,21 +78,25 @@ void expectNear(const std::vector<float>& got, const std::vector<float>& want, d
     ASSERT_NEAR(got[i], want[i], tolerance * (1.0 + std::abs(want[i]))) << what << "[" << i << "]";
 }
 
+// ops::crossEntropy of logits [rows, columns] on one device: the loss and
+// the logits' gradient.
+std::pair<float, std::vector<float>> crossEntropyOf(const std::vector<float>& logits, std::int64_t rows,
+                                                    std::int64_t columns, const std::vector<std::int64_t>& labels,
+                                                    const ops::CrossEntropyOptions& o) {
+  Tensor whole = Tensor::fromHost(deviceOf(0), {rows, columns}, logits);
+  whole.setRequiresGrad(true);
+  Tape tape;
+  TapeScope scope(&tape);
+  const Tensor loss = ops::crossEntropy(whole, Tensor::fromHost(deviceOf(0), {rows}, labels), o);
+  tape.backward(loss);
+  return {loss.item(), whole.grad().toHost()};
+}
+
 TEST(TensorParallelOps, CrossEntropyOverASplitVocabularyIsTheWholeOnes) {
   const std::int64_t rows = 6, vocab = 8;
   const std::vector<float> logits = normals(static_cast<std::size_t>(rows * vocab), 3);
   const std::vector<std::int64_t> labels{0, 7, -100, 3, 4, 5};  // both halves, and an ignored row
-  Tensor whole = Tensor::fromHost(deviceOf(0), {rows, vocab}, logits);
-  whole.setRequiresGrad(true);
-  Tape tape;
-  float want_loss;
-  {
-    TapeScope scope(&tape);
-    const Tensor loss = ops::crossEntropy(whole, Tensor::fromHost(deviceOf(0), {rows}, labels));
-    want_loss = loss.item();
-    tape.backward(loss);
-  }
-  const std::vector<float> want_grad = whole.grad().toHost();
+  const auto [want_loss, want_grad] = crossEntropyOf(logits, rows, vocab, labels, {});
   onRanks(2, [&](int rank, ops::ParallelGroup& group, device::Device& dev) {
     const std::int64_t part = vocab / 2;
     Tensor mine = Tensor::fromHost(dev, {rows, part}, columns(logits, vocab, rank * part, part));
@@ -104,6 +108,71 @@ TEST(TensorParallelOps, CrossEntropyOverASplitVocabularyIsTheWholeOnes) {
     t.backward(loss);
     expectNear(mine.grad().toHost(), columns(want_grad, vocab, rank * part, part), 1e-6, "logits' gradient");
   });
+}
+
+// A padded vocabulary of 5 tokens on 4 ranks (a multiple of 8: 2 rows each,
+// token 4 on rank 2 beside a padding row, rank 3 padding only), and on one
+// rank (a multiple of 4: 3 padding rows): the padding columns, however large
+// their logits, take no probability and get no gradient; the loss and the
+// tokens' gradients are the unpadded vocabulary's.
+TEST(TensorParallelOps, CrossEntropyLeavesAPaddedVocabularysRowsOut) {
+  const std::int64_t rows = 4, vocab = 5, padded = 8, part = 2;
+  const std::vector<float> logits = normals(static_cast<std::size_t>(rows * vocab), 5);
+  const std::vector<std::int64_t> labels{0, 4, -100, 3};
+  const auto [want_loss, want_grad] = crossEntropyOf(logits, rows, vocab, labels, {});
+  // The logits with padding columns of 50 (a -inf mask's opposite).
+  std::vector<float> with_padding;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    with_padding.insert(with_padding.end(), logits.begin() + r * vocab, logits.begin() + (r + 1) * vocab);
+    with_padding.insert(with_padding.end(), padded - vocab, 50.0f);
+  }
+  const auto [loss, grad] = crossEntropyOf(with_padding, rows, padded, labels, {.classes = vocab});
+  EXPECT_NEAR(loss, want_loss, 1e-6);
+  expectNear(columns(grad, padded, 0, vocab), want_grad, 1e-6, "one rank: the tokens' gradient");
+  EXPECT_EQ(columns(grad, padded, vocab, padded - vocab), std::vector<float>(rows * (padded - vocab), 0.0f));
+  onRanks(4, [&](int rank, ops::ParallelGroup& group, device::Device& dev) {
+    Tensor mine = Tensor::fromHost(dev, {rows, part}, columns(with_padding, padded, rank * part, part));
+    mine.setRequiresGrad(true);
+    Tape t;
+    TapeScope scope(&t);
+    const Tensor loss =
+        ops::vocabParallelCrossEntropy(mine, Tensor::fromHost(dev, {rows}, labels), rank * part, vocab, group);
+    EXPECT_NEAR(loss.item(), want_loss, 1e-6);
+    t.backward(loss);
+    const std::vector<float> grad = mine.grad().toHost();
+    const std::int64_t tokens = std::clamp<std::int64_t>(vocab - rank * part, 0, part);
+    expectNear(columns(grad, part, 0, tokens), columns(want_grad, vocab, rank * part, tokens), 1e-6,
+               "the tokens' gradient");
+    EXPECT_EQ(columns(grad, part, tokens, part - tokens), std::vector<float>(rows * (part - tokens), 0.0f))
+        << "rank " << rank << "'s padding columns";
+  });
+}
+
+// Shard's runs cover a padded vocabulary's real rows only: 7 rows padded to
+// 8 on 2 ranks ([4, 3] pieces, rank 1's last row padding) and to 12 on one.
+TEST(TensorParallelLayers, PaddedPiecesHoldTheWholeParameterAndZeroRows) {
+  const Shape local{4, 3};
+  std::vector<float> whole(21);
+  std::iota(whole.begin(), whole.end(), 1.0f);
+  std::vector<float> assembled(21, 0.0f);
+  for (int rank = 0; rank < 2; ++rank) {
+    const Shard s = Shard::paddedPiece(0, 7, 4, 2, rank);
+    EXPECT_EQ(s.padding, 1);
+    EXPECT_EQ(s.fullShape(local), (Shape{7, 3}));
+    EXPECT_EQ(s.paddingNumel(local), 3);
+    std::vector<float> piece(12, -1.0f);
+    s.take(local, whole, piece);
+    for (std::size_t i = 0; i < 12; ++i)
+      EXPECT_EQ(piece[i], rank == 1 && i >= 9 ? -1.0f : whole[rank * 12 + i]) << "rank " << rank << ", element " << i;
+    s.place(local, piece, assembled);
+  }
+  EXPECT_EQ(assembled, whole);
+  const Shard one = Shard::paddedPiece(0, 7, 12, 1, 0);
+  EXPECT_TRUE(one.split());
+  std::vector<float> padded(whole);
+  padded.resize(36, 0.0f);
+  EXPECT_EQ(one.whole(Shape{12, 3}, padded), whole);
+  EXPECT_EQ(paddedRows(50257, 128 * 8), 51200);
 }
 
 TEST(TensorParallelOps, LabelsOutsideTheWholeVocabularyAreRefused) {
@@ -290,32 +359,62 @@ TEST(TensorParallelLayers, ColumnThenRowParallelLinearIsTheWholeMlp) {
   });
 }
 
+// An Embedding of `vocab` rows x 3 (seed 11) looking up `ids` as [2, n / 2]:
+// its output, its initial weight and its gradient for sum(y * w), its shard
+// and local shape.
+struct Lookup {
+  std::vector<float> y, weight, grad;
+  Shard shard;
+  Shape local;
+};
+Lookup lookUp(device::Device& dev, std::int64_t vocab, std::optional<std::int64_t> padding_idx,
+              nn::VocabularyRows rows, const std::vector<std::int64_t>& ids) {
+  Generator init(11), dropout(12);
+  nn::InitContext ctx{dev, init, dropout};
+  nn::Embedding e(ctx, vocab, 3, padding_idx, 1.0f, rows);
+  Tape tape;
+  TapeScope scope(&tape);
+  const auto n = static_cast<std::int64_t>(ids.size());
+  const Tensor y = e(Tensor::fromHost(dev, {2, n / 2}, ids));
+  tape.backward(ops::sum(ops::mul(y, Tensor::fromHost(dev, y.shape(), normals(static_cast<std::size_t>(3 * n), 14)))));
+  return {y.toHost(), e.weight.toHost(), e.weight.grad().toHost(), e.ownParameters().front().shard, e.weight.shape()};
+}
+
+// A rank's lookup is the whole table's, its rows the whole's (initial values
+// and gradients), its padding rows zero.
+void expectPieceOfWholeLookup(const Lookup& mine, const Lookup& whole) {
+  expectNear(mine.y, whole.y, 1e-6, "lookup");
+  std::vector<float> piece(mine.weight.size(), 0.0f);
+  mine.shard.take(mine.local, whole.weight, piece);
+  expectNear(mine.weight, piece, 0.0, "initial rows");
+  std::fill(piece.begin(), piece.end(), 0.0f);
+  mine.shard.take(mine.local, whole.grad, piece);
+  expectNear(mine.grad, piece, 1e-6, "rows' gradient");
+}
+
 TEST(TensorParallelLayers, VocabularyParallelEmbeddingIsTheWholeLookup) {
   const std::vector<std::int64_t> ids{0, 5, 7, 2, 5, 3};  // the padding row 5 in rank 1's half
-  const auto run = [&](device::Device& dev, ops::ParallelGroup* group, Shape& local) {
-    Generator init(11), dropout(12);
-    nn::InitContext ctx{dev, init, dropout};
-    nn::Embedding e(ctx, 8, 3, 5, 1.0f, group);
-    local = e.weight.shape();
-    Tape tape;
-    TapeScope scope(&tape);
-    const Tensor y = e(Tensor::fromHost(dev, {2, 3}, ids));
-    tape.backward(ops::sum(ops::mul(y, Tensor::fromHost(dev, y.shape(), normals(18, 14)))));
-    return std::tuple(y.toHost(), e.weight.toHost(), e.weight.grad().toHost(), e.ownParameters().front().shard);
-  };
-  Shape whole_shape;
-  const auto [y, w, g, unsplit] = run(deviceOf(0), nullptr, whole_shape);
+  const Lookup whole = lookUp(deviceOf(0), 8, 5, {}, ids);
   onRanks(2, [&](int rank, ops::ParallelGroup& group, device::Device& dev) {
-    Shape local;
-    const auto [my_y, my_w, my_g, shard] = run(dev, &group, local);
-    EXPECT_EQ(local, (Shape{4, 3}));
-    EXPECT_EQ(shard.index, rank);
-    expectNear(my_y, y, 1e-6, "lookup");
-    std::vector<float> piece(my_w.size());
-    shard.take(local, w, piece);
-    expectNear(my_w, piece, 0.0, "initial rows");
-    shard.take(local, g, piece);
-    expectNear(my_g, piece, 1e-6, "rows' gradient");
+    const Lookup mine = lookUp(dev, 8, 5, {&group}, ids);
+    EXPECT_EQ(mine.local, (Shape{4, 3}));
+    EXPECT_EQ(mine.shard.index, rank);
+    expectPieceOfWholeLookup(mine, whole);
+  });
+}
+
+// A vocabulary of 7 tokens on 2 ranks, padded to 8 (multiple 4): each rank
+// draws the whole table's values for its real rows and holds zero in its
+// padding row, which no lookup reaches and no gradient changes.
+TEST(TensorParallelLayers, PaddedVocabularyParallelEmbeddingIsTheWholeLookup) {
+  const std::vector<std::int64_t> ids{0, 6, 3, 4};
+  const Lookup whole = lookUp(deviceOf(0), 7, std::nullopt, {}, ids);
+  EXPECT_FALSE(whole.shard.split());
+  onRanks(2, [&](int, ops::ParallelGroup& group, device::Device& dev) {
+    const Lookup mine = lookUp(dev, 7, std::nullopt, {&group, 4}, ids);
+    EXPECT_EQ(mine.local, (Shape{4, 3}));
+    EXPECT_EQ(mine.shard.padding, 1);
+    expectPieceOfWholeLookup(mine, whole);
   });
 }
 

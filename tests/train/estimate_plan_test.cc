@@ -142,6 +142,28 @@ TEST_F(EstimatePlan, WinnerConfigRunsAsPlanned) {
             best["peak_device_memory_bytes"].get<double>());
 }
 
+// A vocabulary no tensor-parallel size divides (127 tokens) prunes no layout:
+// each is padded as Megatron-LM pads it (128 x its tensor-parallel size), so
+// the search covers the 210 layouts of the 128-token model, and a TP2 layout
+// is priced with its padded embedding and head (256 rows each), as estimate
+// fit prices it.
+TEST_F(EstimatePlan, AnOddVocabularyPrunesNoLayout) {
+  const std::vector<std::string> odd{"--model.init_args.vocab_size=127", "--data.init_args.vocab_size=127"};
+  const nlohmann::json p = plan(odd);
+  EXPECT_EQ(p["candidates"], 210);
+  const auto tp2 = std::find_if(p["plans"].begin(), p["plans"].end(), [](const nlohmann::json& row) {
+    return row["layout"] == "TP2 PP1 DP2 ZeRO-1 SP, micro 4 x 4, recompute full";
+  });
+  ASSERT_NE(tp2, p["plans"].end());
+  std::vector<std::string> args{"-c", "tiny.yaml"};
+  args.insert(args.end(), odd.begin(), odd.end());
+  for (const auto& [key, value] : (*tp2)["config_overrides"].items())
+    args.push_back("--" + key + "=" + value.get<std::string>());
+  const nlohmann::json e = estimateFit(args);
+  EXPECT_EQ(e["vocabulary_padding_params"], 2 * (256 - 127) * 64);
+  EXPECT_NEAR((*tp2)["tokens_per_s"].get<double>() / e["tokens_per_s"].get<double>(), 1.0, 1e-9);
+}
+
 TEST_F(EstimatePlan, GlobalBatchNoLayoutDividesSaysWhichWould) {
   const RunResult r = run({"estimate", "plan", "-c", "tiny.yaml", "-o", "plan.yaml", "--data.init_args.batch_size=3",
                            "--trainer.accumulate_grad_batches=1", "--trainer.strategy.init_args.data_parallel_size=1",

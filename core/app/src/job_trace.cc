@@ -125,15 +125,16 @@ RankTrace traceRank(const RunRequest& run, std::int64_t steps, const device::Emu
   trainer.strategy().observeCollectives(nullptr);
   t.peak = dev.allocator().stats().maxInUse;
   t.peak_at = recorder->peakAt();
-  t.parameters = pipeline.model->numParameters();
   // A pipeline stage's parameters (a later stage's copy of a tied embedding
   // counts on the first).
+  std::vector<Tensor> shared;
   if (const auto* stages = dynamic_cast<const PipelineModule*>(pipeline.model.get()); stages != nullptr) {
-    if (trainer.strategy().pipelineStage() > 0)
-      for (const Tensor& shared : stages->stageSharedParameters()) t.parameters -= shared.numel();
+    if (trainer.strategy().pipelineStage() > 0) shared = stages->stageSharedParameters();
     // The model chunks a stage holds, known once the model is built.
     if (shape != nullptr && trainer.strategy().pipelineStages() > 1) shape->virtual_stages = stages->chunks();
   }
+  t.parameters = pipeline.model->numParameters(shared);
+  t.padding = pipeline.model->numPaddingElements(shared);
   if (buckets != nullptr) *buckets = trainer.bucketSizes();
   return t;
 }

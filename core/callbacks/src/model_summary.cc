@@ -3,7 +3,9 @@
 // sizes). Rows are the modules down to max_depth (1: the model's children;
 // -1: all; 0: no table), named by their path ("layers.0.self_attn"), with
 // type, parameter count, out size (one sample's) and configuration; then
-// Lightning's totals and the exact count ("Total params: 6,738,415,616 (6.7 B)").
+// Lightning's totals and the exact count ("Total params: 6,738,415,616 (6.7 B)"),
+// a padded vocabulary's rows apart ("(+36,864 vocabulary padding)": in no
+// count, in the size in MB, which is what the devices hold).
 // ModelSummary prints Lightning's plain table; RichModelSummary rich's box
 // table, in colour on a terminal. trainer.enable_model_summary adds a
 // ModelSummary unless one of them is configured.
@@ -11,6 +13,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -44,6 +47,11 @@ std::string withThousands(std::int64_t n) {
   return out;
 }
 
+// " (+36,864 vocabulary padding)" after a total, or nothing when unpadded.
+std::string paddingNote(std::int64_t padding) {
+  return padding > 0 ? fmt::format(" (+{} vocabulary padding)", withThousands(padding)) : "";
+}
+
 using Row = std::array<std::string, 5>;  // name, type, params, out sizes, config
 constexpr std::array<const char*, 5> kHeader = {"Name", "Type", "Params", "Out sizes", "Config"};
 
@@ -51,6 +59,7 @@ struct Summary {
   std::vector<Row> rows;
   std::int64_t total = 0;
   std::int64_t trainable = 0;  // of parameters with requires_grad (not frozen)
+  std::int64_t padding = 0;    // elements of a padded vocabulary's rows, in none of the counts
   double megabytes = 0;
 };
 
@@ -73,26 +82,30 @@ class ModelSummary : public Callback {
     if (max_depth_ == 0) return;
     trainer.recordOutputShapes();
     Summary s;
-    s.total = trainer.model().numParameters();
-    for (const nn::NamedTensor& p : trainer.model().namedParameters())
-      if (p.tensor.requiresGrad()) s.trainable += p.shard.fullShape(p.tensor.shape()).numel();
     Strategy& strategy = trainer.strategy();
     const int stages = strategy.pipelineStages();
+    // Each stage's ranks hold a part of the model: the totals are the
+    // stages' of one replica, a stage-shared parameter counted on the first.
+    std::vector<Tensor> shared;
+    if (const auto* stage = dynamic_cast<const PipelineModule*>(&trainer.model());
+        stage != nullptr && stages > 1 && strategy.pipelineStage() > 0)
+      shared = stage->stageSharedParameters();
+    s.total = trainer.model().numParameters(shared);
+    s.padding = trainer.model().numPaddingElements(shared);
+    for (const nn::NamedTensor& p : trainer.model().namedParameters())
+      if (p.tensor.requiresGrad() &&
+          std::none_of(shared.begin(), shared.end(), [&](const Tensor& t) { return t.sameAs(p.tensor); }))
+        s.trainable += p.shard.fullShape(p.tensor.shape()).numel();
     if (stages > 1) {
-      // Each stage's ranks hold a part of the model: the totals are the
-      // stages' of one replica, a stage-shared parameter counted once.
       const ops::ParallelGroup* tp = strategy.tensorParallelGroup();
       const bool counts = strategy.dataParallelRank() == 0 && (tp == nullptr || tp->rank() == 0);
-      std::vector<double> n{counts ? static_cast<double>(s.total) : 0.0, counts ? static_cast<double>(s.trainable) : 0.0};
-      if (const auto* stage = dynamic_cast<const PipelineModule*>(&trainer.model());
-          counts && stage != nullptr && strategy.pipelineStage() > 0)
-        for (const Tensor& shared : stage->stageSharedParameters()) {
-          n[0] -= static_cast<double>(shared.numel());
-          if (shared.requiresGrad()) n[1] -= static_cast<double>(shared.numel());
-        }
+      std::vector<double> n{static_cast<double>(s.total), static_cast<double>(s.trainable),
+                            static_cast<double>(s.padding)};
+      if (!counts) n.assign(n.size(), 0.0);
       strategy.allReduceSum(n);
       s.total = static_cast<std::int64_t>(n[0]);
       s.trainable = static_cast<std::int64_t>(n[1]);
+      s.padding = static_cast<std::int64_t>(n[2]);
     }
     if (!trainer.isGlobalZero()) return;
     collect(trainer.model(), "", 1, max_depth_, s.rows);
@@ -100,7 +113,9 @@ class ModelSummary : public Callback {
       spdlog::info("ModelSummary: the rows are pipeline stage 1 of {} (rank 0's modules); the totals are the whole "
                    "model's",
                    stages);
-    s.megabytes = static_cast<double>(s.total) * device::logicalSize(trainer.precision().paramDtype()) / 1e6;
+    // What the devices hold: the padding too.
+    s.megabytes =
+        static_cast<double>(s.total + s.padding) * device::logicalSize(trainer.precision().paramDtype()) / 1e6;
     const std::string text = render(s);
     std::fputs(text.c_str(), stdout);
     std::fflush(stdout);
@@ -126,9 +141,10 @@ class ModelSummary : public Callback {
     const std::string count = humanReadableCount(s.total);
     return out + rule + "\n" +
            fmt::format("{:<10}Trainable params\n{:<10}Non-trainable params\n{:<10}Total params\n"
-                       "{:<10.3f}Total estimated model params size (MB)\nTotal params: {}{}\n",
+                       "{:<10.3f}Total estimated model params size (MB)\nTotal params: {}{}{}\n",
                        humanReadableCount(s.trainable), humanReadableCount(s.total - s.trainable), count,
-                       s.megabytes, withThousands(s.total), s.total >= 1000 ? " (" + count + ")" : "");
+                       s.megabytes, withThousands(s.total), s.total >= 1000 ? " (" + count + ")" : "",
+                       paddingNote(s.padding));
   }
 
  private:
@@ -178,7 +194,7 @@ class RichModelSummary final : public ModelSummary {
     const auto count = [](std::int64_t n) { return withThousands(n) + (n >= 1000 ? " (" + humanReadableCount(n) + ")" : ""); };
     out += style("1", "Trainable params") + ": " + count(s.trainable) + "\n";
     out += style("1", "Non-trainable params") + ": " + count(s.total - s.trainable) + "\n";
-    out += style("1", "Total params") + ": " + count(s.total) + "\n";
+    out += style("1", "Total params") + ": " + count(s.total) + paddingNote(s.padding) + "\n";
     out += style("1", "Total estimated model params size (MB)") + fmt::format(": {:.3f}\n", s.megabytes);
     return out;
   }

@@ -33,7 +33,11 @@ struct RankPart {
     const json& shards = layout.at("shards");
     if (!shards.contains(name)) return {};
     const json& s = shards.at(name);
-    return {.dim = s.at(0).get<int>(), .parts = s.at(1).get<int>(), .index = s.at(2).get<int>(), .blocks = s.at(3).get<int>()};
+    return {.dim = s.at(0).get<int>(),
+            .parts = s.at(1).get<int>(),
+            .index = s.at(2).get<int>(),
+            .blocks = s.at(3).get<int>(),
+            .padding = s.size() > 4 ? s.at(4).get<std::int64_t>() : 0};
   }
   const TensorEntry& tensor(const std::string& name) const {
     const TensorEntry* e = file.find(name);

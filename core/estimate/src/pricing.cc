@@ -177,8 +177,12 @@ EstimateResult priceJob(const TracedJob& job, const device::GaudiModel& model, c
   out.product = std::string(model.spec().product);
   // With pipeline stages, each traced rank holds its stage's parameters.
   out.parameters = job.ranks.front().parameters;
+  out.padding = job.ranks.front().padding;
   if (shape.stages > 1)
-    for (std::size_t i = 1; i < job.ranks.size(); ++i) out.parameters += job.ranks[i].parameters;
+    for (std::size_t i = 1; i < job.ranks.size(); ++i) {
+      out.parameters += job.ranks[i].parameters;
+      out.padding += job.ranks[i].padding;
+    }
 
   const std::vector<int> stages_each = stagesEach(job);
   JobFigures figures = jobFigures(shape, model, times, stages_each);

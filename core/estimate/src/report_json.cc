@@ -24,6 +24,7 @@ json jsonReport(const EstimateResult& r) {
   }
   j["mfu"] = r.mfu;
   j["total_params"] = r.parameters;
+  j["vocabulary_padding_params"] = r.padding;
   j["peak_device_memory_bytes"] = r.peak;
   j["device_memory_limit_bytes"] = r.limit.bytes;
   j["fits"] = r.fits;

@@ -27,7 +27,8 @@ std::string textReport(const EstimateResult& r, bool verbose) {
   const double seconds = st.seconds;
   std::string out = fmt::format("Estimate: {} on {} x {} ({} node(s) x {}), {}, {}\n", predict ? "predict" : "fit",
                                 shape.world, r.product, shape.nodes, shape.devices, shape.strategy, shape.precision);
-  out += fmt::format("  parameters            {}\n", r.parameters);
+  out += fmt::format("  parameters            {}{}\n", r.parameters,
+                     r.padding > 0 ? fmt::format(" (+{} vocabulary padding)", r.padding) : "");
   if (predict)
     out += fmt::format("  batch                 {} prompts of {} tokens, {} new tokens each, per {}\n",
                        shape.micro_batch, shape.tokens_per_sample, shape.max_new_tokens,

@@ -10,10 +10,12 @@ namespace hpu::core::nn {
 namespace {
 
 // Fills `values` (this rank's piece of a parameter, `shard`) by drawing the
-// whole parameter in order, keeping the piece's values, rounded to `dtype`.
-// No host copy: a model as large as the host allows fits.
+// whole parameter in order, keeping the piece's values, rounded to `dtype`;
+// vocabulary padding rows are zero. No host copy: a model as large as the
+// host allows fits.
 template <class Draw>
 void drawInto(std::span<float> values, const Shape& shape, const Shard& shard, DType dtype, Draw draw) {
+  if (shard.padding > 0) std::fill(values.begin(), values.end(), 0.0f);
   std::int64_t drawn = 0;
   shard.forEachRun(shape, [&](std::int64_t full, std::int64_t local, std::int64_t count) {
     for (; drawn < full; ++drawn) draw();

@@ -102,10 +102,24 @@ std::vector<Tensor> Module::parameters() const {
   return out;
 }
 
-std::int64_t Module::numParameters() const {
+namespace {
+bool listed(const Tensor& t, std::span<const Tensor> tensors) {
+  return std::any_of(tensors.begin(), tensors.end(), [&](const Tensor& o) { return o.sameAs(t); });
+}
+}  // namespace
+
+std::int64_t Module::numParameters(std::span<const Tensor> except) const {
   std::int64_t n = 0;
   // An expert-parallel rank holds 1 / expert_parallel of its layer's experts, all of one shape.
-  for (auto& p : namedParameters()) n += p.shard.fullShape(p.tensor.shape()).numel() * p.expert_parallel;
+  for (auto& p : namedParameters())
+    if (!listed(p.tensor, except)) n += p.shard.fullShape(p.tensor.shape()).numel() * p.expert_parallel;
+  return n;
+}
+
+std::int64_t Module::numPaddingElements(std::span<const Tensor> except) const {
+  std::int64_t n = 0;
+  for (auto& p : namedParameters())
+    if (!listed(p.tensor, except)) n += p.shard.paddingNumel(p.tensor.shape()) * p.expert_parallel;
   return n;
 }
 

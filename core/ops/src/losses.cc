@@ -20,7 +20,10 @@ Tensor crossEntropy(const Tensor& logits_in, const Tensor& labels, const CrossEn
           });
   const Tensor logits = castTo(logits_in, computeDtype(op::kCrossEntropy, {&logits_in}));
   const OpRecord op_record = record(op::kCrossEntropy, {&logits, &labels});
-  const std::int64_t c = logits.size(-1), n = logits.numel() / c;
+  const std::int64_t stride = logits.size(-1), n = logits.numel() / stride;
+  require(o.classes >= 0 && o.classes <= stride, op::kCrossEntropy,
+          [&] { return fmt::format("{} classes in logits of {} columns", o.classes, stride); });
+  const std::int64_t c = o.classes > 0 ? o.classes : stride;
   Tensor lse = Tensor::empty(logits.device(), {n});  // one log-sum-exp per row, for backward
   double mean = 0;
   auto counted = std::make_shared<std::int64_t>(n);
@@ -31,17 +34,17 @@ Tensor crossEntropy(const Tensor& logits_in, const Tensor& labels, const CrossEn
         throw Error(fmt::format("cross_entropy: label {} of sample {} is outside the {} classes", label, r, c));
     }
     const double total = k::crossEntropyForward(logits.data(), labels.labels(), n, c, o.label_smoothing, o.ignore_index,
-                                                lse.data(), counted.get());
+                                                lse.data(), counted.get(), stride);
     mean = total / static_cast<double>(*counted);  // no counted label: nan, as torch
   }
   Tensor loss = scalar(logits.device(), mean);
-  recordBackward(loss, {&logits}, [logits, labels, loss = GradRef(loss), lse, n, c, o, counted] {
+  recordBackward(loss, {&logits}, [logits, labels, loss = GradRef(loss), lse, n, c, stride, o, counted] {
     Tensor gl = loss.grad();
     if (!gl.defined()) return;
     GradTarget g = gradTarget(logits);
     if (g.data != nullptr)
       k::crossEntropyBackward(logits.data(), labels.labels(), lse.data(), n, c, o.label_smoothing, o.ignore_index,
-                              gl.item() / static_cast<float>(*counted), g.data, g.accumulate);
+                              gl.item() / static_cast<float>(*counted), g.data, g.accumulate, stride);
     gradWritten(logits);
   });
   return loss;

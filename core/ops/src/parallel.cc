@@ -139,6 +139,8 @@ Tensor vocabParallelCrossEntropy(const Tensor& logits_in, const Tensor& labels, 
   const Tensor logits = castTo(logits_in, computeDtype(op::kCrossEntropy, {&logits_in}));
   const OpRecord op_record = record(op::kCrossEntropy, {&logits, &labels});
   const std::int64_t c = logits.size(-1), n = logits.numel() / c;
+  // This rank's classes: its columns before the vocabulary's padding.
+  const std::int64_t classes = std::clamp(vocab - start, std::int64_t{0}, c);
   Tensor lse = Tensor::empty(logits.device(), {n});  // one log-sum-exp per row, for backward
   auto counted = std::make_shared<std::int64_t>(0);
   const bool real = computes(logits);
@@ -153,16 +155,16 @@ Tensor vocabParallelCrossEntropy(const Tensor& logits_in, const Tensor& labels, 
     for (std::int64_t r = 0; r < n; ++r) {
       if (y[r] != o.ignore_index && (y[r] < 0 || y[r] >= vocab))
         throw Error(fmt::format("cross_entropy: label {} of sample {} is outside the {} classes", y[r], r, vocab));
-      max[r] = *std::max_element(l + r * c, l + (r + 1) * c);
+      if (classes > 0) max[r] = *std::max_element(l + r * c, l + r * c + classes);
     }
   each(max, ParallelReduce::kMax);
   if (real)
     for (std::int64_t r = 0; r < n; ++r) {
       double s = 0;
-      for (std::int64_t j = 0; j < c; ++j) s += std::exp(static_cast<double>(l[r * c + j]) - max[r]);
+      for (std::int64_t j = 0; j < classes; ++j) s += std::exp(static_cast<double>(l[r * c + j]) - max[r]);
       sum[r] = static_cast<float>(s);
       const std::int64_t mine = y[r] - start;
-      if (mine >= 0 && mine < c) target[r] = l[r * c + mine];
+      if (mine >= 0 && mine < classes) target[r] = l[r * c + mine];
     }
   each(sum, ParallelReduce::kSum);
   each(target, ParallelReduce::kSum);
@@ -175,7 +177,7 @@ Tensor vocabParallelCrossEntropy(const Tensor& logits_in, const Tensor& labels, 
       ++*counted;
     }
   Tensor loss = scalar(logits.device(), real ? total / static_cast<double>(*counted) : 0.0);  // none counted: nan
-  recordBackward(loss, {&logits}, [logits, labels, loss = GradRef(loss), lse, n, c, start, o, counted] {
+  recordBackward(loss, {&logits}, [logits, labels, loss = GradRef(loss), lse, n, c, classes, start, o, counted] {
     Tensor gl = loss.grad();
     if (!gl.defined()) return;
     GradTarget g = gradTarget(logits);
@@ -187,7 +189,8 @@ Tensor vocabParallelCrossEntropy(const Tensor& logits_in, const Tensor& labels, 
         const bool ignored = y[r] == o.ignore_index;
         for (std::int64_t j = 0; j < c; ++j) {
           float d = 0.0f;
-          if (!ignored) d = (std::exp(x[r * c + j] - lse.data()[r]) - (y[r] - start == j ? 1.0f : 0.0f)) * scale;
+          if (!ignored && j < classes)
+            d = (std::exp(x[r * c + j] - lse.data()[r]) - (y[r] - start == j ? 1.0f : 0.0f)) * scale;
           g.data[r * c + j] = g.accumulate ? g.data[r * c + j] + d : d;
         }
       }

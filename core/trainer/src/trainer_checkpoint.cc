@@ -277,7 +277,8 @@ void Trainer::saveCheckpoint(const std::string& path, bool weights_only) {
   for (const auto& p : model_->namedParameters()) {
     const std::string key = model_->checkpointKey(p.name);
     checkpoint::TensorEntry e = entryOf(key, p.tensor);
-    if (distributed && p.shard.split()) pieces[key] = {p.shard.dim, p.shard.parts, p.shard.index, p.shard.blocks};
+    if (distributed && p.shard.split())
+      pieces[key] = {p.shard.dim, p.shard.parts, p.shard.index, p.shard.blocks, p.shard.padding};
     if (!distributed && p.shard.split()) {
       e.values = strategy_->wholeOf(e.values, p.shard, p.tensor.shape());
       const Shape whole = p.shard.fullShape(p.tensor.shape());
@@ -508,10 +509,18 @@ void Trainer::restore(const std::string& path, bool full) {
              layout.value("pipeline_parallel_size", 1) == strategy_->pipelineStages() &&
              layout.value("virtual_pipeline_size", 1) == modelChunks() &&
              layout.value("expert_parallel_size", 1) == (ep ? ep->size() : 1);
-    if (pieces)
-      ckpt.tensors = checkpoint_io_->load(checkpoint::shardPath(path, strategy_->globalRank())).tensors;
-    else
-      ckpt = checkpoint::assembleDistributed(*checkpoint_io_, path, ckpt);
+    if (pieces) {
+      // This rank's file holds its pieces as it holds them, unless they were
+      // padded otherwise (another make_vocab_size_divisible_by): then the whole.
+      checkpoint::Checkpoint own = checkpoint_io_->load(checkpoint::shardPath(path, strategy_->globalRank()));
+      const std::vector<nn::NamedTensor> params = model_->namedParameters();
+      pieces = std::all_of(params.begin(), params.end(), [&](const nn::NamedTensor& p) {
+        const checkpoint::TensorEntry* e = own.find(model_->checkpointKey(p.name));
+        return e == nullptr || Shape(std::span<const std::int64_t>(e->shape)) == p.tensor.shape();
+      });
+      if (pieces) ckpt.tensors = std::move(own.tensors);
+    }
+    if (!pieces) ckpt = checkpoint::assembleDistributed(*checkpoint_io_, path, ckpt);
   }
   strategy_->gatherParameters(*params_, Strategy::GatherScope::kAll);
   for (const auto& p : model_->namedParameters())

@@ -13,12 +13,14 @@ namespace hpu::device::kernels {
 using detail::sumExp;
 
 double crossEntropyForward(const float* logits, const std::int64_t* labels, std::int64_t n, std::int64_t c,
-                           float smoothing, std::int64_t ignore_index, float* lse, std::int64_t* counted) {
+                           float smoothing, std::int64_t ignore_index, float* lse, std::int64_t* counted,
+                           std::int64_t stride) {
+  if (stride == 0) stride = c;
   std::vector<double> row_loss(static_cast<std::size_t>(n));
   static ParallelSite site("cross entropy forward");
   parallelFor(site, n, 1, static_cast<double>(n * c), [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t r = begin; r < end; ++r) {
-      const float* row = logits + r * c;
+      const float* row = logits + r * stride;
       const float mx = *std::max_element(row, row + c);
       const double log_sum = static_cast<double>(mx) + std::log(sumExp(row, c, mx));
       lse[r] = static_cast<float>(log_sum);
@@ -45,13 +47,15 @@ double crossEntropyForward(const float* logits, const std::int64_t* labels, std:
 
 void crossEntropyBackward(const float* logits, const std::int64_t* labels, const float* lse, std::int64_t n,
                           std::int64_t c, float smoothing, std::int64_t ignore_index, float scale, float* dlogits,
-                          bool accumulate) {
+                          bool accumulate, std::int64_t stride) {
+  if (stride == 0) stride = c;
   const float off = smoothing / static_cast<float>(c);
   static ParallelSite site("cross entropy backward");
   parallelFor(site, n, 1, static_cast<double>(n * c), [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t r = begin; r < end; ++r) {
-      const float* row = logits + r * c;
-      float* __restrict d = dlogits + r * c;
+      const float* row = logits + r * stride;
+      float* __restrict d = dlogits + r * stride;
+      if (!accumulate) std::fill(d + c, d + stride, 0.0f);
       if (labels[r] == ignore_index) {
         if (!accumulate) std::fill(d, d + c, 0.0f);
         continue;

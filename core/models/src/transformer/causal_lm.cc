@@ -45,6 +45,9 @@ class PromptIndices final : public data::Dataset {
   std::vector<data::Field> fields_{{"prompt_index", DType::kInt64, {}}};
 };
 
+// Megatron-LM's default make_vocab_size_divisible_by.
+constexpr std::int64_t kMegatronVocabDivisibleBy = 128;
+
 // The KV cache as the options take it: whole up front, or the prompt's rows first.
 nn::KVCacheAllocation cacheAllocation(const GenerationOptions& o) {
   return o.reuse_cache ? nn::KVCacheAllocation::kWhole : nn::KVCacheAllocation::kPromptFirst;
@@ -74,6 +77,18 @@ std::int64_t pick(std::vector<float> logits, const GenerationOptions& o, Generat
   return static_cast<std::int64_t>(p.size() - 1);
 }
 
+// `e` holding parameter `p`'s whole values and shape, from `values`, its
+// values on this device: a padded vocabulary's rows dropped (Hugging Face's
+// shapes). REQUIRES: one device holds the whole parameter (export).
+checkpoint::TensorEntry wholeEntry(checkpoint::TensorEntry e, const nn::NamedTensor& p, const std::vector<float>& values) {
+  HPU_CHECK(p.shard.parts == 1, "{} is split across {} tensor-parallel ranks; export runs on one device", e.name,
+            p.shard.parts);
+  const Shape whole = p.shard.fullShape(p.tensor.shape());
+  e.shape.assign(whole.dims().begin(), whole.dims().end());
+  e.values = p.shard.whole(p.tensor.shape(), values);
+  return e;
+}
+
 }  // namespace
 
 CausalLM::CausalLM(Family family, const config::Params& p)
@@ -86,6 +101,7 @@ CausalLM::CausalLM(Family family, const config::Params& p)
                   p.getInt("top_k"), p.getInt("bucket_size"), p.getBool("reuse_cache")},
       init_args_(p.values()),
       init_args_schema_(&p.schema()) {
+  if (p.has("make_vocab_size_divisible_by")) vocab_divisible_by_ = p.getInt("make_vocab_size_divisible_by");
   if (p.has("pretrained")) pretrained_ = p.getString("pretrained");
   if (p.has("lora_path")) lora_path_ = p.getString("lora_path");
   if (p.has("lora"))
@@ -127,6 +143,11 @@ void CausalLM::configureModel(nn::InitContext& ctx, const ModelInput& input) {
   dropout_rng_ = &ctx.dropout_rng;
   tensor_parallel_ = ctx.tensor_parallel;
   sequence_parallel_ = ctx.sequence_parallel && tensor_parallel_ != nullptr;
+  // Megatron-LM's padding: to a multiple of make_vocab_size_divisible_by
+  // (128 unless given) x the tensor-parallel size; none on one rank unless given.
+  const int ranks = tensor_parallel_ != nullptr ? tensor_parallel_->size() : 1;
+  const std::int64_t divisible_by = vocab_divisible_by_.value_or(ranks > 1 ? kMegatronVocabDivisibleBy : 1);
+  vocabulary_ = {tensor_parallel_, divisible_by * ranks};
   if (config_.num_local_experts > 0 && sequence_parallel_)
     throw UsageError(typeName() + ": sparse MoE layers do not run under sequence parallelism (their router reads "
                                   "every position); set trainer.strategy.init_args.sequence_parallel: false");
@@ -189,6 +210,8 @@ void CausalLM::applyPretrained(nn::InitContext& ctx) {
         },
         *pretrained_weights_, other_stages);
     if (!defer) pretrained_weights_.reset();
+    for (const nn::NamedTensor& p : namedParameters())
+      if (defer && p.shard.split()) deferred_pieces_.emplace(p.name, std::pair(p.shard, p.tensor.shape()));
   }
   if (!lora_ || lora_path_.empty()) return;
   // PEFT's adapter file: the trainable tensors under kPeftPrefix + their names.
@@ -205,7 +228,8 @@ void CausalLM::applyPretrained(nn::InitContext& ctx) {
       continue;
     }
     loaded.insert(name);
-    const std::vector<std::int64_t> want(p.tensor.shape().dims().begin(), p.tensor.shape().dims().end());
+    const Shape whole = p.shard.fullShape(p.tensor.shape());
+    const std::vector<std::int64_t> want(whole.dims().begin(), whole.dims().end());
     if (t->shape != want || t->dtype == DType::kInt64) {
       problems.push_back(fmt::format("{} is {} [{}], the model's {} [{}]", name, device::dtypeName(t->dtype),
                                      fmt::join(t->shape, ", "), device::dtypeName(p.tensor.dtype()),
@@ -214,7 +238,10 @@ void CausalLM::applyPretrained(nn::InitContext& ctx) {
     }
     if (p.tensor.shapeOnly()) continue;
     Tensor dst = p.tensor;
-    adapter->copy(*t, 0, dst.values());
+    const std::span<float> values = dst.values();
+    p.shard.forEachRun(dst.shape(), [&](std::int64_t full, std::int64_t local, std::int64_t count) {
+      adapter->copy(*t, full, values.subspan(static_cast<std::size_t>(local), static_cast<std::size_t>(count)));
+    });
     if (dst.dtype() == DType::kBFloat16 || dst.dtype() == DType::kFloat16) device::roundInPlace(dst.values(), dst.dtype());
   }
   for (const auto& t : adapter->tensors())
@@ -252,11 +279,27 @@ std::set<std::string> CausalLM::wholeModelKeys(const nn::InitContext& ctx) const
 
 bool CausalLM::fillDeferredParameter(const std::string& name, std::int64_t first, std::span<float> out) {
   if (!pretrained_weights_ || nn::isLoraAdapter(name)) return false;
-  pretrained_weights_->copy(checkpointKey(name), first, out);
+  const auto piece = deferred_pieces_.find(name);
+  if (piece == deferred_pieces_.end()) {
+    pretrained_weights_->copy(checkpointKey(name), first, out);
+    return true;
+  }
+  // Elements [first, first + out.size()) of this rank's piece: the files'
+  // elements its runs map them to, zero in padding rows.
+  const auto& [shard, local_shape] = piece->second;
+  std::fill(out.begin(), out.end(), 0.0f);
+  const std::int64_t end = first + static_cast<std::int64_t>(out.size());
+  shard.forEachRun(local_shape, [&](std::int64_t full, std::int64_t local, std::int64_t count) {
+    const std::int64_t from = std::max(first, local), to = std::min(end, local + count);
+    if (from < to)
+      pretrained_weights_->copy(checkpointKey(name), full + (from - local),
+                                out.subspan(static_cast<std::size_t>(from - first), static_cast<std::size_t>(to - from)));
+  });
   return true;
 }
 
 void CausalLM::deferredParametersFilled() {
+  deferred_pieces_.clear();
   if (!pretrained_weights_) return;
   const std::uint64_t read = pretrained_weights_->bytesRead(), stored = pretrained_weights_->bytesStored();
   spdlog::info("pretrained: this rank read {} of the {} bytes ({:.0f}%) of weights in {}", read, stored,
@@ -285,9 +328,8 @@ void CausalLM::exportPretrained(const std::string& dir) const {
     if (device::isFp8(dtype))
       throw UsageError("export: " + e.name + " is an fp8 weight; export the bf16 checkpoint the fp8 run started from");
     e.dtype = dtype;
-    e.shape.assign(p.tensor.shape().dims().begin(), p.tensor.shape().dims().end());
     const auto layer = adapted.find(p.name);
-    e.values = layer == adapted.end() ? p.tensor.toHost() : layer->second->mergedWeight();
+    e = wholeEntry(std::move(e), p, layer == adapted.end() ? p.tensor.toHost() : layer->second->mergedWeight());
     tensors.push_back(std::move(e));
   }
   TransformerConfig c = config_;
@@ -319,9 +361,7 @@ void CausalLM::saveAdapter(const std::string& dir) const {
     checkpoint::TensorEntry e;
     e.name = kPeftPrefix + nn::peftParameterName(*this, checkpointKey(p.name));
     e.dtype = p.tensor.dtype();
-    e.shape.assign(p.tensor.shape().dims().begin(), p.tensor.shape().dims().end());
-    e.values = p.tensor.toHost();
-    adapter.tensors.push_back(std::move(e));
+    adapter.tensors.push_back(wholeEntry(std::move(e), p, p.tensor.toHost()));
   }
   namespace fs = std::filesystem;
   writeFileAtomically((fs::path(dir) / "adapter_config.json").string(),
@@ -553,14 +593,20 @@ Tensor CausalLM::toVocabParallel(const Tensor& x) const {
 }
 
 Tensor CausalLM::loss(const Tensor& logits, const Tensor& labels) const {
-  if (!tensor_parallel_) return addAuxiliaryLosses(ops::crossEntropy(logits, labels, ops::CrossEntropyOptions{}));
-  const std::int64_t part = logits.size(-1);
-  return addAuxiliaryLosses(ops::vocabParallelCrossEntropy(logits, labels, part * tensor_parallel_->rank(),
-                                                           config_.vocab_size, *tensor_parallel_));
+  const std::int64_t vocab = config_.vocab_size;
+  if (!tensor_parallel_) return addAuxiliaryLosses(ops::crossEntropy(logits, labels, {.classes = vocab}));
+  return addAuxiliaryLosses(
+      ops::vocabParallelCrossEntropy(logits, labels, vocabulary_.start(vocab), vocab, *tensor_parallel_));
 }
 
 Tensor CausalLM::wholeVocabulary(const Tensor& logits) const {
   return tensor_parallel_ ? ops::gatherFromParallel(logits, *tensor_parallel_) : logits;
+}
+
+std::int64_t CausalLM::pickNext(const std::vector<float>& all, std::int64_t row, std::int64_t len,
+                                std::int64_t width, const GenerationOptions& o, Generator& rng) const {
+  const auto last = all.begin() + ((row + 1) * len - 1) * width;
+  return pick(std::vector<float>(last, last + config_.vocab_size), o, rng);
 }
 
 Tensor CausalLM::trainingStep(const Batch& batch, std::int64_t) {
@@ -662,12 +708,10 @@ Prediction CausalLM::continueBatch(const Tensor& ids) {
       feed = Tensor::fromHost(dev, {batch, 1}, std::span<const std::int64_t>{});
       continue;
     }
-    const std::int64_t vocab = out.size(2), len = out.size(1);
     const std::vector<float> all = out.toHost();
     std::vector<std::int64_t> next(static_cast<std::size_t>(batch));
     for (std::int64_t b = 0; b < batch; ++b) {
-      const auto last = all.begin() + ((b + 1) * len - 1) * vocab;
-      next[static_cast<std::size_t>(b)] = pick(std::vector<float>(last, last + vocab), o, *sampling_rng_);
+      next[static_cast<std::size_t>(b)] = pickNext(all, b, out.size(1), out.size(2), o, *sampling_rng_);
       if (!ended[static_cast<std::size_t>(b)])
         rows[static_cast<std::size_t>(b)].push_back(next[static_cast<std::size_t>(b)]);
       if (eos && next[static_cast<std::size_t>(b)] == *eos)
@@ -722,9 +766,7 @@ std::vector<std::int64_t> CausalLM::generate(const std::vector<std::int64_t>& pr
     const Tensor ids = Tensor::fromHost(dev, {1, len}, feed);
     const Tensor out = wholeVocabulary((*this)(nn::Inputs{{{"input_ids", ids}}, cache.get()}));
     dev.graph().markStep();
-    const std::int64_t vocab = out.size(2);
-    const std::vector<float> all = out.toHost();
-    const std::int64_t next = pick(std::vector<float>(all.end() - vocab, all.end()), o, rng);
+    const std::int64_t next = pickNext(out.toHost(), 0, out.size(1), out.size(2), o, rng);
     sequence.push_back(next);
     generated.push_back(next);
     if (const auto eos = eosId(); eos && next == *eos) break;
@@ -760,6 +802,11 @@ std::vector<config::ParamSpec> causalLMParams() {
        "Attention as one fused FlashAttention kernel (sdpa), or with its [batch, heads, queries, keys] scores "
        "materialised, a product, a masked softmax and a product (eager: transformers' eager attention, "
        "optimum-habana without --use_flash_attention). The same function; time and memory differ."},
+      {"make_vocab_size_divisible_by", Type::optional(Type::integer().min(1)), "null",
+       "Pad the embedding and the output head to a multiple of this x the tensor-parallel size (Megatron-LM's "
+       "--make-vocab-size-divisible-by), so that any vocabulary splits across the ranks; the padding rows are zero "
+       "and their logits are left out of the loss and of generation. null: 128 under tensor parallelism, no "
+       "padding on one rank. Checkpoints and exports hold the unpadded vocabulary."},
       {"lr", Type::real().min(0.0, true), "0.0003", "Learning rate of the default AdamW (betas 0.9, 0.95)."},
       {"weight_decay", Type::real().min(0.0), "0.1", "Weight decay of the default AdamW."},
       {"prompt", Type::optional(Type::string()), "null", "predict: a text to continue."},

@@ -179,13 +179,13 @@ class TiedHead final : public nn::Module {
 class DecoderModel final : public nn::Module {
  public:
   DecoderModel(nn::InitContext& ctx, const TransformerConfig& c, const CausalLM::StagePart& part, bool embeds,
-               const std::shared_ptr<RouterBalance>& balance)
+               const nn::VocabularyRows& vocabulary, const std::shared_ptr<RouterBalance>& balance)
       : name_(prefixed(c, "Model")) {
     if (embeds) {
       CausalLM::PartInit at(ctx, CausalLM::InitPart::kEmbeddings);
       embed_tokens = registerChild(
           "embed_tokens", std::make_shared<nn::Embedding>(at.ctx, c.vocab_size, c.hidden_size, c.pad_token_id,
-                                                          static_cast<float>(c.initializer_range), ctx.tensor_parallel));
+                                                          static_cast<float>(c.initializer_range), vocabulary));
     }
     layers = registerChild("layers", std::make_shared<nn::ModuleList>());
     for (const CausalLM::LayerRun& run : part.chunks)
@@ -227,7 +227,8 @@ class DecoderForCausalLM final : public CausalLM {
     // The last stage keeps a copy of a tied embedding matrix for its head.
     const bool tied = config_.tie_word_embeddings;
     model_ = registerChild("model", std::make_shared<DecoderModel>(ctx, config_, stage_,
-                                                                   stage_.first || (stage_.last && tied), balance_));
+                                                                   stage_.first || (stage_.last && tied), vocabulary_,
+                                                                   balance_));
     // Gemma multiplies the embeddings by sqrt(hidden_size) in the weights' dtype.
     if (config_.scale_embeddings)
       embedding_scale_ = device::roundTo(std::sqrt(static_cast<float>(config_.hidden_size)), ctx.param_dtype);
@@ -238,8 +239,7 @@ class DecoderForCausalLM final : public CausalLM {
     }
     PartInit at(ctx, InitPart::kHead);
     lm_head_ = registerChild("lm_head", std::make_shared<nn::Linear>(
-                                            at.ctx, config_.hidden_size, config_.vocab_size, false,
-                                            nn::splitAcross(ctx.tensor_parallel, nn::ParallelSplit::kColumn)));
+                                            at.ctx, config_.hidden_size, config_.vocab_size, false, vocabulary_.linear()));
     for (const nn::NamedTensor& p : lm_head_->namedParameters())
       nn::fillNormal(at.ctx, p.tensor, static_cast<float>(config_.initializer_range), p.shard);
   }

@@ -123,12 +123,12 @@ class GPT2Block final : public nn::Module {
 class GPT2Model final : public nn::Module {
  public:
   GPT2Model(nn::InitContext& ctx, const TransformerConfig& c, const CausalLM::StagePart& part, bool token_embedding,
-            Generator& dropout_rng) {
+            const nn::VocabularyRows& vocabulary, Generator& dropout_rng) {
     const auto std = static_cast<float>(c.initializer_range);
     CausalLM::PartInit embeddings(ctx, CausalLM::InitPart::kEmbeddings);
     if (token_embedding)
       wte = registerChild("wte", std::make_shared<nn::Embedding>(embeddings.ctx, c.vocab_size, c.hidden_size, std::nullopt,
-                                                                 std, ctx.tensor_parallel));
+                                                                 std, vocabulary));
     if (part.first)
       wpe = registerChild("wpe", std::make_shared<nn::Embedding>(embeddings.ctx, c.max_position_embeddings, c.hidden_size,
                                                                  std::nullopt, std));
@@ -153,20 +153,19 @@ class GPT2Model final : public nn::Module {
 };
 
 // lm_head: the token embedding as the output projection (GPT-2 ties them),
-// or a linear layer of its own shaped and split as the embedding; under
-// tensor parallelism, this rank's vocabulary rows of either.
+// or a linear layer of its own shaped, padded and split as the embedding;
+// under tensor parallelism, this rank's vocabulary rows of either.
 class LMHead final : public nn::Module {
  public:
   // Tied to `wte`.
   explicit LMHead(const nn::Embedding& wte) : weight_(wte.weight) { useParameter(weight_); }
   // Its own [vocab, hidden] weight.
-  LMHead(nn::InitContext& ctx, const TransformerConfig& c) {
-    const nn::LinearParallel split = nn::splitAcross(ctx.tensor_parallel, nn::ParallelSplit::kColumn);
-    const Shard shard = split.shard(0);
-    const std::int64_t rows =
-        split.split == nn::ParallelSplit::kNone ? c.vocab_size : split.local(c.vocab_size, "out_features (vocab_size)");
-    weight_ = registerParameter(
-        "weight", nn::normalInit(ctx, {rows, c.hidden_size}, static_cast<float>(c.initializer_range), shard), shard);
+  LMHead(nn::InitContext& ctx, const TransformerConfig& c, const nn::VocabularyRows& vocabulary) {
+    const Shard shard = vocabulary.shard(c.vocab_size);
+    weight_ = registerParameter("weight",
+                                nn::normalInit(ctx, {vocabulary.localRows(c.vocab_size), c.hidden_size},
+                                               static_cast<float>(c.initializer_range), shard),
+                                shard);
   }
   std::string typeName() const override { return "Linear"; }
   std::string describe() const override { return ownParameters().empty() ? "tied to transformer.wte" : ""; }
@@ -187,14 +186,14 @@ class GPT2LMHeadModel final : public CausalLM {
     const bool tied = config_.tie_word_embeddings;
     transformer_ = registerChild("transformer", std::make_shared<GPT2Model>(ctx, config_, stage_,
                                                                             stage_.first || (stage_.last && tied),
-                                                                            *dropout_rng_));
+                                                                            vocabulary_, *dropout_rng_));
     if (!stage_.last) return;
     if (tied) {
       lm_head_ = registerChild("lm_head", std::make_shared<LMHead>(*transformer_->wte));
       return;
     }
     PartInit at(ctx, InitPart::kHead);
-    lm_head_ = registerChild("lm_head", std::make_shared<LMHead>(at.ctx, config_));
+    lm_head_ = registerChild("lm_head", std::make_shared<LMHead>(at.ctx, config_, vocabulary_));
   }
   Tensor embed(const Tensor& ids, const Tensor& positions) override {
     // Positions broadcast over the batch: one row of position embeddings per sample.

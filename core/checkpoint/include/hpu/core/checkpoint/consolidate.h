@@ -25,7 +25,8 @@ void consolidate(const std::string& input, const std::string& output);
 // The metadata keys: in <ckpt>, {"world_size", "tensor_parallel_size",
 // "pipeline_parallel_size" (absent: 1)}; in each rank file, {"rank",
 // "tensor_parallel_size", "pipeline_stage" (absent: 0), "shards": {name:
-// [dim, parts, index, blocks]} (split parameters only), "optimizer_params":
+// [dim, parts, index, blocks, padding]} (split or padded parameters only;
+// padding, a padded vocabulary's rows, absent: 0), "optimizer_params":
 // the checkpoint names of the parameters the optimizer state holds, in
 // order}.
 inline constexpr const char* kDistributedCheckpoint = "distributed_checkpoint";

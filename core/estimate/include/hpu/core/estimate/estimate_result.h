@@ -59,6 +59,7 @@ struct EstimateResult {
   std::string generation;  // DeviceSpec::name: "gaudi2"
   std::string product;     // DeviceSpec::product: "Intel Gaudi 2"
   std::int64_t parameters = 0;  // the whole model's (every stage's)
+  std::int64_t padding = 0;     // elements of a padded vocabulary's rows beyond `parameters`
 
   // The job's step: the step rank's (with pipeline stages, plus 1F1B's bubble).
   StepTime step;

@@ -36,6 +36,7 @@ struct RankTrace {
   std::string peak_at;  // the op during which memory peaked (StepRecorder::peakAt)
   RecordedStep step;    // the last traced step
   std::int64_t parameters = 0;  // the model's; with pipeline stages, its stage's
+  std::int64_t padding = 0;     // elements of a padded vocabulary's rows beyond `parameters`, alike
 };
 
 struct TracedJob {

@@ -11,6 +11,12 @@
 //  - a pretrained Hugging Face directory (init_args pretrained): its
 //    config.json, weights and, when the data brings none, tokenizer;
 //  - LoRA (init_args lora, PEFT's LoraConfig; lora_path, a PEFT adapter);
+//  - a padded vocabulary (init_args make_vocab_size_divisible_by, Megatron-LM's
+//    option, 128 by default under tensor parallelism): the embedding and the
+//    output head hold zero rows past the vocabulary, to a multiple of it x
+//    the tensor-parallel size, so that any vocabulary splits; their logits
+//    are left out of the loss and of generation, and checkpoints, exports
+//    and pretrained files hold the unpadded tensors;
 //  - export as a Hugging Face directory, or the adapters as PEFT's;
 //  - pipeline parallelism: a stage holds a run of the decoder layers (with
 //    virtual stages, several: its model chunks), the first also the
@@ -24,6 +30,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -38,6 +45,7 @@
 #include "hpu/core/nn/kv_cache.h"
 #include "hpu/core/nn/lora.h"
 #include "hpu/core/nn/module_list.h"
+#include "hpu/core/nn/vocabulary_rows.h"
 #include "hpu/core/ops/parallel.h"
 
 namespace hpu::core::models {
@@ -64,10 +72,13 @@ class CausalLM : public LightningModule, public PipelineModule {
 
   void configureModel(nn::InitContext& ctx, const ModelInput& input) final;
   // Logits [B, T, vocab] (under tensor parallelism this rank's part of the
-  // vocabulary, vocab / ranks) of inputs "input_ids" [B, T] (int64) at positions
-  // "position_ids" [T] (default: after what the KV cache holds). With a KV
-  // cache (generation) the last position's only, [B, 1, vocab], as Hugging
-  // Face's generate computes them (logits_to_keep = 1).
+  // vocabulary, padded vocab / ranks) of inputs "input_ids" [B, T] (int64)
+  // at positions "position_ids" [T] (default: after what the KV cache
+  // holds). With a KV cache (generation) the last position's only, [B, 1,
+  // vocab], as Hugging Face's generate computes them (logits_to_keep = 1).
+  // With a padded vocabulary the columns of token ids from vocab_size on are
+  // padding: they belong to no token (zero weights) and the loss and
+  // generation leave them out.
   Tensor forward(const nn::Inputs& inputs) override;
   Tensor trainingStep(const Batch& batch, std::int64_t batch_idx) override;
   void validationStep(const Batch& batch, std::int64_t batch_idx) override;
@@ -180,6 +191,7 @@ class CausalLM : public LightningModule, public PipelineModule {
   Generator* dropout_rng_ = nullptr;
   ops::ParallelGroup* tensor_parallel_ = nullptr;  // the group the layers are split across, if any
   bool sequence_parallel_ = false;                 // activations split along the sequence between its regions
+  nn::VocabularyRows vocabulary_;                  // how the embedding and the output head hold the vocabulary
   StagePart stage_;                                // what this rank holds
   DType param_dtype_ = DType::kFloat32;            // of the weights and of the hidden states between stages
 
@@ -204,8 +216,14 @@ class CausalLM : public LightningModule, public PipelineModule {
   // Mean next-token cross-entropy of forward's logits (this rank's
   // vocabulary under tensor parallelism).
   Tensor loss(const Tensor& logits, const Tensor& labels) const;
-  // The logits of forward over the whole vocabulary, to pick tokens from.
+  // The logits of forward over the whole vocabulary (padding included), to
+  // pick tokens from.
   Tensor wholeVocabulary(const Tensor& logits) const;
+  // The next token of sequence `row` of wholeVocabulary's logits `all`
+  // ([rows, len, padded vocab] on the host): picked from its last
+  // position's logits of the vocabulary's tokens, never a padding row's.
+  std::int64_t pickNext(const std::vector<float>& all, std::int64_t row, std::int64_t len, std::int64_t width,
+                        const GenerationOptions& o, Generator& rng) const;
   // predict on a batch of token ids [B, T] (prompts of T tokens each): the
   // continuations of every row, decoded together with one KV cache of B
   // rows; a shape-only batch runs the steps without values (estimate).
@@ -216,6 +234,7 @@ class CausalLM : public LightningModule, public PipelineModule {
   std::vector<std::string> prompts() const;
 
   double lr_, weight_decay_;
+  std::optional<std::int64_t> vocab_divisible_by_;  // init_args make_vocab_size_divisible_by
   bool gradient_checkpointing_;
   bool checkpoint_on_host_ = false;
   std::optional<DType> kv_cache_dtype_;  // set by fp8 quantization
@@ -234,6 +253,9 @@ class CausalLM : public LightningModule, public PipelineModule {
   std::optional<nn::LoraSettings> lora_;  // from init_args lora, or lora_path's adapter_config.json
   std::string lora_path_;
   std::unique_ptr<PretrainedWeights> pretrained_weights_;  // kept while trainable values are deferred
+  // The deferred parameters that are pieces of the files' tensors (split or
+  // padded), by name: their shard and local shape.
+  std::map<std::string, std::pair<Shard, Shape>> deferred_pieces_;
   // The init_args this model was built from, and their schema: what builds it again, whole (wholeModelKeys).
   config::Node init_args_;
   const config::StructSchema* init_args_schema_;

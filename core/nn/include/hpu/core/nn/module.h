@@ -204,8 +204,13 @@ class Module {
   std::vector<NamedTensor> namedBuffers() const;
   std::vector<Tensor> parameters() const;
   // Elements of the parameters, whole: a tensor-parallel rank counts every
-  // rank's piece of its split ones (as a DTensor's numel()).
-  std::int64_t numParameters() const;
+  // rank's piece of its split ones (as a DTensor's numel()); a padded
+  // vocabulary's rows are not parameters (Shard::padding). Parameters in
+  // `except` (Tensor::sameAs) are left out.
+  std::int64_t numParameters(std::span<const Tensor> except = {}) const;
+  // Elements of the padded vocabulary's rows beyond numParameters(), every
+  // rank's together: memory the devices hold that no checkpoint does.
+  std::int64_t numPaddingElements(std::span<const Tensor> except = {}) const;
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const { return children_; }
   // For module rewrites (e.g. fp8 layer replacement) before training starts.
   std::vector<std::pair<std::string, std::shared_ptr<Module>>>& mutableChildren() { return children_; }

@@ -227,6 +227,10 @@ Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<std:
 struct CrossEntropyOptions {
   float label_smoothing = 0.0f;
   std::int64_t ignore_index = -100;
+  // > 0: the classes are the first `classes` columns of the logits; the
+  // others (a padded vocabulary's rows) take no probability, as logits of
+  // -inf would, and get a zero gradient. 0: every column is a class.
+  std::int64_t classes = 0;
 };
 Tensor crossEntropy(const Tensor& logits, const Tensor& labels, const CrossEntropyOptions& o);
 Tensor crossEntropy(const Tensor& logits, const Tensor& labels, float label_smoothing = 0.0f);

@@ -130,7 +130,9 @@ Tensor vocabShardEmbedding(const Tensor& indices, const Tensor& weight, std::int
                            std::optional<std::int64_t> padding_idx = std::nullopt);
 
 // crossEntropy() over logits split along the vocabulary: this rank holds
-// classes [start, start + logits.size(-1)) of `vocab`. Three all-reduces of
+// classes [start, start + logits.size(-1)) of `vocab`; columns from `vocab`
+// on (a padded vocabulary's rows) are no class: they take no probability,
+// as logits of -inf would, and get a zero gradient. Three all-reduces of
 // one value per row (max, sum of exponentials, target logit) in forward,
 // none in backward; every rank returns the same loss and writes the
 // gradient of its own classes. REQUIRES: o.label_smoothing == 0.

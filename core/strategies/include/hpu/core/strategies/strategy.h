@@ -104,9 +104,10 @@ class Strategy {
   // The whole parameter's values assembled from every tensor-parallel rank's
   // piece (`piece`: this rank's, of a parameter split as `shard`, shaped
   // `local`). Every rank of the group calls it for the same parameters in
-  // the same order. Default: the piece itself (nothing is split).
+  // the same order. Default: the piece itself (nothing is split), without
+  // a padded vocabulary's rows.
   virtual std::vector<float> wholeOf(std::span<const float> piece, const Shard& shard, const Shape& local) {
-    return {piece.begin(), piece.end()};
+    return shard.whole(local, piece);
   }
   // Whether a checkpoint is each rank's own part in a file of its own
   // (ModelParallelStrategy's save_distributed_checkpoint; HPUDeepSpeedStrategy

@@ -2,7 +2,8 @@
 // initialised N(0, 1), looked up by int64 indices. The row padding_idx (if
 // any) starts at zero and learns nothing, as torch's. Split across a
 // tensor-parallel group (Megatron-LM's VocabParallelEmbedding), each rank
-// holds num_embeddings / size rows and the lookup is summed over the group.
+// holds its rows of the vocabulary (padded to a multiple first:
+// VocabularyRows) and the lookup is summed over the group.
 #pragma once
 
 #include <spdlog/fmt/fmt.h>
@@ -14,6 +15,7 @@
 #include "hpu/core/base/errors.h"
 #include "hpu/core/nn/init.h"
 #include "hpu/core/nn/layer.h"
+#include "hpu/core/nn/vocabulary_rows.h"
 #include "hpu/core/ops/ops.h"
 #include "hpu/core/ops/parallel.h"
 
@@ -22,23 +24,14 @@ namespace hpu::core::nn {
 class Embedding : public Module {
  public:
   Embedding(InitContext& ctx, std::int64_t num_embeddings, std::int64_t embedding_dim,
-            std::optional<std::int64_t> padding_idx = std::nullopt, float std = 1.0f,
-            ops::ParallelGroup* vocab_parallel = nullptr)
-      : padding_idx(padding_idx), vocab_(num_embeddings), group_(vocab_parallel) {
+            std::optional<std::int64_t> padding_idx = std::nullopt, float std = 1.0f, VocabularyRows vocabulary = {})
+      : padding_idx(padding_idx), vocab_(num_embeddings), vocabulary_(vocabulary) {
     if (padding_idx && (*padding_idx < 0 || *padding_idx >= num_embeddings))
       throw UsageError(
           fmt::format("Embedding: padding_idx {} is not a row of the {} embeddings", *padding_idx, num_embeddings));
-    Shard shard;
-    std::int64_t rows = num_embeddings;
-    if (group_ != nullptr && group_->size() > 1) {
-      if (num_embeddings % group_->size() != 0)
-        throw UsageError(fmt::format("Embedding: {} rows (the vocabulary) cannot be split across {} tensor-parallel "
-                                     "ranks; choose a tensor_parallel_size that divides it",
-                                     num_embeddings, group_->size()));
-      rows = num_embeddings / group_->size();
-      shard = {.dim = 0, .parts = group_->size(), .index = group_->rank()};
-      start_ = rows * group_->rank();
-    }
+    const Shard shard = vocabulary.shard(num_embeddings);
+    const std::int64_t rows = vocabulary.localRows(num_embeddings);
+    start_ = vocabulary.start(num_embeddings);
     weight = registerParameter("weight", normalInit(ctx, {rows, embedding_dim}, std, shard), shard);
     const std::int64_t padding_row = padding_idx ? *padding_idx - start_ : -1;
     if (padding_row >= 0 && padding_row < rows && !weight.shapeOnly())
@@ -46,23 +39,23 @@ class Embedding : public Module {
   }
   std::string typeName() const override { return "Embedding"; }
   std::string describe() const override {
-    return fmt::format("{}, {}{}{}", vocab_, weight.size(1),
+    const std::int64_t padded = vocabulary_.padded(vocab_);
+    return fmt::format("{}, {}{}{}{}", vocab_, weight.size(1),
                        padding_idx ? fmt::format(", padding_idx={}", *padding_idx) : "",
-                       start_ != 0 || weight.size(0) != vocab_ ? fmt::format(", vocab-parallel x{}", group_->size()) : "");
+                       vocabulary_.parts() > 1 ? fmt::format(", vocab-parallel x{}", vocabulary_.parts()) : "",
+                       padded != vocab_ ? fmt::format(", padded to {} rows", padded) : "");
   }
   Tensor forward(const Tensor& indices) override {
     if (weight.size(0) == vocab_) return ops::embedding(indices, weight, padding_idx);
-    return ops::reduceFromParallel(ops::vocabShardEmbedding(indices, weight, start_, vocab_, padding_idx), *group_);
+    const Tensor mine = ops::vocabShardEmbedding(indices, weight, start_, vocab_, padding_idx);
+    return vocabulary_.parts() > 1 ? ops::reduceFromParallel(mine, *vocabulary_.group) : mine;
   }
-  // The first vocabulary row this rank holds (0 unless split).
-  std::int64_t vocabStart() const { return start_; }
-  std::int64_t vocabSize() const { return vocab_; }
   Tensor weight;
   std::optional<std::int64_t> padding_idx;
 
  private:
   std::int64_t vocab_;
-  ops::ParallelGroup* group_;
+  VocabularyRows vocabulary_;
   std::int64_t start_ = 0;
 };
 

@@ -8,6 +8,10 @@
 //  - row: each rank holds in / size input features (weight columns), reads
 //    its part of a column layer's output, and y is summed over the group,
 //    the bias (whole on every rank) added once.
+// A column split may pad its output features to a multiple first (an output
+// head's vocabulary, VocabularyRows): the padding rows are zero and their
+// outputs belong to no class (the loss and generation leave them out). It
+// pads on one rank too (a null group): a column split of one piece.
 #pragma once
 
 #include <spdlog/fmt/fmt.h>
@@ -38,18 +42,25 @@ struct LinearParallel {
   // the other ranks of `replicas`, which sums their partial gradients.
   int pieces = 0;  // 0: one piece per rank
   ops::ParallelGroup* replicas = nullptr;
+  // Column split: the output features padded to a multiple of this first
+  // (REQUIRES: a multiple of parts(); blocks == 1). 1: no padding.
+  std::int64_t out_multiple = 1;
 
-  int parts() const { return pieces > 0 ? pieces : group->size(); }
+  int parts() const { return pieces > 0 ? pieces : group != nullptr ? group->size() : 1; }
   // This rank's piece of a parameter split along `dim` (of `in_blocks` blocks).
   Shard shard(int dim, int in_blocks = 1) const {
     if (split == ParallelSplit::kNone) return {};
-    return {.dim = dim, .parts = parts(), .index = group->rank() / (group->size() / parts()), .blocks = in_blocks};
+    const int index = group != nullptr ? group->rank() / (group->size() / parts()) : 0;
+    return {.dim = dim, .parts = parts(), .index = index, .blocks = in_blocks};
   }
   // ", column-parallel x2" (nothing when not split), for model summaries.
   std::string describe() const {
     if (split == ParallelSplit::kNone) return "";
-    return fmt::format(", {}-parallel x{}{}", split == ParallelSplit::kColumn ? "column" : "row", parts(),
-                       replicas != nullptr ? fmt::format(" (each on {} ranks)", replicas->size()) : "");
+    const std::string padded =
+        out_multiple > 1 ? fmt::format(", out_features padded to a multiple of {}", out_multiple) : "";
+    if (group == nullptr) return padded;
+    return fmt::format(", {}-parallel x{}{}{}", split == ParallelSplit::kColumn ? "column" : "row", parts(),
+                       replicas != nullptr ? fmt::format(" (each on {} ranks)", replicas->size()) : "", padded);
   }
   // This rank's share of a split dimension of `features` (`in_blocks`
   // blocks). Throws UsageError naming `what` when the pieces do not divide it.
@@ -58,6 +69,16 @@ struct LinearParallel {
       throw UsageError(fmt::format("Linear: {} {} cannot be split across {} tensor-parallel ranks{}", what, features,
                                    parts(), in_blocks > 1 ? fmt::format(" in {} blocks", in_blocks) : ""));
     return features / parts();
+  }
+  // The column split's piece of `out` output features, padding included,
+  // and its shard along `dim`.
+  std::int64_t localOut(std::int64_t out, int in_blocks) const {
+    return out_multiple > 1 ? paddedRows(out, out_multiple) / parts() : local(out, "out_features", in_blocks);
+  }
+  Shard outShard(std::int64_t out, int dim, int in_blocks) const {
+    if (out_multiple == 1) return shard(dim, in_blocks);
+    const Shard piece = shard(dim);
+    return Shard::paddedPiece(dim, out, out_multiple, piece.parts, piece.index);
   }
   // This rank's part of a layer of in x out features (whole): its local
   // sizes and the shards of its weight ([out, in], or [in, out] when
@@ -70,7 +91,7 @@ struct LinearParallel {
     const int out_dim = weight_in_out ? 1 : 0, in_dim = 1 - out_dim;
     switch (split) {
       case ParallelSplit::kColumn:
-        return {in, local(out, "out_features", blocks), shard(out_dim, blocks), shard(0, blocks)};
+        return {in, localOut(out, blocks), outShard(out, out_dim, blocks), outShard(out, 0, blocks)};
       case ParallelSplit::kRow:
         return {local(in, "in_features"), out, shard(in_dim), {}};
       case ParallelSplit::kNone:
