@@ -16,9 +16,14 @@
 // while it has sent less than kSendAheadBytes more than it received, so
 // small alltoalls post every send at once and large ones keep a few chunks
 // in flight per link (the shared-memory lanes carry them in their slots).
+// A send the transport queues (Transport::post: the TCP links) does not
+// count as ahead, so every block to another node is queued at once and the
+// links are written as they take more, whichever peer is slow; the input
+// stays untouched until the queued sends are flushed at the end.
 // Progress: no transport makes a send wait for its receiver, and a rank
 // that has not sent chunk k of step s waits for a (step, chunk) earlier than
 // (s, k - 1), so the earliest wait of all ranks is always served.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -66,12 +71,12 @@ void alltoallPairwise(CollectiveContext& ctx, ConstBufferView input, const Block
   const std::size_t steps = sends.size();
 
   std::size_t step = 0, chunk = 0;  // the next send
-  std::int64_t ahead = 0;           // bytes sent less bytes received
+  std::int64_t ahead = 0;           // bytes sent, not queued, less bytes received (at least 0)
   const auto sendNext = [&] {
     const Transfer& t = sends[step];
     const Range piece = CollectiveContext::chunkOf(t.block, t.chunks, chunk);
-    ctx.sendBlock(t.peer, t.block.size, {input.data + piece.offset * es, piece.size * es});
-    ahead += static_cast<std::int64_t>(piece.size * es);
+    if (!ctx.postBlock(t.peer, t.block.size, {input.data + piece.offset * es, piece.size * es}))
+      ahead += static_cast<std::int64_t>(piece.size * es);
     if (++chunk == t.chunks) {
       ++step;
       chunk = 0;
@@ -104,10 +109,11 @@ void alltoallPairwise(CollectiveContext& ctx, ConstBufferView input, const Block
       if (!received.payload.empty() && received.payload.data() != destination) {
         std::memcpy(destination, received.payload.data(), received.payload.size());
       }
-      ahead -= static_cast<std::int64_t>(piece.size * es);
+      ahead = std::max<std::int64_t>(0, ahead - static_cast<std::int64_t>(piece.size * es));
     }
     sendBefore(i + 1, 0);
   }
+  ctx.flushSends();
 }
 
 }  // namespace hpu::comm::detail
