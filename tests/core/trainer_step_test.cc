@@ -44,8 +44,8 @@ class StageStandIn final : public Strategy {
     scheduling_ = true;
     std::vector<double> losses;
     for (std::size_t i = 0; i < micro_batches; ++i) {
-      losses.push_back(work.forward(i, Tensor()).item());
-      if (backward) work.backward(i, Tensor());
+      losses.push_back(work.forward(i, 0, Tensor()).item());
+      if (backward) work.backward(i, 0, Tensor());
     }
     scheduling_ = false;
     return losses;
@@ -79,7 +79,8 @@ class StagedClassifier final : public LightningModule, public PipelineModule {
   Tensor trainingStep(const Batch&, std::int64_t) override { return Tensor(); }
   OptimizerConfig configureOptimizers() override { return classifier_->configureOptimizers(); }
   StageInput stageInput(const Batch&) const override { return {}; }
-  Tensor forwardStage(const Batch& batch, const Tensor&) override {
+  int chunks() const override { return 1; }
+  Tensor forwardStage(const Batch& batch, const Tensor&, int) override {
     const Tensor loss = ops::crossEntropy(classifier_->forward(batch["x"]), batch["y"]);
     return detached ? Tensor::full(loss.device(), {}, 1.0f) : loss;
   }

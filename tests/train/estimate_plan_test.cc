@@ -96,6 +96,24 @@ TEST_F(EstimatePlan, ExtrapolatedLayoutsAreEstimateFitsFigures) {
   }
 }
 
+// Interleaved 1F1B priced from the config that sets it: 2 stages of 3
+// layers in 3 chunks a stage wait a third of the bubble of 2 stages without,
+// and the stages' transfers grow (every chunk passes its activations on).
+TEST_F(EstimatePlan, InterleavedStagesShrinkTheBubbleAndAddTransfers) {
+  const std::vector<std::string> pp2{"-c", "tiny.yaml", "--trainer.strategy.init_args.data_parallel_size=2",
+                                     "--trainer.strategy.init_args.pipeline_parallel_size=2"};
+  const nlohmann::json plain = estimateFit(pp2);
+  std::vector<std::string> interleaved = pp2;
+  interleaved.push_back("--trainer.strategy.init_args.virtual_pipeline_size=3");
+  const nlohmann::json vp3 = estimateFit(interleaved);
+  EXPECT_EQ(plain["pipeline"]["virtual_stages"], 1);
+  EXPECT_EQ(vp3["pipeline"]["virtual_stages"], 3);
+  const double bubble = plain["breakdown"]["pipeline_bubble_s"].get<double>();
+  ASSERT_GT(bubble, 0);
+  EXPECT_NEAR(vp3["breakdown"]["pipeline_bubble_s"].get<double>() / bubble, 1.0 / 3, 0.02);
+  EXPECT_GT(vp3["pipeline"]["transfers_s"].get<double>(), plain["pipeline"]["transfers_s"].get<double>());
+}
+
 // Under a limit the config's own layout exceeds, the winner written with -o
 // is a config estimate fit gives the same figure for, and fit runs it at the
 // peak the plan said.

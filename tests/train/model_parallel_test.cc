@@ -19,6 +19,7 @@
 #include <regex>
 #include <set>
 
+#include "hpu/core/checkpoint/consolidate.h"
 #include "train_support.h"
 
 namespace hpu::cli::testing {
@@ -143,6 +144,31 @@ void expectSameTensors(const core::checkpoint::Checkpoint& got, const core::chec
           << w.name << "[" << i << "]: " << g->values[i] << " vs one device's " << w.values[i];
   }
   EXPECT_GE(compared, at_least) << "the model's weights and their momentum";
+}
+
+// `ckpt` with its optimizer state in `order`'s parameter order: each
+// optimizer.<state>.0 cut into its parameters (kOptimizerParams names them)
+// and put together again. An interleaved run's whole form lists its
+// parameters stage by stage, one device's in the model's order; every
+// layout reads either by name.
+core::checkpoint::Checkpoint withOptimizerOrder(core::checkpoint::Checkpoint ckpt, const nlohmann::json& order) {
+  const nlohmann::json mine = nlohmann::json::parse(ckpt.meta(core::checkpoint::kOptimizerParams));
+  for (auto& t : ckpt.tensors) {
+    if (!t.name.starts_with("optimizer.")) continue;
+    std::map<std::string, std::vector<float>> by_name;
+    std::size_t at = 0;
+    for (const auto& name : mine) {
+      const auto* param = ckpt.find(name.get<std::string>());
+      EXPECT_NE(param, nullptr) << name;
+      if (param == nullptr) return ckpt;
+      by_name[name] = std::vector<float>(t.values.begin() + static_cast<std::ptrdiff_t>(at),
+                                         t.values.begin() + static_cast<std::ptrdiff_t>(at + param->values.size()));
+      at += param->values.size();
+    }
+    t.values.clear();
+    for (const auto& name : order) t.values.insert(t.values.end(), by_name[name].begin(), by_name[name].end());
+  }
+  return ckpt;
 }
 
 // `a` followed by `b`.
@@ -812,6 +838,115 @@ TEST_F(ModelParallelTest, PipelineStagesTrainAsOneDevice) {
   fit("gpt2.yaml", "gpt2_one", gpt2);
   fit("gpt2.yaml", "gpt2_pp2", pipeline(2, 1, 2, gpt2));
   expectClose(losses("gpt2_pp2"), losses("gpt2_one"), "GPT-2 train_loss");
+}
+
+// Interleaved 1F1B: an 8-layer Llama cut into model chunks of 2 layers (2
+// stages of 2 chunks: stage 0 holds layers 0-1 and 4-5) or of 1 layer (4
+// stages of 2), 4 micro-batches a step, trains one device's losses, weights
+// and optimizer state, as the stages without chunks do; GPT-2 with dropout
+// and its tied embedding too.
+const std::vector<std::string> kEightLayers{"--model.init_args.num_hidden_layers=8",
+                                            "--trainer.accumulate_grad_batches=4"};
+const std::string kTwoChunks = "--trainer.strategy.init_args.virtual_pipeline_size=2";
+
+TEST_F(ModelParallelTest, InterleavedStagesTrainAsOneDevice) {
+  write("llama.yaml", std::string(kRun) + kLlama);
+  const std::vector<std::string> steps{"--trainer.max_steps=6",
+                                       "--trainer.strategy.init_args.save_distributed_checkpoint=false"};
+  fit("llama.yaml", "one", plus(kEightLayers, {"--trainer.max_steps=6"}));
+  const std::vector<double> one = losses("one");
+  EXPECT_EQ(one.size(), 6u);
+  const auto one_ckpt = readCheckpoint(checkpoint("one", "last.ckpt"));
+  const auto one_order = nlohmann::json::parse(one_ckpt.meta(core::checkpoint::kOptimizerParams));
+  for (const auto& [root, layout] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"pp2", pipeline(2, 1, 2, kEightLayers)},
+           {"pp2vp2", plus(pipeline(2, 1, 2, kEightLayers), {kTwoChunks})},
+           {"pp4vp2", plus(pipeline(4, 1, 4, kEightLayers), {kTwoChunks})},
+           {"pp2lpv2", plus(pipeline(2, 1, 2, kEightLayers), {"--trainer.strategy.init_args.layers_per_virtual_stage=2"})}}) {
+    SCOPED_TRACE(root);
+    fit("llama.yaml", root, plus(layout, steps));
+    expectClose(losses(root), one, root + " train_loss");
+    expectSameTensors(withOptimizerOrder(readCheckpoint(checkpoint(root, "last.ckpt")), one_order), one_ckpt);
+  }
+  write("gpt2.yaml", std::string(kRun) + kGpt2);
+  const std::vector<std::string> gpt2{"--model.init_args.n_layer=4", "--trainer.accumulate_grad_batches=4",
+                                      "--trainer.max_steps=6"};
+  fit("gpt2.yaml", "gpt2_one", gpt2);
+  fit("gpt2.yaml", "gpt2_pp2vp2", plus(pipeline(2, 1, 2, gpt2), {kTwoChunks}));
+  expectClose(losses("gpt2_pp2vp2"), losses("gpt2_one"), "GPT-2 train_loss");
+}
+
+// Which layers a stage holds is a layout detail: an interleaved run's
+// checkpoint resumes on one device, in stages without chunks and
+// interleaved again; one device's resumes interleaved; it consolidates to
+// one device's file. An epoch's short last step (3 of 4 micro-batches: 10
+// batches, steps of 4) runs after the whole groups.
+TEST_F(ModelParallelTest, InterleavedCheckpointResumesInAnotherLayout) {
+  write("llama.yaml", std::string(kRun) + kLlama);
+  const std::vector<std::string> eight = plus(kEightLayers, {"--data.init_args.num_samples=56"});
+  fit("llama.yaml", "one", eight);
+  const std::vector<double> whole_run = losses("one");
+  ASSERT_EQ(whole_run.size(), 10u);
+  const std::vector<double> rest(whole_run.begin() + 5, whole_run.end());
+  fit("llama.yaml", "pp2vp2", plus(plus(pipeline(2, 1, 2, eight), {kTwoChunks}), {"--trainer.max_steps=5"}));
+  const fs::path step5 = checkpoint("pp2vp2", "last.ckpt");
+  EXPECT_TRUE(fs::exists(step5.string() + ".rank1"));
+  for (const auto& [root, layout] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"device", eight},
+           {"pp2", pipeline(2, 1, 2, eight)},
+           {"pp2vp2_again", plus(pipeline(2, 1, 2, eight), {kTwoChunks})},
+           {"pp4vp2", plus(pipeline(4, 1, 4, eight), {kTwoChunks})}}) {
+    fit("llama.yaml", root, plus(layout, {"--ckpt_path=" + step5.string()}));
+    expectClose(losses(root), rest, "steps 6-10 resumed as " + root);
+  }
+  const fs::path one_step5 = checkpoint("one", "epoch=2-step=5.ckpt");
+  ASSERT_TRUE(fs::exists(one_step5));
+  fit("llama.yaml", "from_one", plus(plus(pipeline(2, 1, 2, eight), {kTwoChunks}), {"--ckpt_path=" + one_step5.string()}));
+  expectClose(losses("from_one"), rest, "one device's step 5 resumed interleaved");
+  const RunResult c = run({"consolidate", step5.string(), "whole.ckpt"});
+  ASSERT_EQ(c.exit_code, 0) << c.describe();
+  const auto one_ckpt = readCheckpoint(one_step5);
+  expectSameTensors(
+      withOptimizerOrder(readCheckpoint(dir() / "whole.ckpt"),
+                         nlohmann::json::parse(one_ckpt.meta(core::checkpoint::kOptimizerParams))),
+      one_ckpt);
+}
+
+// Virtual stages the run cannot take are refused where they are set.
+TEST_F(ModelParallelTest, VirtualStagesThatCannotWorkAreRefusedWhereTheyAreSet) {
+  write("llama.yaml", std::string(kRun) + kLlama);
+  const auto refused = [&](const std::string& strategy_yaml, std::vector<std::string> args, const std::string& message) {
+    write("layout.yaml", "trainer:\n  strategy:\n    class_path: ModelParallelStrategy\n    init_args:\n" + strategy_yaml);
+    args.insert(args.begin(), {"fit", "-c", "llama.yaml", "-c", "layout.yaml", "--trainer.default_root_dir=refused"});
+    const RunResult r = run(args);
+    expectRefusedBeforeRanksStart(r);
+    EXPECT_THAT(r.err, HasSubstr(message));
+  };
+  const std::vector<std::string> two{"--trainer.devices=2", "--model.init_args.num_hidden_layers=4"};
+  const std::string p2 = "      tensor_parallel_size: 1\n      pipeline_parallel_size: 2\n";
+  refused(p2 + "      virtual_pipeline_size: 2\n      layers_per_virtual_stage: 1\n", plus(two, {"--trainer.accumulate_grad_batches=2"}),
+          "error: layout.yaml:8:33: trainer.strategy.init_args.layers_per_virtual_stage: give virtual_pipeline_size "
+          "(2) or layers_per_virtual_stage (1), not both: one sets the other (virtual_pipeline_size = decoder layers "
+          "/ (pipeline_parallel_size x layers_per_virtual_stage))");
+  refused("      tensor_parallel_size: 1\n      virtual_pipeline_size: 2\n", {"--trainer.devices=1"},
+          "error: layout.yaml:6:30: trainer.strategy.init_args.virtual_pipeline_size: virtual pipeline stages "
+          "interleave the model chunks of several pipeline stages; set pipeline_parallel_size to 2 or more, or leave "
+          "virtual_pipeline_size unset");
+  refused(p2 + "      virtual_pipeline_size: 2\n", plus(two, {"--trainer.accumulate_grad_batches=3"}),
+          "error: layout.yaml:7:30: trainer.strategy.init_args.virtual_pipeline_size: the interleaved schedule runs "
+          "micro-batches in groups of pipeline_parallel_size (as Megatron-LM's): trainer.accumulate_grad_batches 3 is "
+          "not a multiple of 2; set it to 2 or 4");
+  refused(p2 + "      virtual_pipeline_size: 3\n", plus(two, {"--trainer.accumulate_grad_batches=2"}),
+          "error: layout.yaml:7:30: trainer.strategy.init_args.virtual_pipeline_size: 2 pipeline stages x 3 virtual "
+          "stages make 6 model chunks of at least one decoder layer each, but LlamaForCausalLM has 4 "
+          "(num_hidden_layers); use at most 2");
+  refused(p2 + "      layers_per_virtual_stage: 3\n", plus(two, {"--trainer.accumulate_grad_batches=2"}),
+          "error: layout.yaml:7:33: trainer.strategy.init_args.layers_per_virtual_stage: 2 pipeline stages of model "
+          "chunks of 3 decoder layers do not divide LlamaForCausalLM's 4 (num_hidden_layers); use 1, 2");
+  refused(p2 + "      virtual_pipeline_size: 2\n      pipeline_layers: [1, 1, 2]\n",
+          plus(two, {"--trainer.accumulate_grad_batches=2"}),
+          "error: trainer.strategy.init_args.pipeline_layers: 3 counts for 4 model chunks (pipeline_parallel_size 2 x "
+          "virtual_pipeline_size 2); give one count of decoder layers per chunk, in the model's order");
 }
 
 TEST_F(ModelParallelTest, PipelineCheckpointResumesInAnotherLayout) {

@@ -128,9 +128,12 @@ RankTrace traceRank(const RunRequest& run, std::int64_t steps, const device::Emu
   t.parameters = pipeline.model->numParameters();
   // A pipeline stage's parameters (a later stage's copy of a tied embedding
   // counts on the first).
-  if (const auto* stages = dynamic_cast<const PipelineModule*>(pipeline.model.get());
-      stages != nullptr && trainer.strategy().pipelineStage() > 0)
-    for (const Tensor& shared : stages->stageSharedParameters()) t.parameters -= shared.numel();
+  if (const auto* stages = dynamic_cast<const PipelineModule*>(pipeline.model.get()); stages != nullptr) {
+    if (trainer.strategy().pipelineStage() > 0)
+      for (const Tensor& shared : stages->stageSharedParameters()) t.parameters -= shared.numel();
+    // The model chunks a stage holds, known once the model is built.
+    if (shape != nullptr && trainer.strategy().pipelineStages() > 1) shape->virtual_stages = stages->chunks();
+  }
   if (buckets != nullptr) *buckets = trainer.bucketSizes();
   return t;
 }

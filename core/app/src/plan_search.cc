@@ -24,6 +24,7 @@
 namespace hpu::core::app {
 namespace {
 
+using estimate::Interleaving;
 using estimate::JobShape;
 using estimate::Layout;
 using estimate::PlannedLayout;
@@ -443,14 +444,39 @@ estimate::PlanResult searchPlans(const RunRequest& run, const device::EmulatorSe
     std::stable_sort(fitting.begin(), fitting.end(), faster);
     i = 0;
   }
+  // The fastest layout interleaved over virtual stages, when that promises
+  // more: priced whole, as `estimate fit` prices a config that sets
+  // virtual_pipeline_size, and ranked with the others.
+  if (!fitting.empty() && !options.memory_only) {
+    const Layout first = fitting.front().layout;
+    const std::vector<Interleaving> ways = estimate::interleavings(fitting.front(), facts.layers / first.pipeline_stages);
+    const auto best = std::max_element(ways.begin(), ways.end(), [](const Interleaving& a, const Interleaving& b) {
+      return a.throughput < b.throughput;
+    });
+    if (best != ways.end() && best->throughput > fitting.front().figures.throughput) {
+      Layout interleaved = first;
+      interleaved.virtual_stages = best->virtual_stages;
+      try {
+        PlannedLayout whole = search.priceWhole(interleaved);
+        if (whole.fits) {
+          fitting.push_back(std::move(whole));
+          std::stable_sort(fitting.begin(), fitting.end(), faster);
+        }
+      } catch (const UsageError& e) {
+        spdlog::debug("estimate plan: {}: {}", describe(interleaved), e.what());
+      }
+    }
+  }
   for (std::size_t i = 1; i < fitting.size(); ++i) fitting[i].loses = estimate::whyLoses(fitting[0], fitting[i]);
   std::sort(over.begin(), over.end(), [](const PlannedLayout& a, const PlannedLayout& b) { return a.peak < b.peak; });
   if (over.size() > 3) over.resize(3);
   if (result.given)
     for (std::size_t i = 0; i < fitting.size(); ++i)
       if (fitting[i].layout == *result.given) result.given_rank = static_cast<int>(i + 1);
-  if (!fitting.empty())
-    result.interleaved = estimate::interleavings(fitting.front(), facts.layers / fitting.front().layout.pipeline_stages);
+  const auto plain = std::find_if(fitting.begin(), fitting.end(),
+                                  [](const PlannedLayout& p) { return p.layout.virtual_stages == 1; });
+  if (plain != fitting.end())
+    result.interleaved = estimate::interleavings(*plain, facts.layers / plain->layout.pipeline_stages);
   result.fitting = std::move(fitting);
   result.too_big = std::move(over);
   result.traces = search.traces();

@@ -43,6 +43,7 @@ nlohmann::json layoutJson(const Layout& l) {
           {"strategy", l.strategy == Layout::Strategy::kDeepSpeed ? "HPUDeepSpeedStrategy" : "ModelParallelStrategy"},
           {"tensor_parallel", l.tensor_parallel},
           {"pipeline_stages", l.pipeline_stages},
+          {"virtual_stages", l.virtual_stages},
           {"data_parallel", l.data_parallel},
           {"expert_parallel", l.expert_parallel},
           {"zero_stage", l.zero_stage},
@@ -77,7 +78,8 @@ nlohmann::json plannedJson(const PlannedLayout& p) {
 }  // namespace
 
 std::string describe(const Layout& l) {
-  std::string out = fmt::format("TP{} PP{} DP{}", l.tensor_parallel, l.pipeline_stages, l.data_parallel);
+  std::string out = fmt::format("TP{} PP{}{} DP{}", l.tensor_parallel, l.pipeline_stages,
+                                l.virtual_stages > 1 ? fmt::format(" VP{}", l.virtual_stages) : "", l.data_parallel);
   if (l.expert_parallel > 1) out += fmt::format(" EP{}", l.expert_parallel);
   out += fmt::format(" ZeRO-{}", l.zero_stage);
   if (l.offload) out += "+offload";
@@ -99,6 +101,7 @@ std::vector<std::pair<std::string, std::string>> configOverrides(const Layout& l
     out = {{"trainer.strategy", "ModelParallelStrategy"},
            {"trainer.strategy.init_args.tensor_parallel_size", std::to_string(l.tensor_parallel)},
            {"trainer.strategy.init_args.pipeline_parallel_size", std::to_string(l.pipeline_stages)},
+           {"trainer.strategy.init_args.virtual_pipeline_size", std::to_string(l.virtual_stages)},
            {"trainer.strategy.init_args.data_parallel_size", std::to_string(l.data_parallel)},
            {"trainer.strategy.init_args.sequence_parallel", b(l.sequence_parallel)},
            {"trainer.strategy.init_args.zero_stage", std::to_string(l.zero_stage)}};
@@ -115,18 +118,13 @@ std::vector<Interleaving> interleavings(const PlannedLayout& p, std::int64_t lay
   std::vector<Interleaving> out;
   const Layout& l = p.layout;
   const StepTime& step = p.figures.step;
-  if (l.pipeline_stages < 2 || l.accumulate % l.pipeline_stages != 0 || step.seconds <= 0) return out;
+  if (l.pipeline_stages < 2 || l.virtual_stages != 1 || l.accumulate % l.pipeline_stages != 0 || step.seconds <= 0)
+    return out;
   const double tokens = p.figures.throughput * step.seconds;
   for (int v = 2; v <= 8 && v <= layers_per_stage; ++v) {
     if (layers_per_stage % v != 0) continue;
-    Interleaving i;
-    i.virtual_stages = v;
-    i.bubble = step.breakdown.pipeline_bubble / v;
-    i.transfers = step.pipeline_transfers * v;
-    const double seconds =
-        step.seconds - step.breakdown.pipeline_bubble + i.bubble - step.pipeline_transfers + i.transfers;
-    i.throughput = tokens / seconds;
-    out.push_back(i);
+    const StepTime interleaved = interleavedStep(step, v);
+    out.push_back({v, interleaved.breakdown.pipeline_bubble, interleaved.pipeline_transfers, tokens / interleaved.seconds});
   }
   return out;
 }
@@ -170,10 +168,13 @@ std::string textPlanReport(const PlanResult& r, std::size_t top) {
            "prices them)\n";
   }
   if (!r.interleaved.empty()) {
-    const StepTime& step = r.fitting.front().figures.step;
-    out += fmt::format("  #1 with interleaved 1F1B (virtual pipeline stages; fit does not run them yet), bubble {} and "
-                       "stage transfers {} now:\n",
-                       secondsText(step.breakdown.pipeline_bubble), secondsText(step.pipeline_transfers));
+    const auto plain = std::find_if(r.fitting.begin(), r.fitting.end(),
+                                    [](const PlannedLayout& p) { return p.layout.virtual_stages == 1; });
+    const StepTime& step = plain->figures.step;
+    out += fmt::format("  {} with interleaved 1F1B (virtual pipeline stages), bubble {} and stage transfers {} "
+                       "without:\n",
+                       describe(plain->layout), secondsText(step.breakdown.pipeline_bubble),
+                       secondsText(step.pipeline_transfers));
     for (const Interleaving& i : r.interleaved)
       out += fmt::format("        {} virtual stages a rank: {:.0f} tokens/s (bubble {}, transfers {})\n", i.virtual_stages,
                          i.throughput, secondsText(i.bubble), secondsText(i.transfers));

@@ -61,11 +61,25 @@ std::size_t stepRank(std::span<const StepTime> steps, const JobShape& shape) {
       steps.begin());
 }
 
-// With pipeline stages, each of the stages - 1 other stages idles one
-// micro-batch's forward and backward of the slowest stage while the pipeline
-// fills and drains (Narayanan et al., "Efficient Large-Scale Language Model
-// Training on GPU Clusters", 2021: bubble = (p - 1) / m of the ideal time).
-// The matrix engine's work is a stage's on average.
+double pipelineBubble(double stage_seconds, int stages, int virtual_stages, std::int64_t micro_batches) {
+  const auto m = static_cast<double>(std::max<std::int64_t>(1, micro_batches));
+  return static_cast<double>(stages - 1) * stage_seconds / (static_cast<double>(std::max(1, virtual_stages)) * m);
+}
+
+StepTime interleavedStep(const StepTime& step, int virtual_stages) {
+  StepTime out = step;
+  const auto v = static_cast<double>(virtual_stages);
+  // The bubble's (p - 1) / m of a stage's step, now (p - 1) / (v m).
+  out.breakdown.pipeline_bubble = step.breakdown.pipeline_bubble / v;
+  // The transfers are exposed communication.
+  out.pipeline_transfers = step.pipeline_transfers * v;
+  out.breakdown.exposed_comm += out.pipeline_transfers - step.pipeline_transfers;
+  out.seconds = out.breakdown.total();
+  return out;
+}
+
+// With pipeline stages the job's step is the slowest stage's plus the
+// bubble (pipelineBubble); the matrix engine's work is a stage's on average.
 StepTime jobStep(std::span<const StepTime> steps, std::span<const int> stages_each, const JobShape& shape) {
   HPU_CHECK(!steps.empty() && steps.size() == stages_each.size(), "one stage count per traced rank");
   StepTime out = steps[stepRank(steps, shape)];
@@ -78,8 +92,7 @@ StepTime jobStep(std::span<const StepTime> steps, std::span<const int> stages_ea
     busiest = std::max(busiest, b.matrix + b.vector + b.host);
   }
   out.matrix_flops = flops / stages;
-  const auto micro_batches = static_cast<double>(std::max<std::int64_t>(1, shape.accumulate));
-  out.breakdown.pipeline_bubble = static_cast<double>(shape.stages - 1) * busiest / micro_batches;
+  out.breakdown.pipeline_bubble = pipelineBubble(busiest, shape.stages, shape.virtual_stages, shape.accumulate);
   out.seconds = out.breakdown.total();
   return out;
 }

@@ -31,6 +31,10 @@ json jsonReport(const EstimateResult& r) {
                     {"exposed_comm_s", st.breakdown.exposed_comm}, {"optimizer_s", st.breakdown.optimizer},
                     {"offload_s", st.breakdown.offload},           {"host_s", st.breakdown.host},
                     {"pipeline_bubble_s", st.breakdown.pipeline_bubble}};
+  j["pipeline"] = {{"stages", r.shape.stages},
+                   {"virtual_stages", r.shape.virtual_stages},
+                   {"micro_batches", r.shape.accumulate},
+                   {"transfers_s", st.pipeline_transfers}};
   // One entry per class of identical ranks: the ranks it stands for.
   j["per_rank"] = json::array();
   for (const RankMemory& m : r.ranks)

@@ -47,8 +47,12 @@ std::string textReport(const EstimateResult& r, bool verbose) {
   out += fmt::format("    optimizer           {}\n    offload / host link {}\n    host                {}\n",
                      share(st.breakdown.optimizer), share(st.breakdown.offload), share(st.breakdown.host));
   if (shape.stages > 1)
-    out += fmt::format("    pipeline bubble     {} ({} stages, {} micro-batches in 1F1B)\n",
-                       share(st.breakdown.pipeline_bubble), shape.stages, shape.accumulate);
+    out += fmt::format("    pipeline bubble     {} ({} stages, {} micro-batches in 1F1B{})\n",
+                       share(st.breakdown.pipeline_bubble), shape.stages, shape.accumulate,
+                       shape.virtual_stages > 1
+                           ? fmt::format(", interleaved over {} virtual stages a rank; stage transfers {:.4f} s",
+                                         shape.virtual_stages, st.pipeline_transfers)
+                           : "");
   out += fmt::format("  communication         {:.4f} s in {} collectives (overlapped or not)\n", st.comm_seconds,
                      st.collectives);
   out += fmt::format("  throughput            {:.0f} {}/s{}\n", r.throughput, r.per_token ? "tokens" : "samples",

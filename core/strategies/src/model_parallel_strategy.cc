@@ -7,9 +7,14 @@
 // transformer block, each way) use the fast links; stages and replicas
 // spread over the nodes.
 //  - Pipeline: each stage holds a run of the decoder layers (module/
-//    pipeline_module.h); an optimizer step's micro-batches
-//    (accumulate_grad_batches) run in the 1F1B schedule, activations and
-//    their gradients sent between neighbouring stages (pipeline_schedule.h);
+//    pipeline_module.h), or with virtual stages (virtual_pipeline_size or
+//    layers_per_virtual_stage) several runs, chunks s, s + P, ... of the
+//    layers cut into P x chunks; an optimizer step's micro-batches
+//    (accumulate_grad_batches) run in the 1F1B schedule, interleaved over
+//    the chunks (Megatron-LM's interleaved schedule, pipeline_order.h),
+//    activations and their gradients sent between neighbouring stages (a
+//    ring with virtual stages: the last stage feeds the first stage's next
+//    chunk) (pipeline_schedule.h);
 //    the last stage's losses are broadcast to the others, so every rank
 //    logs them. A tied embedding's gradients are summed over the first and
 //    last stage, as Megatron-LM's embedding group does.
@@ -45,6 +50,7 @@
 #include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <map>
 #include <optional>
 
@@ -70,14 +76,15 @@ class ModelParallelStrategy final : public DistributedStrategy {
   // parallel size fills the rest of the world).
   ModelParallelStrategy(std::optional<int> data_parallel_size, std::optional<int> tensor_parallel_size,
                         bool save_distributed_checkpoint, bool sequence_parallel, int pipeline_parallel_size,
-                        std::vector<int> pipeline_layers, int zero_stage, int expert_parallel_size,
-                        std::string cluster_environment)
+                        std::vector<int> pipeline_layers, nn::VirtualStages virtual_stages, int zero_stage,
+                        int expert_parallel_size, std::string cluster_environment)
       : DistributedStrategy(std::move(cluster_environment)),
         dp_(data_parallel_size),
         tp_(tensor_parallel_size),
         pp_(pipeline_parallel_size),
         ep_(expert_parallel_size),
         pipeline_layers_(std::move(pipeline_layers)),
+        virtual_(std::move(virtual_stages)),
         save_distributed_(save_distributed_checkpoint),
         sequence_parallel_(sequence_parallel),
         zero_(zero_stage == 1) {}
@@ -102,10 +109,16 @@ class ModelParallelStrategy final : public DistributedStrategy {
       refuseExpertParallelSize(ep_, fmt::format("the experts split across data-parallel replicas, and {} does not "
                                                 "divide data_parallel_size {}",
                                                 ep_, dp));
-    if (!pipeline_layers_.empty() && static_cast<int>(pipeline_layers_.size()) != pp_)
-      throw UsageError(fmt::format("trainer.strategy.init_args.pipeline_layers: {} counts for {} pipeline stages "
-                                   "(pipeline_parallel_size); give one count of decoder layers per stage",
-                                   pipeline_layers_.size(), pp_));
+    if (!pipeline_layers_.empty() && static_cast<int>(pipeline_layers_.size()) != pp_ * virtual_.count)
+      throw UsageError(
+          virtual_.count > 1
+              ? fmt::format("trainer.strategy.init_args.pipeline_layers: {} counts for {} model chunks "
+                            "(pipeline_parallel_size {} x virtual_pipeline_size {}); give one count of decoder layers "
+                            "per chunk, in the model's order",
+                            pipeline_layers_.size(), pp_ * virtual_.count, pp_, virtual_.count)
+              : fmt::format("trainer.strategy.init_args.pipeline_layers: {} counts for {} pipeline stages "
+                            "(pipeline_parallel_size); give one count of decoder layers per stage",
+                            pipeline_layers_.size(), pp_));
     DistributedStrategy::setup(run, platform);
     dp_size_ = dp;
     const int r = globalRank(), model = tp * pp_;
@@ -130,17 +143,27 @@ class ModelParallelStrategy final : public DistributedStrategy {
       // stage, the pair that sums a tied embedding's gradients.
       pipeline_ = group().split(pp_ranks);
       model_ = group().split(model_ranks);
+      // With virtual stages the links form a ring (the last stage's next is the first).
+      const bool ring = interleaved();
       const auto link = [&](int from) {
-        const std::vector<int> pair{pp_ranks[static_cast<std::size_t>(from)], pp_ranks[static_cast<std::size_t>(from) + 1]};
+        std::vector<int> pair{pp_ranks[static_cast<std::size_t>(from)], pp_ranks[static_cast<std::size_t>((from + 1) % pp_)]};
+        std::sort(pair.begin(), pair.end());
         return StageLinks::Link{group().split(pair), group().split(pair)};
       };
-      links_ = std::make_unique<StageLinks>(device(), stage_ > 0 ? link(stage_ - 1) : StageLinks::Link{},
-                                            stage_ + 1 < pp_ ? link(stage_) : StageLinks::Link{});
+      StageLinks::Link previous = stage_ > 0 ? link(stage_ - 1) : ring ? link(pp_ - 1) : StageLinks::Link{};
+      StageLinks::Link next = stage_ + 1 < pp_ || ring ? link(stage_) : StageLinks::Link{};
+      links_ = std::make_unique<StageLinks>(device(), std::move(previous), std::move(next));
       if (stage_ == 0 || stage_ == pp_ - 1) embedding_ = group().split({pp_ranks.front(), pp_ranks.back()});
     }
     if (isGlobalZero())
       spdlog::info("{}: {} data-parallel x {}{} tensor-parallel ranks (tensor-parallel groups of consecutive ranks){}",
-                   name(), dp, pp_ > 1 ? fmt::format("{} pipeline stages x ", pp_) : "", tp,
+                   name(), dp,
+                   pp_ == 1             ? ""
+                   : virtual_.count > 1 ? fmt::format("{} pipeline stages ({} virtual stages each) x ", pp_, virtual_.count)
+                   : virtual_.layers > 0
+                       ? fmt::format("{} pipeline stages (virtual stages of {} layers) x ", pp_, virtual_.layers)
+                       : fmt::format("{} pipeline stages x ", pp_),
+                   tp,
                    ep_ > 1 ? fmt::format("; experts split across {} data-parallel replicas", ep_) : "");
   }
 
@@ -151,10 +174,25 @@ class ModelParallelStrategy final : public DistributedStrategy {
   int pipelineStages() const override { return pp_; }
   int pipelineStage() const override { return stage_; }
   std::vector<int> pipelineLayers() const override { return pipeline_layers_; }
+  nn::VirtualStages pipelineVirtualStages() const override { return virtual_; }
+
+  // The interleaved schedule runs micro-batches in groups of the stages
+  // (Megatron-LM's condition); an epoch's short last step runs its
+  // remainder after the whole groups (pipeline_order.h).
+  void configureTraining(TrainingSettings& o, std::int64_t) override {
+    if (!interleaved() || o.accumulate_grad_batches % pp_ == 0) return;
+    const std::int64_t below = o.accumulate_grad_batches / pp_ * pp_, above = below + pp_;
+    throw ConfigError(fmt::format(
+        "{}{}: the interleaved schedule runs micro-batches in groups of pipeline_parallel_size (as Megatron-LM's): "
+        "trainer.accumulate_grad_batches {} is not a multiple of {}; set it to {}",
+        virtual_.origin.empty() ? "" : virtual_.origin + ": ", virtualKey(), o.accumulate_grad_batches, pp_,
+        below > 0 ? fmt::format("{} or {}", below, above) : std::to_string(above)));
+  }
 
   std::vector<double> runPipeline(PipelineWork& work, std::size_t micro_batches, bool backward) override {
     HPU_CHECK(links_ != nullptr, "runPipeline without pipeline stages");
-    std::vector<double> losses = runSchedule(work, *links_, stage_, pp_, micro_batches, backward);
+    HPU_CHECK(work.chunks() == 1 || interleaved(), "{} model chunks without virtual stages", work.chunks());
+    std::vector<double> losses = runSchedule(work, *links_, stage_, pp_, work.chunks(), micro_batches, backward);
     // The last stage's losses, on every stage.
     std::vector<float> values(losses.begin(), losses.end());
     pipeline_->broadcast(comm::BufferView(std::span<float>(values)), pp_ - 1);
@@ -335,6 +373,12 @@ class ModelParallelStrategy final : public DistributedStrategy {
   }
 
  private:
+  bool interleaved() const { return pp_ > 1 && (virtual_.count > 1 || virtual_.layers > 0); }
+  std::string virtualKey() const {
+    return std::string("trainer.strategy.init_args.") +
+           (virtual_.layers > 0 ? "layers_per_virtual_stage" : "virtual_pipeline_size");
+  }
+
   // Subgroups go before the group they were split from.
   void releaseSubgroups() {
     experts_.reset();
@@ -350,6 +394,7 @@ class ModelParallelStrategy final : public DistributedStrategy {
   std::optional<int> dp_, tp_;
   int pp_, ep_;
   std::vector<int> pipeline_layers_;
+  nn::VirtualStages virtual_;
   bool save_distributed_, sequence_parallel_;
   bool zero_;  // ZeRO-1: the optimizer state sharded over the data-parallel group
   int dp_size_ = 1, stage_ = 0;
@@ -375,6 +420,31 @@ std::optional<int> sizeOf(const config::Params& p, const char* key) {
   const config::Node& n = p.node(key);
   if (n.str() == "auto") return std::nullopt;
   return static_cast<int>(config::asInt(n));
+}
+
+// virtual_pipeline_size or layers_per_virtual_stage, checked against each
+// other and the other pipeline settings (ConfigError at the setting).
+nn::VirtualStages virtualStagesOf(const config::Params& p, int stages) {
+  nn::VirtualStages v;
+  v.count = static_cast<int>(p.getInt("virtual_pipeline_size"));
+  const bool by_layers = p.has("layers_per_virtual_stage");
+  if (by_layers && v.count > 1)
+    p.fail("layers_per_virtual_stage",
+           fmt::format("give virtual_pipeline_size ({}) or layers_per_virtual_stage ({}), not both: one sets the "
+                       "other (virtual_pipeline_size = decoder layers / (pipeline_parallel_size x "
+                       "layers_per_virtual_stage))",
+                       v.count, p.getInt("layers_per_virtual_stage")));
+  const char* key = by_layers ? "layers_per_virtual_stage" : "virtual_pipeline_size";
+  if (!by_layers && v.count == 1) return v;
+  if (by_layers) v.layers = static_cast<int>(p.getInt("layers_per_virtual_stage"));
+  if (stages == 1)
+    p.fail(key, "virtual pipeline stages interleave the model chunks of several pipeline stages; set "
+                "pipeline_parallel_size to 2 or more, or leave " + std::string(key) + " unset");
+  if (by_layers && p.has("pipeline_layers"))
+    p.fail(key, "layers_per_virtual_stage cuts the layers into equal chunks, and pipeline_layers gives them one by "
+                "one; give one of them (with pipeline_layers, set virtual_pipeline_size)");
+  v.origin = p.node(key).loc().str();
+  return v;
 }
 
 HPU_REGISTER_COMPONENT(
@@ -406,7 +476,20 @@ HPU_REGISTER_COMPONENT(
            "the 1F1B schedule.",
            "", true},
           {"pipeline_layers", config::Type::optional(config::Type::list(config::Type::integer().min(1))), "null",
-           "hpu-train's own: decoder layers of each pipeline stage, in order (null: balanced by parameter count).",
+           "hpu-train's own: decoder layers of each pipeline stage (with virtual_pipeline_size, of each model chunk), "
+           "in order (null: balanced by parameter count).",
+           "", true},
+          {"virtual_pipeline_size", config::Type::integer().min(1), "1",
+           "hpu-train's own: model chunks each pipeline stage holds (Megatron-LM's interleaved 1F1B, its "
+           "--num-virtual-stages-per-pipeline-rank): the decoder layers are cut into pipeline_parallel_size x this "
+           "many runs, stage s holding runs s, s + P, s + 2P, ...; the pipeline's bubble shrinks by this factor "
+           "and each micro-batch crosses that many times more stage boundaries. Needs accumulate_grad_batches a "
+           "multiple of pipeline_parallel_size.",
+           "", true},
+          {"layers_per_virtual_stage", config::Type::optional(config::Type::integer().min(1)), "null",
+           "hpu-train's own: the same as decoder layers per model chunk (Megatron-LM's "
+           "--num-layers-per-virtual-pipeline-stage): virtual_pipeline_size = layers / (pipeline_parallel_size x "
+           "this). Give this or virtual_pipeline_size, not both.",
            "", true},
           {"expert_parallel_size", config::Type::integer().min(1), "1",
            "hpu-train's own: data-parallel replicas each MoE layer's experts are split across (Mixtral; "
@@ -426,9 +509,10 @@ HPU_REGISTER_COMPONENT(
       std::vector<int> layers;
       if (p.has("pipeline_layers"))
         for (const config::Node& n : p.node("pipeline_layers").items()) layers.push_back(static_cast<int>(config::asInt(n)));
+      const int stages = static_cast<int>(p.getInt("pipeline_parallel_size"));
       return std::make_unique<ModelParallelStrategy>(
           sizeOf(p, "data_parallel_size"), sizeOf(p, "tensor_parallel_size"), p.getBool("save_distributed_checkpoint"),
-          p.getBool("sequence_parallel"), static_cast<int>(p.getInt("pipeline_parallel_size")), std::move(layers),
+          p.getBool("sequence_parallel"), stages, std::move(layers), virtualStagesOf(p, stages),
           static_cast<int>(p.getInt("zero_stage")), static_cast<int>(p.getInt("expert_parallel_size")), "");
     });
 
@@ -439,7 +523,7 @@ std::unique_ptr<Strategy> makeModelParallelStrategy(std::optional<int> data_para
                                                     bool save_distributed_checkpoint) {
   return std::make_unique<ModelParallelStrategy>(data_parallel_size, tensor_parallel_size, save_distributed_checkpoint,
                                                  /*sequence_parallel=*/false, /*pipeline_parallel_size=*/1,
-                                                 std::vector<int>{}, /*zero_stage=*/0, /*expert_parallel_size=*/1, "");
+                                                 std::vector<int>{}, nn::VirtualStages{}, /*zero_stage=*/0, /*expert_parallel_size=*/1, "");
 }
 
 std::unique_ptr<ops::ParallelGroup> makeTensorParallelGroup(std::unique_ptr<comm::ProcessGroup> group) {

@@ -219,6 +219,7 @@ void Trainer::setupModel(LightningModule& model, data::DataModule& data, data::S
     ctx.pipeline_stages = stages;
     ctx.pipeline_stage = strategy_->pipelineStage();
     ctx.pipeline_layers = strategy_->pipelineLayers();
+    ctx.virtual_stages = strategy_->pipelineVirtualStages();
   }
   model.configureModel(ctx, input);
   precision_->convertModule(model);
@@ -274,50 +275,61 @@ class Trainer::StageRun final : public PipelineWork {
         stage_(dynamic_cast<PipelineModule&>(*trainer.model_)),
         micro_(std::move(micro)),
         training_(training),
-        tapes_(micro_.size()),
-        inputs_(micro_.size()),
-        outputs_(micro_.size()) {}
+        chunks_(stage_.chunks()),
+        tapes_(micro_.size() * static_cast<std::size_t>(chunks_)),
+        inputs_(tapes_.size()),
+        outputs_(tapes_.size()) {}
 
   std::size_t size() const { return micro_.size(); }
-  const Batch& batch(std::size_t i) const { return micro_[i].first; }
-  PipelineModule& stage() { return stage_; }
 
+  int chunks() const override { return chunks_; }
   PipelineModule::StageInput input(std::size_t i) override { return stage_.stageInput(micro_[i].first); }
-  Tensor forward(std::size_t i, const Tensor& input) override {
+  Tensor forward(std::size_t i, int chunk, const Tensor& input) override {
+    // Every chunk of a micro-batch draws the same forward's dropout streams.
     if (training_) t_.reseedDropout(micro_[i].second);
     Tensor in = input;
     if (training_ && in.defined()) in.setRequiresGrad(true);
+    const std::size_t k = slot(i, chunk);
     {
-      autograd::TapeScope scope(training_ ? &tapes_[i] : nullptr);
+      autograd::TapeScope scope(training_ ? &tapes_[k] : nullptr);
       auto autocast = t_.precision_->forwardContext();
-      inputs_[i] = in;
-      outputs_[i] = stage_.forwardStage(micro_[i].first, in);
+      inputs_[k] = in;
+      outputs_[k] = stage_.forwardStage(micro_[i].first, in, chunk);
     }
-    if (training_ && t_.strategy_->pipelineStage() + 1 == t_.strategy_->pipelineStages())
-      t_.requireTrainableLoss(outputs_[i], "forwardStage", tapes_[i]);
-    return outputs_[i];
+    if (training_ && t_.strategy_->pipelineStage() + 1 == t_.strategy_->pipelineStages() && chunk + 1 == chunks_)
+      t_.requireTrainableLoss(outputs_[k], "forwardStage", tapes_[k]);
+    return outputs_[k];
   }
-  Tensor backward(std::size_t i, const Tensor& grad) override {
+  Tensor backward(std::size_t i, int chunk, const Tensor& grad) override {
+    const std::size_t k = slot(i, chunk);
     if (grad.defined())
-      tapes_[i].backward(outputs_[i], grad);
+      tapes_[k].backward(outputs_[k], grad);
     else
-      tapes_[i].backward(outputs_[i],
+      tapes_[k].backward(outputs_[k],
                          t_.precision_->lossScale() / static_cast<float>(t_.options_.accumulate_grad_batches));
-    Tensor input_grad = inputs_[i].defined() ? inputs_[i].grad() : Tensor();
-    inputs_[i] = outputs_[i] = Tensor();
+    Tensor input_grad = inputs_[k].defined() ? inputs_[k].grad() : Tensor();
+    inputs_[k] = outputs_[k] = Tensor();
     return input_grad;
   }
   void start(std::string_view phase) override { t_.profiler_->start(phase); }
   void stop(std::string_view phase) override { t_.profiler_->stop(phase); }
 
  private:
+  std::size_t slot(std::size_t i, int chunk) const { return i * static_cast<std::size_t>(chunks_) + static_cast<std::size_t>(chunk); }
+
   Trainer& t_;
   PipelineModule& stage_;
   MicroBatches micro_;
   bool training_;
+  int chunks_;
   std::vector<autograd::Tape> tapes_;
   std::vector<Tensor> inputs_, outputs_;
 };
+
+int Trainer::modelChunks() const {
+  const auto* stage = dynamic_cast<const PipelineModule*>(model_);
+  return stage != nullptr && strategy_->pipelineStages() > 1 ? stage->chunks() : 1;
+}
 
 double Trainer::forwardStages(const Batch& batch, std::int64_t batch_idx) {
   StageRun run(*this, {{batch, batch_idx}}, /*training=*/false);

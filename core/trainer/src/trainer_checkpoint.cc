@@ -358,6 +358,7 @@ void Trainer::saveCheckpoint(const std::string& path, bool weights_only) {
     json layout{{"world_size", strategy_->worldSize()}, {"tensor_parallel_size", ranks}, {"strategy", strategy_->name()}};
     if (const ops::ParallelGroup* ep = strategy_->expertParallelGroup()) layout["expert_parallel_size"] = ep->size();
     if (stages > 1) layout["pipeline_parallel_size"] = stages;
+    if (modelChunks() > 1) layout["virtual_pipeline_size"] = modelChunks();
     m[checkpoint::kDistributedCheckpoint] = layout.dump();
   } else {
     m[checkpoint::kOptimizerParams] = order.dump();
@@ -505,6 +506,7 @@ void Trainer::restore(const std::string& path, bool full) {
              layout.at("world_size").get<int>() == strategy_->worldSize() &&
              layout.at("tensor_parallel_size").get<int>() == (tp ? tp->size() : 1) &&
              layout.value("pipeline_parallel_size", 1) == strategy_->pipelineStages() &&
+             layout.value("virtual_pipeline_size", 1) == modelChunks() &&
              layout.value("expert_parallel_size", 1) == (ep ? ep->size() : 1);
     if (pieces)
       ckpt.tensors = checkpoint_io_->load(checkpoint::shardPath(path, strategy_->globalRank())).tensors;

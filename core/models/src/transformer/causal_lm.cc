@@ -134,12 +134,17 @@ void CausalLM::configureModel(nn::InitContext& ctx, const ModelInput& input) {
     throw UsageError(typeName() + ": output_router_logits (the load-balancing loss over every layer's routing) "
                                   "does not run pipeline-parallel; set pipeline_parallel_size: 1 or "
                                   "output_router_logits: false");
-  const std::vector<std::int64_t> layers = stageLayers(ctx);
-  const auto stage = static_cast<std::size_t>(ctx.pipeline_stage);
-  stage_.first_layer = std::accumulate(layers.begin(), layers.begin() + static_cast<std::ptrdiff_t>(stage), std::int64_t{0});
-  stage_.end_layer = stage_.first_layer + layers[stage];
-  stage_.first = stage == 0;
-  stage_.last = stage + 1 == layers.size();
+  // Stage s of P holds chunks s, s + P, s + 2P, ... of the P x chunks.
+  const int chunks = virtualStages(ctx), stages = ctx.pipeline_stages;
+  const std::vector<std::int64_t> layers = chunkLayers(ctx, chunks);
+  stage_.chunks.clear();
+  for (int c = 0; c < chunks; ++c) {
+    const auto k = static_cast<std::ptrdiff_t>(c * stages + ctx.pipeline_stage);
+    const std::int64_t begin = std::accumulate(layers.begin(), layers.begin() + k, std::int64_t{0});
+    stage_.chunks.push_back({begin, begin + layers[static_cast<std::size_t>(k)]});
+  }
+  stage_.first = ctx.pipeline_stage == 0;
+  stage_.last = ctx.pipeline_stage + 1 == stages;
   param_dtype_ = ctx.param_dtype;
   // Each layer draws its masks from its own stream: a pipeline stage, which
   // runs some of the layers, draws one device's.
@@ -344,9 +349,9 @@ Tensor CausalLM::forward(const nn::Inputs& inputs) {
   // Sequence parallelism in training and evaluation; generation (a KV cache) runs without.
   const ops::SequenceParallelScope sequence_parallel(sequence_parallel_ && inputs.kv_cache == nullptr);
   if (!stage_.first || !stage_.last)
-    throw Error(fmt::format("{}: forward on pipeline stage {}-{} of its layers: a stage runs only through the "
+    throw Error(fmt::format("{}: forward on a pipeline stage of its layers {}-{}: a stage runs only through the "
                             "pipeline schedule",
-                            typeName(), stage_.first_layer, stage_.end_layer - 1));
+                            typeName(), stage_.chunks.front().begin, stage_.chunks.back().end - 1));
   Tensor out = logits(ids, given ? *given : nn::positionRange(ids.device(), start, len), inputs.kv_cache);
   if (inputs.kv_cache) inputs.kv_cache->advance(len);
   return out;
@@ -363,12 +368,18 @@ void CausalLM::beginForward() {
   *dropout_rng_ = Generator(dropout_seed_, 0);
 }
 
-Tensor CausalLM::runLayers(Tensor hidden, const Tensor& positions, nn::KVCache* cache) {
+Tensor CausalLM::runLayers(Tensor hidden, const Tensor& positions, nn::KVCache* cache, int chunk) {
   nn::ModuleList& layers = decoderLayers();
-  for (std::size_t i = 0; i < layers.size(); ++i) {
-    if (training() && dropout_)
-      *dropout_rng_ = Generator(dropout_seed_, static_cast<std::uint64_t>(stage_.first_layer) + i + 1);
-    hidden = runLayer(layers[i], hidden, positions, cache);
+  // decoderLayers holds the chunks' layers one chunk after the other.
+  std::size_t local = 0;
+  for (int c = 0; c < chunk; ++c) {
+    const LayerRun& run = stage_.chunks[static_cast<std::size_t>(c)];
+    local += static_cast<std::size_t>(run.end - run.begin);
+  }
+  const LayerRun& run = stage_.chunks.at(static_cast<std::size_t>(chunk));
+  for (std::int64_t l = run.begin; l < run.end; ++l, ++local) {
+    if (training() && dropout_) *dropout_rng_ = Generator(dropout_seed_, static_cast<std::uint64_t>(l) + 1);
+    hidden = runLayer(layers[local], hidden, positions, cache);
   }
   return hidden;
 }
@@ -407,27 +418,57 @@ PartSizes partSizes(const TransformerConfig& c) {
 }
 }  // namespace
 
-std::vector<std::int64_t> CausalLM::stageLayers(const nn::InitContext& ctx) const {
+int CausalLM::virtualStages(const nn::InitContext& ctx) const {
+  const nn::VirtualStages& v = ctx.virtual_stages;
+  const std::int64_t layers = config_.num_hidden_layers, stages = ctx.pipeline_stages;
+  const std::string at = v.origin.empty() ? "" : v.origin + ": ";
+  if (v.layers == 0) {
+    if (v.count > 1 && stages * v.count > layers)
+      throw UsageError(fmt::format("{}trainer.strategy.init_args.virtual_pipeline_size: {} pipeline stages x {} "
+                                   "virtual stages make {} model chunks of at least one decoder layer each, but {} "
+                                   "has {} (num_hidden_layers); use at most {}",
+                                   at, stages, v.count, stages * v.count, typeName(), layers,
+                                   std::max<std::int64_t>(1, layers / stages)));
+    return v.count;
+  }
+  if (layers % (stages * v.layers) != 0) {
+    std::vector<std::int64_t> fits;
+    for (std::int64_t n = 1; layers % stages == 0 && n <= layers / stages; ++n)
+      if (layers / stages % n == 0) fits.push_back(n);
+    throw UsageError(fmt::format(
+        "{}trainer.strategy.init_args.layers_per_virtual_stage: {} pipeline stages of model chunks of {} decoder "
+        "layers do not divide {}'s {} (num_hidden_layers); {}",
+        at, stages, v.layers, typeName(), layers,
+        fits.empty() ? fmt::format("{} is not a multiple of {}: set virtual_pipeline_size instead", layers, stages)
+                     : fmt::format("use {}", fmt::join(fits, ", "))));
+  }
+  return static_cast<int>(layers / (stages * v.layers));
+}
+
+std::vector<std::int64_t> CausalLM::chunkLayers(const nn::InitContext& ctx, int chunks) const {
   const std::int64_t layers = config_.num_hidden_layers;
-  const int stages = ctx.pipeline_stages;
+  const int stages = ctx.pipeline_stages * chunks;
   if (!ctx.pipeline_layers.empty()) {
     std::vector<std::int64_t> given(ctx.pipeline_layers.begin(), ctx.pipeline_layers.end());
     if (static_cast<int>(given.size()) != stages ||
         std::accumulate(given.begin(), given.end(), std::int64_t{0}) != layers ||
         *std::min_element(given.begin(), given.end()) < 1)
       throw UsageError(fmt::format("trainer.strategy.init_args.pipeline_layers: [{}] does not give each of the {} "
-                                   "pipeline stages at least one of {}'s {} decoder layers",
-                                   fmt::join(given, ", "), stages, typeName(), layers));
+                                   "{} at least one of {}'s {} decoder layers",
+                                   fmt::join(given, ", "), stages, chunks > 1 ? "model chunks" : "pipeline stages",
+                                   typeName(), layers));
     return given;
   }
+  if (ctx.virtual_stages.layers > 0) return std::vector<std::int64_t>(static_cast<std::size_t>(stages), ctx.virtual_stages.layers);
   if (stages > layers)
     throw UsageError(fmt::format("trainer.strategy.init_args.pipeline_parallel_size: {} stages, but {} has only {} "
                                  "decoder layers (num_hidden_layers); use at most {} stages",
                                  stages, typeName(), layers, layers));
   if (stages == 1) return {layers};
-  // Contiguous runs of at least one layer each, the largest stage (in
-  // parameters, the embeddings on the first and the head on the last)
-  // as small as it can be; ties keep the earlier stages smaller.
+  // Contiguous runs of at least one layer each (a stage's, or with virtual
+  // stages a model chunk's), the largest run (in parameters, the embeddings
+  // on the first and the head on the last) as small as it can be; ties keep
+  // the earlier runs smaller.
   const PartSizes size = partSizes(config_);
   const auto cost = [&](int stage, std::int64_t n) {
     return n * size.layer + (stage == 0 ? size.embeddings : 0) + (stage == stages - 1 ? size.head : 0);
@@ -463,14 +504,15 @@ PipelineModule::StageInput CausalLM::stageInput(const Batch& batch) const {
   return {Shape{ids.size(0), tokens, config_.hidden_size}, param_dtype_};
 }
 
-Tensor CausalLM::forwardStage(const Batch& batch, const Tensor& input) {
+Tensor CausalLM::forwardStage(const Batch& batch, const Tensor& input, int chunk) {
   const Tensor& ids = batch["input_ids"];
   const Tensor* given = batch.find("position_ids");
   const Tensor positions = given ? *given : nn::positionRange(ids.device(), 0, ids.size(1));
   const ops::SequenceParallelScope sequence_parallel(sequence_parallel_);
   beginForward();
-  Tensor hidden = runLayers(stage_.first ? embed(ids, positions) : input, positions, nullptr);
-  return stage_.last ? loss(head(hidden, nullptr), batch["labels"]) : hidden;
+  const bool embeds = stage_.first && chunk == 0, ends = stage_.last && chunk + 1 == chunks();
+  Tensor hidden = runLayers(embeds ? embed(ids, positions) : input, positions, nullptr, chunk);
+  return ends ? loss(head(hidden, nullptr), batch["labels"]) : hidden;
 }
 
 void CausalLM::logLoss(std::string_view split, double value) {

@@ -25,6 +25,7 @@ struct Layout {
   enum class Strategy { kModelParallel, kDeepSpeed };
   Strategy strategy = Strategy::kModelParallel;
   int tensor_parallel = 1, pipeline_stages = 1, data_parallel = 1, expert_parallel = 1;
+  int virtual_stages = 1;  // model chunks a pipeline stage holds (interleaved 1F1B)
   int zero_stage = 0;    // ModelParallelStrategy: 0 or 1; DeepSpeed: 1 to 3
   bool offload = false;  // DeepSpeed: optimizer state (and stage 3's parameters) in host memory
   bool sequence_parallel = false;
@@ -33,7 +34,7 @@ struct Layout {
   bool operator==(const Layout&) const = default;
 };
 
-// "TP8 PP4 DP2 ZeRO-1 SP, micro 1 x 512, recompute selective".
+// "TP8 PP4 VP2 DP2 ZeRO-1 SP, micro 1 x 512, recompute selective".
 std::string describe(const Layout& layout);
 
 // The dotted config keys and YAML values that set `layout` on a config
@@ -54,12 +55,11 @@ struct PlannedLayout {
 };
 
 // Megatron-LM's interleaved 1F1B (virtual pipeline stages) for a layout
-// with pipeline stages: each rank holds `virtual_stages` chunks of its
-// layers, so the pipeline fills and drains in 1/v of the time (the bubble
-// divided by v) while a micro-batch crosses v times as many stage
-// boundaries (the transfers compute waits for, times v) (Narayanan et al.,
-// "Efficient Large-Scale Language Model Training on GPU Clusters", 2021).
-// Training does not run it: the plan reports what it would give.
+// with pipeline stages, priced from its step without them (interleavedStep):
+// each rank holds `virtual_stages` chunks of its layers, so the pipeline
+// fills and drains in 1/v of the time while a micro-batch crosses v times
+// as many stage boundaries. The search prices the fastest of them whole,
+// as `estimate fit` prices a config that sets virtual_pipeline_size.
 struct Interleaving {
   int virtual_stages = 1;
   double bubble = 0, transfers = 0;  // seconds a step
@@ -85,7 +85,7 @@ struct PlanResult {
   double seconds = 0;                   // the search's wall time
   std::optional<Layout> given;          // the config's own layout, if the search holds it
   int given_rank = 0;                   // its place among `fitting` (1-based; 0: does not fit or not searched)
-  std::vector<Interleaving> interleaved;  // the first fitting layout's, if it has stages
+  std::vector<Interleaving> interleaved;  // the first fitting layout without virtual stages, if it has stages
 };
 
 // "46.8 GiB", "8.0 MiB": device memory as the plan reports print it.

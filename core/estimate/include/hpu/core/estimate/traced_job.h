@@ -20,6 +20,7 @@ struct JobShape {
   int devices = 1, nodes = 1, world = 1;
   int replicas = 1;  // data-parallel: ranks that read different batches (tensor-parallel ranks and stages share theirs)
   int stages = 1, tensor_parallel = 1;
+  int virtual_stages = 1;  // model chunks a stage holds (interleaved 1F1B)
   std::int64_t accumulate = 1, micro_batch = 1, tokens_per_sample = 0, max_new_tokens = 0;
   std::string strategy, precision;
   device::DType matrix_dtype = device::DType::kFloat32;

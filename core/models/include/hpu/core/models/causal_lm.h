@@ -12,9 +12,10 @@
 //    config.json, weights and, when the data brings none, tokenizer;
 //  - LoRA (init_args lora, PEFT's LoraConfig; lora_path, a PEFT adapter);
 //  - export as a Hugging Face directory, or the adapters as PEFT's;
-//  - pipeline parallelism: a stage holds a run of the decoder layers, the
-//    first also the embeddings, the last the final norm and output head
-//    (and, tied, its own copy of the embedding matrix).
+//  - pipeline parallelism: a stage holds a run of the decoder layers (with
+//    virtual stages, several: its model chunks), the first also the
+//    embeddings, the last the final norm and output head (and, tied, its own
+//    copy of the embedding matrix).
 // A family builds its network in Hugging Face's module layout (the part of
 // it this rank holds) and computes embeddings and logits; this class drives
 // them. Every part draws its initial values, and every decoder layer its
@@ -95,11 +96,15 @@ class CausalLM : public LightningModule, public PipelineModule {
                                      Generator& rng, bool use_cache = true);
   const TransformerConfig& config() const { return config_; }
 
-  // The part of the network this rank holds: decoder layers [first_layer,
-  // end_layer); the embeddings if `first`, the final norm and the output
-  // head if `last` (everything without pipeline parallelism).
+  // The part of the network this rank holds: runs [begin, end) of the
+  // decoder layers, its model chunks in order (one without virtual stages);
+  // the embeddings if `first`, the final norm and the output head if `last`
+  // (everything without pipeline parallelism).
+  struct LayerRun {
+    std::int64_t begin = 0, end = 0;
+  };
   struct StagePart {
-    std::int64_t first_layer = 0, end_layer = 0;
+    std::vector<LayerRun> chunks{LayerRun{}};
     bool first = true, last = true;
   };
   // The streams initial values are drawn from: the embeddings', the output
@@ -119,7 +124,8 @@ class CausalLM : public LightningModule, public PipelineModule {
   };
 
   StageInput stageInput(const Batch& batch) const override;
-  Tensor forwardStage(const Batch& batch, const Tensor& input) override;
+  int chunks() const override { return static_cast<int>(stage_.chunks.size()); }
+  Tensor forwardStage(const Batch& batch, const Tensor& input, int chunk) override;
   void logLoss(std::string_view split, double loss) override;
   std::vector<Tensor> stageSharedParameters() const override;
 
@@ -181,16 +187,20 @@ class CausalLM : public LightningModule, public PipelineModule {
   void evaluate(const Batch& batch, const char* stage);
   // The logits of `ids` at `positions` through every part (see forward).
   Tensor logits(const Tensor& ids, const Tensor& positions, nn::KVCache* cache);
-  // Runs this rank's decoder layers on `hidden`, each drawing its dropout
-  // masks from its stream of the current forward's (beginForward).
-  Tensor runLayers(Tensor hidden, const Tensor& positions, nn::KVCache* cache);
+  // Runs the decoder layers of this rank's chunk `chunk` on `hidden`, each
+  // drawing its dropout masks from its stream of the current forward's
+  // (beginForward).
+  Tensor runLayers(Tensor hidden, const Tensor& positions, nn::KVCache* cache, int chunk = 0);
   // Starts a forward pass in training: draws the seed of its dropout streams
   // from the Trainer's generator and points that generator at the
   // embeddings' stream (runLayers, in turn, at each layer's).
   void beginForward();
-  // The decoder layers each stage of `stages` holds (pipeline_layers, or
-  // balanced by parameter count).
-  std::vector<std::int64_t> stageLayers(const nn::InitContext& ctx) const;
+  // The decoder layers of each of the pipeline_stages x `chunks` model
+  // chunks, in the model's order (pipeline_layers, layers_per_virtual_stage,
+  // or balanced by parameter count).
+  std::vector<std::int64_t> chunkLayers(const nn::InitContext& ctx, int chunks) const;
+  // The model chunks each stage holds (InitContext::virtual_stages).
+  int virtualStages(const nn::InitContext& ctx) const;
   // Mean next-token cross-entropy of forward's logits (this rank's
   // vocabulary under tensor parallelism).
   Tensor loss(const Tensor& logits, const Tensor& labels) const;

@@ -22,6 +22,16 @@ class ParallelGroup;
 
 namespace hpu::core::nn {
 
+// Interleaved 1F1B's virtual pipeline stages: each pipeline stage holds
+// `count` model chunks, or chunks of `layers` decoder layers each (0: by
+// count). `origin`: where the setting was given ("file:line:col", "command
+// line"), for messages.
+struct VirtualStages {
+  int count = 1;
+  int layers = 0;
+  std::string origin;
+};
+
 // What building a module needs: the device its tensors go to and the
 // generator its parameters are initialised from.
 struct InitContext {
@@ -52,10 +62,12 @@ struct InitContext {
   // Pipeline parallelism: the model builds and runs stage `pipeline_stage`
   // of `pipeline_stages` (a LightningModule that splits into stages says how:
   // module/pipeline_module.h). `pipeline_layers`: the decoder layers of each
-  // stage, in order (empty: balanced by parameter count).
+  // stage (with virtual stages, of each model chunk), in order (empty:
+  // balanced by parameter count).
   int pipeline_stage = 0;
   int pipeline_stages = 1;
   std::vector<int> pipeline_layers;
+  VirtualStages virtual_stages;
 };
 
 // `ctx` drawing its initial values from `rng` instead.
@@ -71,6 +83,7 @@ inline InitContext withRng(const InitContext& ctx, Generator& rng) {
   out.pipeline_stage = ctx.pipeline_stage;
   out.pipeline_stages = ctx.pipeline_stages;
   out.pipeline_layers = ctx.pipeline_layers;
+  out.virtual_stages = ctx.virtual_stages;
   return out;
 }
 

@@ -91,9 +91,11 @@ class Strategy {
   virtual int pipelineStages() const { return 1; }
   virtual int pipelineStage() const { return 0; }
   virtual std::vector<int> pipelineLayers() const { return {}; }
+  // The model chunks each stage holds (interleaved 1F1B), as configured.
+  virtual nn::VirtualStages pipelineVirtualStages() const { return {}; }
   // Runs `micro_batches` micro-batches through the stages: with `backward`,
-  // an optimizer step's, in the 1F1B schedule (PipeDream-flush: each stage
-  // runs at most stages - stage forwards ahead of its backwards); without,
+  // an optimizer step's, in the 1F1B schedule, interleaved over the work's
+  // model chunks (strategies/pipeline_order.h); without,
   // forwards only (evaluation). Returns each micro-batch's loss as the last
   // stage computed it (0 where it has no values), on every stage.
   // REQUIRES: pipelineStages() > 1.

@@ -283,6 +283,8 @@ class Trainer {
   class StageRun;
   // One batch forward through the pipeline stages (evaluation): the last stage's loss, on every stage.
   double forwardStages(const Batch& batch, std::int64_t batch_idx);
+  // The model chunks this rank's pipeline stage holds (1 without virtual stages).
+  int modelChunks() const;
   // Gradients synchronised: unscale, check, clip, step. False when the
   // precision plugin skips the step (an overflow).
   bool optimizerStep();
