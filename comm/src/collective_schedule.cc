@@ -37,14 +37,14 @@ std::size_t entryBytes(std::string_view record, std::size_t offset) {
 
 }  // namespace
 
-std::string scheduleKey(const std::vector<int>& members, std::uint64_t check) {
+std::string scheduleKey(const std::vector<int>& members, std::size_t ordinal, std::uint64_t check) {
   initSodium();
   std::array<unsigned char, 8> hash{};
   crypto_generichash(hash.data(), hash.size(), reinterpret_cast<const unsigned char*>(members.data()),
                      members.size() * sizeof(int), nullptr, 0);
   std::uint64_t id = 0;
   std::memcpy(&id, hash.data(), sizeof id);
-  return fmt::format("hpu/schedule/{}/{}x{}-{:016x}", check, members.size(), members.front(), id);
+  return fmt::format("hpu/schedule/{}/{}x{}-{:016x}/{}", check, members.size(), members.front(), id, ordinal);
 }
 
 CollectiveSchedule::CollectiveSchedule() { initSodium(); }

@@ -32,8 +32,9 @@ namespace hpu::comm::detail {
 inline constexpr std::size_t kSchedulePieceBytes = 512u << 10;
 
 // The store key of check number `check` of the group of the job's ranks
-// `members` (in the group's order).
-std::string scheduleKey(const std::vector<int>& members, std::uint64_t check);
+// `members` (in the group's order) that is the `ordinal`-th (from 0) of the
+// groups with those members, in the order every member created them.
+std::string scheduleKey(const std::vector<int>& members, std::size_t ordinal, std::uint64_t check);
 
 class CollectiveSchedule {
  public:

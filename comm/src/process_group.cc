@@ -361,7 +361,13 @@ ScheduleCheck ProcessGroup::checkSchedules(Clock::time_point deadline) {
     groups.insert(groups.end(), groups[i]->subgroups_.begin(), groups[i]->subgroups_.end());
   }
   const std::uint64_t check = checks_++;
-  const auto key = [&](const ProcessGroup& g) { return detail::scheduleKey(g.members_, check); };
+  // Groups with the same members (the job's and a pipeline's with two
+  // ranks, a pair's two links) are told apart by their place among them.
+  const auto key = [&](const ProcessGroup& g) {
+    const auto self = std::find(groups.begin(), groups.end(), &g);
+    const auto same = std::count_if(groups.begin(), self, [&](const ProcessGroup* o) { return o->members_ == g.members_; });
+    return detail::scheduleKey(g.members_, static_cast<std::size_t>(same), check);
+  };
   ScheduleCheck out;
   // Every group this rank leads is published before any other is read.
   for (ProcessGroup* g : groups) {

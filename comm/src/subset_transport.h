@@ -24,6 +24,12 @@ class SubsetTransport final : public Transport {
   int node(int rank) const override { return parent_.node(parentRank(rank)); }
   void send(int peer, std::span<const std::byte> header, std::span<const std::byte> payload,
             Deadline deadline) override;
+  bool post(int peer, std::span<const std::byte> header, std::span<const std::byte> payload,
+            Deadline deadline) override {
+    return parent_.post(parentRank(peer), header, payload, deadline);
+  }
+  void flushSends(Deadline deadline) override { parent_.flushSends(deadline); }
+  void ownPosted() override { parent_.ownPosted(); }
   std::unique_ptr<Message> recv(int peer, Deadline deadline) override;
   void expect(int peer, std::size_t headerBytes, std::span<std::byte> destination) override {
     parent_.expect(parentRank(peer), headerBytes, destination);

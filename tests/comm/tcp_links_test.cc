@@ -4,13 +4,15 @@
 // once do not block each other; the handshake refuses a peer without the
 // job's key and drops a stray connection; a frame over the limit, a
 // tampered ciphertext and a closed connection break the link; payloads a
-// receiver expects are read into its memory.
+// receiver expects are read into its memory; posted messages go out on
+// every link that has room and can be made to own their bytes.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sodium.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -192,6 +194,92 @@ TEST_P(TcpLinksTest, ExpectationsFollowTheMessagesOrderAndAreForgotten) {
   whole.insert(whole.end(), payload.begin(), payload.end());
   EXPECT_EQ(std::vector<std::byte>(second->bytes().begin(), second->bytes().end()), whole);
   EXPECT_EQ(forgotten, afterForgetting);
+}
+
+// Posted messages are written to whichever link has room: rank 2 receives
+// all of its 8 MiB while rank 1 reads nothing of its own 8 MiB, far more
+// than the sockets buffer; a send after posts to the same peer follows them.
+TEST_P(TcpLinksTest, PostedMessagesToOnePeerDoNotWaitForAnotherThatDoesNotRead) {
+  std::vector<std::unique_ptr<TcpLinks>> links;
+  for (int r = 0; r < 3; ++r) links.push_back(makeLinks(r, 3, GetParam()));
+  connectAll(links);
+  std::vector<std::vector<std::byte>> payloads;
+  for (int i = 0; i < 8; ++i) payloads.push_back(pattern(1 << 20, i));
+  for (int to : {1, 2})
+    for (const auto& payload : payloads) links[0]->post(to, pattern(8, to), payload);
+  std::promise<void> rank2Done;
+  std::thread flusher([&] {
+    links[0]->flush(in(20s), kNoCheck);
+    links[0]->send(1, pattern(8, 9), pattern(100, 9), in(20s), kNoCheck);
+  });
+  const auto receivesAll = [&](int me, std::size_t count) {
+    std::vector<std::vector<std::byte>> got;
+    for (std::size_t i = 0; i < count; ++i) {
+      auto m = receive(*links[static_cast<std::size_t>(me)], 0);
+      if (!m) break;
+      got.emplace_back(m->bytes().begin(), m->bytes().end());
+    }
+    return got;
+  };
+  const auto withHeader = [](std::vector<std::byte> header, const std::vector<std::byte>& payload) {
+    header.insert(header.end(), payload.begin(), payload.end());
+    return header;
+  };
+  const auto at2 = receivesAll(2, payloads.size());
+  ASSERT_EQ(at2.size(), payloads.size());
+  for (std::size_t i = 0; i < payloads.size(); ++i) EXPECT_EQ(at2[i], withHeader(pattern(8, 2), payloads[i])) << i;
+  const auto at1 = receivesAll(1, payloads.size() + 1);
+  flusher.join();
+  ASSERT_EQ(at1.size(), payloads.size() + 1);
+  for (std::size_t i = 0; i < payloads.size(); ++i) EXPECT_EQ(at1[i], withHeader(pattern(8, 1), payloads[i])) << i;
+  EXPECT_EQ(at1.back(), withHeader(pattern(8, 9), pattern(100, 9)));
+}
+
+// After ownPosted the caller's memory may go: the queued messages, the one
+// being written included, arrive as they were posted.
+TEST_P(TcpLinksTest, PostedMessagesOwnTheirBytesOnceAsked) {
+  std::vector<std::unique_ptr<TcpLinks>> links;
+  for (int r = 0; r < 2; ++r) links.push_back(makeLinks(r, 2, GetParam()));
+  connectAll(links);
+  auto first = std::make_unique<std::vector<std::byte>>(pattern(4 << 20, 1));
+  auto second = std::make_unique<std::vector<std::byte>>(pattern(3 << 20, 2));
+  links[0]->post(1, pattern(8, 1), *first);
+  links[0]->post(1, pattern(8, 2), *second);
+  links[0]->ownPosted();
+  std::fill(first->begin(), first->end(), std::byte{0});
+  first.reset();
+  second.reset();
+  std::thread flusher([&] { links[0]->flush(in(20s), kNoCheck); });
+  for (int i = 1; i <= 2; ++i) {
+    auto m = receive(*links[1], 0);
+    ASSERT_NE(m, nullptr) << i;
+    auto want = pattern(8, i);
+    const auto payload = pattern(i == 1 ? 4 << 20 : 3 << 20, i);
+    want.insert(want.end(), payload.begin(), payload.end());
+    EXPECT_EQ(std::vector<std::byte>(m->bytes().begin(), m->bytes().end()), want) << i;
+  }
+  flusher.join();
+}
+
+// flush fails only for messages a broken link dropped: a peer that read
+// everything and left is no failure; one that left with 32 MiB unread is
+// (the caller's check, the job's health, says why).
+TEST_P(TcpLinksTest, FlushFailsOnlyForMessagesABrokenLinkDropped) {
+  std::vector<std::unique_ptr<TcpLinks>> links;
+  for (int r = 0; r < 3; ++r) links.push_back(makeLinks(r, 3, GetParam()));
+  connectAll(links);
+  const auto payload = pattern(1 << 20, 1);
+  links[0]->post(1, pattern(8, 1), payload);
+  ASSERT_NE(receive(*links[1], 0), nullptr);
+  links[1].reset();  // read it all, then left
+  struct Lost {};
+  const TcpLinks::Check lost = [] { throw Lost{}; };
+  for (int i = 0; i < 100 && !links[0]->broken(1); ++i) links[0]->progress(10ms);
+  ASSERT_TRUE(links[0]->broken(1));
+  EXPECT_NO_THROW(links[0]->flush(in(10s), lost));
+  for (int i = 0; i < 32; ++i) links[0]->post(2, pattern(8, 2), payload);  // more than the sockets buffer
+  links[2].reset();  // left with it unread
+  EXPECT_THROW(links[0]->flush(in(10s), lost), Lost);
 }
 
 INSTANTIATE_TEST_SUITE_P(PlainAndEncrypted, TcpLinksTest, ::testing::Bool(),

@@ -149,6 +149,26 @@ TEST_F(LocalClusterTest, ADryRunWiresEveryRankAndWritesNothing) {
   EXPECT_FALSE(std::filesystem::exists(dir() / "lightning_logs"));
 }
 
+// Pipeline stages wire too: every pair of neighbouring stages, the job's
+// group and the pipeline's share their two ranks, and their collectives are
+// checked group by group (with two interleaved stages in a ring, both links
+// join the same two ranks).
+TEST_F(LocalClusterTest, ADryRunOfPipelineStagesChecksEachGroupOfTheSameRanksApart) {
+  env()["HPU_LOG_LEVEL"] = "info";
+  for (const std::string virtual_stages : {"1", "2"}) {
+    SCOPED_TRACE("virtual_pipeline_size=" + virtual_stages);
+    const RunResult r = runScript(
+        "local-cluster.sh",
+        {"--bin", trainBinary(), "--nodes", "2", "--devices", "2", "--", "fit", "--config",
+         HPU_SOURCE_DIR "/configs/llama_tiny_text.yaml", "--trainer.dry_run=true",
+         "--trainer.strategy=ModelParallelStrategy", "--trainer.strategy.init_args.pipeline_parallel_size=2",
+         "--trainer.strategy.init_args.tensor_parallel_size=1",
+         "--trainer.strategy.init_args.virtual_pipeline_size=" + virtual_stages, "--trainer.accumulate_grad_batches=2"});
+    ASSERT_EQ(r.exit_code, 0) << r.describe();
+    EXPECT_THAT(r.out, HasSubstr("every process group's ranks issued the same collectives")) << r.out;
+  }
+}
+
 // A node started otherwise than the others, through a stand-in for
 // hpu-train that changes node 2's (or 3's) start and runs the real one.
 class DryRunWiringFaultTest : public LocalClusterTest {

@@ -13,9 +13,13 @@
 // Sends run ahead of receives in (step, chunk) order. Before receiving chunk
 // k of step s a rank has sent chunks 0..k+1 of its step-s block, and all of
 // it once it received its whole step-s block; beyond that it keeps sending
-// while it has sent less than kSendAheadBytes more than it received, so
-// small alltoalls post every send at once and large ones keep a few chunks
-// in flight per link (the shared-memory lanes carry them in their slots).
+// while it has sent less than its budget more than it received, so small
+// alltoalls post every send at once and large ones keep a few chunks in
+// flight (the shared-memory lanes carry them in their slots). A send the
+// transport queues (Transport::post: the TCP links) returns at once and is
+// written while the rank waits to receive; with such sends the budget is
+// kSendAheadBytes per peer. The input stays untouched until the queued sends
+// are flushed at the end.
 // Progress: no transport makes a send wait for its receiver, and a rank
 // that has not sent chunk k of step s waits for a (step, chunk) earlier than
 // (s, k - 1), so the earliest wait of all ranks is always served.
@@ -28,7 +32,8 @@ namespace hpu::comm::detail {
 namespace {
 
 // Over TCP on loopback, 4 ranks on 2 cores: 256 KiB to 1 MiB all within the
-// host's noise; more (4-16 MiB) was slower from 1 MiB per rank up.
+// host's noise; more (4-16 MiB) was slower from 1 MiB per rank up, as was
+// queueing every send at once (what is in flight leaves the caches).
 constexpr std::int64_t kSendAheadBytes = 512 << 10;
 
 // One block's messages: the peer, the block's element range, its chunks.
@@ -67,10 +72,12 @@ void alltoallPairwise(CollectiveContext& ctx, ConstBufferView input, const Block
 
   std::size_t step = 0, chunk = 0;  // the next send
   std::int64_t ahead = 0;           // bytes sent less bytes received
+  std::int64_t budget = kSendAheadBytes;
   const auto sendNext = [&] {
     const Transfer& t = sends[step];
     const Range piece = CollectiveContext::chunkOf(t.block, t.chunks, chunk);
-    ctx.sendBlock(t.peer, t.block.size, {input.data + piece.offset * es, piece.size * es});
+    if (ctx.postBlock(t.peer, t.block.size, {input.data + piece.offset * es, piece.size * es}))
+      budget = kSendAheadBytes * static_cast<std::int64_t>(steps);
     ahead += static_cast<std::int64_t>(piece.size * es);
     if (++chunk == t.chunks) {
       ++step;
@@ -80,7 +87,7 @@ void alltoallPairwise(CollectiveContext& ctx, ConstBufferView input, const Block
   // Sends every chunk before chunk `lastChunk` of step `lastStep`, then more while few bytes are in flight.
   const auto sendBefore = [&](std::size_t lastStep, std::size_t lastChunk) {
     while (step < steps && (step < lastStep || (step == lastStep && chunk < lastChunk))) sendNext();
-    while (step < steps && ahead < kSendAheadBytes) sendNext();
+    while (step < steps && ahead < budget) sendNext();
   };
 
   for (const Transfer& t : recvs) {
@@ -108,6 +115,7 @@ void alltoallPairwise(CollectiveContext& ctx, ConstBufferView input, const Block
     }
     sendBefore(i + 1, 0);
   }
+  ctx.flushSends();
 }
 
 }  // namespace hpu::comm::detail

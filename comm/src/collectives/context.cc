@@ -33,7 +33,22 @@ CollectiveContext::CollectiveContext(Transport& transport, const CollectiveDescr
 }
 
 CollectiveContext::~CollectiveContext() {
-  if (links_.use_count() == 1 && links_->expecting) transport_.forgetExpectations();
+  if (links_.use_count() != 1) return;
+  if (links_->expecting) transport_.forgetExpectations();
+  if (links_->posting) transport_.ownPosted();
+}
+
+void CollectiveContext::flushSends() {
+  try {
+    transport_.flushSends(deadline_);
+  } catch (const PeerLostError& e) {
+    throw PeerLostError(e.rank(), fmt::format("rank {}: {} failed: {}", rank_, describe(descriptor_), e.what()));
+  } catch (const CommTimeoutError& e) {
+    throw CommTimeoutError(fmt::format("rank {}: {} timed out after {}: {} (raise the timeout with "
+                                       "HPU_COLLECTIVE_TIMEOUT)",
+                                       rank_, describe(descriptor_), durationText(timeout_), e.what()));
+  }
+  links_->posting = false;
 }
 
 void CollectiveContext::expectPayload(int position, std::span<std::byte> destination) {
@@ -50,17 +65,22 @@ CollectiveContext CollectiveContext::subgroup(std::vector<int> members) const {
   return sub;
 }
 
-void CollectiveContext::sendMessage(int position, std::optional<std::uint64_t> block,
-                                    std::span<const std::byte> payload) {
+bool CollectiveContext::sendMessage(int position, std::optional<std::uint64_t> block,
+                                    std::span<const std::byte> payload, bool post) {
   const int peer = global(position);
   const Header header = encodeHeader(descriptor_, links_->sendSteps[static_cast<std::size_t>(peer)]++,
                                      block.value_or(descriptor_.count));
   std::copy(header.begin(), header.end(), links_->prefix.begin());
   try {
-    transport_.send(peer, links_->prefix, payload, deadline_);
+    if (post && transport_.post(peer, links_->prefix, payload, deadline_)) {
+      links_->posting = true;
+      return true;
+    }
+    if (!post) transport_.send(peer, links_->prefix, payload, deadline_);
   } catch (const CommError&) {
     rethrowWithContext(peer);
   }
+  return false;
 }
 
 Received CollectiveContext::receiveMessage(int position, std::optional<std::uint64_t> block,

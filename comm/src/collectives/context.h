@@ -54,7 +54,7 @@ class CollectiveContext {
   std::size_t elementSize() const { return comm::elementSize(descriptor_.dtype); }
 
   // Peers are positions in this context's member list.
-  void send(int peer, std::span<const std::byte> payload) { sendMessage(peer, std::nullopt, payload); }
+  void send(int peer, std::span<const std::byte> payload) { sendMessage(peer, std::nullopt, payload, false); }
   // The next message from `peer`. Throws CollectiveMismatchError when it
   // belongs to a different collective, CommError when its payload is not
   // `expectedBytes` long.
@@ -72,9 +72,14 @@ class CollectiveContext {
   // block this pair exchanges, in place of the descriptor's. recvBlock
   // throws CollectiveMismatchError naming both ranks and both counts when
   // the sender's count is not `count`.
-  void sendBlock(int peer, std::uint64_t count, std::span<const std::byte> payload) {
-    sendMessage(peer, count, payload);
+  // postBlock sends through Transport::post; true if the message was queued:
+  // `payload` must then stay unchanged until flushSends() returns (a context
+  // destroyed before that, by an error, makes queued messages own their bytes).
+  bool postBlock(int peer, std::uint64_t count, std::span<const std::byte> payload) {
+    return sendMessage(peer, count, payload, /*post=*/true);
   }
+  // Returns once every message postBlock queued is taken (Transport::flushSends).
+  void flushSends();
   Received recvBlock(int peer, std::uint64_t count, std::size_t expectedBytes) {
     return receiveMessage(peer, count, expectedBytes, deadline_);
   }
@@ -98,8 +103,9 @@ class CollectiveContext {
 
  private:
   // The message primitives; `block` is the pair's count of sendBlock and
-  // recvBlock, nullopt the descriptor's count.
-  void sendMessage(int peer, std::optional<std::uint64_t> block, std::span<const std::byte> payload);
+  // recvBlock, nullopt the descriptor's count; `post`: Transport::post.
+  // Returns whether the message was queued.
+  bool sendMessage(int peer, std::optional<std::uint64_t> block, std::span<const std::byte> payload, bool post);
   Received receiveMessage(int peer, std::optional<std::uint64_t> block, std::size_t expectedBytes,
                           Transport::Deadline deadline);
   // Rethrows a transport error with this collective's context; `peer` is a global rank.
@@ -111,6 +117,7 @@ class CollectiveContext {
     std::vector<std::uint32_t> recvSteps;
     std::vector<std::byte> prefix;  // header, then the barrier name
     bool expecting = false;         // expectPayload was called
+    bool posting = false;           // postBlock was called since flushSends
   };
   int global(int position) const { return members_[static_cast<std::size_t>(position)]; }
 

@@ -234,45 +234,56 @@ class TcpLink {
   }
 
   // --- messages out ---
-  // Makes `header` + `payload` the frame to write (plain: from the caller's
-  // memory, which must stay until written).
-  void beginFrame(std::span<const std::byte> header, std::span<const std::byte> payload) {
-    const std::size_t message = header.size() + payload.size();
-    if (encrypted_) {
-      plain_.resize(message);
-      if (!header.empty()) std::memcpy(plain_.data(), header.data(), header.size());
-      if (!payload.empty()) std::memcpy(plain_.data() + header.size(), payload.data(), payload.size());
-      cipher_.resize(kLengthBytes + message + kTagBytes);
-      putLength(cipher_.data(), message + kTagBytes);
-      crypto_secretstream_xchacha20poly1305_push(&push_, reinterpret_cast<unsigned char*>(cipher_.data() + kLengthBytes),
-                                                 nullptr, reinterpret_cast<const unsigned char*>(plain_.data()),
-                                                 message, nullptr, 0, 0);
-      iov_[0] = {cipher_.data(), cipher_.size()};
-      iov_count_ = 1;
-    } else {
-      putLength(length_, message);
-      iov_[0] = {length_, kLengthBytes};
-      iov_[1] = {const_cast<std::byte*>(header.data()), header.size()};
-      iov_[2] = {const_cast<std::byte*>(payload.data()), payload.size()};
-      iov_count_ = 3;
-    }
-    iov_at_ = 0;
+  // Queues `header` (copied) + `payload` as the link's last frame to write
+  // (plain: from `payload`, which must stay until written or owned()).
+  void queue(std::span<const std::byte> header, std::span<const std::byte> payload) {
+    out_.push_back({std::vector<std::byte>(header.begin(), header.end()), payload, {}});
+    if (out_.size() == 1) beginFront();
   }
-  // Writes what the kernel takes of the frame; true once it is all written
-  // (or the link broke).
+  bool hasOutput() const { return !out_.empty(); }
+  // Whether the link broke with messages still to write (they were dropped).
+  bool droppedOutput() const { return dropped_output_; }
+  // Copies what queued frames still read of their callers' memory.
+  void ownOutput() {
+    for (std::size_t i = 0; i < out_.size(); ++i) {
+      OutFrame& f = out_[i];
+      if (!f.owned.empty() || f.payload.empty()) continue;
+      if (i == 0 && !encrypted_) {
+        iovec& rest = iov_[2];  // what of the payload is still to write
+        const auto* from = static_cast<const std::byte*>(rest.iov_base);
+        f.owned.assign(from, from + rest.iov_len);
+        rest.iov_base = f.owned.data();
+      } else if (i > 0) {
+        f.owned.assign(f.payload.begin(), f.payload.end());
+        f.payload = f.owned;
+      }
+    }
+  }
+  // Writes what the kernel takes of the queued frames; true once all are
+  // written (or the link broke, which drops them).
   bool writeSome() {
-    while (iov_at_ < iov_count_) {
-      msghdr m{};
-      m.msg_iov = iov_.data() + iov_at_;
-      m.msg_iovlen = static_cast<std::size_t>(iov_count_ - iov_at_);
-      const ssize_t n = ::sendmsg(fd_, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        if (errno == EAGAIN) return false;
-        breakWith(fmt::format("writing failed: {}", errnoText()));
+    while (!out_.empty()) {
+      if (broken()) {
+        dropped_output_ = true;
+        out_.clear();
         return true;
       }
-      advance(static_cast<std::size_t>(n));
+      while (iov_at_ < iov_count_) {
+        msghdr m{};
+        m.msg_iov = iov_.data() + iov_at_;
+        m.msg_iovlen = static_cast<std::size_t>(iov_count_ - iov_at_);
+        const ssize_t n = ::sendmsg(fd_, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0) {
+          if (errno == EINTR) continue;
+          if (errno == EAGAIN) return false;
+          breakWith(fmt::format("writing failed: {}", errnoText()));
+          break;
+        }
+        advance(static_cast<std::size_t>(n));
+      }
+      if (broken()) continue;
+      out_.pop_front();
+      if (!out_.empty()) beginFront();
     }
     return true;
   }
@@ -343,6 +354,30 @@ class TcpLink {
   }
 
  private:
+  // Makes the first queued frame the one to write (encrypted: seals it now).
+  void beginFront() {
+    const std::span<const std::byte> header = out_.front().header, payload = out_.front().payload;
+    const std::size_t message = header.size() + payload.size();
+    if (encrypted_) {
+      plain_.resize(message);
+      if (!header.empty()) std::memcpy(plain_.data(), header.data(), header.size());
+      if (!payload.empty()) std::memcpy(plain_.data() + header.size(), payload.data(), payload.size());
+      cipher_.resize(kLengthBytes + message + kTagBytes);
+      putLength(cipher_.data(), message + kTagBytes);
+      crypto_secretstream_xchacha20poly1305_push(&push_, reinterpret_cast<unsigned char*>(cipher_.data() + kLengthBytes),
+                                                 nullptr, reinterpret_cast<const unsigned char*>(plain_.data()),
+                                                 message, nullptr, 0, 0);
+      iov_[0] = {cipher_.data(), cipher_.size()};
+      iov_count_ = 1;
+    } else {
+      putLength(length_, message);
+      iov_[0] = {length_, kLengthBytes};
+      iov_[1] = {const_cast<std::byte*>(header.data()), header.size()};
+      iov_[2] = {const_cast<std::byte*>(payload.data()), payload.size()};
+      iov_count_ = 3;
+    }
+    iov_at_ = 0;
+  }
   static void putLength(std::byte* out, std::size_t length) {
     const auto n = static_cast<std::uint32_t>(length);
     for (int i = 0; i < 4; ++i) out[i] = static_cast<std::byte>(n >> (8 * i));
@@ -459,7 +494,14 @@ class TcpLink {
   bool encrypted_ = false;
   crypto_secretstream_xchacha20poly1305_state push_{}, pull_{};
 
-  // The frame being written.
+  // The frames to write; the first is being written.
+  struct OutFrame {
+    std::vector<std::byte> header;
+    std::span<const std::byte> payload;  // the caller's, or `owned`
+    std::vector<std::byte> owned;
+  };
+  std::deque<OutFrame> out_;
+  bool dropped_output_ = false;
   std::array<iovec, 3> iov_{};
   int iov_count_ = 0, iov_at_ = 0;
   std::byte length_[kLengthBytes]{};
@@ -655,20 +697,51 @@ void TcpLinks::send(int peer, std::span<const std::byte> header, std::span<const
                     const Check& check) {
   TcpLink* l = link(peer);
   HPU_COMM_CHECK(l != nullptr, "send over a data link that does not exist");
-  l->beginFrame(header, payload);
+  l->queue(header, payload);
   while (!l->writeSome()) {
     check();
     if (Clock::now() >= deadline)
       throw CommTimeoutError(fmt::format("rank {} did not take its messages before the deadline", peer));
-    pollLinks(sliceUntil(deadline), peer);
+    pollLinks(sliceUntil(deadline));
   }
+  awaitReport(l, deadline, check);
+}
+
+void TcpLinks::post(int peer, std::span<const std::byte> header, std::span<const std::byte> payload) {
+  TcpLink* l = link(peer);
+  HPU_COMM_CHECK(l != nullptr, "send over a data link that does not exist");
+  l->queue(header, payload);
+  l->writeSome();
+}
+
+void TcpLinks::flush(Deadline deadline, const Check& check) {
+  for (const auto& l : links_) {
+    if (!l) continue;
+    while (!l->writeSome()) {
+      check();
+      if (Clock::now() >= deadline)
+        throw CommTimeoutError(fmt::format("rank {} did not take its messages before the deadline", l->peer()));
+      pollLinks(sliceUntil(deadline));
+    }
+    // A link that broke after taking all of its messages fails nothing here.
+    if (l->droppedOutput()) awaitReport(l.get(), deadline, check);
+  }
+}
+
+void TcpLinks::ownPosted() {
+  for (const auto& l : links_) {
+    if (l) l->ownOutput();
+  }
+}
+
+void TcpLinks::awaitReport(TcpLink* l, Deadline deadline, const Check& check) {
   // A broken link takes nothing: wait for the job's health to say why.
   while (l->broken()) {
     check();
     if (Clock::now() >= deadline)
       throw CommTimeoutError(fmt::format("the data link to rank {} broke ({}) and the rank was not reported lost "
                                          "before the deadline",
-                                         peer, l->brokenReason()));
+                                         l->peer(), l->brokenReason()));
     std::this_thread::sleep_for(std::min<microseconds>(sliceUntil(deadline), milliseconds(10)));
   }
 }
@@ -691,14 +764,14 @@ std::unique_ptr<Message> TcpLinks::tryTake(int peer) {
   return l->take();
 }
 
-void TcpLinks::progress(microseconds wait) { pollLinks(wait, -1); }
+void TcpLinks::progress(microseconds wait) { pollLinks(wait); }
 
-void TcpLinks::pollLinks(microseconds wait, int writable_peer) {
+void TcpLinks::pollLinks(microseconds wait) {
   std::vector<pollfd> fds;
   std::vector<TcpLink*> polled;
   for (const auto& l : links_) {
     if (!l || l->broken()) continue;
-    fds.push_back({l->fd(), static_cast<short>(POLLIN | (l->peer() == writable_peer ? POLLOUT : 0)), 0});
+    fds.push_back({l->fd(), static_cast<short>(POLLIN | (l->hasOutput() ? POLLOUT : 0)), 0});
     polled.push_back(l.get());
   }
   if (fds.empty()) {
@@ -707,8 +780,10 @@ void TcpLinks::pollLinks(microseconds wait, int writable_peer) {
   }
   const timespec ts = timespecOf(wait);
   if (::ppoll(fds.data(), fds.size(), &ts, nullptr) <= 0) return;
-  for (std::size_t i = 0; i < fds.size(); ++i)
+  for (std::size_t i = 0; i < fds.size(); ++i) {
     if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) polled[i]->readAvailable();
+    if (fds[i].revents & POLLOUT) polled[i]->writeSome();
+  }
 }
 
 }  // namespace hpu::comm::detail

@@ -29,9 +29,12 @@
 // its header, instead of into a buffer of the link's, which saves the copy
 // (an alltoall's blocks land in its output).
 //
-// Flow: send() returns once the whole message is in the kernel's buffers;
-// while it waits for room it reads every link, so two ranks sending to each
-// other never block each other. Messages that arrive are queued per peer.
+// Flow: each link writes its messages in order. send() returns once the
+// whole message is in the kernel's buffers; post() queues it and returns,
+// and what is queued is written whenever this rank waits (send, flush,
+// progress) and the link has room. While waiting, a rank reads every link,
+// so two ranks sending to each other never block each other. Messages that
+// arrive are queued per peer.
 // A link the peer closed or reset is only marked broken: the error a
 // caller sees comes from the job's health (which names how the peer was
 // lost) or from its deadline.
@@ -94,6 +97,16 @@ class TcpLinks {
   // REQUIRES: linked(peer).
   void send(int peer, std::span<const std::byte> header, std::span<const std::byte> payload, Deadline deadline,
             const Check& check);
+  // Queues `header` (copied) then `payload` as one message to `peer`, writes
+  // what the link takes now and returns; the rest is written while this
+  // rank waits in send, flush or progress. `payload` must stay unchanged
+  // until flush() returns or ownPosted() is called.
+  // REQUIRES: linked(peer).
+  void post(int peer, std::span<const std::byte> header, std::span<const std::byte> payload);
+  // Returns once every queued message is in the kernel's buffers; throws as send.
+  void flush(Deadline deadline, const Check& check);
+  // Copies what queued messages still read of their callers' memory.
+  void ownPosted();
   // The next message from `peer`, if one has arrived whole.
   std::unique_ptr<Message> tryTake(int peer);
   // Transport::expect for a linked peer: the frame of the next message not
@@ -110,9 +123,12 @@ class TcpLinks {
 
  private:
   TcpLink* link(int peer) const;
-  // Reads every readable link, or waits for one up to `wait`; with
-  // `writable_peer` >= 0, returns early when that link can take more.
-  void pollLinks(std::chrono::microseconds wait, int writable_peer);
+  // Reads every readable link and writes every writable one with queued
+  // messages, or waits for one to be up to `wait`.
+  void pollLinks(std::chrono::microseconds wait);
+  // Once `l` took its messages: if it broke instead, waits for `check` to
+  // say why, or throws CommTimeoutError at `deadline`.
+  void awaitReport(TcpLink* l, Deadline deadline, const Check& check);
 
   TcpLinkOptions options_;
   int listener_ = -1;

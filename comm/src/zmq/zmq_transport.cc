@@ -186,6 +186,28 @@ void ZmqTransport::send(int peer, std::span<const std::byte> header, std::span<c
   if (lane) lane->segment().posted(sequence);
 }
 
+bool ZmqTransport::post(int peer, std::span<const std::byte> header, std::span<const std::byte> payload,
+                        Deadline deadline) {
+  HPU_COMM_CHECK(peer >= 0 && peer < size_ && peer != rank_, "send to an invalid peer");
+  if (!linked_[static_cast<std::size_t>(peer)]) {
+    send(peer, header, payload, deadline);
+    return false;
+  }
+  checkNotAborted();
+  session_->health()->check();
+  if (dropped_.load(std::memory_order_relaxed)) return false;
+  tcp_->post(peer, header, payload);
+  return true;
+}
+
+void ZmqTransport::flushSends(Deadline deadline) {
+  if (tcp_ && !dropped_.load(std::memory_order_relaxed)) tcp_->flush(deadline, [this] { checkHealth(); });
+}
+
+void ZmqTransport::ownPosted() {
+  if (tcp_) tcp_->ownPosted();
+}
+
 void ZmqTransport::sendOverSocket(int peer, std::uint32_t senderWord, std::uint32_t sequence,
                                   std::span<const std::byte> header, std::span<const std::byte> payload,
                                   Deadline deadline) {

@@ -58,6 +58,11 @@ class ZmqTransport final : public Transport {
   int node(int rank) const override { return nodeOf_[static_cast<std::size_t>(rank)]; }
   void send(int peer, std::span<const std::byte> header, std::span<const std::byte> payload,
             Deadline deadline) override;
+  // Over a TCP link a queued send; within the node a send.
+  bool post(int peer, std::span<const std::byte> header, std::span<const std::byte> payload,
+            Deadline deadline) override;
+  void flushSends(Deadline deadline) override;
+  void ownPosted() override;
   std::unique_ptr<Message> recv(int peer, Deadline deadline) override;
   // Payloads are placed for peers over TCP links only (tcp_links.h).
   void expect(int peer, std::size_t headerBytes, std::span<std::byte> destination) override;

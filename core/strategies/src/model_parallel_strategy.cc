@@ -150,8 +150,15 @@ class ModelParallelStrategy final : public DistributedStrategy {
         std::sort(pair.begin(), pair.end());
         return StageLinks::Link{group().split(pair), group().split(pair)};
       };
-      StageLinks::Link previous = stage_ > 0 ? link(stage_ - 1) : ring ? link(pp_ - 1) : StageLinks::Link{};
-      StageLinks::Link next = stage_ + 1 < pp_ || ring ? link(stage_) : StageLinks::Link{};
+      // Split in the order of the stage they leave from, so that with two
+      // stages in a ring (both links join the same two ranks) both ranks
+      // split them alike.
+      const int from_previous = stage_ > 0 ? stage_ - 1 : ring ? pp_ - 1 : -1;
+      const int from_here = stage_ + 1 < pp_ || ring ? stage_ : -1;
+      StageLinks::Link previous, next;
+      if (from_previous >= 0 && from_previous < from_here) previous = link(from_previous);
+      if (from_here >= 0) next = link(from_here);
+      if (from_previous >= 0 && from_previous >= from_here) previous = link(from_previous);
       links_ = std::make_unique<StageLinks>(device(), std::move(previous), std::move(next));
       if (stage_ == 0 || stage_ == pp_ - 1) embedding_ = group().split({pp_ranks.front(), pp_ranks.back()});
     }

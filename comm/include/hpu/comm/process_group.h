@@ -252,8 +252,10 @@ class ProcessGroup {
   // kinds, sizes, roots and dtypes, through the store
   // (collective_schedule.h). Throws CollectiveMismatchError naming this
   // rank, the group, and the first collective that differs from the group's
-  // rank 0's. REQUIRES: called on the job's group by every rank, with no
-  // collective in flight.
+  // rank 0's. Groups with the same members are matched by the order their
+  // ranks split them. REQUIRES: called on the job's group by every rank,
+  // with no collective in flight; the ranks of two groups with the same
+  // members split them in the same order.
   ScheduleCheck checkSchedules(Clock::time_point deadline);
 
  private:

@@ -50,6 +50,24 @@ class Transport {
   // REQUIRES: 0 <= peer < size(), peer != rank().
   virtual void send(int peer, std::span<const std::byte> header, std::span<const std::byte> payload,
                     Deadline deadline) = 0;
+  // Like send, but may queue the message and return before `payload` is
+  // taken (`header` is copied); true if it did: the caller then keeps
+  // `payload` unchanged until flushSends() returns or ownPosted() is called.
+  // A rank that posts to several peers keeps writing to those that can take
+  // more while others cannot. Transports without a send queue send at once
+  // and return false (the default).
+  // REQUIRES: as send.
+  virtual bool post(int peer, std::span<const std::byte> header, std::span<const std::byte> payload,
+                    Deadline deadline) {
+    send(peer, header, payload, deadline);
+    return false;
+  }
+  // Returns once every message post() queued is taken as send takes it;
+  // throws as send.
+  virtual void flushSends(Deadline deadline) {}
+  // Makes the messages post() queued own their payloads, for a caller about
+  // to give up their memory (an operation that failed with sends queued).
+  virtual void ownPosted() {}
   // The next message from `peer` (header and payload, as sent).
   // REQUIRES: 0 <= peer < size(), peer != rank().
   virtual std::unique_ptr<Message> recv(int peer, Deadline deadline) = 0;
