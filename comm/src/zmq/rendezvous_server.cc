@@ -199,7 +199,7 @@ class RendezvousServer::Session {
     if (auto it = rankByRouting_.find(routingId); it != rankByRouting_.end()) {
       // The same process again (it reconnected): answer as before.
       if (phase_ == Phase::kRunning) {
-        send(routingId, welcome());
+        sendEncoded(routingId, welcome_);
       } else {
         send(routingId, admitted());
       }
@@ -261,8 +261,8 @@ class RendezvousServer::Session {
       owner_.traffic_.everyRankAdmittedNs =
           std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
       // One encoding (and MAC) of the table for every rank.
-      const std::string table = encode(welcome(), config_.keys->helloMac);
-      for (const auto& m : members_) sendEncoded(m.routingId, table);
+      welcome_ = encode(welcome(), config_.keys->helloMac);
+      for (const auto& m : members_) sendEncoded(m.routingId, welcome_);
       spdlog::info("rank 0: all {} ranks joined the rendezvous on {} after {}", config_.worldSize,
                    config_.displayAddress,
                    durationText(std::chrono::duration_cast<milliseconds>(Clock::now() - start_)));
@@ -275,11 +275,10 @@ class RendezvousServer::Session {
   }
 
   Welcome welcome() const {
-    Welcome table;
-    for (const auto& m : members_) {
-      table.peers.push_back(PeerInfo{m.hello.nodeRank, m.hello.hostname, m.hello.hostId, m.hello.endpoints});
-    }
-    return table;
+    std::vector<const Hello*> hellos;
+    hellos.reserve(members_.size());
+    for (const auto& m : members_) hellos.push_back(&m.hello);
+    return Welcome{PeerTable::of(hellos), true};
   }
 
   // The rendezvous cannot succeed: tell the offender and everyone admitted.
@@ -520,6 +519,7 @@ class RendezvousServer::Session {
   int joined_ = 0;
   int failureOffender_ = -1;
   std::string failureReason_;
+  std::string welcome_;  // the peer table, encoded and signed once every rank joined
   std::array<std::uint8_t, 32> referenceDigest_{};
   const std::string hostname_ = hostName();
   const std::string hostId_ = hostIdentity();
