@@ -122,6 +122,21 @@ TEST(ControlClient, RefusesAPeerTableOfAnotherWorldSize) {
   EXPECT_EQ(awaitWelcomeError(*rank.client), "rank 5: rank 0 published 4 peers for a world of 8");
 }
 
+TEST(ControlClient, RecordsTheRanksThatLeft) {
+  ScriptedRankZero rankZero;
+  Client rank(rankZero, 2, 4);
+  rankZero.admit(4);
+  rankZero.send(Welcome{samplePeerTable(), true});
+  rank.client->awaitWelcome(Clock::now() + 5s);
+  rankZero.send(PeersLeft{{1, 3}});
+  const auto deadline = Clock::now() + 5s;
+  while (!rank.health->hasLeft(3) && Clock::now() < deadline) std::this_thread::sleep_for(1ms);
+  EXPECT_TRUE(rank.health->hasLeft(1));
+  EXPECT_TRUE(rank.health->hasLeft(3));
+  EXPECT_FALSE(rank.health->hasLeft(0));
+  EXPECT_FALSE(rank.health->firstFailure().has_value());
+}
+
 // The table of a large job reaches its last ranks long after they were
 // admitted, behind every other rank's copy: rank 0's silence until then is
 // not a loss. Once the table is here, it is.

@@ -47,6 +47,8 @@ TEST(Wire, StoreAndPeerMessagesRoundTrip) {
   EXPECT_EQ(down.rank, 3u);
   EXPECT_EQ(down.kind, PeerDownKind::kAborted);
   EXPECT_EQ(down.reason, "why");
+  const auto left = std::get<PeersLeft>(decode(bytesOf(encode(PeersLeft{{3, 9, 4095}}, kKey)), kKey));
+  EXPECT_EQ(left.ranks, (std::vector<std::uint32_t>{3, 9, 4095}));
   const auto admitted =
       std::get<Admitted>(decode(bytesOf(encode(Admitted{3, 8, 4141, "node-a", "node-a/boot"}, kKey)), kKey));
   EXPECT_EQ(admitted.joined, 3u);
@@ -109,7 +111,7 @@ TEST(Wire, PeerTableMacNeedsTheSameTokenAndUntouchedBytes) {
 }
 
 // Garbled counts and node indices are named; none allocates by a count it was sent.
-TEST(Wire, GarbledPeerTablesAreMalformedWithTheirReason) {
+TEST(Wire, GarbledPeerTablesAndDepartureListsAreMalformedWithTheirReason) {
   const auto expectMalformed = [](const std::string& bytes, const std::string& message) {
     try {
       decode(bytesOf(bytes), kKey);
@@ -133,6 +135,12 @@ TEST(Wire, GarbledPeerTablesAreMalformedWithTheirReason) {
   // One byte short of its MAC: the body loses its last rank's last byte.
   expectMalformed(bytes.substr(0, bytes.size() - 1), "a peer table of 4 ranks needs 72 bytes, 71 are left");
   expectMalformed(bytes.substr(0, body) + '\0' + bytes.substr(body), "1 unexpected trailing bytes");
+  const std::string left = encode(PeersLeft{{3, 9}}, kKey);
+  expectMalformed(left.substr(0, left.size() - 1), "2 ranks left in 7 bytes");
+  std::string many = left;
+  const std::uint32_t tooMany = 70'000;
+  std::memcpy(many.data() + 6, &tooMany, sizeof tooMany);
+  expectMalformed(many, "70000 ranks left");
 }
 
 TEST(Wire, RandomCorruptionNeverEscapesAsAnythingButMalformedMessage) {
@@ -140,7 +148,7 @@ TEST(Wire, RandomCorruptionNeverEscapesAsAnythingButMalformedMessage) {
   const std::vector<std::string> samples = {
       encode(sampleHello(), kKey), encode(StoreRequest{StoreRequest::Op::kSet, 1, {"k"}, "v", 0, 0}, kKey),
       encode(Welcome{samplePeerTable(), true}, kKey),
-      encode(Reject{2, "reason"}, kKey)};
+      encode(Reject{2, "reason"}, kKey), encode(PeersLeft{{1, 2, 3}}, kKey)};
   for (int round = 0; round < 20000; ++round) {
     std::string bytes = samples[static_cast<std::size_t>(round) % samples.size()];
     const int flips = 1 + static_cast<int>(rng() % 4);

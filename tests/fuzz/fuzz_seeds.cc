@@ -100,6 +100,7 @@ void controlMessageSeeds(Corpus& corpus) {
       StoreReply{2, StoreReply::Status::kOk, "value"},
       StoreReply{3, StoreReply::Status::kTimeout, ""},
       PeerDown{2, PeerDownKind::kLost, "rank 2 lost"},
+      PeersLeft{{1, 3}},
       Abort{"loss is NaN"},
       Goodbye{},
       Shutdown{},

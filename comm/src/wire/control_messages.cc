@@ -31,6 +31,7 @@ enum class Type : std::uint8_t {
   kAbort,
   kGoodbye,
   kShutdown,
+  kPeersLeft,
 };
 
 using Mac = std::array<std::uint8_t, kMacBytes>;
@@ -138,6 +139,11 @@ struct Encoder {
     w.u8(static_cast<std::uint8_t>(m.kind));
     w.str(m.reason);
   }
+  void operator()(const PeersLeft& m) {
+    w.u8(static_cast<std::uint8_t>(Type::kPeersLeft));
+    w.u32(static_cast<std::uint32_t>(m.ranks.size()));
+    for (const std::uint32_t rank : m.ranks) w.u32(rank);
+  }
   void operator()(const Abort& m) {
     w.u8(static_cast<std::uint8_t>(Type::kAbort));
     w.str(m.reason);
@@ -230,6 +236,8 @@ bool verifyMac(std::span<const std::byte>& bytes, const JobToken::Key& key) {
 
 }  // namespace
 
+std::string leftTheJob(std::uint32_t rank) { return fmt::format("rank {} left the job", rank); }
+
 PeerTable PeerTable::of(const std::vector<const Hello*>& hellos) {
   PeerTable table;
   std::map<std::tuple<std::uint32_t, std::string_view, std::string_view>, std::uint32_t> index;
@@ -320,6 +328,18 @@ ControlMessage decode(std::span<const std::byte> bytes, const JobToken::Key& mac
     case Type::kAbort: out = Abort{r.str(kMaxText)}; break;
     case Type::kGoodbye: out = Goodbye{}; break;
     case Type::kShutdown: out = Shutdown{}; break;
+    case Type::kPeersLeft: {
+      PeersLeft m;
+      const std::uint32_t ranks = r.u32();
+      if (ranks > kMaxPeers) throw MalformedMessage(fmt::format("{} ranks left", ranks));
+      if (r.remaining() < std::size_t{ranks} * 4) {
+        throw MalformedMessage(fmt::format("{} ranks left in {} bytes", ranks, r.remaining()));
+      }
+      m.ranks.resize(ranks);
+      for (auto& rank : m.ranks) rank = r.u32();
+      out = std::move(m);
+      break;
+    }
     default: throw MalformedMessage(fmt::format("unknown message type {}", static_cast<int>(type)));
   }
   r.expectEnd();

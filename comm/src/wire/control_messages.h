@@ -8,7 +8,7 @@
 //
 //   client -> server: Hello, Heartbeat(activity), StoreRequest, Abort(reason), Goodbye
 //   server -> client: Admitted(joined, world, rank 0's process), Welcome(peer table), Reject(offender, reason),
-//                     Heartbeat, StoreReply, PeerDown(rank, kind, reason), Shutdown
+//                     Heartbeat, StoreReply, PeerDown(rank, kind, reason), PeersLeft(ranks), Shutdown
 // Thread-safety: pure functions.
 #pragma once
 
@@ -131,6 +131,15 @@ struct PeerDown {
   std::string reason;
 };
 
+// Ranks that left the job cleanly since rank 0's last such report: when a
+// job ends, every rank leaves at once, and one report per departure to
+// every rank would be N^2 messages.
+struct PeersLeft {
+  std::vector<std::uint32_t> ranks;
+};
+// What a departure is reported as: "rank 3 left the job".
+std::string leftTheJob(std::uint32_t rank);
+
 struct Abort {
   std::string reason;
 };
@@ -139,7 +148,7 @@ struct Goodbye {};
 struct Shutdown {};
 
 using ControlMessage = std::variant<Hello, Admitted, Welcome, Reject, Heartbeat, StoreRequest, StoreReply, PeerDown,
-                                    Abort, Goodbye, Shutdown>;
+                                    PeersLeft, Abort, Goodbye, Shutdown>;
 
 // Caps on what a peer may send; the sockets cap whole messages at kMaxControlMessage.
 inline constexpr std::size_t kMaxControlMessage = 4u << 20;

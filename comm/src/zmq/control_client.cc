@@ -270,6 +270,13 @@ void ControlClient::handle(ControlMessage message) {
     changed_.notify_all();
     return;
   }
+  if (auto* left = std::get_if<PeersLeft>(&message)) {
+    for (const std::uint32_t peer : left->ranks) {
+      health_->report(static_cast<int>(peer), PeerDownKind::kLeft, leftTheJob(peer));
+    }
+    changed_.notify_all();
+    return;
+  }
   std::lock_guard lock(mutex_);
   std::visit(
       [&](auto& m) {
