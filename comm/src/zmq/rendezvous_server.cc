@@ -323,7 +323,7 @@ class RendezvousServer::Session {
     }
     // The scan over every rank runs once per kLongestPoll, not once per
     // message received: its cost per rank does not grow with the world.
-    // So do the reports of departures.
+    // Departures are reported on the same beat.
     if (now < nextLivenessScan_) return periodicRendezvous(now);
     nextLivenessScan_ = now + kLongestPoll;
     reportDepartures();
