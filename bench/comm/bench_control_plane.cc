@@ -93,8 +93,10 @@ detail::ClientConfig clientConfig(const detail::JobKeys& keys, int rank, int wor
   c.hello.hostname = detail::hostName();
   c.hello.hostId = detail::hostIdentity();
   // What a rank publishes: its TCP listener and its ipc socket.
-  c.hello.endpoints.tcp = fmt::format("tcp://127.0.0.1:{}", 20000 + rank % 40000);
-  c.hello.endpoints.ipc = fmt::format("ipc://@hpu-train-{}-0123456789abcdef-r{}", ::getpid(), rank);
+  c.hello.endpoints.tcpHost = "127.0.0.1";
+  c.hello.endpoints.tcpPort = static_cast<std::uint16_t>(20000 + rank % 40000);
+  c.hello.endpoints.ipcPid = static_cast<std::uint32_t>(::getpid());
+  c.hello.endpoints.ipcNonce = 0x0123456789abcdefu + static_cast<std::uint64_t>(rank);
   c.rendezvousTimeout = std::chrono::minutes(2);
   c.peerTimeout = peerTimeout;
   c.heartbeatInterval = peerTimeout / 5;  // CommSettings::heartbeatInterval
@@ -131,7 +133,17 @@ class ClientSet {
       }
       std::this_thread::sleep_for(milliseconds(1));
     }
-    if (pending > 0) throw std::runtime_error(fmt::format("{} ranks never learned that rank {} failed", pending, rank));
+    if (pending > 0) {
+      // What the first of them knew instead (another rank's failure, rank 0 lost, nothing).
+      std::string instead = "nothing";
+      for (std::size_t i = 0; i < health_.size(); ++i) {
+        if (learned[i] != 0) continue;
+        if (auto f = health_[i]->firstFailure()) instead = f->reason;
+        break;
+      }
+      throw std::runtime_error(
+          fmt::format("{} ranks never learned that rank {} failed; the first of them knew: {}", pending, rank, instead));
+    }
     return *std::max_element(learned.begin(), learned.end());
   }
 

@@ -87,13 +87,10 @@ void configSeeds(Corpus& corpus) {
 
 void controlMessageSeeds(Corpus& corpus) {
   const JobToken::Key key{1, 2, 3};  // fuzz_control_message's
-  Welcome welcome;
-  welcome.peers = {PeerInfo{0, "node0", "node0/boot", {"tcp://10.0.0.1:1", "ipc://@a"}},
-                   PeerInfo{1, "node1", "node1/boot", {"tcp://10.0.0.2:2", "ipc://@b"}}};
   const ControlMessage messages[] = {
       test_support::sampleHello(),
       Admitted{1, 2, 41, "node0", "node0/boot"},
-      welcome,
+      Welcome{test_support::samplePeerTable(), true},
       Reject{1, "rank 1 joined twice"},
       Heartbeat{"allreduce #7 (sum, float32, 1024 elements, ring)"},
       StoreRequest{StoreRequest::Op::kSet, 1, {"key"}, "value"},
@@ -103,6 +100,7 @@ void controlMessageSeeds(Corpus& corpus) {
       StoreReply{2, StoreReply::Status::kOk, "value"},
       StoreReply{3, StoreReply::Status::kTimeout, ""},
       PeerDown{2, PeerDownKind::kLost, "rank 2 lost"},
+      PeersLeft{{1, 3}},
       Abort{"loss is NaN"},
       Goodbye{},
       Shutdown{},

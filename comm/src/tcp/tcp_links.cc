@@ -548,6 +548,7 @@ TcpLinks::TcpLinks(const ResolvedAddress& local, TcpLinkOptions options)
   ::getsockname(listener_, reinterpret_cast<sockaddr*>(&bound), &bound_length);
   const int port = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
                                                      : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  port_ = static_cast<std::uint16_t>(port);
   endpoint_ = tcpEndpoint(local, port);
 }
 

@@ -82,8 +82,9 @@ class TcpLinks {
   TcpLinks(const TcpLinks&) = delete;
   TcpLinks& operator=(const TcpLinks&) = delete;
 
-  // "tcp://10.0.0.2:41234" (IPv6: "tcp://[::1]:41234").
+  // "tcp://10.0.0.2:41234" (IPv6: "tcp://[::1]:41234"), and its port.
   const std::string& endpoint() const { return endpoint_; }
+  std::uint16_t port() const { return port_; }
 
   // Sets up a link to every rank of `peers` (global rank and endpoint).
   // Throws RendezvousError naming the ranks whose link is not up at
@@ -133,6 +134,7 @@ class TcpLinks {
   TcpLinkOptions options_;
   int listener_ = -1;
   std::string endpoint_;
+  std::uint16_t port_ = 0;
   std::shared_ptr<FramePool> pool_;               // message buffers, reused
   std::vector<std::unique_ptr<TcpLink>> links_;  // per global rank; null: same node, or self
 };

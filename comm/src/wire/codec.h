@@ -25,6 +25,7 @@ class MalformedMessage : public CommError {
 class WireWriter {
  public:
   void u8(std::uint8_t v) { put(&v, sizeof v); }
+  void u16(std::uint16_t v) { put(&v, sizeof v); }
   void u32(std::uint32_t v) { put(&v, sizeof v); }
   void u64(std::uint64_t v) { put(&v, sizeof v); }
   void i64(std::int64_t v) { put(&v, sizeof v); }
@@ -45,6 +46,7 @@ class WireReader {
   explicit WireReader(std::span<const std::byte> data) : data_(data) {}
 
   std::uint8_t u8() { return get<std::uint8_t>(); }
+  std::uint16_t u16() { return get<std::uint16_t>(); }
   std::uint32_t u32() { return get<std::uint32_t>(); }
   std::uint64_t u64() { return get<std::uint64_t>(); }
   std::int64_t i64() { return get<std::int64_t>(); }
@@ -52,8 +54,9 @@ class WireReader {
   void bytes(std::span<std::uint8_t> out);
   // A length-prefixed string of at most `maxBytes`.
   std::string str(std::size_t maxBytes);
-  // How many bytes have been consumed so far.
+  // How many bytes have been consumed so far, and how many are left.
   std::size_t position() const { return pos_; }
+  std::size_t remaining() const { return data_.size() - pos_; }
   // MalformedMessage unless every byte was consumed.
   void expectEnd() const;
 

@@ -2,6 +2,9 @@
 
 #include <sodium.h>
 
+#include <map>
+#include <tuple>
+
 #include <spdlog/fmt/fmt.h>
 
 #include "../check.h"
@@ -11,7 +14,7 @@ namespace hpu::comm::detail {
 namespace {
 
 constexpr std::uint32_t kMagic = 0x52555048;  // "HPUR"
-constexpr std::uint8_t kProtocolVersion = 2;
+constexpr std::uint8_t kProtocolVersion = 3;
 constexpr std::size_t kMaxText = 1 << 20;  // any single string field
 constexpr std::size_t kMacBytes = crypto_auth_hmacsha256_BYTES;
 constexpr std::size_t kEnvelopeBytes = 6;  // magic, protocol version, type
@@ -28,6 +31,7 @@ enum class Type : std::uint8_t {
   kAbort,
   kGoodbye,
   kShutdown,
+  kPeersLeft,
 };
 
 using Mac = std::array<std::uint8_t, kMacBytes>;
@@ -38,15 +42,22 @@ Mac macOf(std::string_view bytes, const JobToken::Key& key) {
   return mac;
 }
 
+// A rank's entry in the peer table: u32 node | u16 TCP port | u32 ipc pid | u64 ipc nonce.
+constexpr std::size_t kPeerEntryBytes = 18;
+
 void writeEndpoints(WireWriter& w, const Endpoints& e) {
-  w.str(e.tcp);
-  w.str(e.ipc);
+  w.str(e.tcpHost);
+  w.u16(e.tcpPort);
+  w.u32(e.ipcPid);
+  w.u64(e.ipcNonce);
 }
 
 Endpoints readEndpoints(WireReader& r) {
   Endpoints e;
-  e.tcp = r.str(kMaxText);
-  e.ipc = r.str(kMaxText);
+  e.tcpHost = r.str(kMaxText);
+  e.tcpPort = r.u16();
+  e.ipcPid = r.u32();
+  e.ipcNonce = r.u64();
   return e;
 }
 
@@ -79,14 +90,22 @@ struct Encoder {
     w.str(m.hostname);
     w.str(m.hostId);
   }
+  // u32 node count | per node: u32 node rank, host id, TCP host |
+  // u32 rank count | per rank: its 18-byte entry.
   void operator()(const Welcome& m) {
     w.u8(static_cast<std::uint8_t>(Type::kWelcome));
-    w.u32(static_cast<std::uint32_t>(m.peers.size()));
-    for (const auto& p : m.peers) {
-      w.u32(p.nodeRank);
-      w.str(p.hostname);
-      w.str(p.hostId);
-      writeEndpoints(w, p.endpoints);
+    w.u32(static_cast<std::uint32_t>(m.peers.nodes.size()));
+    for (const auto& n : m.peers.nodes) {
+      w.u32(n.nodeRank);
+      w.str(n.hostId);
+      w.str(n.tcpHost);
+    }
+    w.u32(static_cast<std::uint32_t>(m.peers.ranks.size()));
+    for (const auto& e : m.peers.ranks) {
+      w.u32(e.node);
+      w.u16(e.tcpPort);
+      w.u32(e.ipcPid);
+      w.u64(e.ipcNonce);
     }
   }
   void operator()(const Reject& m) {
@@ -119,6 +138,11 @@ struct Encoder {
     w.u32(m.rank);
     w.u8(static_cast<std::uint8_t>(m.kind));
     w.str(m.reason);
+  }
+  void operator()(const PeersLeft& m) {
+    w.u8(static_cast<std::uint8_t>(Type::kPeersLeft));
+    w.u32(static_cast<std::uint32_t>(m.ranks.size()));
+    for (const std::uint32_t rank : m.ranks) w.u32(rank);
   }
   void operator()(const Abort& m) {
     w.u8(static_cast<std::uint8_t>(Type::kAbort));
@@ -160,14 +184,29 @@ Hello readHello(WireReader& r) {
 
 Welcome readWelcome(WireReader& r) {
   Welcome m;
-  const std::uint32_t peers = r.u32();
-  if (peers > kMaxPeers) throw MalformedMessage(fmt::format("{} peers", peers));
-  m.peers.resize(peers);
-  for (auto& p : m.peers) {
-    p.nodeRank = r.u32();
-    p.hostname = r.str(kMaxText);
-    p.hostId = r.str(kMaxText);
-    p.endpoints = readEndpoints(r);
+  PeerTable& table = m.peers;
+  const std::uint32_t nodes = r.u32();
+  if (nodes > kMaxPeers) throw MalformedMessage(fmt::format("a peer table of {} nodes", nodes));
+  table.nodes.resize(nodes);
+  for (auto& n : table.nodes) {
+    n.nodeRank = r.u32();
+    n.hostId = r.str(kMaxText);
+    n.tcpHost = r.str(kMaxText);
+  }
+  const std::uint32_t ranks = r.u32();
+  if (ranks > kMaxPeers) throw MalformedMessage(fmt::format("a peer table of {} ranks", ranks));
+  if (r.remaining() < std::size_t{ranks} * kPeerEntryBytes) {
+    throw MalformedMessage(fmt::format("a peer table of {} ranks needs {} bytes, {} are left", ranks,
+                                       std::size_t{ranks} * kPeerEntryBytes, r.remaining()));
+  }
+  table.ranks.resize(ranks);
+  for (std::size_t rank = 0; rank < table.ranks.size(); ++rank) {
+    PeerEntry& e = table.ranks[rank];
+    e.node = r.u32();
+    e.tcpPort = r.u16();
+    e.ipcPid = r.u32();
+    e.ipcNonce = r.u64();
+    if (e.node >= nodes) throw MalformedMessage(fmt::format("rank {} is on node {} of a table of {}", rank, e.node, nodes));
   }
   return m;
 }
@@ -196,6 +235,21 @@ bool verifyMac(std::span<const std::byte>& bytes, const JobToken::Key& key) {
 }
 
 }  // namespace
+
+std::string leftTheJob(std::uint32_t rank) { return fmt::format("rank {} left the job", rank); }
+
+PeerTable PeerTable::of(const std::vector<const Hello*>& hellos) {
+  PeerTable table;
+  std::map<std::tuple<std::uint32_t, std::string_view, std::string_view>, std::uint32_t> index;
+  table.ranks.reserve(hellos.size());
+  for (const Hello* h : hellos) {
+    const auto [it, added] = index.try_emplace({h->nodeRank, h->hostId, h->endpoints.tcpHost},
+                                               static_cast<std::uint32_t>(table.nodes.size()));
+    if (added) table.nodes.push_back(PeerNode{h->nodeRank, h->hostId, h->endpoints.tcpHost});
+    table.ranks.push_back(PeerEntry{it->second, h->endpoints.tcpPort, h->endpoints.ipcPid, h->endpoints.ipcNonce});
+  }
+  return table;
+}
 
 std::string encode(const ControlMessage& message, const JobToken::Key& macKey) {
   WireWriter w;
@@ -274,6 +328,18 @@ ControlMessage decode(std::span<const std::byte> bytes, const JobToken::Key& mac
     case Type::kAbort: out = Abort{r.str(kMaxText)}; break;
     case Type::kGoodbye: out = Goodbye{}; break;
     case Type::kShutdown: out = Shutdown{}; break;
+    case Type::kPeersLeft: {
+      PeersLeft m;
+      const std::uint32_t ranks = r.u32();
+      if (ranks > kMaxPeers) throw MalformedMessage(fmt::format("{} ranks left", ranks));
+      if (r.remaining() < std::size_t{ranks} * 4) {
+        throw MalformedMessage(fmt::format("{} ranks left in {} bytes", ranks, r.remaining()));
+      }
+      m.ranks.resize(ranks);
+      for (auto& rank : m.ranks) rank = r.u32();
+      out = std::move(m);
+      break;
+    }
     default: throw MalformedMessage(fmt::format("unknown message type {}", static_cast<int>(type)));
   }
   r.expectEnd();

@@ -1,18 +1,19 @@
 // The rendezvous / control protocol between every rank's ControlClient and
 // rank 0's RendezvousServer (one DEALER -> ROUTER connection per rank).
 //
-// Envelope: u32 magic 'HPUR' | u8 protocol version (2) | u8 type | body.
+// Envelope: u32 magic 'HPUR' | u8 protocol version (3) | u8 type | body.
 // Hello and Welcome end with an HMAC-SHA256 of everything before it, keyed
 // with JobKeys::helloMac, so rank 0 admits only token holders and ranks
 // accept a peer table only from a rank 0 that holds the token too.
 //
 //   client -> server: Hello, Heartbeat(activity), StoreRequest, Abort(reason), Goodbye
 //   server -> client: Admitted(joined, world, rank 0's process), Welcome(peer table), Reject(offender, reason),
-//                     Heartbeat, StoreReply, PeerDown(rank, kind, reason), Shutdown
+//                     Heartbeat, StoreReply, PeerDown(rank, kind, reason), PeersLeft(ranks), Shutdown
 // Thread-safety: pure functions.
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -24,9 +25,16 @@
 
 namespace hpu::comm::detail {
 
+// Where a rank's data plane listens: its TCP listener (the address its
+// node's ranks share, and its own port) and its ipc socket, which the
+// transport names from the rank's process id and a random nonce. Everything
+// but the host is of fixed size, so the peer table carries it without a
+// string per rank.
 struct Endpoints {
-  std::string tcp;  // tcp://10.0.0.2:41234
-  std::string ipc;  // ipc://@hpu-...
+  std::string tcpHost;  // numeric: "10.0.0.2" or "::1"
+  std::uint16_t tcpPort = 0;
+  std::uint32_t ipcPid = 0;
+  std::uint64_t ipcNonce = 0;
 };
 
 struct Hello {
@@ -44,11 +52,34 @@ struct Hello {
   bool authentic = false;  // set by decode: the MAC matched this job's token
 };
 
-struct PeerInfo {
+// The peer table rank 0 publishes once every rank joined. Each node (the
+// ranks of one NODE_RANK on one machine, listening on one address) is listed
+// once; each rank is its node's index and the fixed-size part of its
+// endpoints, 18 bytes on the wire, decoded without allocating per rank.
+struct PeerNode {
   std::uint32_t nodeRank = 0;
-  std::string hostname;
-  std::string hostId;
-  Endpoints endpoints;
+  std::string hostId;  // equal ids share ipc://
+  std::string tcpHost;
+  bool operator==(const PeerNode&) const = default;
+};
+
+struct PeerEntry {
+  std::uint32_t node = 0;  // index into PeerTable::nodes (decode checks it)
+  std::uint16_t tcpPort = 0;
+  std::uint32_t ipcPid = 0;
+  std::uint64_t ipcNonce = 0;
+  bool operator==(const PeerEntry&) const = default;
+};
+
+struct PeerTable {
+  std::vector<PeerNode> nodes;
+  std::vector<PeerEntry> ranks;  // indexed by rank
+  bool operator==(const PeerTable&) const = default;
+
+  const PeerNode& nodeOf(std::size_t rank) const { return nodes[ranks[rank].node]; }
+  // The table of ranks whose Hellos these are, in rank order: one node per
+  // distinct (node rank, host id, TCP host).
+  static PeerTable of(const std::vector<const Hello*>& hellos);
 };
 
 struct Admitted {
@@ -62,7 +93,7 @@ struct Admitted {
 };
 
 struct Welcome {
-  std::vector<PeerInfo> peers;  // indexed by rank
+  PeerTable peers;
   bool authentic = false;
 };
 
@@ -100,6 +131,15 @@ struct PeerDown {
   std::string reason;
 };
 
+// Ranks that left the job cleanly since rank 0's last such report: when a
+// job ends, every rank leaves at once, and one report per departure to
+// every rank would be N^2 messages.
+struct PeersLeft {
+  std::vector<std::uint32_t> ranks;
+};
+// What a departure is reported as: "rank 3 left the job".
+std::string leftTheJob(std::uint32_t rank);
+
 struct Abort {
   std::string reason;
 };
@@ -108,7 +148,7 @@ struct Goodbye {};
 struct Shutdown {};
 
 using ControlMessage = std::variant<Hello, Admitted, Welcome, Reject, Heartbeat, StoreRequest, StoreReply, PeerDown,
-                                    Abort, Goodbye, Shutdown>;
+                                    PeersLeft, Abort, Goodbye, Shutdown>;
 
 // Caps on what a peer may send; the sockets cap whole messages at kMaxControlMessage.
 inline constexpr std::size_t kMaxControlMessage = 4u << 20;

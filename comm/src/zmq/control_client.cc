@@ -90,7 +90,7 @@ void ControlClient::post(const ControlMessage& message) {
   [[maybe_unused]] auto written = ::write(wakeFd_, &one, sizeof one);
 }
 
-std::vector<PeerInfo> ControlClient::awaitWelcome(Clock::time_point deadline) {
+PeerTable ControlClient::awaitWelcome(Clock::time_point deadline) {
   const int rank = static_cast<int>(config_.hello.rank);
   std::unique_lock lock(mutex_);
   changed_.wait_until(lock, deadline, [&] { return welcome_ || rejection_; });
@@ -173,12 +173,14 @@ void ControlClient::serve() {
     // Sleeps until the next thing due (a heartbeat, rank 0's silence
     // reaching the peer timeout) or until woken by a message, a post or
     // stop: thousands of ranks waking on a timer would starve rank 0 and
-    // each other. Until admitted nothing is due.
+    // each other. Until admitted nothing is due; until the peer table
+    // arrived, rank 0's silence is not judged (checkServerSilence).
     milliseconds wait = kIdleWait;
     {
       std::lock_guard lock(mutex_);
       if (admitted_ && !storeClosed_ && !serverLost_) {
-        const auto due = std::min(nextHeartbeat, lastFromServer_ + config_.peerTimeout + milliseconds(1));
+        auto due = nextHeartbeat;
+        if (welcome_) due = std::min(due, lastFromServer_ + config_.peerTimeout + milliseconds(1));
         wait = std::clamp(std::chrono::ceil<milliseconds>(due - now), milliseconds(0), kIdleWait);
       }
       if (!outbox_.empty()) wait = std::min(wait, kRetryWait);  // the socket was full
@@ -268,6 +270,13 @@ void ControlClient::handle(ControlMessage message) {
     changed_.notify_all();
     return;
   }
+  if (auto* left = std::get_if<PeersLeft>(&message)) {
+    for (const std::uint32_t peer : left->ranks) {
+      health_->report(static_cast<int>(peer), PeerDownKind::kLeft, leftTheJob(peer));
+    }
+    changed_.notify_all();
+    return;
+  }
   std::lock_guard lock(mutex_);
   std::visit(
       [&](auto& m) {
@@ -281,9 +290,9 @@ void ControlClient::handle(ControlMessage message) {
             rejection_ = fmt::format("rank {}: the process listening on {} is not rank 0 of this job (its peer table "
                                      "is not signed with this job's token)",
                                      rank, config_.displayAddress);
-          } else if (m.peers.size() != config_.hello.worldSize) {
-            rejection_ = fmt::format("rank {}: rank 0 published {} peers for a world of {}", rank, m.peers.size(),
-                                     config_.hello.worldSize);
+          } else if (m.peers.ranks.size() != config_.hello.worldSize) {
+            rejection_ = fmt::format("rank {}: rank 0 published {} peers for a world of {}", rank,
+                                     m.peers.ranks.size(), config_.hello.worldSize);
           } else {
             welcome_ = std::move(m.peers);
           }
@@ -310,12 +319,16 @@ void ControlClient::handleMonitorEvents() {
     std::uint16_t id = 0;
     std::memcpy(&id, event.data(), sizeof id);
     if (id == ZMQ_EVENT_CONNECTED) {
+      // The hello posted at construction waits in the socket's queue for the
+      // first connection; a later one may follow a connection that died with
+      // the hello on its way. (Saying it twice costs rank 0 a decode and, once
+      // the job runs, a second copy of the peer table.)
       bool resend = false;
       {
         std::lock_guard lock(mutex_);
-        resend = !welcome_ && !rejection_;
+        resend = ++connections_ > 1 && !welcome_ && !rejection_;
       }
-      if (resend) post(config_.hello);  // the first hello may have died with an earlier connection
+      if (resend) post(config_.hello);
     } else if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
       failedHandshakes_ = 0;
     } else {
@@ -340,7 +353,7 @@ void ControlClient::checkServerSilence(Clock::time_point now) {
   Admitted rankZero;
   {
     std::lock_guard lock(mutex_);
-    if (!admitted_ || storeClosed_ || serverLost_) return;
+    if (!welcome_ || storeClosed_ || serverLost_) return;
     last = lastFromServer_;
     rankZero = *admission_;
   }

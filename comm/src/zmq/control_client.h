@@ -2,9 +2,12 @@
 // served by one thread): says hello (again after every reconnect until
 // admitted), waits for the peer table, then carries store requests,
 // heartbeats (with what the rank is doing), aborts and the final goodbye,
-// and records PeerDown reports in the shared PeerHealth. Declares rank 0
-// lost when it has been silent for the peer timeout. A CURVE handshake that
-// rank 0 refuses (another job token) fails the rendezvous at once.
+// and records PeerDown reports in the shared PeerHealth. Once the peer table
+// arrived, declares rank 0 lost when it has been silent for the peer timeout
+// (before, the rendezvous timeout governs: in a large job the table itself,
+// queued ahead of rank 0's heartbeats, may take longer than the peer timeout
+// to reach every rank). A CURVE handshake that rank 0 refuses (another job
+// token) fails the rendezvous at once.
 // Thread-safety: every public method may be called from any thread.
 #pragma once
 
@@ -54,7 +57,7 @@ class ControlClient {
   // The peer table, once rank 0 published it. Throws RendezvousError when
   // rank 0 rejects the job or this rank, or when `deadline` passes (a rank
   // rank 0 admitted waits up to 5 s longer for rank 0's verdict).
-  std::vector<PeerInfo> awaitWelcome(Clock::time_point deadline);
+  PeerTable awaitWelcome(Clock::time_point deadline);
 
   // Sends a store request and waits for its reply. Throws PeerLostError when
   // rank 0 is gone, CommTimeoutError at `deadline`.
@@ -93,11 +96,12 @@ class ControlClient {
   bool storeClosed_ = false;
   bool serverLost_ = false;  // this client declared rank 0 lost
   std::optional<Admitted> admission_;  // with rank 0's process
-  std::optional<std::vector<PeerInfo>> welcome_;
+  std::optional<PeerTable> welcome_;
   std::optional<std::string> rejection_;
   std::map<std::uint64_t, std::optional<StoreReply>> pending_;
   std::uint64_t nextRequestId_ = 1;
   int failedHandshakes_ = 0;
+  int connections_ = 0;  // to rank 0, so far
   std::string activity_;
   Clock::time_point lastFromServer_;
   std::thread thread_;

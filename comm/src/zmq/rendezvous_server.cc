@@ -60,6 +60,7 @@ class RendezvousServer::Session {
       logFailedHandshakes();
       periodic(Clock::now());
     }
+    reportDepartures();
     bool anyoneLeft = false;
     for (std::size_t r = 0; r < members_.size(); ++r) {
       if (members_[r].admitted && !members_[r].down) {
@@ -156,7 +157,7 @@ class RendezvousServer::Session {
           } else if constexpr (std::is_same_v<T, Abort>) {
             markDown(rank, PeerDownKind::kAborted, fmt::format("rank {} aborted: {}", rank, m.reason));
           } else if constexpr (std::is_same_v<T, Goodbye>) {
-            markDown(rank, PeerDownKind::kLeft, fmt::format("rank {} left the job", rank));
+            markDown(rank, PeerDownKind::kLeft, leftTheJob(static_cast<std::uint32_t>(rank)));
           } else {
             logLimited("unexpected " + std::to_string(rank),
                        fmt::format("rank 0: ignored an unexpected control message from rank {}", rank));
@@ -199,7 +200,7 @@ class RendezvousServer::Session {
     if (auto it = rankByRouting_.find(routingId); it != rankByRouting_.end()) {
       // The same process again (it reconnected): answer as before.
       if (phase_ == Phase::kRunning) {
-        send(routingId, welcome());
+        sendEncoded(routingId, welcome_);
       } else {
         send(routingId, admitted());
       }
@@ -261,8 +262,8 @@ class RendezvousServer::Session {
       owner_.traffic_.everyRankAdmittedNs =
           std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
       // One encoding (and MAC) of the table for every rank.
-      const std::string table = encode(welcome(), config_.keys->helloMac);
-      for (const auto& m : members_) sendEncoded(m.routingId, table);
+      welcome_ = encode(welcome(), config_.keys->helloMac);
+      for (const auto& m : members_) sendEncoded(m.routingId, welcome_);
       spdlog::info("rank 0: all {} ranks joined the rendezvous on {} after {}", config_.worldSize,
                    config_.displayAddress,
                    durationText(std::chrono::duration_cast<milliseconds>(Clock::now() - start_)));
@@ -275,11 +276,10 @@ class RendezvousServer::Session {
   }
 
   Welcome welcome() const {
-    Welcome table;
-    for (const auto& m : members_) {
-      table.peers.push_back(PeerInfo{m.hello.nodeRank, m.hello.hostname, m.hello.hostId, m.hello.endpoints});
-    }
-    return table;
+    std::vector<const Hello*> hellos;
+    hellos.reserve(members_.size());
+    for (const auto& m : members_) hellos.push_back(&m.hello);
+    return Welcome{PeerTable::of(hellos), true};
   }
 
   // The rendezvous cannot succeed: tell the offender and everyone admitted.
@@ -323,8 +323,10 @@ class RendezvousServer::Session {
     }
     // The scan over every rank runs once per kLongestPoll, not once per
     // message received: its cost per rank does not grow with the world.
+    // Departures are reported on the same beat.
     if (now < nextLivenessScan_) return periodicRendezvous(now);
     nextLivenessScan_ = now + kLongestPoll;
+    reportDepartures();
     // Rank 0 runs in this process: while this thread runs, it exists.
     for (int r = 1; r < config_.worldSize; ++r) {
       Member& m = members_[static_cast<std::size_t>(r)];
@@ -381,12 +383,23 @@ class RendezvousServer::Session {
       }
       return;
     }
-    const std::string report = encode(PeerDown{static_cast<std::uint32_t>(rank), kind, reason}, config_.keys->helloMac);
-    for (int r = 0; r < config_.worldSize; ++r) {
-      const Member& m = members_[static_cast<std::size_t>(r)];
-      if (r != rank && m.admitted && !m.down) {
-        sendEncoded(m.routingId, report);
-      }
+    if (kind == PeerDownKind::kLeft) {
+      departed_.ranks.push_back(static_cast<std::uint32_t>(rank));
+      return;
+    }
+    sendToEveryRankUp(encode(PeerDown{static_cast<std::uint32_t>(rank), kind, reason}, config_.keys->helloMac));
+  }
+
+  // The ranks that left since the last report, to every rank still up.
+  void reportDepartures() {
+    if (departed_.ranks.empty()) return;
+    sendToEveryRankUp(encode(departed_, config_.keys->helloMac));
+    departed_.ranks.clear();
+  }
+
+  void sendToEveryRankUp(const std::string& bytes) {
+    for (const Member& m : members_) {
+      if (m.admitted && !m.down) sendEncoded(m.routingId, bytes);
     }
   }
 
@@ -520,6 +533,8 @@ class RendezvousServer::Session {
   int joined_ = 0;
   int failureOffender_ = -1;
   std::string failureReason_;
+  std::string welcome_;  // the peer table, encoded and signed once every rank joined
+  PeersLeft departed_;   // not reported yet
   std::array<std::uint8_t, 32> referenceDigest_{};
   const std::string hostname_ = hostName();
   const std::string hostId_ = hostIdentity();

@@ -14,7 +14,8 @@
 //
 // Afterwards: serves the key-value store, exchanges heartbeats (every
 // heartbeat interval each way), declares a rank lost after peerTimeout of
-// silence, and relays aborts, departures and losses to every rank (PeerDown).
+// silence, and relays aborts and losses to every rank at once (PeerDown),
+// departures once per 100 ms (PeersLeft).
 // Thread-safety: construct/finish/destroy from one thread; the work happens
 // on the server's own thread.
 #pragma once

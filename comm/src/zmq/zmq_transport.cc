@@ -68,12 +68,15 @@ milliseconds sliceUntil(Transport::Deadline deadline) {
   return std::clamp(left, milliseconds(1), kPollSlice);
 }
 
-std::string ipcEndpoint(int rank) {
-  std::array<unsigned char, 8> nonce{};
-  randombytes_buf(nonce.data(), nonce.size());
-  char hex[17] = {};
-  sodium_bin2hex(hex, sizeof hex, nonce.data(), nonce.size());
-  return fmt::format("ipc://@hpu-train-{}-{}-r{}", ::getpid(), hex, rank);
+// A rank's inbound socket, in Linux's abstract namespace: named by its
+// process, a random nonce (a local process cannot predict the name and bind
+// it first) and its rank.
+std::string ipcEndpoint(std::uint32_t pid, std::uint64_t nonce, int rank) {
+  return fmt::format("ipc://@hpu-train-{}-{:016x}-r{}", pid, nonce, rank);
+}
+
+ResolvedAddress tcpAddress(const std::string& numericHost) {
+  return ResolvedAddress{.ip = numericHost, .ipv6 = numericHost.find(':') != std::string::npos};
 }
 
 }  // namespace
@@ -104,9 +107,11 @@ ZmqTransport::ZmqTransport(std::shared_ptr<ZmqSession> session, int rank, int si
       recvSequence_(static_cast<std::size_t>(size), 0),
       sendBuffers_(std::make_shared<SendBufferPool>()) {
   secureServer(inbound_, session_->dataSecurity(), session_->keys(), "hpu-data");
-  endpoints_.tcp = tcp_->endpoint();
-  endpoints_.ipc = ipcEndpoint(rank);
-  inbound_.bind(endpoints_.ipc);
+  endpoints_.tcpHost = localAddress.ip;
+  endpoints_.tcpPort = tcp_->port();
+  endpoints_.ipcPid = static_cast<std::uint32_t>(::getpid());
+  randombytes_buf(&endpoints_.ipcNonce, sizeof endpoints_.ipcNonce);
+  inbound_.bind(ipcEndpoint(endpoints_.ipcPid, endpoints_.ipcNonce, rank));
 }
 
 ZmqTransport::~ZmqTransport() {
@@ -134,23 +139,25 @@ ZmqTransport::~ZmqTransport() {
   inbound_.close();
 }
 
-void ZmqTransport::connectPeers(const std::vector<PeerInfo>& peers, Deadline deadline) {
-  HPU_COMM_CHECK(peers.size() == static_cast<std::size_t>(size_), "the peer table must list every rank");
-  const PeerInfo& me = peers[static_cast<std::size_t>(rank_)];
-  std::map<std::pair<std::string, std::uint32_t>, int> nodes;
-  for (std::size_t r = 0; r < peers.size(); ++r) {
-    nodeOf_[r] =
-        nodes.emplace(std::pair(peers[r].hostId, peers[r].nodeRank), static_cast<int>(nodes.size())).first->second;
+void ZmqTransport::connectPeers(const PeerTable& peers, Deadline deadline) {
+  HPU_COMM_CHECK(peers.ranks.size() == static_cast<std::size_t>(size_), "the peer table must list every rank");
+  const PeerNode& me = peers.nodeOf(static_cast<std::size_t>(rank_));
+  std::map<std::pair<std::string_view, std::uint32_t>, int> nodes;
+  for (std::size_t r = 0; r < peers.ranks.size(); ++r) {
+    const PeerNode& node = peers.nodeOf(r);
+    nodeOf_[r] = nodes.emplace(std::pair(std::string_view(node.hostId), node.nodeRank), static_cast<int>(nodes.size()))
+                     .first->second;
   }
   std::vector<std::pair<int, std::string>> remote;
   for (int peer = 0; peer < size_; ++peer) {
     if (peer == rank_) continue;
-    const PeerInfo& info = peers[static_cast<std::size_t>(peer)];
-    const bool sameNode = info.hostId == me.hostId && info.nodeRank == me.nodeRank;
+    const PeerEntry& entry = peers.ranks[static_cast<std::size_t>(peer)];
+    const PeerNode& node = peers.nodes[entry.node];
+    const bool sameNode = node.hostId == me.hostId && node.nodeRank == me.nodeRank;
     sameNode_[static_cast<std::size_t>(peer)] = sameNode;
     linked_[static_cast<std::size_t>(peer)] = !sameNode;
     if (!sameNode) {
-      remote.emplace_back(peer, info.endpoints.tcp);
+      remote.emplace_back(peer, tcpEndpoint(tcpAddress(node.tcpHost), entry.tcpPort));
       continue;
     }
     // Data must outlive a clean close: linger long enough to deliver the
@@ -160,9 +167,9 @@ void ZmqTransport::connectPeers(const std::vector<PeerInfo>& peers, Deadline dea
                               SocketLimits{.lingerMs = static_cast<int>(kLinger.count()),
                                            .maxMessageBytes = 1024,
                                            .highWaterMark = kDataHighWaterMark,
-                                           .ipv6 = info.endpoints.tcp.find('[') != std::string::npos}));
+                                           .ipv6 = tcpAddress(node.tcpHost).ipv6}));
     secureClient(*socket, session_->dataSecurity(), session_->keys());
-    socket->connect(info.endpoints.ipc);
+    socket->connect(ipcEndpoint(entry.ipcPid, entry.ipcNonce, peer));
   }
   anyLink_ = !remote.empty();
   tcp_->connect(remote, deadline, [this] { checkHealth(); });

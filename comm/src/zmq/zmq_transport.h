@@ -50,7 +50,7 @@ class ZmqTransport final : public Transport {
   // Connects to every peer of the published table: the TCP links are up
   // when it returns. Throws RendezvousError if they are not by `deadline`.
   // REQUIRES: peers.size() == size().
-  void connectPeers(const std::vector<PeerInfo>& peers, Deadline deadline);
+  void connectPeers(const PeerTable& peers, Deadline deadline);
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
