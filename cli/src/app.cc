@@ -4,10 +4,8 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
-#include <unistd.h>
 
 #include <cstdio>
-#include <filesystem>
 #include <iostream>
 #include <optional>
 
@@ -22,9 +20,10 @@
 #include "hpu/core/app/root.h"
 #include "hpu/core/app/run.h"
 #include "hpu/core/base/errors.h"
-#include "hpu/core/base/file_io.h"
 #include "hpu/core/checkpoint/checkpoint.h"
 #include "hpu/core/checkpoint/consolidate.h"
+#include "hpu/core/checkpoint/run_checkpoints.h"
+#include "hpu/core/config/paths.h"
 #include "hpu/core/config/print.h"
 #include "hpu/core/config/scalars.h"
 #include "hpu/env/catalogue.h"
@@ -101,7 +100,8 @@ void rejectMisplaced(const std::vector<std::string>& extras, const std::string& 
 // only printed the config (--print_config) or a class's help (--model.help).
 std::optional<core::RunRequest> composeRequest(const std::string& sub, const TrainerArgs& top, const TrainerArgs& args,
                                                std::vector<std::string> extras, int argc, char** argv,
-                                               const Environment& env) {
+                                               const Environment& env,
+                                               std::vector<core::config::ConfigDocument> documents = {}) {
   rejectMisplaced(extras, sub);
   if (const std::optional<std::string> help = classHelpRequest(extras)) {
     std::cout << *help;
@@ -111,6 +111,7 @@ std::optional<core::RunRequest> composeRequest(const std::string& sub, const Tra
   core::config::ConfigSources sources;
   sources.subcommand = sub;
   sources.template_only = print->count() > 0;
+  sources.documents = std::move(documents);
   sources.files = top.configs;
   sources.files.insert(sources.files.end(), args.configs.begin(), args.configs.end());
   sources.overrides = parseOverrides(extras);
@@ -188,6 +189,30 @@ int estimateCommand(const TrainerArgs& top, const EstimateArgs& args, std::vecto
   return core::runEstimate(request);
 }
 
+// A checkpoint named on the command line (export's --ckpt_path, consolidate's
+// input): last or best, a run of ./lightning_logs (Lightning's default root
+// directory), or a file, read from the working directory. The one picked is
+// said.
+std::string checkpointArgument(const std::string& option, const std::string& value) {
+  if (core::checkpoint::isRunCheckpointWord(value)) {
+    const core::checkpoint::RunCheckpoint found =
+        core::checkpoint::findRunCheckpoint(value, {{}, "lightning_logs", ""});
+    if (found.path.empty())
+      throw core::UsageError(option + " " + value + ": " +
+                             (found.looked_in.ends_with(".ckpt")
+                                  ? "the ModelCheckpoint state of " + found.looked_in + " records no best checkpoint"
+                                  : "no last.ckpt under ./" + found.looked_in) +
+                             "; give the checkpoint file");
+    spdlog::info("{} {}: {} ({})", option, value, found.path, found.how);
+    return found.path;
+  }
+  static const auto origin = std::make_shared<const std::string>("command line");
+  const core::config::ResolvedPath resolved = core::config::resolvePath(
+      core::config::Node::scalar(value, {origin}), core::config::PathKind::kFile, option);
+  if (!resolved.problem.empty()) throw core::ConfigError(resolved.problem);
+  return resolved.path;
+}
+
 // hpu-train export --ckpt_path CKPT --output DIR [--adapter] [-c cfg.yaml]:
 // without --config, the config saved in the checkpoint builds the model.
 struct ExportArgs {
@@ -198,24 +223,20 @@ struct ExportArgs {
 
 int exportCommand(const TrainerArgs& top, ExportArgs args, std::vector<std::string> extras, int argc, char** argv,
                   const Environment& env) {
-  std::string saved;  // the checkpoint's own config, in a file of its own
-  if (top.configs.empty() && args.trainer.configs.empty()) {
+  const bool own_config = !top.configs.empty() || !args.trainer.configs.empty();
+  // With a config, last and best are the Trainer's to find, in the config's log directories.
+  if (!own_config || !core::checkpoint::isRunCheckpointWord(args.ckpt_path))
+    args.ckpt_path = checkpointArgument("--ckpt_path", args.ckpt_path);
+  std::vector<core::config::ConfigDocument> saved;  // the checkpoint's own config
+  if (!own_config) {
     const auto meta = core::checkpoint::readMetadata(args.ckpt_path);
     const auto it = meta.find("config");
     if (it == meta.end())
       throw core::UsageError("export: " + args.ckpt_path + " holds no config; give the one that trained it with -c");
-    saved = std::filesystem::temp_directory_path() / ("hpu-train-export-" + std::to_string(::getpid()) + ".yaml");
-    core::writeFileAtomically(saved, it->second);
-    args.trainer.configs.push_back(saved);
+    saved.push_back({"the config saved in " + args.ckpt_path, it->second});
   }
-  std::optional<core::RunRequest> run;
-  try {
-    run = composeRequest("predict", top, args.trainer, std::move(extras), argc, argv, env);
-  } catch (...) {
-    if (!saved.empty()) std::filesystem::remove(saved);
-    throw;
-  }
-  if (!saved.empty()) std::filesystem::remove(saved);
+  std::optional<core::RunRequest> run =
+      composeRequest("predict", top, args.trainer, std::move(extras), argc, argv, env, std::move(saved));
   if (!run) return kExitOk;
   core::ExportRequest request{std::move(*run), args.ckpt_path, args.output, args.adapter};
   return core::runExport(std::move(request));
@@ -326,7 +347,7 @@ int dispatch(int argc, char** argv, const Environment& env) {
   }
   if (consolidate->parsed()) {
     if (!before.empty()) throw core::UsageError(before.front() + " belongs to the fit, validate, test and predict subcommands, not 'consolidate'");
-    core::checkpoint::consolidate(consolidate_in, consolidate_out);
+    core::checkpoint::consolidate(checkpointArgument("consolidate INPUT", consolidate_in), consolidate_out);
     std::cout << "wrote " << consolidate_out << "\n";
     return kExitOk;
   }

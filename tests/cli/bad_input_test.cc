@@ -254,9 +254,13 @@ TEST_F(BadInputTest, AppendedKeysNeedAnItem) {
 }
 
 TEST_F(BadInputTest, ExportAndRunsWithoutDataSayWhatTheyNeed) {
-  expectRejected({"export", "-c", boringConfig(), "--ckpt_path", "last", "--output", "hf"},
-                 "error: export --ckpt_path last: give the checkpoint file "
-                 "(lightning_logs/version_N/checkpoints/last.ckpt); last and best name checkpoints inside a run\n");
+  expectRejected({"export", "--ckpt_path", "last", "--output", "hf"},
+                 "error: --ckpt_path last: no last.ckpt under ./lightning_logs; give the checkpoint file\n");
+  expectRejected({"export", "--ckpt_path", "runs/last.ckpt", "--output", "hf"},
+                 "error: command line: --ckpt_path: no such file: " + (dir() / "runs/last.ckpt").string() +
+                     " (a relative path given here is read from the working directory)\n");
+  expectRejected({"consolidate", "best", "whole.ckpt"},
+                 "error: consolidate INPUT best: no last.ckpt under ./lightning_logs; give the checkpoint file\n");
   expectRejected({"export", "--output", "hf"}, "error: --ckpt_path is required\n");
   write("nodata.yaml", "trainer: {devices: 1}\nmodel: BoringModel\n");
   expectRejected({"fit", "-c", "nodata.yaml"},

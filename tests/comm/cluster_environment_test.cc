@@ -3,6 +3,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <regex>
+#include <set>
+
 #include "hpu/comm/cluster_environment.h"
 #include "hpu/comm/errors.h"
 #include "hpu/comm/slurm_nodelist.h"
@@ -107,6 +111,50 @@ TEST(ClusterEnvironments, Slurm) {
   EXPECT_EQ(envErrorOf({{"SLURM_NTASKS", "6"}, {"SLURM_PROCID", "0"}}, {4, 2}),
             "SLURM_NTASKS=6 disagrees with trainer.num_nodes=2 x trainer.devices=4 = 8 processes (SLURM_NTASKS counts "
             "processes, not nodes); launch with srun --nodes=2 --ntasks-per-node=4");
+}
+
+// The sbatch script docs/distributed.md shows: every task srun starts for
+// its #SBATCH layout resolves to its own rank of one job, meeting at the
+// first node, and the trainer flags it passes make the world size SLURM's.
+TEST(ClusterEnvironments, TheShippedSbatchScriptMakesOneJobOfItsTasks) {
+  std::ifstream in(HPU_SOURCE_DIR "/examples/slurm/train.sbatch");
+  ASSERT_TRUE(in) << "examples/slurm/train.sbatch";
+  int nodes = 0, per_node = 0;
+  std::string srun;
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (std::regex_match(line, m, std::regex("#SBATCH --nodes=([0-9]+)"))) nodes = std::stoi(m[1]);
+    if (std::regex_match(line, m, std::regex("#SBATCH --ntasks-per-node=([0-9]+)"))) per_node = std::stoi(m[1]);
+    if (line.rfind("srun ", 0) == 0 || !srun.empty()) srun += line + "\n";
+  }
+  ASSERT_GT(nodes, 1);
+  ASSERT_GT(per_node, 0);
+  EXPECT_THAT(srun, HasSubstr("--trainer.num_nodes=\"$SLURM_JOB_NUM_NODES\""));
+  EXPECT_THAT(srun, HasSubstr("--trainer.devices=\"$SLURM_NTASKS_PER_NODE\""));
+  const Topology topology{per_node, nodes};  // what those flags give
+  std::set<int> ranks;
+  for (int task = 0; task < nodes * per_node; ++task) {
+    const Environment env{{"SLURM_NTASKS", std::to_string(nodes * per_node)},
+                          {"SLURM_PROCID", std::to_string(task)},
+                          {"SLURM_LOCALID", std::to_string(task % per_node)},
+                          {"SLURM_NODEID", std::to_string(task / per_node)},
+                          {"SLURM_JOB_NUM_NODES", std::to_string(nodes)},
+                          {"SLURM_NTASKS_PER_NODE", std::to_string(per_node)},
+                          {"SLURM_JOB_ID", "4242"},
+                          {"SLURM_JOB_NODELIST", "gaudi[01-" + std::to_string(nodes < 10 ? nodes : 9) + "]"}};
+    const ClusterInfo info = resolveClusterInfo(env, topology);
+    EXPECT_EQ(info.environment, "SLURMEnvironment");
+    EXPECT_EQ(info.worldSize, nodes * per_node);
+    EXPECT_EQ(info.localRank, task % per_node);
+    EXPECT_EQ(info.nodeRank, task / per_node);
+    EXPECT_EQ(info.masterAddr, "gaudi01");
+    EXPECT_EQ(info.masterPort, 15000 + 4242);
+    EXPECT_TRUE(info.createsProcessesExternally);
+    ranks.insert(info.globalRank);
+  }
+  EXPECT_EQ(static_cast<int>(ranks.size()), nodes * per_node);
+  EXPECT_EQ(*ranks.begin(), 0);
+  EXPECT_EQ(*ranks.rbegin(), nodes * per_node - 1);
 }
 
 TEST(ClusterEnvironments, OpenMpi) {

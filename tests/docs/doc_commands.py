@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
 """Runs the commands the documentation shows, and checks its links.
 
-    doc_commands.py run   --source SRC --build BUILD PAGE   every `sh` block of PAGE
+    doc_commands.py run   --source SRC --build BUILD [--outside] PAGE   every `sh` block of PAGE
     doc_commands.py check --source SRC PAGE...              links, anchors, code blocks, annotations
+    doc_commands.py regenerate --source SRC --build BUILD [--outside] PAGE
+                                                            runs PAGE, rewrites its output blocks' numbers
 
 `run` executes every command of every ```sh / ```bash block of PAGE (a path from SRC), in
 order, in one scratch directory that looks like a checkout (its top-level entries are links to
-SRC's, `build` a link to BUILD), with HOME there too. An HTML comment right above a block,
+SRC's, `build` a link to BUILD), with HOME there too. With --outside the scratch directory is
+empty, as a reader's own folder outside the clone is, and each command is run as README says
+to run it from there: `build/`, `configs/` and `scripts/` written with the clone's full path. An HTML comment right above a block,
 `<!-- doc-test: DIRECTIVE -->`, changes how that block runs; tests/docs/README.md lists the
 directives. A block cannot be skipped: a command either runs as shown, runs in the reduced form
 its directives spell out, or is shown to be run by another file (`ran-by`).
@@ -141,7 +145,7 @@ class Plan:
     """What running a block means once its directives are applied."""
 
     KNOWN = {"replace", "append", "ran-by", "before", "parallel", "needs", "timeout", "exit", "expect",
-             "fresh-dir", "same-as"}
+             "fresh-dir", "same-as", "output"}
 
     def __init__(self, block, source):
         self.block = block
@@ -151,6 +155,7 @@ class Plan:
         self.needs_interop = False
         self.timeout_s, self.exit_code = DEFAULT_TIMEOUT_S, 0
         self.same_as = None
+        self.output = False
         appends = []
         for line, name, arg in block.directives:
             where = block.where(line)
@@ -158,6 +163,12 @@ class Plan:
                 raise DocError(f"{where}: unknown doc-test directive '{name}' (known: {', '.join(sorted(self.KNOWN))})")
             if name == "same-as":
                 self.same_as = (line, arg)
+                continue
+            if name == "output":
+                if block.language in COMMAND_LANGUAGES:
+                    raise DocError(f"{where}: 'output' marks the block that shows a command block's output; "
+                                   f"this block is `{block.language}`")
+                self.output = True
                 continue
             if block.language not in COMMAND_LANGUAGES:
                 raise DocError(f"{where}: '{name}' applies to `sh` blocks; this block is `{block.language}`")
@@ -231,6 +242,20 @@ def free_port():
         return s.getsockname()[1]
 
 
+CLONE_PATH = re.compile(r"(?<![\w./~$-])(build|configs|scripts)/")
+
+
+def from_outside(command, source, build):
+    """`command` as typed in a folder outside the clone: the clone's build/, configs/ and scripts/
+    by their full paths (README: "From another directory")."""
+    return CLONE_PATH.sub(lambda m: (build if m.group(1) == "build" else os.path.join(source, m.group(1))) + "/",
+                          command)
+
+
+def make_scratch(source, build, outside):
+    return tempfile.mkdtemp(prefix="hpu-doc-walk-") if outside else make_checkout(source, build)
+
+
 def make_checkout(source, build):
     """A scratch directory whose top-level entries are those of the checkout, `build` the build tree."""
     root = tempfile.mkdtemp(prefix="hpu-doc-")
@@ -269,8 +294,8 @@ def tail(path, lines=40):
     return "\n".join(read_text(path).split("\n")[-lines:])
 
 
-def run_block(plan, cwd, env, logs):
-    """Runs one block's commands; returns the failures as messages."""
+def run_block(plan, cwd, env, logs, rewrite=lambda command: command):
+    """Runs one block's commands, each through `rewrite`; returns the failures as messages."""
     failures = []
     steps = [(plan.block.line, command) for command in plan.before] + plan.commands
     groups = [steps[:len(plan.before)], steps[len(plan.before):]] if plan.parallel else [[s] for s in steps]
@@ -281,7 +306,7 @@ def run_block(plan, cwd, env, logs):
         for line, command in group:
             log_path = os.path.join(logs, f"line{line}-{len(os.listdir(logs))}.log")
             log = open(log_path, "w")
-            running.append((line, command, log_path, log, start(command, cwd, env, log)))
+            running.append((line, command, log_path, log, start(rewrite(command), cwd, env, log)))
         deadline = started + plan.timeout_s
         for line, command, log_path, log, process in running:
             code = finish(process, deadline)
@@ -299,27 +324,99 @@ def run_block(plan, cwd, env, logs):
                 print(f"  ok   {plan.block.path}:{line} ({seconds:.1f} s) {command}", flush=True)
         if failures:
             break
+    text = "".join(output)
     if not failures:
-        text = "".join(output)
         for line, pattern in plan.expect:
             if not pattern.search(text):
                 failures.append(f"{plan.block.where(line)}: expect: no output of the block matches /{pattern.pattern}/")
-    return failures
+    return failures, text
 
 
-def run_page(source, build, page):
+# ---------------------------------------------------------------------------------------------
+# Output blocks: a `text` block under `<!-- doc-test: output -->` shows lines of the output of
+# the command block above it. Its lines must appear there in order; `...` stands for any text
+# (a line of its own: any lines), runs of spaces for any spaces. `regenerate` rewrites the
+# numbers of such a block from what the commands print now.
+
+NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+
+
+def line_pattern(shown):
+    """A regex for one shown line; its groups are the shown line's numbers, in order."""
+    parts = []
+    for k, piece in enumerate(shown.strip().split("...")):
+        if k:
+            parts.append(".*?")
+        at = 0
+        for m in NUMBER.finditer(piece):
+            parts.append(re.sub(r"(?:\\ )+", r"\\s+", re.escape(piece[at:m.start()])))
+            parts.append(r"(-?\d[\d,]*(?:\.\d+)?)")
+            at = m.end()
+        parts.append(re.sub(r"(?:\\ )+", r"\\s+", re.escape(piece[at:])))
+    return re.compile(r"^\s*" + "".join(parts) + r"\s*$")
+
+
+def match_output(shown_text, output, with_numbers):
+    """(unmatched shown lines, regenerated text): each shown line matched in order against the
+    output's lines, exactly (numbers included) or, `with_numbers` False, with any numbers."""
+    out_lines = output.split("\n")
+    unmatched, regenerated, at = [], [], 0
+    for shown in shown_text.rstrip("\n").split("\n"):
+        if shown.strip() in ("", "..."):
+            regenerated.append(shown)
+            continue
+        pattern = line_pattern(shown)
+        found = None
+        for k in range(at, len(out_lines)):
+            m = pattern.match(out_lines[k])
+            if m and (not with_numbers or list(m.groups()) == NUMBER.findall(shown)):
+                found = (k, m)
+                break
+        if found is None:
+            unmatched.append(shown)
+            regenerated.append(shown)
+            continue
+        at = found[0] + 1
+        numbers = iter(found[1].groups())
+        regenerated.append(NUMBER.sub(lambda _: next(numbers), shown))
+    return unmatched, "\n".join(regenerated) + "\n"
+
+
+def run_page(source, build, page, outside=False, regenerate=None):
+    """Runs PAGE's commands; returns (failures, blocks skipped). With `regenerate` (a dict), the
+    text of every output block, its numbers as the commands print them now, is put in it by the
+    block's first line."""
     blocks = read_blocks(source, page)
     plans = [Plan(b, source) for b in blocks]
     runnable = [p for p in plans if p.block.language in COMMAND_LANGUAGES]
     print(f"{page}: {len(runnable)} command blocks, {sum(len(p.commands) for p in runnable)} commands", flush=True)
-    failures, skipped = [], 0
-    scratch = [make_checkout(source, build), tempfile.mkdtemp(prefix="hpu-doc-logs-")]
+    failures, skipped, last_output = [], 0, None
+    scratch = [make_scratch(source, build, outside), tempfile.mkdtemp(prefix="hpu-doc-logs-")]
+    rewrite = (lambda command: from_outside(command, source, build)) if outside else (lambda command: command)
+    if outside:
+        print(f"  from {scratch[0]}, outside the clone: build/, configs/, scripts/ by their full paths", flush=True)
     logs = scratch[1]
     try:
         cwd = scratch[0]
-        for plan in runnable:
+        for plan in plans:
+            if plan.output:
+                if last_output is None:
+                    failures.append(f"{plan.block.where()}: output: no command block above ran")
+                    continue
+                unmatched, text = match_output(plan.block.text, last_output, with_numbers=regenerate is None)
+                if regenerate is not None:
+                    regenerate[plan.block.line] = text
+                    unmatched, _ = match_output(plan.block.text, last_output, with_numbers=False)
+                for shown in unmatched:
+                    failures.append(f"{plan.block.where()}: output: the commands above do not print: {shown.strip()}"
+                                    + ("" if regenerate is not None else
+                                       " (tests/docs/doc_commands.py regenerate rewrites the numbers)"))
+                continue
+            if plan not in runnable:
+                continue
             for line, command, runner in plan.ran_by:
                 print(f"  ok   {plan.block.path}:{line} run by {runner}: {command}", flush=True)
+            last_output = None
             if plan.needs_interop and not os.path.exists(interop_python(source)):
                 message = (f"{plan.block.where()}: needs {interop_python(source)} "
                            f"(scripts/install-deps.sh --interop makes it)")
@@ -330,10 +427,11 @@ def run_page(source, build, page):
                 skipped += 1
                 continue
             if plan.fresh_dir:
-                cwd = make_checkout(source, build)
+                cwd = make_scratch(source, build, outside)
                 scratch.append(cwd)
             env = dict(os.environ, HOME=cwd, DOC_TEST_PORT=str(free_port()))
-            failures += run_block(plan, cwd, env, logs)
+            block_failures, last_output = run_block(plan, cwd, env, logs, rewrite)
+            failures += block_failures
     finally:
         for path in scratch:
             shutil.rmtree(path, ignore_errors=True)
@@ -421,11 +519,28 @@ def check_pages(source, pages):
     return failures
 
 
+def rewrite_output_blocks(source, page, texts):
+    """Puts `texts` (by fence line) as the bodies of PAGE's blocks, indented as their fences."""
+    path = os.path.join(source, page)
+    lines = read_text(path).split("\n")
+    for fence_line in sorted(texts, reverse=True):
+        indent = FENCE.match(lines[fence_line - 1]).group(1)
+        end = fence_line
+        while not lines[end].strip().startswith(FENCE.match(lines[fence_line - 1]).group(2)):
+            end += 1
+        body = [(indent + l if l else l) for l in texts[fence_line].rstrip("\n").split("\n")]
+        lines[fence_line:end] = body
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("mode", choices=["run", "check"])
+    ap.add_argument("mode", choices=["run", "check", "regenerate"])
     ap.add_argument("--source", required=True, help="the checkout")
     ap.add_argument("--build", help="the build tree (run)")
+    ap.add_argument("--outside", action="store_true",
+                    help="run: from an empty folder outside the clone, the clone's paths written in full")
     ap.add_argument("pages", nargs="+", help="Markdown files, as paths from the checkout")
     a = ap.parse_args()
     source = os.path.abspath(a.source)
@@ -436,11 +551,15 @@ def main():
         print(f"{len(a.pages)} pages checked, {len(failures)} problems")
         return 1 if failures else 0
     if not a.build or len(a.pages) != 1:
-        ap.error("run takes --build and one page")
+        ap.error(f"{a.mode} takes --build and one page")
+    texts = {} if a.mode == "regenerate" else None
     try:
-        failures, skipped = run_page(source, os.path.abspath(a.build), a.pages[0])
+        failures, skipped = run_page(source, os.path.abspath(a.build), a.pages[0], a.outside, texts)
     except DocError as e:
         failures, skipped = [str(e)], 0
+    if texts:
+        rewrite_output_blocks(source, a.pages[0], texts)
+        print(f"{a.pages[0]}: {len(texts)} output blocks regenerated")
     for f in failures:
         print(f"\nFAIL {f}")
     print(f"\n{a.pages[0]}: {len(failures)} failed" + (f", {skipped} blocks skipped (no .venv/interop)" if skipped else ""))

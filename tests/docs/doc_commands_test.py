@@ -37,10 +37,10 @@ class DocCommandsTest(unittest.TestCase):
             self.write("docs/README.md", "[page](page.md)\n" if page == "docs/page.md" else "")
         return doc_commands.check_pages(self.source, [page])
 
-    def run_page(self, text):
+    def run_page(self, text, outside=False):
         self.write("page.md", text)
         with contextlib.redirect_stdout(io.StringIO()) as out:
-            failures, skipped = doc_commands.run_page(self.source, self.build, "page.md")
+            failures, skipped = doc_commands.run_page(self.source, self.build, "page.md", outside)
         return failures, skipped, out.getvalue()
 
     def test_an_untagged_code_block_is_refused(self):
@@ -67,7 +67,7 @@ class DocCommandsTest(unittest.TestCase):
                          ["page.md:1: append: no command of the block runs 'fit'"])
         self.assertEqual(self.check("page.md", "<!-- doc-test: skip slow -->\n```sh\necho hi\n```\n"),
                          ["page.md:1: unknown doc-test directive 'skip' (known: append, before, exit, expect, "
-                          "fresh-dir, needs, parallel, ran-by, replace, same-as, timeout)"])
+                          "fresh-dir, needs, output, parallel, ran-by, replace, same-as, timeout)"])
         self.assertEqual(self.check("page.md", "<!-- doc-test: parallel -->\n\nprose\n```sh\necho hi\n```\n"),
                          ["page.md:1: a doc-test directive must stand right above a code block"])
 
@@ -116,6 +116,43 @@ class DocCommandsTest(unittest.TestCase):
                                        "read x < p; test \"$x\" = go\n"
                                        "echo go > p\n```\n")
         self.assertEqual(failures, [])
+
+    def test_from_outside_the_clone_its_paths_are_written_in_full(self):
+        self.assertEqual(doc_commands.from_outside(
+            "HPU_X=1 build/hpu-train fit --config configs/a.yaml --model.config=configs/b.json && "
+            "scripts/c.sh lightning_logs/version_0/build/x ~/configs/y $HOME/scripts/z", "/src", "/bld"),
+            "HPU_X=1 /bld/hpu-train fit --config /src/configs/a.yaml --model.config=/src/configs/b.json && "
+            "/src/scripts/c.sh lightning_logs/version_0/build/x ~/configs/y $HOME/scripts/z")
+        # The folder is empty: nothing of the clone is there but by its full path.
+        os.makedirs(os.path.join(self.source, "configs"))
+        self.write("configs/a.yaml", "a: 1\n")
+        page = "```sh\ntest -z \"$(ls -A)\"\ncat configs/a.yaml\ntest ! -e configs\n```\n"
+        failures, _, out = self.run_page(page, outside=True)
+        self.assertEqual(failures, [], out)
+        self.assertIn("outside the clone", out)
+        failures, _, _ = self.run_page(page)  # the checkout-like folder has configs/
+        self.assertEqual(len(failures), 1)
+        self.assertTrue(failures[0].startswith("page.md:2: exit 1 (expected 0): test -z"), failures[0])
+
+    def test_an_output_block_is_what_the_commands_above_print_and_regenerates(self):
+        page = ("```sh\necho 'header'; echo '  throughput   52848 tokens/s (4 stages)'; echo tail\n```\n\n"
+                "<!-- doc-test: output -->\n```text\n  ...\n  throughput 52848 tokens/s (4 ...)\n```\n")
+        failures, _, out = self.run_page(page)
+        self.assertEqual(failures, [], out)
+        stale = page.replace("throughput 52848", "throughput 53797")
+        failures, _, _ = self.run_page(stale)
+        self.assertEqual(failures, ["page.md:6: output: the commands above do not print: throughput 53797 tokens/s "
+                                    "(4 ...) (tests/docs/doc_commands.py regenerate rewrites the numbers)"])
+        texts = {}
+        with contextlib.redirect_stdout(io.StringIO()):
+            failures, _ = doc_commands.run_page(self.source, self.build, "page.md", regenerate=texts)
+        self.assertEqual(failures, [])
+        doc_commands.rewrite_output_blocks(self.source, "page.md", texts)
+        with open(os.path.join(self.source, "page.md")) as f:
+            self.assertEqual(f.read(), page)
+        self.assertEqual(self.check("page.md", "<!-- doc-test: output -->\n```sh\necho\n```\n"),
+                         ["page.md:1: 'output' marks the block that shows a command block's output; this block "
+                          "is `sh`"])
 
     def test_without_the_interop_environment_a_block_is_skipped_aloud_and_fails_in_ci(self):
         page = "<!-- doc-test: needs interop -->\n```sh\necho judged\n```\n"

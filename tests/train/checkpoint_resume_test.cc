@@ -140,9 +140,10 @@ TEST_F(CheckpointFileTest, AnAlteredByteIsRefused) {
 }
 
 TEST_F(CheckpointFileTest, MissingOrMismatchedCheckpoints) {
-  const RunResult missing = testWith("nope.ckpt");
-  EXPECT_EQ(missing.exit_code, 1) << missing.describe();
-  EXPECT_EQ(missing.err, "error: checkpoint nope.ckpt does not exist\n");
+  const RunResult missing = testWith("nope.ckpt");  // a config error: nothing ran
+  EXPECT_EQ(missing.exit_code, 2) << missing.describe();
+  EXPECT_EQ(missing.err, "error: command line: ckpt_path: no such file: " + (dir() / "nope.ckpt").string() +
+                             " (a relative path given here is read from the working directory)\n");
 
   const RunResult shape = testWith(kSaved, {"--model.out_features=3"});
   EXPECT_EQ(shape.exit_code, 1) << shape.describe();

@@ -16,6 +16,7 @@ namespace hpu::cli::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 struct EstimateCase {
   std::string name;
@@ -148,8 +149,8 @@ TEST_F(EstimateMemory, ZeroAccumulationHoldsShardsNotFullGradients) {
 TEST_F(EstimateMemory, Llama2_70BOn64Gaudi2UnderZero3Fits) {
   env()["HPU_EMULATOR_GENERATION"] = "gaudi2";
   const RunResult e =
-      run({"estimate", "fit", "-c", HPU_SOURCE_DIR "/configs/estimate/llama2_70b_train_64x_gaudi2.yaml",
-           "--model.init_args.config=" HPU_SOURCE_DIR "/configs/estimate/llama2_70b.json", "--json", "70b.json"});
+      run({"estimate", "fit", "-c", HPU_SOURCE_DIR "/configs/estimate/llama2_70b_train_64x_gaudi2.yaml", "--json",
+           "70b.json"});
   ASSERT_EQ(e.exit_code, 0) << e.describe();
   const auto j = nlohmann::json::parse(read("70b.json"));
   EXPECT_EQ(j["world_size"], 64);
@@ -169,6 +170,24 @@ TEST_F(EstimateMemory, Llama2_70BOn64Gaudi2UnderZero3Fits) {
 // Ranks differ only in their shards: with 30-element norm weights over 4
 // ranks (ranks 0 and 1 hold 8, ranks 2 and 3 hold 7) there are two classes,
 // each traced; rank 0's holds the largest peak, which is the job's.
+// The shipped configs name their config.json beside them, so they run
+// from any folder: here the test's scratch directory, not the checkout.
+TEST_F(EstimateMemory, TheShippedConfigsRunFromAnyFolder) {
+  env()["HPU_EMULATOR_GENERATION"] = "gaudi2";
+  int configs = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(HPU_SOURCE_DIR "/configs/estimate")) {
+    if (entry.path().extension() != ".yaml") continue;
+    ++configs;
+    const std::string name = entry.path().filename().string();
+    const RunResult e = run({"estimate", name.find("infer") != std::string::npos ? "predict" : "fit", "-c",
+                             entry.path().string()});
+    EXPECT_TRUE(e.exit_code == 0 || e.exit_code == 1) << name << ": " << e.describe();  // 1: it does not fit
+    EXPECT_THAT(e.out, HasSubstr("  fits ")) << name;
+    EXPECT_THAT(e.err, Not(HasSubstr("error"))) << name;
+  }
+  EXPECT_EQ(configs, 7);
+}
+
 TEST_F(EstimateMemory, EveryRankIsAccountedForByItsClass) {
   auto args = llamaWith({"--trainer.devices=4", "--trainer.strategy=hpu_deepspeed_stage_3",
                          "--model.init_args.hidden_size=30", "--model.init_args.num_attention_heads=3"});

@@ -203,6 +203,43 @@ TEST_F(FineTuningTest, Zero3GeneratesOneDevicesTokens) {
   EXPECT_EQ(predicted("zero3"), predicted("one"));
 }
 
+// export and consolidate take last and best as fit and predict do, and
+// say which file they picked; a checkpoint whose config names a directory
+// that is gone says so, not that the directory lacks a config.json.
+TEST_F(FineTuningTest, ExportAndConsolidateTakeLastAndBest) {
+  env()["HPU_LOG_LEVEL"] = "info";
+  const RunResult fit = run({"fit", "-c", "llama.yaml", "--trainer.callbacks.save_last=true"});
+  ASSERT_EQ(fit.exit_code, 0) << fit.describe();
+  const RunResult last = run({"export", "--ckpt_path", "last", "--output", "from_last"});
+  ASSERT_EQ(last.exit_code, 0) << last.describe();
+  EXPECT_THAT(last.err, ::testing::HasSubstr("info: --ckpt_path last: lightning_logs/version_0/checkpoints/last.ckpt "
+                                             "(the newest run's last.ckpt)\n"));
+  EXPECT_EQ(read("from_last/model.safetensors"), read("hf/model.safetensors"));  // the same 3 steps as base's
+  const RunResult best = run({"export", "--ckpt_path", "best", "--output", "from_best"});
+  ASSERT_EQ(best.exit_code, 0) << best.describe();
+  EXPECT_THAT(best.err, ::testing::HasSubstr(
+                            "info: --ckpt_path best: ./lightning_logs/version_0/checkpoints/final.ckpt (the best "
+                            "checkpoint ModelCheckpoint recorded in lightning_logs/version_0/checkpoints/last.ckpt)\n"));
+  // Two ZeRO ranks write their optimizer shards beside the newest last.ckpt.
+  const RunResult zero = run({"fit", "-c", "llama.yaml", "--trainer.callbacks.save_last=true", "--trainer.devices=2",
+                              "--trainer.strategy=deepspeed_stage_2", "--data.batch_size=2"});
+  ASSERT_EQ(zero.exit_code, 0) << zero.describe();
+  const RunResult whole = run({"consolidate", "last", "whole.ckpt"});
+  ASSERT_EQ(whole.exit_code, 0) << whole.describe();
+  EXPECT_THAT(whole.err, ::testing::HasSubstr("info: consolidate INPUT last: lightning_logs/version_1/checkpoints/"
+                                              "last.ckpt (the newest run's last.ckpt)\n"));
+  EXPECT_GT(readCheckpoint(dir() / "whole.ckpt").metadata.count("optimizer"), 0u);
+  // A fine-tune names the export it started from; once that is gone, export says so.
+  fineTune("lora", {"--model.lora={r: 4, lora_alpha: 8}"});
+  std::filesystem::rename(dir() / "hf", dir() / "hf_moved");
+  const RunResult gone = run({"export", "--ckpt_path", checkpointOf("lora"), "--output", "merged"});
+  EXPECT_EQ(gone.exit_code, 2) << gone.describe();
+  EXPECT_THAT(gone.err, ::testing::MatchesRegex(
+                            "error: the config saved in lora/lightning_logs/version_0/checkpoints/final\\.ckpt:[0-9]+:[0-9]+: "
+                            "model\\.init_args\\.pretrained: no such directory: " + (dir() / "hf").string() +
+                            " \\(a relative path given here is read from the working directory\\)\n"));
+}
+
 TEST_F(FineTuningTest, TheMergedExportGeneratesAsTheLoraCheckpointWithoutAData) {
   fineTune("lora", {"--model.lora={r: 4, lora_alpha: 8}", "--trainer.max_steps=6"});
   ASSERT_EQ(run({"export", "--ckpt_path", checkpointOf("lora"), "--output", "merged"}).exit_code, 0);

@@ -8,10 +8,6 @@
 namespace hpu::core {
 
 int runExport(ExportRequest request) {
-  if (request.ckpt_path == "last" || request.ckpt_path == "best")
-    throw UsageError("export --ckpt_path " + request.ckpt_path +
-                     ": give the checkpoint file (lightning_logs/version_N/checkpoints/last.ckpt); last and best name "
-                     "checkpoints inside a run");
   // One process on one device: the weights are the same whatever layout
   // trained them, and export draws nothing.
   config::Node& options = *request.run.config.find("trainer");

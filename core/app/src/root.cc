@@ -1,5 +1,6 @@
 #include "hpu/core/app/root.h"
 
+#include "hpu/core/checkpoint/run_checkpoints.h"
 #include "hpu/core/loggers/logger.h"
 #include "hpu/core/precision/precision.h"
 #include "hpu/core/strategies/strategy_names.h"
@@ -156,7 +157,7 @@ StructSchema makeRoot() {
            "Optimizer overriding the model's configure_optimizers (e.g. AdamW)."},
           {"lr_scheduler", Type::optional(Type::component({K::kLRScheduler})), "null",
            "Learning-rate scheduler for the optimizer (e.g. StepLR)."},
-          {"ckpt_path", Type::optional(Type::string()), "null",
+          {"ckpt_path", Type::optional(Type::path(config::PathKind::kFile, checkpoint::isRunCheckpointWord)), "null",
            "Checkpoint to resume from (fit) or evaluate (validate/test/predict): a path, 'last' or 'best'."},
       }};
 }

@@ -1,6 +1,7 @@
 #include "hpu/core/config/compose.h"
 
 #include <cctype>
+#include <functional>
 #include <optional>
 
 #include "hpu/core/config/normalize.h"
@@ -302,9 +303,14 @@ Node composeConfig(const ConfigSources& sources, const Type& root_type, std::vec
   std::vector<std::string> problems;
   bool partial = false;
   Node root = Node::map();
-  for (const std::string& file : sources.files) {
+  std::vector<std::function<Node()>> loads;
+  for (const ConfigDocument& d : sources.documents)
+    loads.emplace_back([&d, &problems] { return loadYamlString(d.text, d.origin, {}, &problems); });
+  for (const std::string& file : sources.files)
+    loads.emplace_back([&file, &problems] { return loadYamlFile(file, {}, &problems); });
+  for (const auto& load : loads) {  // a duplicate key leaves the file whole
     try {
-      Node doc = loadYamlFile(file, {}, &problems);  // a duplicate key leaves the file whole
+      Node doc = load();
       if (doc.isNull()) continue;
       if (!doc.isMap()) {
         problems.push_back(doc.loc().str() + ": a config file must be a mapping of keys");
@@ -322,7 +328,9 @@ Node composeConfig(const ConfigSources& sources, const Type& root_type, std::vec
     applyOverride(root, root_type, o, problems);
   for (const Override& o : sources.overrides) applyOverride(root, root_type, o, problems);
   partial = partial || problems.size() > before_overrides;
-  Node out = normalize(root, root_type, "", problems, notes, sources.template_only, partial);
+  // A template (--print_config) shows paths as given; a run reads them.
+  Node out = normalize(root, root_type, "", problems, notes, sources.template_only, partial,
+                       /*resolve_paths=*/!sources.template_only);
   if (!problems.empty()) throw ConfigError(std::move(problems));
   return out;
 }

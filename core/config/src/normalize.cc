@@ -1,6 +1,7 @@
 #include "hpu/core/config/normalize.h"
 
 #include <cmath>
+#include <utility>
 
 #include "hpu/core/config/registry.h"
 #include "hpu/core/config/scalars.h"
@@ -22,8 +23,13 @@ std::string describe(const Node& n) {
 
 class Normalizer {
  public:
-  Normalizer(std::vector<std::string>& problems, std::vector<std::string>* notes, bool template_only, bool partial)
-      : problems_(problems), notes_(notes), template_only_(template_only || partial), partial_(partial) {}
+  Normalizer(std::vector<std::string>& problems, std::vector<std::string>* notes, bool template_only, bool partial,
+             bool resolve_paths)
+      : problems_(problems),
+        notes_(notes),
+        template_only_(template_only || partial),
+        partial_(partial),
+        resolve_paths_(resolve_paths) {}
 
   Node run(const Node& v, const Type& t, const std::string& path) {
     switch (t.tag()) {
@@ -131,6 +137,15 @@ class Normalizer {
         return v;
       }
     }
+    if (const PathSpec* spec = t.pathSpec(); spec != nullptr && resolve_paths_ && !spec->literal(v.str())) {
+      const ResolvedPath found = resolvePath(v, spec->kind, path);
+      if (!found.problem.empty()) {
+        problems_.push_back(found.problem);
+        return v;
+      }
+      if (!found.note.empty() && notes_ != nullptr) notes_->push_back(found.note);
+      return Node::scalar(found.path, v.loc(), /*quoted=*/true);
+    }
     return Node::scalar(v.str(), v.loc(), /*quoted=*/true);
   }
 
@@ -224,8 +239,10 @@ class Normalizer {
                  : "missing required key (" + p.type.name() + ")");
         continue;
       }
-      if (given == nullptr) {
+      if (given == nullptr) {  // a default names no file the user chose: it is read where it is used
+        const bool resolve = std::exchange(resolve_paths_, false);
         out.set(p.name, run(p.defaultValue(), p.type, child));
+        resolve_paths_ = resolve;
         continue;
       }
       Node value = run(*given, p.type, child);
@@ -266,7 +283,7 @@ class Normalizer {
       if (v.isScalar() && a->tag() == Tag::kString && a->foreignSpelling(v.str())) return run(v, *a, path);
     for (const Type* a : fitting) {
       std::vector<std::string> trial, trial_notes;
-      Node out = Normalizer(trial, &trial_notes, template_only_, partial_).run(v, *a, path);
+      Node out = Normalizer(trial, &trial_notes, template_only_, partial_, resolve_paths_).run(v, *a, path);
       if (trial.empty()) {
         if (notes_ != nullptr) notes_->insert(notes_->end(), trial_notes.begin(), trial_notes.end());
         return out;
@@ -280,7 +297,7 @@ class Normalizer {
     // range, not finite) says more than "expected A | B".
     for (const Type* a : fitting) {
       if (reads(v, *a)) {
-        Normalizer(problems_, notes_, template_only_, partial_).run(v, *a, path);
+        Normalizer(problems_, notes_, template_only_, partial_, resolve_paths_).run(v, *a, path);
         return v;
       }
     }
@@ -320,13 +337,14 @@ class Normalizer {
   std::vector<std::string>* notes_;
   bool template_only_;
   bool partial_;
+  bool resolve_paths_;
 };
 
 }  // namespace
 
 Node normalize(const Node& value, const Type& type, const std::string& path, std::vector<std::string>& problems,
-               std::vector<std::string>* notes, bool template_only, bool partial) {
-  return Normalizer(problems, notes, template_only, partial).run(value, type, path);
+               std::vector<std::string>* notes, bool template_only, bool partial, bool resolve_paths) {
+  return Normalizer(problems, notes, template_only, partial, resolve_paths).run(value, type, path);
 }
 
 std::string componentName(const Node& value, const std::vector<ComponentKind>& kinds) {

@@ -50,6 +50,12 @@ Type Type::string(std::vector<std::string> choices, std::vector<ForeignSpelling>
   return t;
 }
 
+Type Type::path(PathKind kind, bool (*is_literal)(std::string_view)) {
+  Type t = string();
+  t.path_ = PathSpec{kind, is_literal};
+  return t;
+}
+
 const ForeignSpelling* Type::foreignSpelling(std::string_view value) const {
   for (const ForeignSpelling& f : foreign_)
     if (std::find(f.from.begin(), f.from.end(), value) != f.from.end()) return &f;

@@ -22,8 +22,8 @@ namespace {
 // node-based API lets through.
 class TreeBuilder : public YAML::EventHandler {
  public:
-  TreeBuilder(std::shared_ptr<const std::string> origin, int max_depth)
-      : origin_(std::move(origin)), max_depth_(max_depth) {}
+  TreeBuilder(std::shared_ptr<const std::string> origin, bool file, int max_depth)
+      : origin_(std::move(origin)), file_(file), max_depth_(max_depth) {}
 
   Node takeRoot() { return std::move(root_); }
   std::vector<std::string>& problems() { return problems_; }
@@ -70,7 +70,7 @@ class TreeBuilder : public YAML::EventHandler {
     SourceLoc key_loc;
   };
 
-  SourceLoc loc(const YAML::Mark& m) const { return {origin_, m.line + 1, m.column + 1}; }
+  SourceLoc loc(const YAML::Mark& m) const { return {origin_, m.line + 1, m.column + 1, file_}; }
 
   void open(Node n, YAML::anchor_t anchor) {
     if (static_cast<int>(stack_.size()) >= max_depth_) {
@@ -130,6 +130,7 @@ class TreeBuilder : public YAML::EventHandler {
   }
 
   std::shared_ptr<const std::string> origin_;
+  bool file_;
   int max_depth_;
   int depth_error_once_ = 0;
   int documents_ = 0;
@@ -262,9 +263,10 @@ class Emitter {
   const EmitOptions& options_;
 };
 
-Node parse(std::istream& in, const std::string& origin, const LoadLimits& limits, std::vector<std::string>* problems) {
+Node parse(std::istream& in, const std::string& origin, bool file, const LoadLimits& limits,
+           std::vector<std::string>* problems) {
   auto origin_ptr = std::make_shared<const std::string>(origin);
-  TreeBuilder builder(origin_ptr, limits.max_depth);
+  TreeBuilder builder(origin_ptr, file, limits.max_depth);
   try {
     YAML::Parser parser(in);
     if (parser.HandleNextDocument(builder) && parser.HandleNextDocument(builder))
@@ -318,7 +320,7 @@ Node loadYamlFile(const std::string& path, const LoadLimits& limits, std::vector
   if (in.bad()) throw ConfigError("cannot read config file '" + path + "': " + std::strerror(errno));
   if (text.size() > limits.max_bytes) throw tooBig("over " + std::to_string(limits.max_bytes));
   std::istringstream stream(std::move(text));
-  return parse(stream, path, limits, problems);
+  return parse(stream, path, /*file=*/true, limits, problems);
 }
 
 Node loadYamlString(std::string_view text, const std::string& origin, const LoadLimits& limits,
@@ -327,7 +329,7 @@ Node loadYamlString(std::string_view text, const std::string& origin, const Load
     throw ConfigError(origin + ": value is " + std::to_string(text.size()) +
                       " bytes; the limit is " + std::to_string(limits.max_bytes));
   std::istringstream in{std::string(text)};
-  return parse(in, origin, limits, problems);
+  return parse(in, origin, /*file=*/false, limits, problems);
 }
 
 std::string emitYaml(const Node& root, const EmitOptions& options) {

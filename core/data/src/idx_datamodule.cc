@@ -105,7 +105,7 @@ class IdxDataModule : public DataModule {
 };
 
 std::vector<ParamSpec> idxParams(const char* data_dir) {
-  return {{"data_dir", Type::string(), data_dir, "Directory holding the IDX files (gzipped or not)."},
+  return {{"data_dir", Type::path(config::PathKind::kDirectory), data_dir, "Directory holding the IDX files (gzipped or not)."},
           {"val_split", Type::anyOf({Type::integer().min(0), Type::real().min(0.0).max(1.0, true)}), "5000",
            "Training samples held out for validation: a count (int) or a fraction (float)."}};
 }

@@ -37,6 +37,12 @@ using config::Params;
 using config::Type;
 using json = nlohmann::ordered_json;
 
+// Whether data.init_args.chat_template holds a template's text (a Jinja tag
+// or expression) rather than the path of a file holding one.
+bool isTemplateText(std::string_view value) {
+  return value.find("{%") != std::string_view::npos || value.find("{{") != std::string_view::npos;
+}
+
 constexpr std::int64_t kIgnoreIndex = -100;  // transformers' label of tokens outside the loss
 constexpr std::array kRoles = {"system", "user", "assistant", "tool"};
 
@@ -206,8 +212,7 @@ class InstructionDataModule final : public DataModule {
   const ChatTemplate& chatTemplate(const std::string& file, std::size_t line) {
     if (template_) return *template_;
     if (chat_template_arg_) {
-      const bool is_file = chat_template_arg_->find("{%") == std::string::npos &&
-                           chat_template_arg_->find("{{") == std::string::npos;
+      const bool is_file = !isTemplateText(*chat_template_arg_);
       std::string source = *chat_template_arg_;
       if (is_file) {
         try {
@@ -418,14 +423,15 @@ HPU_REGISTER_COMPONENT(
     DataModule,
     dataModuleSchema(
         "InstructionDataModule", "",
-        {{"train_file", Type::string(), "null",
+        {{"train_file", Type::path(config::PathKind::kFile), "null",
           "JSONL of training examples: {\"prompt\", \"completion\"} or {\"messages\": [{\"role\", \"content\"}]}."},
-         {"val_file", Type::optional(Type::string()), "null", "JSONL of validation (and test) examples."},
+         {"val_file", Type::optional(Type::path(config::PathKind::kFile)), "null",
+          "JSONL of validation (and test) examples."},
          {"val_split", Type::real().min(0.0).max(1.0, true), "0.1",
           "Without val_file: the fraction of training examples held out for validation (a seeded draw)."},
-         {"tokenizer", Type::optional(Type::string()), "null",
+         {"tokenizer", Type::optional(Type::path(config::PathKind::kFileOrDirectory)), "null",
           "The model's tokenizer: a Hugging Face model directory or tokenizer.json."},
-         {"chat_template", Type::optional(Type::string()), "null",
+         {"chat_template", Type::optional(Type::path(config::PathKind::kFile, isTemplateText)), "null",
           "A Jinja chat template (its text or a file) for messages, instead of the tokenizer's."},
          {"block_size", Type::integer().min(2), "512", "Tokens per sample (the context length)."},
          {"packing", Type::boolean(), "false",

@@ -24,6 +24,9 @@ namespace fs = std::filesystem;
 using config::Params;
 using config::Type;
 
+// The tokenizers named by a word rather than a path.
+bool builtInTokenizer(std::string_view name) { return name == "byte" || name == "char"; }
+
 class TextDataModule final : public DataModule {
  public:
   explicit TextDataModule(const Params& p)
@@ -139,9 +142,10 @@ HPU_REGISTER_COMPONENT(
     DataModule,
     dataModuleSchema(
         "TextDataModule", "",
-        {{"path", Type::string(), "null", "A text file, or a folder whose regular files are read in name order."},
+        {{"path", Type::path(config::PathKind::kFileOrDirectory), "null",
+          "A text file, or a folder whose regular files are read in name order."},
          {"exclude", Type::list(Type::string()), "[]", "File name patterns of a folder's files to skip (e.g. *.dat)."},
-         {"tokenizer", Type::string(), "byte",
+         {"tokenizer", Type::path(config::PathKind::kFileOrDirectory, builtInTokenizer), "byte",
           "byte: every UTF-8 byte a token (vocabulary 256); char: every character of the corpus (UTF-8 only); "
           "or a Hugging Face tokenizer: a model directory (tokenizer.json, or GPT-2's vocab.json + merges.txt) or a "
           "tokenizer.json file."},

@@ -540,7 +540,7 @@ std::vector<config::ParamSpec> deepspeedParams(const char* stage, const char* of
            "itself, false by default)."},
           {"logging_batch_size_per_gpu", Type::anyOf({Type::string({"auto"}), Type::integer().min(1)}), "auto",
            "Batch size DeepSpeed's throughput log assumes.", kNoDeepSpeedLogging},
-          {"config", Type::optional(Type::anyOf({Type::dict(), Type::string()})), "null",
+          {"config", Type::optional(Type::anyOf({Type::dict(), Type::path(config::PathKind::kFile)})), "null",
            "A DeepSpeed config: a mapping, or the path of a DeepSpeed JSON file (also PL_DEEPSPEED_CONFIG_PATH)."},
           fixedInt("logging_level", "30", "DeepSpeed's log level (logging.WARN).", kNoDeepSpeedLogging),
           {"expert_parallel_size", Type::integer().min(1), "1",

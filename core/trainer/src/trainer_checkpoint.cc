@@ -12,12 +12,12 @@
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <set>
 #include <tuple>
 
 #include "hpu/core/base/errors.h"
 #include "hpu/core/checkpoint/consolidate.h"
+#include "hpu/core/checkpoint/run_checkpoints.h"
 #include "hpu/core/config/yaml_io.h"
 #include "hpu/core/tensor/leaf.h"
 #include "hpu/core/trainer/trainer.h"
@@ -389,50 +389,35 @@ void Trainer::removeCheckpoint(const std::string& path) {
 }
 
 std::string Trainer::resolveCheckpointPath(const std::string& ckpt_path) const {
-  if (ckpt_path != "last" && ckpt_path != "best") return ckpt_path;
-  if (ckpt_path == "best") {
-    for (const auto& c : callbacks_)
-      if (std::string best = stateString(*c, "best_model_path"); !best.empty()) return best;
+  if (!checkpoint::isRunCheckpointWord(ckpt_path)) return ckpt_path;
+  // As Lightning looks: a ModelCheckpoint's own dirpath, this run's
+  // checkpoint directory; then the logger's earlier runs.
+  checkpoint::RunCheckpointSearch search;
+  for (const auto& c : callbacks_) {
+    if (std::string dir = stateString(*c, "dirpath"); !dir.empty()) search.dirs.push_back(dir);
+    if (search.best_known.empty()) search.best_known = stateString(*c, "best_model_path");
   }
-  // The newest last.ckpt: in a ModelCheckpoint's own dirpath (as Lightning
-  // looks), this run's checkpoint directory, else the newest version of the
-  // logger's earlier runs.
-  std::vector<fs::path> candidates;
-  for (const auto& c : callbacks_)
-    if (std::string dir = stateString(*c, "dirpath"); !dir.empty()) candidates.push_back(fs::path(dir) / "last.ckpt");
-  candidates.push_back(fs::path(logDir()) / "checkpoints" / "last.ckpt");
-  const fs::path runs = fs::path(logDir()).parent_path();
-  std::error_code ec;
-  int best_version = -1;
-  fs::path newest;
-  static const std::regex kVersion("version_([0-9]+)");
-  for (const auto& entry : fs::directory_iterator(runs, ec)) {
-    std::smatch mt;
-    const std::string name = entry.path().filename().string();
-    if (!std::regex_match(name, mt, kVersion)) continue;
-    const int v = std::stoi(mt[1]);
-    if (v > best_version && fs::exists(entry.path() / "checkpoints" / "last.ckpt")) {
-      best_version = v;
-      newest = entry.path() / "checkpoints" / "last.ckpt";
-    }
+  search.dirs.push_back((fs::path(logDir()) / "checkpoints").string());
+  search.runs_root = fs::path(logDir()).parent_path().string();
+  const checkpoint::RunCheckpoint found = checkpoint::findRunCheckpoint(ckpt_path, search);
+  if (!found.path.empty()) {
+    if (isGlobalZero()) spdlog::info("ckpt_path={}: {} ({})", ckpt_path, found.path, found.how);
+    return found.path;
   }
-  if (!newest.empty()) candidates.push_back(newest);
-  for (const auto& c : candidates)
-    if (fs::exists(c)) {
-      if (ckpt_path == "best")
-        spdlog::warn("ckpt_path=best: no best checkpoint is known in this process; using {}", c.string());
-      return c.string();
-    }
-  const std::string where = runs.empty() ? candidates.front().parent_path().string() : runs.string();
   if (ckpt_path == "best")
-    throw UsageError(fmt::format("ckpt_path=best: no best checkpoint is known and no last.ckpt under {}; pass a "
-                                 "checkpoint path instead",
-                                 where));
+    throw UsageError(
+        found.looked_in.ends_with(".ckpt")
+            ? fmt::format("ckpt_path=best: no ModelCheckpoint of this process knows a best checkpoint, and the state "
+                          "of {} records none (ModelCheckpoint records one with monitor set); pass a checkpoint path",
+                          found.looked_in)
+            : fmt::format("ckpt_path=best: no best checkpoint is known and no last.ckpt under {}; pass a checkpoint "
+                          "path instead",
+                          found.looked_in));
   // As Lightning: "last" without one loads nothing (a job that is always
   // started with --ckpt_path last begins from scratch the first time).
   spdlog::warn("ckpt_path=last: no last.ckpt under {}, so no checkpoint is loaded (ModelCheckpoint writes one with "
                "save_last: true)",
-               where);
+               found.looked_in);
   return "";
 }
 

@@ -785,14 +785,14 @@ OptimizerConfig CausalLM::configureOptimizers() {
 
 std::vector<config::ParamSpec> causalLMParams() {
   return {
-      {"config", Type::optional(Type::string()), "null",
+      {"config", Type::optional(Type::path(config::PathKind::kFileOrDirectory)), "null",
        "A Hugging Face config.json to read the architecture from; init_args given beside it win."},
-      {"pretrained", Type::optional(Type::string()), "null",
+      {"pretrained", Type::optional(Type::path(config::PathKind::kDirectory)), "null",
        "A Hugging Face model directory: its config.json (unless config is given), its weights (model.safetensors "
        "or a sharded index; F32, BF16, F16) and, when the data brings none, its tokenizer."},
       {"lora", Type::optional(Type::structure(&loraSchema())), "null",
        "LoRA fine-tuning with PEFT's LoraConfig keys: only the adapters (and modules_to_save) train."},
-      {"lora_path", Type::optional(Type::string()), "null",
+      {"lora_path", Type::optional(Type::path(config::PathKind::kDirectory)), "null",
        "A PEFT adapter directory (adapter_config.json, adapter_model.safetensors) to start from; its LoraConfig "
        "applies when lora is not given."},
       {"gradient_checkpointing", Type::anyOf({Type::boolean(), Type::string({"selective"})}), "false",
@@ -810,7 +810,7 @@ std::vector<config::ParamSpec> causalLMParams() {
       {"lr", Type::real().min(0.0, true), "0.0003", "Learning rate of the default AdamW (betas 0.9, 0.95)."},
       {"weight_decay", Type::real().min(0.0), "0.1", "Weight decay of the default AdamW."},
       {"prompt", Type::optional(Type::string()), "null", "predict: a text to continue."},
-      {"prompts", Type::optional(Type::anyOf({Type::list(Type::string()), Type::string()})), "null",
+      {"prompts", Type::optional(Type::anyOf({Type::list(Type::string()), Type::path(config::PathKind::kFile)})), "null",
        "predict: texts to continue, a list or a file with one per line."},
       {"messages", Type::optional(Type::list(Type::dict())), "null",
        "predict: a conversation ([{role: user, content: ...}, ...]) rendered with the tokenizer's chat template "

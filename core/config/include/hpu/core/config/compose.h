@@ -48,7 +48,16 @@ std::vector<Override> envOverrides(const Environment& env,
                                    const std::string& subcommand,
                                    std::vector<std::string>& problems);
 
+// A config held in memory (the one a checkpoint saved), merged as a file
+// would be; `origin` names it in messages. Relative paths in it are read from
+// the working directory, as the command line's.
+struct ConfigDocument {
+  std::string origin;
+  std::string text;
+};
+
 struct ConfigSources {
+  std::vector<ConfigDocument> documents;  // merged first
   std::vector<std::string> files;   // --config, in command-line order
   std::vector<Override> overrides;  // dotted flags, in command-line order
   Environment env;

@@ -16,10 +16,13 @@ namespace hpu::core::config {
 
 // Where a value came from. `origin` is a file path, "command line" or an
 // environment variable's name; line/col are 1-based and 0 when unknown.
+// `file`: origin is the path of the config file that holds the value (a
+// relative path in it is read from the file's folder: config/paths.h).
 struct SourceLoc {
   std::shared_ptr<const std::string> origin;
   int line = 0;
   int col = 0;
+  bool file = false;
 
   bool known() const { return origin != nullptr; }
   // "configs/a.yaml:12:5", "command line", "" when unknown.

@@ -21,9 +21,12 @@ namespace hpu::core::config {
 // is missing), a required key or a class_path left out is no problem either.
 // With `template_only`, a required key left out is null instead of a
 // problem (the template --print_config writes before a model is chosen).
+// With `resolve_paths`, every path-typed value the tree gives (not a default)
+// is resolved by paths.h's rule: a path found nowhere is a problem, the value
+// becomes the path found, the working-directory fallback is a note.
 Node normalize(const Node& value, const Type& type, const std::string& path, std::vector<std::string>& problems,
                std::vector<std::string>* notes = nullptr, bool template_only = false,
-               bool partial = false);
+               bool partial = false, bool resolve_paths = false);
 
 // The name of the registered class a component node (string or
 // {class_path: ...}) names by the class-path rule, or "" if it names none

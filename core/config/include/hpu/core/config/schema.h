@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "hpu/core/config/node.h"
+#include "hpu/core/config/paths.h"
 
 namespace hpu::core::config {
 
@@ -55,6 +56,9 @@ class Type {
   // A string, optionally restricted to `choices` (which --help lists), and
   // spellings of other accelerators that it maps or refuses.
   static Type string(std::vector<std::string> choices = {}, std::vector<ForeignSpelling> foreign = {});
+  // A string naming a file or directory to read, resolved when a config is
+  // composed (paths.h); `is_literal` picks the values that are not paths.
+  static Type path(PathKind kind, bool (*is_literal)(std::string_view) = nullptr);
   // A free-form mapping (kept verbatim, e.g. a DeepSpeed config).
   static Type dict();
   static Type list(Type element);
@@ -75,6 +79,8 @@ class Type {
   // The foreign spelling `value` is, or nullptr.
   const ForeignSpelling* foreignSpelling(std::string_view value) const;
   const std::vector<ComponentKind>& kinds() const { return kinds_; }
+  // A path-typed string's spec, or nullptr.
+  const PathSpec* pathSpec() const { return path_ ? &*path_ : nullptr; }
   const StructSchema* schema() const { return schema_; }
   struct Bound {
     double value;
@@ -92,6 +98,7 @@ class Type {
   std::vector<Type> args_;
   std::vector<std::string> choices_;
   std::vector<ForeignSpelling> foreign_;
+  std::optional<PathSpec> path_;
   std::vector<ComponentKind> kinds_;
   const StructSchema* schema_ = nullptr;
   std::optional<Bound> lower_, upper_;

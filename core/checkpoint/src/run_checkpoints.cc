@@ -1,0 +1,92 @@
+#include "hpu/core/checkpoint/run_checkpoints.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <regex>
+#include <system_error>
+
+#include "hpu/core/base/errors.h"
+#include "hpu/core/checkpoint/checkpoint.h"
+
+namespace hpu::core::checkpoint {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+bool isFile(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_regular_file(p, ec);
+}
+
+// The version_N folders of `root`, newest (highest N) first.
+std::vector<fs::path> versionsNewestFirst(const fs::path& root) {
+  static const std::regex kVersion("version_([0-9]+)");
+  std::vector<std::pair<long long, fs::path>> found;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(root, ec)) {
+    std::smatch m;
+    const std::string name = entry.path().filename().string();
+    if (entry.is_directory(ec) && std::regex_match(name, m, kVersion)) found.emplace_back(std::stoll(m[1]), entry.path());
+  }
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<fs::path> out;
+  for (auto& [n, p] : found) out.push_back(std::move(p));
+  return out;
+}
+
+RunCheckpoint findLast(const RunCheckpointSearch& search) {
+  RunCheckpoint out;
+  for (const std::string& dir : search.dirs)
+    if (const fs::path last = fs::path(dir) / "last.ckpt"; isFile(last))
+      return {last.string(), "this run's last.ckpt", ""};
+  if (!search.runs_root.empty())
+    for (const fs::path& version : versionsNewestFirst(search.runs_root))
+      if (const fs::path last = version / "checkpoints" / "last.ckpt"; isFile(last))
+        return {last.string(), "the newest run's last.ckpt", ""};
+  out.looked_in = search.runs_root.empty() ? (search.dirs.empty() ? "." : search.dirs.front()) : search.runs_root;
+  return out;
+}
+
+// The best_model_path a ModelCheckpoint state in `ckpt`'s metadata records,
+// if that file exists.
+std::optional<std::string> recordedBest(const std::string& ckpt) {
+  std::map<std::string, std::string> meta;
+  try {
+    meta = readMetadata(ckpt);
+  } catch (const CheckpointError&) {
+    return std::nullopt;
+  }
+  const auto it = meta.find("callbacks");
+  if (it == meta.end()) return std::nullopt;
+  const json states = json::parse(it->second, nullptr, false);
+  if (!states.is_object()) return std::nullopt;
+  for (const auto& [key, text] : states.items()) {
+    if (!text.is_string()) continue;
+    const json state = json::parse(text.get<std::string>(), nullptr, false);
+    if (!state.is_object() || !state.contains("best_model_path") || !state["best_model_path"].is_string()) continue;
+    const std::string best = state["best_model_path"].get<std::string>();
+    if (!best.empty() && isFile(best)) return best;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+bool isRunCheckpointWord(std::string_view ckpt_path) { return ckpt_path == "last" || ckpt_path == "best"; }
+
+RunCheckpoint findRunCheckpoint(std::string_view word, const RunCheckpointSearch& search) {
+  if (word == "last") return findLast(search);
+  if (!search.best_known.empty()) return {search.best_known, "the best checkpoint of this run's ModelCheckpoint", ""};
+  RunCheckpoint last = findLast(search);
+  if (last.path.empty()) return last;
+  if (std::optional<std::string> best = recordedBest(last.path))
+    return {*best, "the best checkpoint ModelCheckpoint recorded in " + last.path, ""};
+  return {"", "", last.path};
+}
+
+}  // namespace hpu::core::checkpoint
