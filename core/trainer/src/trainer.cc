@@ -787,6 +787,12 @@ void Trainer::trainEpoch() {
   ++current_epoch_;
 }
 
+std::int64_t Trainer::epochTrainingBatches() const {
+  if (options_.max_steps < 0) return num_train_batches_;
+  const std::int64_t steps_left = std::max<std::int64_t>(0, options_.max_steps - global_step_);
+  return std::min(num_train_batches_, skip_batches_ + steps_left * options_.accumulate_grad_batches);
+}
+
 void Trainer::reseedDropout(std::int64_t batch_idx) {
   // Dropout masks are a pure function of (seed, rank, epoch, batch): the same
   // after a resume, whatever was drawn before.
