@@ -236,6 +236,10 @@ void Trainer::setupModel(LightningModule& model, data::DataModule& data, data::S
     HPU_CHECK(host_staging_->allocator().stats().inUse == 0, "{} bytes of the model left in host memory",
               host_staging_->allocator().stats().inUse);
   }
+  // Once nothing of the model is left in host staging (an error may end the setup here).
+  for (nn::Module* m : nn::modulesOfClasses(model, strategy_->recomputedLayerClasses(),
+                                            "trainer.strategy.init_args.activation_checkpointing_policy"))
+    m->recomputeInBackward(&dropout_rng_);
   if (ctx.defer_trainable_values && !dev.shapeOnly()) fillDeferredParameters(model);
   model.attachTrainer(metrics_.get(), profiler_.get(), dev);
   model_ready_ = true;
