@@ -693,6 +693,29 @@ TEST_F(DeepSpeedTest, FsdpShardingStrategiesTrainAsTheirZeroStagesOnTwoRanks) {
   expectSameTensors(checkpoint("resumed"), checkpoint("fsdp"), "resumed");
 }
 
+// A sharded optimizer state resumes where it is sharded alike: ZeRO-3's
+// shards under FSDP's FULL_SHARD (one parameter a bucket both), not ZeRO-2's
+// (one bucket) on the same world size.
+TEST_F(DeepSpeedTest, ShardedOptimizerStateResumesOnlyWhereItIsShardedAlike) {
+  fit("ds3", {"--trainer.devices=2", "--trainer.strategy=hpu_deepspeed_stage_3", "--trainer.max_epochs=1"});
+  fit("ds2", {"--trainer.devices=2", "--trainer.strategy=hpu_deepspeed_stage_2", "--trainer.max_epochs=1"});
+  const std::vector<std::string> fsdp{"--trainer.devices=2", std::string("--trainer.strategy=") + kFsdpClassPath,
+                                      "--trainer.strategy.state_dict_type=sharded"};
+  const auto from = [&](const std::string& root) {
+    std::vector<std::string> args = fsdp;
+    args.push_back("--ckpt_path=" + checkpointOf(root));
+    return args;
+  };
+  fit("whole", fsdp);
+  fit("resumed", from("ds3"));
+  expectSameWeights(checkpoint("whole"), checkpoint("resumed"), "FULL_SHARD from ZeRO-3's shards");
+  const std::string saved = checkpointOf("ds2");
+  expectFailure(runIn("fit", "refused", from("ds2")), 1,
+                saved + ": its optimizer state is sharded otherwise than this run shards it (another ZeRO stage, "
+                        "bucket size or shard groups); resume it with the strategy that saved it, or consolidate it "
+                        "first: hpu-train consolidate " + saved + " <output.ckpt>");
+}
+
 // fsdp_cpu_offload is ZeRO-3 with the optimizer and parameters offloaded.
 TEST_F(DeepSpeedTest, FsdpCpuOffloadTrainsAsZeroThreeOffload) {
   env()["HPU_LOG_LEVEL"] = "info";

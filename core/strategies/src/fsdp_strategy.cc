@@ -90,7 +90,9 @@ std::vector<config::ParamSpec> fsdpParams() {
   // An object FSDP takes that hpu-train has no counterpart of: null only, another value refused with the reason.
   const auto object = Type::optional(Type::anyOf({Type::string(), Type::dict(), Type::list(Type::string())}));
   // lightning-habana's order (strategies/fsdp.py), then Lightning's
-  // device_mesh and the FullyShardedDataParallel keyword arguments it passes on.
+  // device_mesh, then FullyShardedDataParallel's keyword arguments, which
+  // FSDPStrategy passes on and LightningCLI does not list (hence own: a
+  // printed config never holds them), refused with their reasons.
   return {trainerPartParam("accelerator", "trainer.accelerator"),
           {"parallel_devices", Type::optional(Type::list(Type::string())), "null",
            "Devices to use (their count must match trainer.devices)."},
@@ -125,20 +127,20 @@ std::vector<config::ParamSpec> fsdpParams() {
            "in a file of its own beside it (X.ckpt.rank<R>)."},
           {"device_mesh", Type::optional(Type::list(Type::integer())), "null",
            "HYBRID_SHARD's [replicas, shard size] (null: shard within each node, replicate across nodes)."},
-          {"process_group", object, "null", "FSDP's process group(s).", kOwnGroups},
-          {"limit_all_gathers", Type::boolean(), "true", "Rate-limit all-gathers in flight.", kNoPrefetch},
-          {"forward_prefetch", Type::boolean(), "false", "Prefetch the next unit's all-gather in forward.", kNoPrefetch},
+          {"process_group", object, "null", "FSDP's process group(s).", kOwnGroups, true},
+          {"limit_all_gathers", Type::boolean(), "true", "Rate-limit all-gathers in flight.", kNoPrefetch, true},
+          {"forward_prefetch", Type::boolean(), "false", "Prefetch the next unit's all-gather in forward.", kNoPrefetch, true},
           {"backward_prefetch", Type::optional(Type::string({"BACKWARD_PRE", "BACKWARD_POST"})), "null",
-           "Prefetch the next unit's all-gather in backward.", kNoPrefetch},
+           "Prefetch the next unit's all-gather in backward.", kNoPrefetch, true},
           {"use_orig_params", Type::boolean(), "true", "The optimizer sees the original parameters.",
-           "hpu-train's optimizer always steps the original parameters (by name, in checkpoints too)"},
+           "hpu-train's optimizer always steps the original parameters (by name, in checkpoints too)", true},
           {"sync_module_states", Type::boolean(), "true", "Broadcast rank 0's parameters and buffers at setup.",
-           "hpu-train always starts every rank from rank 0's parameters and buffers"},
+           "hpu-train always starts every rank from rank 0's parameters and buffers", true},
           {"ignored_modules", object, "null", "Modules FSDP leaves unsharded.",
-           "every trainable parameter is sharded; frozen ones stay whole on every rank"},
+           "every trainable parameter is sharded; frozen ones stay whole on every rank", true},
           {"param_init_fn", object, "null", "How to initialise parameters on the meta device.",
-           "a ZeRO-3 model is built in host memory and sharded as it reaches the devices"},
-          {"device_id", object, "null", "The device of this rank.", "each rank drives the device of its local rank"}};
+           "a ZeRO-3 model is built in host memory and sharded as it reaches the devices", true},
+          {"device_id", object, "null", "The device of this rank.", "each rank drives the device of its local rank", true}};
 }
 
 HPU_REGISTER_COMPONENT(
