@@ -42,6 +42,29 @@ const char* const kTrainerCommands[][2] = {
     {"predict", "Run inference over the predict set."},
 };
 
+// The names of `app`'s subcommands in the order they were added (with
+// `configs_only`, of those that take --config), joined by `sep`, the last
+// two by `last_sep` when given.
+std::string subcommandNames(const CLI::App& app, const std::string& sep, bool configs_only = false,
+                            const std::string& last_sep = "") {
+  std::vector<std::string> names;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+    if (!configs_only || sub->get_option_no_throw("--config") != nullptr) names.push_back(sub->get_name());
+  std::string out;
+  for (std::size_t i = 0; i < names.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == names.size() && !last_sep.empty() ? last_sep : sep) + names[i];
+  return out;
+}
+
+// The top-level usage line names every subcommand.
+class UsageFormatter final : public CLI::Formatter {
+ public:
+  std::string make_usage(const CLI::App* app, std::string name) const override {
+    if (app->get_parent() != nullptr) return CLI::Formatter::make_usage(app, std::move(name));
+    return "Usage: " + name + " [OPTIONS] {" + subcommandNames(*app, "|") + "} [SUBCOMMAND OPTIONS]\n\n";
+  }
+};
+
 // Options a trainer subcommand takes besides its dotted config keys.
 struct TrainerArgs {
   std::vector<std::string> configs;
@@ -251,6 +274,7 @@ int dispatch(int argc, char** argv, const Environment& env) {
   bool verbose = false;
   app.add_flag("-v,--verbose", verbose, "Debug logging (or HPU_LOG_LEVEL=trace|debug|info|warn|error)");
   app.footer([] { return env::describeCatalogue(); });
+  app.formatter(std::make_shared<UsageFormatter>());
   TrainerArgs top;  // trainer options given before the subcommand
   addTrainerOptions(app, top);
 
@@ -321,6 +345,7 @@ int dispatch(int argc, char** argv, const Environment& env) {
   applyEnvironment(env, verbose);
 
   const std::vector<std::string> before = app.remaining();
+  const std::string config_subcommands = subcommandNames(app, ", ", /*configs_only=*/true, " and ");
   // What a subcommand left unparsed, after what came before it: its dotted keys.
   const auto extrasOf = [&before](const CLI::App* sub) {
     std::vector<std::string> extras = before;
@@ -340,34 +365,35 @@ int dispatch(int argc, char** argv, const Environment& env) {
     if (top.print_config->count()) misplaced.push_back("--print_config");
     if (top.save_config_overwrite) misplaced.push_back("--save_config_overwrite");
     if (!misplaced.empty())
-      throw core::UsageError(misplaced.front() +
-                             " belongs to the fit, validate, test and predict subcommands, not 'devices'");
+      throw core::UsageError(misplaced.front() + " belongs to the " + config_subcommands + " subcommands, not 'devices'");
     std::cout << core::describeDevices(env);
     return kExitOk;
   }
   if (consolidate->parsed()) {
-    if (!before.empty()) throw core::UsageError(before.front() + " belongs to the fit, validate, test and predict subcommands, not 'consolidate'");
+    if (!before.empty())
+      throw core::UsageError(before.front() + " belongs to the " + config_subcommands + " subcommands, not 'consolidate'");
     core::checkpoint::consolidate(checkpointArgument("consolidate INPUT", consolidate_in), consolidate_out);
     std::cout << "wrote " << consolidate_out << "\n";
     return kExitOk;
   }
   if (plot_args.command->parsed()) {
-    if (!before.empty()) throw core::UsageError(before.front() + " belongs to the fit, validate, test and predict subcommands, not 'plot'");
+    if (!before.empty())
+      throw core::UsageError(before.front() + " belongs to the " + config_subcommands + " subcommands, not 'plot'");
     return runPlot(plot_args);
   }
   if (!before.empty() && before.front().rfind('-', 0) != 0) {
-    std::vector<std::string> names{"devices", "consolidate", "estimate", "export", "plot"};
-    for (const auto& [name, doc] : kTrainerCommands) names.emplace_back(name);
+    std::vector<std::string> names;
+    for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) names.push_back(sub->get_name());
     throw core::UsageError("unknown subcommand '" + before.front() + "'" +
-                           core::config::didYouMean(before.front(), names) +
-                           " (subcommands: fit, validate, test, predict, estimate, export, devices, consolidate, plot)");
+                           core::config::didYouMean(before.front(), names) + " (subcommands: " +
+                           subcommandNames(app, ", ") + ")");
   }
   if (!before.empty() || !top.configs.empty())
-    throw core::UsageError("missing subcommand before the options: hpu-train fit|validate|test|predict " +
+    throw core::UsageError("missing subcommand before the options: hpu-train " +
+                           subcommandNames(app, "|", /*configs_only=*/true) + " " +
                            (before.empty() ? std::string("--config FILE") : before.front()));
-  throw core::UsageError(
-      "missing subcommand: hpu-train fit|validate|test|predict|estimate|export|devices|consolidate|plot [OPTIONS] "
-      "(hpu-train --help lists them)");
+  throw core::UsageError("missing subcommand: hpu-train " + subcommandNames(app, "|") +
+                         " [OPTIONS] (hpu-train --help lists them)");
 }
 
 }  // namespace

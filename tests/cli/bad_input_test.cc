@@ -206,12 +206,14 @@ TEST_F(BadInputTest, MisplacedOptionSaysWhereItBelongs) {
   expectRejected({"fit", "-c", boringConfig(), "--verbose"},
                  "error: --verbose belongs before the subcommand: hpu-train --verbose fit ...\n");
   expectRejected({"devices", "--trainer.devices=2"},
-                 "error: --trainer.devices=2 belongs to the fit, validate, test and predict subcommands, not "
-                 "'devices'\n");
+                 "error: --trainer.devices=2 belongs to the fit, validate, test, predict, estimate and export "
+                 "subcommands, not 'devices'\n");
   expectRejected({"-c", boringConfig(), "devices"},
-                 "error: --config belongs to the fit, validate, test and predict subcommands, not 'devices'\n");
+                 "error: --config belongs to the fit, validate, test, predict, estimate and export subcommands, not "
+                 "'devices'\n");
   expectRejected({"--print_config", "devices"},
-                 "error: --print_config belongs to the fit, validate, test and predict subcommands, not 'devices'\n");
+                 "error: --print_config belongs to the fit, validate, test, predict, estimate and export subcommands, "
+                 "not 'devices'\n");
 }
 
 TEST_F(BadInputTest, MissingOrUnknownSubcommand) {
@@ -219,9 +221,10 @@ TEST_F(BadInputTest, MissingOrUnknownSubcommand) {
                  "error: missing subcommand: hpu-train fit|validate|test|predict|estimate|export|devices|consolidate|"
                  "plot [OPTIONS] (hpu-train --help lists them)\n");
   expectRejected({"-c", boringConfig()},
-                 "error: missing subcommand before the options: hpu-train fit|validate|test|predict --config FILE\n");
+                 "error: missing subcommand before the options: hpu-train fit|validate|test|predict|estimate|export "
+                 "--config FILE\n");
   expectRejected({"--trainer.max_epochs=3"},
-                 "error: missing subcommand before the options: hpu-train fit|validate|test|predict "
+                 "error: missing subcommand before the options: hpu-train fit|validate|test|predict|estimate|export "
                  "--trainer.max_epochs=3\n");
   expectRejected({"fti", "-c", boringConfig()},
                  "error: unknown subcommand 'fti'; did you mean 'fit'? (subcommands: fit, validate, test, predict, "

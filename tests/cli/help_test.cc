@@ -1,5 +1,6 @@
 // What a user reads: --help at the top and per subcommand (every config key
 // with its type and default), --version, and the `devices` listing.
+#include <algorithm>
 #include <iostream>
 #include <regex>
 #include <sstream>
@@ -107,6 +108,48 @@ TEST_F(HelpTest, EverySubcommandHasTheSameKeyHelp) {
     EXPECT_NE(r.out.find("Usage: hpu-train " + std::string(sub) + " [OPTIONS]"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find(keys), std::string::npos) << sub;
   }
+}
+
+// The top-level usage names every subcommand the help lists.
+TEST_F(HelpTest, UsageLineNamesEverySubcommand) {
+  const RunResult r = run({"--help"});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  std::smatch usage;
+  ASSERT_TRUE(std::regex_search(r.out, usage, std::regex("Usage: hpu-train \\[OPTIONS\\] \\{([a-z|]+)\\}"))) << r.out;
+  const std::string listed = "|" + usage[1].str() + "|";
+  const std::string subcommands = r.out.substr(r.out.find("Subcommands:"));
+  std::istringstream lines(subcommands.substr(0, subcommands.find("\n\n")));
+  int seen = 0;
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch name;
+    if (!std::regex_search(line, name, std::regex("^  ([a-z]+) "))) continue;
+    ++seen;
+    EXPECT_NE(listed.find("|" + name[1].str() + "|"), std::string::npos) << name[1] << " missing from " << listed;
+  }
+  EXPECT_EQ(seen, 9);
+}
+
+// trainer.strategy's help names every strategy class the registry lists
+// (its "Strategies" section), ModelParallelStrategy and HPUFSDPStrategy
+// among them, and every strategy name.
+TEST_F(HelpTest, StrategyHelpNamesEveryRegisteredStrategy) {
+  const std::string out = run({"fit", "--help"}).out;
+  const std::size_t key = out.find("  --trainer.strategy ");
+  ASSERT_NE(key, std::string::npos);
+  const std::string entry = out.substr(key, out.find("\n  --", key + 1) - key);
+  for (const char* name : {"hpu_fsdp", "hpu_fsdp_cpu_offload", "hpu_deepspeed_stage_3", "hpu_parallel"})
+    EXPECT_NE(entry.find(std::string("|") + name), std::string::npos) << name << " in " << entry;
+  const std::size_t section = out.find("Strategies (trainer.strategy):\n");
+  ASSERT_NE(section, std::string::npos);
+  std::istringstream lines(out.substr(section, out.find("\n\n", section) - section));
+  std::vector<std::string> classes;
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch cls;
+    if (std::regex_search(line, cls, std::regex("^  ([A-Za-z]+)  \\("))) classes.push_back(cls[1]);
+  }
+  for (const char* expected : {"ModelParallelStrategy", "HPUFSDPStrategy", "HPUDeepSpeedStrategy"})
+    EXPECT_NE(std::find(classes.begin(), classes.end(), expected), classes.end()) << expected;
+  for (const std::string& c : classes) EXPECT_NE(entry.find(c), std::string::npos) << c << " in " << entry;
 }
 
 TEST_F(HelpTest, Version) {

@@ -6,7 +6,7 @@ and are not lightning-habana's code: each has the constructor signature (names,
 annotations, defaults) of lightning-habana 1.6.0, the release for Lightning
 2.4 (github.com/Lightning-AI/lightning-Habana, tag 1.6.0:
 src/lightning_habana/pytorch/{accelerator.py, strategies/single.py,
-strategies/parallel.py, strategies/ddp.py, strategies/deepspeed.py,
+strategies/parallel.py, strategies/ddp.py, strategies/deepspeed.py, strategies/fsdp.py,
 plugins/precision.py, plugins/deepspeed_precision.py, plugins/io_plugin.py,
 profiler/profiler.py}), derives from the same Lightning class, and passes
 its arguments to that class as lightning-habana does, so that jsonargparse
@@ -27,7 +27,8 @@ from lightning.fabric.utilities.types import _PATH
 from lightning.pytorch.accelerators import Accelerator
 from lightning.pytorch.plugins.precision import Precision
 from lightning.pytorch.profilers import PyTorchProfiler
-from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy
+from lightning.fabric.plugins.collectives.torch_collective import default_pg_timeout
+from lightning.pytorch.strategies import DDPStrategy, FSDPStrategy, SingleDeviceStrategy
 
 _DEVICE = Union[torch.device, str, int]
 _PRECISION_INPUT = Literal["32", "32-true", "bf16", "bf16-mixed", "fp8", "16-mixed"]
@@ -227,6 +228,51 @@ class HPUDeepSpeedStrategy(HPUDDPStrategy):
         self.kwargs = kwargs
 
 
+class HPUFSDPStrategy(FSDPStrategy):
+    """strategies/fsdp.py: everything, **kwargs included, goes to FSDPStrategy.
+
+    lightning-habana's checkpoint_io and precision_plugin defaults are objects
+    (HPUCheckpointIO(), HPUFSDPPrecision("bf16-mixed")) that the Trainer
+    replaces with the ones its own keys make; None here, as a printed config has them.
+    """
+
+    def __init__(
+        self,
+        accelerator: Optional[Accelerator] = None,
+        parallel_devices: Optional[List[torch.device]] = None,
+        cluster_environment: Optional[ClusterEnvironment] = None,
+        checkpoint_io: Optional[CheckpointIO] = None,
+        precision_plugin: Optional[Precision] = None,
+        process_group_backend: Optional[str] = "hccl",
+        timeout: Optional[Any] = default_pg_timeout,
+        cpu_offload: Union[bool, Any, None] = None,
+        mixed_precision: Optional[Any] = None,
+        auto_wrap_policy: Optional[Any] = None,
+        activation_checkpointing: Optional[Any] = None,
+        activation_checkpointing_policy: Optional[Any] = None,
+        sharding_strategy: Any = "FULL_SHARD",
+        state_dict_type: Literal["full", "sharded"] = "full",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            accelerator=accelerator,
+            parallel_devices=parallel_devices,
+            cluster_environment=cluster_environment,
+            checkpoint_io=checkpoint_io,
+            precision_plugin=precision_plugin,
+            process_group_backend=process_group_backend,
+            timeout=timeout,
+            cpu_offload=cpu_offload,
+            mixed_precision=mixed_precision,
+            auto_wrap_policy=auto_wrap_policy,
+            activation_checkpointing=activation_checkpointing,
+            activation_checkpointing_policy=activation_checkpointing_policy,
+            sharding_strategy=sharding_strategy,
+            state_dict_type=state_dict_type,
+            **kwargs,
+        )
+
+
 for _cls in (HPUAccelerator, HPUCheckpointIO, HPUPrecisionPlugin, HPUDeepSpeedPrecisionPlugin, HPUProfiler,
-             SingleHPUStrategy, HPUParallelStrategy, HPUDDPStrategy, HPUDeepSpeedStrategy):
+             SingleHPUStrategy, HPUParallelStrategy, HPUDDPStrategy, HPUDeepSpeedStrategy, HPUFSDPStrategy):
     _cls.__module__ = "lightning_habana"

@@ -364,6 +364,24 @@ TEST_F(CallbacksTest, ProgressBarPrintsPlainLinesWhenStdoutIsNotATerminal) {
   EXPECT_TRUE(std::regex_search(test.out, std::regex("(^|\n)5 batches in [0-9]{2}:[0-9]{2}\n"))) << test.out;
 }
 
+// max_steps that ends an epoch early: the bar counts the batches that run.
+// 32 batches an epoch, accumulate 2: max_steps 21 runs epoch 0 whole (16
+// steps) and 10 batches of epoch 1 (5 steps).
+TEST_F(CallbacksTest, ProgressBarTotalIsTheBatchesMaxStepsLeaves) {
+  const RunResult r = run({"fit", "-c", boringConfig(), "--trainer.max_steps=21", "--trainer.accumulate_grad_batches=2",
+                           "--trainer.log_every_n_steps=1", "--trainer.enable_model_summary=false"});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  std::istringstream lines(r.out);
+  std::vector<std::string> seen;  // "epoch:done/total"
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch bar;
+    if (std::regex_match(line, bar, kBarLine)) seen.push_back(bar[1].str() + ":" + bar[3].str() + "/" + bar[4].str());
+  }
+  EXPECT_THAT(seen, ElementsAre("0:3/32", "0:6/32", "0:9/32", "0:12/32", "0:15/32", "0:18/32", "0:21/32", "0:24/32",
+                                "0:27/32", "0:30/32", "0:32/32", "1:1/10", "1:2/10", "1:3/10", "1:4/10", "1:5/10",
+                                "1:6/10", "1:7/10", "1:8/10", "1:9/10", "1:10/10"));
+}
+
 TEST_F(CallbacksTest, ProgressBarRedrawsOneLineOnATerminal) {
   // script(1) gives the run a pseudo-terminal as stdout.
   if (!std::filesystem::exists("/usr/bin/script")) GTEST_SKIP() << "no /usr/bin/script (util-linux)";

@@ -8,6 +8,12 @@
 // checkpoints resume and consolidate. The config rules alone are unit-tested
 // in tests/core/deepspeed_config_test.cc.
 //
+// HPUFSDPStrategy (and Lightning's FSDPStrategy, and `fsdp`) runs on the same
+// ZeRO machinery under FSDP's keys: each sharding strategy trains as its ZeRO
+// stage bit for bit, HYBRID_SHARD as hpu_parallel, its checkpoints are the
+// consolidated ZeRO ones, its policies recompute and group modules, and keys
+// without a meaning here are refused by name.
+//
 // Runs train a small MLP (dropout 0) on a 96-row CSV written by the test:
 // a few dozen steps, well under a second each.
 //
@@ -23,6 +29,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -615,6 +622,236 @@ TEST_F(DeepSpeedTest, ShardedCheckpointResumesAndConsolidates) {
   const RunResult tested_sharded = runIn("test", "test_sharded", {"--ckpt_path=" + saved});
   ASSERT_EQ(tested_sharded.exit_code, 0) << tested_sharded.describe();
   EXPECT_EQ(lastValue(metricsOf("test_merged"), "test_loss"), lastValue(metricsOf("test_sharded"), "test_loss"));
+}
+
+// ------------------------------------------------------------------ FSDP
+
+constexpr const char* kFsdpClassPath = "lightning_habana.pytorch.strategies.HPUFSDPStrategy";
+
+// Every loss rank 0 logged, as written.
+std::vector<std::string> lossesOf(const CsvTable& metrics) { return metrics.column("train_loss"); }
+
+// The same step, optimizer and tensors (model and optimizer state), bit for bit.
+void expectSameTensors(Checkpoint got, Checkpoint want, const std::string& what) {
+  for (const char* key : {"epoch", "global_step", "optimizer"}) EXPECT_EQ(got.meta(key), want.meta(key)) << what << ": " << key;
+  EXPECT_GT(std::count_if(got.tensors.begin(), got.tensors.end(),
+                          [](const auto& t) { return t.name.starts_with("optimizer."); }),
+            0)
+      << what;
+  got.metadata.clear();
+  want.metadata.clear();
+  EXPECT_TRUE(core::checkpoint::encodeSafetensors(got) == core::checkpoint::encodeSafetensors(want))
+      << what << ": the tensors differ";
+}
+
+// FULL_SHARD is ZeRO-3, SHARD_GRAD_OP ZeRO-2, NO_SHARD plain data parallel:
+// the same losses, weights and optimizer state (a full state dict holds the
+// whole state in one file, as `consolidate` makes of ZeRO's shards); a
+// sharded one consolidates to the full one, and a full one resumes.
+TEST_F(DeepSpeedTest, FsdpShardingStrategiesTrainAsTheirZeroStagesOnTwoRanks) {
+  env()["HPU_LOG_LEVEL"] = "info";
+  const auto consolidated = [&](const std::string& root) {
+    const std::string out = root + "-merged.ckpt";
+    const RunResult r = run({"consolidate", checkpointOf(root), out});
+    EXPECT_EQ(r.exit_code, 0) << r.describe();
+    return readCheckpoint(dir() / out);
+  };
+  fit("ds3", {"--trainer.devices=2", "--trainer.strategy=hpu_deepspeed_stage_3"});
+  fit("ds2", {"--trainer.devices=2", "--trainer.strategy=hpu_deepspeed_stage_2"});
+  fit("parallel", {"--trainer.devices=2", "--trainer.strategy=hpu_parallel"});
+
+  const RunResult full = fit("fsdp", {"--trainer.devices=2", "--trainer.strategy=fsdp"});
+  EXPECT_NE(full.err.find("warning: command line: trainer.strategy: 'fsdp' runs as hpu_fsdp (lightning-habana's name "
+                          "for it)"),
+            std::string::npos)
+      << full.err;
+  EXPECT_NE(full.err.find("[rank 0] info: HPUFSDPStrategy: sharding_strategy FULL_SHARD (ZeRO stage 3), "
+                          "state_dict_type full"),
+            std::string::npos)
+      << full.err;
+  EXPECT_EQ(fileNames(dir() / "fsdp/lightning_logs/version_0/checkpoints"), std::vector<std::string>{"final.ckpt"});
+  expectSameTensors(checkpoint("fsdp"), consolidated("ds3"), "FULL_SHARD");
+  EXPECT_EQ(lossesOf(metricsOf("fsdp")), lossesOf(metricsOf("ds3")));
+
+  fit("grad_op", {"--trainer.devices=2", "--trainer.strategy=lightning.pytorch.strategies.FSDPStrategy",
+                  "--trainer.strategy.sharding_strategy=SHARD_GRAD_OP"});
+  expectSameTensors(checkpoint("grad_op"), consolidated("ds2"), "SHARD_GRAD_OP");
+  EXPECT_EQ(lossesOf(metricsOf("grad_op")), lossesOf(metricsOf("ds2")));
+
+  fit("no_shard", {"--trainer.devices=2", std::string("--trainer.strategy=") + kFsdpClassPath,
+                   "--trainer.strategy.sharding_strategy=NO_SHARD"});
+  expectSameWeights(checkpoint("parallel"), checkpoint("no_shard"), "NO_SHARD");
+
+  fit("sharded", {"--trainer.devices=2", std::string("--trainer.strategy=") + kFsdpClassPath,
+                  "--trainer.strategy.state_dict_type=sharded"});
+  EXPECT_EQ(fileNames(dir() / "sharded/lightning_logs/version_0/checkpoints"),
+            (std::vector<std::string>{"final.ckpt", "final.ckpt.rank0", "final.ckpt.rank1"}));
+  expectSameTensors(consolidated("sharded"), checkpoint("fsdp"), "sharded");
+
+  fit("first", {"--trainer.devices=2", "--trainer.strategy=fsdp", "--trainer.max_epochs=1"});
+  fit("resumed", {"--trainer.devices=2", "--trainer.strategy=fsdp", "--ckpt_path=" + checkpointOf("first")});
+  expectSameTensors(checkpoint("resumed"), checkpoint("fsdp"), "resumed");
+}
+
+// A sharded optimizer state resumes where it is sharded alike: ZeRO-3's
+// shards under FSDP's FULL_SHARD (one parameter a bucket both), not ZeRO-2's
+// (one bucket) on the same world size.
+TEST_F(DeepSpeedTest, ShardedOptimizerStateResumesOnlyWhereItIsShardedAlike) {
+  fit("ds3", {"--trainer.devices=2", "--trainer.strategy=hpu_deepspeed_stage_3", "--trainer.max_epochs=1"});
+  fit("ds2", {"--trainer.devices=2", "--trainer.strategy=hpu_deepspeed_stage_2", "--trainer.max_epochs=1"});
+  const std::vector<std::string> fsdp{"--trainer.devices=2", std::string("--trainer.strategy=") + kFsdpClassPath,
+                                      "--trainer.strategy.state_dict_type=sharded"};
+  const auto from = [&](const std::string& root) {
+    std::vector<std::string> args = fsdp;
+    args.push_back("--ckpt_path=" + checkpointOf(root));
+    return args;
+  };
+  fit("whole", fsdp);
+  fit("resumed", from("ds3"));
+  expectSameWeights(checkpoint("whole"), checkpoint("resumed"), "FULL_SHARD from ZeRO-3's shards");
+  const std::string saved = checkpointOf("ds2");
+  expectFailure(runIn("fit", "refused", from("ds2")), 1,
+                saved + ": its optimizer state is sharded otherwise than this run shards it (another ZeRO stage, "
+                        "bucket size or shard groups); resume it with the strategy that saved it, or consolidate it "
+                        "first: hpu-train consolidate " + saved + " <output.ckpt>");
+}
+
+// fsdp_cpu_offload is ZeRO-3 with the optimizer and parameters offloaded.
+TEST_F(DeepSpeedTest, FsdpCpuOffloadTrainsAsZeroThreeOffload) {
+  env()["HPU_LOG_LEVEL"] = "info";
+  fit("ds3", {"--trainer.devices=2", "--trainer.strategy=hpu_deepspeed_stage_3_offload"});
+  const RunResult r = fit("fsdp", {"--trainer.devices=2", "--trainer.strategy=fsdp_cpu_offload"});
+  EXPECT_NE(r.err.find("[rank 0] info: HPUFSDPStrategy: sharding_strategy FULL_SHARD (ZeRO stage 3), cpu_offload, "
+                       "state_dict_type full"),
+            std::string::npos)
+      << r.err;
+  expectSameWeights(checkpoint("ds3"), checkpoint("fsdp"), "fsdp_cpu_offload");
+  EXPECT_EQ(lossesOf(metricsOf("fsdp")), lossesOf(metricsOf("ds3")));
+}
+
+// HYBRID_SHARD on a [2, 2] mesh (ZeRO-3 within pairs of ranks, gradients
+// averaged across the pairs) and _HYBRID_SHARD_ZERO2 train as hpu_parallel
+// on 4 ranks, gradient clipping included (each shard counted once in the
+// norm though two ranks hold it).
+TEST_F(DeepSpeedTest, FsdpHybridShardTrainsAsHpuParallelOnFourRanks) {
+  env()["HPU_LOG_LEVEL"] = "info";
+  const std::vector<std::string> clipped{"--trainer.devices=4", "--trainer.gradient_clip_val=0.05"};
+  const auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), clipped.begin(), clipped.end());
+    return more;
+  };
+  fit("parallel", with({"--trainer.strategy=hpu_parallel"}));
+  for (const char* sharding : {"HYBRID_SHARD", "_HYBRID_SHARD_ZERO2"}) {
+    const RunResult r = fit(sharding, with({std::string("--trainer.strategy=") + kFsdpClassPath,
+                                            std::string("--trainer.strategy.sharding_strategy=") + sharding,
+                                            "--trainer.strategy.device_mesh=[2, 2]"}));
+    EXPECT_NE(r.err.find(std::string("[rank 0] info: HPUFSDPStrategy: sharding_strategy ") + sharding +
+                         (sharding[0] == 'H' ? " (ZeRO stage 3" : " (ZeRO stage 2") +
+                         " within groups of 2 ranks, 2 replicas), state_dict_type full"),
+              std::string::npos)
+        << r.err;
+    expectSameWeights(checkpoint("parallel"), checkpoint(sharding), sharding);
+  }
+}
+
+// activation_checkpointing_policy recomputes the named layers (more ops,
+// the same weights); auto_wrap_policy gathers a unit's parameters together
+// (a higher peak than module by module); names of no layer are refused.
+TEST_F(DeepSpeedTest, FsdpPoliciesRecomputeAndGroupTheNamedLayers) {
+  const std::vector<std::string> base{"--trainer.devices=2", std::string("--trainer.strategy=") + kFsdpClassPath,
+                                      "--model.init_args.hidden=[64, 64]", "--trainer.callbacks+=DeviceStatsMonitor"};
+  const auto with = [&](const std::string& more) {
+    std::vector<std::string> args = base;
+    args.push_back(more);
+    return args;
+  };
+  const auto ops = [](const RunResult& r) {
+    std::smatch m;
+    EXPECT_TRUE(std::regex_search(r.out, m, std::regex("hpu:0 lazy mode: 24 steps, ([0-9]+) ops"))) << r.out;
+    return m.empty() ? 0 : std::stoi(m[1]);
+  };
+  const auto peak = [&](const std::string& root) {
+    double most = 0;
+    for (const std::string& v : metricsOf(root).column("DeviceStatsMonitor.on_train_batch_end/MaxInUse"))
+      if (!v.empty()) most = std::max(most, std::stod(v));
+    return most;
+  };
+  const RunResult plain = fit("plain", base);
+  const RunResult recomputed =
+      fit("recomputed", with("--trainer.strategy.activation_checkpointing_policy=[torch.nn.Linear]"));
+  EXPECT_GT(ops(recomputed), ops(plain));
+  expectSameWeights(checkpoint("plain"), checkpoint("recomputed"), "recomputed");
+  fit("wrapped", with("--trainer.strategy.auto_wrap_policy=[Sequential]"));
+  EXPECT_GT(peak("wrapped"), peak("plain"));
+  expectSameWeights(checkpoint("plain"), checkpoint("wrapped"), "wrapped");
+
+  expectFailure(runIn("fit", "unknown", with("--trainer.strategy.activation_checkpointing_policy=[Linear2]")), 2,
+                "error: trainer.strategy.init_args.activation_checkpointing_policy: Linear2 is the class of no module "
+                "of MLPClassifier; did you mean 'Linear'? (its classes: MLPClassifier, Sequential, Flatten, Linear, "
+                "ReLU)");
+}
+
+// Keys FSDP has and hpu-train gives no meaning: each refused by name with
+// its reason (a config file's with file:line:col), exit 2, before training.
+TEST_F(DeepSpeedTest, FsdpKeysWithoutMeaningAreRefusedByName) {
+  write("mixed.yaml", R"(trainer:
+  strategy:
+    class_path: lightning.pytorch.strategies.FSDPStrategy
+    init_args:
+      mixed_precision: {param_dtype: bfloat16}
+)");
+  expectFailure(run({"fit", "-c", "mlp.yaml", "-c", "mixed.yaml", "--trainer.devices=2"}), 2,
+                "error: mixed.yaml:5:24: trainer.strategy.init_args.mixed_precision: only the default (null) is "
+                "supported: hpu-train derives FSDP's mixed precision from trainer.precision, as Lightning's "
+                "FSDPPrecision does (bf16-mixed: fp32 parameters, bf16 compute and gradient reduction; bf16-true: "
+                "everything bf16); set trainer.precision");
+  const std::string prefetch = "hpu-train gathers a unit's parameters when its forward (or backward) starts, one unit "
+                               "at a time, without prefetching the next";
+  const std::pair<std::vector<std::string>, std::string> refused[] = {
+      {{"--trainer.strategy.limit_all_gathers=false"},
+       "limit_all_gathers: only the default (true) is supported: " + prefetch},
+      {{"--trainer.strategy.forward_prefetch=true"},
+       "forward_prefetch: only the default (false) is supported: " + prefetch},
+      {{"--trainer.strategy.backward_prefetch=BACKWARD_PRE"},
+       "backward_prefetch: only the default (null) is supported: " + prefetch},
+      {{"--trainer.strategy.use_orig_params=false"},
+       "use_orig_params: only the default (true) is supported: hpu-train's optimizer always steps the original "
+       "parameters (by name, in checkpoints too)"},
+      {{"--trainer.strategy.sync_module_states=false"},
+       "sync_module_states: only the default (true) is supported: hpu-train always starts every rank from rank 0's "
+       "parameters and buffers"},
+      {{"--trainer.strategy.process_group=intra_node"},
+       "process_group: only the default (null) is supported: hpu-train forms the shard groups itself: "
+       "sharding_strategy HYBRID_SHARD with device_mesh [replicas, shard size]"},
+      {{"--trainer.strategy.timeout=1:00:00"},
+       "timeout: only the default (0:30:00) is supported: collectives wait under hpu-train's own deadlines "
+       "(HPU_COLLECTIVE_TIMEOUT)"},
+      {{"--trainer.strategy.sharding_strategy=HYBRID"},
+       "sharding_strategy: 'HYBRID' is not one of FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD, "
+       "_HYBRID_SHARD_ZERO2"},
+      {{"--trainer.strategy.sharding_strategy=NO_SHARD", "--trainer.strategy.cpu_offload=true"},
+       "cpu_offload: NO_SHARD keeps no shards to offload (FSDP offloads sharded parameters); use FULL_SHARD or "
+       "SHARD_GRAD_OP with cpu_offload, or NO_SHARD without it"},
+      {{"--trainer.strategy.device_mesh=[1, 2]"},
+       "device_mesh: [replicas, shard size] shapes the groups of HYBRID_SHARD and _HYBRID_SHARD_ZERO2; FULL_SHARD "
+       "shards over every rank: leave it null"},
+      {{"--trainer.strategy.activation_checkpointing=[Linear]", "--trainer.strategy.activation_checkpointing_policy=[Linear]"},
+       "activation_checkpointing: You cannot set both `activation_checkpointing` and "
+       "`activation_checkpointing_policy`. Use the latter."},
+  };
+  for (const auto& [args, message] : refused) {
+    std::vector<std::string> full{"--trainer.devices=2", std::string("--trainer.strategy=") + kFsdpClassPath};
+    full.insert(full.end(), args.begin(), args.end());
+    const RunResult r = runIn("fit", "refused", full);
+    expectFailure(r, 2, "error: command line: trainer.strategy.init_args." + message);
+    EXPECT_EQ(r.err.find("[rank "), std::string::npos) << r.err;
+  }
+  expectFailure(runIn("fit", "mesh",
+                      {"--trainer.devices=2", std::string("--trainer.strategy=") + kFsdpClassPath,
+                       "--trainer.strategy.sharding_strategy=HYBRID_SHARD", "--trainer.strategy.device_mesh=[3, 2]"}),
+                2,
+                "error: trainer.strategy.init_args.device_mesh: [3, 2] (3 replicas of shard groups of 2 ranks) does "
+                "not multiply to the world size 2 (trainer.devices 2 x trainer.num_nodes 1)");
 }
 
 }  // namespace

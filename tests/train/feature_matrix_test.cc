@@ -56,6 +56,7 @@ const std::vector<Strategy>& strategies() {
         {"zero2 offload x2", {"--trainer.devices=2", "--trainer.strategy=deepspeed_stage_2_offload"}, 2},
         {"zero3 x2", {"--trainer.devices=2", "--trainer.strategy=deepspeed_stage_3"}, 2},
         {"zero3 offload x2", {"--trainer.devices=2", "--trainer.strategy=deepspeed_stage_3_offload"}, 2},
+        {"fsdp x2", {"--trainer.devices=2", "--trainer.strategy=fsdp"}, 2},
         {"tp2", {"--trainer.devices=2", mp, s + "tensor_parallel_size=2"}},
         {"pp2", {"--trainer.devices=2", mp, s + "tensor_parallel_size=1", s + "pipeline_parallel_size=2"}},
         {"tp2 x pp2", {"--trainer.devices=4", mp, s + "tensor_parallel_size=2", s + "pipeline_parallel_size=2"}},

@@ -66,7 +66,8 @@ std::optional<Layout> givenLayout(const config::Node& cfg, const JobShape& job) 
   if (node != nullptr && node->isScalar()) {
     // A name of the table: DeepSpeed's stages, or DDP (ZeRO-0 data parallel).
     const StrategyName* name = findStrategyName(node->str());
-    if (name == nullptr || name->family == StrategyFamily::kSingleDevice) return std::nullopt;
+    if (name == nullptr || name->family == StrategyFamily::kSingleDevice || name->family == StrategyFamily::kFSDP)
+      return std::nullopt;
     if (name->family == StrategyFamily::kDeepSpeed) {
       l.strategy = Layout::Strategy::kDeepSpeed;
       l.zero_stage = name->zero_stage;

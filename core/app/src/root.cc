@@ -1,6 +1,9 @@
 #include "hpu/core/app/root.h"
 
+#include <algorithm>
+
 #include "hpu/core/checkpoint/run_checkpoints.h"
+#include "hpu/core/config/registry.h"
 #include "hpu/core/loggers/logger.h"
 #include "hpu/core/precision/precision.h"
 #include "hpu/core/strategies/strategy_names.h"
@@ -13,8 +16,25 @@ using K = ComponentKind;
 std::vector<ForeignSpelling> gpuStrategySpellings() {
   std::vector<ForeignSpelling> out;
   for (const GpuStrategyName& n : gpuStrategyNames())
-    out.push_back({{std::string(n.gpu)}, std::string(n.hpu), "lightning-habana's name for it"});
+    out.push_back({{std::string(n.gpu)}, std::string(n.hpu), std::string(n.why)});
   return out;
+}
+
+// trainer.strategy's help: the strategy classes of the registry, and the
+// families of Lightning's GPU names (ddp*, deepspeed*, fsdp*).
+std::string strategyHelp() {
+  std::string classes, gpu;
+  for (const ComponentSchema* c : SchemaRegistry::instance().list(K::kStrategy))
+    classes += (classes.empty() ? "" : ", ") + c->name;
+  std::vector<std::string> families;
+  for (const GpuStrategyName& n : gpuStrategyNames()) {
+    const std::string family(n.gpu.substr(0, n.gpu.find('_')));
+    if (std::find(families.begin(), families.end(), family) != families.end()) continue;
+    families.push_back(family);
+    gpu += (gpu.empty() ? "" : ", ") + family + "*";
+  }
+  return "Strategy: one of the names, or a Strategy class (" + classes + "); Lightning's " + gpu +
+         " names run as their hpu_ counterparts.";
 }
 
 std::string defaultLoggerList() {
@@ -41,9 +61,7 @@ StructSchema makeTrainer() {
            "auto", "Accelerator: auto or hpu (the emulated Gaudi), or an Accelerator class."},
           {"strategy",
            Type::anyOf({Type::string(strategyNameList(), gpuStrategySpellings()), Type::component({K::kStrategy})}),
-           "auto",
-           "Strategy: auto, hpu_single, hpu_parallel, hpu_deepspeed[_stage_N[_offload]], or a Strategy class "
-           "(Lightning's ddp* and deepspeed* names run as their hpu_ counterparts)."},
+           "auto", strategyHelp()},
           {"devices",
            Type::anyOf({Type::integer().min(-1), Type::string({"auto"}), Type::list(Type::integer().min(0))}), "auto",
            "Devices per node: a count, -1 or auto for all visible, or a list of device indices."},

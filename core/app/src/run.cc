@@ -199,6 +199,7 @@ void buildParts(const RunRequest& request, Pipeline& pipeline) {
   o.accumulate_grad_batches = settings.accumulate_grad_batches;
   o.gradient_clip_val = settings.gradient_clip_val;
   parts.precision = app::selectPrecision(o, strategy, request.env);
+  strategy.usePrecision(parts.precision->precision());
   for (const Node* p : componentsOf(o.plugins))
     if (classOf(*p) == "HPUCheckpointIO") parts.checkpoint_io = build<checkpoint::CheckpointIO>(*p, "trainer.plugins");
   if (const Node& n = *cfg.find("optimizer"); !n.isNull()) parts.optimizer = build<optim::Optimizer>(n, "optimizer");

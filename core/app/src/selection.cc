@@ -106,6 +106,10 @@ std::unique_ptr<Strategy> selectStrategy(const TrainerOptions& o, int devices, c
       return makeParallelStrategy(25ll << 20, clusterEnvironmentOf(o));
     case StrategyFamily::kDeepSpeed:
       return deepSpeedStrategy(deepSpeedComponent(name), world, subcommand, env);
+    case StrategyFamily::kFSDP:
+      return build<Strategy>(component("HPUFSDPStrategy", ComponentKind::kStrategy, "trainer.strategy",
+                                       {{"cpu_offload", name.offload ? "true" : "false"}}),
+                             "trainer.strategy");
   }
   throw std::logic_error("unhandled strategy family");
 }

@@ -1,4 +1,5 @@
-// TQDMProgressBar and RichProgressBar: epoch, batch i/N, it/s, ETA and the
+// TQDMProgressBar and RichProgressBar: epoch, batch i/N (N: the batches the
+// epoch runs, fewer than the loader's when max_steps ends it), it/s, ETA and the
 // progress-bar metrics. On a terminal one line is redrawn in place (rich's:
 // a coloured bar, "Epoch 0/9 ━━━━━━━━ 12/32 0:00:01 • 0:00:02 9.87it/s
 // v_num: 0 train_loss: 0.123"); otherwise (logs, CI) plain lines are printed
@@ -37,12 +38,18 @@ class ProgressBar final : public Callback {
       : refresh_(refresh_rate), tty_(::isatty(STDOUT_FILENO) == 1), rich_(rich), leave_(leave) {}
   std::string stateKey() const override { return rich_ ? "RichProgressBar" : "TQDMProgressBar"; }
 
-  void onTrainEpochStart(Trainer&) override { start(); }
-  void onTrainBatchEnd(Trainer& t, std::int64_t i) override {
-    show(t, fmt::format("Epoch {}", t.currentEpoch()), i + 1, t.numTrainingBatches(), false);
+  // The bar's total is the batches the epoch will run: fewer than the
+  // loader's when max_steps ends it first.
+  void onTrainEpochStart(Trainer& t) override {
+    start();
+    total_ = t.epochTrainingBatches();
   }
+  void onTrainBatchEnd(Trainer& t, std::int64_t i) override {
+    show(t, fmt::format("Epoch {}", t.currentEpoch()), i + 1, total_, false);
+  }
+  // The last line says what ran (fewer when the epoch stopped early).
   void onTrainEpochEnd(Trainer& t) override {
-    show(t, fmt::format("Epoch {}", t.currentEpoch()), t.numTrainingBatches(), t.numTrainingBatches(), true);
+    show(t, fmt::format("Epoch {}", t.currentEpoch()), t.batchesDoneInEpoch(), total_, true);
   }
   void onFitEnd(Trainer&) override {
     if (!open_line_) return;
@@ -141,6 +148,7 @@ class ProgressBar final : public Callback {
   bool open_line_ = false;  // a bar is on the terminal's current line
   Clock::time_point start_, eval_start_;
   std::int64_t last_printed_ = 0;
+  std::int64_t total_ = 0;  // the current epoch's batches
 };
 
 HPU_REGISTER_COMPONENT(

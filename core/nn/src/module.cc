@@ -4,6 +4,12 @@
 #include <functional>
 #include <stdexcept>
 
+#include "hpu/core/base/errors.h"
+#include "hpu/core/config/scalars.h"
+#include "hpu/core/ops/ops.h"
+#include "hpu/core/ops/parallel.h"
+#include "hpu/core/tensor/autograd.h"
+
 namespace hpu::core::nn {
 
 Tensor Module::forward(const Tensor&) { throw std::logic_error(typeName() + " has no single-input forward()"); }
@@ -31,12 +37,40 @@ Tensor Module::hooked(Forward forward) {
   return y;
 }
 
+bool Module::recomputesNow(const KVCache* cache) const {
+  return recompute_ && training_ && cache == nullptr && autograd::currentTape() != nullptr;
+}
+
+// A recomputation in backward runs inside the hooks (ZeRO-3 gathers again)
+// and splits the sequence as the forward did.
 Tensor Module::operator()(const Tensor& x) {
-  return hooked([&] { return forward(x); });
+  if (!recomputesNow(nullptr)) return hooked([&] { return forward(x); });
+  const bool sequence_parallel = ops::sequenceParallel();
+  return ops::checkpoint(
+      [this, sequence_parallel](const Tensor& in) {
+        const ops::SequenceParallelScope scope(sequence_parallel);
+        return hooked([&] { return forward(in); });
+      },
+      x, recompute_rng_);
 }
 
 Tensor Module::operator()(const Inputs& inputs) {
-  return hooked([&] { return forward(inputs); });
+  if (!recomputesNow(inputs.kv_cache)) return hooked([&] { return forward(inputs); });
+  std::vector<std::string> names;
+  std::vector<Tensor> tensors;
+  for (const auto& [name, t] : inputs.tensors) {
+    names.push_back(name);
+    tensors.push_back(t);
+  }
+  const bool sequence_parallel = ops::sequenceParallel();
+  return ops::checkpoint(
+      [this, names, sequence_parallel](const std::vector<Tensor>& in) {
+        const ops::SequenceParallelScope scope(sequence_parallel);
+        Inputs again;
+        for (std::size_t i = 0; i < names.size(); ++i) again.tensors.set(names[i], in[i]);
+        return hooked([&] { return forward(again); });
+      },
+      tensors, recompute_rng_);
 }
 
 std::size_t Module::fusesWith(std::span<Module* const>) const { return 0; }
@@ -126,6 +160,31 @@ std::int64_t Module::numPaddingElements(std::span<const Tensor> except) const {
 void Module::train(bool on) {
   training_ = on;
   for (auto& [name, child] : children_) child->train(on);
+}
+
+namespace {
+void visit(Module& m, const std::function<void(Module&)>& f) {
+  f(m);
+  for (auto& [name, child] : m.mutableChildren()) visit(*child, f);
+}
+}  // namespace
+
+std::vector<Module*> modulesOfClasses(Module& root, const std::vector<std::string>& classes, const std::string& setting) {
+  std::vector<Module*> out;
+  std::vector<std::string> present;
+  visit(root, [&](Module& m) {
+    const std::string type = m.typeName();
+    if (std::find(present.begin(), present.end(), type) == present.end()) present.push_back(type);
+    if (std::find(classes.begin(), classes.end(), type) != classes.end()) out.push_back(&m);
+  });
+  for (const std::string& c : classes)
+    if (std::find(present.begin(), present.end(), c) == present.end()) {
+      std::string list;
+      for (const std::string& p : present) list += (list.empty() ? "" : ", ") + p;
+      throw UsageError(setting + ": " + c + " is the class of no module of " + root.typeName() +
+                       config::didYouMean(c, present) + " (its classes: " + list + ")");
+    }
+  return out;
 }
 
 }  // namespace hpu::core::nn

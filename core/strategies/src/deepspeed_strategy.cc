@@ -29,12 +29,24 @@
 // Checkpoints are written by every rank (its experts in its own file, the
 // optimizer state whole), as ModelParallelStrategy's expert-parallel ones.
 // ZeRO-3 is refused, as DeepSpeed does.
+//
+// HPUFSDPStrategy runs on this class too (fsdp_settings.h): its stage from
+// FSDP's sharding strategy, no DeepSpeed config (no batch rule, any
+// optimizer), the trainer's weights (not a half model: Lightning's
+// FSDPPrecision keeps fp32 parameters under mixed precision) with gradients
+// reduced in the precision's reduce dtype, HYBRID_SHARD's shards within
+// groups of ranks replicated across the others, checkpoints with the whole
+// optimizer state (state_dict_type full), and the wrap policy's units.
 #include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
+
+#include <map>
+#include <optional>
 
 #include "bf16_wire.h"
 #include "distributed_strategy.h"
 #include "expert_parallel.h"
+#include "fsdp_settings.h"
 #include "hpu/core/base/errors.h"
 #include "hpu/core/config/registry.h"
 #include "hpu/core/strategies/deepspeed_config.h"
@@ -60,22 +72,48 @@ class DeepSpeedStrategy final : public DistributedStrategy {
     if (const config::Node* ep = init_args_.find("expert_parallel_size"); ep != nullptr && !ep->isNull())
       ep_ = static_cast<int>(config::asInt(*ep));
   }
+  DeepSpeedStrategy(config::Node init_args, FsdpSettings fsdp)
+      : DistributedStrategy(clusterEnvironmentOf(init_args)), init_args_(std::move(init_args)), fsdp_(std::move(fsdp)) {
+    settings_.stage = fsdp_->stage;
+  }
 
-  std::string name() const override { return "HPUDeepSpeedStrategy"; }
+  std::string name() const override { return fsdp_ ? "HPUFSDPStrategy" : "HPUDeepSpeedStrategy"; }
 
   void setup(const RunEnvironment& run, device::Platform& platform) override {
     env_ = run.env;
-    if (const config::Node& pd = *init_args_.find("parallel_devices"); pd.isSequence() &&
-                                                                     static_cast<int>(pd.items().size()) != run.devices_per_node)
+    if (const config::Node* pd = init_args_.find("parallel_devices");
+        pd != nullptr && pd->isSequence() && static_cast<int>(pd->items().size()) != run.devices_per_node)
       throw ConfigError(fmt::format("trainer.strategy.init_args.parallel_devices lists {} devices but trainer.devices is {}",
-                                    pd.items().size(), run.devices_per_node));
+                                    pd->items().size(), run.devices_per_node));
     const int world = run.devices_per_node * run.num_nodes;
+    const int shard_size = !fsdp_ ? 0 : fsdp_->shard_group_size < 0 ? run.devices_per_node : fsdp_->shard_group_size;
+    if (shard_size > 0 && world % shard_size != 0)
+      throw UsageError(fmt::format("trainer.strategy.init_args.device_mesh: shard groups of {} ranks do not divide the "
+                                   "world size {} (trainer.devices {} x trainer.num_nodes {}); give [replicas, shard "
+                                   "size] multiplying to it",
+                                   shard_size, world, run.devices_per_node, run.num_nodes));
+    if (shard_size > 0 && fsdp_->replica_count > 0 && fsdp_->replica_count * shard_size != world)
+      throw UsageError(fmt::format("trainer.strategy.init_args.device_mesh: [{}, {}] ({} replicas of shard groups of {} "
+                                   "ranks) does not multiply to the world size {} (trainer.devices {} x "
+                                   "trainer.num_nodes {})",
+                                   fsdp_->replica_count, shard_size, fsdp_->replica_count, shard_size, world,
+                                   run.devices_per_node, run.num_nodes));
     if (ep_ > 1 && world % ep_ != 0)
       refuseExpertParallelSize(ep_, fmt::format("the experts split across data-parallel ranks, and {} does not divide "
                                                 "the world size {} (trainer.devices {} x trainer.num_nodes {})",
                                                 ep_, world, run.devices_per_node, run.num_nodes));
     DistributedStrategy::setup(run, platform);
     if (ep_ > 1) experts_ = splitExpertGroups(group(), globalRank(), worldSize(), /*model=*/1, ep_);
+    if (shard_size > 0 && shard_size < world) {
+      // Rank r shards with the ranks of its row r / size and is a replica of
+      // those of its column r % size (FSDP's device mesh [replicas, shard]).
+      const int r = globalRank();
+      std::vector<int> row, column;
+      for (int k = 0; k < shard_size; ++k) row.push_back(r / shard_size * shard_size + k);
+      for (int k = 0; k < world / shard_size; ++k) column.push_back(k * shard_size + r % shard_size);
+      shard_group_ = group().split(row);
+      replicas_ = group().split(column);
+    }
   }
 
   ops::ParallelGroup* expertParallelGroup() override { return experts_.experts.get(); }
@@ -85,9 +123,13 @@ class DeepSpeedStrategy final : public DistributedStrategy {
   void observeCollectives(std::shared_ptr<comm::CollectiveObserver> observer) override {
     DistributedStrategy::observeCollectives(observer);
     experts_.observe(observer);
+    if (shard_group_) shard_group_->setObserver(observer);
+    if (replicas_) replicas_->setObserver(observer);
   }
   int teardown(bool failed) override {
     experts_.reset();  // before the group they were split from
+    shard_group_.reset();
+    replicas_.reset();
     return DistributedStrategy::teardown(failed);
   }
 
@@ -122,7 +164,7 @@ class DeepSpeedStrategy final : public DistributedStrategy {
 
   // DeepSpeed shards only the optimizers it was tested with unless told to.
   void checkOptimizer(const optim::Optimizer& o) const override {
-    if (settings_.stage == 0 || settings_.allow_untested_optimizer) return;
+    if (fsdp_ || settings_.stage == 0 || settings_.allow_untested_optimizer) return;
     if (o.name() == "Adam" || o.name() == "AdamW") return;
     throw UsageError(fmt::format("You are using an untested ZeRO Optimizer ({}). Please add "
                                  "<\"zero_allow_untested_optimizer\": true> in the configuration file to use it.",
@@ -130,6 +172,7 @@ class DeepSpeedStrategy final : public DistributedStrategy {
   }
 
   void configureTraining(TrainingSettings& o, std::int64_t dataloader_batch) override {
+    if (fsdp_) return configureFsdp();
     settings_ = resolveDeepSpeed(init_args_, env_, dataloader_batch, o.accumulate_grad_batches, worldSize());
     // The DeepSpeed config's accumulation (given, or derived from
     // train_batch_size) must agree with a trainer.accumulate_grad_batches
@@ -165,11 +208,15 @@ class DeepSpeedStrategy final : public DistributedStrategy {
   }
   bool persistentGradients() const override { return settings_.stage < 2; }
   std::optional<DType> gradientDtype() const override {
-    if (settings_.stage < 2) return DType::kFloat32;
+    if (settings_.stage < 2 && !fsdp_) return DType::kFloat32;
     return std::nullopt;
   }
   bool partitionsParameters() const override { return settings_.stage == 3; }
-  bool holdsHalfModel() const override { return true; }
+  bool holdsHalfModel() const override { return !fsdp_; }
+  void usePrecision(const std::string& precision) override { precision_ = precision; }
+  std::vector<std::string> recomputedLayerClasses() const override {
+    return fsdp_ ? fsdp_->recompute_classes : std::vector<std::string>{};
+  }
   std::uint64_t gradientDeviceBytes(const nn::FlatParameters& params) const override {
     if (settings_.stage < 2) return Strategy::gradientDeviceBytes(params);
     if (settings_.offload_optimizer) return 0;
@@ -201,9 +248,11 @@ class DeepSpeedStrategy final : public DistributedStrategy {
       shards_[i] = {static_cast<std::int64_t>(r.offset), static_cast<std::int64_t>(r.size)};
     }
     const DType model_dtype = n == 0 ? DType::kFloat32 : params.buckets().front().dtype;
-    half_model_ = model_dtype != DType::kFloat32;
+    half_model_ = !fsdp_ && model_dtype != DType::kFloat32;
     bf16_grad_wire_ = settings_.communication_data_type.empty() ? model_dtype == DType::kBFloat16
                                                                 : settings_.communication_data_type == "bf16";
+    // FSDPPrecision's reduce dtype: bf16 under bf16-mixed too (fp32 parameters).
+    if (fsdp_) bf16_grad_wire_ = precision_ == "bf16-mixed" || precision_ == "bf16-true" || precision_ == "fp8";
     pending_.assign(n, comm::Work());
     wire_.assign(n, {});
     reduced_.assign(n, false);
@@ -215,9 +264,17 @@ class DeepSpeedStrategy final : public DistributedStrategy {
       refs_.assign(n, 0);
       params_ = &params;
       // Parameters registered on the model itself have no module forward to
-      // gather them: their buckets stay gathered for a whole step.
-      for (const auto& p : model.ownParameters())
-        if (params.bucketed(p.tensor)) step_buckets_.push_back(params.bucketOf(p.tensor));
+      // gather them: their buckets stay gathered for a whole step (with a
+      // wrap policy, those of every module outside the policy's units: the
+      // root unit's).
+      if (fsdp_ && !fsdp_->wrap_classes.empty()) {
+        units_ = std::make_unique<WrapUnits>(model, fsdp_->wrap_classes);
+        for (const Tensor& t : units_->rootParameters())
+          if (params.bucketed(t)) addBucket(step_buckets_, params.bucketOf(t));
+      } else {
+        for (const auto& p : model.ownParameters())
+          if (params.bucketed(p.tensor)) step_buckets_.push_back(params.bucketOf(p.tensor));
+      }
       model.setForwardHooks(std::make_shared<ModuleGather>(*this));
     }
   }
@@ -243,7 +300,10 @@ class DeepSpeedStrategy final : public DistributedStrategy {
   // Expert-parallel checkpoints hold each rank's optimizer state whole (its
   // ZeRO shards gathered over the ranks holding the bucket), so that they
   // assemble as ModelParallelStrategy's do.
-  bool gathersOptimizerSlices() const override { return ep_ > 1 && settings_.stage != 0; }
+  // So do FSDP's full state dicts, rank 0 writing them in its one file.
+  bool gathersOptimizerSlices() const override {
+    return settings_.stage != 0 && (ep_ > 1 || (fsdp_ && fsdp_->whole_optimizer_state));
+  }
   std::optional<std::vector<float>> wholeOptimizerSlice(std::span<const float> shard, const SliceShard& where) override {
     if (!gathersOptimizerSlices()) return std::nullopt;
     std::vector<float> whole(static_cast<std::size_t>(where.total));
@@ -281,9 +341,10 @@ class DeepSpeedStrategy final : public DistributedStrategy {
     for (std::size_t i = 0; i < params.buckets().size(); ++i) {
       float* g = settings_.stage >= 2 ? grad_shards_[i].data() : params.buckets()[i].gradSpan().data() + shards_[i].offset;
       v.spans.emplace_back(g, static_cast<std::size_t>(shards_[i].size));
-      // A shard holds its elements on one of the bucket's holders; stage 0's
-      // whole buckets count 1 / holders on each: the total counts every element once.
-      v.weights.push_back(settings_.stage == 0 ? 1.0 / holdersOf(i).size() : 1.0);
+      // A shard holds its elements on one of the bucket's holders (and its
+      // replicas under HYBRID_SHARD); stage 0's whole buckets count 1 /
+      // holders on each: the total counts every element once.
+      v.weights.push_back(settings_.stage == 0 ? 1.0 / holdersOf(i).size() : 1.0 / replicasOf(i));
     }
     v.total = [this](double x) {
       double values[1] = {x};
@@ -371,13 +432,16 @@ class DeepSpeedStrategy final : public DistributedStrategy {
 
   // The buckets of the parameters m's forward reads: its own and those it
   // uses (a ZeRO-3 leaf's: its descendants' too).
+  // Under a wrap policy: a unit's parameters (none for other modules).
   std::vector<std::size_t> bucketsOf(const nn::Module& m) const {
     std::vector<std::size_t> out;
     const auto add = [&](const Tensor& t) {
-      if (!params_->bucketed(t)) return;  // frozen: whole on every rank
-      const std::size_t b = params_->bucketOf(t);
-      if (std::find(out.begin(), out.end(), b) == out.end()) out.push_back(b);
+      if (params_->bucketed(t)) addBucket(out, params_->bucketOf(t));  // frozen: whole on every rank
     };
+    if (units_) {
+      for (const Tensor& t : units_->parametersOf(m)) add(t);
+      return out;
+    }
     if (m.zero3Leaf())
       for (const auto& p : m.namedParameters()) add(p.tensor);
     else
@@ -391,7 +455,7 @@ class DeepSpeedStrategy final : public DistributedStrategy {
     if (refs_[i]++ > 0) return;
     params_->allocateValues(i);
     const std::span<const float> shard(value_shards_[i].data(), static_cast<std::size_t>(shards_[i].size));
-    wire::allgatherValues(group(), shard, params_->buckets()[i].valueSpan(), params_->buckets()[i].dtype);
+    wire::allgatherValues(holdersOf(i), shard, params_->buckets()[i].valueSpan(), params_->buckets()[i].dtype);
   }
 
   void release(std::size_t i) {
@@ -406,11 +470,71 @@ class DeepSpeedStrategy final : public DistributedStrategy {
     return out;
   }
 
-  // The ranks holding bucket i's parameters: every rank, or for experts
-  // those holding the same experts.
+  // The ranks holding bucket i's parameters: every rank (HYBRID_SHARD: the
+  // shard group), or for experts those holding the same experts.
   comm::ProcessGroup& holdersOf(std::size_t i) {
-    return i < expert_buckets_.size() && expert_buckets_[i] ? *experts_.same_experts : group();
+    if (i < expert_buckets_.size() && expert_buckets_[i]) return *experts_.same_experts;
+    return shard_group_ ? *shard_group_ : group();
   }
+  // How many ranks hold each element of bucket i's shards alike: the
+  // replicas of HYBRID_SHARD, else 1.
+  int replicasOf(std::size_t i) const {
+    return replicas_ && !(i < expert_buckets_.size() && expert_buckets_[i]) ? replicas_->size() : 1;
+  }
+  static void addBucket(std::vector<std::size_t>& buckets, std::size_t b) {
+    if (std::find(buckets.begin(), buckets.end(), b) == buckets.end()) buckets.push_back(b);
+  }
+
+  // FSDP: the stage and offload its settings give, no DeepSpeed config (the
+  // Trainer's accumulation and clipping, any optimizer).
+  void configureFsdp() {
+    settings_ = DeepSpeedSettings{};
+    settings_.stage = fsdp_->stage;
+    settings_.offload_optimizer = fsdp_->cpu_offload;
+    settings_.offload_parameters = fsdp_->cpu_offload && fsdp_->stage == 3;
+    settings_.allow_untested_optimizer = true;
+    if (!isGlobalZero()) return;
+    const std::string hybrid =
+        replicas_ ? fmt::format(" within groups of {} ranks, {} replicas", shard_group_->size(), replicas_->size()) : "";
+    spdlog::info("{}: sharding_strategy {} (ZeRO stage {}{}){}, state_dict_type {}", name(), fsdp_->sharding_strategy,
+                 settings_.stage, hybrid, fsdp_->cpu_offload ? ", cpu_offload" : "",
+                 fsdp_->whole_optimizer_state ? "full" : "sharded");
+  }
+
+  // FSDP's units under a wrap policy: each module of the policy's classes
+  // (and each ZeRO-3 leaf, with everything under it) holds the parameters of
+  // its subtree outside nested units, and the root unit the rest.
+  class WrapUnits {
+   public:
+    WrapUnits(nn::Module& model, const std::vector<std::string>& classes) {
+      for (nn::Module* m : nn::modulesOfClasses(model, classes, "trainer.strategy.init_args.auto_wrap_policy"))
+        if (m != &model) units_[m];  // the root is always a unit: its parameters are the step's
+      collect(model, root_);
+    }
+    const std::vector<Tensor>& rootParameters() const { return root_; }
+    const std::vector<Tensor>& parametersOf(const nn::Module& m) const {
+      static const std::vector<Tensor> kNone;
+      const auto it = units_.find(&m);
+      return it == units_.end() ? kNone : it->second;
+    }
+
+   private:
+    void collect(const nn::Module& m, std::vector<Tensor>& into) {
+      const bool leaf = m.zero3Leaf();
+      std::vector<Tensor>& own = leaf || units_.count(&m) ? units_[&m] : into;
+      for (const auto& p : m.ownParameters()) own.push_back(p.tensor);
+      for (const Tensor& t : m.usedParameters()) own.push_back(t);
+      for (const auto& [name, child] : m.children()) leaf ? collectAll(*child, own) : collect(*child, own);
+    }
+    void collectAll(const nn::Module& m, std::vector<Tensor>& into) {
+      units_.erase(&m);
+      for (const auto& p : m.ownParameters()) into.push_back(p.tensor);
+      for (const Tensor& t : m.usedParameters()) into.push_back(t);
+      for (const auto& [name, child] : m.children()) collectAll(*child, into);
+    }
+    std::map<const nn::Module*, std::vector<Tensor>> units_;
+    std::vector<Tensor> root_;
+  };
 
   // Stages 0 and 1 all-reduce whole gradients once per optimizer step;
   // stages 2 and 3 reduce-scatter every micro-batch, so no rank ever holds
@@ -436,15 +560,20 @@ class DeepSpeedStrategy final : public DistributedStrategy {
     }
     const auto shard = static_cast<std::size_t>(shards_[i].size);
     const DType dtype = grad_shards_[i].dtype();
+    // HYBRID_SHARD: the shard, averaged within the shard group, is averaged
+    // over its replicas too.
+    comm::ProcessGroup* replicas = replicasOf(i) > 1 ? replicas_.get() : nullptr;
     const auto scatter = [&](float* into) {
       if (!bf16_grad_wire_) {
         holders.reduceScatter(comm::ConstBufferView(std::span<const float>(grads)), std::span<float>(into, shard),
                               comm::ReduceOp::kAvg);
+        if (replicas != nullptr) replicas->allreduce(std::span<float>(into, shard), comm::ReduceOp::kAvg);
         return;
       }
       std::vector<std::uint16_t> in, out(into != nullptr ? shard : 0);
       wire::toBits(grads, in);
       holders.reduceScatter(wire::bitsView(in, grads.size()), wire::bitsView(out, shard), comm::ReduceOp::kAvg);
+      if (replicas != nullptr) replicas->allreduce(wire::bitsView(out, shard), {.op = comm::ReduceOp::kAvg});
       wire::fromBits(out, std::span<float>(into, into != nullptr ? shard : 0));
     };
     // Accumulation adds each micro-batch's shard to the step's, in the
@@ -464,6 +593,10 @@ class DeepSpeedStrategy final : public DistributedStrategy {
 
   config::Node init_args_;
   Environment env_;
+  std::optional<FsdpSettings> fsdp_;  // HPUFSDPStrategy
+  std::string precision_;             // the run's (usePrecision)
+  std::unique_ptr<comm::ProcessGroup> shard_group_, replicas_;  // HYBRID_SHARD's
+  std::unique_ptr<WrapUnits> units_;  // FSDP's auto_wrap_policy
   int ep_ = 1;                        // expert_parallel_size
   ExpertGroups experts_;              // ep_ > 1: split from the job's group
   std::vector<bool> expert_buckets_;  // per bucket: it holds experts
@@ -552,9 +685,7 @@ std::vector<config::ParamSpec> deepspeedParams(const char* stage, const char* of
            "", true},
           {"parallel_devices", Type::optional(Type::list(Type::string())), "null",
            "Devices to use (their count must match trainer.devices)."},
-          {"cluster_environment", Type::optional(Type::string({"LightningEnvironment", "SLURMEnvironment",
-                                                               "MPIEnvironment", "TorchElasticEnvironment"})),
-           "null", "Force a cluster environment instead of detecting it (see trainer.plugins too)."},
+          clusterEnvironmentParam(),
           {"loss_scale", Type::real(), "0", "fp16: a static loss scale (0: dynamic).", kLossScaleInConfig},
           fixedInt("initial_scale_power", "16", "fp16: the dynamic scale starts at 2^this.", kLossScaleInConfig),
           fixedInt("loss_scale_window", "1000", "fp16: clean steps before the scale grows.", kLossScaleInConfig),
@@ -589,6 +720,10 @@ HPU_REGISTER_COMPONENT(
 
 std::unique_ptr<Strategy> makeDeepSpeedStrategy(const config::Node& init_args, const Environment& env) {
   return std::make_unique<DeepSpeedStrategy>(init_args, env);
+}
+
+std::unique_ptr<Strategy> makeFsdpStrategy(config::Node init_args, FsdpSettings fsdp) {
+  return std::make_unique<DeepSpeedStrategy>(std::move(init_args), std::move(fsdp));
 }
 
 }  // namespace hpu::core

@@ -44,11 +44,6 @@ class ParallelStrategy final : public DistributedStrategy {
   BucketAllreduce sync_;
 };
 
-config::Type strategyEnvType() {
-  return config::Type::optional(config::Type::string(
-      {"LightningEnvironment", "SLURMEnvironment", "MPIEnvironment", "TorchElasticEnvironment"}));
-}
-
 constexpr const char* kOneDevicePerProcess = "each process drives one device, as DDP does with one device per process";
 constexpr const char* kOwnBuckets =
     "DistributedDataParallel's option; hpu-train all-reduces its own gradient buckets, overlapping backward";
@@ -63,8 +58,7 @@ HPU_REGISTER_COMPONENT(
          "",
          {trainerPartParam("accelerator", "trainer.accelerator"),
           trainerPartParam("parallel_devices", "trainer.devices"),
-          {"cluster_environment", strategyEnvType(), "null",
-           "Force a cluster environment instead of detecting it (see trainer.plugins too)."},
+          clusterEnvironmentParam(),
           trainerPartParam("checkpoint_io", "trainer.plugins (HPUCheckpointIO)"),
           trainerPartParam("precision_plugin", "trainer.precision or trainer.plugins (HPUPrecisionPlugin)"),
           {"ddp_comm_state", config::Type::null(), "null", "DDP communication hook state (none on HPU)."},

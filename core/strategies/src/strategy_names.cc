@@ -16,6 +16,8 @@ std::span<const StrategyName> strategyNames() {
       {"hpu_deepspeed_stage_2_offload", F::kDeepSpeed, 2, true},
       {"hpu_deepspeed_stage_3", F::kDeepSpeed, 3},
       {"hpu_deepspeed_stage_3_offload", F::kDeepSpeed, 3, true},
+      {"hpu_fsdp", F::kFSDP},
+      {"hpu_fsdp_cpu_offload", F::kFSDP, 0, true},  // hpu-train's own: Lightning's fsdp_cpu_offload
   };
   return kNames;
 }
@@ -40,6 +42,8 @@ std::span<const GpuStrategyName> gpuStrategyNames() {
       {"deepspeed_stage_2_offload", "hpu_deepspeed_stage_2_offload"},
       {"deepspeed_stage_3", "hpu_deepspeed_stage_3"},
       {"deepspeed_stage_3_offload", "hpu_deepspeed_stage_3_offload"},
+      {"fsdp", "hpu_fsdp"},
+      {"fsdp_cpu_offload", "hpu_fsdp_cpu_offload", "hpu-train's name for it: lightning-habana registers none"},
   };
   return kNames;
 }

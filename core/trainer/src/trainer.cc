@@ -237,6 +237,10 @@ void Trainer::setupModel(LightningModule& model, data::DataModule& data, data::S
     HPU_CHECK(host_staging_->allocator().stats().inUse == 0, "{} bytes of the model left in host memory",
               host_staging_->allocator().stats().inUse);
   }
+  // Once nothing of the model is left in host staging (an error may end the setup here).
+  for (nn::Module* m : nn::modulesOfClasses(model, strategy_->recomputedLayerClasses(),
+                                            "trainer.strategy.init_args.activation_checkpointing_policy"))
+    m->recomputeInBackward(&dropout_rng_);
   if (ctx.defer_trainable_values && !dev.shapeOnly()) fillDeferredParameters(model);
   model.attachTrainer(metrics_.get(), profiler_.get(), dev);
   model_ready_ = true;
@@ -797,6 +801,12 @@ void Trainer::trainEpoch() {
   epoch_completed_ = false;
   batch_in_epoch_ = 0;
   ++current_epoch_;
+}
+
+std::int64_t Trainer::epochTrainingBatches() const {
+  if (options_.max_steps < 0) return num_train_batches_;
+  const std::int64_t steps_left = std::max<std::int64_t>(0, options_.max_steps - global_step_);
+  return std::min(num_train_batches_, skip_batches_ + steps_left * options_.accumulate_grad_batches);
 }
 
 void Trainer::reseedDropout(std::int64_t batch_idx) {

@@ -110,7 +110,17 @@ void Trainer::restoreOptimizerState(const checkpoint::Checkpoint& ckpt, const st
       throw CheckpointError(fmt::format("{}: its optimizer state is sharded over {} ranks; resume it with the same ZeRO "
                                         "world size, or consolidate it first: hpu-train consolidate {} <output.ckpt>",
                                         path, it->second, path));
-    return copyOwn(checkpoint_io_->load(checkpoint::shardPath(path, strategy_->globalRank())));
+    // The same world size may still shard otherwise (another stage's
+    // buckets, HYBRID_SHARD's groups): this rank's slices must be the saved ones.
+    const checkpoint::Checkpoint own = checkpoint_io_->load(checkpoint::shardPath(path, strategy_->globalRank()));
+    json now = json::array();
+    for (const auto& sh : shards) now.push_back({sh.offset, sh.size, sh.total});
+    if (json::parse(own.meta("hpu_train.optimizer_shard")).at("slices") != now)
+      throw CheckpointError(fmt::format("{}: its optimizer state is sharded otherwise than this run shards it (another "
+                                        "ZeRO stage, bucket size or shard groups); resume it with the strategy that "
+                                        "saved it, or consolidate it first: hpu-train consolidate {} <output.ckpt>",
+                                        path, path));
+    return copyOwn(own);
   }
   std::map<std::string, std::map<std::size_t, const checkpoint::TensorEntry*>> stored;  // state -> slice -> tensor
   for (const auto& e : ckpt.tensors)

@@ -172,6 +172,15 @@ class Module {
   // rank and others on another (a mixture of experts' experts) must, so
   // that every rank issues the same gathers.
   virtual bool zero3Leaf() const { return false; }
+  // From now on, in training with a tape recording (and no KV cache), this
+  // module's forward keeps none of its activations: backward recomputes
+  // them from its saved inputs, dropout drawing the same masks from `rng`
+  // rewound (activation checkpointing of a module class, FSDP's
+  // activation_checkpointing_policy; torch's checkpoint_wrapper).
+  void recomputeInBackward(Generator* rng) {
+    recompute_ = true;
+    recompute_rng_ = rng;
+  }
   // This module's and its descendants' parameters are the experts this rank
   // holds of a layer whose experts are split across `ranks` ranks (expert
   // parallelism; NamedTensor::expert_parallel).
@@ -228,6 +237,8 @@ class Module {
  private:
   template <class Forward>
   Tensor hooked(Forward forward);
+  // Whether this forward call is recomputed in backward (recomputeInBackward).
+  bool recomputesNow(const KVCache* cache) const;
   // `expert_parallel`: the enclosing modules' (splitExperts).
   void collect(const std::string& prefix, bool params, std::vector<NamedTensor>& out, int expert_parallel = 1) const;
 
@@ -237,9 +248,16 @@ class Module {
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
   int expert_parallel_ = 1;
+  bool recompute_ = false;
+  Generator* recompute_rng_ = nullptr;
   Shape last_output_shape_;
   std::shared_ptr<ForwardHooks> hooks_;
 };
+
+// Every module of `root`'s tree (root included, in pre-order) whose
+// typeName is one of `classes`. Throws UsageError naming `setting` and a
+// class that matches no module, with the classes the tree has.
+std::vector<Module*> modulesOfClasses(Module& root, const std::vector<std::string>& classes, const std::string& setting);
 
 // A registered child as its owner holds it (see Module::registerChild).
 template <class M = Module>

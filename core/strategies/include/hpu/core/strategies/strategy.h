@@ -140,6 +140,13 @@ class Strategy {
   virtual bool offloadOptimizerState() const { return false; }
   // Whether activation checkpoints keep their inputs in host memory.
   virtual bool activationCheckpointsOnHost() const { return false; }
+  // The module classes (Module::typeName) whose forward the Trainer has
+  // recomputed in backward instead of kept (FSDP's
+  // activation_checkpointing_policy); empty: none.
+  virtual std::vector<std::string> recomputedLayerClasses() const { return {}; }
+  // The run's precision (trainer.precision's name), once chosen and before
+  // setupParameters: FSDP reduces gradients in its reduce dtype.
+  virtual void usePrecision(const std::string& precision) {}
   // Parameter values for a step or an evaluation (kStep: what the forward
   // hooks do not gather themselves) or for a checkpoint (kAll), and their
   // release after. ZeRO-3 gathers its shards; other strategies hold all.

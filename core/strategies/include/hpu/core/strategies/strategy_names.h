@@ -15,13 +15,14 @@ enum class StrategyFamily {
   kSingleDevice,  // SingleHPUStrategy
   kParallel,      // HPUParallelStrategy
   kDeepSpeed,     // HPUDeepSpeedStrategy
+  kFSDP,          // HPUFSDPStrategy
 };
 
 struct StrategyName {
   std::string_view name;
   StrategyFamily family;
   int zero_stage = 0;    // kDeepSpeed: the ZeRO stage
-  bool offload = false;  // kDeepSpeed: optimizer state (and stage 3's parameters) in host memory
+  bool offload = false;  // kDeepSpeed: optimizer state (and stage 3's parameters) in host memory; kFSDP: cpu_offload
 };
 
 std::span<const StrategyName> strategyNames();
@@ -36,6 +37,7 @@ std::vector<std::string> strategyNameList();
 struct GpuStrategyName {
   std::string_view gpu;
   std::string_view hpu;
+  std::string_view why = "lightning-habana's name for it";  // said in the rewrite's note
 };
 std::span<const GpuStrategyName> gpuStrategyNames();
 

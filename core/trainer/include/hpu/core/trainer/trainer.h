@@ -123,6 +123,14 @@ class Trainer {
   const std::map<std::string, double>& callbackMetrics() const { return callback_metrics_; }
   const std::map<std::string, double>& progressBarMetrics() const { return progress_metrics_; }
   std::int64_t numTrainingBatches() const { return num_train_batches_; }
+  // The training batches the current epoch runs through: the loader's
+  // (numTrainingBatches), or fewer when max_steps ends the epoch first, as
+  // foreseen at its start (early stopping and max_time are not). Valid from
+  // onTrainEpochStart on.
+  std::int64_t epochTrainingBatches() const;
+  // The current epoch's training batches run so far (a resumed epoch's
+  // skipped ones included).
+  std::int64_t batchesDoneInEpoch() const { return batch_in_epoch_; }
   // Samples in the training batch being run (or last run).
   std::int64_t trainBatchSize() const { return train_batch_size_; }
   std::int64_t numEvalBatches() const { return num_eval_batches_; }
