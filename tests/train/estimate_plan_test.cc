@@ -142,6 +142,22 @@ TEST_F(EstimatePlan, WinnerConfigRunsAsPlanned) {
             best["peak_device_memory_bytes"].get<double>());
 }
 
+// Llama 2 70B on 64 Gaudi 2: interleaving the best plain layout's 4 stages
+// over 2 virtual stages each wins; -o writes the virtual size, and estimate
+// fit gives that config the plan's figure.
+TEST_F(EstimatePlan, AnInterleavedWinnerIsWrittenWithItsVirtualStages) {
+  const RunResult r = run({"estimate", "plan", "-c", HPU_SOURCE_DIR "/configs/estimate/llama2_70b_train_64x_gaudi2.yaml",
+                           "--json", "plan.json", "-o", "plan.yaml"});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  const nlohmann::json p = nlohmann::json::parse(read("plan.json"));
+  const nlohmann::json& best = p["plans"][0];
+  EXPECT_EQ(best["layout"], "TP4 PP4 VP2 DP4 ZeRO-1 SP, micro 1 x 128, recompute none");
+  EXPECT_THAT(read("plan.yaml"), HasSubstr("virtual_pipeline_size: 2"));
+  const nlohmann::json e = estimateFit({"-c", "plan.yaml"});
+  EXPECT_EQ(e["pipeline"]["virtual_stages"], 2);
+  EXPECT_EQ(e["tokens_per_s"].get<double>(), best["tokens_per_s"].get<double>());
+}
+
 // A vocabulary no tensor-parallel size divides (127 tokens) prunes no layout:
 // each is padded as Megatron-LM pads it (128 x its tensor-parallel size), so
 // the search covers the 210 layouts of the 128-token model, and a TP2 layout
