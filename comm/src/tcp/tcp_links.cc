@@ -699,12 +699,7 @@ void TcpLinks::send(int peer, std::span<const std::byte> header, std::span<const
   TcpLink* l = link(peer);
   HPU_COMM_CHECK(l != nullptr, "send over a data link that does not exist");
   l->queue(header, payload);
-  while (!l->writeSome()) {
-    check();
-    if (Clock::now() >= deadline)
-      throw CommTimeoutError(fmt::format("rank {} did not take its messages before the deadline", peer));
-    pollLinks(sliceUntil(deadline));
-  }
+  writeAll(l, deadline, check);
   awaitReport(l, deadline, check);
 }
 
@@ -718,14 +713,18 @@ void TcpLinks::post(int peer, std::span<const std::byte> header, std::span<const
 void TcpLinks::flush(Deadline deadline, const Check& check) {
   for (const auto& l : links_) {
     if (!l) continue;
-    while (!l->writeSome()) {
-      check();
-      if (Clock::now() >= deadline)
-        throw CommTimeoutError(fmt::format("rank {} did not take its messages before the deadline", l->peer()));
-      pollLinks(sliceUntil(deadline));
-    }
+    writeAll(l.get(), deadline, check);
     // A link that broke after taking all of its messages fails nothing here.
     if (l->droppedOutput()) awaitReport(l.get(), deadline, check);
+  }
+}
+
+void TcpLinks::writeAll(TcpLink* l, Deadline deadline, const Check& check) {
+  while (!l->writeSome()) {
+    check();
+    if (Clock::now() >= deadline)
+      throw CommTimeoutError(fmt::format("rank {} did not take its messages before the deadline", l->peer()));
+    pollLinks(sliceUntil(deadline));
   }
 }
 

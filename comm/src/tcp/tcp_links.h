@@ -127,6 +127,9 @@ class TcpLinks {
   // Reads every readable link and writes every writable one with queued
   // messages, or waits for one to be up to `wait`.
   void pollLinks(std::chrono::microseconds wait);
+  // Writes `l`'s queued messages (reading every link while it waits);
+  // throws CommTimeoutError at `deadline`, and what `check` throws.
+  void writeAll(TcpLink* l, Deadline deadline, const Check& check);
   // Once `l` took its messages: if it broke instead, waits for `check` to
   // say why, or throws CommTimeoutError at `deadline`.
   void awaitReport(TcpLink* l, Deadline deadline, const Check& check);
