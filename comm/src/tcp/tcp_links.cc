@@ -289,21 +289,26 @@ class TcpLink {
   }
 
   // --- messages in ---
-  // Reads what the socket holds; true if it read anything.
+  // Reads what the socket holds; true if it read anything. A read shorter
+  // than asked for emptied the socket: what comes after is read on the next
+  // call (the caller's poll still sees it), which saves a read per call.
   bool readAvailable() {
     bool any = false;
     while (!broken()) {
       ssize_t n;
+      std::size_t asked;
       if (in_body_ && stage_begin_ == stage_end_ && frameLength() - body_at_ >= kDirectBytes) {
         const std::span<std::byte> space = frameSpace();
-        n = ::recv(fd_, space.data(), space.size(), MSG_DONTWAIT);
+        asked = space.size();
+        n = ::recv(fd_, space.data(), asked, MSG_DONTWAIT);
         if (n > 0) {
           body_at_ += static_cast<std::size_t>(n);
           if (body_at_ == frameLength()) finishFrame();
         }
       } else {
         if (stage_begin_ == stage_end_) stage_begin_ = stage_end_ = 0;
-        n = ::recv(fd_, stage_.data.get() + stage_end_, stageReadBytes(), MSG_DONTWAIT);
+        asked = stageReadBytes();
+        n = ::recv(fd_, stage_.data.get() + stage_end_, asked, MSG_DONTWAIT);
         if (n > 0) {
           stage_end_ += static_cast<std::size_t>(n);
           parseStage();
@@ -311,6 +316,7 @@ class TcpLink {
       }
       if (n > 0) {
         any = true;
+        if (static_cast<std::size_t>(n) < asked) break;
         continue;
       }
       if (n == 0) {
