@@ -50,11 +50,41 @@ class EstimatePlan : public TrainRunTest {
     EXPECT_EQ(r.exit_code, 0) << r.describe();
     return nlohmann::json::parse(read("plan.json"));
   }
+  // The table's row of `layout`, or null.
+  static const nlohmann::json* rowOf(const nlohmann::json& p, const std::string& layout) {
+    const auto it = std::find_if(p["plans"].begin(), p["plans"].end(),
+                                 [&](const nlohmann::json& row) { return row["layout"] == layout; });
+    return it == p["plans"].end() ? nullptr : &*it;
+  }
+  // tiny.yaml with `row`'s layout set, as command-line arguments.
+  static std::vector<std::string> argsOf(const nlohmann::json& row) {
+    std::vector<std::string> args{"-c", "tiny.yaml"};
+    for (const auto& [key, value] : row["config_overrides"].items())
+      args.push_back("--" + key + "=" + value.get<std::string>());
+    return args;
+  }
   nlohmann::json estimateFit(std::vector<std::string> args) {
     args.insert(args.begin(), {"estimate", "fit", "--json", "fit.json"});
     const RunResult r = run(args);
     EXPECT_EQ(r.exit_code, 0) << r.describe();
     return nlohmann::json::parse(read("fit.json"));
+  }
+  // Expects `layout`'s row of `p` extrapolated and priced as estimate fit
+  // prices its whole job: the same throughput, the peak within 1%. Returns
+  // the row (null if there is none) and estimate fit's report.
+  std::pair<const nlohmann::json*, nlohmann::json> expectPricedAsWhole(const nlohmann::json& p,
+                                                                      const std::string& layout) {
+    const nlohmann::json* row = rowOf(p, layout);
+    if (row == nullptr) {
+      ADD_FAILURE() << "no row " << layout;
+      return {nullptr, {}};
+    }
+    EXPECT_FALSE((*row)["priced_whole"].get<bool>());
+    nlohmann::json e = estimateFit(argsOf(*row));
+    EXPECT_NEAR((*row)["tokens_per_s"].get<double>() / e["tokens_per_s"].get<double>(), 1.0, 1e-9);
+    EXPECT_NEAR((*row)["peak_device_memory_bytes"].get<double>() / e["peak_device_memory_bytes"].get<double>(), 1.0,
+                0.01);
+    return {row, std::move(e)};
   }
 };
 
@@ -71,28 +101,44 @@ TEST_F(EstimatePlan, ExtrapolatedLayoutsAreEstimateFitsFigures) {
                              "TP1 PP1 DP4 ZeRO-3, micro 1 x 8, recompute none",
                              "TP2 PP2 DP1 ZeRO-0, micro 2 x 16, recompute none"}) {
     SCOPED_TRACE(wanted);
-    const auto it = std::find_if(p["plans"].begin(), p["plans"].end(),
-                                 [&](const nlohmann::json& row) { return row["layout"] == wanted; });
-    ASSERT_NE(it, p["plans"].end());
-    EXPECT_FALSE((*it)["priced_whole"].get<bool>());
-    std::vector<std::string> args{"-c", "tiny.yaml"};
-    for (const auto& [key, value] : (*it)["config_overrides"].items())
-      args.push_back("--" + key + "=" + value.get<std::string>());
-    const nlohmann::json e = estimateFit(args);
+    const auto [it, e] = expectPricedAsWhole(p, wanted);
+    ASSERT_NE(it, nullptr);
     // Only stages wait for point-to-point transfers.
     EXPECT_EQ((*it)["pipeline_transfers_s"].get<double>() > 0, (*it)["pipeline_stages"].get<int>() > 1);
-    EXPECT_NEAR((*it)["tokens_per_s"].get<double>() / e["tokens_per_s"].get<double>(), 1.0, 1e-9);
-    EXPECT_NEAR((*it)["peak_device_memory_bytes"].get<double>() / e["peak_device_memory_bytes"].get<double>(), 1.0,
-                0.01);
     // Layouts without stages run with fit: rank 0's MaxInUse is the peak estimate fit gives.
     if ((*it)["pipeline_stages"].get<int>() > 1) continue;
     const std::string version = "lightning_logs/version_" + std::to_string(fits++);
+    std::vector<std::string> args = argsOf(*it);
     args.insert(args.begin(), "fit");
     args.insert(args.end(), {"--trainer.callbacks=[DeviceStatsMonitor]", "--trainer.log_every_n_steps=1"});
     const RunResult f = run(args);
     ASSERT_EQ(f.exit_code, 0) << f.describe();
     EXPECT_EQ(readCsv(dir() / version / "metrics.csv").valueAt("DeviceStatsMonitor.on_train_batch_end/MaxInUse", 1),
               e["peak_device_memory_bytes"].get<double>());
+  }
+}
+
+// With a vocabulary of 4,096 rows (the embeddings weigh seven of these
+// layers) the model splits its 8 layers unevenly over stages (1, 1, 5, 1
+// over 4); the reduced traces give every stage the same layers, so each
+// traced rank is extrapolated to its own stages' layers: the same
+// throughput and peak as the whole job traced, and the model's parameters.
+TEST_F(EstimatePlan, StagesThatALargeVocabularyUnbalancesAreExtrapolatedAsSplit) {
+  std::string config = kTiny;
+  for (const auto& [from, to] : {std::pair<std::string, std::string>{"num_hidden_layers: 6", "num_hidden_layers: 8"},
+                                 {"vocab_size: 128}", "vocab_size: 4096}"},
+                                 {"vocab_size: 128,", "vocab_size: 4096,"}}) {
+    const auto at = config.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    config.replace(at, from.size(), to);
+  }
+  write("tiny.yaml", config);
+  const nlohmann::json p = plan({"--whole=1"});
+  EXPECT_EQ(p["model"], "LlamaForCausalLM, 8 layers, 0.82M parameters");
+  for (const char* wanted : {"TP1 PP4 DP1 ZeRO-0, micro 2 x 16, recompute none",
+                             "TP1 PP2 DP2 ZeRO-1, micro 1 x 16, recompute selective"}) {
+    SCOPED_TRACE(wanted);
+    expectPricedAsWhole(p, wanted);
   }
 }
 

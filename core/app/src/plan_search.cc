@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <span>
 #include <tuple>
 
 #include "hpu/core/app/root.h"
@@ -38,6 +39,7 @@ struct ModelFacts {
   std::string class_path;
   std::string layers_key;  // the init_arg that sets its decoder layers
   std::int64_t layers = 0, heads = 0, experts = 0, parameters = 0;
+  models::TransformerConfig config;  // how its layers split into pipeline stages
 };
 
 std::string scalarAt(const config::Node& root, std::initializer_list<std::string_view> path, std::string fallback) {
@@ -134,13 +136,15 @@ StepTime bilinear(const StepTime& a, const StepTime& b, const StepTime& c, const
   return t;
 }
 
-// A reduced job, traced and each bounding rank's step priced.
+// A reduced job, traced and each bounding rank's step priced; by traced
+// rank: the first stage it stands for and how many, its parameters (its
+// stage's, with pipeline stages).
 struct Reduced {
   JobShape shape;
   std::vector<StepTime> steps;
   std::vector<std::uint64_t> peaks;
-  std::vector<int> stages_each;
-  std::int64_t parameters = 0;  // the reduced model's
+  std::vector<int> first_stage, stages_each;
+  std::vector<std::int64_t> parameters;
 };
 
 class Search {
@@ -151,6 +155,12 @@ class Search {
 
   // Prices `layout`: its memory first, its time only if it fits.
   //
+  // The reduced jobs give every stage the same layers (one, then two); the
+  // whole job splits its layers as the model does (models::balancedLayers:
+  // a large vocabulary leaves the first and last stages fewer), and each
+  // traced rank is extrapolated to the most layers of the stages it stands
+  // for, which bound its memory and time.
+  //
   // Memory is measured with the pipeline full (every stage has had as many
   // micro-batches in flight as it ever holds, and at least two, so gradients
   // accumulate): linear in layers from there on. A rank's own step (1F1B's
@@ -160,27 +170,39 @@ class Search {
   PlannedLayout price(const Layout& layout) {
     PlannedLayout out;
     out.layout = layout;
-    const std::int64_t per_stage = facts_.layers / layout.pipeline_stages;
-    const std::int64_t l1 = 1, l2 = std::min<std::int64_t>(2, per_stage);
+    const std::vector<std::int64_t> split = models::balancedLayers(facts_.config, layout.pipeline_stages);
+    // With one layer a stage (as many stages as layers) every stage has one.
+    const std::int64_t l1 = 1, l2 = std::min<std::int64_t>(2, facts_.layers / layout.pipeline_stages);
+    const auto at = [&](std::int64_t layers) {
+      return l2 > l1 ? static_cast<double>(layers - l1) / static_cast<double>(l2 - l1) : 0;
+    };
     const std::int64_t full = std::min<std::int64_t>(layout.accumulate, std::max(2, layout.pipeline_stages));
-    const double x = l2 > l1 ? static_cast<double>(per_stage - l1) / static_cast<double>(l2 - l1) : 0;
     const double y = full > 1 ? static_cast<double>(layout.accumulate - 1) / static_cast<double>(full - 1) : 0;
     const Reduced& a2 = reduced(layout, l1, full);
     const Reduced& b2 = reduced(layout, l2, full);
+    std::vector<double> x;  // by traced rank
+    double parameters = 0;
     for (std::size_t i = 0; i < a2.peaks.size(); ++i) {
+      const auto first = split.begin() + a2.first_stage[i];
+      const auto stages = std::span(first, first + a2.stages_each[i]);
+      x.push_back(at(*std::max_element(stages.begin(), stages.end())));
       const double p = static_cast<double>(a2.peaks[i]) +
-                       x * (static_cast<double>(b2.peaks[i]) - static_cast<double>(a2.peaks[i]));
+                       x.back() * (static_cast<double>(b2.peaks[i]) - static_cast<double>(a2.peaks[i]));
       out.peak = std::max(out.peak, static_cast<std::uint64_t>(std::max(0.0, p)));
+      // Without pipeline stages rank 0 holds the model (its shards sum to it).
+      if (layout.pipeline_stages == 1 && i > 0) continue;
+      for (std::int64_t layers : stages)
+        parameters += static_cast<double>(a2.parameters[i]) +
+                      at(layers) * static_cast<double>(b2.parameters[i] - a2.parameters[i]);
     }
-    parameters_ = static_cast<std::int64_t>(std::llround(
-        static_cast<double>(a2.parameters) + x * static_cast<double>(b2.parameters - a2.parameters)));
+    parameters_ = static_cast<std::int64_t>(std::llround(parameters));
     out.fits = out.peak <= limit_.bytes;
     if (!out.fits || memory_only_) return out;
     const Reduced& a1 = reduced(layout, l1, 1);
     const Reduced& b1 = reduced(layout, l2, 1);
     std::vector<StepTime> steps;
     for (std::size_t i = 0; i < a1.steps.size(); ++i)
-      steps.push_back(bilinear(a1.steps[i], b1.steps[i], a2.steps[i], b2.steps[i], x, y));
+      steps.push_back(bilinear(a1.steps[i], b1.steps[i], a2.steps[i], b2.steps[i], x[i], y));
     JobShape shape = a1.shape;
     shape.accumulate = layout.accumulate;
     out.figures = estimate::jobFigures(shape, model_, steps, a1.stages_each);
@@ -208,6 +230,11 @@ class Search {
   const Reduced& reduced(const Layout& layout, std::int64_t per_stage, std::int64_t micro_batches) {
     Settings settings = estimate::configOverrides(layout);
     settings.emplace_back(facts_.layers_key, std::to_string(per_stage * layout.pipeline_stages));
+    if (layout.pipeline_stages > 1)  // every stage alike (the model would balance them otherwise)
+      settings.emplace_back("trainer.strategy.init_args.pipeline_layers",
+                            fmt::format("[{}]", fmt::join(std::vector<std::int64_t>(
+                                                              static_cast<std::size_t>(layout.pipeline_stages), per_stage),
+                                                          ", ")));
     settings.emplace_back("trainer.accumulate_grad_batches", std::to_string(micro_batches));
     std::string key;
     for (const auto& [k, v] : settings) key += k + "=" + v + ";";
@@ -218,11 +245,11 @@ class Search {
     Reduced r;
     r.shape = job.shape;
     r.stages_each = estimate::stagesEach(job);
-    for (std::size_t i = 0; i < job.ranks.size(); ++i) {
-      const estimate::RankTrace& t = job.ranks[i];
+    for (const estimate::RankTrace& t : job.ranks) {
       r.steps.push_back(estimate::priceStep(t.step, model_).time);
       r.peaks.push_back(t.peak);
-      r.parameters += t.parameters * (job.shape.stages > 1 ? r.stages_each[i] : (i == 0 ? 1 : 0));
+      r.first_stage.push_back(job.shape.stages > 1 ? t.stage : 0);
+      r.parameters.push_back(t.parameters);
     }
     return memo_.emplace(key, std::move(r)).first->second;
   }
@@ -246,7 +273,7 @@ ModelFacts modelFacts(const RunRequest& run, const Pipeline& pipeline) {
                                  class_path));
   const models::TransformerConfig& c = lm->config();
   return {class_path, c.family == models::Family::kGpt2 ? "model.init_args.n_layer" : "model.init_args.num_hidden_layers",
-          c.num_hidden_layers, c.num_attention_heads, c.num_local_experts, 0};
+          c.num_hidden_layers, c.num_attention_heads, c.num_local_experts, 0, c};
 }
 
 // Every layout of `job`'s cluster for `facts`' model at `global` sequences a

@@ -104,7 +104,10 @@ std::vector<std::pair<std::string, std::string>> configOverrides(const Layout& l
            {"trainer.strategy.init_args.virtual_pipeline_size", std::to_string(l.virtual_stages)},
            {"trainer.strategy.init_args.data_parallel_size", std::to_string(l.data_parallel)},
            {"trainer.strategy.init_args.sequence_parallel", b(l.sequence_parallel)},
-           {"trainer.strategy.init_args.zero_stage", std::to_string(l.zero_stage)}};
+           {"trainer.strategy.init_args.zero_stage", std::to_string(l.zero_stage)},
+           // The layers split as the model balances them, chunks counted by virtual_pipeline_size.
+           {"trainer.strategy.init_args.pipeline_layers", "null"},
+           {"trainer.strategy.init_args.layers_per_virtual_stage", "null"}};
     if (l.expert_parallel > 1)
       out.emplace_back("trainer.strategy.init_args.expert_parallel_size", std::to_string(l.expert_parallel));
   }

@@ -504,22 +504,23 @@ std::vector<std::int64_t> CausalLM::chunkLayers(const nn::InitContext& ctx, int 
     throw UsageError(fmt::format("trainer.strategy.init_args.pipeline_parallel_size: {} stages, but {} has only {} "
                                  "decoder layers (num_hidden_layers); use at most {} stages",
                                  stages, typeName(), layers, layers));
-  if (stages == 1) return {layers};
-  // Contiguous runs of at least one layer each (a stage's, or with virtual
-  // stages a model chunk's), the largest run (in parameters, the embeddings
-  // on the first and the head on the last) as small as it can be; ties keep
-  // the earlier runs smaller.
-  const PartSizes size = partSizes(config_);
-  const auto cost = [&](int stage, std::int64_t n) {
-    return n * size.layer + (stage == 0 ? size.embeddings : 0) + (stage == stages - 1 ? size.head : 0);
+  return balancedLayers(config_, stages);
+}
+
+std::vector<std::int64_t> balancedLayers(const TransformerConfig& c, int runs) {
+  const std::int64_t layers = c.num_hidden_layers;
+  if (runs == 1) return {layers};
+  const PartSizes size = partSizes(c);
+  const auto cost = [&](int run, std::int64_t n) {
+    return n * size.layer + (run == 0 ? size.embeddings : 0) + (run == runs - 1 ? size.head : 0);
   };
-  // best[s][n]: the smallest largest stage for stages s.. holding the last n layers.
+  // best[s][n]: the smallest largest run for runs s.. holding the last n layers.
   constexpr std::int64_t kNone = std::numeric_limits<std::int64_t>::max();
-  std::vector<std::vector<std::int64_t>> best(static_cast<std::size_t>(stages) + 1,
+  std::vector<std::vector<std::int64_t>> best(static_cast<std::size_t>(runs) + 1,
                                               std::vector<std::int64_t>(static_cast<std::size_t>(layers) + 1, kNone));
   std::vector<std::vector<std::int64_t>> take = best;
-  best[static_cast<std::size_t>(stages)][0] = 0;
-  for (int s = stages - 1; s >= 0; --s)
+  best[static_cast<std::size_t>(runs)][0] = 0;
+  for (int s = runs - 1; s >= 0; --s)
     for (std::int64_t n = 1; n <= layers; ++n)
       for (std::int64_t k = 1; k <= n; ++k) {
         const std::int64_t rest = best[static_cast<std::size_t>(s) + 1][static_cast<std::size_t>(n - k)];
@@ -531,7 +532,7 @@ std::vector<std::int64_t> CausalLM::chunkLayers(const nn::InitContext& ctx, int 
         }
       }
   std::vector<std::int64_t> out;
-  for (std::int64_t s = 0, n = layers; s < stages; ++s) {
+  for (std::int64_t s = 0, n = layers; s < runs; ++s) {
     out.push_back(take[static_cast<std::size_t>(s)][static_cast<std::size_t>(n)]);
     n -= out.back();
   }
