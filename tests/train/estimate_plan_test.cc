@@ -160,6 +160,28 @@ TEST_F(EstimatePlan, InterleavedStagesShrinkTheBubbleAndAddTransfers) {
   EXPECT_GT(vp3["pipeline"]["transfers_s"].get<double>(), plain["pipeline"]["transfers_s"].get<double>());
 }
 
+// A config that interleaves its stages is ranked as it is, priced whole:
+// 2 stages of 3 layers in 3 chunks each, by virtual_pipeline_size or by
+// layers_per_virtual_stage.
+TEST_F(EstimatePlan, TheConfigsInterleavedLayoutIsRankedAsItRuns) {
+  for (const char* chunks : {"virtual_pipeline_size=3", "layers_per_virtual_stage=1"}) {
+    SCOPED_TRACE(chunks);
+    const std::vector<std::string> config{"--trainer.strategy.init_args.data_parallel_size=2",
+                                          "--trainer.strategy.init_args.pipeline_parallel_size=2",
+                                          std::string("--trainer.strategy.init_args.") + chunks};
+    nlohmann::json p = plan(config);
+    const std::string layout = "TP1 PP2 VP3 DP2 ZeRO-0, micro 2 x 4, recompute none";
+    EXPECT_EQ(p["given"]["layout"], layout);
+    const nlohmann::json* row = rowOf(p, layout);
+    ASSERT_NE(row, nullptr);
+    EXPECT_TRUE((*row)["priced_whole"].get<bool>());
+    EXPECT_EQ(p["plans"][p["given_rank"].get<int>() - 1]["layout"], layout);
+    std::vector<std::string> args{"-c", "tiny.yaml"};
+    args.insert(args.end(), config.begin(), config.end());
+    EXPECT_EQ((*row)["tokens_per_s"].get<double>(), estimateFit(args)["tokens_per_s"].get<double>());
+  }
+}
+
 // Under a limit the config's own layout exceeds, the winner written with -o
 // is a config estimate fit gives the same figure for, and fit runs it at the
 // peak the plan said.

@@ -58,8 +58,8 @@ std::vector<std::int64_t> divisorsOf(std::int64_t n) {
 std::string className(const std::string& class_path) { return class_path.substr(class_path.rfind('.') + 1); }
 
 // The layout the config gives, as the search names layouts (none when its
-// strategy is not one the search chooses).
-std::optional<Layout> givenLayout(const config::Node& cfg, const JobShape& job) {
+// strategy is not one the search chooses); `layers`: the model's.
+std::optional<Layout> givenLayout(const config::Node& cfg, const JobShape& job, std::int64_t layers) {
   Layout l;
   const config::Node* node = configAt(cfg, {"trainer", "strategy"});
   const auto arg = [&](std::string_view key, std::string fallback) {
@@ -80,6 +80,10 @@ std::optional<Layout> givenLayout(const config::Node& cfg, const JobShape& job) 
     if (strategy == "ModelParallelStrategy") {
       l.zero_stage = static_cast<int>(std::stoll(arg("zero_stage", "0")));
       l.sequence_parallel = config::parseBool(arg("sequence_parallel", "false")).value_or(false);
+      // Interleaved 1F1B: virtual_pipeline_size chunks a stage, or chunks of layers_per_virtual_stage.
+      l.virtual_stages = static_cast<int>(std::stoll(arg("virtual_pipeline_size", "1")));
+      if (const std::int64_t per_chunk = std::stoll(arg("layers_per_virtual_stage", "0")); per_chunk > 0)
+        l.virtual_stages = static_cast<int>(layers / (std::max(1, job.stages) * per_chunk));
     } else if (strategy == "HPUDeepSpeedStrategy") {
       l.strategy = Layout::Strategy::kDeepSpeed;
       l.zero_stage = static_cast<int>(std::stoll(arg("stage", "2")));
@@ -414,7 +418,7 @@ estimate::PlanResult searchPlans(const RunRequest& run, const device::EmulatorSe
         global, job.micro_batch, job.accumulate, job.replicas, facts.class_path, job.world, joined(dps),
         below > 0 ? fmt::format("{} or {}", below, above) : std::to_string(above)));
   }
-  result.given = givenLayout(run.config, job);
+  result.given = givenLayout(run.config, job, facts.layers);
   if (result.given && std::find(layouts.begin(), layouts.end(), *result.given) == layouts.end())
     layouts.push_back(*result.given);
 
@@ -435,7 +439,8 @@ estimate::PlanResult searchPlans(const RunRequest& run, const device::EmulatorSe
         continue;
       }
       try {
-        PlannedLayout p = search.price(l);
+        // Interleaved stages are priced whole (the reduced jobs have too few layers to chunk).
+        PlannedLayout p = l.virtual_stages > 1 ? search.priceWhole(l) : search.price(l);
         if (!p.fits) {
           over_limit.push_back(l);
           ++result.over_memory;
