@@ -23,6 +23,10 @@
 // written while the rank waits to receive; with such sends the budget is
 // kSendAheadBytes per peer. The input stays untouched until the queued sends
 // are flushed at the end.
+// A rank's own block is copied in as many pieces as it takes messages, a
+// piece before each wait, while its peers' messages arrive (copied whole
+// before the first wait, a 32 MiB block held every socket idle meanwhile:
+// 2 ranks at 16 and 64 MiB took 1.2x the time).
 // Progress: no transport makes a send wait for its receiver, and the rank
 // whose wait is earliest in the order waits for a message its sender sent
 // before its own (no earlier) wait, so that wait is always served.
@@ -113,12 +117,20 @@ void alltoallPairwise(CollectiveContext& ctx, ConstBufferView input, const Block
     }
   }
   sendThrough({0, 0});
+  // This rank's own block is copied a piece before each wait, while its
+  // peers' messages arrive.
   const Range self = sendBlocks[index(r)];
-  if (self.size != 0) {
-    std::memcpy(output.data + recvBlocks[index(r)].offset * es, input.data + self.offset * es, self.size * es);
-  }
+  const std::size_t pieces = std::max<std::size_t>(1, recvOrder.size());
+  const auto copyOwn = [&](std::size_t k) {
+    const Range piece = ProcessGroup::shardRange(self.size, static_cast<int>(pieces), static_cast<int>(k));
+    if (piece.size != 0)
+      std::memcpy(output.data + (recvBlocks[index(r)].offset + piece.offset) * es,
+                  input.data + (self.offset + piece.offset) * es, piece.size * es);
+  };
+  if (recvOrder.empty()) copyOwn(0);
   for (std::size_t j = 0; j < recvOrder.size(); ++j) {
     sendThrough(recvOrder[j]);
+    copyOwn(j);
     const Transfer& t = recvs[recvOrder[j].step];
     const Range piece = CollectiveContext::chunkOf(t.block, t.chunks, recvOrder[j].chunk);
     const Received received = ctx.recvBlock(t.peer, t.block.size, piece.size * es);
