@@ -117,8 +117,6 @@ void alltoallPairwise(CollectiveContext& ctx, ConstBufferView input, const Block
     }
   }
   sendThrough({0, 0});
-  // This rank's own block is copied a piece before each wait, while its
-  // peers' messages arrive.
   const Range self = sendBlocks[index(r)];
   const std::size_t pieces = std::max<std::size_t>(1, recvOrder.size());
   const auto copyOwn = [&](std::size_t k) {

@@ -174,7 +174,7 @@ class Search {
   PlannedLayout price(const Layout& layout) {
     PlannedLayout out;
     out.layout = layout;
-    const std::vector<std::int64_t> split = models::balancedLayers(facts_.config, layout.pipeline_stages);
+    const std::vector<std::int64_t>& split = splitOf(layout.pipeline_stages);
     // With one layer a stage (as many stages as layers) every stage has one.
     const std::int64_t l1 = 1, l2 = std::min<std::int64_t>(2, facts_.layers / layout.pipeline_stages);
     const auto at = [&](std::int64_t layers) {
@@ -231,6 +231,13 @@ class Search {
   std::int64_t parameters() const { return parameters_; }
 
  private:
+  // The model's layers a stage over `stages` stages (models::balancedLayers), memoised.
+  const std::vector<std::int64_t>& splitOf(int stages) {
+    auto it = splits_.find(stages);
+    if (it == splits_.end()) it = splits_.emplace(stages, models::balancedLayers(facts_.config, stages)).first;
+    return it->second;
+  }
+
   const Reduced& reduced(const Layout& layout, std::int64_t per_stage, std::int64_t micro_batches) {
     Settings settings = estimate::configOverrides(layout);
     settings.emplace_back(facts_.layers_key, std::to_string(per_stage * layout.pipeline_stages));
@@ -265,6 +272,7 @@ class Search {
   device::MemoryLimit limit_;
   bool memory_only_;
   std::map<std::string, Reduced> memo_;
+  std::map<int, std::vector<std::int64_t>> splits_;
   std::int64_t traces_ = 0, parameters_ = 0;
 };
 
