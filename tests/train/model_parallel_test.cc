@@ -802,6 +802,30 @@ TEST_F(ModelParallelTest, TheClippingNormIsOneDevicesToTheBitInEveryLayout) {
   }
 }
 
+// DeepSpeed-inference's tensor parallelism pads a vocabulary only to a
+// multiple of its ranks, as DeepSpeed's AutoTP splits it unpadded;
+// ModelParallelStrategy pads as Megatron-LM does (128 x the ranks), and
+// make_vocab_size_divisible_by decides for both when given.
+TEST_F(ModelParallelTest, DeepSpeedInferencePadsTheVocabularyOnlyToItsRanks) {
+  write("llama.yaml", std::string(kRun) + kLlama);
+  write("ds.yaml", "trainer:\n  strategy:\n    class_path: HPUDeepSpeedStrategy\n    init_args:\n      config: "
+                   "{tensor_parallel: {tp_size: 2}}\n");
+  const auto parameters = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"estimate", "predict", "-c", "llama.yaml", "--trainer.devices=2",
+                               "--model.init_args.vocab_size=61", "--data.init_args.vocab_size=61",
+                               "--model.init_args.max_new_tokens=8"});
+    const RunResult r = run(args);
+    EXPECT_EQ(r.exit_code, 0) << r.describe();
+    const auto at = r.out.find("parameters");
+    return at == std::string::npos ? r.out : r.out.substr(at, r.out.find('\n', at) - at);
+  };
+  // 61 rows: 62 on 2 ranks (1 x 32 x 2 padding), or 256 (195 x 32 x 2).
+  EXPECT_EQ(parameters({"-c", "ds.yaml"}), "parameters            19424 (+64 vocabulary padding)");
+  EXPECT_EQ(parameters({kTensorParallel[0]}), "parameters            19424 (+12480 vocabulary padding)");
+  EXPECT_EQ(parameters({"-c", "ds.yaml", "--model.init_args.make_vocab_size_divisible_by=128"}),
+            "parameters            19424 (+12480 vocabulary padding)");
+}
+
 // A vocabulary of 61 tokens (which no tensor-parallel size divides) is
 // padded under tensor parallelism (Megatron-LM's make_vocab_size_divisible_by,
 // 128 x the ranks by default): 2 and 4 ranks train to one device's losses,

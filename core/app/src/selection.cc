@@ -54,7 +54,7 @@ std::unique_ptr<Strategy> deepSpeedStrategy(const Node& strategy, int world, con
     throw UsageError(fmt::format("trainer.strategy: the DeepSpeed config's tensor_parallel.tp_size {} does not divide "
                                  "the world size {} (trainer.devices x trainer.num_nodes)",
                                  tp, world));
-  return makeModelParallelStrategy(world / tp, tp, /*save_distributed_checkpoint=*/true);
+  return makeDeepSpeedInferenceStrategy(world / tp, tp);
 }
 
 }  // namespace

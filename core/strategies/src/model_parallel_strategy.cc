@@ -175,6 +175,9 @@ class ModelParallelStrategy final : public DistributedStrategy {
   }
 
   ops::ParallelGroup* tensorParallelGroup() override { return tensor_.get(); }
+  std::optional<std::int64_t> vocabDivisibleBy() const override { return vocab_divisible_by_; }
+  // See makeDeepSpeedInferenceStrategy.
+  void padVocabularyTo(std::int64_t multiple) { vocab_divisible_by_ = multiple; }
   ops::ParallelGroup* expertParallelGroup() override { return experts_.experts.get(); }
   bool savesDistributedCheckpoint() const override { return save_distributed_; }
   bool sequenceParallel() const override { return sequence_parallel_ && tensor_->size() > 1; }
@@ -403,6 +406,7 @@ class ModelParallelStrategy final : public DistributedStrategy {
   std::vector<int> pipeline_layers_;
   nn::VirtualStages virtual_;
   bool save_distributed_, sequence_parallel_;
+  std::optional<std::int64_t> vocab_divisible_by_;  // null: the model's default
   bool zero_;  // ZeRO-1: the optimizer state sharded over the data-parallel group
   int dp_size_ = 1, stage_ = 0;
   std::unique_ptr<CommParallelGroup> tensor_;
@@ -525,12 +529,14 @@ HPU_REGISTER_COMPONENT(
 
 }  // namespace
 
-std::unique_ptr<Strategy> makeModelParallelStrategy(std::optional<int> data_parallel_size,
-                                                    std::optional<int> tensor_parallel_size,
-                                                    bool save_distributed_checkpoint) {
-  return std::make_unique<ModelParallelStrategy>(data_parallel_size, tensor_parallel_size, save_distributed_checkpoint,
-                                                 /*sequence_parallel=*/false, /*pipeline_parallel_size=*/1,
-                                                 std::vector<int>{}, nn::VirtualStages{}, /*zero_stage=*/0, /*expert_parallel_size=*/1, "");
+std::unique_ptr<Strategy> makeDeepSpeedInferenceStrategy(std::optional<int> data_parallel_size,
+                                                         std::optional<int> tensor_parallel_size) {
+  auto s = std::make_unique<ModelParallelStrategy>(data_parallel_size, tensor_parallel_size,
+                                                   /*save_distributed_checkpoint=*/true, /*sequence_parallel=*/false,
+                                                   /*pipeline_parallel_size=*/1, std::vector<int>{}, nn::VirtualStages{},
+                                                   /*zero_stage=*/0, /*expert_parallel_size=*/1, "");
+  s->padVocabularyTo(1);
+  return s;
 }
 
 std::unique_ptr<ops::ParallelGroup> makeTensorParallelGroup(std::unique_ptr<comm::ProcessGroup> group) {

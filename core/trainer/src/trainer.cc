@@ -203,6 +203,7 @@ void Trainer::setupModel(LightningModule& model, data::DataModule& data, data::S
       build_on, init_rng_, dropout_rng_, precision_->paramDtype(), strategy_->activationCheckpointsOnHost(), seed_};
   ctx.defer_trainable_values = strategy_->partitionsParameters();
   ctx.tensor_parallel = strategy_->tensorParallelGroup();
+  ctx.vocab_divisible_by = strategy_->vocabDivisibleBy();
   ctx.expert_parallel = strategy_->expertParallelGroup();
   ctx.sequence_parallel = strategy_->sequenceParallel();
   if (const int stages = strategy_->pipelineStages(); stages > 1) {

@@ -144,9 +144,11 @@ void CausalLM::configureModel(nn::InitContext& ctx, const ModelInput& input) {
   tensor_parallel_ = ctx.tensor_parallel;
   sequence_parallel_ = ctx.sequence_parallel && tensor_parallel_ != nullptr;
   // Megatron-LM's padding: to a multiple of make_vocab_size_divisible_by
-  // (128 unless given) x the tensor-parallel size; none on one rank unless given.
+  // (unless given: the strategy's, or 128) x the tensor-parallel size; none
+  // on one rank unless given.
   const int ranks = tensor_parallel_ != nullptr ? tensor_parallel_->size() : 1;
-  const std::int64_t divisible_by = vocab_divisible_by_.value_or(ranks > 1 ? kMegatronVocabDivisibleBy : 1);
+  const std::int64_t divisible_by =
+      vocab_divisible_by_.value_or(ranks > 1 ? ctx.vocab_divisible_by.value_or(kMegatronVocabDivisibleBy) : 1);
   vocabulary_ = {tensor_parallel_, divisible_by * ranks};
   if (config_.num_local_experts > 0 && sequence_parallel_)
     throw UsageError(typeName() + ": sparse MoE layers do not run under sequence parallelism (their router reads "
@@ -806,8 +808,9 @@ std::vector<config::ParamSpec> causalLMParams() {
       {"make_vocab_size_divisible_by", Type::optional(Type::integer().min(1)), "null",
        "Pad the embedding and the output head to a multiple of this x the tensor-parallel size (Megatron-LM's "
        "--make-vocab-size-divisible-by), so that any vocabulary splits across the ranks; the padding rows are zero "
-       "and their logits are left out of the loss and of generation. null: 128 under tensor parallelism, no "
-       "padding on one rank. Checkpoints and exports hold the unpadded vocabulary."},
+       "and their logits are left out of the loss and of generation. null: 128 under tensor parallelism (1 under "
+       "DeepSpeed-inference's tensor_parallel, as its AutoTP), no padding on one rank. Checkpoints and exports hold "
+       "the unpadded vocabulary."},
       {"lr", Type::real().min(0.0, true), "0.0003", "Learning rate of the default AdamW (betas 0.9, 0.95)."},
       {"weight_decay", Type::real().min(0.0), "0.1", "Weight decay of the default AdamW."},
       {"prompt", Type::optional(Type::string()), "null", "predict: a text to continue."},

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -52,6 +53,10 @@ struct InitContext {
   // The tensor-parallel group a model splits its layers across (null: no
   // tensor parallelism).
   ops::ParallelGroup* tensor_parallel = nullptr;
+  // Under tensor parallelism, the multiple a model that pads its vocabulary
+  // pads to (times the group's size) when its own config sets none; null:
+  // the model's default (Megatron-LM's 128).
+  std::optional<std::int64_t> vocab_divisible_by;
   // The expert-parallel group a mixture of experts splits its experts
   // across (null: every rank holds every expert).
   ops::ParallelGroup* expert_parallel = nullptr;
@@ -78,6 +83,7 @@ inline InitContext withRng(const InitContext& ctx, Generator& rng) {
   out.seed = ctx.seed;
   out.defer_trainable_values = ctx.defer_trainable_values;
   out.tensor_parallel = ctx.tensor_parallel;
+  out.vocab_divisible_by = ctx.vocab_divisible_by;
   out.expert_parallel = ctx.expert_parallel;
   out.sequence_parallel = ctx.sequence_parallel;
   out.pipeline_stage = ctx.pipeline_stage;

@@ -78,6 +78,9 @@ class Strategy {
   // The group a model splits its layers across (tensor parallelism), or
   // null. Valid from setup() on.
   virtual ops::ParallelGroup* tensorParallelGroup() { return nullptr; }
+  // nn::InitContext::vocab_divisible_by: what this strategy's tensor
+  // parallelism pads a vocabulary to, when the model's config says nothing.
+  virtual std::optional<std::int64_t> vocabDivisibleBy() const { return std::nullopt; }
   // The group a mixture of experts splits its experts across (expert
   // parallelism: each rank holds experts / size of every MoE layer and
   // exchanges tokens with the others), or null. Valid from setup() on.
@@ -277,11 +280,12 @@ device::Device& deviceFor(device::Platform& platform, const RunEnvironment& run,
 
 // One process, one device (hpu_single).
 std::unique_ptr<Strategy> makeSingleDeviceStrategy(int device_index);
-// Tensor parallelism inside data parallelism (ModelParallelStrategy); a
-// size unset is "auto".
-std::unique_ptr<Strategy> makeModelParallelStrategy(std::optional<int> data_parallel_size,
-                                                    std::optional<int> tensor_parallel_size,
-                                                    bool save_distributed_checkpoint);
+// DeepSpeed-inference's tensor parallelism (its config's tensor_parallel):
+// ModelParallelStrategy's split inside data parallelism, a size unset being
+// "auto", with no vocabulary padding unless the model asks (DeepSpeed's
+// AutoTP pads none).
+std::unique_ptr<Strategy> makeDeepSpeedInferenceStrategy(std::optional<int> data_parallel_size,
+                                                         std::optional<int> tensor_parallel_size);
 // A process group as the group a model's layers are split across (the
 // tensor-parallel group of ModelParallelStrategy).
 std::unique_ptr<ops::ParallelGroup> makeTensorParallelGroup(std::unique_ptr<comm::ProcessGroup> group);
