@@ -107,6 +107,21 @@ TEST_F(BadInputTest, UnknownKeySuggestsTheClosest) {
                     "error: command line: model.init_args.out_feature: unknown key; did you mean 'out_features'?\n");
 }
 
+// A strategy name (Lightning's or lightning-habana's) takes no keys: with
+// keys, the error says to name a class.
+TEST_F(BadInputTest, AStrategyNameWithKeysIsToldToNameAClass) {
+  const std::string classes =
+      "(registered: HPUDeepSpeedStrategy, HPUFSDPStrategy, HPUParallelStrategy, ModelParallelStrategy, "
+      "SingleHPUStrategy)\n";
+  expectFitRejected({"--trainer.strategy=fsdp", "--trainer.strategy.sharding_strategy=HYBRID_SHARD"},
+                    "error: command line: trainer.strategy: 'fsdp' is one of its names, which take no keys; to set "
+                    "keys, name a Strategy class " + classes);
+  write("ds.yaml", "trainer:\n  strategy:\n    class_path: hpu_deepspeed_stage_3\n    init_args: {offload_optimizer: true}\n");
+  expectFitRejected({"-c", "ds.yaml"},
+                    "error: ds.yaml:3:17: trainer.strategy: 'hpu_deepspeed_stage_3' is one of its names, which take "
+                    "no keys; to set keys, name a Strategy class " + classes);
+}
+
 TEST_F(BadInputTest, UnknownClassSuggestsTheClosest) {
   expectFitRejected({"--data=RandomDataModul"},
                     "error: command line: data: unknown DataModule class 'RandomDataModul'; did you mean "

@@ -1,5 +1,6 @@
 #include "hpu/core/config/normalize.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -289,6 +290,13 @@ class Normalizer {
         return out;
       }
       if (fitting.size() == 1) {  // the only plausible reading: its errors are the useful ones
+        // A name with keys that is no class's short name (a profiler's is).
+        if (const Node* name = namedWithKeys(v, t);
+            name != nullptr && SchemaRegistry::instance().resolve(a->kinds(), name->str()).schema == nullptr) {
+          fail(*name, path, "'" + name->str() + "' is one of its names, which take no keys; to set keys, name a " +
+                                kindNames(a->kinds()) + " class" + registeredClasses(a->kinds()));
+          return v;
+        }
         problems_.insert(problems_.end(), trial.begin(), trial.end());
         return v;
       }
@@ -306,6 +314,20 @@ class Normalizer {
     fail(v, path, "expected " + t.name() + ", got " + describe(v) +
                       (v.isScalar() ? didYouMean(v.str(), names) : ""));
     return v;
+  }
+
+  // The class_path of a component mapping `v` when it is a name that a
+  // string alternative of union `t` takes (strategy: fsdp with keys), or null.
+  static const Node* namedWithKeys(const Node& v, const Type& t) {
+    const Node* name = v.isMap() ? v.find("class_path") : nullptr;
+    if (name == nullptr || !name->isScalar()) return nullptr;
+    for (const Type& a : t.args()) {
+      if (a.tag() != Tag::kString) continue;
+      const auto& c = a.choices();
+      if (std::find(c.begin(), c.end(), name->str()) != c.end() || a.foreignSpelling(name->str()) != nullptr)
+        return name;
+    }
+    return nullptr;
   }
 
   // Whether a plain scalar is spelled as a value of `t` (a number for int
