@@ -45,5 +45,22 @@ TEST(BalancedLayersTest, ALargeVocabularyLeavesTheFirstAndLastStagesFewerLayers)
   }
 }
 
+// A vocabulary of 4,096 rows at hidden size 64 weighs seven layers: the
+// head's stage bounds the largest run whatever the middle holds, and the
+// middle stages then share their layers evenly (not 1 and 5).
+TEST(BalancedLayersTest, MiddleStagesShareTheLayersTheEndsLeave) {
+  TransformerConfig c;
+  c.family = Family::kLlama;
+  c.vocab_size = 4096;
+  c.hidden_size = 64;
+  c.intermediate_size = 128;
+  c.num_hidden_layers = 8;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.head_dim = 16;
+  EXPECT_EQ(balancedLayers(c, 4), (std::vector<std::int64_t>{1, 3, 3, 1}));
+  EXPECT_EQ(balancedLayers(c, 2), (std::vector<std::int64_t>{4, 4}));
+}
+
 }  // namespace
 }  // namespace hpu::core::models

@@ -119,7 +119,7 @@ TEST_F(EstimatePlan, ExtrapolatedLayoutsAreEstimateFitsFigures) {
 }
 
 // With a vocabulary of 4,096 rows (the embeddings weigh seven of these
-// layers) the model splits its 8 layers unevenly over stages (1, 1, 5, 1
+// layers) the model splits its 8 layers unevenly over stages (1, 3, 3, 1
 // over 4); the reduced traces give every stage the same layers, so each
 // traced rank is extrapolated to its own stages' layers: the same
 // throughput and peak as the whole job traced, and the model's parameters.

@@ -516,29 +516,43 @@ std::vector<std::int64_t> balancedLayers(const TransformerConfig& c, int runs) {
   const auto cost = [&](int run, std::int64_t n) {
     return n * size.layer + (run == 0 ? size.embeddings : 0) + (run == runs - 1 ? size.head : 0);
   };
-  // best[s][n]: the smallest largest run for runs s.. holding the last n layers.
-  constexpr std::int64_t kNone = std::numeric_limits<std::int64_t>::max();
-  std::vector<std::vector<std::int64_t>> best(static_cast<std::size_t>(runs) + 1,
-                                              std::vector<std::int64_t>(static_cast<std::size_t>(layers) + 1, kNone));
-  std::vector<std::vector<std::int64_t>> take = best;
-  best[static_cast<std::size_t>(runs)][0] = 0;
-  for (int s = runs - 1; s >= 0; --s)
-    for (std::int64_t n = 1; n <= layers; ++n)
-      for (std::int64_t k = 1; k <= n; ++k) {
-        const std::int64_t rest = best[static_cast<std::size_t>(s) + 1][static_cast<std::size_t>(n - k)];
-        if (rest == kNone) continue;
-        const std::int64_t worst = std::max(rest, cost(s, k));
-        if (worst < best[static_cast<std::size_t>(s)][static_cast<std::size_t>(n)]) {
-          best[static_cast<std::size_t>(s)][static_cast<std::size_t>(n)] = worst;
-          take[static_cast<std::size_t>(s)][static_cast<std::size_t>(n)] = k;
+  const auto at = [](auto& table, int run, std::int64_t n) -> auto& {
+    return table[static_cast<std::size_t>(run)][static_cast<std::size_t>(n)];
+  };
+  // The split of contiguous runs of at least one layer with the smallest
+  // largest value(run, layers) among those that `allow` every run; ties
+  // keep the earlier runs smaller. Returns that largest value and the split.
+  const auto minMax = [&](const auto& value, const auto& allow) {
+    // best[s][n]: the smallest largest value for runs s.. holding the last n layers.
+    constexpr std::int64_t kNone = std::numeric_limits<std::int64_t>::max();
+    std::vector<std::vector<std::int64_t>> best(static_cast<std::size_t>(runs) + 1,
+                                                std::vector<std::int64_t>(static_cast<std::size_t>(layers) + 1, kNone));
+    std::vector<std::vector<std::int64_t>> take = best;
+    at(best, runs, 0) = 0;
+    for (int s = runs - 1; s >= 0; --s)
+      for (std::int64_t n = 1; n <= layers; ++n)
+        for (std::int64_t k = 1; k <= n; ++k) {
+          const std::int64_t rest = at(best, s + 1, n - k);
+          if (rest == kNone || !allow(s, k)) continue;
+          const std::int64_t worst = std::max(rest, value(s, k));
+          if (worst < at(best, s, n)) {
+            at(best, s, n) = worst;
+            at(take, s, n) = k;
+          }
         }
-      }
-  std::vector<std::int64_t> out;
-  for (std::int64_t s = 0, n = layers; s < runs; ++s) {
-    out.push_back(take[static_cast<std::size_t>(s)][static_cast<std::size_t>(n)]);
-    n -= out.back();
-  }
-  return out;
+    std::vector<std::int64_t> split;
+    for (std::int64_t s = 0, n = layers; s < runs; ++s) {
+      split.push_back(at(take, static_cast<int>(s), n));
+      n -= split.back();
+    }
+    return std::pair{at(best, 0, layers), split};
+  };
+  // The largest run in parameters as small as it can be, then, among the
+  // splits that keep it, the most layers of a run (compute) as few as can be.
+  const std::int64_t largest = minMax(cost, [](int, std::int64_t) { return true; }).first;
+  return minMax([](int, std::int64_t n) { return n; },
+                [&](int run, std::int64_t n) { return cost(run, n) <= largest; })
+      .second;
 }
 
 PipelineModule::StageInput CausalLM::stageInput(const Batch& batch) const {

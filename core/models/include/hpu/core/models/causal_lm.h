@@ -271,9 +271,10 @@ class CausalLM : public LightningModule, public PipelineModule {
 
 // The decoder layers of each of `runs` contiguous runs of `c`'s layers
 // (pipeline stages, or model chunks of stages x virtual stages), each at
-// least one layer, the largest run in parameters (the embeddings on the
-// first, the head on the last) as small as it can be; ties keep the earlier
-// runs smaller. REQUIRES: 1 <= runs <= c.num_hidden_layers.
+// least one layer: the largest run in parameters (the embeddings on the
+// first, the head on the last) as small as it can be, then, keeping that,
+// the most layers of a run as few as can be; ties keep the earlier runs
+// smaller. REQUIRES: 1 <= runs <= c.num_hidden_layers.
 std::vector<std::int64_t> balancedLayers(const TransformerConfig& c, int runs);
 
 // The init_args every causal LM takes beside its architecture's: config,
