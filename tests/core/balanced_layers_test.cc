@@ -10,20 +10,24 @@
 namespace hpu::core::models {
 namespace {
 
-// Llama 2 70B's and Llama 3.1 70B's shapes (config.json), which differ in
-// their vocabulary: 32,000 rows against 128,256.
-TransformerConfig llama70b(std::int64_t vocab) {
+// A Llama's shape (config.json's keys).
+TransformerConfig llama(std::int64_t vocab, std::int64_t hidden, std::int64_t intermediate, std::int64_t layers,
+                        std::int64_t heads, std::int64_t kv_heads) {
   TransformerConfig c;
   c.family = Family::kLlama;
   c.vocab_size = vocab;
-  c.hidden_size = 8192;
-  c.intermediate_size = 28672;
-  c.num_hidden_layers = 80;
-  c.num_attention_heads = 64;
-  c.num_key_value_heads = 8;
-  c.head_dim = 128;
+  c.hidden_size = hidden;
+  c.intermediate_size = intermediate;
+  c.num_hidden_layers = layers;
+  c.num_attention_heads = heads;
+  c.num_key_value_heads = kv_heads;
+  c.head_dim = hidden / heads;
   return c;
 }
+
+// Llama 2 70B's and Llama 3.1 70B's shapes, which differ in their
+// vocabulary: 32,000 rows against 128,256.
+TransformerConfig llama70b(std::int64_t vocab) { return llama(vocab, 8192, 28672, 80, 64, 8); }
 
 TEST(BalancedLayersTest, EvenWhenTheEmbeddingsWeighLessThanALayer) {
   // 262M embedding parameters against 856M a layer: 20 layers each.
@@ -49,15 +53,7 @@ TEST(BalancedLayersTest, ALargeVocabularyLeavesTheFirstAndLastStagesFewerLayers)
 // head's stage bounds the largest run whatever the middle holds, and the
 // middle stages then share their layers evenly (not 1 and 5).
 TEST(BalancedLayersTest, MiddleStagesShareTheLayersTheEndsLeave) {
-  TransformerConfig c;
-  c.family = Family::kLlama;
-  c.vocab_size = 4096;
-  c.hidden_size = 64;
-  c.intermediate_size = 128;
-  c.num_hidden_layers = 8;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 16;
+  const TransformerConfig c = llama(4096, 64, 128, 8, 4, 2);
   EXPECT_EQ(balancedLayers(c, 4), (std::vector<std::int64_t>{1, 3, 3, 1}));
   EXPECT_EQ(balancedLayers(c, 2), (std::vector<std::int64_t>{4, 4}));
 }
