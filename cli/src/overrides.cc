@@ -2,7 +2,6 @@
 
 #include <cctype>
 
-#include "hpu/core/config/yaml_io.h"
 #include "hpu/core/base/errors.h"
 
 namespace hpu::cli {
@@ -54,13 +53,9 @@ std::vector<core::config::Override> parseOverrides(const std::vector<std::string
     }
     if (!validKey(key))
       throw core::UsageError("'" + tok + "' is not an option; options are dotted keys like --trainer.max_epochs=3");
-    core::config::Override o{key, Node::null(SourceLoc{origin}), append, value, {}};
-    try {
-      o.value = core::config::loadYamlString(value, "command line (--" + key + ")");
-      relocate(o.value, SourceLoc{origin});
-    } catch (const core::ConfigError& e) {
-      o.yaml_problems = e.problems();  // the key's type decides (Override::text)
-    }
+    core::config::Override o = core::config::textOverride(key, value, "command line (--" + key + ")");
+    o.append = append;
+    relocate(o.value, SourceLoc{origin});
     out.push_back(std::move(o));
   }
   return out;

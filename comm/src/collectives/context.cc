@@ -42,7 +42,7 @@ void CollectiveContext::flushSends() {
   try {
     transport_.flushSends(deadline_);
   } catch (const PeerLostError& e) {
-    throw PeerLostError(e.rank(), fmt::format("rank {}: {} failed: {}", rank_, describe(descriptor_), e.what()));
+    throw failedWith(e);
   } catch (const CommTimeoutError& e) {
     throw CommTimeoutError(fmt::format("rank {}: {} timed out after {}: {} (raise the timeout with "
                                        "HPU_COLLECTIVE_TIMEOUT)",
@@ -138,7 +138,7 @@ void CollectiveContext::checkAlive() const {
   try {
     transport_.checkHealth();
   } catch (const PeerLostError& e) {
-    throw PeerLostError(e.rank(), fmt::format("rank {}: {} failed: {}", rank_, describe(descriptor_), e.what()));
+    throw failedWith(e);
   }
   if (Transport::Clock::now() >= deadline_)
     throw CommTimeoutError(fmt::format("rank {}: {} timed out after {}; a rank skipped this collective or is still "
@@ -163,11 +163,15 @@ Range CollectiveContext::chunkOf(Range block, std::size_t chunks, std::size_t in
   return {block.offset + sub.offset, sub.size};
 }
 
+PeerLostError CollectiveContext::failedWith(const PeerLostError& e) const {
+  return PeerLostError(e.rank(), fmt::format("rank {}: {} failed: {}", rank_, describe(descriptor_), e.what()));
+}
+
 void CollectiveContext::rethrowWithContext(int peer) const {
   try {
     throw;
   } catch (const PeerLostError& e) {
-    throw PeerLostError(e.rank(), fmt::format("rank {}: {} failed: {}", rank_, describe(descriptor_), e.what()));
+    throw failedWith(e);
   } catch (const CommTimeoutError&) {
     throw CommTimeoutError(fmt::format(
         "rank {}: {} timed out after {} waiting for rank {}; a rank skipped this collective or is still busy "

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "descriptor.h"
+#include "hpu/comm/errors.h"
 #include "hpu/comm/process_group.h"
 #include "hpu/comm/transport.h"
 
@@ -108,6 +109,8 @@ class CollectiveContext {
   bool sendMessage(int peer, std::optional<std::uint64_t> block, std::span<const std::byte> payload, bool post);
   Received receiveMessage(int peer, std::optional<std::uint64_t> block, std::size_t expectedBytes,
                           Transport::Deadline deadline);
+  // `e` as this collective's failure (this rank and the collective named).
+  PeerLostError failedWith(const PeerLostError& e) const;
   // Rethrows a transport error with this collective's context; `peer` is a global rank.
   [[noreturn]] void rethrowWithContext(int peer) const;
   // What every subgroup of one collective shares: per-link step counts and

@@ -38,8 +38,9 @@ constexpr std::int64_t kTracedSteps = 2;
 struct ModelFacts {
   std::string class_path;
   std::string layers_key;  // the init_arg that sets its decoder layers
-  std::int64_t layers = 0, heads = 0, experts = 0, parameters = 0;
-  models::TransformerConfig config;  // how its layers split into pipeline stages
+  std::int64_t parameters = 0;
+  models::TransformerConfig config;  // its shape: how it divides, how its layers split into stages
+  std::int64_t layers() const { return config.num_hidden_layers; }
 };
 
 std::string scalarAt(const config::Node& root, std::initializer_list<std::string_view> path, std::string fallback) {
@@ -176,7 +177,7 @@ class Search {
     out.layout = layout;
     const std::vector<std::int64_t>& split = splitOf(layout.pipeline_stages);
     // With one layer a stage (as many stages as layers) every stage has one.
-    const std::int64_t l1 = 1, l2 = std::min<std::int64_t>(2, facts_.layers / layout.pipeline_stages);
+    const std::int64_t l1 = 1, l2 = std::min<std::int64_t>(2, facts_.layers() / layout.pipeline_stages);
     const auto at = [&](std::int64_t layers) {
       return l2 > l1 ? static_cast<double>(layers - l1) / static_cast<double>(l2 - l1) : 0;
     };
@@ -285,7 +286,7 @@ ModelFacts modelFacts(const RunRequest& run, const Pipeline& pipeline) {
                                  class_path));
   const models::TransformerConfig& c = lm->config();
   return {class_path, c.family == models::Family::kGpt2 ? "model.init_args.n_layer" : "model.init_args.num_hidden_layers",
-          c.num_hidden_layers, c.num_attention_heads, c.num_local_experts, 0, c};
+          0, c};
 }
 
 // Every layout of `job`'s cluster for `facts`' model at `global` sequences a
@@ -296,16 +297,16 @@ std::vector<Layout> layoutsOf(const JobShape& job, const ModelFacts& facts, std:
   std::vector<Layout> out;
   const std::vector<std::string> recomputes{"false", "selective", "true"};
   for (std::int64_t tp : divisorsOf(job.devices)) {
-    if (facts.heads % tp != 0) continue;
-    for (std::int64_t pp : divisorsOf(facts.layers)) {
+    if (facts.config.num_attention_heads % tp != 0) continue;
+    for (std::int64_t pp : divisorsOf(facts.layers())) {
       if ((job.world / tp) % pp != 0 || job.world % (tp * pp) != 0) continue;
       const std::int64_t dp = job.world / (tp * pp);
       data_parallel_sizes.insert(dp);
       if (global % dp != 0) continue;
       std::vector<std::int64_t> eps{1};
-      if (facts.experts > 0)
+      if (facts.config.num_local_experts > 0)
         for (std::int64_t e : divisorsOf(dp))
-          if (e > 1 && facts.experts % e == 0) eps.push_back(e);
+          if (e > 1 && facts.config.num_local_experts % e == 0) eps.push_back(e);
       for (std::int64_t micro : divisorsOf(global / dp))
         for (std::int64_t ep : eps)
           for (const std::string& recompute : recomputes) {
@@ -426,7 +427,7 @@ estimate::PlanResult searchPlans(const RunRequest& run, const device::EmulatorSe
         global, job.micro_batch, job.accumulate, job.replicas, facts.class_path, job.world, joined(dps),
         below > 0 ? fmt::format("{} or {}", below, above) : std::to_string(above)));
   }
-  result.given = givenLayout(run.config, job, facts.layers);
+  result.given = givenLayout(run.config, job, facts.layers());
   if (result.given && std::find(layouts.begin(), layouts.end(), *result.given) == layouts.end())
     layouts.push_back(*result.given);
 
@@ -490,13 +491,15 @@ estimate::PlanResult searchPlans(const RunRequest& run, const device::EmulatorSe
   // virtual_pipeline_size, and ranked with the others.
   if (!fitting.empty() && !options.memory_only) {
     const Layout first = fitting.front().layout;
-    const std::vector<Interleaving> ways = estimate::interleavings(fitting.front(), facts.layers / first.pipeline_stages);
+    const std::vector<Interleaving> ways = estimate::interleavings(fitting.front(), facts.layers() / first.pipeline_stages);
     const auto best = std::max_element(ways.begin(), ways.end(), [](const Interleaving& a, const Interleaving& b) {
       return a.throughput < b.throughput;
     });
-    if (best != ways.end() && best->throughput > fitting.front().figures.throughput) {
-      Layout interleaved = first;
-      interleaved.virtual_stages = best->virtual_stages;
+    Layout interleaved = first;
+    if (best != ways.end()) interleaved.virtual_stages = best->virtual_stages;
+    const bool priced = std::any_of(fitting.begin(), fitting.end(),  // the config's own, say
+                                    [&](const PlannedLayout& p) { return p.layout == interleaved; });
+    if (best != ways.end() && best->throughput > fitting.front().figures.throughput && !priced) {
       try {
         PlannedLayout whole = search.priceWhole(interleaved);
         if (whole.fits) {
@@ -517,13 +520,13 @@ estimate::PlanResult searchPlans(const RunRequest& run, const device::EmulatorSe
   const auto plain = std::find_if(fitting.begin(), fitting.end(),
                                   [](const PlannedLayout& p) { return p.layout.virtual_stages == 1; });
   if (plain != fitting.end())
-    result.interleaved = estimate::interleavings(*plain, facts.layers / plain->layout.pipeline_stages);
+    result.interleaved = estimate::interleavings(*plain, facts.layers() / plain->layout.pipeline_stages);
   result.fitting = std::move(fitting);
   result.too_big = std::move(over);
   result.traces = search.traces();
   facts.parameters = search.parameters();
   const double parameters = static_cast<double>(facts.parameters);
-  result.model = fmt::format("{}, {} layers, {} parameters", facts.class_path, facts.layers,
+  result.model = fmt::format("{}, {} layers, {} parameters", facts.class_path, facts.layers(),
                              parameters >= 1e9 ? fmt::format("{:.2f}B", parameters / 1e9)
                                                : fmt::format("{:.2f}M", parameters / 1e6));
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -244,6 +244,16 @@ void mergeInto(Node& base, const Node& overlay, const Type& type) {
   base = overlay;
 }
 
+Override textOverride(std::string path, const std::string& text, const std::string& origin) {
+  Override o{std::move(path), Node::null(), false, text, {}};
+  try {
+    o.value = loadYamlString(text, origin);
+  } catch (const ConfigError& e) {
+    o.yaml_problems = e.problems();
+  }
+  return o;
+}
+
 void applyOverride(Node& root, const Type& type, const Override& o,
                    std::vector<std::string>& problems) {
   Walker w{o, problems, splitPath(o.path)};

@@ -210,7 +210,7 @@ class ModelParallelStrategy final : public DistributedStrategy {
   }
 
   std::vector<float> wholeOf(std::span<const float> piece, const Shard& shard, const Shape& local) override {
-    if (shard.parts == 1) return shard.whole(local, piece);
+    if (shard.parts == 1) return Strategy::wholeOf(piece, shard, local);
     const int ranks = tensor_->size();
     std::vector<float> pieces(piece.size() * static_cast<std::size_t>(ranks));
     tensor_->allgather(piece.data(), piece.size(), DType::kFloat32, pieces.data());

@@ -137,8 +137,6 @@ std::vector<double> runSchedule(PipelineWork& work, StageLinks& links, int stage
   };
 
   std::vector<double> losses(micro_batches, 0.0);
-  std::vector<Tensor> outputs(micro_batches * static_cast<std::size_t>(chunks));
-  const auto slot = [&](int chunk, std::size_t i) { return static_cast<std::size_t>(chunk) * micro_batches + i; };
   for (const PipelineAction& a : pipelineOrder(stage, stages, chunks, micro_batches, backward)) {
     const int v = a.chunk * stages + stage;
     const std::size_t i = a.micro_batch;
@@ -165,7 +163,6 @@ std::vector<double> runSchedule(PipelineWork& work, StageLinks& links, int stage
         Phase send(work, "pipeline_send_forward");
         links.sendForward(output);
       }
-      if (backward) outputs[slot(a.chunk, i)] = std::move(output);
       continue;
     }
     Tensor grad;
@@ -178,7 +175,6 @@ std::vector<double> runSchedule(PipelineWork& work, StageLinks& links, int stage
       Phase run(work, "pipeline_backward");
       input_grad = work.backward(i, a.chunk, grad);
     }
-    outputs[slot(a.chunk, i)] = Tensor();
     if (v > 0) {
       Phase send(work, "pipeline_send_backward");
       links.sendBackward(input_grad);

@@ -31,6 +31,11 @@ struct Override {
   std::vector<std::string> yaml_problems;
 };
 
+// `path` set to `text` as typed: its YAML value, or, when YAML cannot read
+// it, a null value and the problems, the key's type then deciding
+// (Override::text). `origin` names the text in YAML's messages.
+Override textOverride(std::string path, const std::string& text, const std::string& origin);
+
 // Deep-merges `overlay` into `base` (both raw, unvalidated trees of `type`).
 void mergeInto(Node& base, const Node& overlay, const Type& type);
 

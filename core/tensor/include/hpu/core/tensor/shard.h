@@ -42,8 +42,6 @@ struct Shard {
   static Shard paddedPiece(int dim, std::int64_t rows, std::int64_t multiple, int parts, int index) {
     return {.dim = dim, .parts = parts, .index = index, .padding = paddedRows(rows, multiple) - rows};
   }
-  // Rows along `dim` each piece holds of a dimension of `rows` (padding included).
-  std::int64_t pieceRows(std::int64_t rows) const { return (rows + padding) / parts; }
 
   // Whether this rank's tensor is not the whole parameter.
   bool split() const { return dim >= 0 && (parts > 1 || padding > 0); }
