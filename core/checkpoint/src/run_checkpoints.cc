@@ -22,19 +22,20 @@ bool isFile(const fs::path& p) {
   return fs::is_regular_file(p, ec);
 }
 
+using Outcome = RunCheckpoint::Outcome;
+
 RunCheckpoint findLast(const RunCheckpointSearch& search) {
-  RunCheckpoint out;
   for (const std::string& dir : search.dirs)
     if (const fs::path last = fs::path(dir) / "last.ckpt"; isFile(last))
-      return {last.string(), "this run's last.ckpt", ""};
+      return {.path = last.string(), .how = "this run's last.ckpt"};
   if (!search.runs_root.empty()) {
     const std::vector<RunVersion> versions = runVersions(search.runs_root);
     for (auto version = versions.rbegin(); version != versions.rend(); ++version)  // newest first
       if (const fs::path last = version->dir / "checkpoints" / "last.ckpt"; isFile(last))
-        return {last.string(), "the newest run's last.ckpt", ""};
+        return {.path = last.string(), .how = "the newest run's last.ckpt"};
   }
-  out.looked_in = search.runs_root.empty() ? (search.dirs.empty() ? "." : search.dirs.front()) : search.runs_root;
-  return out;
+  return {.outcome = Outcome::kNoLast,
+          .looked_in = search.runs_root.empty() ? (search.dirs.empty() ? "." : search.dirs.front()) : search.runs_root};
 }
 
 // The best_model_path a ModelCheckpoint state in `ckpt`'s metadata records,
@@ -66,12 +67,13 @@ bool isRunCheckpointWord(std::string_view ckpt_path) { return ckpt_path == "last
 
 RunCheckpoint findRunCheckpoint(std::string_view word, const RunCheckpointSearch& search) {
   if (word == "last") return findLast(search);
-  if (!search.best_known.empty()) return {search.best_known, "the best checkpoint of this run's ModelCheckpoint", ""};
+  if (!search.best_known.empty())
+    return {.path = search.best_known, .how = "the best checkpoint of this run's ModelCheckpoint"};
   RunCheckpoint last = findLast(search);
-  if (last.path.empty()) return last;
+  if (last.outcome != Outcome::kFound) return last;
   if (std::optional<std::string> best = recordedBest(last.path))
-    return {*best, "the best checkpoint ModelCheckpoint recorded in " + last.path, ""};
-  return {"", "", last.path};
+    return {.path = *best, .how = "the best checkpoint ModelCheckpoint recorded in " + last.path};
+  return {.outcome = Outcome::kNoRecordedBest, .looked_in = last.path};
 }
 
 }  // namespace hpu::core::checkpoint
