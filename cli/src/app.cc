@@ -218,11 +218,11 @@ int estimateCommand(const TrainerArgs& top, const EstimateArgs& args, std::vecto
 // said.
 std::string checkpointArgument(const std::string& option, const std::string& value) {
   if (core::checkpoint::isRunCheckpointWord(value)) {
-    const core::checkpoint::RunCheckpoint found =
-        core::checkpoint::findRunCheckpoint(value, {{}, "lightning_logs", ""});
-    if (found.path.empty())
+    using core::checkpoint::RunCheckpoint;
+    const RunCheckpoint found = core::checkpoint::findRunCheckpoint(value, {{}, "lightning_logs", ""});
+    if (found.outcome != RunCheckpoint::Outcome::kFound)
       throw core::UsageError(option + " " + value + ": " +
-                             (found.looked_in.ends_with(".ckpt")
+                             (found.outcome == RunCheckpoint::Outcome::kNoRecordedBest
                                   ? "the ModelCheckpoint state of " + found.looked_in + " records no best checkpoint"
                                   : "no last.ckpt under ./" + found.looked_in) +
                              "; give the checkpoint file");

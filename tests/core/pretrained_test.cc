@@ -218,7 +218,7 @@ TEST(Pretrained, APaddedVocabularyExportsAndLoadsInHuggingFacesShapes) {
     const std::string args = llama ? kTinyLlama : kTinyGpt2, padding = "make_vocab_size_divisible_by: 64";
     auto plain = lm(family, args, 5), padded = lm(family, with(args, padding), 5);
     EXPECT_EQ(padded->numParameters(), plain->numParameters());
-    EXPECT_EQ(padded->numPaddingElements(), (llama ? 2 : 1) * 24 * 32) << "embedding (and an untied head)";
+    EXPECT_EQ(padded->countParameters().padding, (llama ? 2 : 1) * 24 * 32) << "embedding (and an untied head)";
     const auto want = plain->namedParameters(), got = padded->namedParameters();
     ASSERT_EQ(got.size(), want.size());
     for (std::size_t i = 0; i < want.size(); ++i) {

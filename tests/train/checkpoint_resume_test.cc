@@ -188,6 +188,24 @@ TEST_F(CheckpointFileTest, LastWithoutALastCheckpointStartsFromScratchSayingWher
             "a checkpoint path instead\n");
 }
 
+// best falls back on the best file the newest last.ckpt's ModelCheckpoint
+// state records; when that file is gone, the Trainer's stages and the
+// commands that build no Trainer name the last.ckpt that records none.
+TEST_F(CheckpointFileTest, BestWhoseRecordedFileIsGoneNamesTheLastCheckpointThatRecordsIt) {
+  fitBoring({"--trainer.max_epochs=1", "--trainer.callbacks+=ModelCheckpoint", "--trainer.callbacks.save_last=true"});
+  const std::string checkpoints = "lightning_logs/version_1/checkpoints/";  // after SetUp's run
+  ASSERT_TRUE(std::filesystem::remove(dir() / (checkpoints + "epoch=0-step=32.ckpt")));
+  const RunResult test = boring("test", {"--ckpt_path", "best"});
+  EXPECT_EQ(test.exit_code, 2) << test.describe();
+  EXPECT_EQ(test.err, "error: ckpt_path=best: no ModelCheckpoint of this process knows a best checkpoint, and the "
+                      "state of ./" + checkpoints + "last.ckpt records none (ModelCheckpoint records one with monitor "
+                      "set); pass a checkpoint path\n");
+  const RunResult consolidate = run({"consolidate", "best", "whole.ckpt"});
+  EXPECT_EQ(consolidate.exit_code, 2) << consolidate.describe();
+  EXPECT_EQ(consolidate.err, "error: consolidate INPUT best: the ModelCheckpoint state of " + checkpoints +
+                                 "last.ckpt records no best checkpoint; give the checkpoint file\n");
+}
+
 TEST_F(CheckpointFileTest, EvaluatingACheckpointLogsAtEpochZeroStepZero) {
   fitBoring({"--trainer.max_epochs=2", "--trainer.callbacks+=ModelCheckpoint", "--trainer.callbacks.save_last=true"});
   const RunResult r = boring("test", {"--ckpt_path", "last"});

@@ -316,6 +316,12 @@ optimizer:
   init_args: {lr: 0.5, momentum: 0.9}
 )";
 
+// Two ranks, each holding half of every MoE layer's experts.
+const std::vector<std::string> kExpertParallelTwo{"--trainer.devices=2", kTensorParallel[0],
+                                                  "--trainer.strategy.init_args.tensor_parallel_size=1",
+                                                  "--trainer.strategy.init_args.data_parallel_size=2",
+                                                  "--trainer.strategy.init_args.expert_parallel_size=2"};
+
 // Expert parallelism splits every MoE layer's experts across data-parallel
 // replicas and moves tokens by all-to-all: the same math as data
 // parallelism (each rank routes its own tokens), so EP2 trains as DP2 and
@@ -361,6 +367,39 @@ TEST_F(ModelParallelTest, ExpertParallelTrainsAsDataParallel) {
   }
 }
 
+// The model summary counts the whole model on an expert-parallel rank, which
+// holds half of each layer's experts: every parameter trainable, or with
+// LoRA only the adapters. kMixtral has 29,088 parameters (embedding and
+// lm_head 2 x 64 x 32, final norm 32, and per layer attention 3,072, norms
+// 64, router 128, 4 experts of 3 x 32 x 24); LoRA r 2 on q_proj (32 -> 32)
+// and v_proj (32 -> 16) adds 2 x (2 x 32 + 32 x 2 + 2 x 32 + 16 x 2) = 448.
+TEST_F(ModelParallelTest, ExpertParallelModelSummaryCountsTheWholeModel) {
+  write("mixtral.yaml", std::string(kRun) + kMixtral);
+  const std::vector<std::string>& ep = kExpertParallelTwo;
+  // (trainable, total) of RichModelSummary's exact counts.
+  const auto counts = [&](const std::string& root, const std::vector<std::string>& layout) {
+    std::vector<std::string> args{"fit", "-c", "mixtral.yaml", "--trainer.default_root_dir=" + root,
+                                  "--trainer.max_steps=1", "--trainer.callbacks+=RichModelSummary"};
+    args.insert(args.end(), layout.begin(), layout.end());
+    const RunResult r = run(args);
+    EXPECT_EQ(r.exit_code, 0) << r.describe();
+    std::smatch m;
+    static const std::regex kTotals("Trainable params: ([0-9,]+).*\\nNon-trainable params: [0-9,]+.*\\n"
+                                    "Total params: ([0-9,]+)");
+    if (!std::regex_search(r.out, m, kTotals)) {
+      ADD_FAILURE() << "no summary totals in " << r.describe();
+      return std::pair<std::string, std::string>();
+    }
+    return std::pair<std::string, std::string>(m[1], m[2]);
+  };
+  using Counts = std::pair<std::string, std::string>;
+  EXPECT_EQ(counts("one", {}), Counts("29,088", "29,088"));
+  EXPECT_EQ(counts("ep2", ep), Counts("29,088", "29,088"));
+  const std::string lora = "--model.init_args.lora={r: 2, target_modules: [q_proj, v_proj]}";
+  EXPECT_EQ(counts("one_lora", {lora}), Counts("448", "29,536"));
+  EXPECT_EQ(counts("ep2_lora", plus(ep, {lora})), Counts("448", "29,536"));
+}
+
 // Under tensor parallelism each expert is split as a dense MLP: TP 2 x DP 2
 // with the experts across the 2 copies trains as TP 2 x DP 2.
 TEST_F(ModelParallelTest, ExpertParallelComposesWithTensorParallel) {
@@ -382,11 +421,7 @@ TEST_F(ModelParallelTest, ExpertParallelCheckpointResumesInAnotherLayoutAndConso
   write("mixtral.yaml", std::string(kRun) + kMixtral);
   const std::vector<std::string> dp2{"--trainer.devices=2", "--trainer.strategy=hpu_parallel",
                                      "--data.init_args.batch_size=4"};
-  const std::vector<std::string> ep2{"--trainer.devices=2", kTensorParallel[0],
-                                     "--trainer.strategy.init_args.tensor_parallel_size=1",
-                                     "--trainer.strategy.init_args.data_parallel_size=2",
-                                     "--trainer.strategy.init_args.expert_parallel_size=2",
-                                     "--data.init_args.batch_size=4"};
+  const std::vector<std::string> ep2 = plus(kExpertParallelTwo, {"--data.init_args.batch_size=4"});
   fit("mixtral.yaml", "dp2", dp2);
   const std::vector<double> whole_run = losses("dp2");
   fit("mixtral.yaml", "ep2", plus(ep2, {"--trainer.max_steps=5"}));
@@ -448,10 +483,7 @@ TEST_F(ModelParallelTest, ExpertParallelWithZeRO1ShardsTheExpertsStateOverTheirR
 // one device's tokens.
 TEST_F(ModelParallelTest, ExpertParallelLoadsPretrainedTrainsLoraAndGeneratesAsOneDevice) {
   write("mixtral.yaml", std::string(kRun) + kMixtral);
-  const std::vector<std::string> ep{"--trainer.devices=2", kTensorParallel[0],
-                                    "--trainer.strategy.init_args.tensor_parallel_size=1",
-                                    "--trainer.strategy.init_args.data_parallel_size=2",
-                                    "--trainer.strategy.init_args.expert_parallel_size=2"};
+  const std::vector<std::string>& ep = kExpertParallelTwo;
   const std::vector<std::string> dp{"--trainer.devices=2", "--trainer.strategy=hpu_parallel"};
   fit("mixtral.yaml", "base", {"--trainer.max_steps=2"});
   ASSERT_EQ(run({"export", "--ckpt_path", checkpoint("base", "last.ckpt").string(), "--output", "hf"}).exit_code, 0);

@@ -133,8 +133,9 @@ RankTrace traceRank(const RunRequest& run, std::int64_t steps, const device::Emu
     // The model chunks a stage holds, known once the model is built.
     if (shape != nullptr && trainer.strategy().pipelineStages() > 1) shape->virtual_stages = stages->chunks();
   }
-  t.parameters = pipeline.model->numParameters(shared);
-  t.padding = pipeline.model->numPaddingElements(shared);
+  const nn::ParameterCount count = pipeline.model->countParameters(shared);
+  t.parameters = count.total;
+  t.padding = count.padding;
   if (buckets != nullptr) *buckets = trainer.bucketSizes();
   return t;
 }

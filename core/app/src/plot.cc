@@ -5,12 +5,12 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
-#include <regex>
 #include <sstream>
 
 #include "hpu/core/base/chart.h"
 #include "hpu/core/base/errors.h"
 #include "hpu/core/base/file_io.h"
+#include "hpu/core/base/run_versions.h"
 #include "hpu/core/config/scalars.h"
 
 namespace hpu::core {
@@ -64,22 +64,13 @@ std::vector<std::pair<fs::path, std::string>> runsOf(const std::string& arg) {
   const fs::path p(arg);
   if (fs::is_regular_file(p)) return {{p, p.parent_path().filename().string()}};
   if (fs::is_regular_file(p / "metrics.csv")) return {{p / "metrics.csv", p.filename().string()}};
-  std::vector<std::pair<int, fs::path>> versions;
-  static const std::regex kVersion("version_([0-9]+)");
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(p, ec)) {
-    std::smatch m;
-    const std::string n = e.path().filename().string();
-    if (std::regex_match(n, m, kVersion) && fs::is_regular_file(e.path() / "metrics.csv"))
-      versions.emplace_back(std::stoi(m[1]), e.path());
-  }
-  if (versions.empty())
+  std::vector<std::pair<fs::path, std::string>> out;
+  for (const RunVersion& v : runVersions(p))
+    if (fs::is_regular_file(v.dir / "metrics.csv")) out.emplace_back(v.dir / "metrics.csv", v.dir.filename().string());
+  if (out.empty())
     throw UsageError(fmt::format("plot: {} has no metrics.csv (give a run's log directory, such as "
                                  "lightning_logs/version_0, its metrics.csv, or a folder of version_N runs)",
                                  arg));
-  std::sort(versions.begin(), versions.end());
-  std::vector<std::pair<fs::path, std::string>> out;
-  for (const auto& [n, dir] : versions) out.emplace_back(dir / "metrics.csv", dir.filename().string());
   return out;
 }
 

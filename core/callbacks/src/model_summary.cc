@@ -90,12 +90,10 @@ class ModelSummary : public Callback {
     if (const auto* stage = dynamic_cast<const PipelineModule*>(&trainer.model());
         stage != nullptr && stages > 1 && strategy.pipelineStage() > 0)
       shared = stage->stageSharedParameters();
-    s.total = trainer.model().numParameters(shared);
-    s.padding = trainer.model().numPaddingElements(shared);
-    for (const nn::NamedTensor& p : trainer.model().namedParameters())
-      if (p.tensor.requiresGrad() &&
-          std::none_of(shared.begin(), shared.end(), [&](const Tensor& t) { return t.sameAs(p.tensor); }))
-        s.trainable += p.shard.fullShape(p.tensor.shape()).numel();
+    const nn::ParameterCount count = trainer.model().countParameters(shared);
+    s.total = count.total;
+    s.trainable = count.trainable;
+    s.padding = count.padding;
     if (stages > 1) {
       const ops::ParallelGroup* tp = strategy.tensorParallelGroup();
       const bool counts = strategy.dataParallelRank() == 0 && (tp == nullptr || tp->rank() == 0);

@@ -2,14 +2,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <optional>
-#include <regex>
 #include <system_error>
 
 #include "hpu/core/base/errors.h"
+#include "hpu/core/base/run_versions.h"
 #include "hpu/core/checkpoint/checkpoint.h"
 
 namespace hpu::core::checkpoint {
@@ -23,33 +22,20 @@ bool isFile(const fs::path& p) {
   return fs::is_regular_file(p, ec);
 }
 
-// The version_N folders of `root`, newest (highest N) first.
-std::vector<fs::path> versionsNewestFirst(const fs::path& root) {
-  static const std::regex kVersion("version_([0-9]+)");
-  std::vector<std::pair<long long, fs::path>> found;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(root, ec)) {
-    std::smatch m;
-    const std::string name = entry.path().filename().string();
-    if (entry.is_directory(ec) && std::regex_match(name, m, kVersion)) found.emplace_back(std::stoll(m[1]), entry.path());
-  }
-  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-  std::vector<fs::path> out;
-  for (auto& [n, p] : found) out.push_back(std::move(p));
-  return out;
-}
+using Outcome = RunCheckpoint::Outcome;
 
 RunCheckpoint findLast(const RunCheckpointSearch& search) {
-  RunCheckpoint out;
   for (const std::string& dir : search.dirs)
     if (const fs::path last = fs::path(dir) / "last.ckpt"; isFile(last))
-      return {last.string(), "this run's last.ckpt", ""};
-  if (!search.runs_root.empty())
-    for (const fs::path& version : versionsNewestFirst(search.runs_root))
-      if (const fs::path last = version / "checkpoints" / "last.ckpt"; isFile(last))
-        return {last.string(), "the newest run's last.ckpt", ""};
-  out.looked_in = search.runs_root.empty() ? (search.dirs.empty() ? "." : search.dirs.front()) : search.runs_root;
-  return out;
+      return {.path = last.string(), .how = "this run's last.ckpt"};
+  if (!search.runs_root.empty()) {
+    const std::vector<RunVersion> versions = runVersions(search.runs_root);
+    for (auto version = versions.rbegin(); version != versions.rend(); ++version)  // newest first
+      if (const fs::path last = version->dir / "checkpoints" / "last.ckpt"; isFile(last))
+        return {.path = last.string(), .how = "the newest run's last.ckpt"};
+  }
+  return {.outcome = Outcome::kNoLast,
+          .looked_in = search.runs_root.empty() ? (search.dirs.empty() ? "." : search.dirs.front()) : search.runs_root};
 }
 
 // The best_model_path a ModelCheckpoint state in `ckpt`'s metadata records,
@@ -81,12 +67,13 @@ bool isRunCheckpointWord(std::string_view ckpt_path) { return ckpt_path == "last
 
 RunCheckpoint findRunCheckpoint(std::string_view word, const RunCheckpointSearch& search) {
   if (word == "last") return findLast(search);
-  if (!search.best_known.empty()) return {search.best_known, "the best checkpoint of this run's ModelCheckpoint", ""};
+  if (!search.best_known.empty())
+    return {.path = search.best_known, .how = "the best checkpoint of this run's ModelCheckpoint"};
   RunCheckpoint last = findLast(search);
-  if (last.path.empty()) return last;
+  if (last.outcome != Outcome::kFound) return last;
   if (std::optional<std::string> best = recordedBest(last.path))
-    return {*best, "the best checkpoint ModelCheckpoint recorded in " + last.path, ""};
-  return {"", "", last.path};
+    return {.path = *best, .how = "the best checkpoint ModelCheckpoint recorded in " + last.path};
+  return {.outcome = Outcome::kNoRecordedBest, .looked_in = last.path};
 }
 
 }  // namespace hpu::core::checkpoint

@@ -1,8 +1,8 @@
 #include "log_directory.h"
 
 #include <filesystem>
-#include <regex>
 
+#include "hpu/core/base/run_versions.h"
 #include "hpu/core/strategies/strategy.h"
 
 namespace hpu::core {
@@ -11,16 +11,9 @@ namespace {
 namespace fs = std::filesystem;
 
 // One past the largest N of the version_N folders in `root` (0 if none).
-int nextVersion(const fs::path& root) {
-  static const std::regex kVersion("version_([0-9]+)");
-  int next = 0;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(root, ec)) {
-    std::smatch m;
-    const std::string n = e.path().filename().string();
-    if (e.is_directory() && std::regex_match(n, m, kVersion)) next = std::max(next, std::stoi(m[1]) + 1);
-  }
-  return next;
+std::int64_t nextVersion(const fs::path& root) {
+  const std::vector<RunVersion> versions = runVersions(root);
+  return versions.empty() ? 0 : versions.back().number + 1;
 }
 
 }  // namespace
@@ -36,7 +29,7 @@ void LogDirectory::resolve(const std::string& default_root_dir, Strategy& strate
   if (!version_.empty()) return;
   std::string next;
   if (strategy.isGlobalZero())
-    next = std::to_string(std::max(0, nextVersion(fs::path(save_dir_) / name_) - (continue_run ? 1 : 0)));
+    next = std::to_string(std::max<std::int64_t>(0, nextVersion(fs::path(save_dir_) / name_) - (continue_run ? 1 : 0)));
   version_ = strategy.broadcast(next, 0);
   version_is_int_ = true;
 }

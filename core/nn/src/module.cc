@@ -142,18 +142,15 @@ bool listed(const Tensor& t, std::span<const Tensor> tensors) {
 }
 }  // namespace
 
-std::int64_t Module::numParameters(std::span<const Tensor> except) const {
-  std::int64_t n = 0;
-  // An expert-parallel rank holds 1 / expert_parallel of its layer's experts, all of one shape.
-  for (auto& p : namedParameters())
-    if (!listed(p.tensor, except)) n += p.shard.fullShape(p.tensor.shape()).numel() * p.expert_parallel;
-  return n;
-}
-
-std::int64_t Module::numPaddingElements(std::span<const Tensor> except) const {
-  std::int64_t n = 0;
-  for (auto& p : namedParameters())
-    if (!listed(p.tensor, except)) n += p.shard.paddingNumel(p.tensor.shape()) * p.expert_parallel;
+ParameterCount Module::countParameters(std::span<const Tensor> except) const {
+  ParameterCount n;
+  for (auto& p : namedParameters()) {
+    if (listed(p.tensor, except)) continue;
+    const std::int64_t whole = p.shard.fullShape(p.tensor.shape()).numel() * p.expert_parallel;
+    n.total += whole;
+    if (p.tensor.requiresGrad()) n.trainable += whole;
+    n.padding += p.shard.paddingNumel(p.tensor.shape()) * p.expert_parallel;
+  }
   return n;
 }
 

@@ -260,7 +260,7 @@ void Trainer::fillDeferredParameters(LightningModule& model) {
       const std::int64_t from = std::max(start, lo), to = std::min(end, hi);
       if (from >= to) continue;
       const std::span<float> out(slices[i].values + (from - lo), static_cast<std::size_t>(to - from));
-      if (model.fillDeferredParameter(b.members[j].name, from - start, out) &&
+      if (model.fillDeferredParameter(b.members[j], from - start, out) &&
           (b.dtype == DType::kBFloat16 || b.dtype == DType::kFloat16))
         device::roundInPlace(out, b.dtype);
     }

@@ -403,20 +403,19 @@ std::string Trainer::resolveCheckpointPath(const std::string& ckpt_path) const {
   // As Lightning looks: a ModelCheckpoint's own dirpath, this run's
   // checkpoint directory; then the logger's earlier runs.
   checkpoint::RunCheckpointSearch search;
-  for (const auto& c : callbacks_) {
-    if (std::string dir = stateString(*c, "dirpath"); !dir.empty()) search.dirs.push_back(dir);
+  search.dirs = checkpointDirs();
+  for (const auto& c : callbacks_)
     if (search.best_known.empty()) search.best_known = stateString(*c, "best_model_path");
-  }
-  search.dirs.push_back((fs::path(logDir()) / "checkpoints").string());
   search.runs_root = fs::path(logDir()).parent_path().string();
-  const checkpoint::RunCheckpoint found = checkpoint::findRunCheckpoint(ckpt_path, search);
-  if (!found.path.empty()) {
+  using checkpoint::RunCheckpoint;
+  const RunCheckpoint found = checkpoint::findRunCheckpoint(ckpt_path, search);
+  if (found.outcome == RunCheckpoint::Outcome::kFound) {
     if (isGlobalZero()) spdlog::info("ckpt_path={}: {} ({})", ckpt_path, found.path, found.how);
     return found.path;
   }
   if (ckpt_path == "best")
     throw UsageError(
-        found.looked_in.ends_with(".ckpt")
+        found.outcome == RunCheckpoint::Outcome::kNoRecordedBest
             ? fmt::format("ckpt_path=best: no ModelCheckpoint of this process knows a best checkpoint, and the state "
                           "of {} records none (ModelCheckpoint records one with monitor set); pass a checkpoint path",
                           found.looked_in)
@@ -443,17 +442,21 @@ std::string Trainer::checkpointAfterRestart(const std::string& ckpt_path) {
   return ckpt_path.empty() ? "" : resolveCheckpointPath(ckpt_path);
 }
 
-std::string Trainer::newestCompleteCheckpoint() const {
-  std::vector<fs::path> dirs;
+std::vector<std::string> Trainer::checkpointDirs() const {
+  std::vector<std::string> dirs;
   for (const auto& c : callbacks_)
-    if (std::string dir = stateString(*c, "dirpath"); !dir.empty()) dirs.emplace_back(dir);
-  dirs.push_back(fs::path(logDir()) / "checkpoints");
+    if (std::string dir = stateString(*c, "dirpath"); !dir.empty()) dirs.push_back(std::move(dir));
+  dirs.push_back((fs::path(logDir()) / "checkpoints").string());
+  return dirs;
+}
+
+std::string Trainer::newestCompleteCheckpoint() const {
   // Progress: optimizer steps, then whether the epoch was finished (its
   // end-of-epoch hooks ran), then the file's age.
   using Progress = std::tuple<std::int64_t, std::int64_t, fs::file_time_type>;
   std::optional<Progress> best;
   std::string newest;
-  for (const fs::path& dir : dirs) {
+  for (const std::string& dir : checkpointDirs()) {
     std::error_code ec;
     for (const auto& entry : fs::directory_iterator(dir, ec)) {
       const std::string name = entry.path().filename().string();

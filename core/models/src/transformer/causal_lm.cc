@@ -9,6 +9,7 @@
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <map>
 #include <numeric>
 #include <set>
 
@@ -212,8 +213,6 @@ void CausalLM::applyPretrained(nn::InitContext& ctx) {
         },
         *pretrained_weights_, other_stages);
     if (!defer) pretrained_weights_.reset();
-    for (const nn::NamedTensor& p : namedParameters())
-      if (defer && p.shard.split()) deferred_pieces_.emplace(p.name, std::pair(p.shard, p.tensor.shape()));
   }
   if (!lora_ || lora_path_.empty()) return;
   // PEFT's adapter file: the trainable tensors under kPeftPrefix + their names.
@@ -279,29 +278,28 @@ std::set<std::string> CausalLM::wholeModelKeys(const nn::InitContext& ctx) const
   return keys;
 }
 
-bool CausalLM::fillDeferredParameter(const std::string& name, std::int64_t first, std::span<float> out) {
-  if (!pretrained_weights_ || nn::isLoraAdapter(name)) return false;
-  const auto piece = deferred_pieces_.find(name);
-  if (piece == deferred_pieces_.end()) {
-    pretrained_weights_->copy(checkpointKey(name), first, out);
+bool CausalLM::fillDeferredParameter(const nn::NamedTensor& param, std::int64_t first, std::span<float> out) {
+  if (!pretrained_weights_ || nn::isLoraAdapter(param.name)) return false;
+  const std::string key = checkpointKey(param.name);
+  if (!param.shard.split()) {
+    pretrained_weights_->copy(key, first, out);
     return true;
   }
-  // Elements [first, first + out.size()) of this rank's piece: the files'
-  // elements its runs map them to, zero in padding rows.
-  const auto& [shard, local_shape] = piece->second;
+  // Elements [first, first + out.size()) of this rank's piece of the files'
+  // tensor (split or padded): the files' elements its runs map them to,
+  // zero in padding rows.
   std::fill(out.begin(), out.end(), 0.0f);
   const std::int64_t end = first + static_cast<std::int64_t>(out.size());
-  shard.forEachRun(local_shape, [&](std::int64_t full, std::int64_t local, std::int64_t count) {
+  param.shard.forEachRun(param.tensor.shape(), [&](std::int64_t full, std::int64_t local, std::int64_t count) {
     const std::int64_t from = std::max(first, local), to = std::min(end, local + count);
     if (from < to)
-      pretrained_weights_->copy(checkpointKey(name), full + (from - local),
+      pretrained_weights_->copy(key, full + (from - local),
                                 out.subspan(static_cast<std::size_t>(from - first), static_cast<std::size_t>(to - from)));
   });
   return true;
 }
 
 void CausalLM::deferredParametersFilled() {
-  deferred_pieces_.clear();
   if (!pretrained_weights_) return;
   const std::uint64_t read = pretrained_weights_->bytesRead(), stored = pretrained_weights_->bytesStored();
   spdlog::info("pretrained: this rank read {} of the {} bytes ({:.0f}%) of weights in {}", read, stored,

@@ -28,10 +28,16 @@ struct RunCheckpointSearch {
 };
 
 struct RunCheckpoint {
-  std::string path;  // "" when there is none
-  std::string how;   // why this one, for the line that names it ("the newest run's last.ckpt")
-  // Where it was looked for, for the message when there is none
-  // ("./lightning_logs").
+  enum class Outcome {
+    kFound,           // path
+    kNoLast,          // no last.ckpt under looked_in
+    kNoRecordedBest,  // best: the ModelCheckpoint state of looked_in (a last.ckpt) records none
+  };
+  Outcome outcome = Outcome::kFound;
+  std::string path;  // kFound: the checkpoint, else ""
+  std::string how;   // kFound: why this one, for the line that names it ("the newest run's last.ckpt")
+  // Else, for the message: the folder last.ckpt was looked for under
+  // ("./lightning_logs"), or the last.ckpt that records no best.
   std::string looked_in;
 };
 
@@ -39,7 +45,7 @@ struct RunCheckpoint {
 // newest version_N under runs_root holding one (ModelCheckpoint's save_last
 // writes it; as in Lightning, no other file is `last`).
 // best: `best_known`; else the best_model_path the ModelCheckpoint state of
-// that last.ckpt records. Path empty when there is none.
+// that last.ckpt records. The outcome says why there is none.
 // REQUIRES: isRunCheckpointWord(word).
 RunCheckpoint findRunCheckpoint(std::string_view word, const RunCheckpointSearch& search);
 

@@ -30,7 +30,6 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -93,7 +92,7 @@ class CausalLM : public LightningModule, public PipelineModule {
   // The decoder: every module but lm_head (Hugging Face's `model` or
   // `transformer`); a tied lm_head shares its embedding.
   std::vector<nn::Module*> backbone() override;
-  bool fillDeferredParameter(const std::string& name, std::int64_t first, std::span<float> out) override;
+  bool fillDeferredParameter(const nn::NamedTensor& param, std::int64_t first, std::span<float> out) override;
   void deferredParametersFilled() override;
   bool setKVCacheDtype(DType dtype) override {
     kv_cache_dtype_ = dtype;
@@ -253,9 +252,6 @@ class CausalLM : public LightningModule, public PipelineModule {
   std::optional<nn::LoraSettings> lora_;  // from init_args lora, or lora_path's adapter_config.json
   std::string lora_path_;
   std::unique_ptr<PretrainedWeights> pretrained_weights_;  // kept while trainable values are deferred
-  // The deferred parameters that are pieces of the files' tensors (split or
-  // padded), by name: their shard and local shape.
-  std::map<std::string, std::pair<Shard, Shape>> deferred_pieces_;
   // The init_args this model was built from, and their schema: what builds it again, whole (wholeModelKeys).
   config::Node init_args_;
   const config::StructSchema* init_args_schema_;

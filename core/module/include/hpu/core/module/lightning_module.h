@@ -116,10 +116,12 @@ class LightningModule : public nn::Module {
   // The optimizer (and scheduler) used when the config names none.
   virtual OptimizerConfig configureOptimizers();
   // With InitContext::defer_trainable_values: copies elements [first,
-  // first + out.size()) of trainable parameter `name`'s values from where
-  // the model loads them (a pretrained directory) into `out`, reading only
-  // those; false when the model left no values of `name` to fill.
-  virtual bool fillDeferredParameter(const std::string& /*name*/, std::int64_t /*first*/, std::span<float> /*out*/) {
+  // first + out.size()) of trainable parameter `param`'s values (this rank's
+  // piece of it, as its shard says) from where the model loads them (a
+  // pretrained directory) into `out`, reading only those; false when the
+  // model left no values of `param` to fill.
+  virtual bool fillDeferredParameter(const nn::NamedTensor& /*param*/, std::int64_t /*first*/,
+                                     std::span<float> /*out*/) {
     return false;
   }
   // Every deferred parameter has been filled (the model may let go of its files).

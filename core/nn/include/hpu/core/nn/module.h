@@ -106,6 +106,18 @@ struct NamedTensor {
   bool optional = false;
 };
 
+// A model's parameter elements, whole: a tensor-parallel rank counts every
+// rank's piece of its split ones (as a DTensor's numel()), an
+// expert-parallel rank every rank's experts of its layer (all of one
+// shape); a padded vocabulary's rows are not parameters (Shard::padding).
+struct ParameterCount {
+  std::int64_t total = 0;
+  std::int64_t trainable = 0;  // of total, those of parameters that require a gradient (not frozen)
+  // Elements of the padded vocabulary's rows beyond total, every rank's
+  // together: memory the devices hold that no checkpoint does.
+  std::int64_t padding = 0;
+};
+
 struct BufferOptions {
   bool optional = false;  // see NamedTensor::optional
 };
@@ -218,14 +230,11 @@ class Module {
   std::vector<NamedTensor> namedParameters() const;
   std::vector<NamedTensor> namedBuffers() const;
   std::vector<Tensor> parameters() const;
-  // Elements of the parameters, whole: a tensor-parallel rank counts every
-  // rank's piece of its split ones (as a DTensor's numel()); a padded
-  // vocabulary's rows are not parameters (Shard::padding). Parameters in
-  // `except` (Tensor::sameAs) are left out.
-  std::int64_t numParameters(std::span<const Tensor> except = {}) const;
-  // Elements of the padded vocabulary's rows beyond numParameters(), every
-  // rank's together: memory the devices hold that no checkpoint does.
-  std::int64_t numPaddingElements(std::span<const Tensor> except = {}) const;
+  // The parameters' elements by what they count for (ParameterCount), this
+  // module's and its descendants'. Parameters in `except` (Tensor::sameAs)
+  // are left out.
+  ParameterCount countParameters(std::span<const Tensor> except = {}) const;
+  std::int64_t numParameters(std::span<const Tensor> except = {}) const { return countParameters(except).total; }
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const { return children_; }
   // For module rewrites (e.g. fp8 layer replacement) before training starts.
   std::vector<std::pair<std::string, std::shared_ptr<Module>>>& mutableChildren() { return children_; }

@@ -255,9 +255,12 @@ class Trainer {
   // What a restarted fit resumes from: the newest complete checkpoint of
   // this run (rank 0's pick), else what `ckpt_path` names.
   std::string checkpointAfterRestart(const std::string& ckpt_path);
+  // This run's checkpoint folders, in order: the ModelCheckpoints' dirpaths,
+  // <log_dir>/checkpoints.
+  std::vector<std::string> checkpointDirs() const;
   // REQUIRES: global rank 0. The newest checkpoint file (by the training
-  // progress it holds) in the ModelCheckpoint directories and
-  // <log_dir>/checkpoints whose optimizer shards are all there, or "".
+  // progress it holds) in checkpointDirs() whose optimizer shards are all
+  // there, or "".
   std::string newestCompleteCheckpoint() const;
   ProfilerContext profilerContext(const char* stage);
   std::unique_ptr<data::DataLoader> setupEvaluation(LightningModule& model, data::DataModule& data,
