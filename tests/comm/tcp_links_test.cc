@@ -136,8 +136,10 @@ TEST_P(TcpLinksTest, ExpectedPayloadsArePlacedWhereTheReceiverSaid) {
   std::vector<std::unique_ptr<TcpLinks>> links;
   for (int r = 0; r < 2; ++r) links.push_back(makeLinks(r, 2, encrypted));
   connectAll(links);
-  const std::vector<std::size_t> sent{100000, 60, 3 << 20, 0};
-  const std::vector<std::size_t> expected{100000, 50, 3 << 20, 0};
+  // A frame longer and one shorter than expected (the second read into its
+  // place runs on into the next frame) arrive whole in buffers of their own.
+  const std::vector<std::size_t> sent{100000, 60, 20, 3 << 20, 0};
+  const std::vector<std::size_t> expected{100000, 50, 50, 3 << 20, 0};
   std::vector<std::vector<std::byte>> destinations;
   for (std::size_t size : expected) destinations.emplace_back(size, std::byte{0});
   for (auto& destination : destinations) links[0]->expect(1, 8, destination);

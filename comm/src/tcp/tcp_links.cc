@@ -37,7 +37,8 @@ namespace {
 constexpr std::size_t kLengthBytes = 4;
 // Received bytes are read through a staging buffer this large (many small
 // frames in one read); the rest of a frame body once it is at least
-// kDirectBytes long is read straight into its message.
+// kDirectBytes long is read straight into its message, and the payload of
+// an expected frame read with its length and header (one read, not two).
 constexpr std::size_t kStageBytes = 64 << 10;
 constexpr std::size_t kDirectBytes = 4 << 10;
 constexpr std::size_t kStreamHeaderBytes = crypto_secretstream_xchacha20poly1305_HEADERBYTES;
@@ -173,6 +174,13 @@ bool waitFor(int fd, short events, Transport::Deadline deadline, const TcpLinks:
 
 // One connection: frames out and in, and the message queue of its peer.
 class TcpLink {
+  // Placement: frames are numbered from 0 as they begin, messages as take() returns them.
+  struct Expectation {
+    std::uint64_t frame;
+    std::size_t headerBytes;
+    std::span<std::byte> destination;
+  };
+
  public:
   TcpLink(int fd, int peer, std::size_t max_message, std::shared_ptr<FramePool> pool)
       : fd_(fd), peer_(peer), max_message_(max_message), pool_(std::move(pool)) {
@@ -297,7 +305,7 @@ class TcpLink {
     while (!broken()) {
       ssize_t n;
       std::size_t asked;
-      if (in_body_ && stage_begin_ == stage_end_ && frameLength() - body_at_ >= kDirectBytes) {
+      if (in_body_ && frameLength() - body_at_ >= kDirectBytes) {
         const std::span<std::byte> space = frameSpace();
         asked = space.size();
         n = ::recv(fd_, space.data(), asked, MSG_DONTWAIT);
@@ -305,14 +313,25 @@ class TcpLink {
           body_at_ += static_cast<std::size_t>(n);
           if (body_at_ == frameLength()) finishFrame();
         }
-      } else {
-        if (stage_begin_ == stage_end_) stage_begin_ = stage_end_ = 0;
-        asked = stageReadBytes();
-        n = ::recv(fd_, stage_.data.get() + stage_end_, asked, MSG_DONTWAIT);
+      } else if (const Expectation* next = nextFrameExpected()) {
+        // The length and header into the stage, the payload into its place: one read.
+        const std::size_t head = kLengthBytes + next->headerBytes;
+        const std::span<std::byte> place = next->destination;
+        std::array<iovec, 2> iov{iovec{stage_.data.get(), head}, iovec{place.data(), place.size()}};
+        msghdr m{};
+        m.msg_iov = iov.data();
+        m.msg_iovlen = iov.size();
+        asked = head + place.size();
+        n = ::recvmsg(fd_, &m, MSG_DONTWAIT);
         if (n > 0) {
-          stage_end_ += static_cast<std::size_t>(n);
-          parseStage();
+          const auto got = static_cast<std::size_t>(n);
+          parse({stage_.data.get(), std::min(got, head)});
+          if (got > head) takeReadInPlace(place.first(got - head));
         }
+      } else {
+        asked = kStageBytes;
+        n = ::recv(fd_, stage_.data.get(), asked, MSG_DONTWAIT);
+        if (n > 0) parse({stage_.data.get(), static_cast<std::size_t>(n)});
       }
       if (n > 0) {
         any = true;
@@ -401,15 +420,15 @@ class TcpLink {
     while (iov_at_ < iov_count_ && iov_[static_cast<std::size_t>(iov_at_)].iov_len == 0) ++iov_at_;
   }
 
-  void parseStage() {
-    while (stage_begin_ < stage_end_ && !broken()) {
-      const std::byte* at = stage_.data.get() + stage_begin_;
-      const std::size_t available = stage_end_ - stage_begin_;
+  // Takes `bytes`, the next bytes of the stream: lengths, and frame bodies
+  // into their buffers or places.
+  void parse(std::span<const std::byte> bytes) {
+    while (!bytes.empty() && !broken()) {
       if (!in_body_) {
-        const std::size_t take = std::min(available, kLengthBytes - length_at_);
-        std::memcpy(length_in_ + length_at_, at, take);
+        const std::size_t take = std::min(bytes.size(), kLengthBytes - length_at_);
+        std::memcpy(length_in_ + length_at_, bytes.data(), take);
         length_at_ += take;
-        stage_begin_ += take;
+        bytes = bytes.subspan(take);
         if (length_at_ < kLengthBytes) return;
         length_at_ = 0;
         std::uint32_t length = 0;
@@ -424,11 +443,23 @@ class TcpLink {
         continue;
       }
       const std::span<std::byte> space = frameSpace();
-      const std::size_t take = std::min(available, space.size());
-      std::memcpy(space.data(), at, take);
+      const std::size_t take = std::min(bytes.size(), space.size());
+      std::memcpy(space.data(), bytes.data(), take);
       body_at_ += take;
-      stage_begin_ += take;
+      bytes = bytes.subspan(take);
       if (body_at_ == frameLength()) finishFrame();
+    }
+  }
+  // `bytes` were read into the place expected for the frame whose length
+  // and header parse() just took. That frame was placed there unless its
+  // length differed (a mismatch its receiver reports): then they are the
+  // stream's next bytes like any other.
+  void takeReadInPlace(std::span<std::byte> bytes) {
+    if (in_body_ && placed_ && body_at_ == body_.size && placed_->data() == bytes.data()) {
+      body_at_ += bytes.size();
+      if (body_at_ == frameLength()) finishFrame();
+    } else {
+      parse(bytes);
     }
   }
 
@@ -448,15 +479,12 @@ class TcpLink {
     body_at_ = 0;
     in_body_ = true;
   }
-  // How much to read into the stage: as much as it holds, but only the
-  // length and the header of a frame whose payload is expected, which is
-  // then read in place.
-  std::size_t stageReadBytes() const {
-    if (!encrypted_ && !in_body_ && length_at_ == 0 && stage_end_ == 0 && !expected_.empty() &&
-        expected_.front().frame == frames_started_) {
-      return kLengthBytes + expected_.front().headerBytes;
-    }
-    return kStageBytes - stage_end_;
+  // The expectation of the frame that begins next, if nothing of that frame
+  // has been read yet.
+  const Expectation* nextFrameExpected() const {
+    if (encrypted_ || in_body_ || length_at_ != 0 || expected_.empty() || expected_.front().frame != frames_started_)
+      return nullptr;
+    return &expected_.front();
   }
   std::size_t frameLength() const { return body_.size + (placed_ ? placed_->size() : 0); }
   // Where the frame's next bytes go, as far as they are contiguous.
@@ -515,7 +543,6 @@ class TcpLink {
 
   // The frame being read.
   Bytes stage_;
-  std::size_t stage_begin_ = 0, stage_end_ = 0;
   bool in_body_ = false;
   std::byte length_in_[kLengthBytes]{};
   std::size_t length_at_ = 0;
@@ -524,12 +551,6 @@ class TcpLink {
   std::size_t body_at_ = 0;
   std::deque<std::unique_ptr<TcpMessage>> ready_;
 
-  // Placement: frames are numbered from 0 as they begin, messages as take() returns them.
-  struct Expectation {
-    std::uint64_t frame;
-    std::size_t headerBytes;
-    std::span<std::byte> destination;
-  };
   std::deque<Expectation> expected_;
   std::uint64_t frames_started_ = 0, taken_ = 0, next_expected_ = 0;
 };

@@ -27,7 +27,9 @@
 // Placement: a receiver may say where the payload of a coming message
 // belongs (expect); a plain frame of that size is then read into it, past
 // its header, instead of into a buffer of the link's, which saves the copy
-// (an alltoall's blocks land in its output).
+// (an alltoall's blocks land in its output), and a frame not begun yet is
+// read with its header in one read. A frame of another size (a mismatch its
+// receiver reports) may leave bytes there before they move to its buffer.
 //
 // Flow: each link writes its messages in order. send() returns once the
 // whole message is in the kernel's buffers; post() queues it and returns,
