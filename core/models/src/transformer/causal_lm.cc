@@ -162,10 +162,13 @@ void CausalLM::configureModel(nn::InitContext& ctx, const ModelInput& input) {
   const int chunks = virtualStages(ctx), stages = ctx.pipeline_stages;
   const std::vector<std::int64_t> layers = chunkLayers(ctx, chunks);
   stage_.chunks.clear();
+  std::size_t local = 0;
   for (int c = 0; c < chunks; ++c) {
     const auto k = static_cast<std::ptrdiff_t>(c * stages + ctx.pipeline_stage);
     const std::int64_t begin = std::accumulate(layers.begin(), layers.begin() + k, std::int64_t{0});
-    stage_.chunks.push_back({begin, begin + layers[static_cast<std::size_t>(k)]});
+    const std::int64_t count = layers[static_cast<std::size_t>(k)];
+    stage_.chunks.push_back({begin, begin + count, local});
+    local += static_cast<std::size_t>(count);
   }
   stage_.first = ctx.pipeline_stage == 0;
   stage_.last = ctx.pipeline_stage + 1 == stages;
@@ -408,15 +411,17 @@ void CausalLM::beginForward() {
   *dropout_rng_ = Generator(dropout_seed_, 0);
 }
 
+std::vector<std::int64_t> CausalLM::StagePart::layers() const {
+  std::vector<std::int64_t> all;
+  for (const LayerRun& run : chunks)
+    for (std::int64_t l = run.begin; l < run.end; ++l) all.push_back(l);
+  return all;
+}
+
 Tensor CausalLM::runLayers(Tensor hidden, const Tensor& positions, nn::KVCache* cache, int chunk) {
-  nn::ModuleList& layers = decoderLayers();
-  // decoderLayers holds the chunks' layers one chunk after the other.
-  std::size_t local = 0;
-  for (int c = 0; c < chunk; ++c) {
-    const LayerRun& run = stage_.chunks[static_cast<std::size_t>(c)];
-    local += static_cast<std::size_t>(run.end - run.begin);
-  }
+  nn::ModuleList& layers = decoderLayers();  // StagePart::layers()' order
   const LayerRun& run = stage_.chunks.at(static_cast<std::size_t>(chunk));
+  std::size_t local = run.local;
   for (std::int64_t l = run.begin; l < run.end; ++l, ++local) {
     if (training() && dropout_) *dropout_rng_ = Generator(dropout_seed_, static_cast<std::uint64_t>(l) + 1);
     hidden = runLayer(layers[local], hidden, positions, cache);

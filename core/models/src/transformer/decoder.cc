@@ -188,19 +188,18 @@ class DecoderModel final : public nn::Module {
                                                           static_cast<float>(c.initializer_range), vocabulary));
     }
     layers = registerChild("layers", std::make_shared<nn::ModuleList>());
-    for (const CausalLM::LayerRun& run : part.chunks)
-      for (std::int64_t l = run.begin; l < run.end; ++l) {
-        CausalLM::PartInit at(ctx, CausalLM::InitPart::kLayer, l);
-        auto layer = layers->append(std::make_shared<DecoderLayer>(at.ctx, c, l, balance), l);
-        // Hugging Face's _init_weights: every weight matrix N(0,
-        // initializer_range), biases zero; norms keep theirs; a sparse MoE
-        // block draws its experts and router itself.
-        for (const nn::NamedTensor& p : layer->namedParameters()) {
-          if (p.name.starts_with("block_sparse_moe.")) continue;
-          if (p.tensor.ndim() == 2) nn::fillNormal(at.ctx, p.tensor, static_cast<float>(c.initializer_range), p.shard);
-          if (p.name.ends_with(".bias")) nn::fillConstant(p.tensor, 0.0f);
-        }
+    for (const std::int64_t l : part.layers()) {
+      CausalLM::PartInit at(ctx, CausalLM::InitPart::kLayer, l);
+      auto layer = layers->append(std::make_shared<DecoderLayer>(at.ctx, c, l, balance), l);
+      // Hugging Face's _init_weights: every weight matrix N(0,
+      // initializer_range), biases zero; norms keep theirs; a sparse MoE
+      // block draws its experts and router itself.
+      for (const nn::NamedTensor& p : layer->namedParameters()) {
+        if (p.name.starts_with("block_sparse_moe.")) continue;
+        if (p.tensor.ndim() == 2) nn::fillNormal(at.ctx, p.tensor, static_cast<float>(c.initializer_range), p.shard);
+        if (p.name.ends_with(".bias")) nn::fillConstant(p.tensor, 0.0f);
       }
+    }
     if (part.last)
       norm = registerChild("norm", std::make_shared<nn::RMSNorm>(ctx, c.hidden_size, static_cast<float>(c.norm_eps),
                                                                  c.norm_unit_offset));

@@ -136,13 +136,12 @@ class GPT2Model final : public nn::Module {
     // Hugging Face's _init_weights: the residual projections scaled by 1 / sqrt(2 n_layer).
     const float residual_std =
         static_cast<float>(c.initializer_range / std::sqrt(2.0 * static_cast<double>(c.num_hidden_layers)));
-    for (const CausalLM::LayerRun& run : part.chunks)
-      for (std::int64_t l = run.begin; l < run.end; ++l) {
-        CausalLM::PartInit at(ctx, CausalLM::InitPart::kLayer, l);
-        auto block = h->append(std::make_shared<GPT2Block>(at.ctx, c, l, dropout_rng), l);
-        for (const nn::NamedTensor& p : block->namedParameters())
-          if (p.name.ends_with("c_proj.weight")) nn::fillNormal(at.ctx, p.tensor, residual_std, p.shard);
-      }
+    for (const std::int64_t l : part.layers()) {
+      CausalLM::PartInit at(ctx, CausalLM::InitPart::kLayer, l);
+      auto block = h->append(std::make_shared<GPT2Block>(at.ctx, c, l, dropout_rng), l);
+      for (const nn::NamedTensor& p : block->namedParameters())
+        if (p.name.ends_with("c_proj.weight")) nn::fillNormal(at.ctx, p.tensor, residual_std, p.shard);
+    }
     if (part.last)
       ln_f = registerChild("ln_f", std::make_shared<nn::LayerNorm>(ctx, c.hidden_size, static_cast<float>(c.norm_eps)));
   }

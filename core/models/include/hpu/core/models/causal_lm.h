@@ -112,10 +112,13 @@ class CausalLM : public LightningModule, public PipelineModule {
   // (everything without pipeline parallelism).
   struct LayerRun {
     std::int64_t begin = 0, end = 0;
+    std::size_t local = 0;  // the index of layer `begin` among the rank's layers
   };
   struct StagePart {
     std::vector<LayerRun> chunks{LayerRun{}};
     bool first = true, last = true;
+    // The rank's decoder layers (their indices in the model), chunk after chunk.
+    std::vector<std::int64_t> layers() const;
   };
   // The streams initial values are drawn from: the embeddings', the output
   // head's, decoder layer `layer`'s, and (kExpert, with `layer` a
