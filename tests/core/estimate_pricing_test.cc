@@ -180,5 +180,34 @@ TEST(PlanInterleaving, DividesTheBubbleAndMultipliesTheTransfers) {
   EXPECT_TRUE(interleavings(p, 6).empty());
 }
 
+// A plan's interleavings are of its fastest layout without virtual stages:
+// the search ranks the config's own interleaved layout with the others, and
+// the report names the layout the rows are of.
+TEST(PlanInterleaving, AreOfTheFastestLayoutWithoutVirtualStages) {
+  PlanResult r;
+  EXPECT_EQ(fastestWithoutVirtualStages(r.fitting), nullptr);
+  PlannedLayout interleaved;
+  interleaved.layout.pipeline_stages = 4;
+  interleaved.layout.virtual_stages = 2;
+  interleaved.layout.accumulate = 8;
+  r.fitting = {interleaved};
+  EXPECT_EQ(fastestWithoutVirtualStages(r.fitting), nullptr);
+  PlannedLayout plain = interleaved;
+  plain.layout.virtual_stages = 1;
+  plain.figures.step.breakdown.pipeline_bubble = 1.0;
+  plain.figures.step.pipeline_transfers = 0.1;
+  plain.figures.step.seconds = 10;
+  plain.figures.throughput = 1000;
+  PlannedLayout slower = plain;
+  slower.layout.pipeline_stages = 2;
+  r.fitting = {interleaved, plain, slower};
+  ASSERT_EQ(fastestWithoutVirtualStages(r.fitting), &r.fitting[1]);
+  r.interleaved = interleavings(r.fitting[1], 6);
+  EXPECT_THAT(textPlanReport(r, 3), HasSubstr("  " + describe(plain.layout) +
+                                              " with interleaved 1F1B (virtual pipeline stages), bubble 1.00 s and "
+                                              "stage transfers 100.0 ms without:\n"
+                                              "        2 virtual stages a rank: "));
+}
+
 }  // namespace
 }  // namespace hpu::core::estimate

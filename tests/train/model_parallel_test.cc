@@ -922,6 +922,42 @@ TEST_F(ModelParallelTest, AnOddVocabularyIsPaddedAndTrainsAsOneDevice) {
                                   "must be >= 1"));
 }
 
+// A distributed checkpoint's layout record (kDistributedCheckpoint) names
+// its vocabulary's padding: 61 tokens on 2 ranks, Megatron-LM's 128 x 2 = 256
+// rows, 195 of them padding. It resumes in the same layout and padded
+// otherwise (make_vocab_size_divisible_by 3: 66 rows) to the losses of the
+// run it was saved from; so does a record saved before it named the padding
+// (the field removed), which each rank's file's shapes decide for.
+TEST_F(ModelParallelTest, DistributedCheckpointRecordsItsVocabularyPadding) {
+  namespace ckpt = core::checkpoint;
+  const std::vector<std::string> tp2{"--model.init_args.vocab_size=61", "--data.init_args.vocab_size=61",
+                                     "--trainer.devices=2", kTensorParallel[0]};
+  write("llama.yaml", std::string(kRun) + kLlama);
+  fit("llama.yaml", "tp2", tp2);
+  const std::vector<double> whole_run = losses("tp2");
+  ASSERT_EQ(whole_run.size(), 10u);
+  const std::vector<double> rest(whole_run.begin() + 5, whole_run.end());
+  const fs::path step5 = checkpoint("tp2", "epoch=0-step=5.ckpt");
+  ckpt::Checkpoint main = readCheckpoint(step5);
+  nlohmann::json layout = nlohmann::json::parse(main.meta(ckpt::kDistributedCheckpoint));
+  EXPECT_EQ(layout.value("vocabulary_padding", std::int64_t{-1}), 195) << layout.dump();
+  // The same checkpoint as its record was written before it named the padding.
+  layout.erase("vocabulary_padding");
+  main.metadata[ckpt::kDistributedCheckpoint] = layout.dump();
+  const std::string old_format = (dir() / "old_format.ckpt").string();
+  ckpt::writeSafetensorsFile(main, old_format);
+  for (int rank : {0, 1}) fs::copy_file(ckpt::shardPath(step5.string(), rank), ckpt::shardPath(old_format, rank));
+  const std::vector<std::string> by_3{"--model.init_args.make_vocab_size_divisible_by=3"};
+  for (const auto& [root, args] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"same", {"--ckpt_path=" + step5.string()}},
+           {"by_3", plus(by_3, {"--ckpt_path=" + step5.string()})},
+           {"old_same", {"--ckpt_path=" + old_format}},
+           {"old_by_3", plus(by_3, {"--ckpt_path=" + old_format})}}) {
+    fit("llama.yaml", root, plus(tp2, args));
+    expectClose(losses(root), rest, "steps 6-10 resumed as " + root);
+  }
+}
+
 TEST_F(ModelParallelTest, LayoutsThatCannotWorkAreRefusedByName) {
   write("llama.yaml", std::string(kRun) + kLlama);
   RunResult r = run({"fit", "-c", "llama.yaml", "--trainer.devices=2", kTensorParallel[0],

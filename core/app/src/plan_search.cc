@@ -488,10 +488,14 @@ estimate::PlanResult searchPlans(const RunRequest& run, const device::EmulatorSe
   }
   // The fastest layout interleaved over virtual stages, when that promises
   // more: priced whole, as `estimate fit` prices a config that sets
-  // virtual_pipeline_size, and ranked with the others.
-  if (!fitting.empty() && !options.memory_only) {
+  // virtual_pipeline_size, and ranked with the others. Not when the fastest
+  // has virtual stages already (the config's own layout, say).
+  const auto interleave = [&](const PlannedLayout& p) {
+    return estimate::interleavings(p, facts.layers() / p.layout.pipeline_stages);
+  };
+  if (!fitting.empty() && !options.memory_only && estimate::fastestWithoutVirtualStages(fitting) == &fitting.front()) {
     const Layout first = fitting.front().layout;
-    const std::vector<Interleaving> ways = estimate::interleavings(fitting.front(), facts.layers() / first.pipeline_stages);
+    const std::vector<Interleaving> ways = interleave(fitting.front());
     const auto best = std::max_element(ways.begin(), ways.end(), [](const Interleaving& a, const Interleaving& b) {
       return a.throughput < b.throughput;
     });
@@ -517,10 +521,8 @@ estimate::PlanResult searchPlans(const RunRequest& run, const device::EmulatorSe
   if (result.given)
     for (std::size_t i = 0; i < fitting.size(); ++i)
       if (fitting[i].layout == *result.given) result.given_rank = static_cast<int>(i + 1);
-  const auto plain = std::find_if(fitting.begin(), fitting.end(),
-                                  [](const PlannedLayout& p) { return p.layout.virtual_stages == 1; });
-  if (plain != fitting.end())
-    result.interleaved = estimate::interleavings(*plain, facts.layers() / plain->layout.pipeline_stages);
+  if (const PlannedLayout* plain = estimate::fastestWithoutVirtualStages(fitting))
+    result.interleaved = interleave(*plain);
   result.fitting = std::move(fitting);
   result.too_big = std::move(over);
   result.traces = search.traces();

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <array>
 
+#include "hpu/device/check.h"
+
 namespace hpu::core::estimate {
 namespace {
 
@@ -132,6 +134,12 @@ std::vector<Interleaving> interleavings(const PlannedLayout& p, std::int64_t lay
   return out;
 }
 
+const PlannedLayout* fastestWithoutVirtualStages(const std::vector<PlannedLayout>& ranked) {
+  const auto plain = std::find_if(ranked.begin(), ranked.end(),
+                                  [](const PlannedLayout& p) { return p.layout.virtual_stages == 1; });
+  return plain != ranked.end() ? &*plain : nullptr;
+}
+
 std::string whyLoses(const PlannedLayout& a, const PlannedLayout& b) {
   const StepBreakdown& x = a.figures.step.breakdown;
   const StepBreakdown& y = b.figures.step.breakdown;
@@ -171,8 +179,10 @@ std::string textPlanReport(const PlanResult& r, std::size_t top) {
            "prices them)\n";
   }
   if (!r.interleaved.empty()) {
-    const auto plain = std::find_if(r.fitting.begin(), r.fitting.end(),
-                                    [](const PlannedLayout& p) { return p.layout.virtual_stages == 1; });
+    // Holds by PlanResult's contract: `interleaved` is non-empty only as this
+    // layout's interleavings (searchPlans takes it from this function).
+    const PlannedLayout* plain = fastestWithoutVirtualStages(r.fitting);
+    HPU_CHECK(plain != nullptr, "a plan's interleavings without a fitting layout free of virtual stages");
     const StepTime& step = plain->figures.step;
     out += fmt::format("  {} with interleaved 1F1B (virtual pipeline stages), bubble {} and stage transfers {} "
                        "without:\n",

@@ -70,6 +70,18 @@ std::string stateString(const Callback& callback, const char* key) {
   return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : "";
 }
 
+// The rows a padded vocabulary holds past its tokens (Shard::padding of the
+// embedding and the output head, which share one vocabulary; 0 unpadded),
+// the model's: under pipeline stages a rank may hold neither, so the ranks
+// take the largest. Collective: every rank calls it.
+std::int64_t vocabularyPadding(const nn::Module& model, Strategy& strategy) {
+  std::int64_t mine = 0;
+  for (const auto& p : model.namedParameters()) mine = std::max(mine, p.shard.padding);
+  std::vector<double> rows{static_cast<double>(mine)};
+  strategy.allReduceMax(rows);
+  return static_cast<std::int64_t>(rows.front());
+}
+
 }  // namespace
 
 // Optimizer state comes whole (in the main file; a sharding strategy takes
@@ -366,7 +378,10 @@ void Trainer::saveCheckpoint(const std::string& path, bool weights_only) {
                                                          {"shards", pieces},
                                                          {"optimizer_params", order}}
                                                         .dump();
-    json layout{{"world_size", strategy_->worldSize()}, {"tensor_parallel_size", ranks}, {"strategy", strategy_->name()}};
+    json layout{{"world_size", strategy_->worldSize()},
+                {"tensor_parallel_size", ranks},
+                {"strategy", strategy_->name()},
+                {"vocabulary_padding", vocabularyPadding(*model_, *strategy_)}};
     if (const ops::ParallelGroup* ep = strategy_->expertParallelGroup()) layout["expert_parallel_size"] = ep->size();
     if (stages > 1) layout["pipeline_parallel_size"] = stages;
     if (modelChunks() > 1) layout["virtual_pipeline_size"] = modelChunks();
@@ -507,10 +522,16 @@ void Trainer::restore(const std::string& path, bool full) {
              layout.value("pipeline_parallel_size", 1) == strategy_->pipelineStages() &&
              layout.value("virtual_pipeline_size", 1) == modelChunks() &&
              layout.value("expert_parallel_size", 1) == (ep ? ep->size() : 1);
-    if (pieces) {
-      // This rank's file holds its pieces as it holds them, unless they were
-      // padded otherwise (another make_vocab_size_divisible_by): then the whole.
-      checkpoint::Checkpoint own = checkpoint_io_->load(checkpoint::shardPath(path, strategy_->globalRank()));
+    // This rank's file holds its pieces as it holds them, unless the
+    // vocabulary was padded otherwise (another make_vocab_size_divisible_by):
+    // then the whole. The layout records the padding; in a checkpoint saved
+    // before it did, this rank's file's shapes tell.
+    const std::string own_path = checkpoint::shardPath(path, strategy_->globalRank());
+    if (auto padding = layout.find("vocabulary_padding"); pieces && padding != layout.end()) {
+      pieces = padding->get<std::int64_t>() == vocabularyPadding(*model_, *strategy_);
+      if (pieces) ckpt.tensors = checkpoint_io_->load(own_path).tensors;
+    } else if (pieces) {
+      checkpoint::Checkpoint own = checkpoint_io_->load(own_path);
       const std::vector<nn::NamedTensor> params = model_->namedParameters();
       pieces = std::all_of(params.begin(), params.end(), [&](const nn::NamedTensor& p) {
         const checkpoint::TensorEntry* e = own.find(model_->checkpointKey(p.name));

@@ -68,6 +68,9 @@ struct Interleaving {
 // For v = 2.. dividing `layers_per_stage` (at most 8), when the
 // micro-batches are a multiple of the stages (Megatron-LM's condition).
 std::vector<Interleaving> interleavings(const PlannedLayout& planned, std::int64_t layers_per_stage);
+// The layout a plan's interleavings are of: the first of `ranked` (fastest
+// first) without virtual stages; null when there is none.
+const PlannedLayout* fastestWithoutVirtualStages(const std::vector<PlannedLayout>& ranked);
 
 struct PlanResult {
   std::string model;    // "LlamaForCausalLM, 80 layers, 68,976,648,192 parameters"
@@ -85,7 +88,9 @@ struct PlanResult {
   double seconds = 0;                   // the search's wall time
   std::optional<Layout> given;          // the config's own layout, if the search holds it
   int given_rank = 0;                   // its place among `fitting` (1-based; 0: does not fit or not searched)
-  std::vector<Interleaving> interleaved;  // the first fitting layout without virtual stages, if it has stages
+  // fastestWithoutVirtualStages(fitting)'s interleavings (empty when it is
+  // null or has no pipeline stages).
+  std::vector<Interleaving> interleaved;
 };
 
 // "46.8 GiB", "8.0 MiB": device memory as the plan reports print it.
