@@ -23,9 +23,10 @@ namespace hpu::core::checkpoint {
 void consolidate(const std::string& input, const std::string& output);
 
 // The metadata keys: in <ckpt>, {"world_size", "tensor_parallel_size",
-// "pipeline_parallel_size" (absent: 1), "vocabulary_padding" (the rows a
-// padded vocabulary holds past its tokens, 0 unpadded; absent in older
-// checkpoints)}; in each rank file, {"rank",
+// "strategy" (the strategy's name), "pipeline_parallel_size" (absent: 1),
+// "virtual_pipeline_size" and "expert_parallel_size" (absent: 1),
+// "vocabulary_padding" (the rows a padded vocabulary holds past its
+// tokens, 0 unpadded; absent in older checkpoints)}; in each rank file, {"rank",
 // "tensor_parallel_size", "pipeline_stage" (absent: 0), "shards": {name:
 // [dim, parts, index, blocks, padding]} (split or padded parameters only;
 // padding, a padded vocabulary's rows, absent: 0), "optimizer_params":
