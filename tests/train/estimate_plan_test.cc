@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <spdlog/fmt/fmt.h>
 
 #include "train_support.h"
 
@@ -211,8 +212,10 @@ TEST_F(EstimatePlan, WinnerConfigRunsAsPlanned) {
 }
 
 // Llama 2 70B on 64 Gaudi 2: interleaving the best plain layout's 4 stages
-// over 2 virtual stages each wins; -o writes the virtual size, and estimate
-// fit gives that config the plan's figure.
+// over 2 virtual stages each wins; every number of virtual stages that
+// promised more than that layout was priced whole (4 and 5: slower traced
+// whole); -o writes the virtual size, and estimate fit gives that config the
+// plan's figure.
 TEST_F(EstimatePlan, AnInterleavedWinnerIsWrittenWithItsVirtualStages) {
   const RunResult r = run({"estimate", "plan", "-c", HPU_SOURCE_DIR "/configs/estimate/llama2_70b_train_64x_gaudi2.yaml",
                            "--json", "plan.json", "-o", "plan.yaml"});
@@ -220,6 +223,17 @@ TEST_F(EstimatePlan, AnInterleavedWinnerIsWrittenWithItsVirtualStages) {
   const nlohmann::json p = nlohmann::json::parse(read("plan.json"));
   const nlohmann::json& best = p["plans"][0];
   EXPECT_EQ(best["layout"], "TP4 PP4 VP2 DP4 ZeRO-1 SP, micro 1 x 128, recompute none");
+  const nlohmann::json* plain = rowOf(p, "TP4 PP4 DP4 ZeRO-1 SP, micro 1 x 128, recompute none");
+  ASSERT_NE(plain, nullptr);
+  ASSERT_EQ(p["first_interleaved"].size(), 3u);
+  for (const nlohmann::json& way : p["first_interleaved"]) {
+    const int v = way["virtual_stages"].get<int>();
+    SCOPED_TRACE(v);
+    ASSERT_GT(way["tokens_per_s"].get<double>(), (*plain)["tokens_per_s"].get<double>());
+    const nlohmann::json* row = rowOf(p, fmt::format("TP4 PP4 VP{} DP4 ZeRO-1 SP, micro 1 x 128, recompute none", v));
+    ASSERT_NE(row, nullptr);
+    EXPECT_TRUE((*row)["priced_whole"].get<bool>());
+  }
   EXPECT_THAT(read("plan.yaml"), HasSubstr("virtual_pipeline_size: 2"));
   const nlohmann::json e = estimateFit({"-c", "plan.yaml"});
   EXPECT_EQ(e["pipeline"]["virtual_stages"], 2);
