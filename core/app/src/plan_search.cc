@@ -492,15 +492,15 @@ estimate::PlanResult searchPlans(const RunRequest& run, const device::EmulatorSe
   // priced whole, as `estimate fit` prices a config that sets
   // virtual_pipeline_size, and ranked with the others. The promise leaves
   // out what whole pricing finds (GPT-3 175B, TP4 PP16 DP16: 6 virtual
-  // stages promise the most, 3 run fastest).
-  const auto interleave = [&](const PlannedLayout& p) {
-    return estimate::interleavings(p, facts.layers() / p.layout.pipeline_stages);
-  };
-  const PlannedLayout* plain = estimate::fastestWithoutVirtualStages(fitting);
-  if (plain != nullptr && !options.memory_only) {
-    const Layout layout = plain->layout;
+  // stages promise the most, 3 run fastest). The rows added have virtual
+  // stages, so the interleavings stay those of the fastest layout without
+  // (PlanResult::interleaved).
+  if (const PlannedLayout* plain = estimate::fastestWithoutVirtualStages(fitting))
+    result.interleaved = estimate::interleavings(*plain, facts.layers() / plain->layout.pipeline_stages);
+  if (!result.interleaved.empty() && !options.memory_only) {
+    const Layout layout = estimate::fastestWithoutVirtualStages(fitting)->layout;
     const double to_beat = fitting.front().figures.throughput;
-    for (const Interleaving& way : interleave(*plain)) {
+    for (const Interleaving& way : result.interleaved) {
       Layout interleaved = layout;
       interleaved.virtual_stages = way.virtual_stages;
       const bool priced = std::any_of(fitting.begin(), fitting.end(),  // the config's own, say
@@ -521,8 +521,6 @@ estimate::PlanResult searchPlans(const RunRequest& run, const device::EmulatorSe
   if (result.given)
     for (std::size_t i = 0; i < fitting.size(); ++i)
       if (fitting[i].layout == *result.given) result.given_rank = static_cast<int>(i + 1);
-  plain = estimate::fastestWithoutVirtualStages(fitting);  // the list may have grown
-  if (plain != nullptr) result.interleaved = interleave(*plain);
   result.fitting = std::move(fitting);
   result.too_big = std::move(over);
   result.traces = search.traces();
