@@ -237,6 +237,47 @@ TEST_P(TcpLinksTest, PostedMessagesToOnePeerDoNotWaitForAnotherThatDoesNotRead) 
   EXPECT_EQ(at1.back(), withHeader(pattern(8, 9), pattern(100, 9)));
 }
 
+// tryTake alone reads: a message that is there is taken without a poll,
+// and while it looks for one it writes the messages this rank queued (here
+// 8 MiB that rank 1 must read before it answers, far more than the sockets
+// buffer).
+TEST_P(TcpLinksTest, TryTakeReadsWhatHasArrivedAndWritesWhatIsQueued) {
+  std::vector<std::unique_ptr<TcpLinks>> links;
+  for (int r = 0; r < 2; ++r) links.push_back(makeLinks(r, 2, GetParam()));
+  connectAll(links);
+  const auto takeWithoutPolling = [](TcpLinks& l, int peer) {
+    const Deadline deadline = in(10s);
+    std::unique_ptr<Message> m;
+    while (!(m = l.tryTake(peer)) && TcpLinks::Clock::now() < deadline) std::this_thread::sleep_for(1ms);
+    return m;
+  };
+  links[1]->send(0, pattern(8, 1), pattern(65536, 1), in(10s), kNoCheck);
+  links[1]->send(0, pattern(8, 2), pattern(10, 2), in(10s), kNoCheck);
+  for (int i : {1, 2}) {
+    auto m = takeWithoutPolling(*links[0], 1);
+    ASSERT_NE(m, nullptr) << i;
+    auto want = pattern(8, i);
+    const auto payload = pattern(i == 1 ? 65536 : 10, i);
+    want.insert(want.end(), payload.begin(), payload.end());
+    EXPECT_EQ(std::vector<std::byte>(m->bytes().begin(), m->bytes().end()), want) << i;
+  }
+
+  std::vector<std::vector<std::byte>> payloads;
+  for (int i = 0; i < 8; ++i) payloads.push_back(pattern(1 << 20, i));
+  for (const auto& payload : payloads) links[0]->post(1, {}, payload);
+  std::thread answerer([&] {
+    for (std::size_t i = 0; i < payloads.size(); ++i) {
+      auto m = receive(*links[1], 0);
+      if (!m || std::vector<std::byte>(m->bytes().begin(), m->bytes().end()) != payloads[i]) return;
+    }
+    links[1]->send(0, {}, pattern(4, 3), in(10s), kNoCheck);
+  });
+  auto answer = takeWithoutPolling(*links[0], 1);
+  answerer.join();
+  ASSERT_NE(answer, nullptr) << "rank 1 did not get all 8 MiB, or rank 0 did not read its answer";
+  EXPECT_EQ(std::vector<std::byte>(answer->bytes().begin(), answer->bytes().end()), pattern(4, 3));
+}
+
 // After ownPosted the caller's memory may go: the queued messages, the one
 // being written included, arrive as they were posted.
 TEST_P(TcpLinksTest, PostedMessagesOwnTheirBytesOnceAsked) {

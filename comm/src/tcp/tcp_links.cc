@@ -300,9 +300,10 @@ class TcpLink {
   // Reads what the socket holds; true if it read anything. A read shorter
   // than asked for emptied the socket: what comes after is read on the next
   // call (the caller's poll still sees it), which saves a read per call.
-  bool readAvailable() {
+  // With `untilMessage`, stops too once a whole message waits for take().
+  bool readAvailable(bool untilMessage = false) {
     bool any = false;
-    while (!broken()) {
+    while (!broken() && !(untilMessage && !ready_.empty())) {
       ssize_t n;
       std::size_t asked;
       if (in_body_ && frameLength() - body_at_ >= kDirectBytes) {
@@ -788,6 +789,12 @@ void TcpLinks::forgetExpectations() {
 std::unique_ptr<Message> TcpLinks::tryTake(int peer) {
   TcpLink* l = link(peer);
   HPU_COMM_CHECK(l != nullptr, "recv over a data link that does not exist");
+  if (auto message = l->take()) return message;
+  // Queued messages are written only while this rank reads: then every link.
+  if (std::any_of(links_.begin(), links_.end(), [](const auto& o) { return o && o->hasOutput(); }))
+    pollLinks(microseconds(0));
+  else
+    l->readAvailable(/*untilMessage=*/true);
   return l->take();
 }
 

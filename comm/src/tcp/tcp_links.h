@@ -110,7 +110,11 @@ class TcpLinks {
   void flush(Deadline deadline, const Check& check);
   // Copies what queued messages still read of their callers' memory.
   void ownPosted();
-  // The next message from `peer`, if one has arrived whole.
+  // The next message from `peer` if it has arrived whole, read without
+  // waiting: with no queued message to write, from that link alone and no
+  // further than the message (one read finds a message that is there,
+  // where a poll, the read and a read that finds the socket empty did);
+  // else as progress(0), which writes too.
   std::unique_ptr<Message> tryTake(int peer);
   // Transport::expect for a linked peer: the frame of the next message not
   // described yet is read into `destination` past its header if it has that

@@ -75,6 +75,8 @@ class ZmqTransport final : public Transport {
  private:
   void drainInbound();
   std::unique_ptr<Message> recvOverLink(int peer, Deadline deadline);
+  // Gives the core to another runnable thread, if there is one.
+  void yieldCore();
   void sendOverSocket(int peer, std::uint32_t senderWord, std::uint32_t sequence, std::span<const std::byte> header,
                       std::span<const std::byte> payload, Deadline deadline);
   // The lane to `peer`, created (and announced) at the first message; nullptr
@@ -105,6 +107,7 @@ class ZmqTransport final : public Transport {
   std::shared_ptr<SendBufferPool> sendBuffers_;
   std::atomic<bool> aborted_{false};
   std::atomic<bool> dropped_{false};  // dropConnectionsForTesting: nothing goes out or comes in
+  std::size_t takenSinceYield_ = 0;   // bytes received over links since yieldCore()
   mutable std::mutex abortMutex_;
   std::string abortReason_;  // "rank 3 aborted: <reason>", set once
 };
