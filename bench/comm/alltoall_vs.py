@@ -13,7 +13,8 @@ to minute):
             built here with mpicc; mpirun --mca pml ob1 --mca btl tcp,self)
   mpi-v     the same with MPI_Alltoallv, which hpu-train's alltoall matches
   mpi-sm    MPI_Alltoall over Open MPI's shared memory (btl vader,self)
-Each run times every size the same way (warm-up, barrier, timed loop, the
+Each run first makes 10,000 untimed 64 KiB calls (allreduce_vs.WARMUP),
+then times every size the same way (warm-up, barrier, timed loop, the
 slowest rank's mean); reported: the median over rounds with min..max of the
 time per alltoall and of the bus bandwidth, busbw = bytes / time * (n-1)/n
 (what crosses between ranks), and the ratios of the median times. The

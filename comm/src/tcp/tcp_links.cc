@@ -300,10 +300,11 @@ class TcpLink {
   // Reads what the socket holds; true if it read anything. A read shorter
   // than asked for emptied the socket: what comes after is read on the next
   // call (the caller's poll still sees it), which saves a read per call.
-  // With `untilMessage`, stops too once a whole message waits for take().
-  bool readAvailable(bool untilMessage = false) {
+  // With `untilPlaced`, stops too once a message whose payload was read
+  // into its place waits for take().
+  bool readAvailable(bool untilPlaced = false) {
     bool any = false;
-    while (!broken() && !(untilMessage && !ready_.empty())) {
+    while (!broken() && !(untilPlaced && !ready_.empty() && ready_.back()->placedPayload())) {
       ssize_t n;
       std::size_t asked;
       if (in_body_ && frameLength() - body_at_ >= kDirectBytes) {
@@ -794,7 +795,7 @@ std::unique_ptr<Message> TcpLinks::tryTake(int peer) {
   if (std::any_of(links_.begin(), links_.end(), [](const auto& o) { return o && o->hasOutput(); }))
     pollLinks(microseconds(0));
   else
-    l->readAvailable(/*untilMessage=*/true);
+    l->readAvailable(/*untilPlaced=*/true);
   return l->take();
 }
 

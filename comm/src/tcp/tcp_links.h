@@ -111,10 +111,13 @@ class TcpLinks {
   // Copies what queued messages still read of their callers' memory.
   void ownPosted();
   // The next message from `peer` if it has arrived whole, read without
-  // waiting: with no queued message to write, from that link alone and no
-  // further than the message (one read finds a message that is there,
-  // where a poll, the read and a read that finds the socket empty did);
-  // else as progress(0), which writes too.
+  // waiting: with no queued message to write, from that link alone (one
+  // read finds a message that is there, where a poll and the read did),
+  // and no further than a message read into its place (expect), which
+  // saves the read that finds the socket empty; else as progress(0), which
+  // writes too. Measured, 4 ranks on 2 cores: reading on past placed
+  // messages made 1-16 MiB alltoalls 1.1-1.2x slower; stopping after
+  // unplaced ones too (a ring's) made 1 MiB allreduces 1.35x slower.
   std::unique_ptr<Message> tryTake(int peer);
   // Transport::expect for a linked peer: the frame of the next message not
   // described yet is read into `destination` past its header if it has that
