@@ -240,6 +240,30 @@ TEST(Merge, FilesMergeLeftToRightAndClassChangeResets) {
   EXPECT_EQ(n.find("model")->find("init_args")->find("act")->str(), "tanh");
 }
 
+// A list or an init_args that is not a mapping, given for a component over
+// one already set, is refused by name (it once dereferenced a missing
+// init_args: `--model '[RMSNorm]'` crashed; found by fuzz_config).
+TEST(Merge, AComponentOverwrittenByAListOrWithScalarInitArgsIsNamed) {
+  EXPECT_EQ(problemsOf([] { compose("model: TestNet", {ov("model", "[TestNet]")}); }),
+            std::vector<std::string>{
+                "command line:1:1: model: expected a Model class name or {class_path, init_args}, got a list"});
+  EXPECT_EQ(problemsOf([] { compose("model: {class_path: TestNet, init_args: 5}", {ov("model.lr", "0.5")}); }),
+            (std::vector<std::string>{"command line:1:1: model.lr: cannot set a key inside init_args, which holds 5",
+                                      "t.yaml:1:41: model.init_args: expected a mapping, got '5'"}));
+  const auto mergedProblems = [](const char* overlay) {
+    Node base = yaml("model: {class_path: TestNet, init_args: {lr: 0.5}}");
+    mergeInto(base, yaml(overlay), testType());
+    std::vector<std::string> problems;
+    normalize(base, testType(), "", problems);
+    return problems;
+  };
+  EXPECT_EQ(mergedProblems("model: [TestNet]"),
+            std::vector<std::string>{
+                "t.yaml:1:8: model: expected a Model class name or {class_path, init_args}, got a list"});
+  EXPECT_EQ(mergedProblems("model: {class_path: TestNet, init_args: 5}"),
+            std::vector<std::string>{"t.yaml:1:41: model.init_args: expected a mapping, got '5'"});
+}
+
 TEST(Env, DefaultsNeedTheSwitchAndMapToKeys) {
   std::vector<std::string> problems;
   Environment env{{"PL_FIT__EPOCHS", "9"}, {"PL_FIT__MODEL__LR", "0.3"}};

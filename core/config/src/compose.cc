@@ -59,6 +59,7 @@ void toFullForm(Node& n) {
   if (!n.isMap()) return;
   Node* init = n.find("init_args");
   if (init == nullptr || init->isNull()) init = &n.set("init_args", Node::map(n.loc()));
+  if (!init->isMap()) return;  // validation names it
   std::vector<Node::Entry> shorthand;
   for (auto& e : n.entries())
     if (e.first != "class_path" && e.first != "init_args") shorthand.push_back(e);
@@ -197,6 +198,8 @@ struct Walker {
       toFullForm(node);
       const StructSchema* s = componentSchema(node, *e);
       Node& init = *node.find("init_args");
+      if (!init.isMap() && !(key == "init_args" && last))
+        return fail("cannot set a key inside init_args, which holds " + init.str());
       if (key == "init_args") {
         if (last) return assign(init, nullptr);
         return descend(init, s, i + 1);
@@ -223,7 +226,9 @@ struct Walker {
 
 void mergeInto(Node& base, const Node& overlay, const Type& type) {
   const Type* e = effective(&type, overlay);
-  if (e && e->tag() == Tag::kComponent && (base.isMap() || base.isScalar())) {
+  // A component merges with a class name or a mapping; anything else replaces it, and
+  // validation names it.
+  if (e && e->tag() == Tag::kComponent && (base.isMap() || base.isScalar()) && (overlay.isMap() || overlay.isScalar())) {
     const bool names_class = overlay.isScalar() || overlay.find("class_path") != nullptr;
     if (names_class && !sameClass(base, overlay, *e)) {
       base = overlay;  // another class: its init_args start from its defaults
@@ -233,8 +238,14 @@ void mergeInto(Node& base, const Node& overlay, const Type& type) {
     Node full = overlay;
     toFullForm(full);
     toFullForm(base);
+    Node* baseArgs = base.find("init_args");
+    const Node* args = full.find("init_args");
+    if (baseArgs == nullptr || !baseArgs->isMap() || args == nullptr || !args->isMap()) {
+      base = overlay;
+      return;
+    }
     if (const Node* cls = full.find("class_path")) base.set("class_path", *cls);
-    mergeMaps(*base.find("init_args"), *full.find("init_args"), componentSchema(base, *e));
+    mergeMaps(*base.find("init_args"), *args, componentSchema(base, *e));
     return;
   }
   if (e && e->tag() == Tag::kStruct && base.isMap() && overlay.isMap()) {
