@@ -495,10 +495,10 @@ estimate::PlanResult searchPlans(const RunRequest& run, const device::EmulatorSe
   // stages promise the most, 3 run fastest). The rows added have virtual
   // stages, so the interleavings stay those of the fastest layout without
   // (PlanResult::interleaved).
-  if (const PlannedLayout* plain = estimate::fastestWithoutVirtualStages(fitting))
-    result.interleaved = estimate::interleavings(*plain, facts.layers() / plain->layout.pipeline_stages);
+  const PlannedLayout* plain = estimate::fastestWithoutVirtualStages(fitting);
+  if (plain) result.interleaved = estimate::interleavings(*plain, facts.layers() / plain->layout.pipeline_stages);
   if (!result.interleaved.empty() && !options.memory_only) {
-    const Layout layout = estimate::fastestWithoutVirtualStages(fitting)->layout;
+    const Layout layout = plain->layout;  // a copy: pricing grows `fitting`
     const double to_beat = fitting.front().figures.throughput;
     for (const Interleaving& way : result.interleaved) {
       Layout interleaved = layout;

@@ -238,14 +238,13 @@ void mergeInto(Node& base, const Node& overlay, const Type& type) {
     Node full = overlay;
     toFullForm(full);
     toFullForm(base);
-    Node* baseArgs = base.find("init_args");
-    const Node* args = full.find("init_args");
-    if (baseArgs == nullptr || !baseArgs->isMap() || args == nullptr || !args->isMap()) {
+    // Both are mappings now, each with init_args, which validation names if not a mapping.
+    if (!base.find("init_args")->isMap() || !full.find("init_args")->isMap()) {
       base = overlay;
       return;
     }
     if (const Node* cls = full.find("class_path")) base.set("class_path", *cls);
-    mergeMaps(*base.find("init_args"), *args, componentSchema(base, *e));
+    mergeMaps(*base.find("init_args"), *full.find("init_args"), componentSchema(base, *e));
     return;
   }
   if (e && e->tag() == Tag::kStruct && base.isMap() && overlay.isMap()) {
